@@ -1,0 +1,44 @@
+"""Numba kernels: pure array functions, installed as ``tierstore.kernels``.
+
+Each kernel takes numpy arrays and scalars and returns arrays (a few documented
+ones update columns in place); none touches a Python object, so each can be
+tested alone against the plain-Python reference in :mod:`.reference`.
+
+Query-path kernels are serial and release the GIL (``nogil=True``): Numba's
+default threading layer aborts when two threads enter a parallel kernel at once.
+"""
+
+from .columns import (
+    ACTION_ARCHIVE,
+    ACTION_DELETE,
+    ACTION_DEMOTE,
+    ACTION_KEEP,
+    TIER_COLD,
+    TIER_HOT,
+    TIER_WARM,
+)
+from .decay import access_boost, decayed_weight, record_accesses
+from .due import classify, due_times
+from .flat import flat_topk, inner_products
+from .rerank import fused_rerank
+from .context import context_multipliers, rescale_lifetimes
+
+__all__ = [
+    "ACTION_ARCHIVE",
+    "ACTION_DELETE",
+    "ACTION_DEMOTE",
+    "ACTION_KEEP",
+    "TIER_COLD",
+    "TIER_HOT",
+    "TIER_WARM",
+    "access_boost",
+    "classify",
+    "context_multipliers",
+    "decayed_weight",
+    "due_times",
+    "flat_topk",
+    "fused_rerank",
+    "inner_products",
+    "record_accesses",
+    "rescale_lifetimes",
+]

@@ -1,0 +1,61 @@
+"""Column layout shared by the hot tier and the kernels.
+
+A namespace's metadata is two 2-D arrays (structure of arrays): ``F``
+(float64, shape ``(NF, capacity)``) and ``I`` (int64, shape ``(NI, capacity)``);
+each row is one column, contiguous in memory. Times are POSIX seconds;
+``+inf`` means "never".
+"""
+
+# float64 rows of F
+F_CREATED = 0  # created_at
+F_LAST_ACCESS = 1  # last_accessed_at
+F_W_REF = 2  # weight at t_ref
+F_T_REF = 3  # reference time of the weight
+F_HALF_LIFE = 4  # effective half-life (seconds; confidence and context applied)
+F_CONF = 5  # fused confidence at t_conf, [0, 1]
+F_T_CONF = 6  # last reinforcement of the confidence
+F_TTL = 7  # effective TTL (seconds, +inf: none)
+F_TTL_ANCHOR = 8  # the TTL runs from here (creation, last access or restore)
+F_DUE = 9  # next time the migrator must look at this memory (+inf: never)
+F_CTX_MULT = 10  # context TTL multiplier currently applied
+F_CONF_LLM = 11  # confidence signals (NaN: absent); read by feedback, not kernels
+F_CONF_RULE = 12
+F_CONF_FEEDBACK = 13
+F_TTL_OVERRIDE = 14  # per-memory TTL (NaN: the type's)
+NF = 15
+
+# int64 rows of I
+I_TYPE = 0  # index into Policy.type_names
+I_ACCESS_COUNT = 1
+I_PINNED = 2  # 1: exempt from every expiry
+I_ALIVE = 3  # 0: deleted or moved out (slot kept until compaction)
+I_DIRTY = 4  # 1: changed since the last flush to the catalog
+NI = 5
+
+TIER_HOT = 0
+TIER_WARM = 1
+TIER_COLD = 2
+
+ACTION_KEEP = 0
+ACTION_DEMOTE = 1
+ACTION_ARCHIVE = 2
+ACTION_DELETE = 3
+
+# indices into the rerank parameter vector
+P_NOW = 0
+P_CONF_HALF_LIFE = 1  # +inf: confidence does not decay
+P_MIN_CONF = 2
+P_CTX_MAX = 3  # largest possible raw context factor for this query
+P_MODE = 4  # 0 product, 1 weighted sum
+P_RECENCY_HALF_LIFE = 5
+P_FLOOR = 6
+P_CONTEXT_BONUS = 7
+P_DISTANCE = 8  # 1: candidate scores are inner-product distances (1 - cos)
+P_WEIGHTS = 9  # 5 weights (similarity, recency, confidence, context, weight), summing to 1
+NP = 14
+
+MODE_PRODUCT = 0
+MODE_WEIGHTED_SUM = 1
+
+# factor order in rerank outputs
+FACTOR_NAMES = ("similarity", "recency", "confidence", "context", "weight")

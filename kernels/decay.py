@@ -1,0 +1,86 @@
+"""Decayed weight and access boost.
+
+W(t) = w_ref · 2^(-(t - t_ref)/h); an access at t_a makes
+w_ref = W(t_a) + boost and t_ref = t_a.
+"""
+
+import numpy as np
+from numba import njit
+
+from ._scalar import weight_at
+from .columns import (
+    F_CONF,
+    F_DUE,
+    F_HALF_LIFE,
+    F_LAST_ACCESS,
+    F_T_CONF,
+    F_T_REF,
+    F_TTL,
+    F_TTL_ANCHOR,
+    F_W_REF,
+    I_ACCESS_COUNT,
+    I_DIRTY,
+    I_PINNED,
+    I_TYPE,
+    TIER_HOT,
+)
+from .due import _due_one
+
+
+@njit(nogil=True, cache=True)
+def decayed_weight(w_ref, t_ref, half_life, now):
+    """W(now) for every memory. Arrays of equal length (float64); ``now`` in seconds."""
+    n = w_ref.shape[0]
+    out = np.empty(n, np.float64)
+    for i in range(n):
+        out[i] = weight_at(w_ref[i], t_ref[i], half_life[i], now)
+    return out
+
+
+@njit(nogil=True, cache=True)
+def access_boost(w_ref, t_ref, half_life, boost, t_access):
+    """New ``(w_ref, t_ref)`` after one access at ``t_access`` (seconds).
+
+    ``boost`` is per memory. Returns two new arrays; inputs are unchanged."""
+    n = w_ref.shape[0]
+    w_out = np.empty(n, np.float64)
+    t_out = np.empty(n, np.float64)
+    for i in range(n):
+        w_out[i] = weight_at(w_ref[i], t_ref[i], half_life[i], t_access) + boost[i]
+        t_out[i] = t_access
+    return w_out, t_out
+
+
+@njit(nogil=True, cache=True)
+def record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, thresholds, conf_half_life):
+    """Count one access at ``now`` for each slot of a hot namespace, in place.
+
+    Updates weight state, last access, access count, the TTL anchor (types that
+    refresh on read), the next due time and the dirty flag. A slot listed twice
+    is counted twice. ``thresholds`` = (demote, archive, delete, delete_bar).
+    """
+    for j in range(slots.shape[0]):
+        s = slots[j]
+        t = I[I_TYPE, s]
+        F[F_W_REF, s] = weight_at(F[F_W_REF, s], F[F_T_REF, s], F[F_HALF_LIFE, s], now) + boost_by_type[t]
+        F[F_T_REF, s] = now
+        F[F_LAST_ACCESS, s] = now
+        I[I_ACCESS_COUNT, s] += 1
+        if refresh_by_type[t] != 0:
+            F[F_TTL_ANCHOR, s] = now
+        F[F_DUE, s] = _due_one(
+            TIER_HOT,
+            I[I_PINNED, s],
+            F[F_W_REF, s],
+            F[F_T_REF, s],
+            F[F_HALF_LIFE, s],
+            F[F_TTL_ANCHOR, s] + F[F_TTL, s],
+            F[F_CONF, s],
+            F[F_T_CONF, s],
+            conf_half_life,
+            thresholds[0],
+            thresholds[1],
+            thresholds[2],
+            thresholds[3],
+        )
+        I[I_DIRTY, s] = 1

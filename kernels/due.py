@@ -1,0 +1,97 @@
+"""Due times and classification for the migrator.
+
+A memory's due time is the earliest time the migrator must act on it in its
+current tier: hot: expiry or the demote crossing; warm: expiry or the archive
+crossing; cold: the delete crossing (weight below ``delete`` and confidence
+below the bar). Pinned memories are never due (+inf).
+
+``classify`` compares ``now`` with the same crossing times, so a memory is
+never "due" and then kept for a rounding difference.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ._scalar import confidence_crossing_time, crossing_time
+from .columns import (
+    ACTION_ARCHIVE,
+    ACTION_DELETE,
+    ACTION_DEMOTE,
+    ACTION_KEEP,
+    TIER_COLD,
+    TIER_HOT,
+    TIER_WARM,
+)
+
+
+@njit(inline="always", cache=True)
+def _delete_time(w_ref, t_ref, half_life, conf, t_conf, conf_half_life, delete, delete_bar):
+    t_w = crossing_time(w_ref, t_ref, half_life, delete)
+    t_c = confidence_crossing_time(conf, t_conf, conf_half_life, delete_bar)
+    return max(t_w, t_c)
+
+
+@njit(cache=True)
+def _due_one(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life,
+             demote, archive, delete, delete_bar):
+    if pinned != 0:
+        return math.inf
+    if tier == TIER_HOT:
+        return min(expires_at, crossing_time(w_ref, t_ref, half_life, demote))
+    if tier == TIER_WARM:
+        return min(expires_at, crossing_time(w_ref, t_ref, half_life, archive))
+    return _delete_time(w_ref, t_ref, half_life, conf, t_conf, conf_half_life, delete, delete_bar)
+
+
+@njit(nogil=True, cache=True)
+def due_times(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
+    """Next due time (seconds, +inf never) of each memory.
+
+    tier: int array (0 hot, 1 warm, 2 cold); pinned: int array (nonzero:
+    pinned); float64 arrays for the rest; ``conf_half_life`` +inf for no
+    confidence decay; ``thresholds`` = (demote, archive, delete, delete_bar).
+    """
+    n = tier.shape[0]
+    out = np.empty(n, np.float64)
+    for i in range(n):
+        out[i] = _due_one(tier[i], pinned[i], w_ref[i], t_ref[i], half_life[i], expires_at[i], conf[i],
+                          t_conf[i], conf_half_life, thresholds[0], thresholds[1], thresholds[2],
+                          thresholds[3])
+    return out
+
+
+@njit(nogil=True, cache=True)
+def classify(now, tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
+    """Action for each memory at ``now``: 0 keep, 1 demote, 2 archive, 3 delete.
+
+    Pinned: keep. Cold: delete once both weight and confidence are below their
+    bars, else keep. Expired: delete if confidence is below the bar, else
+    archive. Otherwise the most severe threshold crossed: delete (only below
+    the confidence bar), archive, demote (hot only).
+    """
+    demote, archive, delete, delete_bar = thresholds[0], thresholds[1], thresholds[2], thresholds[3]
+    n = tier.shape[0]
+    out = np.empty(n, np.int8)
+    for i in range(n):
+        if pinned[i] != 0:
+            out[i] = ACTION_KEEP
+            continue
+        t_del = _delete_time(w_ref[i], t_ref[i], half_life[i], conf[i], t_conf[i], conf_half_life, delete,
+                             delete_bar)
+        if tier[i] == TIER_COLD:
+            out[i] = ACTION_DELETE if now >= t_del else ACTION_KEEP
+            continue
+        if now >= expires_at[i]:
+            below_bar = now >= confidence_crossing_time(conf[i], t_conf[i], conf_half_life, delete_bar)
+            out[i] = ACTION_DELETE if below_bar else ACTION_ARCHIVE
+        elif now >= t_del:
+            out[i] = ACTION_DELETE
+        elif now >= crossing_time(w_ref[i], t_ref[i], half_life[i], archive):
+            out[i] = ACTION_ARCHIVE
+        elif tier[i] == TIER_HOT and now >= crossing_time(w_ref[i], t_ref[i], half_life[i], demote):
+            out[i] = ACTION_DEMOTE
+        else:
+            out[i] = ACTION_KEEP
+    return out

@@ -1,0 +1,32 @@
+"""Exact (flat) inner-product search over a contiguous float32 matrix."""
+
+import numpy as np
+from numba import njit
+
+from ._topk import topk_order
+
+
+@njit(nogil=True, cache=True, fastmath=True)
+def inner_products(q, X, n):
+    """``X[:n] @ q`` as float32 (rows of ``X`` and ``q`` are L2-normalised, so
+    these are cosines). ``fastmath`` lets LLVM vectorise the reduction."""
+    d = q.shape[0]
+    out = np.empty(n, np.float32)
+    for i in range(n):
+        acc = np.float32(0.0)
+        for j in range(d):
+            acc += X[i, j] * q[j]
+        out[i] = acc
+    return out
+
+
+@njit(nogil=True, cache=True)
+def flat_topk(q, X, n, k):
+    """Exact top-``k`` rows of ``X[:n]`` by inner product with ``q``.
+
+    Returns ``(indices int64, similarities float32)``, best first; ties go to
+    the lower index."""
+    sims = inner_products(q, X, n)
+    score = sims.astype(np.float64)
+    idx = topk_order(score, score, k)
+    return idx, sims[idx]

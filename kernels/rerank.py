@@ -1,0 +1,151 @@
+"""Fused rerank: filters, masking, five normalised factors, score, top-k.
+
+Factors (raw -> normalised to [0, 1]):
+
+* similarity: cosine -> clipped to [0, 1]
+* recency: 2^(-(now - last_access)/recency_half_life) -> floor + (1-floor)·raw
+* confidence: decayed confidence -> floor + (1-floor)·raw
+* context: (1 + bonus·matched_query_tags)·Π rule multipliers of the memory's
+  tags -> raw / ctx_max, capped at 1 (ctx_max: largest raw value possible for
+  the query, so a neutral memory and a favoured one stay comparable)
+* weight: W(now) -> floor + (1-floor)·min(1, W / W0 of the type)
+
+Score: product of the normalised factors, or Σ weight_f·factor_f with the
+weights summing to 1. Ties go to the higher raw similarity, then the lower
+candidate index. Excluded: dead slots, types not allowed, confidence below
+the minimum, masked tags.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ._scalar import confidence_at, weight_at
+from ._topk import topk_order
+from .columns import (
+    F_CONF,
+    F_HALF_LIFE,
+    F_LAST_ACCESS,
+    F_T_CONF,
+    F_T_REF,
+    F_W_REF,
+    I_ALIVE,
+    I_TYPE,
+    MODE_PRODUCT,
+    P_CONF_HALF_LIFE,
+    P_CONTEXT_BONUS,
+    P_CTX_MAX,
+    P_DISTANCE,
+    P_FLOOR,
+    P_MIN_CONF,
+    P_MODE,
+    P_NOW,
+    P_RECENCY_HALF_LIFE,
+    P_WEIGHTS,
+)
+
+LN2 = math.log(2.0)
+
+
+@njit(inline="always", cache=True)
+def _find_sorted(arr, x):
+    """Index of x in the sorted array arr, or -1."""
+    lo = 0
+    hi = arr.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if arr[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < arr.shape[0] and arr[lo] == x:
+        return lo
+    return -1
+
+
+@njit(nogil=True, cache=True)
+def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags,
+                 rule_mult, mask_tags, k):
+    """Rank candidate slots of one namespace; return the best ``k``.
+
+    cand: slot of each candidate (any int dtype; negative = none);
+    cand_scores: cosine of each candidate, or inner-product distance (1 - cos)
+    when ``params[P_DISTANCE]`` is 1; F, I: the namespace's columns (see
+    :mod:`.columns`); tags: int32 ``(capacity, width)`` tag ids padded with -1;
+    params: see ``P_*``; type_allowed: uint8 per type; w0_by_type: initial
+    weight per type; q_tags, rule_tags, mask_tags: sorted int32 tag ids;
+    rule_mult: multiplier of each ``rule_tags`` entry.
+
+    Returns ``(pick, score, norm, raw)``: indices into ``cand`` best first,
+    their scores, and their normalised and raw factors ``(len(pick), 5)``.
+    """
+    m = cand.shape[0]
+    now = params[P_NOW]
+    conf_hl = params[P_CONF_HALF_LIFE]
+    min_conf = params[P_MIN_CONF]
+    ctx_max = params[P_CTX_MAX]
+    product = params[P_MODE] == MODE_PRODUCT
+    rec_hl = params[P_RECENCY_HALF_LIFE]
+    floor = params[P_FLOOR]
+    bonus = params[P_CONTEXT_BONUS]
+    distance = params[P_DISTANCE] != 0.0
+    width = tags.shape[1]
+
+    score = np.full(m, -np.inf)
+    tiebreak = np.zeros(m)
+    norm = np.empty((m, 5))
+    raw = np.empty((m, 5))
+    for j in range(m):
+        s = cand[j]
+        if s < 0 or I[I_ALIVE, s] == 0:
+            continue
+        if type_allowed[I[I_TYPE, s]] == 0:
+            continue
+        c = confidence_at(F[F_CONF, s], F[F_T_CONF, s], conf_hl, now)
+        if c < min_conf:
+            continue
+        masked = False
+        overlap = 0
+        mult = 1.0
+        for w in range(width):
+            tg = tags[s, w]
+            if tg < 0:
+                break
+            if mask_tags.shape[0] > 0 and _find_sorted(mask_tags, tg) >= 0:
+                masked = True
+                break
+            if q_tags.shape[0] > 0 and _find_sorted(q_tags, tg) >= 0:
+                overlap += 1
+            if rule_tags.shape[0] > 0:
+                r = _find_sorted(rule_tags, tg)
+                if r >= 0:
+                    mult *= rule_mult[r]
+        if masked:
+            continue
+        sim = np.float64(cand_scores[j])
+        if distance:
+            sim = 1.0 - sim
+        rec = math.exp(-LN2 * max(now - F[F_LAST_ACCESS, s], 0.0) / rec_hl)
+        ctx = (1.0 + bonus * overlap) * mult
+        wt = weight_at(F[F_W_REF, s], F[F_T_REF, s], F[F_HALF_LIFE, s], now)
+        raw[j, 0] = sim
+        raw[j, 1] = rec
+        raw[j, 2] = c
+        raw[j, 3] = ctx
+        raw[j, 4] = wt
+        norm[j, 0] = min(max(sim, 0.0), 1.0)
+        norm[j, 1] = floor + (1.0 - floor) * rec
+        norm[j, 2] = floor + (1.0 - floor) * min(max(c, 0.0), 1.0)
+        norm[j, 3] = min(ctx / ctx_max, 1.0)
+        norm[j, 4] = floor + (1.0 - floor) * min(wt / w0_by_type[I[I_TYPE, s]], 1.0)
+        if product:
+            sc = norm[j, 0] * norm[j, 1] * norm[j, 2] * norm[j, 3] * norm[j, 4]
+        else:
+            sc = 0.0
+            for f in range(5):
+                sc += params[P_WEIGHTS + f] * norm[j, f]
+        score[j] = sc
+        tiebreak[j] = sim
+    pick = topk_order(score, tiebreak, k)
+    return pick, score[pick], norm[pick], raw[pick]

@@ -1,0 +1,68 @@
+"""tierstore: a tiered memory engine for AI agents that knows when to forget.
+
+>>> from tierstore import TierStore, ManualClock
+>>> store = TierStore.open("./agent-memory", dim=384)        # doctest: +SKIP
+"""
+
+from .clock import Clock, ManualClock, SystemClock
+from .errors import (
+    CorruptDataError,
+    DimensionMismatchError,
+    DuplicateIdError,
+    InvalidConfidenceError,
+    InvalidInputError,
+    InvalidNamespaceError,
+    InvalidVectorError,
+    MemoryNotFoundError,
+    MissingDependencyError,
+    ObjectNotFoundError,
+    ObjectStoreError,
+    PolicyError,
+    StoreClosedError,
+    StoreConfigError,
+    TierStoreError,
+    UnknownMemoryTypeError,
+)
+from .hot import HotSettings
+from .model import Explain, Hit, Memory, Stats, SweepReport
+from .policy import ConfidencePolicy, ContextRule, MaskRule, Policy, ScoringPolicy, Thresholds, TypePolicy
+from .store import Settings, TierStore
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Clock",
+    "ConfidencePolicy",
+    "ContextRule",
+    "CorruptDataError",
+    "DimensionMismatchError",
+    "DuplicateIdError",
+    "Explain",
+    "Hit",
+    "HotSettings",
+    "InvalidConfidenceError",
+    "InvalidInputError",
+    "InvalidNamespaceError",
+    "InvalidVectorError",
+    "ManualClock",
+    "MaskRule",
+    "Memory",
+    "MemoryNotFoundError",
+    "MissingDependencyError",
+    "ObjectNotFoundError",
+    "ObjectStoreError",
+    "Policy",
+    "PolicyError",
+    "ScoringPolicy",
+    "Settings",
+    "Stats",
+    "StoreClosedError",
+    "StoreConfigError",
+    "SweepReport",
+    "SystemClock",
+    "Thresholds",
+    "TierStore",
+    "TierStoreError",
+    "TypePolicy",
+    "UnknownMemoryTypeError",
+]

@@ -1,0 +1,374 @@
+"""The catalog: SQLite in WAL mode, the system of record.
+
+Every memory's fields, vector (while hot or warm), tier, weight state and next
+due time live here; hot indexes and warm shards are caches derived from it.
+
+Writes go through one writer thread that drains a queue and commits each batch
+in one transaction (group commit): ``write()`` returns once the transaction
+holding the caller's change has committed. Each queued change runs in its own
+savepoint, so one failing change is rolled back alone and its caller gets the
+exception while the rest of the batch commits. Reads use one connection per
+thread and see every committed write.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+
+import numpy as np
+
+from .errors import StoreClosedError
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+
+# Settings of the database itself, one comment per value (diskcache style).
+PRAGMAS = {
+    "journal_mode": "wal",  # readers never block the writer
+    "busy_timeout": 10_000,  # ms; another connection checkpointing the WAL
+    "foreign_keys": "on",
+    "temp_store": "memory",
+    "cache_size": -65_536,  # KiB (64 MiB) of page cache per connection
+}
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+-- One row per memory in any tier. AUTOINCREMENT: a rid is never reused, so a
+-- checkpointed hot index can never map an old slot to a new memory.
+CREATE TABLE IF NOT EXISTS memories (
+    rid              INTEGER PRIMARY KEY AUTOINCREMENT,
+    ns               TEXT    NOT NULL,
+    id               TEXT    NOT NULL,
+    content          TEXT    NOT NULL,
+    embedding        BLOB,              -- float32 little-endian; NULL while cold
+    memory_type      TEXT    NOT NULL,
+    source           TEXT    NOT NULL,
+    tags             TEXT    NOT NULL,  -- JSON array of strings
+    created_at       REAL    NOT NULL,
+    last_accessed_at REAL    NOT NULL,
+    access_count     INTEGER NOT NULL,
+    conf_llm         REAL,              -- confidence signals, NULL when absent
+    conf_rule        REAL,
+    conf_feedback    REAL,
+    confidence       REAL    NOT NULL,  -- fused base confidence at t_conf
+    t_conf           REAL    NOT NULL,
+    ttl_seconds      REAL,              -- per-memory override, NULL: the type's
+    pinned           INTEGER NOT NULL,
+    tier             INTEGER NOT NULL,  -- 0 hot, 1 warm, 2 cold
+    w_ref            REAL    NOT NULL,
+    t_ref            REAL    NOT NULL,
+    half_life        REAL    NOT NULL,  -- effective, seconds
+    ttl              REAL,              -- effective, seconds; NULL: never expires
+    ttl_anchor       REAL    NOT NULL,
+    ctx_mult         REAL    NOT NULL,
+    due_at           REAL,              -- NULL: never due
+    shard            INTEGER,           -- warm shard holding the vector
+    cold_key         TEXT,              -- archive object holding the record
+    cold_offset      INTEGER,
+    cold_length      INTEGER,
+    UNIQUE (ns, id)
+);
+-- A sweep reads only what is due: this index answers "due_at <= now" in order.
+CREATE INDEX IF NOT EXISTS memories_due ON memories (due_at) WHERE due_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS memories_ns_tier ON memories (ns, tier, created_at);
+CREATE TABLE IF NOT EXISTS contexts (
+    ns   TEXT PRIMARY KEY,
+    tags TEXT NOT NULL                  -- JSON array: the namespace's active context
+);
+"""
+
+# Columns read to rebuild a memory in memory, in this order.
+MEMORY_COLUMNS = (
+    "rid", "ns", "id", "content", "embedding", "memory_type", "source", "tags", "created_at",
+    "last_accessed_at", "access_count", "conf_llm", "conf_rule", "conf_feedback", "confidence",
+    "t_conf", "ttl_seconds", "pinned", "tier", "w_ref", "t_ref", "half_life", "ttl", "ttl_anchor",
+    "ctx_mult", "due_at", "shard", "cold_key", "cold_offset", "cold_length",
+)
+_SELECT_MEMORY = "SELECT " + ", ".join(MEMORY_COLUMNS) + " FROM memories"
+
+# The state that changes after creation, written back by flushes.
+STATE_COLUMNS = (
+    "last_accessed_at", "access_count", "conf_feedback", "confidence", "t_conf", "pinned",
+    "w_ref", "t_ref", "half_life", "ttl", "ttl_anchor", "ctx_mult", "due_at",
+)
+
+
+@dataclass
+class MemoryRow:
+    """One catalog row. ``ttl``/``due_at`` use +inf for never (NULL in SQL)."""
+
+    rid: int
+    ns: str
+    id: str
+    content: str
+    embedding: bytes | None
+    memory_type: str
+    source: str
+    tags: tuple[str, ...]
+    created_at: float
+    last_accessed_at: float
+    access_count: int
+    conf_llm: float | None
+    conf_rule: float | None
+    conf_feedback: float | None
+    confidence: float
+    t_conf: float
+    ttl_seconds: float | None
+    pinned: bool
+    tier: int
+    w_ref: float
+    t_ref: float
+    half_life: float
+    ttl: float
+    ttl_anchor: float
+    ctx_mult: float
+    due_at: float
+    shard: int | None = None
+    cold_key: str | None = None
+    cold_offset: int | None = None
+    cold_length: int | None = None
+
+    @classmethod
+    def from_sql(cls, r: Sequence[Any]) -> "MemoryRow":
+        return cls(
+            rid=r[0], ns=r[1], id=r[2], content=r[3], embedding=r[4], memory_type=r[5], source=r[6],
+            tags=tuple(json.loads(r[7])), created_at=r[8], last_accessed_at=r[9], access_count=r[10],
+            conf_llm=r[11], conf_rule=r[12], conf_feedback=r[13], confidence=r[14], t_conf=r[15],
+            ttl_seconds=r[16], pinned=bool(r[17]), tier=r[18], w_ref=r[19], t_ref=r[20],
+            half_life=r[21], ttl=math.inf if r[22] is None else r[22], ttl_anchor=r[23],
+            ctx_mult=r[24], due_at=math.inf if r[25] is None else r[25], shard=r[26],
+            cold_key=r[27], cold_offset=r[28], cold_length=r[29],
+        )
+
+    def vector(self) -> np.ndarray | None:
+        if self.embedding is None:
+            return None
+        return np.frombuffer(self.embedding, dtype="<f4").astype(np.float32, copy=True)
+
+    @property
+    def expires_at(self) -> float:
+        return self.ttl_anchor + self.ttl
+
+
+def sql_time(x: float) -> float | None:
+    """+inf (never) is stored as NULL."""
+    return None if not math.isfinite(x) else float(x)
+
+
+def insert_params(row: MemoryRow) -> tuple[Any, ...]:
+    return (
+        row.ns, row.id, row.content, row.embedding, row.memory_type, row.source,
+        json.dumps(list(row.tags)), row.created_at, row.last_accessed_at, row.access_count,
+        row.conf_llm, row.conf_rule, row.conf_feedback, row.confidence, row.t_conf, row.ttl_seconds,
+        int(row.pinned), row.tier, row.w_ref, row.t_ref, row.half_life, sql_time(row.ttl),
+        row.ttl_anchor, row.ctx_mult, sql_time(row.due_at), row.shard, row.cold_key,
+        row.cold_offset, row.cold_length,
+    )
+
+
+INSERT_SQL = (
+    "INSERT INTO memories (" + ", ".join(MEMORY_COLUMNS[1:]) + ") VALUES ("
+    + ", ".join("?" * (len(MEMORY_COLUMNS) - 1)) + ")"
+)
+
+UPDATE_STATE_SQL = (
+    "UPDATE memories SET " + ", ".join(f"{c} = ?" for c in STATE_COLUMNS) + " WHERE rid = ?"
+)
+
+
+class Catalog:
+    """SQLite catalog with a group-committing writer thread.
+
+    ``synchronous``: ``"NORMAL"`` makes a committed write survive a process
+    crash (WAL); ``"FULL"`` also survives power loss, at an fsync per commit.
+    """
+
+    def __init__(self, path: str | Path, *, synchronous: str = "NORMAL", max_batch: int = 512) -> None:
+        self.path = Path(path)
+        self._synchronous = synchronous.upper()
+        if self._synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be NORMAL or FULL, got {synchronous!r}")
+        self._max_batch = max_batch
+        self._writer = self._connect()
+        self._writer.executescript(SCHEMA)
+        self._queue: deque[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self.commits = 0  # transactions committed (group-commit evidence for tests/benchmarks)
+        self._thread = threading.Thread(target=self._run, name="tierstore-catalog-writer", daemon=True)
+        self._thread.start()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        for key, value in PRAGMAS.items():
+            conn.execute(f"PRAGMA {key} = {value}")
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        return conn
+
+    # -- writes -------------------------------------------------------------
+
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` inside the next group commit; return its result
+        once committed, or raise its exception (its changes rolled back)."""
+        return self.submit(fn).result()
+
+    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> "Future[T]":
+        """Queue ``fn`` for the next group commit without waiting."""
+        fut: Future[T] = Future()
+        with self._cond:
+            if self._closed:
+                raise StoreClosedError("the catalog is closed")
+            self._queue.append((fn, fut))
+            self._cond.notify()
+        return fut
+
+    def _run(self) -> None:
+        conn = self._writer
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue and self._closed:
+                    return
+                batch = []
+                while self._queue and len(batch) < self._max_batch:
+                    batch.append(self._queue.popleft())
+            outcomes: list[tuple[Future[Any], Any, BaseException | None]] = []
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                for fn, fut in batch:
+                    conn.execute("SAVEPOINT op")
+                    try:
+                        result = fn(conn)
+                    except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                        conn.execute("ROLLBACK TO op")
+                        conn.execute("RELEASE op")
+                        outcomes.append((fut, None, exc))
+                    else:
+                        conn.execute("RELEASE op")
+                        outcomes.append((fut, result, None))
+                conn.execute("COMMIT")
+                self.commits += 1
+            except BaseException as exc:  # noqa: BLE001 - the commit itself failed
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                for _, fut in batch:
+                    fut.set_exception(exc)
+                continue
+            for fut, result, exc in outcomes:
+                if exc is None:
+                    fut.set_result(result)
+                else:
+                    fut.set_exception(exc)
+
+    # -- reads --------------------------------------------------------------
+
+    def reader(self) -> sqlite3.Connection:
+        """This thread's read connection (autocommit: each statement sees the
+        latest commit)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StoreClosedError("the catalog is closed")
+            conn = self._connect()
+            conn.execute("PRAGMA query_only = on")
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.reader().execute(sql, params).fetchall()
+
+    def query_one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        return self.reader().execute(sql, params).fetchone()
+
+    # -- memories -----------------------------------------------------------
+
+    def get_row(self, ns: str, id: str) -> MemoryRow | None:
+        r = self.query_one(_SELECT_MEMORY + " WHERE ns = ? AND id = ?", (ns, id))
+        return None if r is None else MemoryRow.from_sql(r)
+
+    def get_rows_by_rid(self, rids: Iterable[int]) -> list[MemoryRow]:
+        rids = list(rids)
+        out: list[MemoryRow] = []
+        for i in range(0, len(rids), 500):
+            chunk = rids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            out.extend(
+                MemoryRow.from_sql(r)
+                for r in self.query(_SELECT_MEMORY + f" WHERE rid IN ({marks})", chunk)
+            )
+        return out
+
+    def iter_rows(self, ns: str, tier: int) -> Iterator[MemoryRow]:
+        cur = self.reader().execute(_SELECT_MEMORY + " WHERE ns = ? AND tier = ? ORDER BY rid", (ns, tier))
+        for r in cur:
+            yield MemoryRow.from_sql(r)
+
+    def namespaces(self) -> list[str]:
+        return [r[0] for r in self.query("SELECT DISTINCT ns FROM memories ORDER BY ns")]
+
+    def due(self, now: float, limit: int) -> list[MemoryRow]:
+        """Memories whose due time has come, earliest first (reads the due index)."""
+        rows = self.query(_SELECT_MEMORY + " WHERE due_at <= ? ORDER BY due_at LIMIT ?", (now, limit))
+        return [MemoryRow.from_sql(r) for r in rows]
+
+    def count_due(self, now: float) -> int:
+        r = self.query_one("SELECT count(*) FROM memories WHERE due_at <= ?", (now,))
+        return int(r[0]) if r else 0
+
+    # -- meta ---------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        r = self.query_one("SELECT value FROM meta WHERE key = ?", (key,))
+        return None if r is None else r[0]
+
+    def set_meta(self, items: dict[str, str]) -> None:
+        def fn(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                list(items.items()),
+            )
+
+        self.write(fn)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def close(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join()
+        self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._writer.close()
+        with self._readers_lock:
+            for conn in self._readers:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._readers.clear()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

@@ -1,0 +1,78 @@
+"""Exceptions raised by tierstore.
+
+Every error a caller can cause derives from :class:`TierStoreError`. Validation
+errors are raised before anything is written, so a failed call leaves the store
+unchanged.
+"""
+
+from __future__ import annotations
+
+
+class TierStoreError(Exception):
+    """Base class of every tierstore error."""
+
+
+class InvalidInputError(TierStoreError, ValueError):
+    """An argument is malformed (wrong type, out of range, non-finite)."""
+
+
+class DimensionMismatchError(InvalidInputError):
+    """A vector's length differs from the store's dimension."""
+
+
+class InvalidVectorError(InvalidInputError):
+    """A vector holds NaN or infinite values, or has zero length."""
+
+
+class InvalidConfidenceError(InvalidInputError):
+    """A confidence lies outside [0, 1]."""
+
+
+class InvalidNamespaceError(InvalidInputError):
+    """A namespace is not a name of the form ``[A-Za-z0-9_.-]{1,128}``."""
+
+
+class UnknownMemoryTypeError(InvalidInputError):
+    """A memory type is not defined by the store's policy."""
+
+
+class PolicyError(InvalidInputError):
+    """A policy document is invalid; the message names the offending key."""
+
+
+class DuplicateIdError(InvalidInputError):
+    """A memory with this id already exists in the namespace."""
+
+
+class MemoryNotFoundError(TierStoreError, KeyError):
+    """No memory with this id exists in the namespace."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0]) if self.args else "memory not found"
+
+
+class StoreClosedError(TierStoreError):
+    """The store was closed; open it again to continue."""
+
+
+class StoreConfigError(TierStoreError):
+    """The store on disk does not match the arguments it was opened with."""
+
+
+class CorruptDataError(TierStoreError):
+    """Stored bytes fail their checksum or do not parse; the message names the file or key."""
+
+
+class ObjectStoreError(TierStoreError):
+    """The object store (local directory or S3) failed an operation."""
+
+
+class ObjectNotFoundError(ObjectStoreError, KeyError):
+    """The object store holds no object under this key."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "object not found"
+
+
+class MissingDependencyError(TierStoreError, ImportError):
+    """An optional dependency is not installed; the message says which extra to install."""

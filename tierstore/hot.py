@@ -1,0 +1,570 @@
+"""The hot tier: one in-memory index per namespace.
+
+A namespace below ``exact_threshold`` live memories is searched exactly by a
+Numba kernel over a contiguous float32 matrix (an empty hnswlib index alone
+costs ~2.5 MB); past it, the namespace gets an hnswlib index (inner product on
+L2-normalised vectors) whose labels are slot numbers. Metadata lives beside it
+as structure-of-arrays columns (``F``, ``I``, ``tags``; see
+:mod:`tierstore.kernels.columns`) so the kernels read it without Python objects.
+
+Locking: ``lock`` (readers-writer) guards structure — adding rows, removing,
+growing arrays, building or compacting the index; searches and access updates
+hold it shared. ``access_lock`` serialises in-place updates of the columns
+(accesses, feedback, pins) and the flush that copies dirty rows out, so access
+counts are exact under concurrency.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import hnswlib
+import numpy as np
+
+from .catalog import Catalog, MemoryRow
+from .errors import CorruptDataError
+from .kernels import columns as C
+from .kernels import fused_rerank, inner_products
+from .model import Memory
+from .rwlock import RWLock
+from .scoring import CompiledPolicy, QueryContext
+from .tags import TagVocab
+
+_INITIAL_CAPACITY = 64
+
+
+@dataclass(frozen=True)
+class HotSettings:
+    exact_threshold: int = 2048  # live memories above which a namespace gets an hnswlib index
+    hnsw_m: int = 16  # graph degree
+    hnsw_ef_construction: int = 200
+    hnsw_ef_search: int = 64  # not saved by hnswlib: set again after every load
+    compact_dead_fraction: float = 0.5  # rebuild when this share of slots is dead
+
+
+@dataclass
+class RankedSlots:
+    """Result of a hot search, still in slot terms."""
+
+    slots: np.ndarray
+    scores: np.ndarray
+    norm: np.ndarray
+    raw: np.ndarray
+
+
+class HotNamespace:
+    """Hot memories of one namespace."""
+
+    def __init__(self, name: str, dim: int, settings: HotSettings, vocab: TagVocab,
+                 type_names: Sequence[str]) -> None:
+        self.name = name
+        self._type_idx = {t: i for i, t in enumerate(type_names)}
+        self.dim = dim
+        self.settings = settings
+        self.vocab = vocab
+        self.lock = RWLock()
+        self.access_lock = threading.Lock()
+        self.n = 0  # slots used (live + dead)
+        self.live = 0
+        self.cap = 0
+        self.F = np.zeros((C.NF, 0), np.float64)
+        self.I = np.zeros((C.NI, 0), np.int64)
+        self.tags = np.full((0, 4), -1, np.int32)
+        self.rids = np.zeros(0, np.int64)
+        self.arange = np.zeros(0, np.int64)
+        self.ids: list[str | None] = []
+        self.contents: list[str] = []
+        self.sources: list[str] = []
+        self.tag_names: list[tuple[str, ...]] = []
+        self.slot_of: dict[str, int] = {}
+        self.vectors: np.ndarray | None = np.zeros((0, dim), np.float32)
+        self.index: hnswlib.Index | None = None
+        self.changes_since_checkpoint = 0
+
+    # -- structure (callers hold lock.write()) ------------------------------
+
+    def _grow(self, need: int) -> None:
+        if need <= self.cap:
+            return
+        cap = max(_INITIAL_CAPACITY, self.cap)
+        while cap < need:
+            cap *= 2
+        F = np.zeros((C.NF, cap), np.float64)
+        F[:, : self.n] = self.F[:, : self.n]
+        I = np.zeros((C.NI, cap), np.int64)
+        I[:, : self.n] = self.I[:, : self.n]
+        tags = np.full((cap, self.tags.shape[1]), -1, np.int32)
+        tags[: self.n] = self.tags[: self.n]
+        rids = np.zeros(cap, np.int64)
+        rids[: self.n] = self.rids[: self.n]
+        self.F, self.I, self.tags, self.rids = F, I, tags, rids
+        self.arange = np.arange(cap, dtype=np.int64)
+        if self.vectors is not None:
+            vec = np.zeros((cap, self.dim), np.float32)
+            vec[: self.n] = self.vectors[: self.n]
+            self.vectors = vec
+        if self.index is not None and self.index.get_max_elements() < cap:
+            self.index.resize_index(cap)
+        self.cap = cap
+
+    def _widen_tags(self, width: int) -> None:
+        if width <= self.tags.shape[1]:
+            return
+        new_w = self.tags.shape[1]
+        while new_w < width:
+            new_w *= 2
+        tags = np.full((self.tags.shape[0], new_w), -1, np.int32)
+        tags[:, : self.tags.shape[1]] = self.tags
+        self.tags = tags
+
+    def add_rows(self, rows: Sequence[MemoryRow], vectors: np.ndarray | None,
+                 slots: Sequence[int] | None = None) -> None:
+        """Insert memories (hold ``lock.write()``). ``vectors`` are normalised
+        float32 rows. ``slots`` places rows at given slots of a reloaded
+        checkpoint whose index already holds their vectors (``vectors`` is then
+        ``None``); by default rows are appended."""
+        if not rows:
+            return
+        k = len(rows)
+        if slots is None:
+            slot_arr = np.arange(self.n, self.n + k, dtype=np.int64)
+        else:
+            slot_arr = np.asarray(slots, dtype=np.int64)
+        top = int(slot_arr.max()) + 1
+        self._grow(top)
+        tag_ids = [self.vocab.ids(r.tags) for r in rows]
+        self._widen_tags(max((len(t) for t in tag_ids), default=0))
+        while len(self.ids) < top:
+            self.ids.append(None)
+            self.contents.append("")
+            self.sources.append("")
+            self.tag_names.append(())
+        F, I = self.F, self.I
+        for r, s, tids in zip(rows, slot_arr.tolist(), tag_ids):
+            F[C.F_CREATED, s] = r.created_at
+            F[C.F_LAST_ACCESS, s] = r.last_accessed_at
+            F[C.F_W_REF, s] = r.w_ref
+            F[C.F_T_REF, s] = r.t_ref
+            F[C.F_HALF_LIFE, s] = r.half_life
+            F[C.F_CONF, s] = r.confidence
+            F[C.F_T_CONF, s] = r.t_conf
+            F[C.F_TTL, s] = r.ttl
+            F[C.F_TTL_ANCHOR, s] = r.ttl_anchor
+            F[C.F_DUE, s] = r.due_at
+            F[C.F_CTX_MULT, s] = r.ctx_mult
+            F[C.F_CONF_LLM, s] = math.nan if r.conf_llm is None else r.conf_llm
+            F[C.F_CONF_RULE, s] = math.nan if r.conf_rule is None else r.conf_rule
+            F[C.F_CONF_FEEDBACK, s] = math.nan if r.conf_feedback is None else r.conf_feedback
+            F[C.F_TTL_OVERRIDE, s] = math.nan if r.ttl_seconds is None else r.ttl_seconds
+            I[C.I_ACCESS_COUNT, s] = r.access_count
+            I[C.I_PINNED, s] = 1 if r.pinned else 0
+            I[C.I_ALIVE, s] = 1
+            I[C.I_DIRTY, s] = 0
+            self.tags[s, :] = -1
+            self.tags[s, : len(tids)] = tids
+            self.rids[s] = r.rid
+            self.ids[s] = r.id
+            self.contents[s] = r.content
+            self.sources[s] = r.source
+            self.tag_names[s] = tuple(r.tags)
+            self.slot_of[r.id] = s
+        I[C.I_TYPE, slot_arr] = [self._type_idx[r.memory_type] for r in rows]
+        if vectors is not None:
+            if self.index is not None:
+                self.index.add_items(vectors, slot_arr)
+            else:
+                assert self.vectors is not None
+                self.vectors[slot_arr] = vectors
+        self.n = max(self.n, top)
+        self.live += k
+        self.changes_since_checkpoint += k
+        if self.index is None and self.live > self.settings.exact_threshold:
+            self._build_index()
+
+    def _new_index(self, capacity: int) -> hnswlib.Index:
+        s = self.settings
+        index = hnswlib.Index(space="ip", dim=self.dim)
+        index.init_index(max_elements=max(capacity, 16), M=s.hnsw_m, ef_construction=s.hnsw_ef_construction,
+                         random_seed=100, allow_replace_deleted=False)
+        index.set_ef(s.hnsw_ef_search)
+        index.set_num_threads(1)
+        return index
+
+    def _build_index(self) -> None:
+        """Move from exact search to an hnswlib index (hold ``lock.write()``)."""
+        assert self.vectors is not None
+        live = np.flatnonzero(self.I[C.I_ALIVE, : self.n]).astype(np.int64)
+        index = self._new_index(self.cap)
+        if live.size:
+            index.add_items(self.vectors[live], live)
+        self.index = index
+        self.vectors = None
+        self.changes_since_checkpoint += 1
+
+    def remove(self, slots: Sequence[int]) -> None:
+        """Drop memories from the hot tier (hold ``lock.write()``)."""
+        for s in slots:
+            if self.I[C.I_ALIVE, s] == 0:
+                continue
+            self.I[C.I_ALIVE, s] = 0
+            self.I[C.I_DIRTY, s] = 0
+            mid = self.ids[s]
+            if mid is not None and self.slot_of.get(mid) == s:
+                del self.slot_of[mid]
+            self.ids[s] = None
+            self.contents[s] = ""
+            if self.index is not None:
+                self.index.mark_deleted(int(s))
+            self.live -= 1
+            self.changes_since_checkpoint += 1
+        dead = self.n - self.live
+        if self.n >= 256 and dead > self.settings.compact_dead_fraction * self.n:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Renumber live slots densely and rebuild the index (hold ``lock.write()``).
+
+        hnswlib keeps deleted nodes in the graph; past a dead fraction they
+        slow queries and waste memory, so the namespace is rebuilt."""
+        live = np.flatnonzero(self.I[C.I_ALIVE, : self.n]).astype(np.int64)
+        if self.index is not None:
+            vecs = np.asarray(self.index.get_items(live, return_type="numpy"), np.float32) if live.size else np.zeros((0, self.dim), np.float32)
+        else:
+            assert self.vectors is not None
+            vecs = self.vectors[live].copy()
+        k = live.size
+        F = self.F[:, live].copy()
+        I = self.I[:, live].copy()
+        tags = self.tags[live].copy()
+        rids = self.rids[live].copy()
+        ids = [self.ids[s] for s in live.tolist()]
+        contents = [self.contents[s] for s in live.tolist()]
+        sources = [self.sources[s] for s in live.tolist()]
+        tag_names = [self.tag_names[s] for s in live.tolist()]
+        self.n = self.live = self.cap = 0
+        self.F = np.zeros((C.NF, 0))
+        self.I = np.zeros((C.NI, 0), np.int64)
+        self.tags = np.full((0, tags.shape[1] if tags.ndim == 2 else 4), -1, np.int32)
+        self.rids = np.zeros(0, np.int64)
+        use_index = k > self.settings.exact_threshold // 2 and self.index is not None
+        self.index = None
+        self.vectors = np.zeros((0, self.dim), np.float32)
+        self._grow(max(k, 1))
+        self.F[:, :k] = F
+        self.I[:, :k] = I
+        self.tags[:k] = tags
+        self.rids[:k] = rids
+        self.ids, self.contents, self.sources, self.tag_names = ids, contents, sources, tag_names
+        self.slot_of = {mid: i for i, mid in enumerate(ids) if mid is not None}
+        self.vectors[:k] = vecs
+        self.n = self.live = k
+        if use_index or k > self.settings.exact_threshold:
+            self._build_index()
+        self.changes_since_checkpoint += 1
+
+    # -- queries (callers hold lock.read()) ----------------------------------
+
+    def search(self, q: np.ndarray, k: int, cp: CompiledPolicy, ctx: QueryContext, type_allowed: np.ndarray,
+               min_confidence: float, now: float) -> RankedSlots:
+        """Best ``k`` live slots for query ``q`` (hold ``lock.read()``)."""
+        if self.live == 0:
+            return RankedSlots(np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 5)), np.zeros((0, 5)))
+        sc = cp.policy.scoring
+        if self.index is None:
+            assert self.vectors is not None
+            sims = inner_products(q, self.vectors, self.n)
+            params = cp.params(now, min_confidence, ctx, distance=False)
+            pick, scores, norm, raw = fused_rerank(
+                self.arange[: self.n], sims, self.F, self.I, self.tags, params, type_allowed, cp.w0_by_type,
+                ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
+            )
+            return RankedSlots(pick, scores, norm, raw)
+        params = cp.params(now, min_confidence, ctx, distance=True)
+        want = min(self.live, max(k * sc.oversample, sc.min_candidates, k))
+        while True:
+            try:
+                labels, dists = self.index.knn_query(q, k=want)
+            except RuntimeError:
+                # hnswlib could not reach `want` live nodes (many deletions):
+                # score every live slot exactly instead.
+                return self._search_all(q, k, cp, ctx, type_allowed, min_confidence, now)
+            cand = labels[0]
+            pick, scores, norm, raw = fused_rerank(
+                cand, dists[0], self.F, self.I, self.tags, params, type_allowed, cp.w0_by_type,
+                ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
+            )
+            # Filters and masks may reject candidates; widen until k survive or
+            # every live memory has been a candidate.
+            if pick.shape[0] >= k or want >= self.live:
+                return RankedSlots(cand[pick].astype(np.int64), scores, norm, raw)
+            want = min(self.live, want * 4)
+
+    def _search_all(self, q: np.ndarray, k: int, cp: CompiledPolicy, ctx: QueryContext,
+                    type_allowed: np.ndarray, min_confidence: float, now: float) -> RankedSlots:
+        assert self.index is not None
+        live = np.flatnonzero(self.I[C.I_ALIVE, : self.n]).astype(np.int64)
+        vecs = np.asarray(self.index.get_items(live, return_type="numpy"), np.float32)
+        sims = vecs @ q
+        params = cp.params(now, min_confidence, ctx, distance=False)
+        pick, scores, norm, raw = fused_rerank(
+            live, sims, self.F, self.I, self.tags, params, type_allowed, cp.w0_by_type,
+            ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
+        )
+        return RankedSlots(live[pick], scores, norm, raw)
+
+    def vector(self, slot: int) -> np.ndarray:
+        if self.index is not None:
+            return np.asarray(self.index.get_items([int(slot)], return_type="numpy")[0], np.float32)
+        assert self.vectors is not None
+        return self.vectors[slot].copy()
+
+    def vectors_of(self, slots: np.ndarray) -> np.ndarray:
+        if slots.size == 0:
+            return np.zeros((0, self.dim), np.float32)
+        if self.index is not None:
+            return np.asarray(self.index.get_items(slots, return_type="numpy"), np.float32)
+        assert self.vectors is not None
+        return self.vectors[slots].copy()
+
+    def memory(self, slot: int, cp: CompiledPolicy, now: float, with_embedding: bool = False) -> Memory:
+        """A snapshot of the memory in ``slot``."""
+        F, I = self.F, self.I
+        t_idx = int(I[C.I_TYPE, slot])
+        w = F[C.F_W_REF, slot] * 2.0 ** (-max(now - F[C.F_T_REF, slot], 0.0) / F[C.F_HALF_LIFE, slot])
+        conf = float(F[C.F_CONF, slot])
+        if math.isfinite(cp.conf_half_life):
+            conf *= 2.0 ** (-max(now - F[C.F_T_CONF, slot], 0.0) / cp.conf_half_life)
+        expires = F[C.F_TTL_ANCHOR, slot] + F[C.F_TTL, slot]
+        due = F[C.F_DUE, slot]
+        override = F[C.F_TTL_OVERRIDE, slot]
+        return Memory(
+            id=self.ids[slot],  # type: ignore[arg-type]
+            namespace=self.name,
+            content=self.contents[slot],
+            memory_type=cp.type_names[t_idx],
+            created_at=float(F[C.F_CREATED, slot]),
+            last_accessed_at=float(F[C.F_LAST_ACCESS, slot]),
+            access_count=int(I[C.I_ACCESS_COUNT, slot]),
+            confidence=conf,
+            source=self.sources[slot],
+            tags=self.tag_names[slot],
+            ttl_seconds=None if math.isnan(override) else float(override),
+            pinned=bool(I[C.I_PINNED, slot]),
+            tier="hot",
+            weight=float(w),
+            expires_at=float(expires) if math.isfinite(expires) else None,
+            due_at=float(due) if math.isfinite(due) else None,
+            embedding=self.vector(slot) if with_embedding else None,
+        )
+
+    # -- catalog write-back (callers hold access_lock) -------------------------
+
+    def state_row(self, s: int) -> tuple[Any, ...]:
+        """The mutable state of slot ``s`` in catalog.STATE_COLUMNS order, plus rid."""
+        F, I = self.F, self.I
+        fb = F[C.F_CONF_FEEDBACK, s]
+        ttl = F[C.F_TTL, s]
+        due = F[C.F_DUE, s]
+        return (
+            float(F[C.F_LAST_ACCESS, s]), int(I[C.I_ACCESS_COUNT, s]), None if math.isnan(fb) else float(fb),
+            float(F[C.F_CONF, s]), float(F[C.F_T_CONF, s]), int(I[C.I_PINNED, s]), float(F[C.F_W_REF, s]),
+            float(F[C.F_T_REF, s]), float(F[C.F_HALF_LIFE, s]), None if not math.isfinite(ttl) else float(ttl),
+            float(F[C.F_TTL_ANCHOR, s]), float(F[C.F_CTX_MULT, s]), None if not math.isfinite(due) else float(due),
+            int(self.rids[s]),
+        )
+
+    def take_dirty(self) -> list[tuple[Any, ...]]:
+        """State rows of every changed live slot; clears their dirty flags."""
+        dirty = np.flatnonzero(self.I[C.I_DIRTY, : self.n])
+        if dirty.size == 0:
+            return []
+        out = [self.state_row(int(s)) for s in dirty.tolist() if self.I[C.I_ALIVE, s]]
+        self.I[C.I_DIRTY, dirty] = 0
+        return out
+
+    # -- checkpoints -------------------------------------------------------------
+
+    def save_checkpoint(self, directory: Path) -> None:
+        """Write the hnswlib index and its slot -> rid map, then a manifest with
+        their SHA-256 (hold ``lock.read()``). Exact namespaces need none: their
+        vectors come back from the catalog."""
+        base = directory / self.name
+        if self.index is None:
+            for suffix in (".hnsw", ".slots", ".json"):
+                try:
+                    (directory / (self.name + suffix)).unlink()
+                except FileNotFoundError:
+                    pass
+            return
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp_index = base.with_suffix(".hnsw.tmp")
+        self.index.save_index(str(tmp_index))
+        slots = np.where(self.I[C.I_ALIVE, : self.n] != 0, self.rids[: self.n], -1).astype("<i8")
+        tmp_slots = base.with_suffix(".slots.tmp")
+        tmp_slots.write_bytes(slots.tobytes())
+        manifest = {
+            "format": "tierstore-hot-checkpoint",
+            "version": 1,
+            "namespace": self.name,
+            "dim": self.dim,
+            "slots": int(self.n),
+            "capacity": int(self.index.get_max_elements()),
+            "index_sha256": _sha256_file(tmp_index),
+            "slots_sha256": hashlib.sha256(slots.tobytes()).hexdigest(),
+        }
+        for tmp in (tmp_index, tmp_slots):
+            _fsync_file(tmp)
+        os.replace(tmp_index, base.with_suffix(".hnsw"))
+        os.replace(tmp_slots, base.with_suffix(".slots"))
+        tmp_manifest = base.with_suffix(".json.tmp")
+        tmp_manifest.write_text(json.dumps(manifest))
+        _fsync_file(tmp_manifest)
+        # The manifest is renamed last: a crash before this leaves the old
+        # manifest, whose checksums no longer match, so the files are rebuilt.
+        os.replace(tmp_manifest, base.with_suffix(".json"))
+        self.changes_since_checkpoint = 0
+
+    def load_checkpoint(self, directory: Path) -> tuple[hnswlib.Index, np.ndarray] | None:
+        """The checkpointed index and slot -> rid map, or ``None`` if there is
+        none. Raises CorruptDataError (naming the file) on a checksum mismatch."""
+        base = directory / self.name
+        mpath = base.with_suffix(".json")
+        if not mpath.exists():
+            return None
+        try:
+            manifest = json.loads(mpath.read_text())
+        except (OSError, ValueError) as exc:
+            raise CorruptDataError(f"hot checkpoint manifest {mpath} is unreadable: {exc}") from None
+        ipath, spath = base.with_suffix(".hnsw"), base.with_suffix(".slots")
+        for path, key in ((ipath, "index_sha256"), (spath, "slots_sha256")):
+            if not path.exists() or _sha256_file(path) != manifest.get(key):
+                raise CorruptDataError(f"hot checkpoint file {path} fails its checksum")
+        if manifest.get("dim") != self.dim:
+            raise CorruptDataError(f"hot checkpoint {ipath} has dimension {manifest.get('dim')}, expected {self.dim}")
+        slots = np.frombuffer(spath.read_bytes(), dtype="<i8").astype(np.int64)
+        index = hnswlib.Index(space="ip", dim=self.dim)
+        index.load_index(str(ipath), max_elements=int(manifest["capacity"]))
+        index.set_ef(self.settings.hnsw_ef_search)  # ef is not saved by hnswlib
+        index.set_num_threads(1)
+        return index, slots
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class HotTier:
+    """Every loaded namespace's hot index. Namespaces load lazily from the
+    catalog on first use (from a checkpoint when one is valid)."""
+
+    def __init__(self, directory: Path, dim: int, settings: HotSettings, vocab: TagVocab,
+                 type_names: Sequence[str], catalog: Catalog) -> None:
+        self.directory = directory
+        self.dim = dim
+        self.settings = settings
+        self.vocab = vocab
+        self.type_names = tuple(type_names)
+        self.catalog = catalog
+        self._spaces: dict[str, HotNamespace] = {}
+        self._loading: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self.checkpoint_errors: list[str] = []
+
+    def get(self, ns: str) -> HotNamespace | None:
+        """The namespace if loaded, else ``None`` (never loads)."""
+        return self._spaces.get(ns)
+
+    def loaded(self) -> list[HotNamespace]:
+        return list(self._spaces.values())
+
+    def ensure(self, ns: str) -> HotNamespace:
+        """The namespace, loading it from the catalog on first use."""
+        space = self._spaces.get(ns)
+        if space is not None:
+            return space
+        with self._lock:
+            lock = self._loading.setdefault(ns, threading.Lock())
+        with lock:
+            space = self._spaces.get(ns)
+            if space is None:
+                space = self._load(ns)
+                self._spaces[ns] = space
+            return space
+
+    def _load(self, ns: str) -> HotNamespace:
+        from .kernels.columns import TIER_HOT
+
+        space = HotNamespace(ns, self.dim, self.settings, self.vocab, self.type_names)
+        rows = list(self.catalog.iter_rows(ns, TIER_HOT))
+        try:
+            ckpt = space.load_checkpoint(self.directory)
+        except CorruptDataError as exc:
+            # A damaged checkpoint is only a cache: rebuild from the catalog.
+            self.checkpoint_errors.append(str(exc))
+            ckpt = None
+        with space.lock.write():
+            if ckpt is None:
+                space.add_rows(rows, _stack_vectors(rows, self.dim))
+                return space
+            index, slot_rids = ckpt
+            space.index = index
+            space.vectors = None
+            space._grow(max(len(slot_rids), 1))
+            space.n = len(slot_rids)
+            rid_slot = {int(r): s for s, r in enumerate(slot_rids.tolist()) if r >= 0}
+            known = [(r, rid_slot[r.rid]) for r in rows if r.rid in rid_slot]
+            fresh = [r for r in rows if r.rid not in rid_slot]
+            used = {s for _, s in known}
+            for rid, s in rid_slot.items():
+                if s not in used:
+                    try:
+                        index.mark_deleted(s)
+                    except RuntimeError:
+                        pass  # already marked in the checkpoint
+            space.add_rows([r for r, _ in known], None, slots=[s for _, s in known])
+            space.add_rows(fresh, _stack_vectors(fresh, self.dim))
+            space.changes_since_checkpoint = len(fresh) + (len(rid_slot) - len(used))
+        return space
+
+    def checkpoint(self, force: bool = False) -> int:
+        """Checkpoint every namespace with unsaved index changes; returns how many."""
+        done = 0
+        for space in self.loaded():
+            if not force and space.changes_since_checkpoint == 0:
+                continue
+            with space.lock.read():
+                space.save_checkpoint(self.directory)
+            done += 1
+        return done
+
+    def drop(self, ns: str) -> None:
+        self._spaces.pop(ns, None)
+
+
+def _stack_vectors(rows: Sequence[MemoryRow], dim: int) -> np.ndarray:
+    if not rows:
+        return np.zeros((0, dim), np.float32)
+    buf = b"".join(r.embedding or b"" for r in rows)
+    vecs = np.frombuffer(buf, dtype="<f4").astype(np.float32)
+    if vecs.size != len(rows) * dim:
+        raise CorruptDataError("catalog rows hold embeddings of the wrong length")
+    return vecs.reshape(len(rows), dim)

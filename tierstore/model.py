@@ -1,0 +1,131 @@
+"""Records returned to callers: Memory, Hit, Explain, SweepReport."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+TIER_NAMES = ("hot", "warm", "cold")
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A snapshot of one memory. Times are POSIX seconds; ``confidence`` is the
+    current (decayed) confidence in [0, 1]; ``weight`` is the decayed weight at
+    the time of the snapshot; ``expires_at``/``due_at`` are ``None`` for never.
+    ``embedding`` is the stored (L2-normalised) vector; search hits leave it
+    ``None`` (use :meth:`TierStore.get`)."""
+
+    id: str
+    namespace: str
+    content: str
+    memory_type: str
+    created_at: float
+    last_accessed_at: float
+    access_count: int
+    confidence: float
+    source: str
+    tags: tuple[str, ...]
+    ttl_seconds: float | None
+    pinned: bool
+    tier: str
+    weight: float
+    expires_at: float | None
+    due_at: float | None
+    embedding: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Explain:
+    """Why a hit scored what it did.
+
+    ``raw``: similarity (cosine), recency (2^(-age/half-life)), confidence
+    (current), context (raw multiplier), weight (decayed W). ``normalised``:
+    the same five in [0, 1] as the score uses them. ``weights``: the factor
+    weights (weighted-sum mode). ``terms``: each factor's contribution; in
+    weighted-sum mode they sum to ``score``, in product mode their product is
+    ``score``."""
+
+    mode: str
+    raw: dict[str, float]
+    normalised: dict[str, float]
+    weights: dict[str, float]
+    terms: dict[str, float]
+    score: float
+    tier: str
+    masked_tags: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        parts = " ".join(f"{k}={self.normalised[k]:.3f}" for k in self.normalised)
+        return f"{self.mode} score={self.score:.4f} [{parts}] tier={self.tier}"
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    id: str
+    memory: Memory
+    score: float
+    explain: Explain | None = None
+
+
+@dataclass
+class SweepReport:
+    """What one migrator pass looked at and did. ``examined`` counts the due
+    rows read from the catalog (never the whole store)."""
+
+    now: float
+    examined: int = 0
+    kept: int = 0
+    demoted: int = 0
+    archived: int = 0
+    deleted: int = 0
+    remaining_due: int = 0
+    elapsed_s: float = 0.0
+    applied: bool = True
+    by_type: dict[str, dict[str, int]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "now": self.now,
+            "examined": self.examined,
+            "kept": self.kept,
+            "demoted": self.demoted,
+            "archived": self.archived,
+            "deleted": self.deleted,
+            "remaining_due": self.remaining_due,
+            "elapsed_s": self.elapsed_s,
+            "applied": self.applied,
+            "by_type": self.by_type,
+            "errors": list(self.errors),
+        }
+
+
+@dataclass
+class Stats:
+    """Counts per tier and per type, plus engine figures."""
+
+    total: int
+    by_tier: dict[str, int]
+    by_type: dict[str, dict[str, int]]
+    namespaces: int
+    pinned: int
+    due_now: int
+    hot_loaded: dict[str, str]  # namespace -> "exact" or "hnsw"
+    catalog_commits: int
+    lifecycle: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "by_tier": dict(self.by_tier),
+            "by_type": {k: dict(v) for k, v in self.by_type.items()},
+            "namespaces": self.namespaces,
+            "pinned": self.pinned,
+            "due_now": self.due_now,
+            "hot_loaded": dict(self.hot_loaded),
+            "catalog_commits": self.catalog_commits,
+            "lifecycle": self.lifecycle,
+        }

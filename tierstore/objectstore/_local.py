@@ -1,0 +1,315 @@
+"""LocalObjectStore: objects as files under a directory — the embedded default cold tier.
+
+Durability and atomicity come from the file system, not from locks, so the store is
+safe across threads and processes alike:
+
+* ``put`` writes a temp file in the object's directory, fsyncs it, renames it over the
+  object (``os.replace`` is atomic) and fsyncs the directory so the rename survives a
+  crash. A reader sees the old bytes or the new bytes, never a mix.
+* ``put_if_absent`` writes and fsyncs the temp file the same way, then ``os.link``\\ s it
+  to the object's name: link fails with EEXIST if the name is taken, which makes
+  "check and create" a single atomic step even between processes, and the object only
+  ever appears with its full content.
+* Temp files are named ``.tmp-*``; names starting with "." are never valid keys, so a
+  temp file left by a crash is invisible to ``list`` and unreachable by ``get``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from tierstore.errors import InvalidInputError, ObjectNotFoundError, ObjectStoreError
+from tierstore.objectstore._base import (
+    _SEGMENT,
+    validate_data,
+    validate_key,
+    validate_prefix,
+    validate_range,
+)
+
+__all__ = ["LocalObjectStore"]
+
+_TMP_PREFIX = ".tmp-"
+# How often put retries when a concurrent delete prunes the directory it just created.
+_DIR_RETRIES = 20
+
+
+def _fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Flush a directory's entries (a create, rename or unlink in it) to disk."""
+    if os.name == "nt":  # Windows cannot open a directory; NTFS journals metadata itself
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        # A concurrent delete emptied and pruned the directory after our change; what
+        # we would have made durable is gone, and the pruner fsyncs the parent itself.
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _unlink_quiet(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class LocalObjectStore:
+    """An :class:`~tierstore.objectstore.ObjectStore` backed by files under ``root``.
+
+    A key ``a/b/c`` is the file ``root/a/b/c``. The directory is created if missing.
+    Thread- and process-safe: atomicity comes from rename and link, not from locks.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        if not isinstance(root, (str, os.PathLike)):
+            raise InvalidInputError(f"root must be a path, got {type(root).__name__}")
+        self._root = Path(os.path.abspath(os.fspath(root)))
+        # Orders directory creation against pruning within this process (see _write_temp);
+        # file contents are never written under it.
+        self._dir_lock = threading.Lock()
+        try:
+            self._root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ObjectStoreError(f"cannot create object store directory {str(self._root)!r}: {exc}") from exc
+
+    @property
+    def root(self) -> Path:
+        """The absolute directory holding the objects."""
+        return self._root
+
+    def __repr__(self) -> str:
+        return f"LocalObjectStore(root={str(self._root)!r})"
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _path(self, key: str) -> Path:
+        path = self._root.joinpath(*key.split("/"))
+        # validate_key already guarantees this; checked again because escaping the root
+        # is the one mistake this class must never make.
+        if os.path.commonpath([self._root, path]) != str(self._root):  # pragma: no cover
+            raise InvalidInputError(f"invalid object key {key!r}: escapes the store root")
+        return path
+
+    def _conflict(self, key: str, path: Path) -> ObjectStoreError:
+        return ObjectStoreError(
+            f"cannot store object {key!r} in {self!r}: {str(path)!r} or one of its parents "
+            "is a directory of other keys or a file in the way "
+            "(a local store cannot hold both 'a' and 'a/b')"
+        )
+
+    def _ensure_dir(self, key: str, directory: Path) -> None:
+        """Create ``directory`` level by level, fsyncing each parent that gains an entry."""
+        if directory.is_dir():
+            return
+        current = self._root
+        for part in directory.relative_to(self._root).parts:
+            parent, current = current, current / part
+            try:
+                os.mkdir(current)
+            except FileExistsError:
+                if current.is_dir():
+                    continue
+                if not os.path.lexists(current):
+                    # Pruned by another process between mkdir and the check: retry.
+                    raise FileNotFoundError(errno.ENOENT, "directory pruned", str(current)) from None
+                raise self._conflict(key, current) from None
+            _fsync_dir(parent)
+
+    def _write_temp(self, key: str, directory: Path, data: bytes) -> str:
+        """Write ``data`` to a new fsynced temp file in ``directory``; return its path."""
+        for attempt in range(_DIR_RETRIES):
+            try:
+                # The lock keeps this store's own deletes from pruning the directory
+                # between mkdir and mkstemp. Once the temp file exists the directory is
+                # not empty and cannot be pruned at all.
+                with self._dir_lock:
+                    self._ensure_dir(key, directory)
+                    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=directory)
+            except (FileNotFoundError, NotADirectoryError) as exc:
+                # Another process pruned the directory under us: go round again.
+                last_exc: OSError = exc
+                time.sleep(0.001 * attempt)
+                continue
+            break
+        else:
+            raise ObjectStoreError(f"cannot create directory for {key!r} in {self!r}: {last_exc}")
+        try:
+            # mkstemp creates the file with mode 0600: archived memories stay private
+            # to the owning user, whatever the umask.
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            _unlink_quiet(tmp)
+            raise
+        return tmp
+
+    def _prune(self, directory: Path) -> None:
+        """Remove now-empty parent directories up to the root, so 'a' can later be a key."""
+        while directory != self._root:
+            try:
+                os.rmdir(directory)
+            except OSError:
+                return  # not empty (or repopulated meanwhile): leave it
+            _fsync_dir(directory.parent)
+            directory = directory.parent
+
+    # -- protocol --------------------------------------------------------------------
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key``, atomically replacing any existing object."""
+        key = validate_key(key)
+        data = validate_data(data)
+        path = self._path(key)
+        try:
+            tmp = self._write_temp(key, path.parent, data)
+            try:
+                os.replace(tmp, path)
+            except OSError:
+                _unlink_quiet(tmp)
+                if path.is_dir():
+                    raise self._conflict(key, path) from None
+                raise
+            _fsync_dir(path.parent)
+        except ObjectStoreError:
+            raise
+        except OSError as exc:
+            raise ObjectStoreError(f"put {key!r} in {self!r} failed: {exc}") from exc
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Store ``data`` only if ``key`` is free; True if written. Atomic across processes."""
+        key = validate_key(key)
+        data = validate_data(data)
+        path = self._path(key)
+        try:
+            if os.path.lexists(path):  # cheap fast path; the link below is the real test
+                if path.is_dir():
+                    raise self._conflict(key, path)
+                return False
+            tmp = self._write_temp(key, path.parent, data)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                if path.is_dir():
+                    raise self._conflict(key, path) from None
+                return False
+            finally:
+                _unlink_quiet(tmp)
+            # One fsync covers both the new link and the removed temp name.
+            _fsync_dir(path.parent)
+            return True
+        except ObjectStoreError:
+            raise
+        except OSError as exc:
+            raise ObjectStoreError(f"put_if_absent {key!r} in {self!r} failed: {exc}") from exc
+
+    def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        """Return bytes ``[start, end)`` of the object; raises ObjectNotFoundError."""
+        key = validate_key(key)
+        first, end = validate_range(start, end)
+        if end is not None and first == end:
+            return b""
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                if first:
+                    f.seek(first)  # seeking past EOF is fine: read() then returns b""
+                return f.read() if end is None else f.read(end - first)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise ObjectNotFoundError(key) from None
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:  # a segment over NAME_MAX cannot exist here
+                raise ObjectNotFoundError(key) from None
+            raise ObjectStoreError(f"get {key!r} from {self!r} failed: {exc}") from exc
+
+    def delete(self, key: str) -> bool:
+        """Remove the object; True if it existed."""
+        key = validate_key(key)
+        path = self._path(key)
+        try:
+            try:
+                os.unlink(path)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                return False
+            except PermissionError:
+                if path.is_dir():  # macOS reports unlink(dir) as EPERM
+                    return False
+                raise
+            except OSError as exc:
+                if exc.errno == errno.ENAMETOOLONG:
+                    return False
+                raise
+            _fsync_dir(path.parent)
+            with self._dir_lock:
+                self._prune(path.parent)
+            return True
+        except OSError as exc:
+            raise ObjectStoreError(f"delete {key!r} from {self!r} failed: {exc}") from exc
+
+    def list(self, prefix: str = "") -> list[str]:
+        """Return the sorted keys starting with ``prefix``; temp and hidden files are skipped."""
+        prefix = validate_prefix(prefix)
+        # Start at the deepest directory the prefix names in full: listing "ns/batch-"
+        # should not walk the other namespaces.
+        base_rel = prefix.rpartition("/")[0]
+        base = self._root.joinpath(*base_rel.split("/")) if base_rel else self._root
+        keys: list[str] = []
+        stack = [(base, base_rel)]
+        try:
+            while stack:
+                directory, rel = stack.pop()
+                try:
+                    entries = os.scandir(directory)
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                with entries:
+                    for entry in entries:
+                        # Names that are not valid key segments (".tmp-*" files, stray
+                        # dotfiles, "a b") cannot be read by get(), so list skips them.
+                        if not _SEGMENT.fullmatch(entry.name):
+                            continue
+                        key = f"{rel}/{entry.name}" if rel else entry.name
+                        if entry.is_dir(follow_symlinks=False):
+                            sub = key + "/"
+                            if sub.startswith(prefix) or prefix.startswith(sub):
+                                stack.append((Path(entry.path), key))
+                        elif entry.is_file() and key.startswith(prefix):
+                            keys.append(key)
+        except OSError as exc:
+            raise ObjectStoreError(f"list {prefix!r} in {self!r} failed: {exc}") from exc
+        keys.sort()
+        return keys
+
+    def _stat(self, key: str) -> os.stat_result | None:
+        try:
+            st = os.stat(self._path(key))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                return None
+            raise ObjectStoreError(f"stat {key!r} in {self!r} failed: {exc}") from exc
+        return st if stat.S_ISREG(st.st_mode) else None
+
+    def exists(self, key: str) -> bool:
+        """True if an object is stored under ``key``."""
+        return self._stat(validate_key(key)) is not None
+
+    def size(self, key: str) -> int:
+        """The object's length in bytes; raises ObjectNotFoundError."""
+        key = validate_key(key)
+        st = self._stat(key)
+        if st is None:
+            raise ObjectNotFoundError(key)
+        return st.st_size

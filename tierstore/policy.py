@@ -1,0 +1,566 @@
+"""The forgetting policy: data, not code.
+
+A :class:`Policy` says how long each type of memory lives, how fast its weight
+decays, how confidence and context stretch or shorten that life, when a memory
+is demoted, archived or deleted, and how search ranks hits. It loads from a
+dict or a TOML file; every error names the offending key.
+
+Units: durations are seconds (TOML files may also write ``"90m"``, ``"36h"``,
+``"30d"``, ``"2w"``); weights, confidences and thresholds are plain numbers,
+confidences in [0, 1].
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field, fields, replace
+from os import PathLike
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import PolicyError
+
+MINUTE = 60.0
+HOUR = 3600.0
+DAY = 86400.0
+WEEK = 7 * DAY
+
+SCORING_MODES = ("product", "weighted_sum")
+SCORE_FACTORS = ("similarity", "recency", "confidence", "context", "weight")
+
+
+@dataclass(frozen=True)
+class TypePolicy:
+    """Lifetime of one memory type.
+
+    ttl_seconds: lifetime before expiry (``None``: never expires by age).
+    half_life_seconds: time for the decayed weight to halve without use.
+    boost: weight added by each access.
+    initial_weight: weight at creation (W0).
+    refresh_on_read: whether an access restarts the TTL.
+    """
+
+    ttl_seconds: float | None
+    half_life_seconds: float
+    boost: float = 0.5
+    initial_weight: float = 1.0
+    refresh_on_read: bool = False
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Decayed-weight thresholds of the migrator (demote > archive > delete).
+
+    A hot memory whose weight falls below ``demote`` moves to warm; below
+    ``archive`` (from hot or warm) to cold. A memory is deleted only when its
+    weight is below ``delete`` *and* its confidence is below
+    ``delete_below_confidence``; an expired memory is archived, or deleted if
+    its confidence is below that bar. Pinned memories are never touched.
+    """
+
+    demote: float = 0.3
+    archive: float = 0.1
+    delete: float = 0.01
+    delete_below_confidence: float = 0.3
+
+
+@dataclass(frozen=True)
+class ConfidencePolicy:
+    """How confidence is formed, moves, and shortens a memory's life.
+
+    Fused confidence is ``(a·llm + b·rule + g·feedback) / (a + b + g)`` over the
+    signals present: ``llm`` is the caller's estimate (``add(confidence=...)``),
+    ``rule`` the default for the memory's source (absent for unknown sources),
+    ``feedback`` starts at ``feedback_initial`` on the first feedback.
+
+    A memory's TTL is scaled by ``ttl_floor + (1 - ttl_floor)·c`` and its
+    half-life by ``half_life_floor + (1 - half_life_floor)·c``: a guess lives
+    shorter than a certainty. Without positive feedback, confidence decays with
+    ``decay_half_life_seconds`` (``None``: no decay).
+    """
+
+    llm_weight: float = 0.5
+    rule_weight: float = 0.3
+    feedback_weight: float = 0.2
+    source_defaults: Mapping[str, float] = field(
+        default_factory=lambda: {
+            "user_declaration": 0.95,
+            "user_confirmation": 0.99,
+            "external_verified": 0.9,
+            "tool_output": 0.85,
+            "ai_summary": 0.8,
+            "ai_inference": 0.7,
+            "ai_guess": 0.6,
+        }
+    )
+    feedback_initial: float = 0.5
+    feedback_step: float = 0.25
+    implicit_feedback_step: float = 0.05
+    negative_weight_penalty: float = 0.5
+    ttl_floor: float = 0.25
+    half_life_floor: float = 0.5
+    decay_half_life_seconds: float | None = 180 * DAY
+
+
+@dataclass(frozen=True)
+class ContextRule:
+    """While context ``when`` is active, memories carrying any of ``tags`` get
+    their TTL and half-life multiplied by ``ttl_multiplier`` (the due times move)
+    and their retrieval context factor by ``retrieval_multiplier``."""
+
+    when: str
+    tags: tuple[str, ...]
+    ttl_multiplier: float = 1.0
+    retrieval_multiplier: float = 1.0
+
+
+@dataclass(frozen=True)
+class MaskRule:
+    """While context ``when`` is active, memories carrying any of ``tags`` are
+    never returned by search. Memories tagged ``<mask_tag_prefix><context>``
+    (the seed's ``_ignore_in_context_programming``) are masked without a rule."""
+
+    when: str
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ScoringPolicy:
+    """How search ranks hits. Every factor is normalised to [0, 1].
+
+    product: ``similarity × recency × confidence × context × weight``.
+    weighted_sum: ``Σ w_f·factor_f / Σ w_f`` over the same five factors.
+
+    similarity: cosine clipped to [0, 1]. recency: ``2^(-since_last_access /
+    recency_half_life)``. confidence: current (decayed) confidence. context:
+    ``(1 + context_bonus·matched_tags)·rule_multiplier`` divided by its largest
+    possible value for the query. weight: decayed weight over the type's
+    initial weight, capped at 1. recency, confidence and weight never drop
+    below ``floor``, so decay damps a memory but never zeroes a result set.
+    """
+
+    mode: str = "product"
+    weights: Mapping[str, float] = field(
+        default_factory=lambda: {
+            "similarity": 0.55,
+            "recency": 0.15,
+            "confidence": 0.15,
+            "context": 0.10,
+            "weight": 0.05,
+        }
+    )
+    recency_half_life_seconds: float = 7 * DAY
+    floor: float = 0.02
+    context_bonus: float = 0.2
+    oversample: int = 4
+    min_candidates: int = 40
+    record_access: bool = True
+
+
+def _default_types() -> dict[str, TypePolicy]:
+    return {
+        "conversation": TypePolicy(HOUR, HOUR, 0.5, 1.0, False),
+        "fact": TypePolicy(30 * DAY, 14 * DAY, 0.5, 1.0, True),
+        "preference": TypePolicy(7 * DAY, 7 * DAY, 0.5, 1.0, True),
+        "task": TypePolicy(2 * DAY, 2 * DAY, 0.5, 1.0, False),
+        "opinion": TypePolicy(3 * DAY, 2 * DAY, 0.5, 1.0, False),
+    }
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The whole forgetting policy. Immutable; build a new one to change it."""
+
+    types: Mapping[str, TypePolicy] = field(default_factory=_default_types)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    confidence: ConfidencePolicy = field(default_factory=ConfidencePolicy)
+    context_rules: tuple[ContextRule, ...] = ()
+    mask_rules: tuple[MaskRule, ...] = ()
+    mask_tag_prefix: str = "_ignore_in_context_"
+    scoring: ScoringPolicy = field(default_factory=ScoringPolicy)
+
+    # -- construction -------------------------------------------------------
+
+    @classmethod
+    def default(cls) -> "Policy":
+        """The seed's defaults: conversation 1 h, fact 30 d, preference 7 d,
+        task 2 d, opinion 3 d."""
+        return cls()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Policy":
+        """Build a policy from defaults overridden by ``data``.
+
+        Keys absent from ``data`` keep their default; an existing memory type
+        may override some of its fields; a new type must give ``ttl`` and
+        ``half_life``. Raises :class:`PolicyError` naming the bad key.
+        """
+        return _parse_policy(data)
+
+    @classmethod
+    def from_toml(cls, source: str | PathLike[str]) -> "Policy":
+        """Load from a TOML file path, or from TOML text if ``source`` is a
+        string containing a newline or ``=``."""
+        text: str
+        if isinstance(source, str) and ("\n" in source or "=" in source):
+            text = source
+        else:
+            path = Path(source)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise PolicyError(f"cannot read policy file {path}: {exc.strerror}") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise PolicyError(f"policy is not valid TOML: {exc}") from None
+        return _parse_policy(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Policy":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise PolicyError(f"policy is not valid JSON: {exc}") from None
+        return _parse_policy(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain, JSON-serialisable dict that :meth:`from_dict` reads back."""
+        out: dict[str, Any] = {
+            "types": {
+                name: {
+                    "ttl": t.ttl_seconds,
+                    "half_life": t.half_life_seconds,
+                    "boost": t.boost,
+                    "initial_weight": t.initial_weight,
+                    "refresh_on_read": t.refresh_on_read,
+                }
+                for name, t in self.types.items()
+            },
+            "thresholds": asdict(self.thresholds),
+            "confidence": _confidence_to_dict(self.confidence),
+            "context": [
+                {
+                    "when": r.when,
+                    "tags": list(r.tags),
+                    "ttl_multiplier": r.ttl_multiplier,
+                    "retrieval_multiplier": r.retrieval_multiplier,
+                }
+                for r in self.context_rules
+            ],
+            "mask": [{"when": r.when, "tags": list(r.tags)} for r in self.mask_rules],
+            "mask_tag_prefix": self.mask_tag_prefix,
+            "scoring": _scoring_to_dict(self.scoring),
+        }
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    # -- derived values -----------------------------------------------------
+
+    @property
+    def type_names(self) -> tuple[str, ...]:
+        return tuple(self.types)
+
+    def type_index(self, memory_type: str) -> int:
+        """Position of ``memory_type`` in :attr:`type_names` (column encoding)."""
+        try:
+            return self.type_names.index(memory_type)
+        except ValueError:
+            from .errors import UnknownMemoryTypeError
+
+            raise UnknownMemoryTypeError(
+                f"unknown memory_type {memory_type!r}; the policy defines {', '.join(self.type_names)}"
+            ) from None
+
+    def rule_confidence(self, source: str) -> float | None:
+        return self.confidence.source_defaults.get(source)
+
+    def fuse_confidence(
+        self, llm: float | None, rule: float | None, feedback: float | None
+    ) -> float:
+        """Weighted mean of the confidence signals present, in [0, 1]."""
+        c = self.confidence
+        num = den = 0.0
+        for value, weight in ((llm, c.llm_weight), (rule, c.rule_weight), (feedback, c.feedback_weight)):
+            if value is not None and weight > 0.0:
+                num += weight * value
+                den += weight
+        if den == 0.0:
+            return 0.5 if llm is None else float(llm)
+        return min(1.0, max(0.0, num / den))
+
+    def ttl_scale(self, confidence: float) -> float:
+        f = self.confidence.ttl_floor
+        return f + (1.0 - f) * confidence
+
+    def half_life_scale(self, confidence: float) -> float:
+        f = self.confidence.half_life_floor
+        return f + (1.0 - f) * confidence
+
+    def with_changes(self, **changes: Any) -> "Policy":
+        """A copy with top-level fields replaced (``dataclasses.replace``)."""
+        return replace(self, **changes)
+
+
+# ---------------------------------------------------------------------------
+# parsing and validation
+
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|m|h|d|w)?\s*$")
+_UNIT = {"s": 1.0, "m": MINUTE, "h": HOUR, "d": DAY, "w": WEEK, None: 1.0}
+_TYPE_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def parse_duration(value: Any, key: str, *, allow_none: bool = False) -> float | None:
+    """Seconds from a number or a string like ``"30d"``; ``None``/``"never"``
+    only where ``allow_none``. Raises PolicyError naming ``key``."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("never", "none", "inf")):
+        if allow_none:
+            return None
+        raise PolicyError(f"{key}: a duration is required here, got {value!r}")
+    if isinstance(value, bool):
+        raise PolicyError(f"{key}: expected a duration, got {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        m = _DURATION_RE.match(value)
+        if not m:
+            raise PolicyError(f"{key}: expected a duration like 3600, '90m', '36h', '30d' or '2w', got {value!r}")
+        seconds = float(m.group(1)) * _UNIT[m.group(2)]
+    else:
+        raise PolicyError(f"{key}: expected a duration, got {type(value).__name__}")
+    if not math.isfinite(seconds) or seconds <= 0.0:
+        raise PolicyError(f"{key}: a duration must be positive and finite, got {value!r}")
+    return seconds
+
+
+def _number(value: Any, key: str, *, lo: float | None = None, hi: float | None = None,
+            lo_open: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PolicyError(f"{key}: expected a number, got {value!r}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise PolicyError(f"{key}: must be finite, got {value!r}")
+    if lo is not None and (x <= lo if lo_open else x < lo):
+        raise PolicyError(f"{key}: must be {'>' if lo_open else '>='} {lo}, got {value!r}")
+    if hi is not None and x > hi:
+        raise PolicyError(f"{key}: must be <= {hi}, got {value!r}")
+    return x
+
+
+def _bool(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise PolicyError(f"{key}: expected true or false, got {value!r}")
+    return value
+
+
+def _mapping(value: Any, key: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise PolicyError(f"{key}: expected a table, got {type(value).__name__}")
+    return value
+
+
+def _check_keys(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    for k in data:
+        if k not in allowed:
+            prefix = f"{where}." if where else ""
+            raise PolicyError(f"{prefix}{k}: unknown key (expected one of {', '.join(sorted(allowed))})")
+
+
+def _tags(value: Any, key: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise PolicyError(f"{key}: expected a non-empty list of tags")
+    out = []
+    for i, t in enumerate(value):
+        if not isinstance(t, str) or not t:
+            raise PolicyError(f"{key}[{i}]: expected a non-empty string, got {t!r}")
+        out.append(t)
+    return tuple(out)
+
+
+def _parse_type(name: str, data: Mapping[str, Any], base: TypePolicy | None) -> TypePolicy:
+    where = f"types.{name}"
+    data = _mapping(data, where)
+    _check_keys(data, {"ttl", "half_life", "boost", "initial_weight", "refresh_on_read"}, where)
+    if base is None:
+        for required in ("ttl", "half_life"):
+            if required not in data:
+                raise PolicyError(f"{where}.{required}: required for a new memory type")
+    ttl = parse_duration(data["ttl"], f"{where}.ttl", allow_none=True) if "ttl" in data else base.ttl_seconds  # type: ignore[union-attr]
+    half_life = (
+        parse_duration(data["half_life"], f"{where}.half_life")
+        if "half_life" in data
+        else base.half_life_seconds  # type: ignore[union-attr]
+    )
+    boost = _number(data["boost"], f"{where}.boost", lo=0.0) if "boost" in data else (base.boost if base else 0.5)
+    w0 = (
+        _number(data["initial_weight"], f"{where}.initial_weight", lo=0.0, lo_open=True)
+        if "initial_weight" in data
+        else (base.initial_weight if base else 1.0)
+    )
+    refresh = (
+        _bool(data["refresh_on_read"], f"{where}.refresh_on_read")
+        if "refresh_on_read" in data
+        else (base.refresh_on_read if base else False)
+    )
+    return TypePolicy(ttl, half_life, boost, w0, refresh)  # type: ignore[arg-type]
+
+
+def _confidence_to_dict(c: ConfidencePolicy) -> dict[str, Any]:
+    d = asdict(c)
+    d["source_defaults"] = dict(c.source_defaults)
+    d["decay_half_life"] = d.pop("decay_half_life_seconds")
+    return d
+
+
+def _scoring_to_dict(s: ScoringPolicy) -> dict[str, Any]:
+    d = asdict(s)
+    d["weights"] = dict(s.weights)
+    d["recency_half_life"] = d.pop("recency_half_life_seconds")
+    return d
+
+
+def _parse_policy(data: Mapping[str, Any]) -> Policy:
+    data = _mapping(data, "policy")
+    _check_keys(data, {"types", "thresholds", "confidence", "context", "mask", "mask_tag_prefix", "scoring"}, "")
+    default = Policy()
+
+    types: dict[str, TypePolicy] = dict(default.types)
+    if "types" in data:
+        for name, tdata in _mapping(data["types"], "types").items():
+            if not _TYPE_NAME_RE.match(str(name)):
+                raise PolicyError(f"types.{name}: a type name must match [A-Za-z0-9_.-]{{1,64}}")
+            types[name] = _parse_type(name, tdata, types.get(name))
+
+    thresholds = default.thresholds
+    if "thresholds" in data:
+        td = _mapping(data["thresholds"], "thresholds")
+        _check_keys(td, {f.name for f in fields(Thresholds)}, "thresholds")
+        values = asdict(thresholds)
+        for k, v in td.items():
+            values[k] = _number(v, f"thresholds.{k}", lo=0.0, hi=None if k != "delete_below_confidence" else 1.0)
+        thresholds = Thresholds(**values)
+        if not thresholds.demote > thresholds.archive > thresholds.delete:
+            raise PolicyError(
+                "thresholds: expected demote > archive > delete, got "
+                f"{thresholds.demote} > {thresholds.archive} > {thresholds.delete}"
+            )
+
+    confidence = default.confidence
+    if "confidence" in data:
+        cd = _mapping(data["confidence"], "confidence")
+        allowed = {f.name for f in fields(ConfidencePolicy)} - {"decay_half_life_seconds"} | {"decay_half_life"}
+        _check_keys(cd, allowed, "confidence")
+        values = asdict(confidence)
+        values["source_defaults"] = dict(confidence.source_defaults)
+        for k, v in cd.items():
+            key = f"confidence.{k}"
+            if k == "source_defaults":
+                sd = dict(values["source_defaults"])
+                for src, cv in _mapping(v, key).items():
+                    sd[str(src)] = _number(cv, f"{key}.{src}", lo=0.0, hi=1.0)
+                values["source_defaults"] = sd
+            elif k == "decay_half_life":
+                values["decay_half_life_seconds"] = parse_duration(v, key, allow_none=True)
+            elif k in ("llm_weight", "rule_weight", "feedback_weight", "negative_weight_penalty"):
+                values[k] = _number(v, key, lo=0.0, hi=1.0 if k == "negative_weight_penalty" else None)
+            else:
+                values[k] = _number(v, key, lo=0.0, hi=1.0)
+        confidence = ConfidencePolicy(**values)
+        if confidence.llm_weight + confidence.rule_weight + confidence.feedback_weight <= 0.0:
+            raise PolicyError("confidence: llm_weight + rule_weight + feedback_weight must be > 0")
+
+    rules: list[ContextRule] = []
+    if "context" in data:
+        if not isinstance(data["context"], (list, tuple)):
+            raise PolicyError("context: expected a list of rules ([[context]] in TOML)")
+        for i, rd in enumerate(data["context"]):
+            key = f"context[{i}]"
+            rd = _mapping(rd, key)
+            _check_keys(rd, {"when", "tags", "ttl_multiplier", "retrieval_multiplier"}, key)
+            if not isinstance(rd.get("when"), str) or not rd.get("when"):
+                raise PolicyError(f"{key}.when: expected a context tag (non-empty string)")
+            if "tags" not in rd:
+                raise PolicyError(f"{key}.tags: required")
+            rules.append(
+                ContextRule(
+                    when=rd["when"],
+                    tags=_tags(rd["tags"], f"{key}.tags"),
+                    ttl_multiplier=_number(rd.get("ttl_multiplier", 1.0), f"{key}.ttl_multiplier", lo=0.0, lo_open=True),
+                    retrieval_multiplier=_number(
+                        rd.get("retrieval_multiplier", 1.0), f"{key}.retrieval_multiplier", lo=0.0, lo_open=True
+                    ),
+                )
+            )
+
+    masks: list[MaskRule] = []
+    if "mask" in data:
+        if not isinstance(data["mask"], (list, tuple)):
+            raise PolicyError("mask: expected a list of rules ([[mask]] in TOML)")
+        for i, md in enumerate(data["mask"]):
+            key = f"mask[{i}]"
+            md = _mapping(md, key)
+            _check_keys(md, {"when", "tags"}, key)
+            if not isinstance(md.get("when"), str) or not md.get("when"):
+                raise PolicyError(f"{key}.when: expected a context tag (non-empty string)")
+            if "tags" not in md:
+                raise PolicyError(f"{key}.tags: required")
+            masks.append(MaskRule(when=md["when"], tags=_tags(md["tags"], f"{key}.tags")))
+
+    prefix = default.mask_tag_prefix
+    if "mask_tag_prefix" in data:
+        if not isinstance(data["mask_tag_prefix"], str):
+            raise PolicyError("mask_tag_prefix: expected a string (empty to disable)")
+        prefix = data["mask_tag_prefix"]
+
+    scoring = default.scoring
+    if "scoring" in data:
+        sd = _mapping(data["scoring"], "scoring")
+        allowed = {f.name for f in fields(ScoringPolicy)} - {"recency_half_life_seconds"} | {"recency_half_life"}
+        _check_keys(sd, allowed, "scoring")
+        values = asdict(scoring)
+        values["weights"] = dict(scoring.weights)
+        for k, v in sd.items():
+            key = f"scoring.{k}"
+            if k == "mode":
+                if v not in SCORING_MODES:
+                    raise PolicyError(f"{key}: expected one of {', '.join(SCORING_MODES)}, got {v!r}")
+                values["mode"] = v
+            elif k == "weights":
+                wd = _mapping(v, key)
+                _check_keys(wd, set(SCORE_FACTORS), key)
+                w = dict(values["weights"])
+                for f, x in wd.items():
+                    w[f] = _number(x, f"{key}.{f}", lo=0.0)
+                if sum(w.values()) <= 0.0:
+                    raise PolicyError(f"{key}: at least one weight must be > 0")
+                values["weights"] = w
+            elif k == "recency_half_life":
+                values["recency_half_life_seconds"] = parse_duration(v, key)
+            elif k == "record_access":
+                values["record_access"] = _bool(v, key)
+            elif k in ("oversample", "min_candidates"):
+                if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                    raise PolicyError(f"{key}: expected an integer >= 1, got {v!r}")
+                values[k] = v
+            elif k == "floor":
+                values[k] = _number(v, key, lo=0.0, hi=0.5)
+            else:
+                values[k] = _number(v, key, lo=0.0)
+        scoring = ScoringPolicy(**values)
+
+    return Policy(
+        types=types,
+        thresholds=thresholds,
+        confidence=confidence,
+        context_rules=tuple(rules),
+        mask_rules=tuple(masks),
+        mask_tag_prefix=prefix,
+        scoring=scoring,
+    )

@@ -1,0 +1,192 @@
+"""The policy as kernel inputs: per-type arrays, query contexts, explanations."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .kernels import columns as C
+from .model import Explain
+from .policy import SCORE_FACTORS, Policy
+from .tags import TagVocab
+
+_EMPTY_I32 = np.empty(0, np.int32)
+_EMPTY_F64 = np.empty(0, np.float64)
+
+
+@dataclass(frozen=True)
+class QueryContext:
+    """Kernel inputs derived from a set of active context tags."""
+
+    tags: tuple[str, ...]
+    q_tags: np.ndarray  # sorted int32 ids of the context tags
+    rule_tags: np.ndarray  # sorted int32 ids of memory tags with a retrieval multiplier
+    rule_mult: np.ndarray  # float64 multiplier per rule_tags entry
+    mask_tags: np.ndarray  # sorted int32 ids of memory tags masked in this context
+    ctx_max: float  # largest raw context factor a memory can reach in this context
+    ttl_tags: np.ndarray  # sorted int32 ids of memory tags with a TTL multiplier
+    ttl_mult: np.ndarray
+
+
+def _sorted_pairs(d: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
+    if not d:
+        return _EMPTY_I32, _EMPTY_F64
+    keys = sorted(d)
+    return np.array(keys, np.int32), np.array([d[k] for k in keys], np.float64)
+
+
+class CompiledPolicy:
+    """A :class:`Policy` turned into the arrays the kernels read."""
+
+    def __init__(self, policy: Policy, vocab: TagVocab) -> None:
+        self.policy = policy
+        self.vocab = vocab
+        types = list(policy.types.values())
+        self.type_names = policy.type_names
+        self.boost_by_type = np.array([t.boost for t in types], np.float64)
+        self.refresh_by_type = np.array([1 if t.refresh_on_read else 0 for t in types], np.uint8)
+        self.w0_by_type = np.array([t.initial_weight for t in types], np.float64)
+        self.half_life_by_type = np.array([t.half_life_seconds for t in types], np.float64)
+        self.ttl_by_type = np.array(
+            [math.inf if t.ttl_seconds is None else t.ttl_seconds for t in types], np.float64
+        )
+        th = policy.thresholds
+        self.thresholds = np.array([th.demote, th.archive, th.delete, th.delete_below_confidence], np.float64)
+        decay = policy.confidence.decay_half_life_seconds
+        self.conf_half_life = math.inf if decay is None else float(decay)
+        sc = policy.scoring
+        self.mode = sc.mode
+        total = sum(sc.weights.get(f, 0.0) for f in SCORE_FACTORS)
+        self.weights = {f: sc.weights.get(f, 0.0) / total for f in SCORE_FACTORS}
+        base = np.zeros(C.NP, np.float64)
+        base[C.P_CONF_HALF_LIFE] = self.conf_half_life
+        base[C.P_MODE] = C.MODE_PRODUCT if sc.mode == "product" else C.MODE_WEIGHTED_SUM
+        base[C.P_RECENCY_HALF_LIFE] = sc.recency_half_life_seconds
+        base[C.P_FLOOR] = sc.floor
+        base[C.P_CONTEXT_BONUS] = sc.context_bonus
+        for i, f in enumerate(SCORE_FACTORS):
+            base[C.P_WEIGHTS + i] = self.weights[f]
+        self._base_params = base
+        self._all_types = np.ones(len(types), np.uint8)
+        self._contexts: OrderedDict[frozenset[str], QueryContext] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- per-memory lifetime ------------------------------------------------
+
+    def half_life(self, type_idx: int, confidence: float, ctx_mult: float) -> float:
+        """Effective half-life (seconds): the type's, scaled by confidence and context."""
+        return float(self.half_life_by_type[type_idx]) * self.policy.half_life_scale(confidence) * ctx_mult
+
+    def ttl(self, type_idx: int, confidence: float, ttl_override: float | None, ctx_mult: float) -> float:
+        """Effective TTL (seconds, +inf: never). An explicit per-memory TTL is
+        taken as given (no confidence scaling); context multipliers apply to both."""
+        if ttl_override is not None and not math.isnan(ttl_override):
+            return ttl_override * ctx_mult
+        base = float(self.ttl_by_type[type_idx])
+        if math.isinf(base):
+            return math.inf
+        return base * self.policy.ttl_scale(confidence) * ctx_mult
+
+    # -- queries ------------------------------------------------------------
+
+    def type_allowed(self, memory_types: Iterable[str] | None) -> np.ndarray:
+        if memory_types is None:
+            return self._all_types
+        allowed = np.zeros(len(self.type_names), np.uint8)
+        for t in memory_types:
+            allowed[self.policy.type_index(t)] = 1
+        return allowed
+
+    def params(self, now: float, min_confidence: float, ctx: QueryContext, distance: bool) -> np.ndarray:
+        p = self._base_params.copy()
+        p[C.P_NOW] = now
+        p[C.P_MIN_CONF] = min_confidence
+        p[C.P_CTX_MAX] = ctx.ctx_max
+        p[C.P_DISTANCE] = 1.0 if distance else 0.0
+        return p
+
+    def context(self, tags: Sequence[str]) -> QueryContext:
+        """Kernel inputs for the active context ``tags`` (cached)."""
+        key = frozenset(tags)
+        with self._lock:
+            hit = self._contexts.get(key)
+            if hit is not None:
+                self._contexts.move_to_end(key)
+                return hit
+        ctx = self._build_context(tuple(sorted(key)))
+        with self._lock:
+            self._contexts[key] = ctx
+            if len(self._contexts) > 4096:
+                self._contexts.popitem(last=False)
+        return ctx
+
+    def _build_context(self, tags: tuple[str, ...]) -> QueryContext:
+        vocab = self.vocab
+        pol = self.policy
+        active = set(tags)
+        retrieval: dict[int, float] = {}
+        ttl: dict[int, float] = {}
+        for rule in pol.context_rules:
+            if rule.when not in active:
+                continue
+            for t in rule.tags:
+                i = vocab.id(t)
+                retrieval[i] = retrieval.get(i, 1.0) * rule.retrieval_multiplier
+                ttl[i] = ttl.get(i, 1.0) * rule.ttl_multiplier
+        masked: set[int] = set()
+        for mrule in pol.mask_rules:
+            if mrule.when in active:
+                masked.update(vocab.id(t) for t in mrule.tags)
+        if pol.mask_tag_prefix:
+            masked.update(vocab.id(pol.mask_tag_prefix + c) for c in active)
+        # Ids are assigned (not just looked up) so that a memory loaded later
+        # with one of these tags gets the same id and the cached context stays right.
+        q_ids = sorted({vocab.id(t) for t in tags})
+        rule_tags, rule_mult = _sorted_pairs(retrieval)
+        ttl_tags, ttl_mult = _sorted_pairs(ttl)
+        boost = math.prod(m for m in retrieval.values() if m > 1.0) if retrieval else 1.0
+        ctx_max = (1.0 + pol.scoring.context_bonus * len(q_ids)) * max(1.0, boost)
+        return QueryContext(
+            tags=tags,
+            q_tags=np.array(q_ids, np.int32),
+            rule_tags=rule_tags,
+            rule_mult=rule_mult,
+            mask_tags=np.array(sorted(masked), np.int32),
+            ctx_max=ctx_max,
+            ttl_tags=ttl_tags,
+            ttl_mult=ttl_mult,
+        )
+
+    def ttl_multiplier(self, ctx: QueryContext, tag_ids: Iterable[int]) -> float:
+        """Context TTL multiplier of one memory (product over its matched tags)."""
+        m = 1.0
+        if ctx.ttl_tags.shape[0] == 0:
+            return m
+        lookup = dict(zip(ctx.ttl_tags.tolist(), ctx.ttl_mult.tolist()))
+        for t in tag_ids:
+            m *= lookup.get(t, 1.0)
+        return m
+
+    # -- explanations -------------------------------------------------------
+
+    def explain(self, raw: np.ndarray, norm: np.ndarray, score: float, tier: str) -> Explain:
+        raw_d = {f: float(raw[i]) for i, f in enumerate(SCORE_FACTORS)}
+        norm_d = {f: float(norm[i]) for i, f in enumerate(SCORE_FACTORS)}
+        if self.mode == "product":
+            terms = dict(norm_d)
+        else:
+            terms = {f: self.weights[f] * norm_d[f] for f in SCORE_FACTORS}
+        return Explain(
+            mode=self.mode,
+            raw=raw_d,
+            normalised=norm_d,
+            weights=dict(self.weights),
+            terms=terms,
+            score=float(score),
+            tier=tier,
+        )

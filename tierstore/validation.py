@@ -1,0 +1,139 @@
+"""Input checks. Each raises a specific :mod:`tierstore.errors` exception
+before anything is written, so bad input never changes the store."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Iterable
+
+import numpy as np
+
+from .errors import (
+    DimensionMismatchError,
+    InvalidConfidenceError,
+    InvalidInputError,
+    InvalidNamespaceError,
+    InvalidVectorError,
+)
+
+NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+ID_MAX_LEN = 256
+TAG_MAX_LEN = 128
+
+
+def check_namespace(ns: Any) -> str:
+    """A namespace is a name ``[A-Za-z0-9_.-]{1,128}``, not ``.`` or ``..``;
+    it is used as a directory name and an object-key segment."""
+    if not isinstance(ns, str) or not NAMESPACE_RE.match(ns) or ns in (".", ".."):
+        raise InvalidNamespaceError(
+            f"invalid namespace {ns!r}: expected 1-128 characters of [A-Za-z0-9_.-], not '.' or '..'"
+        )
+    return ns
+
+
+def check_vector(vec: Any, dim: int, what: str = "embedding") -> np.ndarray:
+    """A finite, non-zero vector of length ``dim``, returned L2-normalised as
+    a new contiguous float32 array."""
+    try:
+        arr = np.asarray(vec, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise InvalidVectorError(f"{what} is not a numeric vector") from None
+    if arr.ndim != 1:
+        if arr.ndim == 2 and arr.shape[0] == 1:
+            arr = arr[0]
+        else:
+            raise DimensionMismatchError(f"{what} must be one vector of length {dim}, got shape {arr.shape}")
+    if arr.shape[0] != dim:
+        raise DimensionMismatchError(f"{what} has dimension {arr.shape[0]}, the store's dimension is {dim}")
+    if not np.isfinite(arr).all():
+        raise InvalidVectorError(f"{what} contains NaN or infinite values")
+    norm = float(np.sqrt(np.dot(arr.astype(np.float64), arr.astype(np.float64))))
+    if not norm > 0.0 or not math.isfinite(norm):
+        raise InvalidVectorError(f"{what} has zero length and cannot be normalised")
+    return np.ascontiguousarray(arr / np.float32(norm), dtype=np.float32)
+
+
+def check_vectors(mat: Any, dim: int, what: str = "embeddings") -> np.ndarray:
+    """A ``(n, dim)`` matrix of valid vectors, each L2-normalised (float32)."""
+    try:
+        arr = np.asarray(mat, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise InvalidVectorError(f"{what} are not numeric") from None
+    if arr.ndim != 2 or arr.shape[1] != dim:
+        raise DimensionMismatchError(f"{what} must have shape (n, {dim}), got {arr.shape}")
+    if not np.isfinite(arr).all():
+        bad = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
+        raise InvalidVectorError(f"{what}[{bad}] contains NaN or infinite values")
+    norms = np.sqrt(np.einsum("ij,ij->i", arr.astype(np.float64), arr.astype(np.float64)))
+    if not (norms > 0).all():
+        bad = int(np.flatnonzero(~(norms > 0))[0])
+        raise InvalidVectorError(f"{what}[{bad}] has zero length and cannot be normalised")
+    return np.ascontiguousarray(arr / norms[:, None].astype(np.float32), dtype=np.float32)
+
+
+def check_confidence(value: Any, what: str = "confidence") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise InvalidConfidenceError(f"{what} must be a number in [0, 1], got {value!r}")
+    x = float(value)
+    if not (0.0 <= x <= 1.0):
+        raise InvalidConfidenceError(f"{what} must be in [0, 1], got {value!r}")
+    return x
+
+
+def check_id(value: Any) -> str:
+    if not isinstance(value, str) or not value or len(value) > ID_MAX_LEN or "\x00" in value:
+        raise InvalidInputError(f"invalid memory id {value!r}: expected a non-empty string of at most {ID_MAX_LEN} characters")
+    return value
+
+
+def check_tags(tags: Any, max_tags: int) -> tuple[str, ...]:
+    """Tags are non-empty strings; duplicates are dropped, order kept."""
+    if tags is None:
+        return ()
+    if isinstance(tags, str):
+        raise InvalidInputError(f"tags must be a list of strings, got the string {tags!r}")
+    try:
+        items = list(tags)
+    except TypeError:
+        raise InvalidInputError(f"tags must be a list of strings, got {type(tags).__name__}") from None
+    out: list[str] = []
+    for t in items:
+        if not isinstance(t, str) or not t or len(t) > TAG_MAX_LEN or "\x00" in t:
+            raise InvalidInputError(f"invalid tag {t!r}: expected a non-empty string of at most {TAG_MAX_LEN} characters")
+        if t not in out:
+            out.append(t)
+    if len(out) > max_tags:
+        raise InvalidInputError(f"a memory may carry at most {max_tags} tags, got {len(out)}")
+    return tuple(out)
+
+
+def check_ttl(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise InvalidInputError(f"ttl_seconds must be a positive number or None, got {value!r}")
+    x = float(value)
+    if not (x > 0.0 and math.isfinite(x)):
+        raise InvalidInputError(f"ttl_seconds must be positive and finite, got {value!r}")
+    return x
+
+
+def check_positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InvalidInputError(f"{what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")
+    return value
+
+
+def check_id_list(ids: Any) -> list[str]:
+    if isinstance(ids, str):
+        return [check_id(ids)]
+    if not isinstance(ids, Iterable):
+        raise InvalidInputError(f"ids must be a string or a list of strings, got {type(ids).__name__}")
+    return [check_id(i) for i in ids]
