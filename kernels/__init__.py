@@ -19,7 +19,7 @@ from .columns import (
 )
 from .decay import access_boost, decayed_weight, record_accesses
 from .due import classify, due_times
-from .flat import flat_topk, inner_products
+from .flat import flat_topk, inner_products, top_candidates
 from .rerank import fused_rerank
 from .context import context_multipliers, rescale_lifetimes
 
@@ -41,4 +41,5 @@ __all__ = [
     "inner_products",
     "record_accesses",
     "rescale_lifetimes",
+    "top_candidates",
 ]

@@ -30,3 +30,13 @@ def flat_topk(q, X, n, k):
     score = sims.astype(np.float64)
     idx = topk_order(score, score, k)
     return idx, sims[idx]
+
+
+@njit(nogil=True, cache=True)
+def top_candidates(sims, alive, n, want):
+    """Indices of the ``want`` highest ``sims[:n]`` among rows whose ``alive``
+    flag is set, best first (ties to the lower index)."""
+    score = np.empty(n, np.float64)
+    for i in range(n):
+        score[i] = sims[i] if alive[i] != 0 else -np.inf
+    return topk_order(score, score, want)

@@ -1,3 +1,36 @@
 """Shared pytest fixtures for the tierstore tests."""
 
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import pytest
+
 from s3_fixtures import *  # noqa: F401,F403
+from tierstore import ManualClock, TierStore
+
+DIM = 16
+T0 = 1_700_000_000.0
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def store(tmp_path, clock) -> Iterator[TierStore]:
+    s = TierStore.open(tmp_path / "store", dim=DIM, clock=clock)
+    yield s
+    s.close()
+
+
+def unit(rng: np.random.Generator, dim: int = DIM) -> np.ndarray:
+    v = rng.normal(size=dim).astype(np.float32)
+    return v / np.linalg.norm(v)

@@ -16,7 +16,16 @@ from tierstore.objectstore import LocalObjectStore, ObjectStore, open_object_sto
 from tierstore.testing import ObjectStoreTests
 from tierstore.testing.object_store_suite import INVALID_KEYS
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _child_env() -> dict[str, str]:
+    """Environment for a child interpreter that imports tierstore the way this one did.
+
+    The child gets this process's sys.path (source checkout, rootdir, editable install
+    alike), as multiprocessing's spawn does.
+    """
+    paths = [p or os.getcwd() for p in sys.path]  # "" is the current directory
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 class TestLocalObjectStore(ObjectStoreTests):
@@ -144,7 +153,9 @@ def test_long_segment_is_absent_not_an_error(tmp_path: Path) -> None:
 # -- keys cannot escape the root ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("key", INVALID_KEYS + ["../outside/x", "../../etc/x"], ids=lambda k: repr(k)[:40])
+@pytest.mark.parametrize(
+    "key", INVALID_KEYS + ["../outside/x", "../../etc/x"], ids=lambda k: repr(k)[:40]
+)
 def test_keys_cannot_escape_root(tmp_path: Path, key: str) -> None:
     root = tmp_path / "root"
     outside = tmp_path / "outside"
@@ -195,7 +206,7 @@ print(json.dumps(won), flush=True)
 
 def test_put_if_absent_across_processes(tmp_path: Path) -> None:
     root, go, rounds = tmp_path / "store", tmp_path / "go", 50
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = _child_env()
     names = ["A", "B"]
     procs = [
         subprocess.Popen(
@@ -262,13 +273,26 @@ def test_open_passes_store_through(tmp_path: Path) -> None:
     assert open_object_store(store) is store
 
     class Custom:  # any object with the protocol's methods will do
-        def put(self, key: str, data: bytes) -> None: ...
-        def put_if_absent(self, key: str, data: bytes) -> bool: return True
-        def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes: return b""
-        def delete(self, key: str) -> bool: return False
-        def list(self, prefix: str = "") -> list[str]: return []
-        def exists(self, key: str) -> bool: return False
-        def size(self, key: str) -> int: return 0
+        def put(self, key: str, data: bytes) -> None:
+            pass
+
+        def put_if_absent(self, key: str, data: bytes) -> bool:
+            return True
+
+        def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+            return b""
+
+        def delete(self, key: str) -> bool:
+            return False
+
+        def list(self, prefix: str = "") -> list[str]:
+            return []
+
+        def exists(self, key: str) -> bool:
+            return False
+
+        def size(self, key: str) -> int:
+            return 0
 
     custom = Custom()
     assert isinstance(custom, ObjectStore)
@@ -304,8 +328,10 @@ def test_open_does_not_import_boto3_for_local(tmp_path: Path) -> None:
         f"open_object_store({str(tmp_path)!r}).put('k', b'v'); "
         "print('boto3' in sys.modules)"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    env = _child_env()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 
@@ -325,7 +351,8 @@ def test_thread_safety_smoke(tmp_path: Path) -> None:
 
     with ThreadPoolExecutor(6) as pool:
         list(pool.map(work, range(6)))
-    expected = sorted([f"t{t}/deep/k{i}" for t in range(6) for i in range(0, 30, 2)] + [f"shared/k{i}" for i in range(5)])
+    expected = [f"t{t}/deep/k{i}" for t in range(6) for i in range(0, 30, 2)]
+    expected = sorted(expected + [f"shared/k{i}" for i in range(5)])
     assert store.list() == expected
 
 

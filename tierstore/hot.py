@@ -31,7 +31,7 @@ import numpy as np
 from .catalog import Catalog, MemoryRow
 from .errors import CorruptDataError
 from .kernels import columns as C
-from .kernels import fused_rerank, inner_products
+from .kernels import fused_rerank, inner_products, top_candidates
 from .model import Memory
 from .rwlock import RWLock
 from .scoring import CompiledPolicy, QueryContext
@@ -57,6 +57,47 @@ class RankedSlots:
     scores: np.ndarray
     norm: np.ndarray
     raw: np.ndarray
+
+
+@dataclass
+class HotSnapshot:
+    """Captured state of some hot slots (column ``j`` is the ``j``-th slot)."""
+
+    namespace: str
+    type_names: Sequence[str]
+    F: np.ndarray
+    I: np.ndarray
+    conf_now: np.ndarray
+    weight_now: np.ndarray
+    ids: list[str | None]
+    contents: list[str]
+    sources: list[str]
+    tag_names: list[tuple[str, ...]]
+
+    def memory(self, j: int, embedding: np.ndarray | None = None) -> Memory:
+        f = self.F[:, j].tolist()
+        i = self.I[:, j].tolist()
+        expires = f[C.F_TTL_ANCHOR] + f[C.F_TTL]
+        override = f[C.F_TTL_OVERRIDE]
+        return Memory(
+            id=self.ids[j],  # type: ignore[arg-type]
+            namespace=self.namespace,
+            content=self.contents[j],
+            memory_type=self.type_names[i[C.I_TYPE]],
+            created_at=f[C.F_CREATED],
+            last_accessed_at=f[C.F_LAST_ACCESS],
+            access_count=i[C.I_ACCESS_COUNT],
+            confidence=float(self.conf_now[j]),
+            source=self.sources[j],
+            tags=self.tag_names[j],
+            ttl_seconds=None if math.isnan(override) else override,
+            pinned=i[C.I_PINNED] != 0,
+            tier="hot",
+            weight=float(self.weight_now[j]),
+            expires_at=expires if math.isfinite(expires) else None,
+            due_at=f[C.F_DUE] if math.isfinite(f[C.F_DUE]) else None,
+            embedding=embedding,
+        )
 
 
 class HotNamespace:
@@ -178,7 +219,7 @@ class HotNamespace:
         I[C.I_TYPE, slot_arr] = [self._type_idx[r.memory_type] for r in rows]
         if vectors is not None:
             if self.index is not None:
-                self.index.add_items(vectors, slot_arr)
+                self.index.add_items(vectors, slot_arr, num_threads=_build_threads(k))
             else:
                 assert self.vectors is not None
                 self.vectors[slot_arr] = vectors
@@ -203,7 +244,7 @@ class HotNamespace:
         live = np.flatnonzero(self.I[C.I_ALIVE, : self.n]).astype(np.int64)
         index = self._new_index(self.cap)
         if live.size:
-            index.add_items(self.vectors[live], live)
+            index.add_items(self.vectors[live], live, num_threads=_build_threads(live.size))
         self.index = index
         self.vectors = None
         self.changes_since_checkpoint += 1
@@ -273,38 +314,44 @@ class HotNamespace:
 
     def search(self, q: np.ndarray, k: int, cp: CompiledPolicy, ctx: QueryContext, type_allowed: np.ndarray,
                min_confidence: float, now: float) -> RankedSlots:
-        """Best ``k`` live slots for query ``q`` (hold ``lock.read()``)."""
-        if self.live == 0:
+        """Best ``k`` live slots for query ``q`` (hold ``lock.read()``).
+
+        Candidates are the most similar memories, oversampled
+        (``k·oversample``, at least ``min_candidates``): all of them in an
+        exact namespace, hnswlib's in an indexed one. The fused rerank kernel
+        scores, filters and masks them; when filters leave fewer than ``k``,
+        the candidate set widens until every live memory has been considered.
+        """
+        live = self.live
+        if live == 0:
             return RankedSlots(np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 5)), np.zeros((0, 5)))
         sc = cp.policy.scoring
-        if self.index is None:
-            assert self.vectors is not None
-            sims = inner_products(q, self.vectors, self.n)
-            params = cp.params(now, min_confidence, ctx, distance=False)
-            pick, scores, norm, raw = fused_rerank(
-                self.arange[: self.n], sims, self.F, self.I, self.tags, params, type_allowed, cp.w0_by_type,
-                ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
-            )
-            return RankedSlots(pick, scores, norm, raw)
-        params = cp.params(now, min_confidence, ctx, distance=True)
-        want = min(self.live, max(k * sc.oversample, sc.min_candidates, k))
+        want = min(live, max(k * sc.oversample, sc.min_candidates, k))
+        exact = self.index is None
+        params = cp.params(now, min_confidence, ctx, distance=not exact)
+        sims = inner_products(q, self.vectors, self.n) if exact else None
         while True:
-            try:
-                labels, dists = self.index.knn_query(q, k=want)
-            except RuntimeError:
-                # hnswlib could not reach `want` live nodes (many deletions):
-                # score every live slot exactly instead.
-                return self._search_all(q, k, cp, ctx, type_allowed, min_confidence, now)
-            cand = labels[0]
+            if exact:
+                if want >= live:
+                    cand, cand_scores = self.arange[: self.n], sims
+                else:
+                    cand = top_candidates(sims, self.I[C.I_ALIVE], self.n, want)
+                    cand_scores = sims[cand]
+            else:
+                try:
+                    labels, dists = self.index.knn_query(q, k=want)  # type: ignore[union-attr]
+                except RuntimeError:
+                    # hnswlib could not reach `want` live nodes (many deletions):
+                    # score every live slot exactly instead.
+                    return self._search_all(q, k, cp, ctx, type_allowed, min_confidence, now)
+                cand, cand_scores = labels[0], dists[0]
             pick, scores, norm, raw = fused_rerank(
-                cand, dists[0], self.F, self.I, self.tags, params, type_allowed, cp.w0_by_type,
+                cand, cand_scores, self.F, self.I, self.tags, params, type_allowed, cp.w0_by_type,
                 ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
             )
-            # Filters and masks may reject candidates; widen until k survive or
-            # every live memory has been a candidate.
-            if pick.shape[0] >= k or want >= self.live:
+            if pick.shape[0] >= k or want >= live:
                 return RankedSlots(cand[pick].astype(np.int64), scores, norm, raw)
-            want = min(self.live, want * 4)
+            want = min(live, want * 4)
 
     def _search_all(self, q: np.ndarray, k: int, cp: CompiledPolicy, ctx: QueryContext,
                     type_allowed: np.ndarray, min_confidence: float, now: float) -> RankedSlots:
@@ -335,33 +382,24 @@ class HotNamespace:
 
     def memory(self, slot: int, cp: CompiledPolicy, now: float, with_embedding: bool = False) -> Memory:
         """A snapshot of the memory in ``slot``."""
-        F, I = self.F, self.I
-        t_idx = int(I[C.I_TYPE, slot])
+        F = self.F
         w = F[C.F_W_REF, slot] * 2.0 ** (-max(now - F[C.F_T_REF, slot], 0.0) / F[C.F_HALF_LIFE, slot])
         conf = float(F[C.F_CONF, slot])
         if math.isfinite(cp.conf_half_life):
             conf *= 2.0 ** (-max(now - F[C.F_T_CONF, slot], 0.0) / cp.conf_half_life)
-        expires = F[C.F_TTL_ANCHOR, slot] + F[C.F_TTL, slot]
-        due = F[C.F_DUE, slot]
-        override = F[C.F_TTL_OVERRIDE, slot]
-        return Memory(
-            id=self.ids[slot],  # type: ignore[arg-type]
-            namespace=self.name,
-            content=self.contents[slot],
-            memory_type=cp.type_names[t_idx],
-            created_at=float(F[C.F_CREATED, slot]),
-            last_accessed_at=float(F[C.F_LAST_ACCESS, slot]),
-            access_count=int(I[C.I_ACCESS_COUNT, slot]),
-            confidence=conf,
-            source=self.sources[slot],
-            tags=self.tag_names[slot],
-            ttl_seconds=None if math.isnan(override) else float(override),
-            pinned=bool(I[C.I_PINNED, slot]),
-            tier="hot",
-            weight=float(w),
-            expires_at=float(expires) if math.isfinite(expires) else None,
-            due_at=float(due) if math.isfinite(due) else None,
-            embedding=self.vector(slot) if with_embedding else None,
+        snap = self.snapshot(np.array([slot]), np.array([conf]), np.array([w]), cp)
+        return snap.memory(0, embedding=self.vector(slot) if with_embedding else None)
+
+    def snapshot(self, slots: np.ndarray, conf_now: np.ndarray, weight_now: np.ndarray,
+                 cp: CompiledPolicy) -> "HotSnapshot":
+        """The state of ``slots`` now, captured cheaply (one bulk copy of the
+        columns and references to the strings); Memory objects are built from
+        it on demand."""
+        sl = slots.tolist()
+        return HotSnapshot(
+            self.name, cp.type_names, self.F[:, slots], self.I[:, slots], conf_now, weight_now,
+            [self.ids[s] for s in sl], [self.contents[s] for s in sl], [self.sources[s] for s in sl],
+            [self.tag_names[s] for s in sl],
         )
 
     # -- catalog write-back (callers hold access_lock) -------------------------
@@ -454,6 +492,12 @@ class HotNamespace:
         index.set_ef(self.settings.hnsw_ef_search)  # ef is not saved by hnswlib
         index.set_num_threads(1)
         return index, slots
+
+
+def _build_threads(n: int) -> int:
+    """hnswlib threads for inserting ``n`` vectors: all cores for big batches
+    (add_items releases the GIL), one for small ones (thread start-up dominates)."""
+    return -1 if n >= 1000 else 1
 
 
 def _sha256_file(path: Path) -> str:

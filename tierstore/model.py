@@ -62,12 +62,41 @@ class Explain:
         return f"{self.mode} score={self.score:.4f} [{parts}] tier={self.tier}"
 
 
-@dataclass(frozen=True, slots=True)
 class Hit:
-    id: str
-    memory: Memory
-    score: float
-    explain: Explain | None = None
+    """One search result: ``id``, ``score``, ``memory`` (a :class:`Memory`
+    snapshot taken at search time, without the embedding) and ``explain``
+    (the score breakdown, when asked for). The snapshot's values are captured
+    during the search; the Memory object is built on first access."""
+
+    __slots__ = ("id", "score", "explain", "_memory", "_snapshot", "_j")
+
+    def __init__(self, id: str, score: float, explain: Explain | None = None, *,
+                 memory: Memory | None = None, snapshot: Any = None, j: int = 0) -> None:
+        if memory is None and snapshot is None:
+            raise ValueError("Hit needs a memory or a snapshot")
+        self.id = id
+        self.score = score
+        self.explain = explain
+        self._memory = memory
+        self._snapshot = snapshot  # anything with .memory(j) -> Memory
+        self._j = j
+
+    @property
+    def memory(self) -> Memory:
+        m = self._memory
+        if m is None:
+            m = self._memory = self._snapshot.memory(self._j)
+        return m
+
+    def __repr__(self) -> str:
+        return f"Hit(id={self.id!r}, score={self.score:.6g}, tier={self.memory.tier!r}, content={self.memory.content[:40]!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Hit):
+            return NotImplemented
+        return (self.id, self.score, self.memory) == (other.id, other.score, other.memory)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclass

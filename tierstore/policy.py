@@ -74,7 +74,11 @@ class ConfidencePolicy:
     Fused confidence is ``(a·llm + b·rule + g·feedback) / (a + b + g)`` over the
     signals present: ``llm`` is the caller's estimate (``add(confidence=...)``),
     ``rule`` the default for the memory's source (absent for unknown sources),
-    ``feedback`` starts at ``feedback_initial`` on the first feedback.
+    ``feedback`` appears with the first feedback, starting from
+    ``feedback_initial`` (``None``: from the memory's confidence at that
+    moment, so that positive feedback never lowers it), and moves by
+    ``feedback_step`` (explicit) or ``implicit_feedback_step`` of the distance
+    to 1 (positive) or 0 (negative).
 
     A memory's TTL is scaled by ``ttl_floor + (1 - ttl_floor)·c`` and its
     half-life by ``half_life_floor + (1 - half_life_floor)·c``: a guess lives
@@ -96,7 +100,7 @@ class ConfidencePolicy:
             "ai_guess": 0.6,
         }
     )
-    feedback_initial: float = 0.5
+    feedback_initial: float | None = None
     feedback_step: float = 0.25
     implicit_feedback_step: float = 0.05
     negative_weight_penalty: float = 0.5
@@ -466,6 +470,8 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
                 for src, cv in _mapping(v, key).items():
                     sd[str(src)] = _number(cv, f"{key}.{src}", lo=0.0, hi=1.0)
                 values["source_defaults"] = sd
+            elif k == "feedback_initial":
+                values[k] = None if v is None else _number(v, key, lo=0.0, hi=1.0)
             elif k == "decay_half_life":
                 values["decay_half_life_seconds"] = parse_duration(v, key, allow_none=True)
             elif k in ("llm_weight", "rule_weight", "feedback_weight", "negative_weight_penalty"):

@@ -303,7 +303,7 @@ class TierStore:
         min_conf = check_confidence(min_confidence, "min_confidence")
         cp = self._cp
         allowed = cp.type_allowed(None if memory_types is None else list(memory_types))
-        ctx_tags = check_tags(context_tags, 1024) or self._contexts.get(ns, ())
+        ctx_tags = (check_tags(context_tags, 1024) if context_tags else ()) or self._contexts.get(ns, ())
         ctx = cp.context(ctx_tags)
         if record_access is None:
             record_access = self._policy.scoring.record_access
@@ -311,15 +311,12 @@ class TierStore:
         hot = self._hot.ensure(ns)
         with hot.lock.read():
             ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
-            hits = []
-            for i, slot in enumerate(ranked.slots.tolist()):
-                score = float(ranked.scores[i])
-                hits.append(Hit(
-                    id=hot.ids[slot],  # type: ignore[arg-type]
-                    memory=hot.memory(slot, cp, now),
-                    score=score,
-                    explain=cp.explain(ranked.raw[i], ranked.norm[i], score, "hot") if explain else None,
-                ))
+            raw = ranked.raw
+            snap = hot.snapshot(ranked.slots, raw[:, 2], raw[:, 4], cp)
+            hits = [
+                Hit(mid, sc, cp.explain(raw[i], ranked.norm[i], sc, "hot") if explain else None, snapshot=snap, j=i)
+                for i, (mid, sc) in enumerate(zip(snap.ids, ranked.scores.tolist()))
+            ]
             if record_access and ranked.slots.size:
                 with hot.access_lock:
                     record_accesses(ranked.slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
@@ -425,10 +422,13 @@ class TierStore:
                 F, I = hot.F, hot.I
                 t_idx = int(I[C.I_TYPE, s])
                 step = (cpol.implicit_feedback_step if implicit else cpol.feedback_step) * strength
-                fb = lifetime.feedback_signal(F[C.F_CONF_FEEDBACK, s], cpol.feedback_initial, step, positive)
-                llm, rule = F[C.F_CONF_LLM, s], F[C.F_CONF_RULE, s]
-                conf = pol.fuse_confidence(None if math.isnan(llm) else float(llm),
-                                           None if math.isnan(rule) else float(rule), fb)
+                llm = None if math.isnan(F[C.F_CONF_LLM, s]) else float(F[C.F_CONF_LLM, s])
+                rule = None if math.isnan(F[C.F_CONF_RULE, s]) else float(F[C.F_CONF_RULE, s])
+                initial = cpol.feedback_initial
+                if initial is None:
+                    initial = float(F[C.F_CONF, s])
+                fb = lifetime.feedback_signal(F[C.F_CONF_FEEDBACK, s], initial, step, positive)
+                conf = pol.fuse_confidence(llm, rule, fb)
                 w = lifetime.weight_at(F[C.F_W_REF, s], F[C.F_T_REF, s], F[C.F_HALF_LIFE, s], now)
                 if positive:
                     w += float(cp.boost_by_type[t_idx]) * strength

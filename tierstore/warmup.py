@@ -31,6 +31,7 @@ def warm_up_kernels() -> None:
             inner_products,
             record_accesses,
             rescale_lifetimes,
+            top_candidates,
         )
 
         n = 4
@@ -50,6 +51,7 @@ def warm_up_kernels() -> None:
         q = np.ones(8, np.float32)
         X = np.ones((n, 8), np.float32)
         sims = inner_products(q, X, n)
+        top_candidates(sims, I[C.I_ALIVE], n, 2)
         flat_topk(q, X, n, 2)
         params = np.zeros(C.NP)
         params[C.P_CTX_MAX] = 1.0
@@ -62,8 +64,6 @@ def warm_up_kernels() -> None:
         fused_rerank(slots, sims, F, I, tags, params, u8, w0, e32, e32, e64, e32, 2)
         # hnswlib hands back uint64 labels and float32 distances
         fused_rerank(slots.astype(np.uint64), sims, F, I, tags, params, u8, w0, e32, e32, e64, e32, 2)
-        # the exact path scores every slot of the hot namespace (a float64 similarity array comes from numpy)
-        fused_rerank(slots, sims.astype(np.float64), F, I, tags, params, u8, w0, e32, e32, e64, e32, 2)
         context_multipliers(tags, n, e32, e64)
         rescale_lifetimes(f, f, f, f, f, f, 1.0)
         _done = True

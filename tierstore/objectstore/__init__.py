@@ -45,14 +45,18 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _no_options(scheme: str, endpoint_url: Any, region_name: Any, kwargs: dict[str, Any]) -> None:
+def _no_options(what: str, endpoint_url: Any, region_name: Any, kwargs: dict[str, Any]) -> None:
     given = list(kwargs)
-    given += [n for n, v in (("endpoint_url", endpoint_url), ("region_name", region_name)) if v is not None]
+    for name, value in (("endpoint_url", endpoint_url), ("region_name", region_name)):
+        if value is not None:
+            given.append(name)
     if given:
-        raise InvalidInputError(f"options {sorted(given)} do not apply to {scheme} object stores")
+        raise InvalidInputError(f"options {sorted(given)} do not apply to {what} object stores")
 
 
-def _open_file(url: str, endpoint_url: Any, region_name: Any, kwargs: dict[str, Any]) -> ObjectStore:
+def _open_file(
+    url: str, endpoint_url: Any, region_name: Any, kwargs: dict[str, Any]
+) -> ObjectStore:
     _no_options("file://", endpoint_url, region_name, kwargs)
     parts = urlsplit(url)
     if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
@@ -63,7 +67,9 @@ def _open_file(url: str, endpoint_url: Any, region_name: Any, kwargs: dict[str, 
     return LocalObjectStore(path)
 
 
-def _open_s3(url: str, endpoint_url: Any, region_name: Any, kwargs: dict[str, Any]) -> ObjectStore:
+def _open_s3(
+    url: str, endpoint_url: Any, region_name: Any, kwargs: dict[str, Any]
+) -> ObjectStore:
     from tierstore.objectstore._s3 import S3ObjectStore
 
     parts = urlsplit(url)
@@ -75,7 +81,11 @@ def _open_s3(url: str, endpoint_url: Any, region_name: Any, kwargs: dict[str, An
     if not parts.netloc or parts.query or parts.fragment:
         raise InvalidInputError(f"invalid S3 URL {url!r}: expected s3://bucket[/prefix]")
     return S3ObjectStore(
-        parts.netloc, unquote(parts.path), endpoint_url=endpoint_url, region_name=region_name, **kwargs
+        parts.netloc,
+        unquote(parts.path),
+        endpoint_url=endpoint_url,
+        region_name=region_name,
+        **kwargs,
     )
 
 

@@ -80,7 +80,9 @@ class LocalObjectStore:
         try:
             self._root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ObjectStoreError(f"cannot create object store directory {str(self._root)!r}: {exc}") from exc
+            raise ObjectStoreError(
+                f"cannot create object store directory {str(self._root)!r}: {exc}"
+            ) from exc
 
     @property
     def root(self) -> Path:
@@ -121,7 +123,7 @@ class LocalObjectStore:
                     continue
                 if not os.path.lexists(current):
                     # Pruned by another process between mkdir and the check: retry.
-                    raise FileNotFoundError(errno.ENOENT, "directory pruned", str(current)) from None
+                    raise FileNotFoundError(errno.ENOENT, "pruned", str(current)) from None
                 raise self._conflict(key, current) from None
             _fsync_dir(parent)
 

@@ -65,9 +65,9 @@ class S3ObjectStore:
     """An :class:`~tierstore.objectstore.ObjectStore` on an S3 bucket, under an optional prefix.
 
     The key ``k`` is stored as ``prefix/k``. Network errors are retried by botocore
-    ("standard" mode, ``max_attempts``); what still fails raises ObjectStoreError naming
-    the operation and key. A ``client`` may be passed in (then the timeout and retry
-    arguments are not applied: the client keeps its own configuration). boto3 clients
+    ("standard" mode, at most ``max_attempts`` tries per request, the first included);
+    what still fails raises ObjectStoreError naming the operation and key. A ``client``
+    may be passed in: then the timeouts and retries are the client's own. boto3 clients
     are thread-safe, and so is this class.
     """
 
@@ -93,7 +93,9 @@ class S3ObjectStore:
             validate_key(prefix)  # the prefix obeys the same rules as a key
         for name, value in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise InvalidInputError(f"{name} must be a positive number of seconds, got {value!r}")
+                raise InvalidInputError(
+                    f"{name} must be a positive number of seconds, got {value!r}"
+                )
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise InvalidInputError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
 
@@ -111,7 +113,10 @@ class S3ObjectStore:
 
         if client is None:
             config = Config(
-                retries={"max_attempts": max_attempts, "mode": "standard"},
+                # total_max_attempts counts the first try, so max_attempts=1 means "no
+                # retries" (botocore's own retries["max_attempts"] counts retries only
+                # and would make 5 mean 6 requests).
+                retries={"total_max_attempts": max_attempts, "mode": "standard"},
                 connect_timeout=connect_timeout,
                 read_timeout=read_timeout,
             )
@@ -128,21 +133,30 @@ class S3ObjectStore:
                     config=config,
                     **client_kwargs,
                 )
-            except (TypeError, ValueError) as exc:
-                # Name the options, never their values: they may hold credentials.
+            except (TypeError, ValueError, BotoCoreError) as exc:
+                # Name the options, never their values: they may hold credentials. The
+                # error text is kept only if no option value appears in it.
+                detail = f"{type(exc).__name__}: {exc}"
+                secrets = [str(v) for v in client_kwargs.values() if v is not None]
+                secrets.append(str(endpoint_url))
+                if any(secret and secret in detail for secret in secrets):
+                    detail = type(exc).__name__
                 raise InvalidInputError(
                     f"cannot create an S3 client for bucket {bucket!r} "
                     f"(endpoint {_safe_endpoint(endpoint_url)!r}, "
-                    f"options {sorted(client_kwargs)}): {type(exc).__name__}"
+                    f"options {sorted(client_kwargs)}): {detail}"
                 ) from None
         elif client_kwargs:
             raise InvalidInputError(
                 f"client options {sorted(client_kwargs)} cannot be combined with client="
             )
         else:
-            endpoint_url = endpoint_url or getattr(getattr(client, "meta", None), "endpoint_url", None)
+            meta = getattr(client, "meta", None)
+            endpoint_url = endpoint_url or getattr(meta, "endpoint_url", None)
 
         self._client = client
+        # Whole-GET attempts when the response body fails mid-stream (see get()).
+        self._body_attempts = max_attempts
         self._bucket = bucket
         self._prefix = prefix
         self._base = f"{prefix}/" if prefix else ""
@@ -183,7 +197,8 @@ class S3ObjectStore:
             code, status, message = _error_fields(exc)
             # HEAD has no body, so a missing key there is a bare "404"; NoSuchBucket is
             # also a 404 but is a configuration problem, not a missing object.
-            if code in ("NoSuchKey", "NotFound", "404") or (status == 404 and code != "NoSuchBucket"):
+            not_found = code in ("NoSuchKey", "NotFound", "404")
+            if not_found or (status == 404 and code != "NoSuchBucket"):
                 return ObjectNotFoundError(key)
             detail = f"{code or 'error'} (HTTP {status})"
             if message:
@@ -260,22 +275,30 @@ class S3ObjectStore:
         if first or end is not None:
             # HTTP ranges are inclusive: [first, end) is bytes=first-(end-1).
             kwargs["Range"] = f"bytes={first}-" if end is None else f"bytes={first}-{end - 1}"
-        try:
-            response = self._client.get_object(**kwargs)
+        for attempt in range(1, self._body_attempts + 1):
+            try:
+                response = self._client.get_object(**kwargs)
+            except self._ClientError as exc:
+                code, status, _ = _error_fields(exc)
+                # 416: the range starts at or past the end of an existing object (a
+                # missing key is a 404). The protocol answers that with the bytes
+                # available: none.
+                if status == 416 or code == "InvalidRange":
+                    return b""
+                self._raise(exc, "get", key)
+            except self._BotoCoreError as exc:
+                self._raise(exc, "get", key)
             body = response["Body"]
             try:
                 return body.read()
+            except self._BotoCoreError as exc:
+                # botocore retries a request until its response headers arrive, not a
+                # body cut short afterwards (connection reset, read timeout, truncated
+                # stream). A GET is idempotent, so repeat the whole request.
+                if attempt == self._body_attempts:
+                    self._raise(exc, "get", key)
             finally:
                 body.close()
-        except self._ClientError as exc:
-            code, status, _ = _error_fields(exc)
-            # 416: the range starts at or past the end of an existing object (a missing
-            # key is a 404). The protocol answers that with the bytes available: none.
-            if status == 416 or code == "InvalidRange":
-                return b""
-            self._raise(exc, "get", key)
-        except self._BotoCoreError as exc:
-            self._raise(exc, "get", key)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def delete(self, key: str) -> bool:

@@ -1,0 +1,415 @@
+"""Plain-Python reference implementations of every public kernel.
+
+Written from the documented formulas (``docs``/DESIGN §3–§4 and the kernels'
+docstrings), not from the kernel code: pure Python ``math`` over per-element
+Python floats, no Numba, nothing imported from the kernel modules except the
+column constants. The property tests in ``tests/test_kernels.py`` compare each
+kernel with its ``ref_<name>`` here. Slow by design; never used by the engine.
+
+Units: times and half-lives in seconds (POSIX seconds, ``+inf``: never);
+confidences, similarities and normalised factors in [0, 1]; weights are
+dimensionless (``W0`` of a type is its initial weight).
+
+Conventions shared by the kernels (and assumed here):
+
+* ``W(t) = w_ref · 2^(-(t - t_ref)/h)`` (= ``w_ref·e^(-λ(t - t_ref))``,
+  ``λ = ln 2 / h``); before ``t_ref`` the weight is ``w_ref`` (no growth
+  backwards in time). The same holds for the decayed confidence
+  ``c(t) = conf · 2^(-(t - t_conf)/h_c)`` (``h_c = +inf``: no decay).
+* A weight threshold ``θ > 0`` is crossed when ``W <= θ``; a threshold
+  ``<= 0`` is never crossed. A confidence is below the bar when ``c < bar``.
+* Thresholds are ``(demote, archive, delete, delete_bar)`` with
+  ``demote > archive > delete``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .columns import (
+    ACTION_ARCHIVE,
+    ACTION_DELETE,
+    ACTION_DEMOTE,
+    ACTION_KEEP,
+    F_CONF,
+    F_DUE,
+    F_HALF_LIFE,
+    F_LAST_ACCESS,
+    F_T_CONF,
+    F_T_REF,
+    F_TTL,
+    F_TTL_ANCHOR,
+    F_W_REF,
+    I_ACCESS_COUNT,
+    I_ALIVE,
+    I_DIRTY,
+    I_PINNED,
+    I_TYPE,
+    MODE_PRODUCT,
+    P_CONF_HALF_LIFE,
+    P_CONTEXT_BONUS,
+    P_CTX_MAX,
+    P_DISTANCE,
+    P_FLOOR,
+    P_MIN_CONF,
+    P_MODE,
+    P_NOW,
+    P_RECENCY_HALF_LIFE,
+    P_WEIGHTS,
+    TIER_COLD,
+    TIER_HOT,
+    TIER_WARM,
+)
+
+__all__ = [
+    "ref_access_boost",
+    "ref_classify",
+    "ref_context_multipliers",
+    "ref_decayed_weight",
+    "ref_due_times",
+    "ref_flat_topk",
+    "ref_fused_rerank",
+    "ref_inner_products",
+    "ref_record_accesses",
+    "ref_rescale_lifetimes",
+    "weight",
+    "confidence",
+    "weight_crossing",
+    "confidence_crossing",
+]
+
+
+# ---------------------------------------------------------------------------
+# scalar formulas
+
+
+def weight(w_ref: float, t_ref: float, half_life: float, t: float) -> float:
+    """``W(t) = w_ref · 2^(-max(t - t_ref, 0)/h)``; times and ``h`` in seconds."""
+    w_ref, t_ref, half_life, t = float(w_ref), float(t_ref), float(half_life), float(t)
+    elapsed = max(t - t_ref, 0.0)
+    return w_ref * 2.0 ** (-elapsed / half_life)
+
+
+def confidence(conf: float, t_conf: float, conf_half_life: float, t: float) -> float:
+    """``c(t) = conf · 2^(-max(t - t_conf, 0)/h_c)``, or ``conf`` when ``h_c`` is +inf."""
+    conf, t_conf, conf_half_life, t = float(conf), float(t_conf), float(conf_half_life), float(t)
+    if math.isinf(conf_half_life):
+        return conf
+    elapsed = max(t - t_conf, 0.0)
+    return conf * 2.0 ** (-elapsed / conf_half_life)
+
+
+def weight_crossing(w_ref: float, t_ref: float, half_life: float, theta: float) -> float:
+    """Time (s) at which ``W`` reaches ``θ``: ``t_ref + h·log2(w_ref/θ)`` (DESIGN §3).
+
+    ``+inf`` if ``θ <= 0`` (never crossed); ``-inf`` if ``w_ref <= 0`` (always)."""
+    w_ref, t_ref, half_life, theta = float(w_ref), float(t_ref), float(half_life), float(theta)
+    if theta <= 0.0:
+        return math.inf
+    if w_ref <= 0.0:
+        return -math.inf
+    ratio = w_ref / theta
+    if ratio == 0.0:  # underflow (subnormal w_ref): log2(0) = -inf
+        return -math.inf
+    return t_ref + half_life * math.log2(ratio)
+
+
+def confidence_crossing(conf: float, t_conf: float, conf_half_life: float, bar: float) -> float:
+    """Time (s) from which the decayed confidence is below ``bar``.
+
+    ``+inf`` if ``bar <= 0`` or (``conf >= bar`` and no decay); ``-inf`` if
+    ``conf < bar`` already; else ``t_conf + h_c·log2(conf/bar)``."""
+    conf, t_conf, conf_half_life, bar = float(conf), float(t_conf), float(conf_half_life), float(bar)
+    if bar <= 0.0:
+        return math.inf
+    if conf < bar:
+        return -math.inf
+    if math.isinf(conf_half_life):
+        return math.inf
+    ratio = conf / bar
+    if ratio == 0.0:
+        return -math.inf
+    return t_conf + conf_half_life * math.log2(ratio)
+
+
+def _f(a) -> list[float]:
+    return [float(x) for x in np.asarray(a).ravel().tolist()]
+
+
+def _i(a) -> list[int]:
+    return [int(x) for x in np.asarray(a).ravel().tolist()]
+
+
+# ---------------------------------------------------------------------------
+# decay
+
+
+def ref_decayed_weight(w_ref, t_ref, half_life, now) -> np.ndarray:
+    """``W(now)`` per memory (float64): ``w_ref · 2^(-(now - t_ref)/h)``, no growth before ``t_ref``."""
+    out = [weight(w, t, h, now) for w, t, h in zip(_f(w_ref), _f(t_ref), _f(half_life))]
+    return np.array(out, np.float64)
+
+
+def _access(w_ref: float, t_ref: float, half_life: float, boost: float, t_a: float) -> tuple[float, float]:
+    """One access at ``t_a`` adds ``boost·e^(-λ(t - t_a))`` to ``W(t)`` for ``t >= t_a``.
+
+    In order (``t_a >= t_ref``): ``(W(t_a) + boost, t_a)``. An access older than
+    the reference time is folded in without moving ``t_ref``:
+    ``(w_ref + boost·2^(-(t_ref - t_a)/h), t_ref)``, so that the result is the
+    seed's ``W0·e^(-λt) + Σ boost·e^(-λΔt_i)`` whatever the order of the calls."""
+    if t_a >= t_ref:
+        return weight(w_ref, t_ref, half_life, t_a) + boost, t_a
+    return w_ref + boost * 2.0 ** (-(t_ref - t_a) / half_life), t_ref
+
+
+def ref_access_boost(w_ref, t_ref, half_life, boost, t_access):
+    """New ``(w_ref, t_ref)`` (float64 arrays) after one access at ``t_access`` (s); see :func:`_access`."""
+    w_out, t_out = [], []
+    for w, t, h, b in zip(_f(w_ref), _f(t_ref), _f(half_life), _f(boost)):
+        nw, nt = _access(w, t, h, b, float(t_access))
+        w_out.append(nw)
+        t_out.append(nt)
+    return np.array(w_out, np.float64), np.array(t_out, np.float64)
+
+
+def ref_record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, thresholds, conf_half_life):
+    """One access at ``now`` per listed slot (twice if listed twice), on copies.
+
+    Per access: weight state as :func:`ref_access_boost` with the type's boost,
+    ``last_access = max(last_access, now)``, ``access_count += 1``, TTL anchor
+    ``= max(anchor, now)`` for types that refresh on read, ``due`` = the hot-tier
+    due time (:func:`ref_due_times`) with ``expires_at = anchor + ttl``, dirty = 1.
+    Returns the updated ``(F, I)``; the inputs are unchanged."""
+    F = np.array(F, np.float64, copy=True)
+    I = np.array(I, np.int64, copy=True)
+    now = float(now)
+    boost = _f(boost_by_type)
+    refresh = _i(refresh_by_type)
+    th = _f(thresholds)
+    for s in _i(slots):
+        t = int(I[I_TYPE, s])
+        w, tr = _access(float(F[F_W_REF, s]), float(F[F_T_REF, s]), float(F[F_HALF_LIFE, s]), boost[t], now)
+        F[F_W_REF, s] = w
+        F[F_T_REF, s] = tr
+        F[F_LAST_ACCESS, s] = max(float(F[F_LAST_ACCESS, s]), now)
+        I[I_ACCESS_COUNT, s] += 1
+        if refresh[t] != 0:
+            F[F_TTL_ANCHOR, s] = max(float(F[F_TTL_ANCHOR, s]), now)
+        F[F_DUE, s] = _due(
+            TIER_HOT, int(I[I_PINNED, s]), w, tr, float(F[F_HALF_LIFE, s]),
+            float(F[F_TTL_ANCHOR, s]) + float(F[F_TTL, s]), float(F[F_CONF, s]), float(F[F_T_CONF, s]),
+            float(conf_half_life), th,
+        )
+        I[I_DIRTY, s] = 1
+    return F, I
+
+
+# ---------------------------------------------------------------------------
+# due times and classification
+
+
+def _due(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, th) -> float:
+    demote, archive, delete, bar = th[0], th[1], th[2], th[3]
+    if pinned != 0:
+        return math.inf
+    if tier == TIER_HOT:
+        return min(expires_at, weight_crossing(w_ref, t_ref, half_life, demote))
+    if tier == TIER_WARM:
+        return min(expires_at, weight_crossing(w_ref, t_ref, half_life, archive))
+    # cold: deleted once the weight is below `delete` AND the confidence below the bar
+    return max(weight_crossing(w_ref, t_ref, half_life, delete),
+               confidence_crossing(conf, t_conf, conf_half_life, bar))
+
+
+def ref_due_times(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
+    """Next due time (s, +inf never) per memory.
+
+    pinned: +inf. hot: ``min(expires_at, t_ref + h·log2(w_ref/demote))``;
+    warm: the same with ``archive``; cold: ``max(t_ref + h·log2(w_ref/delete),
+    first time c(t) < bar)``."""
+    th = _f(thresholds)
+    rows = zip(_i(tier), _i(pinned), _f(w_ref), _f(t_ref), _f(half_life), _f(expires_at), _f(conf), _f(t_conf))
+    out = [_due(tr, p, w, t, h, e, c, tc, float(conf_half_life), th) for tr, p, w, t, h, e, c, tc in rows]
+    return np.array(out, np.float64)
+
+
+def ref_classify(now, tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
+    """Action per memory at ``now`` (int8): 0 keep, 1 demote, 2 archive, 3 delete.
+
+    Evaluated on the decayed values ``W = W(now)``, ``c = c(now)`` (not on
+    crossing times): below(θ) is ``θ > 0 and W <= θ``; low_conf is ``c < bar``.
+    pinned → keep; cold → delete if below(delete) and low_conf, else keep;
+    ``now >= expires_at`` → delete if low_conf else archive; below(delete) and
+    low_conf → delete; below(archive) → archive; hot and below(demote) → demote;
+    else keep. Equal to the crossing-time form for ``now >= t_ref`` (up to rounding)."""
+    now = float(now)
+    demote, archive, delete, bar = _f(thresholds)[:4]
+    out = []
+    rows = zip(_i(tier), _i(pinned), _f(w_ref), _f(t_ref), _f(half_life), _f(expires_at), _f(conf), _f(t_conf))
+    for tr, p, w, t, h, e, c0, tc in rows:
+        if p != 0:
+            out.append(ACTION_KEEP)
+            continue
+        W = weight(w, t, h, now)
+        c = confidence(c0, tc, conf_half_life, now)
+
+        def below(theta: float) -> bool:
+            return theta > 0.0 and W <= theta
+
+        low_conf = bar > 0.0 and c < bar
+        deletable = below(delete) and low_conf
+        if tr == TIER_COLD:
+            out.append(ACTION_DELETE if deletable else ACTION_KEEP)
+        elif now >= e:
+            out.append(ACTION_DELETE if low_conf else ACTION_ARCHIVE)
+        elif deletable:
+            out.append(ACTION_DELETE)
+        elif below(archive):
+            out.append(ACTION_ARCHIVE)
+        elif tr == TIER_HOT and below(demote):
+            out.append(ACTION_DEMOTE)
+        else:
+            out.append(ACTION_KEEP)
+    return np.array(out, np.int8)
+
+
+# ---------------------------------------------------------------------------
+# exact search
+
+
+def ref_inner_products(q, X, n) -> np.ndarray:
+    """``X[:n] @ q`` (cosines for normalised rows), summed exactly (``math.fsum``) and rounded to float32."""
+    qv = _f(q)
+    out = []
+    for i in range(int(n)):
+        row = _f(X[i])
+        out.append(math.fsum(a * b for a, b in zip(row, qv)))
+    return np.array(out, np.float32)
+
+
+def ref_flat_topk(q, X, n, k):
+    """Top-``k`` rows of ``X[:n]`` by float32 cosine with ``q``: ``(indices int64,
+    similarities float32)``, best first, ties to the lower index."""
+    sims = ref_inner_products(q, X, n)
+    s = [float(x) for x in sims.tolist()]
+    order = sorted(range(len(s)), key=lambda i: (-s[i], i))[: max(int(k), 0)]
+    return np.array(order, np.int64), np.array([s[i] for i in order], np.float32)
+
+
+# ---------------------------------------------------------------------------
+# fused rerank
+
+
+def ref_fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags,
+                     rule_mult, mask_tags, k):
+    """Best ``k`` candidates: ``(pick int64, score float64, norm (len, 5), raw (len, 5))``.
+
+    Excluded: negative slot, dead slot, type not allowed, decayed confidence
+    ``c < min_conf``, any tag (up to the first -1) in ``mask_tags``.
+    Raw factors: sim = cosine (``1 - distance`` when P_DISTANCE is 1);
+    recency = ``2^(-max(now - last_access, 0)/recency_half_life)``; c;
+    context = ``(1 + bonus·|memory tags ∩ q_tags|)·Π rule_mult[tag]``; W(now).
+    Normalised (floor f): sim clipped to [0, 1]; ``f + (1-f)·recency``;
+    ``f + (1-f)·clip(c, 0, 1)``; ``min(context/ctx_max, 1)``;
+    ``f + (1-f)·min(W/W0[type], 1)``. Score: product of the five normalised
+    factors (P_MODE 0), or ``Σ weights[i]·norm[i]`` (P_MODE 1). Order: score
+    descending, then raw sim descending, then lower candidate index."""
+    p = _f(params)
+    now = p[P_NOW]
+    conf_hl = p[P_CONF_HALF_LIFE]
+    min_conf = p[P_MIN_CONF]
+    ctx_max = p[P_CTX_MAX]
+    product = p[P_MODE] == MODE_PRODUCT
+    rec_hl = p[P_RECENCY_HALF_LIFE]
+    floor = p[P_FLOOR]
+    bonus = p[P_CONTEXT_BONUS]
+    distance = p[P_DISTANCE] != 0.0
+    weights = p[P_WEIGHTS:P_WEIGHTS + 5]
+    allowed = _i(type_allowed)
+    w0 = _f(w0_by_type)
+    qset = set(_i(q_tags))
+    mset = set(_i(mask_tags))
+    rules = dict(zip(_i(rule_tags), _f(rule_mult)))
+    tags = np.asarray(tags)
+
+    rows = []  # (score, sim, j, norm, raw)
+    for j, (s, cs) in enumerate(zip(_i(cand), _f(cand_scores))):
+        if s < 0 or int(I[I_ALIVE, s]) == 0:
+            continue
+        typ = int(I[I_TYPE, s])
+        if allowed[typ] == 0:
+            continue
+        c = confidence(F[F_CONF, s], F[F_T_CONF, s], conf_hl, now)
+        if c < min_conf:
+            continue
+        mem_tags = []
+        for tg in _i(tags[s]):
+            if tg < 0:
+                break
+            mem_tags.append(tg)
+        if any(tg in mset for tg in mem_tags):
+            continue
+        overlap = sum(1 for tg in mem_tags if tg in qset)
+        mult = 1.0
+        for tg in mem_tags:
+            mult *= rules.get(tg, 1.0)
+        sim = 1.0 - cs if distance else cs
+        rec = 2.0 ** (-max(now - float(F[F_LAST_ACCESS, s]), 0.0) / rec_hl)
+        ctx = (1.0 + bonus * overlap) * mult
+        wt = weight(F[F_W_REF, s], F[F_T_REF, s], F[F_HALF_LIFE, s], now)
+        raw = [sim, rec, c, ctx, wt]
+        norm = [
+            min(max(sim, 0.0), 1.0),
+            floor + (1.0 - floor) * rec,
+            floor + (1.0 - floor) * min(max(c, 0.0), 1.0),
+            min(ctx / ctx_max, 1.0),
+            floor + (1.0 - floor) * min(wt / w0[typ], 1.0),
+        ]
+        if product:
+            score = math.prod(norm)
+        else:
+            score = math.fsum(wf * nf for wf, nf in zip(weights, norm))
+        rows.append((score, sim, j, norm, raw))
+    rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
+    rows = rows[: max(int(k), 0)]
+    pick = np.array([r[2] for r in rows], np.int64)
+    score = np.array([r[0] for r in rows], np.float64)
+    norm = np.array([r[3] for r in rows], np.float64).reshape(len(rows), 5)
+    raw = np.array([r[4] for r in rows], np.float64).reshape(len(rows), 5)
+    return pick, score, norm, raw
+
+
+# ---------------------------------------------------------------------------
+# context
+
+
+def ref_context_multipliers(tags, n, rule_tags, rule_mult) -> np.ndarray:
+    """Per memory (first ``n`` rows): ``Π rule_mult[r]`` over its tags (up to the
+    first -1) that appear in ``rule_tags``; 1.0 when none match."""
+    rules = dict(zip(_i(rule_tags), _f(rule_mult)))
+    out = []
+    for i in range(int(n)):
+        m = 1.0
+        for tg in _i(tags[i]):
+            if tg < 0:
+                break
+            m *= rules.get(tg, 1.0)
+        out.append(m)
+    return np.array(out, np.float64)
+
+
+def ref_rescale_lifetimes(w_ref, t_ref, half_life, ttl, old_mult, new_mult, now):
+    """Context multiplier ``old -> new`` at ``now`` (s), ``r = new/old``:
+    ``w_ref = W(now)`` under the old half-life, ``t_ref = now``,
+    ``half_life·r``, ``ttl·r`` (inf stays inf). Returns four float64 arrays."""
+    now = float(now)
+    outs: tuple[list[float], list[float], list[float], list[float]] = ([], [], [], [])
+    for w, t, h, ttl_i, om, nm in zip(_f(w_ref), _f(t_ref), _f(half_life), _f(ttl), _f(old_mult), _f(new_mult)):
+        r = nm / om
+        outs[0].append(weight(w, t, h, now))
+        outs[1].append(now)
+        outs[2].append(h * r)
+        outs[3].append(ttl_i * r)
+    return tuple(np.array(o, np.float64) for o in outs)

@@ -1,0 +1,220 @@
+"""The hot-path API: add, search, get, touch, feedback, pin, delete, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from conftest import DIM, unit
+from tierstore import (
+    DimensionMismatchError,
+    DuplicateIdError,
+    InvalidConfidenceError,
+    InvalidInputError,
+    InvalidNamespaceError,
+    InvalidVectorError,
+    MemoryNotFoundError,
+    StoreClosedError,
+    TierStore,
+    TierStoreError,
+    UnknownMemoryTypeError,
+)
+
+
+def snapshot(store: TierStore):
+    """Everything observable about the store's contents."""
+    store.flush()
+    rows = store._catalog.query(
+        "SELECT ns, id, content, memory_type, confidence, access_count, tier, pinned, w_ref, due_at FROM memories ORDER BY ns, id"
+    )
+    return rows, store.stats().by_tier
+
+
+def test_add_then_get_roundtrip(store, rng):
+    v = rng.normal(size=DIM)
+    mid = store.add("alice", "Allergic to peanuts", v, memory_type="fact", confidence=0.95,
+                    source="user_declaration", tags=["health", "food"], id="peanuts")
+    assert mid == "peanuts"
+    m = store.get("alice", "peanuts")
+    assert m.content == "Allergic to peanuts"
+    assert m.tags == ("health", "food")
+    assert m.memory_type == "fact" and m.source == "user_declaration" and m.tier == "hot"
+    assert m.access_count == 0 and not m.pinned
+    np.testing.assert_allclose(m.embedding, v / np.linalg.norm(v), rtol=1e-6)
+    assert math.isclose(float(np.linalg.norm(m.embedding)), 1.0, rel_tol=1e-6)
+    assert store.get("alice", "nope") is None
+    assert store.get("bob", "peanuts") is None  # namespaces are isolated
+
+
+def test_search_ranks_by_similarity_and_explains(store, rng):
+    target = unit(rng)
+    near = target + 0.05 * unit(rng)
+    far = unit(rng)
+    a = store.add("alice", "near", near)
+    b = store.add("alice", "far", far)
+    hits = store.search("alice", target, k=2, explain=True)
+    assert [h.id for h in hits][0] == a
+    assert hits[0].score >= hits[1].score
+    ex = hits[0].explain
+    assert ex is not None and ex.mode == "product" and ex.tier == "hot"
+    assert set(ex.raw) == {"similarity", "recency", "confidence", "context", "weight"}
+    assert ex.raw["similarity"] == pytest.approx(float(np.dot(target, near / np.linalg.norm(near))), abs=1e-5)
+    assert math.prod(ex.terms.values()) == pytest.approx(hits[0].score)
+    assert all(0.0 <= x <= 1.0 for x in ex.normalised.values())
+    assert hits[1].id == b
+
+
+def test_search_filters_and_context_tags(store, rng):
+    q = unit(rng)
+    same = q + 0.01 * unit(rng)
+    t1 = store.add("a", "travel fact", same, tags=["travel"], memory_type="fact")
+    t2 = store.add("a", "plain fact", same, memory_type="fact")
+    c1 = store.add("a", "a chat", same, memory_type="conversation", confidence=0.3, source="ai_guess")
+    hits = store.search("a", q, k=3, context_tags=["travel"], record_access=False)
+    assert hits[0].id == t1  # identical vectors: the context overlap decides
+    only_conv = store.search("a", q, k=3, memory_types=["conversation"], record_access=False)
+    assert [h.id for h in only_conv] == [c1]
+    confident = store.search("a", q, k=3, min_confidence=0.7, record_access=False)
+    assert c1 not in {h.id for h in confident} and {t1, t2} <= {h.id for h in confident}
+    with pytest.raises(UnknownMemoryTypeError):
+        store.search("a", q, memory_types=["gossip"])
+
+
+def test_search_records_access_per_policy(store, rng):
+    q = unit(rng)
+    mid = store.add("a", "x", q)
+    store.search("a", q, k=1)
+    assert store.get("a", mid).access_count == 1
+    store.search("a", q, k=1, record_access=False)
+    assert store.get("a", mid).access_count == 1
+
+
+def test_touch_feedback_pin_delete(store, clock, rng):
+    mid = store.add("a", "x", unit(rng), memory_type="preference", confidence=0.6, source="ai_inference")
+    before = store.get("a", mid)
+    store.touch("a", [mid, mid])
+    assert store.get("a", mid).access_count == 2
+    up = store.feedback("a", mid, positive=True)
+    assert up.confidence > before.confidence
+    assert up.weight > before.weight
+    assert up.due_at > before.due_at
+    down = store.feedback("a", mid, positive=False)
+    assert down.confidence < up.confidence and down.due_at < up.due_at
+    store.pin("a", mid)
+    assert store.get("a", mid).pinned and store.get("a", mid).due_at is None
+    assert store.delete("a", mid) is True
+    assert store.get("a", mid) is None
+    assert store.delete("a", mid) is False
+    assert store.search("a", unit(rng), k=5) == []
+
+
+def test_implicit_feedback_moves_less_than_explicit(store, rng):
+    v = unit(rng)
+    a = store.add("a", "x", v, confidence=0.5, source="ai_inference")
+    b = store.add("a", "y", v, confidence=0.5, source="ai_inference")
+    ea = store.feedback("a", a, positive=False)
+    eb = store.feedback("a", b, positive=False, implicit=True)
+    base = store.policy.fuse_confidence(0.5, 0.7, None)
+    assert ea.confidence < eb.confidence < base + 1e-12
+
+
+# ---------------------------------------------------------------- bad input
+
+BAD_ADDS = [
+    (dict(embedding=np.ones(DIM + 1)), DimensionMismatchError),
+    (dict(embedding=np.full(DIM, np.nan)), InvalidVectorError),
+    (dict(embedding=np.r_[np.ones(DIM - 1), np.inf]), InvalidVectorError),
+    (dict(embedding=np.zeros(DIM)), InvalidVectorError),
+    (dict(confidence=1.5), InvalidConfidenceError),
+    (dict(confidence=-0.1), InvalidConfidenceError),
+    (dict(confidence=float("nan")), InvalidConfidenceError),
+    (dict(memory_type="gossip"), UnknownMemoryTypeError),
+    (dict(ns="../etc"), InvalidNamespaceError),
+    (dict(ns=".."), InvalidNamespaceError),
+    (dict(ns="."), InvalidNamespaceError),
+    (dict(ns=""), InvalidNamespaceError),
+    (dict(ns="a" * 129), InvalidNamespaceError),
+    (dict(ns="a/b"), InvalidNamespaceError),
+    (dict(tags="travel"), InvalidInputError),
+    (dict(tags=["ok", ""]), InvalidInputError),
+    (dict(ttl_seconds=-5), InvalidInputError),
+    (dict(ttl_seconds=float("inf")), InvalidInputError),
+    (dict(id=""), InvalidInputError),
+    (dict(content=None), InvalidInputError),
+    (dict(pinned="yes"), InvalidInputError),
+]
+
+
+@pytest.mark.parametrize("override,exc", BAD_ADDS, ids=[f"{list(o)[0]}-{e.__name__}" for o, e in BAD_ADDS])
+def test_bad_add_raises_and_changes_nothing(store, rng, override, exc):
+    store.add("alice", "existing", unit(rng), id="keep")
+    before = snapshot(store)
+    kwargs = dict(ns="alice", content="new", embedding=unit(rng))
+    kwargs.update(override)
+    ns, content, emb = kwargs.pop("ns"), kwargs.pop("content"), kwargs.pop("embedding")
+    with pytest.raises(exc) as info:
+        store.add(ns, content, emb, **kwargs)
+    assert isinstance(info.value, TierStoreError)
+    assert str(info.value)  # a message that says what is wrong
+    assert snapshot(store) == before
+
+
+def test_bad_batch_rejects_every_item(store, rng):
+    before = snapshot(store)
+    items = [{"content": "ok", "embedding": unit(rng)}, {"content": "bad", "embedding": np.zeros(DIM)}]
+    with pytest.raises(InvalidVectorError, match="item 1"):
+        store.add_batch("alice", items)
+    with pytest.raises(DuplicateIdError):
+        store.add_batch("alice", [{"content": "a", "embedding": unit(rng), "id": "x"},
+                                  {"content": "b", "embedding": unit(rng), "id": "x"}])
+    with pytest.raises(InvalidInputError, match="unknown keys"):
+        store.add_batch("alice", [{"content": "a", "embedding": unit(rng), "colour": "red"}])
+    assert snapshot(store) == before
+
+
+def test_duplicate_id_raises_and_keeps_original(store, rng):
+    store.add("alice", "first", unit(rng), id="m1")
+    before = snapshot(store)
+    with pytest.raises(DuplicateIdError):
+        store.add("alice", "second", unit(rng), id="m1")
+    assert snapshot(store) == before
+    assert store.get("alice", "m1").content == "first"
+    store.add("bob", "same id, other namespace", unit(rng), id="m1")
+
+
+def test_unknown_ids_and_bad_arguments_change_nothing(store, rng):
+    mid = store.add("alice", "x", unit(rng))
+    before = snapshot(store)
+    with pytest.raises(MemoryNotFoundError):
+        store.touch("alice", [mid, "missing"])
+    with pytest.raises(MemoryNotFoundError):
+        store.feedback("alice", "missing", positive=True)
+    with pytest.raises(MemoryNotFoundError):
+        store.pin("alice", "missing")
+    with pytest.raises(InvalidInputError):
+        store.feedback("alice", mid, positive=True, strength=3.0)
+    with pytest.raises(InvalidInputError):
+        store.feedback("alice", mid, positive="yes")
+    with pytest.raises(DimensionMismatchError):
+        store.search("alice", np.ones(3))
+    with pytest.raises(InvalidVectorError):
+        store.search("alice", np.zeros(DIM))
+    with pytest.raises(InvalidInputError):
+        store.search("alice", unit(rng), k=0)
+    with pytest.raises(InvalidConfidenceError):
+        store.search("alice", unit(rng), min_confidence=2)
+    with pytest.raises(InvalidNamespaceError):
+        store.search("..", unit(rng))
+    assert snapshot(store) == before
+
+
+def test_closed_store_refuses_calls(tmp_path, clock, rng):
+    s = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
+    s.close()
+    s.close()  # idempotent
+    with pytest.raises(StoreClosedError):
+        s.add("a", "x", unit(rng))
+    with pytest.raises(StoreClosedError):
+        s.search("a", unit(rng))

@@ -1,0 +1,113 @@
+"""``tierstore demo``: sixty simulated days of an assistant's memory.
+
+Runs the synthetic agent workload (:mod:`tierstore.workload`) on a
+:class:`ManualClock` against an embedded store, prints searches as tables with
+each hit's score breakdown, and shows what the migrator finds due.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+from .clock import ManualClock
+from .model import Hit, SweepReport
+from .progress import Progress
+from .store import TierStore
+from .synthetic import HashingEmbedder
+from .workload import USERS, agent_workload
+
+DAY = 86400.0
+DIM = 128
+SHOW_USER = "alice"
+SHOW_DAYS = (1, 30, 59)
+
+
+def format_hits(hits: list[Hit], width: int = 110) -> str:
+    """A readable table: rank, score and its five factors, type, tier, content."""
+    head = f"{'#':>2} {'score':>7} {'sim':>5} {'rec':>5} {'conf':>5} {'ctx':>5} {'wt':>5}  {'type':<12} {'tier':<4}  content"
+    lines = [head, "-" * min(width, len(head) + 40)]
+    for i, h in enumerate(hits, 1):
+        ex = h.explain
+        n = ex.normalised if ex else {}
+        cells = " ".join(f"{n.get(f, float('nan')):5.2f}" for f in ("similarity", "recency", "confidence", "context", "weight"))
+        content = h.memory.content
+        room = max(20, width - 70)
+        if len(content) > room:
+            content = content[: room - 1] + "…"
+        lines.append(f"{i:>2} {h.score:7.4f} {cells}  {h.memory.memory_type:<12} {h.memory.tier:<4}  {content}")
+    return "\n".join(lines)
+
+
+def format_sweep(report: SweepReport) -> str:
+    parts = [f"examined {report.examined} due memories"]
+    for action in ("demoted", "archived", "deleted", "kept"):
+        parts.append(f"{action} {getattr(report, action)}")
+    lines = [", ".join(parts)]
+    for mtype, counts in sorted(report.by_type.items()):
+        lines.append(f"    {mtype:<12} " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    return "\n".join(lines)
+
+
+def run_demo(path: str | None = None, days: int = 60, seed: int = 7, out: TextIO | None = None,
+             progress: bool | None = None) -> int:
+    out = out or sys.stdout
+    cleanup = path is None
+    root = Path(tempfile.mkdtemp(prefix="tierstore-demo-")) if path is None else Path(path)
+    # the namespace already says whose memory it is: leave names out of the vectors
+    embedder = HashingEmbedder(DIM, ignore=USERS)
+    clock = ManualClock(1_700_000_000.0)
+    start = clock.now()
+    events = list(agent_workload(days=days, seed=seed, start=start))
+    print(f"tierstore demo: {len(events)} events, {days} simulated days, store at {root}", file=out)
+    shown: set[int] = set()
+    added = searches = 0
+    try:
+        with TierStore.open(root / "store", dim=DIM, clock=clock) as store:
+            day = 0
+            with Progress(len(events), "simulating", enabled=progress, unit=" events") as bar:
+                for ev in events:
+                    while ev.t >= start + (day + 1) * DAY:
+                        day += 1
+                        store.sweep()  # nightly pass: reports what is due
+                    clock.set(max(clock.now(), ev.t))
+                    if ev.kind == "add":
+                        store.add(ev.ns, ev.content, embedder.embed(ev.content, ev.tags), memory_type=ev.memory_type,
+                                  confidence=ev.confidence, source=ev.source, tags=ev.tags, pinned=ev.pinned,
+                                  id=ev.id)
+                        added += 1
+                    elif ev.kind == "search":
+                        show = ev.ns == SHOW_USER and day in SHOW_DAYS and day not in shown
+                        hits = store.search(ev.ns, embedder.embed(ev.content, ev.topics), k=5, context_tags=ev.context,
+                                            record_access=False, explain=show)
+                        searches += 1
+                        if hits:
+                            # the assistant used the top two hits in its answer
+                            store.touch(ev.ns, [h.id for h in hits[:2]])
+                            store.feedback(ev.ns, hits[0].id, positive=ev.positive, implicit=True)
+                        if show:
+                            shown.add(day)
+                            bar.enabled and print(file=sys.stderr)
+                            print(f"\nday {day}: {ev.ns} asks {ev.content!r} (context {ev.context})", file=out)
+                            print(format_hits(hits), file=out)
+                    bar.update()
+            clock.set(start + days * DAY)
+            print(f"\nafter {days} days: {added} memories added, {searches} searches", file=out)
+            report = store.sweep()
+            print("what is due to be forgotten now (the migrator's classification):", file=out)
+            print("  " + format_sweep(report), file=out)
+            stats = store.stats()
+            print(f"memories per tier: {stats.by_tier}; pinned {stats.pinned}; namespaces {stats.namespaces}", file=out)
+            for mtype, counts in sorted(stats.by_type.items()):
+                print(f"    {mtype:<12} {counts}", file=out)
+            final = store.search(SHOW_USER, embedder.embed("where does Alice live now", ["home"]), k=3,
+                                 context_tags=["home"], record_access=False, explain=True)
+            print(f"\nday {days}: {SHOW_USER} asks 'where does Alice live now'", file=out)
+            print(format_hits(final), file=out)
+    finally:
+        if cleanup:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
