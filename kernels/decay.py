@@ -1,13 +1,17 @@
 """Decayed weight and access boost.
 
-W(t) = w_ref · 2^(-(t - t_ref)/h); an access at t_a makes
-w_ref = W(t_a) + boost and t_ref = t_a.
+W(t) = w_ref · 2^(-(t - t_ref)/h); an access at t_a >= t_ref makes
+w_ref = W(t_a) + boost and t_ref = t_a. An access older than t_ref (two
+threads read the clock in one order and record in the other) adds its boost
+decayed to t_ref instead, so the result does not depend on arrival order.
 """
+
+import math
 
 import numpy as np
 from numba import njit
 
-from ._scalar import weight_at
+from ._scalar import LN2, weight_at
 from .columns import (
     F_CONF,
     F_DUE,
@@ -46,9 +50,15 @@ def access_boost(w_ref, t_ref, half_life, boost, t_access):
     w_out = np.empty(n, np.float64)
     t_out = np.empty(n, np.float64)
     for i in range(n):
-        w_out[i] = weight_at(w_ref[i], t_ref[i], half_life[i], t_access) + boost[i]
-        t_out[i] = t_access
+        w_out[i], t_out[i] = _boosted(w_ref[i], t_ref[i], half_life[i], boost[i], t_access)
     return w_out, t_out
+
+
+@njit(inline="always", cache=True)
+def _boosted(w_ref, t_ref, half_life, boost, t_access):
+    if t_access >= t_ref:
+        return weight_at(w_ref, t_ref, half_life, t_access) + boost, t_access
+    return w_ref + boost * math.exp(-LN2 * (t_ref - t_access) / half_life), t_ref
 
 
 @njit(nogil=True, cache=True)
@@ -62,12 +72,12 @@ def record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, thresholds
     for j in range(slots.shape[0]):
         s = slots[j]
         t = I[I_TYPE, s]
-        F[F_W_REF, s] = weight_at(F[F_W_REF, s], F[F_T_REF, s], F[F_HALF_LIFE, s], now) + boost_by_type[t]
-        F[F_T_REF, s] = now
-        F[F_LAST_ACCESS, s] = now
+        F[F_W_REF, s], F[F_T_REF, s] = _boosted(F[F_W_REF, s], F[F_T_REF, s], F[F_HALF_LIFE, s], boost_by_type[t],
+                                                now)
+        F[F_LAST_ACCESS, s] = max(F[F_LAST_ACCESS, s], now)
         I[I_ACCESS_COUNT, s] += 1
         if refresh_by_type[t] != 0:
-            F[F_TTL_ANCHOR, s] = now
+            F[F_TTL_ANCHOR, s] = max(F[F_TTL_ANCHOR, s], now)
         F[F_DUE, s] = _due_one(
             TIER_HOT,
             I[I_PINNED, s],

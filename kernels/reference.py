@@ -74,6 +74,7 @@ __all__ = [
     "ref_inner_products",
     "ref_record_accesses",
     "ref_rescale_lifetimes",
+    "ref_top_candidates",
     "weight",
     "confidence",
     "weight_crossing",
@@ -296,6 +297,16 @@ def ref_flat_topk(q, X, n, k):
     s = [float(x) for x in sims.tolist()]
     order = sorted(range(len(s)), key=lambda i: (-s[i], i))[: max(int(k), 0)]
     return np.array(order, np.int64), np.array([s[i] for i in order], np.float32)
+
+
+def ref_top_candidates(sims, alive, n, want) -> np.ndarray:
+    """Indices (int64) of the ``want`` highest ``sims[:n]`` among rows with
+    ``alive != 0``, best first, ties to the lower index."""
+    s = [float(x) for x in np.asarray(sims)[: int(n)].tolist()]
+    live = _i(np.asarray(alive)[: int(n)])
+    rows = [i for i in range(int(n)) if live[i] != 0]
+    rows.sort(key=lambda i: (-s[i], i))
+    return np.array(rows[: max(int(want), 0)], np.int64)
 
 
 # ---------------------------------------------------------------------------

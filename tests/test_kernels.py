@@ -34,6 +34,7 @@ from tierstore.kernels import (
     inner_products,
     record_accesses,
     rescale_lifetimes,
+    top_candidates,
 )
 from tierstore.kernels import columns as C
 from tierstore.kernels import reference as R
@@ -43,10 +44,11 @@ LN2 = math.log(2.0)
 E32 = np.empty(0, np.int32)
 E64 = np.empty(0, np.float64)
 
-PROPS = settings(max_examples=150, deadline=None,
+# deadline=None: the first call of a kernel may compile (or load Numba's cache).
+# 100 examples per property keep the file at ~15 s once compiled; the same
+# properties were also run with 3000 examples each while writing them.
+PROPS = settings(max_examples=100, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-FEW = settings(max_examples=60, deadline=None,
-               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 # ---------------------------------------------------------------------------
 # strategies
@@ -206,14 +208,15 @@ def test_decayed_weight_matches_reference(case):
 
 @PROPS
 @given(st.integers(1, 16).flatmap(lambda n: st.tuples(
-    st.lists(st.tuples(weights_st, st.floats(0.0, 1e8), half_lives, st.floats(0.0, 5.0)),
+    st.lists(st.tuples(weights_st, st.one_of(st.just(0.0), st.floats(0.0, 1e8), st.floats(-1e6, 0.0)),
+                       half_lives, st.floats(0.0, 5.0)),
              min_size=n, max_size=n),
     times,
 )))
 def test_access_boost_matches_reference(case):
     rows, t_access = case
     w = np.array([r[0] for r in rows])
-    t = np.array([t_access - r[1] for r in rows])  # in order: the access is not older than t_ref
+    t = np.array([t_access - r[1] for r in rows])  # negative age: the access is older than t_ref
     h = np.array([r[2] for r in rows])
     b = np.array([r[3] for r in rows])
     w_in, t_in = w.copy(), t.copy()
@@ -250,11 +253,9 @@ def test_weight_after_two_accesses_matches_seed_formula():
     assert I[C.I_ACCESS_COUNT, 0] == 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "access_boost/record_accesses rebase t_ref to t_access even when the access is older than t_ref "
-    "(weight_at clamps dt<0 to 0), so out-of-order accesses (two searches that read the clock in one "
-    "order and record in the other) lose the decay in between: the seed's sum is order-independent"))
 def test_out_of_order_accesses_give_the_seed_sum():
+    """Two searches may read the clock in one order and record in the other: an
+    access older than t_ref adds its boost decayed to t_ref (order-independent sum)."""
     h, boost = 3600.0, 0.5
     t0, t1, t2, t3 = T0, T0 + 600.0, T0 + 1800.0, T0 + 7200.0
     hh, bb = np.array([h]), np.array([boost])
@@ -267,6 +268,18 @@ def test_out_of_order_accesses_give_the_seed_sum():
     ref_w, ref_t = R.ref_access_boost(*R.ref_access_boost([1.0], [t0], [h], [boost], t2), [h], [boost], t1)
     assert abs(R.ref_decayed_weight(ref_w, ref_t, [h], t3)[0] - want) <= 1e-9 * want  # the reference is right
     assert abs(got - want) <= 1e-9 * want
+    assert t[0] == t2  # the reference time stays at the latest access
+    # record_accesses: same sum; last access and TTL anchor do not move backwards
+    F = np.zeros((C.NF, 1))
+    I = np.zeros((C.NI, 1), np.int64)
+    F[C.F_W_REF, 0], F[C.F_T_REF, 0], F[C.F_HALF_LIFE, 0] = 1.0, t0, h
+    F[C.F_CONF, 0], F[C.F_T_CONF, 0], F[C.F_TTL, 0], F[C.F_TTL_ANCHOR, 0] = 0.9, t0, 86400.0, t0
+    th = np.array([0.3, 0.1, 0.01, 0.3])
+    for ta in (t2, t1):
+        record_accesses(np.array([0], np.int64), ta, F, I, bb, np.ones(1, np.uint8), th, math.inf)
+    assert abs(decayed_weight(F[C.F_W_REF], F[C.F_T_REF], F[C.F_HALF_LIFE], t3)[0] - want) <= 1e-9 * want
+    assert F[C.F_LAST_ACCESS, 0] == F[C.F_TTL_ANCHOR, 0] == F[C.F_T_REF, 0] == t2
+    assert I[C.I_ACCESS_COUNT, 0] == 2
 
 
 @st.composite
@@ -282,13 +295,14 @@ def hot_namespace_st(draw):
         h = draw(half_lives)
         F[C.F_HALF_LIFE, s] = h
         F[C.F_W_REF, s] = draw(weights_st)
-        F[C.F_T_REF, s] = now - draw(age_st(h))
+        # some reference times, last accesses and anchors after now: out-of-order accesses
+        F[C.F_T_REF, s] = now - draw(st.one_of(age_st(h), st.floats(-1e5, 0.0)))
         F[C.F_CREATED, s] = F[C.F_T_REF, s] - draw(st.floats(0.0, 1e6))
-        F[C.F_LAST_ACCESS, s] = now - draw(st.floats(0.0, 1e8))
+        F[C.F_LAST_ACCESS, s] = now - draw(st.floats(-1e5, 1e8))
         F[C.F_CONF, s] = draw(confs)
         F[C.F_T_CONF, s] = now - draw(st.floats(0.0, 1e8))
         F[C.F_TTL, s] = draw(st.one_of(st.just(math.inf), st.floats(60.0, 1e8)))
-        F[C.F_TTL_ANCHOR, s] = now - draw(st.floats(0.0, 1e8))
+        F[C.F_TTL_ANCHOR, s] = now - draw(st.floats(-1e5, 1e8))
         F[C.F_DUE, s] = draw(times)
         F[C.F_CTX_MULT, s] = 1.0
         F[C.F_CONF_LLM:, s] = np.nan
@@ -488,6 +502,17 @@ def test_due_time_boundary_is_inclusive():
     assert due_times(*_one(TIER_HOT, 0.0, t_ref, h, t_ref, 0.0, t_ref, pinned=1), 86400.0, TH)[0] == math.inf
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "classify/due_times extrapolate the crossing time t_ref + h·log2(w_ref/θ) backwards, while "
+    "decayed_weight holds W = w_ref before t_ref: with t_ref after now they disagree"))
+def test_classify_agrees_with_decayed_weight_when_t_ref_is_after_now():
+    now, h = T0, 86400.0
+    args = _one(TIER_HOT, 0.2, now + h, h, math.inf, 0.9, now)  # e.g. an access recorded with a later clock
+    assert decayed_weight(args[2], args[3], args[4], now)[0] == 0.2  # below demote (0.3) now
+    assert classify(now, *args, math.inf, TH)[0] == ACTION_DEMOTE
+
+
+
 # ---------------------------------------------------------------------------
 # exact search
 
@@ -525,6 +550,7 @@ def test_flat_topk_matches_reference(case):
     ref_idx, ref_sims = R.ref_flat_topk(q, X, n, k)
     assert len(idx) == len(ref_idx) == max(0, min(k, n))
     assert np.array_equal(sims, inner_products(q, X, n)[idx])
+    np.testing.assert_allclose(np.sort(sims), np.sort(ref_sims), rtol=0, atol=2e-5)
     exact = {i: math.fsum(float(a) * float(b) for a, b in zip(X[i], q)) for i in range(n)}
     assert_topk_equivalent(idx, sims, sims, exact, k, rtol=0.0, atol=2e-5)
 
@@ -547,6 +573,27 @@ def test_flat_topk_equals_numpy_argsort_on_exact_vectors(case):
     want = np.argsort(-scores, kind="stable")[:k]
     assert idx.tolist() == want.tolist()
     assert sims.tolist() == scores[want].tolist()
+
+
+@PROPS
+@given(vectors_st(), st.data())
+def test_top_candidates_matches_reference(case, data):
+    q, X, n, want = case
+    sims = inner_products(q, X, X.shape[0])  # float32, as in the hot and warm tiers
+    alive = np.array(data.draw(st.lists(st.integers(0, 1), min_size=X.shape[0], max_size=X.shape[0])), np.int64)
+    got = top_candidates(sims, alive, n, want)
+    assert got.dtype == np.int64
+    ref = R.ref_top_candidates(sims, alive, n, want)
+    assert got.tolist() == ref.tolist()  # same float32 scores: exact, ties to the lower index
+    assert all(alive[i] != 0 and i < n for i in got.tolist())
+
+
+def test_top_candidates_example():
+    sims = np.array([0.5, 0.9, 0.5, 0.7, 0.9, 1.0], np.float32)
+    alive = np.array([1, 1, 1, 0, 1, 1], np.int64)
+    assert top_candidates(sims, alive, 5, 3).tolist() == [1, 4, 0]  # 3 is dead, 5 is past n
+    assert top_candidates(sims, alive, 5, 10).tolist() == [1, 4, 0, 2]
+    assert top_candidates(sims, np.ones(6, np.int64), 6, 0).tolist() == []
 
 
 def test_flat_topk_reads_only_first_n_rows_and_breaks_ties_low_index():

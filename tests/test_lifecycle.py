@@ -23,8 +23,18 @@ def test_conversation_falls_due_before_fact(store, clock, rng):
     assert store.sweep().examined == 0
     clock.set(m_conv.due_at)
     report = store.sweep()
-    assert report.examined == 1 and report.by_type == {"conversation": {"archived": 1}}
-    assert m_conv.due_at - T0 == pytest.approx(HOUR * store.policy.ttl_scale(m_conv.confidence))
+    # Unused, its weight crosses the demote threshold (0.3) before its TTL runs out.
+    assert report.examined == 1 and report.by_type == {"conversation": {"demoted": 1}}
+    pol = store.policy
+    h = pol.types["conversation"].half_life_seconds * pol.half_life_scale(m_conv.confidence)
+    assert m_conv.due_at - T0 == pytest.approx(h * math.log2(1.0 / pol.thresholds.demote))
+    assert store.get("alice", conv).tier == "warm"
+    # ... and at its TTL (scaled by confidence) it is archived.
+    m_warm = store.get("alice", conv)
+    assert m_warm.due_at - T0 == pytest.approx(HOUR * pol.ttl_scale(m_conv.confidence))
+    clock.set(m_warm.due_at)
+    assert store.sweep().by_type == {"conversation": {"archived": 1}}
+    assert store.get("alice", conv).tier == "cold" and store.get("alice", fact).tier == "hot"
 
 
 def test_low_confidence_falls_due_before_high_confidence(store, rng):
@@ -41,17 +51,25 @@ def test_pinned_memory_is_never_due(store, clock, rng):
     pinned = store.add("carol", "company name is Acme", unit(rng), memory_type="conversation", pinned=True)
     other = store.add("carol", "small talk", unit(rng), memory_type="conversation")
     assert store.get("carol", pinned).due_at is None
-    clock.advance(365 * DAY)
+    clock.advance(2 * HOUR)
     report = store.sweep()
-    assert report.examined == 1  # only the unpinned one
-    assert store.get("carol", pinned).pinned
-    # Unpinning makes it due again; pinning again removes it from the due index.
+    assert report.examined == 1 and report.archived == 1  # only the unpinned one
+    m = store.get("carol", pinned)
+    assert m.pinned and m.tier == "hot" and m.due_at is None
+    assert store.get("carol", other).tier == "cold"
+    # Unpinning makes it due again (long expired): the next sweep archives it.
     store.pin("carol", pinned, False)
     assert store.get("carol", pinned).due_at is not None
-    assert store.sweep().examined == 2
+    assert store.sweep().archived == 1
+    assert store.get("carol", pinned).tier == "cold"
+    # Pinned in the cold tier, it is never deleted either.
     store.pin("carol", pinned, True)
-    assert store.sweep().examined == 1
-    assert store.get("carol", other).due_at is not None
+    assert store.get("carol", pinned).due_at is None
+    clock.advance(5 * 365 * DAY)
+    store.sweep()
+    assert store.get("carol", pinned) is not None
+    # the unpinned one, cold and with its confidence decayed below the bar, is gone
+    assert store.get("carol", other) is None
 
 
 def test_accessed_weight_matches_seed_formula(tmp_path, rng):
@@ -115,5 +133,9 @@ def test_sweep_reads_only_due_rows(store, clock, rng):
     report = store.sweep()
     assert report.examined == 7
     assert report.archived == 7
-    assert report.remaining_due == 7  # reporting only: nothing moved yet
-    assert store.sweep(max_items=3).examined == 3
+    assert report.remaining_due == 0
+    store.add_batch("g", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"} for i in range(7, 14)])
+    clock.advance(2 * HOUR)
+    bounded = store.sweep(max_items=3)
+    assert bounded.examined == 3 and bounded.remaining_due == 4
+    assert store.sweep().examined == 4

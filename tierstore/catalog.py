@@ -83,11 +83,59 @@ CREATE TABLE IF NOT EXISTS memories (
 -- A sweep reads only what is due: this index answers "due_at <= now" in order.
 CREATE INDEX IF NOT EXISTS memories_due ON memories (due_at) WHERE due_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS memories_ns_tier ON memories (ns, tier, created_at);
+CREATE INDEX IF NOT EXISTS memories_shard ON memories (shard) WHERE shard IS NOT NULL;
+CREATE INDEX IF NOT EXISTS memories_cold_key ON memories (cold_key) WHERE cold_key IS NOT NULL;
 CREATE TABLE IF NOT EXISTS contexts (
     ns   TEXT PRIMARY KEY,
     tags TEXT NOT NULL                  -- JSON array: the namespace's active context
 );
+-- Warm shards: immutable directories under warm/. A row of memories belongs
+-- to a shard while its tier is warm and its shard column names it.
+CREATE TABLE IF NOT EXISTS shards (
+    shard      INTEGER PRIMARY KEY AUTOINCREMENT,
+    ns         TEXT    NOT NULL,
+    name       TEXT    NOT NULL UNIQUE, -- directory under warm/
+    kind       TEXT    NOT NULL,        -- flat | hnsw
+    count      INTEGER NOT NULL,
+    created_at REAL    NOT NULL
+);
+-- Archive batches in the object store. A batch is recorded here (pending)
+-- before its object is written, so an interrupted archive is finished on the
+-- next sweep with the same key and the same members.
+CREATE TABLE IF NOT EXISTS archives (
+    batch      INTEGER PRIMARY KEY AUTOINCREMENT,
+    key        TEXT    NOT NULL UNIQUE,
+    ns         TEXT    NOT NULL,
+    rids       TEXT    NOT NULL,        -- JSON: the rows this batch archives
+    state      TEXT    NOT NULL,        -- pending | done
+    count      INTEGER NOT NULL,
+    created_at REAL    NOT NULL
+);
+-- Keyword search over archived text (restore by keyword); rowid = memories.rid.
+CREATE VIRTUAL TABLE IF NOT EXISTS cold_text USING fts5(content);
+-- Every lifecycle transition: create, promote, demote, archive, restore, delete, ...
+CREATE TABLE IF NOT EXISTS events (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    t            REAL    NOT NULL,
+    ns           TEXT    NOT NULL,
+    id           TEXT    NOT NULL,
+    kind         TEXT    NOT NULL,
+    from_tier    TEXT,
+    to_tier      TEXT,
+    reason       TEXT,
+    weight       REAL,
+    confidence   REAL,
+    access_count INTEGER,
+    memory_type  TEXT
+);
+CREATE INDEX IF NOT EXISTS events_t ON events (t);
+CREATE INDEX IF NOT EXISTS events_ns_id ON events (ns, id);
 """
+
+EVENT_SQL = (
+    "INSERT INTO events (t, ns, id, kind, from_tier, to_tier, reason, weight, confidence, access_count,"
+    " memory_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 # Columns read to rebuild a memory in memory, in this order.
 MEMORY_COLUMNS = (
@@ -162,6 +210,19 @@ class MemoryRow:
         return self.ttl_anchor + self.ttl
 
 
+def stack_embeddings(blobs: Sequence[bytes | None], dim: int) -> np.ndarray:
+    """float32 ``(n, dim)`` from catalog embedding blobs."""
+    if not blobs:
+        return np.zeros((0, dim), np.float32)
+    buf = b"".join(b or b"" for b in blobs)
+    vecs = np.frombuffer(buf, dtype="<f4").astype(np.float32)
+    if vecs.size != len(blobs) * dim:
+        from .errors import CorruptDataError
+
+        raise CorruptDataError("catalog rows hold embeddings of the wrong length")
+    return vecs.reshape(len(blobs), dim)
+
+
 def sql_time(x: float) -> float | None:
     """+inf (never) is stored as NULL."""
     return None if not math.isfinite(x) else float(x)
@@ -175,6 +236,15 @@ def insert_params(row: MemoryRow) -> tuple[Any, ...]:
         int(row.pinned), row.tier, row.w_ref, row.t_ref, row.half_life, sql_time(row.ttl),
         row.ttl_anchor, row.ctx_mult, sql_time(row.due_at), row.shard, row.cold_key,
         row.cold_offset, row.cold_length,
+    )
+
+
+def state_params(row: MemoryRow) -> tuple[Any, ...]:
+    """STATE_COLUMNS values of ``row`` and its rid, for UPDATE_STATE_SQL."""
+    return (
+        row.last_accessed_at, row.access_count, row.conf_feedback, row.confidence, row.t_conf, int(row.pinned),
+        row.w_ref, row.t_ref, row.half_life, sql_time(row.ttl), row.ttl_anchor, row.ctx_mult,
+        sql_time(row.due_at), row.rid,
     )
 
 
@@ -306,6 +376,17 @@ class Catalog:
         r = self.query_one(_SELECT_MEMORY + " WHERE ns = ? AND id = ?", (ns, id))
         return None if r is None else MemoryRow.from_sql(r)
 
+    @staticmethod
+    def row_in(conn: sqlite3.Connection, ns: str, id: str) -> MemoryRow | None:
+        """A row read through ``conn`` (inside a write transaction)."""
+        r = conn.execute(_SELECT_MEMORY + " WHERE ns = ? AND id = ?", (ns, id)).fetchone()
+        return None if r is None else MemoryRow.from_sql(r)
+
+    @staticmethod
+    def write_state(conn: sqlite3.Connection, row: MemoryRow) -> None:
+        """Write a row's mutable state (STATE_COLUMNS) through ``conn``."""
+        conn.execute(UPDATE_STATE_SQL, state_params(row))
+
     def get_rows_by_rid(self, rids: Iterable[int]) -> list[MemoryRow]:
         rids = list(rids)
         out: list[MemoryRow] = []
@@ -317,6 +398,12 @@ class Catalog:
                 for r in self.query(_SELECT_MEMORY + f" WHERE rid IN ({marks})", chunk)
             )
         return out
+
+    def select_rows(self, tail: str, params: Sequence[Any] = ()) -> list[MemoryRow]:
+        """Rows of ``SELECT <every column> FROM memories m <tail>``; ``tail``
+        holds joins, WHERE, ORDER BY and LIMIT, naming the table ``m``."""
+        cols = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
+        return [MemoryRow.from_sql(r) for r in self.query(f"SELECT {cols} FROM memories m {tail}", params)]
 
     def iter_rows(self, ns: str, tier: int) -> Iterator[MemoryRow]:
         cur = self.reader().execute(_SELECT_MEMORY + " WHERE ns = ? AND tier = ? ORDER BY rid", (ns, tier))

@@ -1,24 +1,132 @@
-"""The ``tierstore`` command."""
+"""The ``tierstore`` command: demo, sweep, restore, stats, rebuild-catalog."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from typing import Any
+
+from .errors import TierStoreError
+
+
+def _store_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help="store directory")
+    p.add_argument("--cold", default=None, help="object store for archives (file:///dir or s3://bucket/prefix); "
+                                                "default: the one the store was created with")
+    p.add_argument("--endpoint-url", default=None, help="S3 endpoint (MinIO, Ceph, moto, ...)")
+    p.add_argument("--region", default=None, help="S3 region")
+
+
+def _open(args: argparse.Namespace) -> Any:
+    from .store import TierStore
+
+    options = {k: v for k, v in (("endpoint_url", args.endpoint_url), ("region_name", args.region)) if v}
+    return TierStore.open(args.path, cold=args.cold, cold_options=options or None)
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        total = {"examined": 0, "demoted": 0, "archived": 0, "deleted": 0, "kept": 0}
+        while True:
+            report = store.sweep(max_items=args.max_items, time_budget_s=args.time_budget, progress=None)
+            for k in total:
+                total[k] += getattr(report, k)
+            for e in report.errors:
+                print(f"error: {e}", file=sys.stderr)
+            if not args.until_done or report.remaining_due == 0 or report.errors or report.examined == 0:
+                break
+        print(json.dumps({**total, "remaining_due": report.remaining_due}) if args.json else
+              ", ".join(f"{k} {v}" for k, v in total.items()) + f"; still due {report.remaining_due}")
+        return 1 if report.errors else 0
+
+
+def _cmd_restore(args: argparse.Namespace) -> int:
+    where: dict[str, Any] = {}
+    if args.type:
+        where["memory_type"] = args.type
+    if args.tag:
+        where["tags"] = args.tag
+    if args.since is not None:
+        where["created_after"] = args.since
+    if args.until is not None:
+        where["created_before"] = args.until
+    with _open(args) as store:
+        ids = store.restore(args.ns, ids=args.id or None, where=where or None, text=args.text, limit=args.limit,
+                            progress=None)
+    print(json.dumps(ids) if args.json else f"restored {len(ids)} memories")
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        stats = store.stats()
+    if args.json:
+        print(json.dumps(stats.as_dict(), indent=2, sort_keys=True))
+        return 0
+    print(f"memories: {stats.total} in {stats.namespaces} namespaces, {stats.pinned} pinned, {stats.due_now} due now")
+    print("per tier: " + ", ".join(f"{k} {v}" for k, v in stats.by_tier.items()))
+    for mtype, counts in sorted(stats.by_type.items()):
+        print(f"  {mtype:<14} " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    for key, value in stats.lifecycle.items():
+        print(f"{key}: {json.dumps(value, sort_keys=True)}")
+    return 0
+
+
+def _cmd_rebuild(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        counts = store.rebuild_catalog(progress=None)
+    print(json.dumps(counts))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tierstore", description="A tiered memory engine for AI agents.")
     sub = parser.add_subparsers(dest="command", required=True)
+
     demo = sub.add_parser("demo", help="run the synthetic 60-day agent workload and show what it remembers")
     demo.add_argument("--path", default=None, help="store directory (default: a fresh temporary one)")
     demo.add_argument("--days", type=int, default=60)
     demo.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        from .demo import run_demo
 
-        return run_demo(path=args.path, days=args.days, seed=args.seed)
-    return 2
+    sweep = sub.add_parser("sweep", help="apply what is due: demote, archive, delete")
+    _store_args(sweep)
+    sweep.add_argument("--max-items", type=int, default=None)
+    sweep.add_argument("--time-budget", type=float, default=None, help="seconds")
+    sweep.add_argument("--until-done", action="store_true", help="repeat until nothing is due")
+    sweep.add_argument("--json", action="store_true")
+
+    restore = sub.add_parser("restore", help="bring archived memories back to the hot tier")
+    _store_args(restore)
+    restore.add_argument("--ns", required=True, help="namespace")
+    restore.add_argument("--id", action="append", help="memory id (repeatable)")
+    restore.add_argument("--type", action="append", help="memory type (repeatable)")
+    restore.add_argument("--tag", action="append", help="required tag (repeatable)")
+    restore.add_argument("--since", type=float, default=None, help="created at or after (POSIX seconds)")
+    restore.add_argument("--until", type=float, default=None, help="created before (POSIX seconds)")
+    restore.add_argument("--text", default=None, help="keywords in the archived text")
+    restore.add_argument("--limit", type=int, default=None)
+    restore.add_argument("--json", action="store_true")
+
+    stats = sub.add_parser("stats", help="counts per tier and type, lifecycle metrics")
+    _store_args(stats)
+    stats.add_argument("--json", action="store_true")
+
+    rebuild = sub.add_parser("rebuild-catalog", help="rebuild the cold catalog from the object store alone")
+    _store_args(rebuild)
+
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "demo":
+            from .demo import run_demo
+
+            return run_demo(path=args.path, days=args.days, seed=args.seed)
+        handler = {"sweep": _cmd_sweep, "restore": _cmd_restore, "stats": _cmd_stats,
+                   "rebuild-catalog": _cmd_rebuild}[args.command]
+        return handler(args)
+    except TierStoreError as exc:
+        print(f"tierstore {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

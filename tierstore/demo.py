@@ -52,6 +52,26 @@ def format_sweep(report: SweepReport) -> str:
     return "\n".join(lines)
 
 
+RESTORE_DAY = 45
+
+
+def restore_on_demand(store: TierStore, embedder: HashingEmbedder, out: TextIO) -> list[str]:
+    """The assistant is asked about something archived: bring it back."""
+    query = "Alice needs to renew the passport before the summer trip"
+    before = store.search(SHOW_USER, embedder.embed(query, ["travel"]), k=1, record_access=False)
+    ids = store.restore(SHOW_USER, text="passport", limit=3)
+    ids += store.restore(SHOW_USER, where={"memory_type": "task", "tags": ["travel"]}, limit=3)
+    print(f"\nday {RESTORE_DAY}: alice asks about her passport; the hot tier's best match was "
+          f"{before[0].memory.content if before else 'nothing'!r}", file=out)
+    print(f"  restored {len(ids)} archived memor{'y' if len(ids) == 1 else 'ies'} on demand "
+          "(keyword 'passport', then travel tasks):", file=out)
+    for mid in ids:
+        print(f"    {store.get(SHOW_USER, mid).content}", file=out)
+    hits = store.search(SHOW_USER, embedder.embed(query, ["travel"]), k=3, record_access=False, explain=True)
+    print(format_hits(hits), file=out)
+    return ids
+
+
 def run_demo(path: str | None = None, days: int = 60, seed: int = 7, out: TextIO | None = None,
              progress: bool | None = None) -> int:
     out = out or sys.stdout
@@ -68,11 +88,16 @@ def run_demo(path: str | None = None, days: int = 60, seed: int = 7, out: TextIO
     try:
         with TierStore.open(root / "store", dim=DIM, clock=clock) as store:
             day = 0
+            flow: list[tuple[int, dict[str, int], SweepReport]] = []
             with Progress(len(events), "simulating", enabled=progress, unit=" events") as bar:
                 for ev in events:
                     while ev.t >= start + (day + 1) * DAY:
                         day += 1
-                        store.sweep()  # nightly pass: reports what is due
+                        report = store.sweep()  # the nightly migrator pass
+                        if day % 7 == 0:
+                            flow.append((day, store.stats().by_tier, report))
+                        if day == RESTORE_DAY:
+                            restored = restore_on_demand(store, embedder, out)
                     clock.set(max(clock.now(), ev.t))
                     if ev.kind == "add":
                         store.add(ev.ns, ev.content, embedder.embed(ev.content, ev.tags), memory_type=ev.memory_type,
@@ -96,8 +121,13 @@ def run_demo(path: str | None = None, days: int = 60, seed: int = 7, out: TextIO
                     bar.update()
             clock.set(start + days * DAY)
             print(f"\nafter {days} days: {added} memories added, {searches} searches", file=out)
+            print("\nmemories flowing hot -> warm -> cold (counts after the nightly sweep):", file=out)
+            print(f"  {'day':>4} {'hot':>6} {'warm':>6} {'cold':>6}   that night's sweep", file=out)
+            for d, tiers, rep in flow:
+                print(f"  {d:>4} {tiers['hot']:>6} {tiers['warm']:>6} {tiers['cold']:>6}   "
+                      f"demoted {rep.demoted}, archived {rep.archived}, deleted {rep.deleted}", file=out)
             report = store.sweep()
-            print("what is due to be forgotten now (the migrator's classification):", file=out)
+            print(f"\nday {days}, final sweep:", file=out)
             print("  " + format_sweep(report), file=out)
             stats = store.stats()
             print(f"memories per tier: {stats.by_tier}; pinned {stats.pinned}; namespaces {stats.namespaces}", file=out)

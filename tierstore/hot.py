@@ -21,14 +21,15 @@ import json
 import math
 import os
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import hnswlib
 import numpy as np
 
-from .catalog import Catalog, MemoryRow
+from .catalog import Catalog, MemoryRow, stack_embeddings
 from .errors import CorruptDataError
 from .kernels import columns as C
 from .kernels import fused_rerank, inner_products, top_candidates
@@ -98,6 +99,32 @@ class HotSnapshot:
             due_at=f[C.F_DUE] if math.isfinite(f[C.F_DUE]) else None,
             embedding=embedding,
         )
+
+
+def columns_from_rows(rows: Sequence[MemoryRow], type_idx: dict[str, int],
+                      tag_ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kernel columns ``(F, I, tags)`` for catalog rows, one column per row
+    (the layout of :mod:`tierstore.kernels.columns`)."""
+    k = len(rows)
+    F = np.empty((C.NF, k), np.float64)
+    I = np.zeros((C.NI, k), np.int64)
+    nan = math.nan
+    for j, r in enumerate(rows):
+        F[:, j] = (
+            r.created_at, r.last_accessed_at, r.w_ref, r.t_ref, r.half_life, r.confidence, r.t_conf, r.ttl,
+            r.ttl_anchor, r.due_at, r.ctx_mult, nan if r.conf_llm is None else r.conf_llm,
+            nan if r.conf_rule is None else r.conf_rule, nan if r.conf_feedback is None else r.conf_feedback,
+            nan if r.ttl_seconds is None else r.ttl_seconds,
+        )
+        I[C.I_TYPE, j] = type_idx[r.memory_type]
+        I[C.I_ACCESS_COUNT, j] = r.access_count
+        I[C.I_PINNED, j] = 1 if r.pinned else 0
+        I[C.I_ALIVE, j] = 1
+    width = max((len(t) for t in tag_ids), default=0)
+    tags = np.full((k, max(width, 1)), -1, np.int32)
+    for j, t in enumerate(tag_ids):
+        tags[j, : len(t)] = t
+    return F, I, tags
 
 
 class HotNamespace:
@@ -187,36 +214,18 @@ class HotNamespace:
             self.contents.append("")
             self.sources.append("")
             self.tag_names.append(())
-        F, I = self.F, self.I
-        for r, s, tids in zip(rows, slot_arr.tolist(), tag_ids):
-            F[C.F_CREATED, s] = r.created_at
-            F[C.F_LAST_ACCESS, s] = r.last_accessed_at
-            F[C.F_W_REF, s] = r.w_ref
-            F[C.F_T_REF, s] = r.t_ref
-            F[C.F_HALF_LIFE, s] = r.half_life
-            F[C.F_CONF, s] = r.confidence
-            F[C.F_T_CONF, s] = r.t_conf
-            F[C.F_TTL, s] = r.ttl
-            F[C.F_TTL_ANCHOR, s] = r.ttl_anchor
-            F[C.F_DUE, s] = r.due_at
-            F[C.F_CTX_MULT, s] = r.ctx_mult
-            F[C.F_CONF_LLM, s] = math.nan if r.conf_llm is None else r.conf_llm
-            F[C.F_CONF_RULE, s] = math.nan if r.conf_rule is None else r.conf_rule
-            F[C.F_CONF_FEEDBACK, s] = math.nan if r.conf_feedback is None else r.conf_feedback
-            F[C.F_TTL_OVERRIDE, s] = math.nan if r.ttl_seconds is None else r.ttl_seconds
-            I[C.I_ACCESS_COUNT, s] = r.access_count
-            I[C.I_PINNED, s] = 1 if r.pinned else 0
-            I[C.I_ALIVE, s] = 1
-            I[C.I_DIRTY, s] = 0
-            self.tags[s, :] = -1
-            self.tags[s, : len(tids)] = tids
+        F, I, tags = columns_from_rows(rows, self._type_idx, tag_ids)
+        self.F[:, slot_arr] = F
+        self.I[:, slot_arr] = I
+        self.tags[slot_arr, :] = -1
+        self.tags[slot_arr, : tags.shape[1]] = tags
+        for r, s in zip(rows, slot_arr.tolist()):
             self.rids[s] = r.rid
             self.ids[s] = r.id
             self.contents[s] = r.content
             self.sources[s] = r.source
             self.tag_names[s] = tuple(r.tags)
             self.slot_of[r.id] = s
-        I[C.I_TYPE, slot_arr] = [self._type_idx[r.memory_type] for r in rows]
         if vectors is not None:
             if self.index is not None:
                 self.index.add_items(vectors, slot_arr, num_threads=_build_threads(k))
@@ -540,6 +549,21 @@ class HotTier:
     def loaded(self) -> list[HotNamespace]:
         return list(self._spaces.values())
 
+    @contextmanager
+    def guard(self, ns: str) -> Iterator[HotNamespace | None]:
+        """Exclusive access to the namespace for a move: yields it with its
+        write lock held if loaded; else yields ``None`` while holding its load
+        lock, so it cannot load (from a catalog about to change) meanwhile."""
+        with self._lock:
+            lock = self._loading.setdefault(ns, threading.Lock())
+        with lock:
+            space = self._spaces.get(ns)
+            if space is None:
+                yield None
+                return
+            with space.lock.write():
+                yield space
+
     def ensure(self, ns: str) -> HotNamespace:
         """The namespace, loading it from the catalog on first use."""
         space = self._spaces.get(ns)
@@ -567,7 +591,7 @@ class HotTier:
             ckpt = None
         with space.lock.write():
             if ckpt is None:
-                space.add_rows(rows, _stack_vectors(rows, self.dim))
+                space.add_rows(rows, stack_embeddings([r.embedding for r in rows], self.dim))
                 return space
             index, slot_rids = ckpt
             space.index = index
@@ -585,7 +609,7 @@ class HotTier:
                     except RuntimeError:
                         pass  # already marked in the checkpoint
             space.add_rows([r for r, _ in known], None, slots=[s for _, s in known])
-            space.add_rows(fresh, _stack_vectors(fresh, self.dim))
+            space.add_rows(fresh, stack_embeddings([r.embedding for r in fresh], self.dim))
             space.changes_since_checkpoint = len(fresh) + (len(rid_slot) - len(used))
         return space
 
@@ -603,12 +627,3 @@ class HotTier:
     def drop(self, ns: str) -> None:
         self._spaces.pop(ns, None)
 
-
-def _stack_vectors(rows: Sequence[MemoryRow], dim: int) -> np.ndarray:
-    if not rows:
-        return np.zeros((0, dim), np.float32)
-    buf = b"".join(r.embedding or b"" for r in rows)
-    vecs = np.frombuffer(buf, dtype="<f4").astype(np.float32)
-    if vecs.size != len(rows) * dim:
-        raise CorruptDataError("catalog rows hold embeddings of the wrong length")
-    return vecs.reshape(len(rows), dim)

@@ -166,11 +166,13 @@ class ScoringPolicy:
 
 def _default_types() -> dict[str, TypePolicy]:
     return {
-        "conversation": TypePolicy(HOUR, HOUR, 0.5, 1.0, False),
-        "fact": TypePolicy(30 * DAY, 14 * DAY, 0.5, 1.0, True),
-        "preference": TypePolicy(7 * DAY, 7 * DAY, 0.5, 1.0, True),
-        "task": TypePolicy(2 * DAY, 2 * DAY, 0.5, 1.0, False),
-        "opinion": TypePolicy(3 * DAY, 2 * DAY, 0.5, 1.0, False),
+        # Half-lives are shorter than TTLs on purpose: an unused memory leaves
+        # the hot tier (demote at weight 0.3, ~1.7 half-lives) before it expires.
+        "conversation": TypePolicy(HOUR, 20 * MINUTE, 0.5, 1.0, False),
+        "fact": TypePolicy(30 * DAY, 10 * DAY, 0.5, 1.0, True),
+        "preference": TypePolicy(7 * DAY, 3 * DAY, 0.5, 1.0, True),
+        "task": TypePolicy(2 * DAY, DAY, 0.5, 1.0, False),
+        "opinion": TypePolicy(3 * DAY, DAY, 0.5, 1.0, False),
     }
 
 

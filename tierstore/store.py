@@ -17,8 +17,10 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import lifetime
-from .catalog import INSERT_SQL, UPDATE_STATE_SQL, Catalog, MemoryRow, insert_params
+from .catalog import EVENT_SQL, INSERT_SQL, MEMORY_COLUMNS, UPDATE_STATE_SQL, Catalog, MemoryRow, insert_params
 from .clock import Clock, SystemClock
+from .cold import ColdTier
+from .migrator import Migrator, fingerprint
 from .errors import (
     DuplicateIdError,
     InvalidInputError,
@@ -27,25 +29,23 @@ from .errors import (
     StoreConfigError,
     UnknownMemoryTypeError,
 )
-from .hot import HotNamespace, HotSettings, HotTier
+from .hot import HotNamespace, HotSettings, HotTier, columns_from_rows
 from .kernels import (
-    ACTION_ARCHIVE,
-    ACTION_DELETE,
-    ACTION_DEMOTE,
-    ACTION_KEEP,
     TIER_COLD,
     TIER_HOT,
     TIER_WARM,
-    classify,
     context_multipliers,
     due_times,
+    fused_rerank,
     record_accesses,
     rescale_lifetimes,
 )
 from .kernels import columns as C
 from .model import TIER_NAMES, Hit, Memory, Stats, SweepReport
+from .objectstore import ObjectStore, open_object_store
 from .policy import Policy
 from .scoring import CompiledPolicy
+from .faults import crash_point
 from .tags import TagVocab
 from .validation import (
     check_confidence,
@@ -58,7 +58,13 @@ from .validation import (
     check_ttl,
     check_vector,
 )
+from .warm import WarmSettings, WarmTier
 from .warmup import warm_up_kernels
+
+def _opt(x: float) -> float | None:
+    """NaN (an absent value in the float columns) as None."""
+    return None if math.isnan(x) else float(x)
+
 
 _ADD_KEYS = {"content", "embedding", "memory_type", "confidence", "source", "tags", "ttl_seconds", "pinned", "id"}
 
@@ -68,6 +74,7 @@ class Settings:
     """Engine settings (not lifecycle policy). One comment per value."""
 
     hot: HotSettings = field(default_factory=HotSettings)
+    warm: WarmSettings = field(default_factory=WarmSettings)
     synchronous: str = "NORMAL"  # SQLite: NORMAL survives a process crash, FULL also power loss
     flush_interval_s: float = 1.0  # access updates reach the catalog at least this often
     max_tags_per_memory: int = 64  # tags beyond this are rejected
@@ -82,7 +89,7 @@ class TierStore:
     """
 
     def __init__(self, *, path: Path, dim: int, policy: Policy, clock: Clock, settings: Settings,
-                 catalog: Catalog, lock_fd: int) -> None:
+                 catalog: Catalog, lock_fd: int, cold: ObjectStore) -> None:
         self.path = path
         self.dim = dim
         self.clock = clock
@@ -93,6 +100,11 @@ class TierStore:
         self._policy = policy
         self._cp = CompiledPolicy(policy, self._vocab)
         self._hot = HotTier(path / "hot", dim, settings.hot, self._vocab, policy.type_names, catalog)
+        self._warm = WarmTier(path / "warm", dim, settings.warm, catalog)
+        self._warm.remove_orphans()
+        self._cold = ColdTier(cold, dim)
+        self._migrator = Migrator(self)
+        self._type_idx = {t: i for i, t in enumerate(policy.type_names)}
         self._contexts: dict[str, tuple[str, ...]] = {
             ns: tuple(json.loads(tags)) for ns, tags in catalog.query("SELECT ns, tags FROM contexts")
         }
@@ -106,17 +118,21 @@ class TierStore:
     # ------------------------------------------------------------------ open
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, dim: int, policy: Policy | None = None, cold: Any = None,
+    def open(cls, path: str | os.PathLike[str], *, dim: int | None = None, policy: Policy | None = None,
+             cold: str | os.PathLike[str] | ObjectStore | None = None, cold_options: Mapping[str, Any] | None = None,
              clock: Clock | None = None, settings: Settings | None = None) -> "TierStore":
         """Open the store at ``path`` or create it.
 
-        dim: vector dimension (fixed at creation). policy: ``None`` keeps the
-        stored policy (the default one for a new store); a different policy
-        replaces it and every memory's lifetime is recomputed under it.
-        clock: defaults to wall-clock time; pass a :class:`ManualClock` to
-        drive time. Only one process may open a store at a time.
+        dim: vector dimension, required to create a store (then fixed).
+        policy: ``None`` keeps the stored policy (the default one for a new
+        store); a different policy replaces it and every memory's lifetime is
+        recomputed under it. cold: where archives go — ``file:///dir``,
+        ``s3://bucket/prefix`` (``cold_options``: ``endpoint_url``,
+        ``region_name``, client options) or an :class:`ObjectStore`; default
+        ``<path>/cold``, and a store reopened without it uses the one it was
+        created with. clock: defaults to wall-clock time; pass a
+        :class:`ManualClock` to drive time. One process at a time.
         """
-        dim = check_positive_int(dim, "dim")
         root = Path(path)
         root.mkdir(parents=True, exist_ok=True)
         lock_fd = os.open(root / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
@@ -130,6 +146,11 @@ class TierStore:
             settings = settings or Settings()
             catalog = Catalog(root / "catalog.sqlite", synchronous=settings.synchronous)
             stored_dim = catalog.get_meta("dim")
+            if dim is None:
+                if stored_dim is None:
+                    raise StoreConfigError(f"there is no store at {root}: give dim= to create one")
+                dim = int(stored_dim)
+            dim = check_positive_int(dim, "dim")
             if stored_dim is not None and int(stored_dim) != dim:
                 raise StoreConfigError(f"the store at {root} has dimension {stored_dim}, opened with dim={dim}")
             stored_policy = catalog.get_meta("policy")
@@ -141,10 +162,14 @@ class TierStore:
                     f"the policy does not define memory types used in the store: {', '.join(missing)}"
                 )
             changed = stored_policy is not None and stored_policy != effective.to_json()
-            catalog.set_meta({"dim": str(dim), "policy": effective.to_json(), "schema_version": "1"})
+            cold_store, cold_meta = _open_cold(root, cold, cold_options, catalog.get_meta("cold"))
+            meta = {"dim": str(dim), "policy": effective.to_json(), "schema_version": "1"}
+            if cold_meta is not None:
+                meta["cold"] = cold_meta
+            catalog.set_meta(meta)
             warm_up_kernels()
             store = cls(path=root, dim=dim, policy=effective, clock=clock or SystemClock(), settings=settings,
-                        catalog=catalog, lock_fd=lock_fd)
+                        catalog=catalog, lock_fd=lock_fd, cold=cold_store)
         except BaseException:
             if catalog is not None:
                 catalog.close()
@@ -221,9 +246,12 @@ class TierStore:
                 except sqlite3.IntegrityError:
                     raise DuplicateIdError(f"a memory with id {row.id!r} already exists in namespace {ns!r}") from None
                 rids.append(int(cur.lastrowid))  # type: ignore[arg-type]
+                conn.execute(EVENT_SQL, (now, ns, row.id, "create", None, "hot", "add", row.w_ref, row.confidence, 0,
+                                         row.memory_type))
             return rids
 
         rids = self._catalog.write(insert)
+        crash_point("add.after_commit")
         for row, rid in zip(rows, rids):
             row.rid = rid
         with hot.lock.write():
@@ -292,9 +320,11 @@ class TierStore:
 
         context_tags: the query's context (defaults to the namespace's active
         context); memories sharing tags score higher, context rules and masks
-        apply. memory_types / min_confidence filter. record_access: count an
-        access on every hit (``None``: the policy's ``scoring.record_access``).
-        explain: attach each hit's factor breakdown.
+        apply. memory_types / min_confidence filter. include_warm: also search
+        the warm tier and merge. record_access: count an access on every hit
+        (``None``: the policy's ``scoring.record_access``); a warm hit whose
+        access is recorded moves back to hot. explain: attach each hit's
+        factor breakdown. Archived (cold) memories are never returned.
         """
         self._check_open()
         check_namespace(ns)
@@ -317,11 +347,73 @@ class TierStore:
                 Hit(mid, sc, cp.explain(raw[i], ranked.norm[i], sc, "hot") if explain else None, snapshot=snap, j=i)
                 for i, (mid, sc) in enumerate(zip(snap.ids, ranked.scores.tolist()))
             ]
-            if record_access and ranked.slots.size:
+            warm_shards = include_warm and bool(self._warm.shards(ns))
+            if record_access and ranked.slots.size and not warm_shards:
                 with hot.access_lock:
                     record_accesses(ranked.slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
                                     cp.thresholds, cp.conf_half_life)
-        return hits
+        if not warm_shards:
+            return hits
+        # Merge with the warm tier: best k of both by (score, similarity).
+        warm = self._search_warm(ns, q, k, ctx, allowed, min_conf, now, explain)
+        merged = [(h.score, float(raw[i, 0]), 0, i, h, None) for i, h in enumerate(hits)]
+        merged += [(h.score, sim, 1, i, h, row) for i, (h, sim, row) in enumerate(warm)]
+        merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
+        top = merged[:k]
+        if record_access:
+            hot_ids = [m[4].id for m in top if m[2] == 0]
+            if hot_ids:
+                with hot.lock.read(), hot.access_lock:
+                    # slots may have moved since the lock was released: look them up again
+                    slots = np.array([hot.slot_of[i] for i in hot_ids if i in hot.slot_of], np.int64)
+                    if slots.size:
+                        record_accesses(slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
+                                        cp.thresholds, cp.conf_half_life)
+            used_warm = [m[5] for m in top if m[2] == 1]
+            if used_warm:
+                self._migrator.promote(ns, used_warm, now, access=True, kind="promote")
+        return [m[4] for m in top]
+
+    def _search_warm(self, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
+                     now: float, explain: bool) -> list[tuple[Hit, float, MemoryRow]]:
+        """Warm hits ``(hit, similarity, row)``: shard candidates, their live
+        rows from the catalog (a row left its shard when the catalog says so),
+        then the same fused rerank as the hot tier."""
+        cp = self._cp
+        sc = self._policy.scoring
+        want = max(k * sc.oversample, sc.min_candidates, k)
+        largest = max(info.count for info in self._warm.shards(ns))
+        while True:
+            rids, sims = self._warm.candidates(ns, q, want)
+            rows_by_rid = {r.rid: r for r in self._catalog.get_rows_by_rid(np.unique(rids).tolist())}
+            seen: set[int] = set()
+            rows, cand_sims = [], []
+            for rid, sim in zip(rids.tolist(), sims.tolist()):
+                r = rows_by_rid.get(rid)
+                if r is None or r.tier != TIER_WARM or r.ns != ns or rid in seen:
+                    continue
+                seen.add(rid)
+                rows.append(r)
+                cand_sims.append(sim)
+            if not rows:
+                return []
+            F, I, tags = columns_from_rows(rows, self._type_idx, [self._vocab.ids(r.tags) for r in rows])
+            pick, scores, norm, raw = fused_rerank(
+                np.arange(len(rows), dtype=np.int64), np.array(cand_sims, np.float32), F, I, tags,
+                cp.params(now, min_conf, ctx, distance=False), allowed, cp.w0_by_type, ctx.q_tags, ctx.rule_tags,
+                ctx.rule_mult, ctx.mask_tags, k,
+            )
+            if pick.shape[0] >= k or want >= largest:
+                break
+            want *= 4
+        out = []
+        for i, j in enumerate(pick.tolist()):
+            r = rows[j]
+            score = float(scores[i])
+            memory = self._memory_from_row(r, now, with_embedding=False)
+            ex = cp.explain(raw[i], norm[i], score, "warm") if explain else None
+            out.append((Hit(r.id, score, ex, memory=memory), float(raw[i, 0]), r))
+        return out
 
     # ------------------------------------------------------------------ read / update
 
@@ -351,7 +443,7 @@ class TierStore:
                     return hot.memory(slot, self._cp, now, with_embedding=True)
         return self._memory_from_row(row, now)
 
-    def _memory_from_row(self, row: MemoryRow, now: float) -> Memory:
+    def _memory_from_row(self, row: MemoryRow, now: float, with_embedding: bool = True) -> Memory:
         cp = self._cp
         conf = row.confidence
         if math.isfinite(cp.conf_half_life):
@@ -364,24 +456,50 @@ class TierStore:
             tier=TIER_NAMES[row.tier], weight=lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now),
             expires_at=expires if math.isfinite(expires) else None,
             due_at=row.due_at if math.isfinite(row.due_at) else None,
-            embedding=row.vector(),
+            embedding=row.vector() if with_embedding else None,
         )
 
-    def _hot_slots(self, ns: str, ids: Sequence[str]) -> tuple[HotNamespace, list[int]]:
-        """Hot slots of ``ids``; raises MemoryNotFoundError for any that is not hot."""
-        hot = self._hot.ensure(ns)
-        slots = []
+    def _split(self, ns: str, hot: HotNamespace, ids: Sequence[str]) -> tuple[list[int], list[MemoryRow]]:
+        """Hot slots of ``ids`` and the catalog rows of the others (warm or
+        cold), with multiplicity. Raises MemoryNotFoundError, before anything
+        changes, if an id is nowhere. Hold ``hot.lock.read()``."""
+        slots: list[int] = []
+        others: list[str] = []
         for mid in ids:
             slot = hot.slot_of.get(mid)
             if slot is None:
-                raise MemoryNotFoundError(f"no memory {mid!r} in namespace {ns!r}")
-            slots.append(slot)
-        return hot, slots
+                others.append(mid)
+            else:
+                slots.append(slot)
+        rows: list[MemoryRow] = []
+        if others:
+            uniq = sorted(set(others))
+            found = {r.id: r for r in self._catalog.select_rows(
+                f"WHERE m.ns = ? AND m.id IN ({','.join('?' * len(uniq))})", (ns, *uniq))}
+            for mid in others:
+                r = found.get(mid)
+                if r is None or r.tier == TIER_HOT:
+                    # TIER_HOT here: added to the catalog but not yet to the index (a racing add)
+                    raise MemoryNotFoundError(f"no memory {mid!r} in namespace {ns!r}")
+                rows.append(r)
+        return slots, rows
+
+    def _update_row(self, ns: str, id: str, change: Any) -> MemoryRow:
+        """Read-modify-write one catalog row inside a transaction:
+        ``change(row, conn)`` writes its update and returns the new row."""
+        def write(conn: sqlite3.Connection) -> MemoryRow:
+            row = self._catalog.row_in(conn, ns, id)
+            if row is None:
+                raise MemoryNotFoundError(f"no memory {id!r} in namespace {ns!r}")
+            return change(row, conn)
+
+        return self._catalog.write(write)
 
     def touch(self, ns: str, ids: str | Iterable[str]) -> None:
         """Count an access (the memories were used in a response): boosts their
-        weight, refreshes TTLs that refresh on read. Unknown ids raise
-        MemoryNotFoundError and nothing is counted."""
+        weight, refreshes TTLs that refresh on read. A warm memory moves back
+        to hot; a cold one is counted where it is (``restore`` brings it back).
+        Unknown ids raise MemoryNotFoundError and nothing is counted."""
         self._check_open()
         check_namespace(ns)
         id_list = check_id_list(ids)
@@ -391,19 +509,47 @@ class TierStore:
         cp = self._cp
         hot = self._hot.ensure(ns)
         with hot.lock.read():
-            _, slots = self._hot_slots(ns, id_list)
-            with hot.access_lock:
-                record_accesses(np.array(slots, np.int64), now, hot.F, hot.I, cp.boost_by_type,
-                                cp.refresh_by_type, cp.thresholds, cp.conf_half_life)
+            slots, rows = self._split(ns, hot, id_list)
+            if slots:
+                with hot.access_lock:
+                    record_accesses(np.array(slots, np.int64), now, hot.F, hot.I, cp.boost_by_type,
+                                    cp.refresh_by_type, cp.thresholds, cp.conf_half_life)
+        warm = {r.rid: r for r in rows if r.tier == TIER_WARM}
+        if warm:
+            moved = self._migrator.promote(ns, list(warm.values()), now, access=True, kind="promote")
+            extra = [r.id for r in rows if r.tier == TIER_WARM]
+            for r in moved:
+                extra.remove(r.id)
+            if extra:  # a memory touched twice in one call: the rest of its accesses
+                self.touch(ns, extra)
+        for r in rows:
+            if r.tier == TIER_COLD:
+                self._update_row(ns, r.id, lambda row, conn: self._access_in_catalog(row, conn, now))
+
+    def _access_in_catalog(self, row: MemoryRow, conn: sqlite3.Connection, now: float) -> MemoryRow:
+        cp = self._cp
+        t_idx = self._policy.type_index(row.memory_type)
+        row.w_ref, row.t_ref = lifetime.access(cp, t_idx, row.w_ref, row.t_ref, row.half_life, now)
+        row.access_count += 1
+        row.last_accessed_at = max(row.last_accessed_at, now)
+        if cp.refresh_by_type[t_idx]:
+            row.ttl_anchor = max(row.ttl_anchor, now)
+        row.due_at = self._due_of(row)
+        self._catalog.write_state(conn, row)
+        return row
+
+    def _due_of(self, row: MemoryRow) -> float:
+        return lifetime.due_at(self._cp, row.tier, row.pinned, row.w_ref, row.t_ref, row.half_life, row.expires_at,
+                               row.confidence, row.t_conf)
 
     def feedback(self, ns: str, id: str, *, positive: bool, strength: float = 1.0, implicit: bool = False) -> Memory:
         """Explicit (or, with ``implicit=True``, a smaller implicit) feedback on
-        a memory. Positive feedback raises the feedback confidence signal,
-        resets confidence decay and boosts the weight by ``boost·strength``;
-        negative lowers the signal and scales the weight by
+        a memory in any tier. Positive feedback raises the feedback confidence
+        signal, resets confidence decay and boosts the weight by
+        ``boost·strength``; negative lowers the signal and scales the weight by
         ``1 - negative_weight_penalty·strength``. The memory's half-life, TTL
-        and due time are recomputed for its new confidence. ``strength`` in (0, 1].
-        Durable when it returns; returns the updated memory."""
+        and due time are recomputed for its new confidence. ``strength`` in
+        (0, 1]. Durable when it returns; returns the updated memory."""
         self._check_open()
         check_namespace(ns)
         check_id(id)
@@ -411,62 +557,95 @@ class TierStore:
             raise InvalidInputError(f"positive must be True or False, got {positive!r}")
         if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not (0.0 < float(strength) <= 1.0):
             raise InvalidInputError(f"strength must be in (0, 1], got {strength!r}")
+        if not isinstance(implicit, bool):
+            raise InvalidInputError(f"implicit must be True or False, got {implicit!r}")
         strength = float(strength)
         now = self.clock.now()
-        cp, pol = self._cp, self._policy
-        cpol = pol.confidence
+        cp = self._cp
+        reason = ("implicit " if implicit else "") + ("positive" if positive else "negative")
         hot = self._hot.ensure(ns)
+        fut = None
         with hot.lock.read():
-            _, (s,) = self._hot_slots(ns, [id])
-            with hot.access_lock:
-                F, I = hot.F, hot.I
-                t_idx = int(I[C.I_TYPE, s])
-                step = (cpol.implicit_feedback_step if implicit else cpol.feedback_step) * strength
-                llm = None if math.isnan(F[C.F_CONF_LLM, s]) else float(F[C.F_CONF_LLM, s])
-                rule = None if math.isnan(F[C.F_CONF_RULE, s]) else float(F[C.F_CONF_RULE, s])
-                initial = cpol.feedback_initial
-                if initial is None:
-                    initial = float(F[C.F_CONF, s])
-                fb = lifetime.feedback_signal(F[C.F_CONF_FEEDBACK, s], initial, step, positive)
-                conf = pol.fuse_confidence(llm, rule, fb)
-                w = lifetime.weight_at(F[C.F_W_REF, s], F[C.F_T_REF, s], F[C.F_HALF_LIFE, s], now)
-                if positive:
-                    w += float(cp.boost_by_type[t_idx]) * strength
-                    F[C.F_T_CONF, s] = now  # reinforced: confidence decay restarts
-                else:
-                    w *= 1.0 - cpol.negative_weight_penalty * strength
-                ctx_mult = float(F[C.F_CTX_MULT, s])
-                override = F[C.F_TTL_OVERRIDE, s]
-                F[C.F_CONF_FEEDBACK, s] = fb
-                F[C.F_CONF, s] = conf
-                F[C.F_W_REF, s] = w
-                F[C.F_T_REF, s] = now
-                F[C.F_HALF_LIFE, s] = cp.half_life(t_idx, conf, ctx_mult)
-                F[C.F_TTL, s] = cp.ttl(t_idx, conf, None if math.isnan(override) else float(override), ctx_mult)
-                self._refresh_due(hot, s)
-                fut = self._submit_dirty(hot)
-            memory = hot.memory(s, cp, now)
+            slot = hot.slot_of.get(id)
+            if slot is not None:
+                with hot.access_lock:
+                    F, I = hot.F, hot.I
+                    out = lifetime.apply_feedback(
+                        cp, type_idx=int(I[C.I_TYPE, slot]), conf_llm=_opt(F[C.F_CONF_LLM, slot]),
+                        conf_rule=_opt(F[C.F_CONF_RULE, slot]), conf_feedback=_opt(F[C.F_CONF_FEEDBACK, slot]),
+                        confidence=float(F[C.F_CONF, slot]), t_conf=float(F[C.F_T_CONF, slot]),
+                        w_ref=float(F[C.F_W_REF, slot]), t_ref=float(F[C.F_T_REF, slot]),
+                        half_life=float(F[C.F_HALF_LIFE, slot]), ctx_mult=float(F[C.F_CTX_MULT, slot]),
+                        ttl_override=_opt(F[C.F_TTL_OVERRIDE, slot]), positive=positive, strength=strength,
+                        implicit=implicit, now=now)
+                    F[C.F_CONF_FEEDBACK, slot] = out.conf_feedback
+                    F[C.F_CONF, slot] = out.confidence
+                    F[C.F_T_CONF, slot] = out.t_conf
+                    F[C.F_W_REF, slot] = out.w_ref
+                    F[C.F_T_REF, slot] = out.t_ref
+                    F[C.F_HALF_LIFE, slot] = out.half_life
+                    F[C.F_TTL, slot] = out.ttl
+                    self._refresh_due(hot, slot)
+                    event = (now, ns, id, "feedback", "hot", "hot", reason, out.w_ref, out.confidence,
+                             int(I[C.I_ACCESS_COUNT, slot]), cp.type_names[int(I[C.I_TYPE, slot])])
+                    fut = self._submit_dirty(hot, extra=lambda conn: conn.execute(EVENT_SQL, event))
+                memory = hot.memory(slot, cp, now)
         if fut is not None:
             fut.result()
-        return memory
+            return memory
+
+        def change(row: MemoryRow, conn: sqlite3.Connection) -> MemoryRow:
+            out = lifetime.apply_feedback(
+                cp, type_idx=self._policy.type_index(row.memory_type), conf_llm=row.conf_llm, conf_rule=row.conf_rule,
+                conf_feedback=row.conf_feedback, confidence=row.confidence, t_conf=row.t_conf, w_ref=row.w_ref,
+                t_ref=row.t_ref, half_life=row.half_life, ctx_mult=row.ctx_mult, ttl_override=row.ttl_seconds,
+                positive=positive, strength=strength, implicit=implicit, now=now)
+            row.conf_feedback, row.confidence, row.t_conf = out.conf_feedback, out.confidence, out.t_conf
+            row.w_ref, row.t_ref, row.half_life, row.ttl = out.w_ref, out.t_ref, out.half_life, out.ttl
+            row.due_at = self._due_of(row)
+            self._catalog.write_state(conn, row)
+            tier = TIER_NAMES[row.tier]
+            conn.execute(EVENT_SQL, (now, ns, id, "feedback", tier, tier, reason, out.w_ref, out.confidence,
+                                     row.access_count, row.memory_type))
+            return row
+
+        return self._memory_from_row(self._update_row(ns, id, change), now)
 
     def pin(self, ns: str, id: str, pinned: bool = True) -> None:
         """Exempt a memory from every expiry (or, ``pinned=False``, end the
-        exemption). Durable when it returns."""
+        exemption), in any tier. Durable when it returns."""
         self._check_open()
         check_namespace(ns)
         check_id(id)
         if not isinstance(pinned, bool):
             raise InvalidInputError(f"pinned must be True or False, got {pinned!r}")
+        now = self.clock.now()
+        kind = "pin" if pinned else "unpin"
         hot = self._hot.ensure(ns)
+        fut = None
         with hot.lock.read():
-            _, (s,) = self._hot_slots(ns, [id])
-            with hot.access_lock:
-                hot.I[C.I_PINNED, s] = 1 if pinned else 0
-                self._refresh_due(hot, s)
-                fut = self._submit_dirty(hot)
+            slot = hot.slot_of.get(id)
+            if slot is not None:
+                with hot.access_lock:
+                    hot.I[C.I_PINNED, slot] = 1 if pinned else 0
+                    self._refresh_due(hot, slot)
+                    event = (now, ns, id, kind, "hot", "hot", "explicit", None, float(hot.F[C.F_CONF, slot]),
+                             int(hot.I[C.I_ACCESS_COUNT, slot]), self._cp.type_names[int(hot.I[C.I_TYPE, slot])])
+                    fut = self._submit_dirty(hot, extra=lambda conn: conn.execute(EVENT_SQL, event))
         if fut is not None:
             fut.result()
+            return
+
+        def change(row: MemoryRow, conn: sqlite3.Connection) -> MemoryRow:
+            row.pinned = pinned
+            row.due_at = self._due_of(row)
+            self._catalog.write_state(conn, row)
+            tier = TIER_NAMES[row.tier]
+            conn.execute(EVENT_SQL, (now, ns, id, kind, tier, tier, "explicit", None, row.confidence,
+                                     row.access_count, row.memory_type))
+            return row
+
+        self._update_row(ns, id, change)
 
     def _refresh_due(self, hot: HotNamespace, s: int) -> None:
         """Recompute slot ``s``'s due time and mark it dirty (hold access_lock)."""
@@ -478,19 +657,33 @@ class TierStore:
         I[C.I_DIRTY, s] = 1
 
     def delete(self, ns: str, id: str) -> bool:
-        """Forget a memory for good. Returns False if there was none."""
+        """Forget a memory for good, from any tier. Returns False if there was none."""
         self._check_open()
         check_namespace(ns)
         check_id(id)
-        hot = self._hot.ensure(ns)
-        with hot.lock.write():
-            deleted = self._catalog.write(
-                lambda conn: conn.execute("DELETE FROM memories WHERE ns = ? AND id = ?", (ns, id)).rowcount
-            )
-            slot = hot.slot_of.get(id)
-            if slot is not None:
-                hot.remove([slot])
-        return bool(deleted)
+        now = self.clock.now()
+        self._hot.ensure(ns)
+
+        def write(conn: sqlite3.Connection) -> MemoryRow | None:
+            row = self._catalog.row_in(conn, ns, id)
+            if row is None:
+                return None
+            conn.execute("DELETE FROM memories WHERE rid = ?", (row.rid,))
+            conn.execute("DELETE FROM cold_text WHERE rowid = ?", (row.rid,))
+            conn.execute(EVENT_SQL, (now, ns, id, "delete", TIER_NAMES[row.tier], None, "explicit",
+                                     lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now), row.confidence,
+                                     row.access_count, row.memory_type))
+            return row
+
+        with self._hot.guard(ns) as space:
+            row = self._catalog.write(write)
+            if row is not None and space is not None:
+                slot = space.slot_of.get(id)
+                if slot is not None:
+                    space.remove([slot])
+        if row is not None and row.cold_key:
+            self._migrator.collect_archives({row.cold_key})
+        return row is not None
 
     # ------------------------------------------------------------------ context
 
@@ -527,12 +720,43 @@ class TierStore:
                         cp.conf_half_life, cp.thresholds,
                     )
                     hot.I[C.I_DIRTY, changed] = 1
-                fut = self._submit_dirty(hot, extra=lambda conn: conn.execute(
-                    "INSERT INTO contexts (ns, tags) VALUES (?, ?) ON CONFLICT(ns) DO UPDATE SET tags = excluded.tags",
-                    (ns, json.dumps(list(new_tags)))))
+                def write(conn: sqlite3.Connection) -> None:
+                    conn.execute("INSERT INTO contexts (ns, tags) VALUES (?, ?)"
+                                 " ON CONFLICT(ns) DO UPDATE SET tags = excluded.tags", (ns, json.dumps(list(new_tags))))
+                    self._rescale_cold_rows(conn, ns, ctx, now)
+
+                fut = self._submit_dirty(hot, extra=write)
                 self._contexts[ns] = new_tags
         if fut is not None:
             fut.result()
+
+    def _rescale_cold_rows(self, conn: sqlite3.Connection, ns: str, ctx: Any, now: float) -> None:
+        """The warm and cold rows' share of a context change (inside the
+        context's transaction): the same rescaling as the hot tier's."""
+        rows = [MemoryRow.from_sql(r) for r in conn.execute(
+            "SELECT " + ", ".join(MEMORY_COLUMNS) + " FROM memories WHERE ns = ? AND tier != ?", (ns, TIER_HOT))]
+        if not rows:
+            return
+        cp = self._cp
+        mult = np.array([cp.ttl_multiplier(ctx, self._vocab.ids(r.tags)) for r in rows])
+        old = np.array([r.ctx_mult for r in rows])
+        changed = np.flatnonzero(mult != old)
+        if not changed.size:
+            return
+        part = [rows[i] for i in changed.tolist()]
+        w, t, h, ttl = rescale_lifetimes(np.array([r.w_ref for r in part]), np.array([r.t_ref for r in part]),
+                                         np.array([r.half_life for r in part]), np.array([r.ttl for r in part]),
+                                         old[changed], mult[changed], now)
+        for r, wi, ti, hi, ttli, m in zip(part, w.tolist(), t.tolist(), h.tolist(), ttl.tolist(),
+                                          mult[changed].tolist()):
+            r.w_ref, r.t_ref, r.half_life, r.ttl, r.ctx_mult = wi, ti, hi, ttli, m
+        for tier in (TIER_WARM, TIER_COLD):
+            sel = [r for r in part if r.tier == tier]
+            if sel:
+                for r, d in zip(sel, self._migrator.due_in_tier(sel, tier).tolist()):
+                    r.due_at = d
+        for r in part:
+            self._catalog.write_state(conn, r)
 
     def get_context(self, ns: str) -> tuple[str, ...]:
         check_namespace(ns)
@@ -579,46 +803,70 @@ class TierStore:
     # ------------------------------------------------------------------ sweep
 
     def sweep(self, *, max_items: int | None = None, time_budget_s: float | None = None,
-              apply: bool = False) -> SweepReport:
-        """Read what is due from the due index and classify it.
+              progress: bool | None = False) -> SweepReport:
+        """One incremental pass of the migrator: apply what is due.
 
-        Reads only rows whose due time has passed (never the whole store).
-        Until the warm and cold tiers exist, nothing is moved: the report says
-        what would be demoted, archived or deleted (``applied=False``).
+        Reads only memories whose due time has passed (the due index), in
+        order, in batches of ``Settings.sweep_batch``; classifies them (keep,
+        demote hot→warm, archive →cold, delete); applies the moves (copy,
+        commit, remove). Stops after ``max_items`` due memories or
+        ``time_budget_s`` seconds. Pinned memories are never due. Archive
+        batches a crash interrupted are finished first. progress: draw a bar
+        (``None``: when stderr is a terminal).
         """
         self._check_open()
         if max_items is not None:
             max_items = check_positive_int(max_items, "max_items")
-        start = time.perf_counter()
+        if time_budget_s is not None and not (isinstance(time_budget_s, (int, float)) and time_budget_s > 0):
+            raise InvalidInputError(f"time_budget_s must be a positive number, got {time_budget_s!r}")
         with self._sweep_lock:
-            self.flush()
-            now = self.clock.now()
-            report = SweepReport(now=now, applied=False)
-            limit = max_items or self.settings.sweep_batch
-            rows = self._catalog.due(now, limit)
-            report.examined = len(rows)
-            if rows:
-                actions = self._classify(rows, now)
-                names = {ACTION_KEEP: "kept", ACTION_DEMOTE: "demoted", ACTION_ARCHIVE: "archived",
-                         ACTION_DELETE: "deleted"}
-                for row, a in zip(rows, actions.tolist()):
-                    key = names[a]
-                    setattr(report, key, getattr(report, key) + 1)
-                    per = report.by_type.setdefault(row.memory_type, {})
-                    per[key] = per.get(key, 0) + 1
-            report.remaining_due = self._catalog.count_due(now)
-            report.elapsed_s = time.perf_counter() - start
-            return report
+            return self._migrator.sweep(max_items, time_budget_s, progress)
 
-    def _classify(self, rows: Sequence[MemoryRow], now: float) -> np.ndarray:
-        cp = self._cp
-        return classify(
-            now, np.array([r.tier for r in rows], np.int64), np.array([int(r.pinned) for r in rows], np.int64),
-            np.array([r.w_ref for r in rows]), np.array([r.t_ref for r in rows]),
-            np.array([r.half_life for r in rows]), np.array([r.expires_at for r in rows]),
-            np.array([r.confidence for r in rows]), np.array([r.t_conf for r in rows]), cp.conf_half_life,
-            cp.thresholds,
-        )
+    def restore(self, ns: str, *, ids: Iterable[str] | None = None, where: Mapping[str, Any] | None = None,
+                text: str | None = None, limit: int | None = None, progress: bool | None = False) -> list[str]:
+        """Bring archived memories back to the hot tier; returns their ids.
+
+        ids: these memories (unknown ids raise MemoryNotFoundError; ones not
+        cold are skipped). where: a filter — ``memory_type`` (one or a list),
+        ``tags`` (all of), ``any_tags``, ``source``, ``created_after`` /
+        ``created_before``, ``archived_after`` / ``archived_before`` (seconds).
+        text: keywords, all required (SQLite FTS5 over archived text). limit:
+        at most this many. Content and embedding come back bit-identical; the
+        memory restarts its TTL, counts as recently used (recency, not the
+        access count) and keeps at least its type's initial weight.
+        """
+        self._check_open()
+        check_namespace(ns)
+        if ids is None and where is None and text is None:
+            raise InvalidInputError("restore needs ids, where or text")
+        id_list = None if ids is None else check_id_list(ids)
+        if limit is not None:
+            limit = check_positive_int(limit, "limit")
+        if where is not None and not isinstance(where, Mapping):
+            raise InvalidInputError("restore where must be a dict")
+        with self._sweep_lock:
+            return self._migrator.restore(ns, ids=id_list, where=None if where is None else dict(where), text=text,
+                                          limit=limit, progress=progress)
+
+    def rebuild_catalog(self, *, progress: bool | None = False) -> dict[str, int]:
+        """Rebuild the cold catalog from the archive objects in the object
+        store alone (after the catalog was lost or damaged). Returns counts:
+        objects, records, inserted, repointed, skipped."""
+        self._check_open()
+        with self._sweep_lock:
+            return self._migrator.rebuild_cold_catalog(progress)
+
+    def start_migrator(self, *, interval_s: float = 60.0, max_items: int = 10_000,
+                       time_budget_s: float = 5.0) -> None:
+        """Run sweeps in a background thread every ``interval_s`` seconds (of
+        wall-clock time), each bounded by ``max_items`` and ``time_budget_s``.
+        It comes back sooner while work remains and backs off after errors."""
+        self._check_open()
+        self._migrator.start(interval_s, max_items, time_budget_s)
+
+    def stop_migrator(self, timeout: float = 30.0) -> None:
+        """Stop the background migrator (waits for a running sweep)."""
+        self._migrator.stop(timeout)
 
     # ------------------------------------------------------------------ policy
 
@@ -686,6 +934,7 @@ class TierStore:
         with self._close_lock:
             if self._closed:
                 return
+            self._migrator.stop()
             self._stop.set()
             self._flusher.join(timeout=30)
             try:
@@ -698,3 +947,31 @@ class TierStore:
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
                 finally:
                     os.close(self._lock_fd)
+
+
+def _open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
+               stored: str | None) -> tuple[ObjectStore, str | None]:
+    """The cold object store, and what the catalog should remember of it
+    (JSON: URL, endpoint and region; never credentials)."""
+    opts = dict(options or {})
+    remembered = {k: opts[k] for k in ("endpoint_url", "region_name") if opts.get(k)}
+    if cold is None:
+        meta = json.loads(stored) if stored else {"url": "default"}
+        url = meta.get("url")
+        if url is None:
+            raise StoreConfigError(
+                f"the store at {root} archives to an object store that was given as an object ({meta.get('repr')}); "
+                "pass cold= again")
+        if url == "default":
+            return open_object_store(root / "cold"), None if stored else json.dumps(meta)
+        for k in ("endpoint_url", "region_name"):
+            if meta.get(k) and k not in opts:
+                opts[k] = meta[k]
+        return open_object_store(url, **opts), None
+    if isinstance(cold, (str, os.PathLike)):
+        target = os.fspath(cold)
+        if "://" not in target:
+            target = Path(target).resolve().as_uri()
+        store = open_object_store(target, **opts)
+        return store, json.dumps({"url": target, **remembered})
+    return open_object_store(cold), json.dumps({"url": None, "repr": type(cold).__name__})

@@ -60,7 +60,11 @@ def _open_file(
     _no_options("file://", endpoint_url, region_name, kwargs)
     parts = urlsplit(url)
     if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
-        raise InvalidInputError(f"invalid file URL {url!r}: expected file:///absolute/dir")
+        # Not echoed whole: a host part may carry user info.
+        raise InvalidInputError(
+            f"invalid file URL (host {parts.hostname!r}, query {parts.query!r}): "
+            "expected file:///absolute/dir"
+        )
     path = unquote(parts.path)
     if not os.path.isabs(path):
         raise InvalidInputError(f"invalid file URL {url!r}: the path must be absolute")

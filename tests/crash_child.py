@@ -1,0 +1,25 @@
+"""Run one store operation in a child process; the parent sets
+TIERSTORE_CRASH_AT so that it is SIGKILLed at a chosen point.
+
+usage: crash_child.py PATH OP NOW [ARG]
+OP: sweep | restore-all | add | search-warm
+"""
+
+import sys
+
+import numpy as np
+
+from tierstore import ManualClock, TierStore
+
+path, op, now = sys.argv[1], sys.argv[2], float(sys.argv[3])
+store = TierStore.open(path, clock=ManualClock(now))
+if op == "sweep":
+    store.sweep()
+elif op == "restore-all":
+    store.restore("crash", where={"memory_type": "conversation"})
+elif op == "add":
+    store.add("crash", "added just before the crash", np.ones(store.dim), id="late")
+elif op == "search-warm":
+    store.search("crash", np.ones(store.dim), k=50, record_access=True)
+store.close()
+print("finished without crashing")

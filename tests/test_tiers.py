@@ -1,0 +1,214 @@
+"""Warm and cold tiers, the migrator, restore (issue 3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import DIM, T0, unit
+from tierstore import ManualClock, MemoryNotFoundError, TierStore, InvalidInputError
+from tierstore.errors import CorruptDataError
+
+DAY = 86400.0
+HOUR = 3600.0
+
+
+def tiers_of(store, ns, ids):
+    return [store.get(ns, i).tier for i in ids]
+
+
+def test_sixty_days_of_sweeps(tmp_path, rng):
+    """Conversations end cold, used facts stay hot, pinned stay hot; restore by
+    id, filter and keyword brings memories back bit-identical and searchable."""
+    clock = ManualClock(T0)
+    store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
+    pinned = store.add("u", "emergency contact is Ana", unit(rng), memory_type="fact", pinned=True,
+                       confidence=0.99, source="user_confirmation")
+    used = store.add_batch("u", [{"content": f"used fact {i}", "embedding": unit(rng), "memory_type": "fact",
+                                  "tags": ["work"]} for i in range(5)])
+    unused = store.add_batch("u", [{"content": f"unused fact {i} about the passport office", "embedding": unit(rng),
+                                    "memory_type": "fact", "tags": ["travel"]} for i in range(5)])
+    chats: list[str] = []
+    originals = {}
+    for day in range(60):
+        clock.set(T0 + day * DAY + 9 * HOUR)
+        new = store.add_batch("u", [{"content": f"chat day {day} #{j} weather talk", "embedding": unit(rng),
+                                     "memory_type": "conversation", "tags": ["chat", f"d{day % 7}"]} for j in range(3)])
+        for mid in new:
+            originals[mid] = store.get("u", mid)
+        chats += new
+        if day % 2 == 0:
+            store.touch("u", used)
+        clock.set(T0 + day * DAY + 23 * HOUR)
+        report = store.sweep()
+        assert not report.errors
+    assert set(tiers_of(store, "u", chats)) == {"cold"}
+    assert set(tiers_of(store, "u", used)) == {"hot"}
+    assert store.get("u", pinned).tier == "hot"
+    assert set(tiers_of(store, "u", unused)) <= {"warm", "cold"}
+    stats = store.stats()
+    assert stats.by_type["conversation"]["cold"] == len(chats)
+    # every transition is in the lifecycle log
+    kinds = {k for (k,) in store._catalog.query("SELECT DISTINCT kind FROM events")}
+    assert {"create", "archive"} <= kinds
+
+    # -- restore by id: bit-identical, searchable
+    target = chats[10]
+    assert store.search("u", originals[target].embedding, k=3, record_access=False)[0].id != target
+    assert store.restore("u", ids=[target]) == [target]
+    back = store.get("u", target)
+    assert back.tier == "hot"
+    assert back.content == originals[target].content
+    assert back.embedding.tobytes() == originals[target].embedding.tobytes()
+    assert back.tags == originals[target].tags and back.created_at == originals[target].created_at
+    assert store.search("u", originals[target].embedding, k=1, record_access=False)[0].id == target
+
+    # -- restore by filter: type and tags
+    by_filter = store.restore("u", where={"memory_type": "conversation", "tags": ["d3"]})
+    assert by_filter and all("d3" in store.get("u", i).tags for i in by_filter)
+    expected = {m for m in chats if "d3" in originals[m].tags} - {target}
+    assert set(by_filter) == expected
+    for mid in by_filter:
+        assert store.get("u", mid).embedding.tobytes() == originals[mid].embedding.tobytes()
+
+    # -- restore by keyword (FTS5 over archived text)
+    cold_unused = [m for m in unused if store.get("u", m).tier == "cold"]
+    if cold_unused:
+        by_text = store.restore("u", text="passport office")
+        assert set(by_text) == set(cold_unused)
+    by_text = store.restore("u", text="day 42 weather", limit=2)
+    assert 1 <= len(by_text) <= 2 and all("day 42" in store.get("u", i).content for i in by_text)
+    store.close()
+
+    # everything survives a reopen
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as again:
+        assert again.get("u", target).embedding.tobytes() == originals[target].embedding.tobytes()
+        hits = again.search("u", originals[target].embedding, k=3, record_access=False, explain=True)
+        assert hits[0].id == target
+
+
+def test_warm_tier_search_merge_and_promotion(store, clock, rng):
+    vecs = [unit(rng) for _ in range(6)]
+    ids = [store.add("w", f"fact {i}", v, memory_type="fact") for i, v in enumerate(vecs)]
+    clock.advance(20 * DAY)  # unused facts decay below the demote threshold before their TTL
+    report = store.sweep()
+    assert report.demoted == 6 and set(tiers_of(store, "w", ids)) == {"warm"}
+    hot_one = store.add("w", "fresh", -vecs[2])  # fresh and hot, but unrelated to the query below
+    hits = store.search("w", vecs[2], k=2, record_access=False, explain=True)
+    assert hits[0].id == ids[2] and hits[0].memory.tier == "warm" and hits[0].explain.tier == "warm"
+    assert {h.memory.tier for h in store.search("w", vecs[2], k=3, include_warm=False, record_access=False)} == {"hot"}
+    assert store.get("w", ids[2]).tier == "warm"  # not used: stays warm
+    # a used warm hit moves back to hot, with the access counted
+    store.search("w", vecs[2], k=1, record_access=True)
+    m = store.get("w", ids[2])
+    assert m.tier == "hot" and m.access_count == 1
+    # touch promotes too; a warm memory takes feedback and pins where it is
+    store.touch("w", ids[3])
+    assert store.get("w", ids[3]).tier == "hot"
+    before = store.get("w", ids[4])
+    after = store.feedback("w", ids[4], positive=False)
+    assert after.tier == "warm" and after.confidence < before.confidence
+    store.pin("w", ids[5])
+    assert store.get("w", ids[5]).pinned and store.get("w", ids[5]).due_at is None
+    assert store.delete("w", ids[4]) and store.get("w", ids[4]) is None
+    assert ids[4] not in {h.id for h in store.search("w", vecs[4], k=5, record_access=False)}
+    assert store.search("w", -vecs[2], k=1, record_access=False)[0].id == hot_one
+
+
+def test_warm_shard_is_rebuilt_when_mostly_tombstones(store, clock, rng):
+    vecs = [unit(rng) for _ in range(40)]
+    ids = store.add_batch("w", [{"content": f"f{i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)])
+    clock.advance(20 * DAY)
+    store.sweep()
+    (shard,) = store._warm.shards("w")
+    store.touch("w", ids[:10])  # 10 of 40 leave the shard for hot ...
+    for mid in ids[10:30]:  # ... and 20 are forgotten: 30 tombstones
+        store.delete("w", mid)
+    store._migrator.compact_warm("w", clock.now())
+    (rebuilt,) = store._warm.shards("w")
+    assert rebuilt.shard != shard.shard and rebuilt.count == 10
+    assert not (store.path / "warm" / shard.name).exists()
+    for i in range(30, 40):
+        hits = store.search("w", vecs[i], k=11, record_access=False)
+        assert [h for h in hits if h.memory.tier == "warm"][0].id == ids[i]
+
+
+def test_damaged_shard_is_skipped_then_rebuilt_from_catalog(store, clock, rng):
+    vecs = [unit(rng) for _ in range(10)]
+    ids = store.add_batch("w", [{"content": f"f{i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)])
+    clock.advance(20 * DAY)
+    store.sweep()
+    (info,) = store._warm.shards("w")
+    path = store.path / "warm" / info.name / "vectors.f32"
+    data = bytearray(path.read_bytes())
+    data[7] ^= 0x55
+    path.write_bytes(bytes(data))
+    store._warm.forget(info.shard)
+    store.add("w", "a hot one", unit(rng))
+    hits = store.search("w", vecs[3], k=3, record_access=False)  # still serves the hot tier
+    assert all(h.memory.tier == "hot" for h in hits)
+    assert any("vectors.f32" in e for e in store._warm.errors)
+    with pytest.raises(CorruptDataError, match="vectors.f32"):
+        store._warm.load(info)
+    store._migrator.rebuild_shards("w", [info], clock.now())
+    assert store.search("w", vecs[3], k=1, record_access=False)[0].id == ids[3]
+
+
+def test_archive_objects_are_collected_when_empty(store, clock, rng):
+    ids = store.add_batch("c", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"}
+                                for i in range(4)])
+    clock.advance(2 * HOUR)
+    store.sweep()
+    keys = store._cold.list_batches()
+    assert len(keys) == 1
+    store.delete("c", ids[0])
+    store.restore("c", ids=ids[1:3])
+    assert store._cold.list_batches() == keys  # one record still cold there
+    store.restore("c", ids=[ids[3]])
+    assert store._cold.list_batches() == []
+    assert {store.get("c", i).tier for i in ids[1:]} == {"hot"}
+
+
+def test_restore_validates_its_arguments(store, clock, rng):
+    mid = store.add("c", "chat", unit(rng), memory_type="conversation")
+    clock.advance(2 * HOUR)
+    store.sweep()
+    with pytest.raises(InvalidInputError):
+        store.restore("c")
+    with pytest.raises(MemoryNotFoundError):
+        store.restore("c", ids=[mid, "nope"])
+    with pytest.raises(InvalidInputError, match="unknown keys"):
+        store.restore("c", where={"colour": "red"})
+    with pytest.raises(InvalidInputError):
+        store.restore("c", text="  ")
+    assert store.get("c", mid).tier == "cold"
+    assert store.restore("c", text='chat" OR 1') == []  # quoted, never parsed as FTS syntax
+
+
+def test_sweep_is_bounded_and_reads_only_due(store, clock, rng):
+    store.add_batch("b", [{"content": f"fact {i}", "embedding": unit(rng), "memory_type": "fact"} for i in range(500)])
+    store.add_batch("b", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"}
+                          for i in range(50)])
+    clock.advance(2 * HOUR)
+    first = store.sweep(max_items=20)
+    assert first.examined == 20 and first.archived == 20 and first.remaining_due == 30
+    rest = store.sweep()
+    assert rest.examined == 30 and rest.remaining_due == 0
+    assert store.stats().by_tier == {"hot": 500, "warm": 0, "cold": 50}
+
+
+def test_background_migrator(tmp_path, rng):
+    import time
+
+    clock = ManualClock(T0)
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
+        store.add_batch("bg", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"}
+                               for i in range(30)])
+        clock.advance(2 * HOUR)
+        store.start_migrator(interval_s=0.02, max_items=7)
+        deadline = time.time() + 20
+        while time.time() < deadline and store.stats().by_tier["cold"] < 30:
+            time.sleep(0.02)
+        store.stop_migrator()
+        assert store.stats().by_tier["cold"] == 30
+        assert not store._migrator.running

@@ -1,0 +1,186 @@
+"""The cold tier's archive batch format: self-describing msgpack, with checksums.
+
+An archive object is::
+
+    MAGIC (8 bytes "TSARCH01")
+    frame(header)                 msgpack map: format, version, namespace, key, created_at, dim, count
+    frame(record) * count         msgpack map per memory (every field, embedding as raw float32 bytes)
+    frame(index)                  msgpack map: ids, offsets, lengths (of the record frames)
+    index offset (u64 LE) + END (8 bytes "TSAEND01")
+
+and a frame is ``length (u32 LE) | crc32 (u32 LE) | payload``. Restoring one
+memory is one ranged GET of its record frame (offset and length are in the
+catalog); rebuilding the catalog needs only the objects. Nothing here is
+pickled: msgpack with ``raw=False`` and strict map keys, then every field is
+type-checked before use.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import msgpack
+
+from .errors import CorruptDataError
+
+MAGIC = b"TSARCH01"
+END = b"TSAEND01"
+FORMAT = "tierstore-archive"
+VERSION = 1
+_FRAME = struct.Struct("<II")
+_TAIL = struct.Struct("<Q")
+
+# Record fields and their types, checked on every read.
+RECORD_FIELDS: dict[str, tuple[type, ...]] = {
+    "ns": (str,),
+    "id": (str,),
+    "content": (str,),
+    "embedding": (bytes,),
+    "memory_type": (str,),
+    "source": (str,),
+    "tags": (list,),
+    "created_at": (float, int),
+    "last_accessed_at": (float, int),
+    "access_count": (int,),
+    "conf_llm": (float, int, type(None)),
+    "conf_rule": (float, int, type(None)),
+    "conf_feedback": (float, int, type(None)),
+    "confidence": (float, int),
+    "t_conf": (float, int),
+    "ttl_seconds": (float, int, type(None)),
+    "pinned": (bool,),
+    "w_ref": (float, int),
+    "t_ref": (float, int),
+    "half_life": (float, int),
+    "ttl": (float, int, type(None)),
+    "ttl_anchor": (float, int),
+    "ctx_mult": (float, int),
+    "archived_at": (float, int),
+}
+
+
+def _frame(payload: bytes) -> bytes:
+    return _FRAME.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def _pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def _unpack(payload: bytes, where: str) -> Any:
+    try:
+        return msgpack.unpackb(payload, raw=False, strict_map_key=True, use_list=True)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise CorruptDataError(f"{where}: not valid msgpack ({exc})") from None
+
+
+def read_frame(data: bytes, offset: int, where: str) -> tuple[bytes, int]:
+    """The payload of the frame at ``offset`` and the offset after it."""
+    if offset + _FRAME.size > len(data):
+        raise CorruptDataError(f"{where}: truncated frame at byte {offset}")
+    length, crc = _FRAME.unpack_from(data, offset)
+    start = offset + _FRAME.size
+    payload = data[start : start + length]
+    if len(payload) != length:
+        raise CorruptDataError(f"{where}: truncated frame at byte {offset}")
+    if zlib.crc32(payload) != crc:
+        raise CorruptDataError(f"{where}: checksum mismatch in the frame at byte {offset}")
+    return payload, start + length
+
+
+@dataclass(frozen=True)
+class ArchiveEntry:
+    """Where one record sits in an archive object."""
+
+    id: str
+    offset: int
+    length: int
+
+
+def encode_batch(key: str, namespace: str, dim: int, created_at: float,
+                 records: Sequence[dict[str, Any]]) -> tuple[bytes, list[ArchiveEntry]]:
+    """Serialise ``records`` (dicts with RECORD_FIELDS) into one archive object."""
+    parts = [MAGIC]
+    header = {"format": FORMAT, "version": VERSION, "namespace": namespace, "key": key,
+              "created_at": float(created_at), "dim": int(dim), "count": len(records)}
+    parts.append(_frame(_pack(header)))
+    offset = sum(len(p) for p in parts)
+    entries: list[ArchiveEntry] = []
+    for rec in records:
+        frame = _frame(_pack(rec))
+        entries.append(ArchiveEntry(rec["id"], offset, len(frame)))
+        parts.append(frame)
+        offset += len(frame)
+    index = {"ids": [e.id for e in entries], "offsets": [e.offset for e in entries],
+             "lengths": [e.length for e in entries]}
+    index_offset = offset
+    parts.append(_frame(_pack(index)))
+    parts.append(_TAIL.pack(index_offset) + END)
+    return b"".join(parts), entries
+
+
+def decode_record(frame: bytes, where: str, dim: int) -> dict[str, Any]:
+    """One record from its frame (a ranged GET), checked field by field."""
+    payload, end = read_frame(frame, 0, where)
+    if end != len(frame):
+        raise CorruptDataError(f"{where}: record frame has {len(frame) - end} trailing bytes")
+    rec = _unpack(payload, where)
+    return check_record(rec, where, dim)
+
+
+def check_record(rec: Any, where: str, dim: int) -> dict[str, Any]:
+    if not isinstance(rec, dict):
+        raise CorruptDataError(f"{where}: a record is not a map")
+    for name, types in RECORD_FIELDS.items():
+        if name not in rec:
+            raise CorruptDataError(f"{where}: record lacks field {name!r}")
+        value = rec[name]
+        if not isinstance(value, types) or (types == (int,) and isinstance(value, bool)):
+            raise CorruptDataError(f"{where}: record field {name!r} has type {type(value).__name__}")
+    if len(rec["embedding"]) != 4 * dim:
+        raise CorruptDataError(f"{where}: record {rec['id']!r} has a {len(rec['embedding'])}-byte embedding, "
+                               f"expected {4 * dim}")
+    if not all(isinstance(t, str) for t in rec["tags"]):
+        raise CorruptDataError(f"{where}: record {rec['id']!r} has a non-string tag")
+    return rec
+
+
+def decode_batch(data: bytes, where: str) -> tuple[dict[str, Any], list[tuple[ArchiveEntry, dict[str, Any]]]]:
+    """Header and every (entry, record) of a whole archive object."""
+    if not data.startswith(MAGIC):
+        raise CorruptDataError(f"{where}: not a tierstore archive (bad magic)")
+    if len(data) < len(MAGIC) + _TAIL.size + len(END) or not data.endswith(END):
+        raise CorruptDataError(f"{where}: truncated archive (no end marker)")
+    payload, offset = read_frame(data, len(MAGIC), where)
+    header = _unpack(payload, where)
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise CorruptDataError(f"{where}: bad archive header")
+    if header.get("version") != VERSION:
+        raise CorruptDataError(f"{where}: unsupported archive version {header.get('version')!r}")
+    dim, count = header.get("dim"), header.get("count")
+    if not isinstance(dim, int) or not isinstance(count, int) or dim <= 0 or count < 0:
+        raise CorruptDataError(f"{where}: bad archive header fields")
+    (index_offset,) = _TAIL.unpack_from(data, len(data) - len(END) - _TAIL.size)
+    ipayload, _ = read_frame(data, index_offset, where)
+    index = _unpack(ipayload, where)
+    if not isinstance(index, dict) or not all(isinstance(index.get(k), list) for k in ("ids", "offsets", "lengths")):
+        raise CorruptDataError(f"{where}: bad archive index")
+    if not len(index["ids"]) == len(index["offsets"]) == len(index["lengths"]) == count:
+        raise CorruptDataError(f"{where}: archive index does not match its header")
+    out = []
+    for mid, off, length in zip(index["ids"], index["offsets"], index["lengths"]):
+        if not isinstance(off, int) or not isinstance(length, int) or off < 0 or off + length > index_offset:
+            raise CorruptDataError(f"{where}: archive index entry out of range")
+        rec = decode_record(data[off : off + length], where, dim)
+        if rec["id"] != mid or rec["ns"] != header.get("namespace"):
+            raise CorruptDataError(f"{where}: archive index names {mid!r}, the record holds {rec['id']!r}")
+        out.append((ArchiveEntry(mid, off, length), rec))
+    return header, out
+
+
+def read_index(data: bytes, where: str) -> list[ArchiveEntry]:
+    """Entries of a whole archive object without decoding every record."""
+    return [entry for entry, _ in decode_batch(data, where)[1]]

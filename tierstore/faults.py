@@ -1,0 +1,33 @@
+"""Crash points for the crash tests.
+
+A test starts a subprocess with ``TIERSTORE_CRASH_AT=<name>``; when the code
+reaches ``crash_point(<name>)`` the process kills itself with SIGKILL, exactly
+between two steps of a move (no cleanup, no flush, like a power cut for the
+process). Unset (always, in production) this costs one comparison.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+_CRASH_AT = os.environ.get("TIERSTORE_CRASH_AT", "")
+_CRASH_AFTER = int(os.environ.get("TIERSTORE_CRASH_AFTER", "0") or 0)
+_seen = 0
+
+POINTS = (
+    "archive.after_intent",  # the batch is recorded in the catalog, no object yet
+    "archive.after_put",  # the object is written, the catalog does not point at it yet
+    "archive.after_commit",  # the catalog points at the object, the hot index still holds the rows
+    "demote.after_shard",  # the shard files exist, the catalog does not know them
+    "restore.after_commit",  # the catalog says hot, the hot index does not hold the rows yet
+    "add.after_commit",  # the add is durable, the hot index does not hold it yet
+)
+
+
+def crash_point(name: str) -> None:
+    global _seen
+    if _CRASH_AT and name == _CRASH_AT:
+        _seen += 1
+        if _seen > _CRASH_AFTER:
+            os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,732 @@
+"""The migrator: moves memories between tiers, and nothing else.
+
+Every move follows the same order:
+
+1. **copy** — write the destination (a warm shard's files, an archive object,
+   or for a promotion/restore the rows' vectors read back);
+2. **commit** — one catalog transaction switches the rows' tier and location
+   and logs the lifecycle events;
+3. **remove** — drop the rows from the source (the hot index in memory; warm
+   shards and archive objects are immutable, their stale rows are tombstones).
+
+A crash after 1 leaves an orphan (a shard directory the catalog does not know,
+removed at open; an archive object recorded as a *pending* batch, finished or
+dropped on the next sweep). A crash after 2 leaves the hot index holding rows
+the catalog moved away; the index is reconciled with the catalog at load. The
+catalog is the system of record, so a memory is never lost and never in two
+tiers at once.
+
+Each commit re-reads the rows it moves and skips any whose state changed since
+the sweep read it (an access, a feedback, a concurrent delete): the sweep acts
+only on the state it classified.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+import numpy as np
+
+from . import lifetime
+from .catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
+from .cold import ColdTier, Location, batch_number, group_by_ns
+from .errors import CorruptDataError, InvalidInputError, MemoryNotFoundError, ObjectStoreError
+from .faults import crash_point
+from .kernels import (
+    ACTION_ARCHIVE,
+    ACTION_DELETE,
+    ACTION_DEMOTE,
+    ACTION_KEEP,
+    TIER_COLD,
+    TIER_HOT,
+    TIER_WARM,
+    classify,
+    due_times,
+)
+from .kernels import columns as C
+from .model import TIER_NAMES, SweepReport
+from .progress import Progress
+
+if TYPE_CHECKING:
+    from .store import TierStore
+
+# The state a sweep classified; a move commits only if the row still has it.
+_FP_SQL = "SELECT tier, w_ref, t_ref, access_count, confidence, pinned, shard, cold_key FROM memories WHERE rid = ?"
+
+
+def fingerprint(row: MemoryRow) -> tuple[Any, ...]:
+    return (row.tier, row.w_ref, row.t_ref, row.access_count, row.confidence, int(row.pinned), row.shard,
+            row.cold_key)
+
+
+def _unchanged(conn: sqlite3.Connection, row: MemoryRow) -> bool:
+    return conn.execute(_FP_SQL, (row.rid,)).fetchone() == fingerprint(row)
+
+
+def _sql_inf(x: float) -> float | None:
+    return None if not math.isfinite(x) else float(x)
+
+
+class Migrator:
+    def __init__(self, store: "TierStore") -> None:
+        self.s = store
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.background_errors: list[str] = []
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def cp(self):  # type: ignore[no-untyped-def]
+        return self.s._cp
+
+    def _event(self, row: MemoryRow, now: float, kind: str, from_tier: int | None, to_tier: int | None,
+               reason: str) -> tuple[Any, ...]:
+        w = lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now)
+        return (now, row.ns, row.id, kind, None if from_tier is None else TIER_NAMES[from_tier],
+                None if to_tier is None else TIER_NAMES[to_tier], reason, w, row.confidence, row.access_count,
+                row.memory_type)
+
+    def due_in_tier(self, rows: Sequence[MemoryRow], tier: int) -> np.ndarray:
+        cp = self.cp
+        return due_times(
+            np.full(len(rows), tier, np.int64), np.array([int(r.pinned) for r in rows], np.int64),
+            np.array([r.w_ref for r in rows], np.float64), np.array([r.t_ref for r in rows], np.float64),
+            np.array([r.half_life for r in rows], np.float64), np.array([r.expires_at for r in rows], np.float64),
+            np.array([r.confidence for r in rows], np.float64), np.array([r.t_conf for r in rows], np.float64),
+            cp.conf_half_life, cp.thresholds,
+        )
+
+    def classify_rows(self, rows: Sequence[MemoryRow], now: float) -> np.ndarray:
+        cp = self.cp
+        return classify(
+            now, np.array([r.tier for r in rows], np.int64), np.array([int(r.pinned) for r in rows], np.int64),
+            np.array([r.w_ref for r in rows], np.float64), np.array([r.t_ref for r in rows], np.float64),
+            np.array([r.half_life for r in rows], np.float64), np.array([r.expires_at for r in rows], np.float64),
+            np.array([r.confidence for r in rows], np.float64), np.array([r.t_conf for r in rows], np.float64),
+            cp.conf_half_life, cp.thresholds,
+        )
+
+    def _reason(self, row: MemoryRow, now: float) -> str:
+        return "expired" if now >= row.expires_at else "weight"
+
+    def _hot_eligible(self, space: Any, rows: Sequence[MemoryRow]) -> tuple[list[MemoryRow], list[int]]:
+        """Hot rows the move may take: still in the loaded index with no
+        unflushed change. Returns the rows and their slots."""
+        if space is None:
+            return list(rows), []
+        keep, slots = [], []
+        for r in rows:
+            slot = space.slot_of.get(r.id)
+            if slot is None or space.rids[slot] != r.rid or space.I[C.I_DIRTY, slot]:
+                continue
+            keep.append(r)
+            slots.append(slot)
+        return keep, slots
+
+    # ------------------------------------------------------------------ sweep
+
+    def sweep(self, max_items: int | None, time_budget_s: float | None, progress: bool | None) -> SweepReport:
+        s = self.s
+        start = time.perf_counter()
+        s.flush()
+        now = s.clock.now()
+        report = SweepReport(now=now)
+        self.recover(now, report)
+        batch_size = s.settings.sweep_batch
+        total_due = s._catalog.count_due(now)
+        bar = Progress(min(total_due, max_items) if max_items else total_due, "sweep", enabled=progress,
+                       unit=" due")
+        touched_shards: set[str] = set()
+        try:
+            while True:
+                limit = batch_size if max_items is None else min(batch_size, max_items - report.examined)
+                if limit <= 0 or (time_budget_s is not None and time.perf_counter() - start >= time_budget_s):
+                    break
+                rows = s._catalog.due(now, limit)
+                if not rows:
+                    break
+                report.examined += len(rows)
+                actions = self.classify_rows(rows, now)
+                buckets: dict[int, list[MemoryRow]] = {a: [] for a in (ACTION_KEEP, ACTION_DEMOTE, ACTION_ARCHIVE,
+                                                                         ACTION_DELETE)}
+                for r, a in zip(rows, actions.tolist()):
+                    buckets[a].append(r)
+                moved = 0
+                moved += self._keep(buckets[ACTION_KEEP], now, report)
+                moved += self._delete(buckets[ACTION_DELETE], now, report)
+                moved += self._demote(buckets[ACTION_DEMOTE], now, report, touched_shards)
+                moved += self._archive(buckets[ACTION_ARCHIVE], now, report)
+                bar.update(len(rows))
+                if moved == 0:
+                    break  # every row changed under us; the next sweep sees their new state
+        except (ObjectStoreError, CorruptDataError, OSError) as exc:
+            report.errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            bar.close()
+        for ns in touched_shards:
+            self.compact_warm(ns, now)
+        report.remaining_due = s._catalog.count_due(now)
+        report.elapsed_s = time.perf_counter() - start
+        return report
+
+    def _count(self, report: SweepReport, row: MemoryRow, key: str) -> None:
+        setattr(report, key, getattr(report, key) + 1)
+        per = report.by_type.setdefault(row.memory_type, {})
+        per[key] = per.get(key, 0) + 1
+
+    # -- keep: a row was due but no action applies (its state moved on) ------
+
+    def _keep(self, rows: list[MemoryRow], now: float, report: SweepReport) -> int:
+        """Rewrite the due time of rows that were due but need no action (their
+        stored due time was stale, e.g. after a context change)."""
+        if not rows:
+            return 0
+        new_due: dict[int, float] = {}
+        for tier in (TIER_HOT, TIER_WARM, TIER_COLD):
+            part = [r for r in rows if r.tier == tier]
+            if part:
+                # A kept row must leave the due range, or this sweep would read it again.
+                new_due.update((r.rid, max(d, now + 1.0)) for r, d in zip(part, self.due_in_tier(part, tier).tolist()))
+
+        def write(conn: sqlite3.Connection) -> None:
+            for r in rows:
+                if _unchanged(conn, r):
+                    conn.execute("UPDATE memories SET due_at = ? WHERE rid = ?", (_sql_inf(new_due[r.rid]), r.rid))
+
+        self.s._catalog.write(write)
+        for ns, group in group_by_ns(r for r in rows if r.tier == TIER_HOT).items():
+            space = self.s._hot.get(ns)
+            if space is None:
+                continue
+            with space.lock.read(), space.access_lock:
+                for r in group:
+                    slot = space.slot_of.get(r.id)
+                    if slot is not None and not space.I[C.I_DIRTY, slot]:
+                        space.F[C.F_DUE, slot] = new_due[r.rid]
+        for r in rows:
+            self._count(report, r, "kept")
+        return len(rows)
+
+    # -- delete -----------------------------------------------------------------
+
+    def _delete(self, rows: list[MemoryRow], now: float, report: SweepReport) -> int:
+        moved = 0
+        for ns, group in group_by_ns(rows).items():
+            with self.s._hot.guard(ns) as space:
+                hot_rows = [r for r in group if r.tier == TIER_HOT]
+                ok_hot, slots = self._hot_eligible(space, hot_rows)
+                candidates = ok_hot + [r for r in group if r.tier != TIER_HOT]
+                reason = {r.rid: ("expired" if now >= r.expires_at else "weight") + ", low confidence"
+                          for r in candidates}
+
+                def write(conn: sqlite3.Connection) -> list[MemoryRow]:
+                    done = []
+                    for r in candidates:
+                        if not _unchanged(conn, r):
+                            continue
+                        conn.execute("DELETE FROM memories WHERE rid = ?", (r.rid,))
+                        if r.tier == TIER_COLD:
+                            conn.execute("DELETE FROM cold_text WHERE rowid = ?", (r.rid,))
+                        conn.execute(EVENT_SQL, self._event(r, now, "delete", r.tier, None, reason[r.rid]))
+                        done.append(r)
+                    return done
+
+                done = self.s._catalog.write(write)
+                done_ids = {r.rid for r in done}
+                if space is not None:
+                    space.remove([sl for r, sl in zip(ok_hot, slots) if r.rid in done_ids])
+            for r in done:
+                self._count(report, r, "deleted")
+            self.collect_archives({r.cold_key for r in done if r.cold_key})
+            moved += len(done)
+        return moved
+
+    # -- demote: hot -> warm ----------------------------------------------------------
+
+    def _demote(self, rows: list[MemoryRow], now: float, report: SweepReport, touched: set[str]) -> int:
+        s = self.s
+        moved = 0
+        for ns, group in group_by_ns(rows).items():
+            vectors = stack_embeddings([r.embedding for r in group], s.dim)
+            rids = np.array([r.rid for r in group], np.int64)
+            name, kind = s._warm.write_shard(ns, rids, vectors)  # 1. copy
+            crash_point("demote.after_shard")
+            with s._hot.guard(ns) as space:
+                ok, slots = self._hot_eligible(space, group)
+                due = self.due_in_tier(ok, TIER_WARM) if ok else np.zeros(0)
+
+                def write(conn: sqlite3.Connection) -> list[MemoryRow]:  # 2. commit
+                    cur = conn.execute(
+                        "INSERT INTO shards (ns, name, kind, count, created_at) VALUES (?, ?, ?, ?, ?)",
+                        (ns, name, kind, len(group), now))
+                    shard = int(cur.lastrowid)  # type: ignore[arg-type]
+                    done = []
+                    for r, d in zip(ok, due.tolist()):
+                        if not _unchanged(conn, r):
+                            continue
+                        conn.execute("UPDATE memories SET tier = ?, shard = ?, due_at = ? WHERE rid = ?",
+                                     (TIER_WARM, shard, _sql_inf(d), r.rid))
+                        conn.execute(EVENT_SQL, self._event(r, now, "demote", TIER_HOT, TIER_WARM, "weight"))
+                        done.append(r)
+                    if not done:
+                        conn.execute("DELETE FROM shards WHERE shard = ?", (shard,))
+                    return done
+
+                done = s._catalog.write(write)
+                if space is not None:  # 3. remove
+                    done_ids = {r.rid for r in done}
+                    space.remove([sl for r, sl in zip(ok, slots) if r.rid in done_ids])
+            if not done:
+                s._warm.remove_files(name)
+            s._warm.refresh()
+            touched.add(ns)
+            for r in done:
+                self._count(report, r, "demoted")
+            moved += len(done)
+        return moved
+
+    # -- archive: hot or warm -> cold ---------------------------------------------------
+
+    def _archive(self, rows: list[MemoryRow], now: float, report: SweepReport) -> int:
+        moved = 0
+        for ns, group in group_by_ns(rows).items():
+            key = self._record_batch(ns, [r.rid for r in group], now)
+            crash_point("archive.after_intent")
+            done = self._finish_batch(key, ns, group, now, report)
+            moved += len(done)
+        return moved
+
+    def _record_batch(self, ns: str, rids: list[int], now: float) -> str:
+        """Record a pending archive batch; returns its key."""
+        def write(conn: sqlite3.Connection) -> str:
+            cur = conn.execute(
+                "INSERT INTO archives (key, ns, rids, state, count, created_at) VALUES (?, ?, ?, 'pending', ?, ?)",
+                (f"pending-{time.monotonic_ns()}-{threading.get_ident()}", ns, json.dumps(rids), len(rids), now))
+            batch = int(cur.lastrowid)  # type: ignore[arg-type]
+            key = ColdTier.new_key(ns, batch)
+            conn.execute("UPDATE archives SET key = ? WHERE batch = ?", (key, batch))
+            return key
+
+        return self.s._catalog.write(write)
+
+    def _finish_batch(self, key: str, ns: str, rows: list[MemoryRow], now: float,
+                      report: SweepReport | None) -> list[MemoryRow]:
+        """Write the batch's object (unless it exists) and move the rows that
+        are still as classified into it."""
+        s = self.s
+        entries = s._cold.write_batch(key, ns, rows, now)  # 1. copy
+        crash_point("archive.after_put")
+        where = {e.id: e for e in entries}
+        with s._hot.guard(ns) as space:
+            hot_rows = [r for r in rows if r.tier == TIER_HOT]
+            ok_hot, slots = self._hot_eligible(space, hot_rows)
+            candidates = ok_hot + [r for r in rows if r.tier != TIER_HOT]
+            due = self.due_in_tier(candidates, TIER_COLD) if candidates else np.zeros(0)
+
+            def write(conn: sqlite3.Connection) -> list[MemoryRow]:  # 2. commit
+                done = []
+                for r, d in zip(candidates, due.tolist()):
+                    e = where.get(r.id)
+                    if e is None or not _unchanged(conn, r):
+                        continue
+                    conn.execute(
+                        "UPDATE memories SET tier = ?, embedding = NULL, shard = NULL, cold_key = ?, cold_offset = ?,"
+                        " cold_length = ?, due_at = ? WHERE rid = ?",
+                        (TIER_COLD, key, e.offset, e.length, _sql_inf(d), r.rid))
+                    conn.execute("INSERT INTO cold_text (rowid, content) VALUES (?, ?)", (r.rid, r.content))
+                    conn.execute(EVENT_SQL, self._event(r, now, "archive", r.tier, TIER_COLD, self._reason(r, now)))
+                    done.append(r)
+                conn.execute("UPDATE archives SET state = 'done' WHERE key = ?", (key,))
+                return done
+
+            done = s._catalog.write(write)
+            crash_point("archive.after_commit")
+            if space is not None:  # 3. remove
+                done_ids = {r.rid for r in done}
+                space.remove([sl for r, sl in zip(ok_hot, slots) if r.rid in done_ids])
+        if report is not None:
+            for r in done:
+                self._count(report, r, "archived")
+        if not done:
+            self.collect_archives({key})
+        return done
+
+    def recover(self, now: float, report: SweepReport) -> None:
+        """Finish archive batches a crash interrupted: the memories still due
+        for archiving go into the batch's object (written now if it was not);
+        the batch is dropped if none is left. Collect emptied batches."""
+        s = self.s
+        # Batches emptied by a restore or delete that crashed before collecting them.
+        self.collect_archives(k for (k,) in s._catalog.query(
+            "SELECT key FROM archives a WHERE state = 'done' AND NOT EXISTS"
+            " (SELECT 1 FROM memories m WHERE m.cold_key = a.key)"))
+        for key, ns, rids_json in s._catalog.query("SELECT key, ns, rids FROM archives WHERE state = 'pending'"):
+            rows = [r for r in s._catalog.get_rows_by_rid(json.loads(rids_json)) if r.tier != TIER_COLD]
+            actions = self.classify_rows(rows, now) if rows else np.zeros(0, np.int8)
+            rows = [r for r, a in zip(rows, actions.tolist()) if a == ACTION_ARCHIVE]
+            if rows:
+                self._finish_batch(key, ns, rows, now, report)
+            else:
+                s._catalog.write(lambda conn, key=key: conn.execute(
+                    "UPDATE archives SET state = 'done' WHERE key = ?", (key,)))
+                self.collect_archives({key})
+
+    def collect_archives(self, keys: Iterable[str]) -> int:
+        """Delete archive objects none of whose memories is still cold there."""
+        s = self.s
+        dropped = 0
+        for key in keys:
+            live = s._catalog.query_one("SELECT count(*) FROM memories WHERE cold_key = ?", (key,))
+            pending = s._catalog.query_one("SELECT count(*) FROM archives WHERE key = ? AND state = 'pending'",
+                                           (key,))
+            if live and live[0] == 0 and pending and pending[0] == 0:
+                s._cold.delete(key)
+                s._catalog.write(lambda conn, key=key: conn.execute("DELETE FROM archives WHERE key = ?", (key,)))
+                dropped += 1
+        return dropped
+
+    # -- warm shard upkeep ---------------------------------------------------------------
+
+    def compact_warm(self, ns: str, now: float) -> None:
+        """Rebuild shards that are mostly tombstones, and merge a namespace's
+        shards when there are too many."""
+        s = self.s
+        settings = s._warm.settings
+        infos = s._warm.shards(ns)
+        if not infos:
+            return
+        live = {shard: n for shard, n in s._catalog.query(
+            "SELECT shard, count(*) FROM memories WHERE ns = ? AND tier = ? AND shard IS NOT NULL GROUP BY shard",
+            (ns, TIER_WARM))}
+        stale = [i for i in infos if live.get(i.shard, 0) < settings.rebuild_live_fraction * i.count]
+        if len(infos) > settings.merge_above:
+            stale = infos
+        if not stale:
+            return
+        self.rebuild_shards(ns, stale, now)
+
+    def rebuild_shards(self, ns: str, infos: Sequence[Any], now: float) -> None:
+        """Replace ``infos`` by one shard of their live rows, vectors from the
+        catalog (so a damaged shard is rebuilt too)."""
+        s = self.s
+        ids = [i.shard for i in infos]
+        marks = ",".join("?" * len(ids))
+        rows = s._catalog.select_rows(f"WHERE m.tier = ? AND m.shard IN ({marks})", (TIER_WARM, *ids))
+        name = kind = None
+        if rows:
+            name, kind = s._warm.write_shard(ns, np.array([r.rid for r in rows], np.int64),
+                                             stack_embeddings([r.embedding for r in rows], s.dim))
+
+        def write(conn: sqlite3.Connection) -> None:
+            shard = None
+            if rows:
+                cur = conn.execute("INSERT INTO shards (ns, name, kind, count, created_at) VALUES (?, ?, ?, ?, ?)",
+                                   (ns, name, kind, len(rows), now))
+                shard = int(cur.lastrowid)  # type: ignore[arg-type]
+            conn.execute(f"UPDATE memories SET shard = ? WHERE tier = ? AND shard IN ({marks})",
+                         (shard, TIER_WARM, *ids))
+            conn.execute(f"DELETE FROM shards WHERE shard IN ({marks})", ids)
+
+        s._catalog.write(write)
+        s._warm.refresh()
+        for i in infos:
+            s._warm.forget(i.shard)
+            s._warm.remove_files(i.name)
+
+    # ------------------------------------------------------------------ into hot
+
+    def promote(self, ns: str, rows: Sequence[MemoryRow], now: float, *, access: bool, kind: str,
+                cold_records: dict[str, dict[str, Any]] | None = None) -> list[MemoryRow]:
+        """Move warm (or, with ``cold_records``, cold) rows into the hot tier.
+
+        access: count one access (a used search hit or a touch). Restored and
+        promoted memories restart their TTL now, count as recently used for
+        recency, and keep at least their type's initial weight, so the next
+        sweep does not send them straight back.
+        Returns the rows as they are now hot."""
+        s = self.s
+        cp = self.cp
+        new_rows: list[MemoryRow] = []
+        for r in rows:
+            t_idx = s.policy.type_index(r.memory_type)
+            w = lifetime.weight_at(r.w_ref, r.t_ref, r.half_life, now)
+            w0 = float(cp.w0_by_type[t_idx])
+            w = max(w, w0)
+            if access:
+                w += float(cp.boost_by_type[t_idx])
+            emb = r.embedding if cold_records is None else cold_records[r.id]["embedding"]
+            nr = MemoryRow(**{**r.__dict__})
+            nr.embedding = emb
+            nr.w_ref, nr.t_ref, nr.ttl_anchor = w, now, max(r.ttl_anchor, now)
+            # Brought back because it is needed: recent for recency, whether or
+            # not an access is counted.
+            nr.last_accessed_at = max(r.last_accessed_at, now)
+            if access:
+                nr.access_count += 1
+            nr.tier, nr.shard, nr.cold_key, nr.cold_offset, nr.cold_length = TIER_HOT, None, None, None, None
+            new_rows.append(nr)
+        if not new_rows:
+            return []
+        due = self.due_in_tier(new_rows, TIER_HOT)
+        for nr, d in zip(new_rows, due.tolist()):
+            nr.due_at = d
+        with s._hot.guard(ns) as space:
+            def write(conn: sqlite3.Connection) -> list[int]:
+                done = []
+                for old, nr in zip(rows, new_rows):
+                    if not _unchanged(conn, old):
+                        continue
+                    conn.execute(
+                        "UPDATE memories SET tier = ?, embedding = ?, shard = NULL, cold_key = NULL, cold_offset = NULL,"
+                        " cold_length = NULL, w_ref = ?, t_ref = ?, ttl_anchor = ?, access_count = ?,"
+                        " last_accessed_at = ?, due_at = ? WHERE rid = ?",
+                        (TIER_HOT, nr.embedding, nr.w_ref, nr.t_ref, nr.ttl_anchor, nr.access_count,
+                         nr.last_accessed_at, _sql_inf(nr.due_at), old.rid))
+                    if old.tier == TIER_COLD:
+                        conn.execute("DELETE FROM cold_text WHERE rowid = ?", (old.rid,))
+                    conn.execute(EVENT_SQL, self._event(nr, now, kind, old.tier, TIER_HOT, kind))
+                    done.append(old.rid)
+                return done
+
+            done_rids = set(s._catalog.write(write))
+            crash_point("restore.after_commit")
+            moved = [nr for nr in new_rows if nr.rid in done_rids]
+            if space is not None and moved:
+                space.add_rows(moved, stack_embeddings([nr.embedding for nr in moved], s.dim))
+        keys = {r.cold_key for r in rows if r.cold_key and r.rid in done_rids}
+        if keys:
+            self.collect_archives(keys)
+        return moved
+
+    def restore(self, ns: str, *, ids: Sequence[str] | None, where: dict[str, Any] | None, text: str | None,
+                limit: int | None, progress: bool | None) -> list[str]:
+        s = self.s
+        rows = self.select_cold(ns, ids=ids, where=where, text=text, limit=limit)
+        if not rows:
+            return []
+        restored: list[str] = []
+        with Progress(len(rows), "restore", enabled=progress, unit=" memories") as bar:
+            for i in range(0, len(rows), 256):
+                chunk = rows[i : i + 256]
+                records = s._cold.fetch([Location(r.cold_key, r.cold_offset, r.cold_length) for r in chunk])  # type: ignore[arg-type]
+                by_id = {}
+                for r, rec in zip(chunk, records):
+                    if rec["id"] != r.id or rec["ns"] != r.ns:
+                        raise CorruptDataError(
+                            f"archive object {r.cold_key} at byte {r.cold_offset} holds {rec['id']!r}, "
+                            f"the catalog expects {r.id!r}")
+                    by_id[r.id] = rec
+                now = s.clock.now()
+                moved = self.promote(ns, chunk, now, access=False, kind="restore", cold_records=by_id)
+                restored.extend(r.id for r in moved)
+                bar.update(len(chunk))
+        return restored
+
+    def select_cold(self, ns: str, *, ids: Sequence[str] | None, where: dict[str, Any] | None, text: str | None,
+                    limit: int | None) -> list[MemoryRow]:
+        """Cold rows of ``ns`` chosen by ids, a filter, or a keyword query."""
+        s = self.s
+        clauses = ["m.ns = ?", "m.tier = ?"]
+        params: list[Any] = [ns, TIER_COLD]
+        join = ""
+        if ids is not None:
+            ids = list(ids)
+            if not ids:
+                return []
+            known = {r[0]: r[1] for r in s._catalog.query(
+                f"SELECT id, tier FROM memories WHERE ns = ? AND id IN ({','.join('?' * len(ids))})", (ns, *ids))}
+            missing = [i for i in ids if i not in known]
+            if missing:
+                raise MemoryNotFoundError(f"no memory {missing[0]!r} in namespace {ns!r}")
+            clauses.append(f"m.id IN ({','.join('?' * len(ids))})")
+            params.extend(ids)
+        if where:
+            allowed = {"memory_type", "tags", "any_tags", "source", "created_after", "created_before",
+                       "archived_after", "archived_before"}
+            unknown = set(where) - allowed
+            if unknown:
+                raise InvalidInputError(f"restore where: unknown keys {sorted(unknown)} (expected {sorted(allowed)})")
+            if "memory_type" in where:
+                types = [where["memory_type"]] if isinstance(where["memory_type"], str) else list(where["memory_type"])
+                for t in types:
+                    s.policy.type_index(t)
+                clauses.append(f"m.memory_type IN ({','.join('?' * len(types))})")
+                params.extend(types)
+            if "source" in where:
+                clauses.append("m.source = ?")
+                params.append(str(where["source"]))
+            for key, every in (("tags", True), ("any_tags", False)):
+                if key in where:
+                    tags = [where[key]] if isinstance(where[key], str) else list(where[key])
+                    marks = ",".join("?" * len(tags))
+                    if every:
+                        clauses.append(f"(SELECT count(DISTINCT value) FROM json_each(m.tags) WHERE value IN ({marks})) = ?")
+                        params.extend([*tags, len(set(tags))])
+                    else:
+                        clauses.append(f"EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value IN ({marks}))")
+                        params.extend(tags)
+            for key, op in (("created_after", ">="), ("created_before", "<")):
+                if key in where:
+                    clauses.append(f"m.created_at {op} ?")
+                    params.append(float(where[key]))
+            for key, op in (("archived_after", ">="), ("archived_before", "<")):
+                if key in where:
+                    clauses.append(f"EXISTS (SELECT 1 FROM events e WHERE e.ns = m.ns AND e.id = m.id AND e.kind = 'archive'"
+                                   f" AND e.t {op} ?)")
+                    params.append(float(where[key]))
+        if text is not None:
+            if not isinstance(text, str) or not text.strip():
+                raise InvalidInputError("restore text must be a non-empty string")
+            join = " JOIN cold_text ON cold_text.rowid = m.rid"
+            clauses.append("cold_text MATCH ?")
+            params.append(_fts_query(text))
+        sql = f"{join} WHERE {' AND '.join(clauses)}"
+        sql += " ORDER BY rank" if text is not None else " ORDER BY m.rid"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        try:
+            return s._catalog.select_rows(sql, params)
+        except sqlite3.OperationalError as exc:
+            raise InvalidInputError(f"restore text query {text!r} is not valid: {exc}") from None
+
+    # ------------------------------------------------------------------ rebuild
+
+    def rebuild_cold_catalog(self, progress: bool | None) -> dict[str, int]:
+        """Recreate the catalog's cold rows from the archive objects alone.
+
+        A memory absent from the catalog is inserted as cold; a cold row that
+        points at a missing object, or at an older copy of the memory than the
+        one found, is repointed; a memory the catalog holds in the hot or warm
+        tier is left alone (its archived copy is stale)."""
+        s = self.s
+        cp = self.cp
+        counts = {"objects": 0, "records": 0, "inserted": 0, "repointed": 0, "skipped": 0}
+        keys = s._cold.list_batches()
+        with Progress(len(keys), "rebuild-catalog", enabled=progress, unit=" objects") as bar:
+            for key in keys:
+                header, records = s._cold.read_batch(key)
+                ns = header["namespace"]
+                counts["objects"] += 1
+                counts["records"] += len(records)
+                now = s.clock.now()
+
+                # Decide outside the write transaction (comparing copies reads the
+                # object store); the transaction re-checks that the row is as seen.
+                plan = []
+                for entry, rec in records:
+                    row = s._catalog.get_row(ns, rec["id"])
+                    replace = row is None or (row.tier == TIER_COLD and row.cold_key != key
+                                              and self._older_copy(row, rec))
+                    plan.append((entry, rec, row, replace))
+
+                def write(conn: sqlite3.Connection, key: str = key, ns: str = ns, plan: Any = plan) -> None:
+                    rids = []
+                    for entry, rec, seen, replace in plan:
+                        row = s._catalog.row_in(conn, ns, rec["id"])
+                        if not replace or (row is None) != (seen is None) or (
+                                row is not None and fingerprint(row) != fingerprint(seen)):
+                            counts["skipped"] += 1
+                            if row is not None and row.cold_key == key:
+                                rids.append(row.rid)
+                            continue
+                        new = _row_from_record(rec, key, entry)
+                        new.due_at = float(self.due_in_tier([new], TIER_COLD)[0])
+                        if row is None:
+                            cur = conn.execute(INSERT_SQL, insert_params(new))
+                            new.rid = int(cur.lastrowid)  # type: ignore[arg-type]
+                            conn.execute("INSERT INTO cold_text (rowid, content) VALUES (?, ?)", (new.rid, new.content))
+                            counts["inserted"] += 1
+                        else:
+                            new.rid = row.rid
+                            conn.execute("UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ? WHERE rid = ?",
+                                         (key, entry.offset, entry.length, row.rid))
+                            counts["repointed"] += 1
+                        rids.append(new.rid)
+                    if conn.execute("SELECT 1 FROM archives WHERE key = ?", (key,)).fetchone() is None:
+                        batch = batch_number(key)
+                        taken = batch is None or conn.execute(
+                            "SELECT 1 FROM archives WHERE batch = ?", (batch,)).fetchone() is not None
+                        conn.execute(
+                            "INSERT INTO archives (batch, key, ns, rids, state, count, created_at)"
+                            " VALUES (?, ?, ?, ?, 'done', ?, ?)",
+                            (None if taken else batch, key, ns, json.dumps(rids), len(records), now))
+
+                s._catalog.write(write)
+                bar.update()
+        return counts
+
+    def _older_copy(self, row: MemoryRow, rec: dict[str, Any]) -> bool:
+        """Whether the catalog's cold copy of a memory is missing or older than ``rec``."""
+        s = self.s
+        if row.cold_key is None or not s._cold.store.exists(row.cold_key):
+            return True
+        current = s._cold.fetch([Location(row.cold_key, row.cold_offset, row.cold_length)])[0]  # type: ignore[arg-type]
+        return float(current["archived_at"]) < float(rec["archived_at"])
+
+    # ------------------------------------------------------------------ background
+
+    def start(self, interval_s: float, max_items: int, time_budget_s: float) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+
+        def run() -> None:
+            delay = interval_s
+            while not self._stop.wait(delay):
+                try:
+                    report = self.s.sweep(max_items=max_items, time_budget_s=time_budget_s)
+                except Exception as exc:  # noqa: BLE001 - kept for stats, retried with backoff
+                    report = None
+                    self.background_errors.append(f"{type(exc).__name__}: {exc}")
+                if report is None or report.errors:
+                    if report is not None:
+                        self.background_errors.extend(report.errors)
+                    delay = min(delay * 2, max(60.0, interval_s))  # back off while the store is failing
+                else:
+                    # more due than one pass took: come back sooner
+                    delay = interval_s / 4 if report.remaining_due else interval_s
+                del self.background_errors[:-100]
+
+        self._thread = threading.Thread(target=run, name="tierstore-migrator", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+def _row_from_record(rec: dict[str, Any], key: str, entry: Any) -> MemoryRow:
+    """A cold catalog row for an archive record found in the bucket."""
+    return MemoryRow(
+        rid=-1, ns=rec["ns"], id=rec["id"], content=rec["content"], embedding=None,
+        memory_type=rec["memory_type"], source=rec["source"], tags=tuple(rec["tags"]),
+        created_at=float(rec["created_at"]), last_accessed_at=float(rec["last_accessed_at"]),
+        access_count=int(rec["access_count"]), conf_llm=rec["conf_llm"], conf_rule=rec["conf_rule"],
+        conf_feedback=rec["conf_feedback"], confidence=float(rec["confidence"]), t_conf=float(rec["t_conf"]),
+        ttl_seconds=rec["ttl_seconds"], pinned=bool(rec["pinned"]), tier=TIER_COLD, w_ref=float(rec["w_ref"]),
+        t_ref=float(rec["t_ref"]), half_life=float(rec["half_life"]),
+        ttl=math.inf if rec["ttl"] is None else float(rec["ttl"]), ttl_anchor=float(rec["ttl_anchor"]),
+        ctx_mult=float(rec["ctx_mult"]), due_at=math.inf, cold_key=key, cold_offset=entry.offset,
+        cold_length=entry.length,
+    )
+
+
+def _fts_query(text: str) -> str:
+    """Keywords as an FTS5 query: each word quoted (no operators), all required."""
+    words = [w for w in "".join(ch if ch.isalnum() else " " for ch in text).split() if w]
+    if not words:
+        raise InvalidInputError(f"restore text {text!r} has no words")
+    return " ".join('"' + w.replace('"', '""') + '"' for w in words)

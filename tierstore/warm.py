@@ -1,0 +1,266 @@
+"""The warm tier: immutable on-disk shards per namespace.
+
+A shard is a directory ``warm/<ns>/<name>/`` holding ``rids.i64`` (catalog row
+ids, little-endian int64), either ``vectors.f32`` (a flat float32 matrix, for
+small shards) or ``index.hnsw`` (an hnswlib index labelled by row position),
+and ``manifest.json`` with the SHA-256 of each file, written last.
+
+Shards never change. A memory leaves a shard (promoted, archived, deleted) by
+a catalog update alone: the catalog says which rows are still in which shard,
+so every other row of the shard is a tombstone. A shard whose live fraction
+falls below ``rebuild_live_fraction`` is rebuilt from the catalog's vectors.
+
+Shards load lazily into an LRU cache bounded in bytes (hnswlib's
+``load_index`` reads the whole file; there is no mmap).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import hnswlib
+import numpy as np
+
+from .catalog import Catalog
+from .errors import CorruptDataError
+from .kernels import inner_products, top_candidates
+
+FORMAT = "tierstore-warm-shard"
+
+
+@dataclass(frozen=True)
+class WarmSettings:
+    cache_bytes: int = 256 * 1024 * 1024  # loaded shards kept in memory, at most
+    flat_threshold: int = 4096  # shards with more vectors get an hnswlib index
+    hnsw_m: int = 16
+    hnsw_ef_construction: int = 100
+    hnsw_ef_search: int = 64
+    rebuild_live_fraction: float = 0.5  # rebuild a shard when fewer of its rows are live
+    merge_above: int = 8  # merge a namespace's shards when it has more than this many
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    shard: int  # catalog id
+    ns: str
+    name: str  # directory under warm/
+    kind: str  # "flat" or "hnsw"
+    count: int
+
+
+@dataclass
+class LoadedShard:
+    info: ShardInfo
+    rids: np.ndarray
+    vectors: np.ndarray | None
+    index: hnswlib.Index | None
+    nbytes: int
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class WarmTier:
+    def __init__(self, directory: Path, dim: int, settings: WarmSettings, catalog: Catalog) -> None:
+        self.directory = directory
+        self.dim = dim
+        self.settings = settings
+        self.catalog = catalog
+        self._cache: OrderedDict[int, LoadedShard] = OrderedDict()
+        self._cache_bytes = 0
+        self._lock = threading.Lock()
+        self._by_ns: dict[str, list[ShardInfo]] | None = None
+        self.errors: list[str] = []
+
+    # -- shard list ------------------------------------------------------------
+
+    def _load_list(self) -> dict[str, list[ShardInfo]]:
+        by_ns: dict[str, list[ShardInfo]] = {}
+        for shard, ns, name, kind, count in self.catalog.query(
+            "SELECT shard, ns, name, kind, count FROM shards ORDER BY shard"
+        ):
+            by_ns.setdefault(ns, []).append(ShardInfo(shard, ns, name, kind, count))
+        return by_ns
+
+    def shards(self, ns: str) -> list[ShardInfo]:
+        by_ns = self._by_ns
+        if by_ns is None:
+            with self._lock:
+                if self._by_ns is None:
+                    self._by_ns = self._load_list()
+                by_ns = self._by_ns
+        return by_ns.get(ns, [])
+
+    def refresh(self) -> None:
+        """Re-read the shard list after the catalog changed it."""
+        with self._lock:
+            self._by_ns = self._load_list()
+
+    # -- writing ---------------------------------------------------------------
+
+    def write_shard(self, ns: str, rids: np.ndarray, vectors: np.ndarray) -> tuple[str, str]:
+        """Write a new shard's files (not yet in the catalog); returns its
+        ``(name, kind)``. The directory appears complete or not at all."""
+        name = f"{ns}/{uuid.uuid4().hex}"
+        final = self.directory / name
+        tmp = self.directory / ns / f".tmp-{uuid.uuid4().hex}"
+        tmp.mkdir(parents=True)
+        try:
+            rids = np.ascontiguousarray(rids, dtype="<i8")
+            (tmp / "rids.i64").write_bytes(rids.tobytes())
+            files = ["rids.i64"]
+            if len(rids) > self.settings.flat_threshold:
+                kind = "hnsw"
+                s = self.settings
+                index = hnswlib.Index(space="ip", dim=self.dim)
+                index.init_index(max_elements=len(rids), M=s.hnsw_m, ef_construction=s.hnsw_ef_construction,
+                                 random_seed=100)
+                index.add_items(vectors, np.arange(len(rids)), num_threads=-1)
+                index.save_index(str(tmp / "index.hnsw"))
+                files.append("index.hnsw")
+            else:
+                kind = "flat"
+                (tmp / "vectors.f32").write_bytes(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
+                files.append("vectors.f32")
+            manifest = {"format": FORMAT, "version": 1, "namespace": ns, "dim": self.dim, "count": int(len(rids)),
+                        "kind": kind, "sha256": {f: _sha256(tmp / f) for f in files}}
+            (tmp / "manifest.json").write_text(json.dumps(manifest))
+            for f in files + ["manifest.json"]:
+                _fsync(tmp / f)
+            os.replace(tmp, final)
+            _fsync(final.parent)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return name, kind
+
+    def remove_files(self, name: str) -> None:
+        shutil.rmtree(self.directory / name, ignore_errors=True)
+
+    def forget(self, shard: int) -> None:
+        """Drop a shard from the cache (after it left the catalog)."""
+        with self._lock:
+            loaded = self._cache.pop(shard, None)
+            if loaded is not None:
+                self._cache_bytes -= loaded.nbytes
+
+    def remove_orphans(self) -> int:
+        """Delete shard directories the catalog does not know (a crash between
+        writing a shard and committing it). Returns how many."""
+        known = {name for (name,) in self.catalog.query("SELECT name FROM shards")}
+        removed = 0
+        if not self.directory.exists():
+            return 0
+        for ns_dir in self.directory.iterdir():
+            if not ns_dir.is_dir():
+                continue
+            for d in ns_dir.iterdir():
+                if f"{ns_dir.name}/{d.name}" not in known:
+                    shutil.rmtree(d, ignore_errors=True)
+                    removed += 1
+        return removed
+
+    # -- reading ---------------------------------------------------------------
+
+    def load(self, info: ShardInfo) -> LoadedShard:
+        with self._lock:
+            hit = self._cache.get(info.shard)
+            if hit is not None:
+                self._cache.move_to_end(info.shard)
+                return hit
+        loaded = self._read(info)
+        with self._lock:
+            if info.shard not in self._cache:
+                self._cache[info.shard] = loaded
+                self._cache_bytes += loaded.nbytes
+            while self._cache_bytes > self.settings.cache_bytes and len(self._cache) > 1:
+                _, old = self._cache.popitem(last=False)
+                self._cache_bytes -= old.nbytes
+            return self._cache.get(info.shard, loaded)
+
+    def _read(self, info: ShardInfo) -> LoadedShard:
+        d = self.directory / info.name
+        mpath = d / "manifest.json"
+        try:
+            manifest = json.loads(mpath.read_text())
+        except (OSError, ValueError) as exc:
+            raise CorruptDataError(f"warm shard manifest {mpath} is unreadable: {exc}") from None
+        for f, digest in manifest.get("sha256", {}).items():
+            path = d / f
+            if not path.exists() or _sha256(path) != digest:
+                raise CorruptDataError(f"warm shard file {path} fails its checksum")
+        rids = np.frombuffer((d / "rids.i64").read_bytes(), dtype="<i8").astype(np.int64)
+        if len(rids) != info.count or manifest.get("dim") != self.dim:
+            raise CorruptDataError(f"warm shard {d} does not match the catalog (count or dimension)")
+        if info.kind == "hnsw":
+            index = hnswlib.Index(space="ip", dim=self.dim)
+            index.load_index(str(d / "index.hnsw"), max_elements=len(rids))
+            index.set_ef(self.settings.hnsw_ef_search)  # not saved by hnswlib
+            index.set_num_threads(1)
+            nbytes = (d / "index.hnsw").stat().st_size + rids.nbytes
+            return LoadedShard(info, rids, None, index, nbytes)
+        vectors = np.frombuffer((d / "vectors.f32").read_bytes(), dtype="<f4").astype(np.float32)
+        vectors = vectors.reshape(len(rids), self.dim)
+        return LoadedShard(info, rids, vectors, None, vectors.nbytes + rids.nbytes)
+
+    def candidates(self, ns: str, q: np.ndarray, want: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``want`` most similar rows of each of the namespace's shards:
+        ``(rids, cosines)``, tombstones included (the caller checks the catalog).
+        A shard that fails to load is skipped and reported in ``errors``."""
+        rid_parts, sim_parts = [], []
+        for info in self.shards(ns):
+            try:
+                shard = self.load(info)
+            except CorruptDataError as exc:
+                self.errors.append(str(exc))
+                continue
+            n = len(shard.rids)
+            if n == 0:
+                continue
+            k = min(want, n)
+            if shard.index is not None:
+                labels, dists = shard.index.knn_query(q, k=k)
+                pos = labels[0].astype(np.int64)
+                sims = 1.0 - dists[0]
+            else:
+                assert shard.vectors is not None
+                all_sims = inner_products(q, shard.vectors, n)
+                pos = top_candidates(all_sims, np.ones(n, np.int64), n, k)
+                sims = all_sims[pos]
+            rid_parts.append(shard.rids[pos])
+            sim_parts.append(sims.astype(np.float32))
+        if not rid_parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return np.concatenate(rid_parts), np.concatenate(sim_parts)
+
+    def vectors(self, info: ShardInfo) -> tuple[np.ndarray, np.ndarray]:
+        """All rids and vectors of a shard (for merging)."""
+        shard = self.load(info)
+        if shard.index is not None:
+            vecs = np.asarray(shard.index.get_items(np.arange(len(shard.rids)), return_type="numpy"), np.float32)
+        else:
+            assert shard.vectors is not None
+            vecs = shard.vectors
+        return shard.rids, vecs
