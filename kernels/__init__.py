@@ -8,6 +8,7 @@ Query-path kernels are serial and release the GIL (``nogil=True``): Numba's
 default threading layer aborts when two threads enter a parallel kernel at once.
 """
 
+from . import _cache  # noqa: F401  (first: registers the cache locator before any kernel is defined)
 from .columns import (
     ACTION_ARCHIVE,
     ACTION_DELETE,

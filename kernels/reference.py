@@ -105,11 +105,12 @@ def confidence(conf: float, t_conf: float, conf_half_life: float, t: float) -> f
 def weight_crossing(w_ref: float, t_ref: float, half_life: float, theta: float) -> float:
     """Time (s) at which ``W`` reaches ``θ``: ``t_ref + h·log2(w_ref/θ)`` (DESIGN §3).
 
-    ``+inf`` if ``θ <= 0`` (never crossed); ``-inf`` if ``w_ref <= 0`` (always)."""
+    ``+inf`` if ``θ <= 0`` (never crossed); ``-inf`` if ``w_ref <= θ`` (already
+    there: ``W`` is held at ``w_ref`` before ``t_ref``, never extrapolated back)."""
     w_ref, t_ref, half_life, theta = float(w_ref), float(t_ref), float(half_life), float(theta)
     if theta <= 0.0:
         return math.inf
-    if w_ref <= 0.0:
+    if w_ref <= theta:
         return -math.inf
     ratio = w_ref / theta
     if ratio == 0.0:  # underflow (subnormal w_ref): log2(0) = -inf
@@ -118,14 +119,14 @@ def weight_crossing(w_ref: float, t_ref: float, half_life: float, theta: float) 
 
 
 def confidence_crossing(conf: float, t_conf: float, conf_half_life: float, bar: float) -> float:
-    """Time (s) from which the decayed confidence is below ``bar``.
+    """Time (s) from which the decayed confidence is at or below ``bar``.
 
-    ``+inf`` if ``bar <= 0`` or (``conf >= bar`` and no decay); ``-inf`` if
-    ``conf < bar`` already; else ``t_conf + h_c·log2(conf/bar)``."""
+    ``+inf`` if ``bar <= 0`` or (``conf > bar`` and no decay); ``-inf`` if
+    ``conf <= bar`` already; else ``t_conf + h_c·log2(conf/bar)``."""
     conf, t_conf, conf_half_life, bar = float(conf), float(t_conf), float(conf_half_life), float(bar)
     if bar <= 0.0:
         return math.inf
-    if conf < bar:
+    if conf <= bar:
         return -math.inf
     if math.isinf(conf_half_life):
         return math.inf
@@ -240,11 +241,11 @@ def ref_classify(now, tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t
     """Action per memory at ``now`` (int8): 0 keep, 1 demote, 2 archive, 3 delete.
 
     Evaluated on the decayed values ``W = W(now)``, ``c = c(now)`` (not on
-    crossing times): below(θ) is ``θ > 0 and W <= θ``; low_conf is ``c < bar``.
+    crossing times): below(θ) is ``θ > 0 and W <= θ``; low_conf is ``c <= bar``.
     pinned → keep; cold → delete if below(delete) and low_conf, else keep;
     ``now >= expires_at`` → delete if low_conf else archive; below(delete) and
     low_conf → delete; below(archive) → archive; hot and below(demote) → demote;
-    else keep. Equal to the crossing-time form for ``now >= t_ref`` (up to rounding)."""
+    else keep. Equal to the crossing-time form (up to rounding at the boundary)."""
     now = float(now)
     demote, archive, delete, bar = _f(thresholds)[:4]
     out = []
@@ -259,7 +260,7 @@ def ref_classify(now, tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t
         def below(theta: float) -> bool:
             return theta > 0.0 and W <= theta
 
-        low_conf = bar > 0.0 and c < bar
+        low_conf = bar > 0.0 and c <= bar
         deletable = below(delete) and low_conf
         if tr == TIER_COLD:
             out.append(ACTION_DELETE if deletable else ACTION_KEEP)

@@ -69,7 +69,7 @@ def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type
                  rule_mult, mask_tags, k):
     """Rank candidate slots of one namespace; return the best ``k``.
 
-    cand: slot of each candidate (any int dtype; negative = none);
+    cand: slot of each candidate (int64, negative = none; or hnswlib's uint64 labels);
     cand_scores: cosine of each candidate, or inner-product distance (1 - cos)
     when ``params[P_DISTANCE]`` is 1; F, I: the namespace's columns (see
     :mod:`.columns`); tags: int32 ``(capacity, width)`` tag ids padded with -1;

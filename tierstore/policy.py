@@ -54,11 +54,13 @@ class TypePolicy:
 class Thresholds:
     """Decayed-weight thresholds of the migrator (demote > archive > delete).
 
-    A hot memory whose weight falls below ``demote`` moves to warm; below
-    ``archive`` (from hot or warm) to cold. A memory is deleted only when its
-    weight is below ``delete`` *and* its confidence is below
-    ``delete_below_confidence``; an expired memory is archived, or deleted if
-    its confidence is below that bar. Pinned memories are never touched.
+    A hot memory whose weight falls to ``demote`` or below moves to warm; to
+    ``archive`` or below (from hot or warm), to cold. A memory is deleted only
+    when its weight is at or below ``delete`` *and* its (decayed) confidence at
+    or below ``delete_below_confidence``; an expired memory is archived, or
+    deleted if its confidence is at or below that bar. Pinned memories are
+    never touched. A threshold of 0 turns its rule off (``delete = 0``: no
+    weight-based deletion; ``delete_below_confidence = 0``: no deletion).
     """
 
     demote: float = 0.3
