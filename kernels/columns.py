@@ -30,7 +30,8 @@ I_ACCESS_COUNT = 1
 I_PINNED = 2  # 1: exempt from every expiry
 I_ALIVE = 3  # 0: deleted or moved out (slot kept until compaction)
 I_DIRTY = 4  # 1: changed since the last flush to the catalog
-NI = 5
+I_FLUSHED_COUNT = 5  # access count as of the last flush (the difference goes to the access log)
+NI = 6
 
 TIER_HOT = 0
 TIER_WARM = 1

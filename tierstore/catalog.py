@@ -129,8 +129,21 @@ CREATE TABLE IF NOT EXISTS events (
     memory_type  TEXT
 );
 CREATE INDEX IF NOT EXISTS events_t ON events (t);
+-- Accesses, aggregated per memory and day so that the log does not grow per search.
+CREATE TABLE IF NOT EXISTS access_log (
+    ns    TEXT    NOT NULL,
+    id    TEXT    NOT NULL,
+    day   INTEGER NOT NULL,             -- floor(time / 86400)
+    count INTEGER NOT NULL,
+    PRIMARY KEY (ns, id, day)
+) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS events_ns_id ON events (ns, id);
 """
+
+ACCESS_LOG_SQL = (
+    "INSERT INTO access_log (ns, id, day, count) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (ns, id, day) DO UPDATE SET count = count + excluded.count"
+)
 
 EVENT_SQL = (
     "INSERT INTO events (t, ns, id, kind, from_tier, to_tier, reason, weight, confidence, access_count,"

@@ -118,6 +118,7 @@ def columns_from_rows(rows: Sequence[MemoryRow], type_idx: dict[str, int],
         )
         I[C.I_TYPE, j] = type_idx[r.memory_type]
         I[C.I_ACCESS_COUNT, j] = r.access_count
+        I[C.I_FLUSHED_COUNT, j] = r.access_count
         I[C.I_PINNED, j] = 1 if r.pinned else 0
         I[C.I_ALIVE, j] = 1
     width = max((len(t) for t in tag_ids), default=0)
@@ -427,14 +428,25 @@ class HotNamespace:
             int(self.rids[s]),
         )
 
-    def take_dirty(self) -> list[tuple[Any, ...]]:
-        """State rows of every changed live slot; clears their dirty flags."""
+    def take_dirty(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """State rows of every changed live slot, and the accesses counted
+        since the last flush as access-log rows ``(ns, id, day, count)``;
+        clears the dirty flags."""
         dirty = np.flatnonzero(self.I[C.I_DIRTY, : self.n])
         if dirty.size == 0:
-            return []
-        out = [self.state_row(int(s)) for s in dirty.tolist() if self.I[C.I_ALIVE, s]]
-        self.I[C.I_DIRTY, dirty] = 0
-        return out
+            return [], []
+        states, accesses = [], []
+        I = self.I
+        for s in dirty.tolist():
+            if not I[C.I_ALIVE, s]:
+                continue
+            states.append(self.state_row(s))
+            delta = int(I[C.I_ACCESS_COUNT, s] - I[C.I_FLUSHED_COUNT, s])
+            if delta > 0:
+                accesses.append((self.name, self.ids[s], int(self.F[C.F_LAST_ACCESS, s] // 86400), delta))
+                I[C.I_FLUSHED_COUNT, s] = I[C.I_ACCESS_COUNT, s]
+        I[C.I_DIRTY, dirty] = 0
+        return states, accesses
 
     # -- checkpoints -------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import numpy as np
 
 from . import lifetime
-from .catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
+from .catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
 from .cold import ColdTier, Location, batch_number, group_by_ns
 from .errors import CorruptDataError, InvalidInputError, MemoryNotFoundError, ObjectStoreError
 from .faults import crash_point
@@ -490,6 +490,8 @@ class Migrator:
                          nr.last_accessed_at, _sql_inf(nr.due_at), old.rid))
                     if old.tier == TIER_COLD:
                         conn.execute("DELETE FROM cold_text WHERE rowid = ?", (old.rid,))
+                    if access and s.settings.access_log:
+                        conn.execute(ACCESS_LOG_SQL, (nr.ns, nr.id, int(now // 86400), 1))
                     conn.execute(EVENT_SQL, self._event(nr, now, kind, old.tier, TIER_HOT, kind))
                     done.append(old.rid)
                 return done

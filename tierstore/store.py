@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import lifetime
-from .catalog import EVENT_SQL, INSERT_SQL, MEMORY_COLUMNS, UPDATE_STATE_SQL, Catalog, MemoryRow, insert_params
+from .catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MEMORY_COLUMNS, UPDATE_STATE_SQL, Catalog, MemoryRow, insert_params
 from .clock import Clock, SystemClock
 from .cold import ColdTier
 from .migrator import Migrator, fingerprint
@@ -47,6 +47,7 @@ from .policy import Policy
 from .scoring import CompiledPolicy
 from .faults import crash_point
 from .tags import TagVocab
+from .trace import TraceWriter, encode_vector
 from .validation import (
     check_confidence,
     check_id,
@@ -79,6 +80,7 @@ class Settings:
     flush_interval_s: float = 1.0  # access updates reach the catalog at least this often
     max_tags_per_memory: int = 64  # tags beyond this are rejected
     sweep_batch: int = 1000  # due rows read per migrator batch
+    access_log: bool = True  # count accesses per memory and day in the catalog (access_log table)
 
 
 class TierStore:
@@ -105,6 +107,7 @@ class TierStore:
         self._cold = ColdTier(cold, dim)
         self._migrator = Migrator(self)
         self._type_idx = {t: i for i, t in enumerate(policy.type_names)}
+        self._trace: TraceWriter | None = None
         self._contexts: dict[str, tuple[str, ...]] = {
             ns: tuple(json.loads(tags)) for ns, tags in catalog.query("SELECT ns, tags FROM contexts")
         }
@@ -256,6 +259,11 @@ class TierStore:
             row.rid = rid
         with hot.lock.write():
             hot.add_rows(rows, vectors)
+        if self._trace is not None:
+            for r, v in zip(rows, vectors):
+                self._trace.write("add", now, ns=ns, id=r.id, content=r.content, embedding=encode_vector(v),
+                                  memory_type=r.memory_type, confidence=r.conf_llm, source=r.source,
+                                  tags=list(r.tags), ttl_seconds=r.ttl_seconds, pinned=r.pinned)
         return [r.id for r in rows]
 
     def _prepare_rows(self, ns: str, items: Sequence[Mapping[str, Any]], now: float) -> tuple[list[MemoryRow], np.ndarray]:
@@ -353,6 +361,8 @@ class TierStore:
                     record_accesses(ranked.slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
                                     cp.thresholds, cp.conf_half_life)
         if not warm_shards:
+            if self._trace is not None:
+                self._trace_search(now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, hits)
             return hits
         # Merge with the warm tier: best k of both by (score, similarity).
         warm = self._search_warm(ns, q, k, ctx, allowed, min_conf, now, explain)
@@ -372,7 +382,19 @@ class TierStore:
             used_warm = [m[5] for m in top if m[2] == 1]
             if used_warm:
                 self._migrator.promote(ns, used_warm, now, access=True, kind="promote")
-        return [m[4] for m in top]
+        result = [m[4] for m in top]
+        if self._trace is not None:
+            self._trace_search(now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, result)
+        return result
+
+    def _trace_search(self, now: float, ns: str, q: np.ndarray, k: int, ctx_tags: Sequence[str],
+                      memory_types: Any, min_conf: float, include_warm: bool, record_access: bool,
+                      hits: list[Hit]) -> None:
+        assert self._trace is not None
+        self._trace.write("search", now, ns=ns, query=encode_vector(q), k=k, context_tags=list(ctx_tags),
+                          memory_types=None if memory_types is None else list(memory_types),
+                          min_confidence=min_conf, include_warm=include_warm, record_access=record_access,
+                          hits=[h.id for h in hits])
 
     def _search_warm(self, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
                      now: float, explain: bool) -> list[tuple[Hit, float, MemoryRow]]:
@@ -520,11 +542,17 @@ class TierStore:
             extra = [r.id for r in rows if r.tier == TIER_WARM]
             for r in moved:
                 extra.remove(r.id)
-            if extra:  # a memory touched twice in one call: the rest of its accesses
-                self.touch(ns, extra)
+            if extra:  # a memory touched twice in one call: the rest of its accesses, now hot
+                with hot.lock.read():
+                    slots = [hot.slot_of[i] for i in extra if i in hot.slot_of]
+                    with hot.access_lock:
+                        record_accesses(np.array(slots, np.int64), now, hot.F, hot.I, cp.boost_by_type,
+                                        cp.refresh_by_type, cp.thresholds, cp.conf_half_life)
         for r in rows:
             if r.tier == TIER_COLD:
                 self._update_row(ns, r.id, lambda row, conn: self._access_in_catalog(row, conn, now))
+        if self._trace is not None:
+            self._trace.write("touch", now, ns=ns, ids=id_list)
 
     def _access_in_catalog(self, row: MemoryRow, conn: sqlite3.Connection, now: float) -> MemoryRow:
         cp = self._cp
@@ -536,6 +564,8 @@ class TierStore:
             row.ttl_anchor = max(row.ttl_anchor, now)
         row.due_at = self._due_of(row)
         self._catalog.write_state(conn, row)
+        if self.settings.access_log:
+            conn.execute(ACCESS_LOG_SQL, (row.ns, row.id, int(now // 86400), 1))
         return row
 
     def _due_of(self, row: MemoryRow) -> float:
@@ -550,6 +580,14 @@ class TierStore:
         ``1 - negative_weight_penalty·strength``. The memory's half-life, TTL
         and due time are recomputed for its new confidence. ``strength`` in
         (0, 1]. Durable when it returns; returns the updated memory."""
+        memory = self._feedback(ns, id, positive=positive, strength=strength, implicit=implicit)
+        if self._trace is not None:
+            self._trace.write("feedback", self.clock.now(), ns=ns, id=id, positive=positive, strength=strength,
+                              implicit=implicit)
+        return memory
+
+    def _feedback(self, ns: str, id: str, *, positive: bool, strength: float, implicit: bool) -> Memory:
+        """See :meth:`feedback`."""
         self._check_open()
         check_namespace(ns)
         check_id(id)
@@ -634,18 +672,19 @@ class TierStore:
                     fut = self._submit_dirty(hot, extra=lambda conn: conn.execute(EVENT_SQL, event))
         if fut is not None:
             fut.result()
-            return
+        else:
+            self._update_row(ns, id, lambda row, conn: self._pin_in_catalog(row, conn, pinned, now))
+        if self._trace is not None:
+            self._trace.write("pin", now, ns=ns, id=id, pinned=pinned)
 
-        def change(row: MemoryRow, conn: sqlite3.Connection) -> MemoryRow:
-            row.pinned = pinned
-            row.due_at = self._due_of(row)
-            self._catalog.write_state(conn, row)
-            tier = TIER_NAMES[row.tier]
-            conn.execute(EVENT_SQL, (now, ns, id, kind, tier, tier, "explicit", None, row.confidence,
-                                     row.access_count, row.memory_type))
-            return row
-
-        self._update_row(ns, id, change)
+    def _pin_in_catalog(self, row: MemoryRow, conn: sqlite3.Connection, pinned: bool, now: float) -> MemoryRow:
+        row.pinned = pinned
+        row.due_at = self._due_of(row)
+        self._catalog.write_state(conn, row)
+        tier = TIER_NAMES[row.tier]
+        conn.execute(EVENT_SQL, (now, row.ns, row.id, "pin" if pinned else "unpin", tier, tier, "explicit", None,
+                                 row.confidence, row.access_count, row.memory_type))
+        return row
 
     def _refresh_due(self, hot: HotNamespace, s: int) -> None:
         """Recompute slot ``s``'s due time and mark it dirty (hold access_lock)."""
@@ -683,6 +722,8 @@ class TierStore:
                     space.remove([slot])
         if row is not None and row.cold_key:
             self._migrator.collect_archives({row.cold_key})
+        if self._trace is not None and row is not None:
+            self._trace.write("delete", now, ns=ns, id=id)
         return row is not None
 
     # ------------------------------------------------------------------ context
@@ -729,6 +770,8 @@ class TierStore:
                 self._contexts[ns] = new_tags
         if fut is not None:
             fut.result()
+        if self._trace is not None:
+            self._trace.write("set_context", now, ns=ns, tags=list(new_tags))
 
     def _rescale_cold_rows(self, conn: sqlite3.Connection, ns: str, ctx: Any, now: float) -> None:
         """The warm and cold rows' share of a context change (inside the
@@ -767,13 +810,17 @@ class TierStore:
     def _submit_dirty(self, hot: HotNamespace, extra: Any = None) -> Any:
         """Queue the namespace's dirty state for the catalog (hold access_lock,
         so queue order is the order the state was taken in)."""
-        rows = hot.take_dirty()
+        rows, accesses = hot.take_dirty()
         if not rows and extra is None:
             return None
+        if not self.settings.access_log:
+            accesses = []
 
         def write(conn: sqlite3.Connection) -> None:
             if rows:
                 conn.executemany(UPDATE_STATE_SQL, rows)
+            if accesses:
+                conn.executemany(ACCESS_LOG_SQL, accesses)
             if extra is not None:
                 extra(conn)
 
@@ -845,8 +892,24 @@ class TierStore:
         if where is not None and not isinstance(where, Mapping):
             raise InvalidInputError("restore where must be a dict")
         with self._sweep_lock:
-            return self._migrator.restore(ns, ids=id_list, where=None if where is None else dict(where), text=text,
-                                          limit=limit, progress=progress)
+            restored = self._migrator.restore(ns, ids=id_list, where=None if where is None else dict(where),
+                                              text=text, limit=limit, progress=progress)
+        if self._trace is not None:
+            self._trace.write("restore", self.clock.now(), ns=ns, ids=id_list,
+                              where=None if where is None else dict(where), text=text, limit=limit, restored=restored)
+        return restored
+
+    def start_trace(self, path: str | os.PathLike[str]) -> None:
+        """Record every call from now on as JSON lines in ``path`` (appended),
+        for ``tierstore simulate``. See :mod:`tierstore.trace`."""
+        self._check_open()
+        self.stop_trace()
+        self._trace = TraceWriter(path)
+
+    def stop_trace(self) -> None:
+        if self._trace is not None:
+            self._trace.close()
+            self._trace = None
 
     def rebuild_catalog(self, *, progress: bool | None = False) -> dict[str, int]:
         """Rebuild the cold catalog from the archive objects in the object
@@ -935,6 +998,7 @@ class TierStore:
             if self._closed:
                 return
             self._migrator.stop()
+            self.stop_trace()
             self._stop.set()
             self._flusher.join(timeout=30)
             try:
