@@ -55,7 +55,6 @@ class Explain:
     terms: dict[str, float]
     score: float
     tier: str
-    masked_tags: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         parts = " ".join(f"{k}={self.normalised[k]:.3f}" for k in self.normalised)
