@@ -212,3 +212,21 @@ def test_background_migrator(tmp_path, rng):
         store.stop_migrator()
         assert store.stats().by_tier["cold"] == 30
         assert not store._migrator.running
+
+
+def test_lost_shard_files_are_rebuilt_by_the_next_sweep(store, clock, rng):
+    import shutil
+
+    vecs = [unit(rng) for _ in range(12)]
+    ids = store.add_batch("w", [{"content": f"f{i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)])
+    clock.advance(20 * DAY)
+    store.sweep()
+    (info,) = store._warm.shards("w")
+    shutil.rmtree(store.path / "warm" / info.name)  # e.g. a power cut before the files reached the disk
+    store._warm.forget(info.shard)
+    assert store.search("w", vecs[4], k=1, record_access=False) == []  # skipped, not an error
+    assert info.shard in store._warm.damaged
+    store.sweep()
+    assert not store._warm.damaged
+    hit = store.search("w", vecs[4], k=1, record_access=False)[0]
+    assert hit.id == ids[4] and hit.memory.tier == "warm"

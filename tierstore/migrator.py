@@ -28,7 +28,8 @@ import math
 import sqlite3
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -171,6 +172,7 @@ class Migrator:
             bar.close()
         for ns in touched_shards:
             self.compact_warm(ns, now)
+        self.repair_warm(now)
         report.remaining_due = s._catalog.count_due(now)
         report.elapsed_s = time.perf_counter() - start
         return report
@@ -213,126 +215,157 @@ class Migrator:
             self._count(report, r, "kept")
         return len(rows)
 
+    # A sweep batch moves memories of many namespaces at once: each step (copy,
+    # commit, remove) covers every namespace, so the catalog sees one
+    # transaction per step, not one per namespace. The namespaces' hot guards
+    # are taken in sorted order (callers elsewhere hold at most one).
+
+    @contextmanager
+    def _guards(self, namespaces: Iterable[str]) -> Iterator[dict[str, Any]]:
+        with ExitStack() as stack:
+            yield {ns: stack.enter_context(self.s._hot.guard(ns)) for ns in sorted(set(namespaces))}
+
+    def _plan(self, spaces: dict[str, Any], groups: dict[str, list[MemoryRow]]
+              ) -> dict[str, tuple[list[MemoryRow], list[int], list[MemoryRow]]]:
+        """Per namespace: the movable hot rows with their slots, and the other rows."""
+        plan = {}
+        for ns, group in groups.items():
+            ok_hot, slots = self._hot_eligible(spaces[ns], [r for r in group if r.tier == TIER_HOT])
+            plan[ns] = (ok_hot, slots, [r for r in group if r.tier != TIER_HOT])
+        return plan
+
+    def _remove_hot(self, spaces: dict[str, Any], plan: dict[str, Any], done: Iterable[MemoryRow]) -> None:
+        done_ids = {r.rid for r in done}
+        for ns, (ok_hot, slots, _) in plan.items():
+            space = spaces[ns]
+            if space is not None:
+                space.remove([sl for r, sl in zip(ok_hot, slots) if r.rid in done_ids])
+
     # -- delete -----------------------------------------------------------------
 
     def _delete(self, rows: list[MemoryRow], now: float, report: SweepReport) -> int:
-        moved = 0
-        for ns, group in group_by_ns(rows).items():
-            with self.s._hot.guard(ns) as space:
-                hot_rows = [r for r in group if r.tier == TIER_HOT]
-                ok_hot, slots = self._hot_eligible(space, hot_rows)
-                candidates = ok_hot + [r for r in group if r.tier != TIER_HOT]
-                reason = {r.rid: ("expired" if now >= r.expires_at else "weight") + ", low confidence"
-                          for r in candidates}
+        if not rows:
+            return 0
+        groups = group_by_ns(rows)
+        with self._guards(groups) as spaces:
+            plan = self._plan(spaces, groups)
+            candidates = [r for ok_hot, _, other in plan.values() for r in ok_hot + other]
 
-                def write(conn: sqlite3.Connection) -> list[MemoryRow]:
-                    done = []
-                    for r in candidates:
-                        if not _unchanged(conn, r):
-                            continue
-                        conn.execute("DELETE FROM memories WHERE rid = ?", (r.rid,))
-                        if r.tier == TIER_COLD:
-                            conn.execute("DELETE FROM cold_text WHERE rowid = ?", (r.rid,))
-                        conn.execute(EVENT_SQL, self._event(r, now, "delete", r.tier, None, reason[r.rid]))
-                        done.append(r)
-                    return done
+            def write(conn: sqlite3.Connection) -> list[MemoryRow]:
+                done = []
+                for r in candidates:
+                    if not _unchanged(conn, r):
+                        continue
+                    conn.execute("DELETE FROM memories WHERE rid = ?", (r.rid,))
+                    if r.tier == TIER_COLD:
+                        conn.execute("DELETE FROM cold_text WHERE rowid = ?", (r.rid,))
+                    reason = ("expired" if now >= r.expires_at else "weight") + ", low confidence"
+                    conn.execute(EVENT_SQL, self._event(r, now, "delete", r.tier, None, reason))
+                    done.append(r)
+                return done
 
-                done = self.s._catalog.write(write)
-                done_ids = {r.rid for r in done}
-                if space is not None:
-                    space.remove([sl for r, sl in zip(ok_hot, slots) if r.rid in done_ids])
-            for r in done:
-                self._count(report, r, "deleted")
-            self.collect_archives({r.cold_key for r in done if r.cold_key})
-            moved += len(done)
-        return moved
+            done = self.s._catalog.write(write)
+            self._remove_hot(spaces, plan, done)
+        for r in done:
+            self._count(report, r, "deleted")
+        self.collect_archives({r.cold_key for r in done if r.cold_key})
+        return len(done)
 
     # -- demote: hot -> warm ----------------------------------------------------------
 
     def _demote(self, rows: list[MemoryRow], now: float, report: SweepReport, touched: set[str]) -> int:
+        if not rows:
+            return 0
         s = self.s
-        moved = 0
-        for ns, group in group_by_ns(rows).items():
-            vectors = stack_embeddings([r.embedding for r in group], s.dim)
-            rids = np.array([r.rid for r in group], np.int64)
-            name, kind = s._warm.write_shard(ns, rids, vectors)  # 1. copy
-            crash_point("demote.after_shard")
-            with s._hot.guard(ns) as space:
-                ok, slots = self._hot_eligible(space, group)
-                due = self.due_in_tier(ok, TIER_WARM) if ok else np.zeros(0)
+        groups = group_by_ns(rows)
+        shards = {}
+        for ns, group in groups.items():  # 1. copy
+            shards[ns] = s._warm.write_shard(ns, np.array([r.rid for r in group], np.int64),
+                                             stack_embeddings([r.embedding for r in group], s.dim))
+        crash_point("demote.after_shard")
+        with self._guards(groups) as spaces:
+            plan = self._plan(spaces, groups)
+            due = {ns: self.due_in_tier(ok, TIER_WARM) if ok else np.zeros(0) for ns, (ok, _, _) in plan.items()}
 
-                def write(conn: sqlite3.Connection) -> list[MemoryRow]:  # 2. commit
+            def write(conn: sqlite3.Connection) -> list[MemoryRow]:  # 2. commit
+                done = []
+                for ns, (ok, _, _) in plan.items():
+                    name, kind = shards[ns]
                     cur = conn.execute(
                         "INSERT INTO shards (ns, name, kind, count, created_at) VALUES (?, ?, ?, ?, ?)",
-                        (ns, name, kind, len(group), now))
+                        (ns, name, kind, len(groups[ns]), now))
                     shard = int(cur.lastrowid)  # type: ignore[arg-type]
-                    done = []
-                    for r, d in zip(ok, due.tolist()):
+                    moved = 0
+                    for r, d in zip(ok, due[ns].tolist()):
                         if not _unchanged(conn, r):
                             continue
                         conn.execute("UPDATE memories SET tier = ?, shard = ?, due_at = ? WHERE rid = ?",
                                      (TIER_WARM, shard, _sql_inf(d), r.rid))
                         conn.execute(EVENT_SQL, self._event(r, now, "demote", TIER_HOT, TIER_WARM, "weight"))
                         done.append(r)
-                    if not done:
+                        moved += 1
+                    if not moved:
                         conn.execute("DELETE FROM shards WHERE shard = ?", (shard,))
-                    return done
+                return done
 
-                done = s._catalog.write(write)
-                if space is not None:  # 3. remove
-                    done_ids = {r.rid for r in done}
-                    space.remove([sl for r, sl in zip(ok, slots) if r.rid in done_ids])
-            if not done:
+            done = s._catalog.write(write)
+            self._remove_hot(spaces, plan, done)  # 3. remove
+        moved_ns = {r.ns for r in done}
+        for ns, (name, _) in shards.items():
+            if ns not in moved_ns:
                 s._warm.remove_files(name)
-            s._warm.refresh()
-            touched.add(ns)
-            for r in done:
-                self._count(report, r, "demoted")
-            moved += len(done)
-        return moved
+        s._warm.refresh()
+        touched.update(moved_ns)
+        for r in done:
+            self._count(report, r, "demoted")
+        return len(done)
 
     # -- archive: hot or warm -> cold ---------------------------------------------------
 
     def _archive(self, rows: list[MemoryRow], now: float, report: SweepReport) -> int:
-        moved = 0
-        for ns, group in group_by_ns(rows).items():
-            key = self._record_batch(ns, [r.rid for r in group], now)
-            crash_point("archive.after_intent")
-            done = self._finish_batch(key, ns, group, now, report)
-            moved += len(done)
-        return moved
+        if not rows:
+            return 0
+        groups = group_by_ns(rows)
+        keys = self._record_batches({ns: [r.rid for r in g] for ns, g in groups.items()}, now)
+        crash_point("archive.after_intent")
+        done = self._finish_batches([(keys[ns], ns, g) for ns, g in groups.items()], now, report)
+        return len(done)
 
-    def _record_batch(self, ns: str, rids: list[int], now: float) -> str:
-        """Record a pending archive batch; returns its key."""
-        def write(conn: sqlite3.Connection) -> str:
-            cur = conn.execute(
-                "INSERT INTO archives (key, ns, rids, state, count, created_at) VALUES (?, ?, ?, 'pending', ?, ?)",
-                (f"pending-{time.monotonic_ns()}-{threading.get_ident()}", ns, json.dumps(rids), len(rids), now))
-            batch = int(cur.lastrowid)  # type: ignore[arg-type]
-            key = ColdTier.new_key(ns, batch)
-            conn.execute("UPDATE archives SET key = ? WHERE batch = ?", (key, batch))
-            return key
+    def _record_batches(self, rids_by_ns: dict[str, list[int]], now: float) -> dict[str, str]:
+        """Record pending archive batches, one per namespace; returns their keys."""
+        def write(conn: sqlite3.Connection) -> dict[str, str]:
+            keys = {}
+            for ns, rids in rids_by_ns.items():
+                cur = conn.execute(
+                    "INSERT INTO archives (key, ns, rids, state, count, created_at) VALUES (?, ?, ?, 'pending', ?, ?)",
+                    (f"pending-{time.monotonic_ns()}-{ns}", ns, json.dumps(rids), len(rids), now))
+                batch = int(cur.lastrowid)  # type: ignore[arg-type]
+                keys[ns] = ColdTier.new_key(ns, batch)
+                conn.execute("UPDATE archives SET key = ? WHERE batch = ?", (keys[ns], batch))
+            return keys
 
         return self.s._catalog.write(write)
 
-    def _finish_batch(self, key: str, ns: str, rows: list[MemoryRow], now: float,
-                      report: SweepReport | None) -> list[MemoryRow]:
-        """Write the batch's object (unless it exists) and move the rows that
-        are still as classified into it."""
+    def _finish_batches(self, batches: list[tuple[str, str, list[MemoryRow]]], now: float,
+                        report: SweepReport | None) -> list[MemoryRow]:
+        """Write each batch's object (unless it exists), then move the rows that
+        are still as classified into them, in one transaction."""
         s = self.s
-        entries = s._cold.write_batch(key, ns, rows, now)  # 1. copy
+        where = {}
+        for key, ns, rows in batches:  # 1. copy
+            where[key] = {e.id: e for e in s._cold.write_batch(key, ns, rows, now)}
         crash_point("archive.after_put")
-        where = {e.id: e for e in entries}
-        with s._hot.guard(ns) as space:
-            hot_rows = [r for r in rows if r.tier == TIER_HOT]
-            ok_hot, slots = self._hot_eligible(space, hot_rows)
-            candidates = ok_hot + [r for r in rows if r.tier != TIER_HOT]
-            due = self.due_in_tier(candidates, TIER_COLD) if candidates else np.zeros(0)
+        groups = {ns: rows for _, ns, rows in batches}
+        key_of = {ns: key for key, ns, _ in batches}
+        with self._guards(groups) as spaces:
+            plan = self._plan(spaces, groups)
+            candidates = [(key_of[ns], r) for ns, (ok_hot, _, other) in plan.items() for r in ok_hot + other]
+            due = self.due_in_tier([r for _, r in candidates], TIER_COLD) if candidates else np.zeros(0)
 
             def write(conn: sqlite3.Connection) -> list[MemoryRow]:  # 2. commit
                 done = []
-                for r, d in zip(candidates, due.tolist()):
-                    e = where.get(r.id)
+                for (key, r), d in zip(candidates, due.tolist()):
+                    e = where[key].get(r.id)
                     if e is None or not _unchanged(conn, r):
                         continue
                     conn.execute(
@@ -342,19 +375,17 @@ class Migrator:
                     conn.execute("INSERT INTO cold_text (rowid, content) VALUES (?, ?)", (r.rid, r.content))
                     conn.execute(EVENT_SQL, self._event(r, now, "archive", r.tier, TIER_COLD, self._reason(r, now)))
                     done.append(r)
-                conn.execute("UPDATE archives SET state = 'done' WHERE key = ?", (key,))
+                conn.executemany("UPDATE archives SET state = 'done' WHERE key = ?", [(k,) for k, _, _ in batches])
                 return done
 
             done = s._catalog.write(write)
             crash_point("archive.after_commit")
-            if space is not None:  # 3. remove
-                done_ids = {r.rid for r in done}
-                space.remove([sl for r, sl in zip(ok_hot, slots) if r.rid in done_ids])
+            self._remove_hot(spaces, plan, done)  # 3. remove
         if report is not None:
             for r in done:
                 self._count(report, r, "archived")
-        if not done:
-            self.collect_archives({key})
+        used = {key_of[r.ns] for r in done}
+        self.collect_archives(k for k, _, _ in batches if k not in used)
         return done
 
     def recover(self, now: float, report: SweepReport) -> None:
@@ -371,7 +402,7 @@ class Migrator:
             actions = self.classify_rows(rows, now) if rows else np.zeros(0, np.int8)
             rows = [r for r, a in zip(rows, actions.tolist()) if a == ACTION_ARCHIVE]
             if rows:
-                self._finish_batch(key, ns, rows, now, report)
+                self._finish_batches([(key, ns, rows)], now, report)
             else:
                 s._catalog.write(lambda conn, key=key: conn.execute(
                     "UPDATE archives SET state = 'done' WHERE key = ?", (key,)))
@@ -410,6 +441,17 @@ class Migrator:
         if not stale:
             return
         self.rebuild_shards(ns, stale, now)
+
+    def repair_warm(self, now: float) -> int:
+        """Rebuild, from the catalog, the shards that failed to load (damaged
+        or lost files). Returns how many shards were rebuilt."""
+        damaged = list(self.s._warm.damaged.values())
+        by_ns: dict[str, list[Any]] = {}
+        for info in damaged:
+            by_ns.setdefault(info.ns, []).append(info)
+        for ns, infos in by_ns.items():
+            self.rebuild_shards(ns, infos, now)
+        return len(damaged)
 
     def rebuild_shards(self, ns: str, infos: Sequence[Any], now: float) -> None:
         """Replace ``infos`` by one shard of their live rows, vectors from the

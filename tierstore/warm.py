@@ -12,6 +12,11 @@ falls below ``rebuild_live_fraction`` is rebuilt from the catalog's vectors.
 
 Shards load lazily into an LRU cache bounded in bytes (hnswlib's
 ``load_index`` reads the whole file; there is no mmap).
+
+A shard is a cache of the catalog, which keeps every warm memory's vector: its
+files are written without fsync (a crash may leave a shard truncated or
+missing; the checksum says so), and a shard that fails to load is skipped by
+searches and rebuilt from the catalog by the next sweep.
 """
 
 from __future__ import annotations
@@ -74,14 +79,6 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class WarmTier:
     def __init__(self, directory: Path, dim: int, settings: WarmSettings, catalog: Catalog) -> None:
         self.directory = directory
@@ -93,6 +90,7 @@ class WarmTier:
         self._lock = threading.Lock()
         self._by_ns: dict[str, list[ShardInfo]] | None = None
         self.errors: list[str] = []
+        self.damaged: dict[int, ShardInfo] = {}  # shards that failed to load, to rebuild
 
     # -- shard list ------------------------------------------------------------
 
@@ -147,10 +145,7 @@ class WarmTier:
             manifest = {"format": FORMAT, "version": 1, "namespace": ns, "dim": self.dim, "count": int(len(rids)),
                         "kind": kind, "sha256": {f: _sha256(tmp / f) for f in files}}
             (tmp / "manifest.json").write_text(json.dumps(manifest))
-            for f in files + ["manifest.json"]:
-                _fsync(tmp / f)
-            os.replace(tmp, final)
-            _fsync(final.parent)
+            os.replace(tmp, final)  # no fsync: see the module docstring
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -165,6 +160,7 @@ class WarmTier:
             loaded = self._cache.pop(shard, None)
             if loaded is not None:
                 self._cache_bytes -= loaded.nbytes
+            self.damaged.pop(shard, None)
 
     def remove_orphans(self) -> int:
         """Delete shard directories the catalog does not know (a crash between
@@ -234,7 +230,10 @@ class WarmTier:
             try:
                 shard = self.load(info)
             except CorruptDataError as exc:
-                self.errors.append(str(exc))
+                if info.shard not in self.damaged:
+                    self.damaged[info.shard] = info
+                    self.errors.append(str(exc))
+                    del self.errors[:-100]
                 continue
             n = len(shard.rids)
             if n == 0:
