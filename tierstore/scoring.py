@@ -92,6 +92,19 @@ class CompiledPolicy:
             return math.inf
         return base * self.policy.ttl_scale(confidence) * ctx_mult
 
+    def half_lives(self, type_idx: np.ndarray, confidence: np.ndarray, ctx_mult: np.ndarray) -> np.ndarray:
+        """:meth:`half_life` for arrays."""
+        f = self.policy.confidence.half_life_floor
+        return self.half_life_by_type[type_idx] * (f + (1.0 - f) * confidence) * ctx_mult
+
+    def ttls(self, type_idx: np.ndarray, confidence: np.ndarray, ttl_override: np.ndarray,
+             ctx_mult: np.ndarray) -> np.ndarray:
+        """:meth:`ttl` for arrays (``ttl_override`` NaN where absent)."""
+        f = self.policy.confidence.ttl_floor
+        with np.errstate(invalid="ignore"):  # inf * scale stays inf
+            by_type = self.ttl_by_type[type_idx] * (f + (1.0 - f) * confidence)
+        return np.where(np.isnan(ttl_override), by_type, ttl_override) * ctx_mult
+
     # -- queries ------------------------------------------------------------
 
     def type_allowed(self, memory_types: Iterable[str] | None) -> np.ndarray:

@@ -17,7 +17,17 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import lifetime
-from .catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MEMORY_COLUMNS, UPDATE_STATE_SQL, Catalog, MemoryRow, insert_params
+from .catalog import (
+    ACCESS_LOG_SQL,
+    EVENT_SQL,
+    INSERT_SQL,
+    MEMORY_COLUMNS,
+    UPDATE_STATE_SQL,
+    Catalog,
+    MemoryRow,
+    insert_params,
+)
+from .catalog import sql_time as _sql_time
 from .clock import Clock, SystemClock
 from .cold import ColdTier
 from .migrator import Migrator, fingerprint
@@ -35,6 +45,7 @@ from .kernels import (
     TIER_HOT,
     TIER_WARM,
     context_multipliers,
+    decayed_weight,
     due_times,
     fused_rerank,
     record_accesses,
@@ -933,26 +944,37 @@ class TierStore:
 
     # ------------------------------------------------------------------ policy
 
-    def _reapply_policy(self) -> None:
+    def _reapply_policy(self, chunk: int = 100_000) -> None:
         """Recompute every memory's half-life, TTL and due time under the
-        current policy (after it changed). Weights are rebased at now so the
-        past is unchanged."""
+        current policy (after it changed), in chunks, with the kernels.
+        Weights are rebased at now so the past is unchanged."""
         cp = self._cp
         now = self.clock.now()
-        rows = self._catalog.query(
-            "SELECT rid, memory_type, confidence, ttl_seconds, ctx_mult, w_ref, t_ref, half_life, tier, pinned,"
-            " ttl_anchor, t_conf FROM memories"
-        )
-        updates = []
-        for rid, mtype, conf, override, ctx_mult, w_ref, t_ref, h_old, tier, pinned, anchor, t_conf in rows:
-            t_idx = self._policy.type_index(mtype)
-            h = cp.half_life(t_idx, conf, ctx_mult)
-            ttl = cp.ttl(t_idx, conf, override, ctx_mult)
-            w = lifetime.weight_at(w_ref, t_ref, h_old, now)
-            due = lifetime.due_at(cp, tier, bool(pinned), w, now, h, anchor + ttl, conf, t_conf)
-            updates.append((w, now, h, None if math.isinf(ttl) else ttl, None if math.isinf(due) else due, rid))
-        if updates:
-            self._catalog.write(lambda conn: conn.executemany(
+        last = 0
+        while True:
+            rows = self._catalog.query(
+                "SELECT rid, memory_type, confidence, ttl_seconds, ctx_mult, w_ref, t_ref, half_life, tier, pinned,"
+                " ttl_anchor, t_conf FROM memories WHERE rid > ? ORDER BY rid LIMIT ?", (last, chunk))
+            if not rows:
+                return
+            last = rows[-1][0]
+            cols = list(zip(*rows))
+            rid = np.array(cols[0], np.int64)
+            t_idx = np.array([self._type_idx[t] for t in cols[1]], np.int64)
+            conf = np.array(cols[2], np.float64)
+            override = np.array([math.nan if x is None else x for x in cols[3]], np.float64)
+            ctx_mult = np.array(cols[4], np.float64)
+            w = decayed_weight(np.array(cols[5], np.float64), np.array(cols[6], np.float64),
+                               np.array(cols[7], np.float64), now)
+            h = cp.half_lives(t_idx, conf, ctx_mult)
+            ttl = cp.ttls(t_idx, conf, override, ctx_mult)
+            t_ref = np.full(len(rows), now)
+            due = due_times(np.array(cols[8], np.int64), np.array(cols[9], np.int64), w, t_ref, h,
+                            np.array(cols[10], np.float64) + ttl, conf, np.array(cols[11], np.float64),
+                            cp.conf_half_life, cp.thresholds)
+            updates = [(wi, now, hi, _sql_time(ti), _sql_time(di), ri) for wi, hi, ti, di, ri in
+                       zip(w.tolist(), h.tolist(), ttl.tolist(), due.tolist(), rid.tolist())]
+            self._catalog.write(lambda conn, updates=updates: conn.executemany(
                 "UPDATE memories SET w_ref = ?, t_ref = ?, half_life = ?, ttl = ?, due_at = ? WHERE rid = ?",
                 updates))
 
