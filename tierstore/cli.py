@@ -1,4 +1,4 @@
-"""The ``tierstore`` command: demo, sweep, restore, stats, rebuild-catalog."""
+"""The ``tierstore`` command: demo, sweep, restore, stats, report, simulate, rebuild-catalog."""
 
 from __future__ import annotations
 
@@ -59,6 +59,8 @@ def _cmd_restore(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
+    from .lifecycle import format_summary
+
     with _open(args) as store:
         stats = store.stats()
     if args.json:
@@ -68,8 +70,26 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     print("per tier: " + ", ".join(f"{k} {v}" for k, v in stats.by_tier.items()))
     for mtype, counts in sorted(stats.by_type.items()):
         print(f"  {mtype:<14} " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    for key, value in stats.lifecycle.items():
-        print(f"{key}: {json.dumps(value, sort_keys=True)}")
+    if "survival" in stats.lifecycle:
+        print(format_summary(stats.lifecycle))
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    with _open(args) as store:
+        page = write_report(store, args.out, reactivation_days=args.reactivation_days,
+                            boost_every_s=None if args.boost_every is None else args.boost_every * 86400.0)
+    print(page)
+    return 0
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from .simulate import format_comparison, results_json, simulate
+
+    results = simulate(args.trace, args.policy, sweep_interval_s=args.sweep_interval, dim=args.dim, progress=None)
+    print(results_json(results) if args.json else format_comparison(results))
     return 0
 
 
@@ -115,6 +135,23 @@ def main(argv: list[str] | None = None) -> int:
     rebuild = sub.add_parser("rebuild-catalog", help="rebuild the cold catalog from the object store alone")
     _store_args(rebuild)
 
+    report = sub.add_parser("report", help="an HTML page of lifecycle plots (needs tierstore[report])")
+    _store_args(report)
+    report.add_argument("--out", required=True, help="output directory (index.html and PNGs)")
+    report.add_argument("--reactivation-days", type=float, default=7.0,
+                        help="window for counting a comeback as a reactivation (days)")
+    report.add_argument("--boost-every", type=float, default=None,
+                        help="access interval of the decay plot's 'with use' curves (days; default: one half-life)")
+
+    simulate = sub.add_parser("simulate", help="replay a workload trace under several policies and compare")
+    simulate.add_argument("--trace", required=True, help="trace file (JSON lines from start_trace; .gz accepted)")
+    simulate.add_argument("--policy", action="append", required=True,
+                          help="policy file, TOML or JSON (repeat: the first is the baseline)")
+    simulate.add_argument("--sweep-interval", type=float, default=3600.0,
+                          help="simulated seconds between migrator sweeps")
+    simulate.add_argument("--dim", type=int, default=None, help="vector dimension (default: the trace's)")
+    simulate.add_argument("--json", action="store_true")
+
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
@@ -122,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_demo(path=args.path, days=args.days, seed=args.seed)
         handler = {"sweep": _cmd_sweep, "restore": _cmd_restore, "stats": _cmd_stats,
-                   "rebuild-catalog": _cmd_rebuild}[args.command]
+                   "rebuild-catalog": _cmd_rebuild, "report": _cmd_report, "simulate": _cmd_simulate}[args.command]
         return handler(args)
     except TierStoreError as exc:
         print(f"tierstore {args.command}: {exc}", file=sys.stderr)

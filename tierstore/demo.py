@@ -95,7 +95,7 @@ def run_demo(path: str | None = None, days: int = 60, seed: int = 7, out: TextIO
                         day += 1
                         report = store.sweep()  # the nightly migrator pass
                         if day % 7 == 0:
-                            flow.append((day, store.stats().by_tier, report))
+                            flow.append((day, store.stats(lifecycle=False).by_tier, report))
                         if day == RESTORE_DAY:
                             restored = restore_on_demand(store, embedder, out)
                     clock.set(max(clock.now(), ev.t))

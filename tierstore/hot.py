@@ -62,7 +62,10 @@ class RankedSlots:
 
 @dataclass
 class HotSnapshot:
-    """Captured state of some hot slots (column ``j`` is the ``j``-th slot)."""
+    """Captured state of some hot slots: column ``j`` of ``F``/``I`` is slot
+    ``slots[j]``. The string lists are the namespace's own lists, held by
+    reference: a slot's entries never change until a compaction, which
+    replaces the lists (so this snapshot keeps the old ones)."""
 
     namespace: str
     type_names: Sequence[str]
@@ -70,27 +73,34 @@ class HotSnapshot:
     I: np.ndarray
     conf_now: np.ndarray
     weight_now: np.ndarray
-    ids: list[str | None]
-    contents: list[str]
-    sources: list[str]
-    tag_names: list[tuple[str, ...]]
+    slots: list[int]
+    all_ids: list[str | None]
+    all_contents: list[str]
+    all_sources: list[str]
+    all_tags: list[tuple[str, ...]]
+
+    @property
+    def ids(self) -> list[str]:
+        ids = self.all_ids
+        return [ids[s] for s in self.slots]  # type: ignore[misc]
 
     def memory(self, j: int, embedding: np.ndarray | None = None) -> Memory:
         f = self.F[:, j].tolist()
         i = self.I[:, j].tolist()
+        s = self.slots[j]
         expires = f[C.F_TTL_ANCHOR] + f[C.F_TTL]
         override = f[C.F_TTL_OVERRIDE]
         return Memory(
-            id=self.ids[j],  # type: ignore[arg-type]
+            id=self.all_ids[s],  # type: ignore[arg-type]
             namespace=self.namespace,
-            content=self.contents[j],
+            content=self.all_contents[s],
             memory_type=self.type_names[i[C.I_TYPE]],
             created_at=f[C.F_CREATED],
             last_accessed_at=f[C.F_LAST_ACCESS],
             access_count=i[C.I_ACCESS_COUNT],
             confidence=float(self.conf_now[j]),
-            source=self.sources[j],
-            tags=self.tag_names[j],
+            source=self.all_sources[s],
+            tags=self.all_tags[s],
             ttl_seconds=None if math.isnan(override) else override,
             pinned=i[C.I_PINNED] != 0,
             tier="hot",
@@ -269,8 +279,8 @@ class HotNamespace:
             mid = self.ids[s]
             if mid is not None and self.slot_of.get(mid) == s:
                 del self.slot_of[mid]
-            self.ids[s] = None
-            self.contents[s] = ""
+            # ids, contents, ... of a dead slot stay until compaction: search
+            # snapshots hold these lists by reference.
             if self.index is not None:
                 self.index.mark_deleted(int(s))
             self.live -= 1
@@ -403,14 +413,10 @@ class HotNamespace:
     def snapshot(self, slots: np.ndarray, conf_now: np.ndarray, weight_now: np.ndarray,
                  cp: CompiledPolicy) -> "HotSnapshot":
         """The state of ``slots`` now, captured cheaply (one bulk copy of the
-        columns and references to the strings); Memory objects are built from
-        it on demand."""
-        sl = slots.tolist()
-        return HotSnapshot(
-            self.name, cp.type_names, self.F[:, slots], self.I[:, slots], conf_now, weight_now,
-            [self.ids[s] for s in sl], [self.contents[s] for s in sl], [self.sources[s] for s in sl],
-            [self.tag_names[s] for s in sl],
-        )
+        columns and references to the string lists); Memory objects are built
+        from it on demand."""
+        return HotSnapshot(self.name, cp.type_names, self.F[:, slots], self.I[:, slots], conf_now, weight_now,
+                           slots.tolist(), self.ids, self.contents, self.sources, self.tag_names)
 
     # -- catalog write-back (callers hold access_lock) -------------------------
 

@@ -69,15 +69,14 @@ class Hit:
 
     __slots__ = ("id", "score", "explain", "_memory", "_snapshot", "_j")
 
-    def __init__(self, id: str, score: float, explain: Explain | None = None, *,
-                 memory: Memory | None = None, snapshot: Any = None, j: int = 0) -> None:
-        if memory is None and snapshot is None:
-            raise ValueError("Hit needs a memory or a snapshot")
+    def __init__(self, id: str, score: float, explain: Explain | None = None, memory: Memory | None = None,
+                 snapshot: Any = None, j: int = 0) -> None:
+        # Positional and unchecked: this runs k times per search.
         self.id = id
         self.score = score
         self.explain = explain
         self._memory = memory
-        self._snapshot = snapshot  # anything with .memory(j) -> Memory
+        self._snapshot = snapshot  # anything with .memory(j) -> Memory, when memory is None
         self._j = j
 
     @property

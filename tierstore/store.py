@@ -57,6 +57,7 @@ from .objectstore import ObjectStore, open_object_store
 from .policy import Policy
 from .scoring import CompiledPolicy
 from .faults import crash_point
+from .lifecycle import lifecycle_metrics
 from .tags import TagVocab
 from .trace import TraceWriter, encode_vector
 from .validation import (
@@ -119,6 +120,7 @@ class TierStore:
         self._migrator = Migrator(self)
         self._type_idx = {t: i for i, t in enumerate(policy.type_names)}
         self._trace: TraceWriter | None = None
+        self._valid_ns: set[str] = set()  # namespaces that passed check_namespace (search fast path)
         self._contexts: dict[str, tuple[str, ...]] = {
             ns: tuple(json.loads(tags)) for ns, tags in catalog.query("SELECT ns, tags FROM contexts")
         }
@@ -346,10 +348,13 @@ class TierStore:
         factor breakdown. Archived (cold) memories are never returned.
         """
         self._check_open()
-        check_namespace(ns)
+        if ns not in self._valid_ns:
+            self._valid_ns.add(check_namespace(ns))
         q = check_vector(query, self.dim, "query")
-        k = check_positive_int(k, "k")
-        min_conf = check_confidence(min_confidence, "min_confidence")
+        if type(k) is not int or k < 1:
+            k = check_positive_int(k, "k")
+        min_conf = min_confidence if type(min_confidence) is float and 0.0 <= min_confidence <= 1.0 \
+            else check_confidence(min_confidence, "min_confidence")
         cp = self._cp
         allowed = cp.type_allowed(None if memory_types is None else list(memory_types))
         ctx_tags = (check_tags(context_tags, 1024) if context_tags else ()) or self._contexts.get(ns, ())
@@ -362,10 +367,11 @@ class TierStore:
             ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
             raw = ranked.raw
             snap = hot.snapshot(ranked.slots, raw[:, 2], raw[:, 4], cp)
-            hits = [
-                Hit(mid, sc, cp.explain(raw[i], ranked.norm[i], sc, "hot") if explain else None, snapshot=snap, j=i)
-                for i, (mid, sc) in enumerate(zip(snap.ids, ranked.scores.tolist()))
-            ]
+            if explain:
+                hits = [Hit(mid, sc, cp.explain(raw[i], ranked.norm[i], sc, "hot"), None, snap, i)
+                        for i, (mid, sc) in enumerate(zip(snap.ids, ranked.scores.tolist()))]
+            else:
+                hits = [Hit(mid, sc, None, None, snap, i) for i, (mid, sc) in enumerate(zip(snap.ids, ranked.scores.tolist()))]
             warm_shards = include_warm and bool(self._warm.shards(ns))
             if record_access and ranked.slots.size and not warm_shards:
                 with hot.access_lock:
@@ -445,7 +451,7 @@ class TierStore:
             score = float(scores[i])
             memory = self._memory_from_row(r, now, with_embedding=False)
             ex = cp.explain(raw[i], norm[i], score, "warm") if explain else None
-            out.append((Hit(r.id, score, ex, memory=memory), float(raw[i, 0]), r))
+            out.append((Hit(r.id, score, ex, memory), float(raw[i, 0]), r))
         return out
 
     # ------------------------------------------------------------------ read / update
@@ -980,8 +986,11 @@ class TierStore:
 
     # ------------------------------------------------------------------ stats
 
-    def stats(self) -> Stats:
-        """Counts per tier and type, what is due now, and engine figures."""
+    def stats(self, *, lifecycle: bool = True) -> Stats:
+        """Counts per tier and type, what is due now, engine figures, and
+        (``lifecycle=True``) the lifecycle metrics of :mod:`tierstore.lifecycle`
+        — survival per type, access counts at archive or delete, reactivation,
+        memory value, tier sizes over time; these read the whole event log."""
         self._check_open()
         self.flush()
         by_tier = {name: 0 for name in TIER_NAMES}
@@ -1004,7 +1013,15 @@ class TierStore:
             due_now=self._catalog.count_due(self.clock.now()),
             hot_loaded={h.name: ("hnsw" if h.index is not None else "exact") for h in self._hot.loaded()},
             catalog_commits=self._catalog.commits,
+            lifecycle=lifecycle_metrics(self) if lifecycle else {},
         )
+
+    def metrics_text(self) -> str:
+        """Counters and gauges in the Prometheus text exposition format."""
+        self._check_open()
+        from .prometheus import metrics_text
+
+        return metrics_text(self)
 
     # ------------------------------------------------------------------ close
 
