@@ -7,8 +7,14 @@ through the ``ratio_of`` fixture; ``RATIOS`` says which pairs to divide.
 
 from __future__ import annotations
 
-import json
 import os
+
+# One BLAS thread: the numpy baselines must not spin-wait for a second core
+# that other work holds (seen: a 2k x 384 matmul going from 60 us to 8 ms).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import json
 import platform
 from pathlib import Path
 

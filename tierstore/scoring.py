@@ -74,6 +74,7 @@ class CompiledPolicy:
         self._base_params = base
         self._all_types = np.ones(len(types), np.uint8)
         self._contexts: OrderedDict[frozenset[str], QueryContext] = OrderedDict()
+        self._empty_context: QueryContext | None = None
         self._lock = threading.Lock()
 
     # -- per-memory lifetime ------------------------------------------------
@@ -125,6 +126,11 @@ class CompiledPolicy:
 
     def context(self, tags: Sequence[str]) -> QueryContext:
         """Kernel inputs for the active context ``tags`` (cached)."""
+        if not tags:
+            empty = self._empty_context
+            if empty is None:
+                empty = self._empty_context = self._build_context(())
+            return empty
         key = frozenset(tags)
         with self._lock:
             hit = self._contexts.get(key)

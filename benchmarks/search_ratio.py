@@ -1,0 +1,76 @@
+"""search() against raw hnswlib knn_query, interleaved (issue 2 goal: <= 1.15
+at k = 10, ef = 64, 100k x 384 clustered vectors).
+
+    .venv/bin/python benchmarks/search_ratio.py --n 100000 --rounds 30
+
+pytest-benchmark runs one benchmark after the other; on a shared machine the
+load changes between them. Here each round times a block of raw
+``knn_query(q, k=10)`` calls on the store's own hot index (same graph, same
+ef) and a block of ``store.search(ns, q, k=10, record_access=False)`` calls on
+the same queries, back to back, and the ratio is taken per round; the median
+of the per-round ratios is reported, with the minima of each side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import clustered_vectors  # noqa: E402  (also pins BLAS to one thread)
+
+import numpy as np  # noqa: E402
+
+from tierstore import HotSettings, ManualClock, Settings, TierStore  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--block", type=int, default=200, help="queries per timed block")
+    args = ap.parse_args(argv)
+    vecs = clustered_vectors(args.n, args.dim, seed=1)
+    queries = clustered_vectors(args.block, args.dim, seed=2)
+    settings = Settings(hot=HotSettings(hnsw_m=16, hnsw_ef_construction=200, hnsw_ef_search=64))
+    with tempfile.TemporaryDirectory() as d:
+        store = TierStore.open(Path(d) / "s", dim=args.dim, clock=ManualClock(), settings=settings)
+        for start in range(0, args.n, 20_000):
+            store.add_batch("ns", [{"content": f"m{i}", "embedding": vecs[i], "id": f"m{i}"}
+                                   for i in range(start, min(args.n, start + 20_000))])
+        index = store._hot.ensure("ns").index
+        assert index is not None
+        for q in queries[:20]:  # warm caches and code paths
+            index.knn_query(q, k=10)
+            store.search("ns", q, k=10, record_access=False)
+        ratios, raw_t, ts_t = [], [], []
+        for _ in range(args.rounds):
+            t = time.perf_counter()
+            for q in queries:
+                index.knn_query(q, k=10)
+            raw = (time.perf_counter() - t) / len(queries)
+            t = time.perf_counter()
+            for q in queries:
+                store.search("ns", q, k=10, record_access=False)
+            ts = (time.perf_counter() - t) / len(queries)
+            ratios.append(ts / raw)
+            raw_t.append(raw)
+            ts_t.append(ts)
+        store.close()
+    print(f"cores {os.cpu_count()}, {args.n} x {args.dim} clustered, M=16, ef_construction=200, ef=64, k=10, "
+          f"{args.rounds} rounds of {args.block} queries")
+    print(f"  raw knn_query  median {statistics.median(raw_t) * 1e6:7.1f} us  min {min(raw_t) * 1e6:7.1f} us")
+    print(f"  store.search   median {statistics.median(ts_t) * 1e6:7.1f} us  min {min(ts_t) * 1e6:7.1f} us")
+    print(f"  ratio search / knn_query: median of per-round ratios {statistics.median(ratios):.3f}, "
+          f"ratio of minima {min(ts_t) / min(raw_t):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
