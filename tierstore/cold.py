@@ -9,17 +9,39 @@ of its memories is still cold there.
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from .archive import ArchiveEntry, decode_batch, decode_record, encode_batch
 from .catalog import MemoryRow
-from .errors import CorruptDataError
+from .errors import CorruptDataError, ObjectNotFoundError
 from .objectstore import ObjectStore
 
 ARCHIVE_PREFIX = "archive"
 _COALESCE_GAP = 64 * 1024  # fetch neighbouring records in one GET when closer than this
+# Characters a namespace may hold that a key segment keeps as they are (a leading
+# "." excepted: key segments may not start with one).
+_NS_PLAIN = re.compile(r"[A-Za-z0-9_.-]")
+
+
+def ns_segment(ns: str) -> str:
+    """The namespace as one object-key segment.
+
+    Ordinary namespaces are used as they are. A leading ``.`` (valid in a
+    namespace, not at the start of a key segment) and any character a key
+    cannot hold are escaped as ``=XX`` (UTF-8 bytes in hex); ``=`` never occurs
+    in a namespace, so the escaping is unambiguous and no two namespaces share
+    a segment. The namespace itself is in every object's header.
+    """
+    out = []
+    for i, ch in enumerate(ns):
+        if _NS_PLAIN.fullmatch(ch) and not (i == 0 and ch == "."):
+            out.append(ch)
+        else:
+            out.extend(f"={b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
+    return "".join(out)
 
 
 def record_from_row(row: MemoryRow, archived_at: float) -> dict[str, Any]:
@@ -54,23 +76,35 @@ class ColdTier:
     def new_key(ns: str, batch: int) -> str:
         """A batch key: deterministic once recorded in the catalog, and with a
         random part so that a store rebuilt on an old bucket never reuses a key."""
-        return f"{ARCHIVE_PREFIX}/{ns}/{batch:012d}-{secrets.token_hex(4)}.tsa"
+        return f"{ARCHIVE_PREFIX}/{ns_segment(ns)}/{batch:012d}-{secrets.token_hex(4)}.tsa"
 
     def write_batch(self, key: str, ns: str, rows: Sequence[MemoryRow], now: float) -> list[ArchiveEntry]:
         """Write the archive object for ``rows`` under ``key`` unless it exists.
 
         If a previous attempt already wrote it (a crash before the catalog
-        commit), its own index is used, after checking it holds exactly the
-        expected memories, so offsets always match the object."""
+        commit, or a PUT that reached the store but whose response was lost),
+        its own index is used, so offsets always match the object. That object
+        may hold more memories than ``rows``: members of the batch deleted,
+        restored or pinned since the first attempt. Their records stay in the
+        object as tombstones (the catalog does not point at them), exactly like
+        records of memories restored after archiving. Every memory of ``rows``
+        must be in it, with the same embedding, or CorruptDataError is raised.
+        Returns the entries of ``rows`` only."""
         data, entries = encode_batch(key, ns, self.dim, now, [record_from_row(r, now) for r in rows])
         if self.store.put_if_absent(key, data):
             return entries
         existing = self.store.get(key)
         header, records = decode_batch(existing, f"archive object {key}")
-        have = sorted(e.id for e, _ in records)
-        if header.get("key") != key or have != sorted(r.id for r in rows):
-            raise CorruptDataError(f"archive object {key} exists with different contents")
-        return [e for e, _ in records]
+        have = {e.id: (e, rec) for e, rec in records}
+        missing = [r.id for r in rows if r.id not in have]
+        if header.get("key") != key or header.get("namespace") != ns or missing:
+            raise CorruptDataError(
+                f"archive object {key} exists with different contents"
+                + (f" (it lacks {missing[0]!r})" if missing else " (another batch's header)"))
+        for r in rows:
+            if have[r.id][1]["embedding"] != bytes(r.embedding or b""):
+                raise CorruptDataError(f"archive object {key} holds a different embedding for {r.id!r}")
+        return [have[r.id][0] for r in rows]
 
     def fetch(self, locations: Sequence[Location]) -> list[dict[str, Any]]:
         """The records at ``locations`` (same order), each checked against its
@@ -87,7 +121,12 @@ class ColdTier:
                 if group and (i < 0 or locations[i].offset - _end(locations[group[-1]]) > _COALESCE_GAP):
                     start = locations[group[0]].offset
                     end = max(_end(locations[j]) for j in group)
-                    blob = self.store.get(key, start, end)
+                    try:
+                        blob = self.store.get(key, start, end)
+                    except ObjectNotFoundError:
+                        raise ObjectNotFoundError(
+                            f"archive object {key} is missing from {self.store!r} (the catalog points at it; "
+                            "it was deleted or lost outside tierstore)") from None
                     for j in group:
                         loc = locations[j]
                         frame = blob[loc.offset - start : loc.offset - start + loc.length]
@@ -105,6 +144,36 @@ class ColdTier:
 
     def read_batch(self, key: str) -> tuple[dict[str, Any], list[tuple[ArchiveEntry, dict[str, Any]]]]:
         return decode_batch(self.store.get(key), f"archive object {key}")
+
+    def verify_batch(self, key: str, expected: Sequence[tuple[str, Location]] = ()) -> tuple[list[str], list[str]]:
+        """Check one archive object: ``(problems, damaged)``. ``problems``
+        names the object and what is wrong (missing, a frame failing its
+        CRC32, a bad header or index); ``damaged`` lists the ids among
+        ``expected`` (``(id, location)`` pairs from the catalog) whose record
+        cannot be restored. Object-store errors other than a missing object
+        propagate (an outage is not damage)."""
+        where = f"archive object {key}"
+        try:
+            data = self.store.get(key)
+        except ObjectNotFoundError:
+            return [f"{where} is missing from {self.store!r}"], [mid for mid, _ in expected]
+        problems: list[str] = []
+        damaged: list[str] = []
+        try:
+            decode_batch(data, where)
+        except CorruptDataError as exc:
+            problems.append(str(exc))
+        for mid, loc in expected:
+            at = f"{where} at byte {loc.offset}"
+            try:
+                rec = decode_record(data[loc.offset : loc.offset + loc.length], at, self.dim)
+                if rec["id"] != mid:
+                    raise CorruptDataError(f"{at} holds {rec['id']!r}, the catalog expects {mid!r}")
+            except CorruptDataError as exc:
+                if str(exc) not in problems:
+                    problems.append(str(exc))
+                damaged.append(mid)
+        return problems, damaged
 
 
 def _end(loc: Location) -> int:

@@ -22,6 +22,11 @@ POINTS = (
     "demote.after_shard",  # the shard files exist, the catalog does not know them
     "restore.after_commit",  # the catalog says hot, the hot index does not hold the rows yet
     "add.after_commit",  # the add is durable, the hot index does not hold it yet
+    "demote.after_commit",  # migrator._demote: rows are warm in the catalog, still in the hot index
+    "delete.after_commit",  # store.delete: the row is gone, the hot slot and the archive object remain
+    "collect.after_object_delete",  # migrator.collect_archives: object deleted, its archives row not yet
+    "rebuild.after_commit",  # migrator.rebuild_shards: the new shard is committed, the old files remain
+    "checkpoint.after_index",  # hot.save_checkpoint: index and slots replaced, the manifest is the old one
 )
 
 

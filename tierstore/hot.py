@@ -31,6 +31,7 @@ import numpy as np
 
 from .catalog import Catalog, MemoryRow, stack_embeddings
 from .errors import CorruptDataError
+from .faults import crash_point
 from .kernels import columns as C
 from .kernels import fused_rerank, inner_products, top_candidates
 from .model import Memory
@@ -456,23 +457,27 @@ class HotNamespace:
 
     # -- checkpoints -------------------------------------------------------------
 
+    def _ckpt_path(self, directory: Path, suffix: str) -> Path:
+        """``<directory>/<namespace><suffix>``. Not Path.with_suffix, which would
+        replace the part of a dotted namespace after its last dot."""
+        return directory / f"{self.name}{suffix}"
+
     def save_checkpoint(self, directory: Path) -> None:
         """Write the hnswlib index and its slot -> rid map, then a manifest with
         their SHA-256 (hold ``lock.read()``). Exact namespaces need none: their
         vectors come back from the catalog."""
-        base = directory / self.name
         if self.index is None:
             for suffix in (".hnsw", ".slots", ".json"):
                 try:
-                    (directory / (self.name + suffix)).unlink()
+                    self._ckpt_path(directory, suffix).unlink()
                 except FileNotFoundError:
                     pass
             return
         directory.mkdir(parents=True, exist_ok=True)
-        tmp_index = base.with_suffix(".hnsw.tmp")
+        tmp_index = self._ckpt_path(directory, ".hnsw.tmp")
         self.index.save_index(str(tmp_index))
         slots = np.where(self.I[C.I_ALIVE, : self.n] != 0, self.rids[: self.n], -1).astype("<i8")
-        tmp_slots = base.with_suffix(".slots.tmp")
+        tmp_slots = self._ckpt_path(directory, ".slots.tmp")
         tmp_slots.write_bytes(slots.tobytes())
         manifest = {
             "format": "tierstore-hot-checkpoint",
@@ -486,28 +491,30 @@ class HotNamespace:
         }
         for tmp in (tmp_index, tmp_slots):
             _fsync_file(tmp)
-        os.replace(tmp_index, base.with_suffix(".hnsw"))
-        os.replace(tmp_slots, base.with_suffix(".slots"))
-        tmp_manifest = base.with_suffix(".json.tmp")
+        os.replace(tmp_index, self._ckpt_path(directory, ".hnsw"))
+        os.replace(tmp_slots, self._ckpt_path(directory, ".slots"))
+        crash_point("checkpoint.after_index")
+        tmp_manifest = self._ckpt_path(directory, ".json.tmp")
         tmp_manifest.write_text(json.dumps(manifest))
         _fsync_file(tmp_manifest)
         # The manifest is renamed last: a crash before this leaves the old
         # manifest, whose checksums no longer match, so the files are rebuilt.
-        os.replace(tmp_manifest, base.with_suffix(".json"))
+        os.replace(tmp_manifest, self._ckpt_path(directory, ".json"))
         self.changes_since_checkpoint = 0
 
     def load_checkpoint(self, directory: Path) -> tuple[hnswlib.Index, np.ndarray] | None:
         """The checkpointed index and slot -> rid map, or ``None`` if there is
         none. Raises CorruptDataError (naming the file) on a checksum mismatch."""
-        base = directory / self.name
-        mpath = base.with_suffix(".json")
+        mpath = self._ckpt_path(directory, ".json")
         if not mpath.exists():
             return None
         try:
             manifest = json.loads(mpath.read_text())
         except (OSError, ValueError) as exc:
             raise CorruptDataError(f"hot checkpoint manifest {mpath} is unreadable: {exc}") from None
-        ipath, spath = base.with_suffix(".hnsw"), base.with_suffix(".slots")
+        if not isinstance(manifest, dict) or manifest.get("namespace") != self.name:
+            raise CorruptDataError(f"hot checkpoint manifest {mpath} belongs to another namespace")
+        ipath, spath = self._ckpt_path(directory, ".hnsw"), self._ckpt_path(directory, ".slots")
         for path, key in ((ipath, "index_sha256"), (spath, "slots_sha256")):
             if not path.exists() or _sha256_file(path) != manifest.get(key):
                 raise CorruptDataError(f"hot checkpoint file {path} fails its checksum")

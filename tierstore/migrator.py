@@ -138,7 +138,14 @@ class Migrator:
         s.flush()
         now = s.clock.now()
         report = SweepReport(now=now)
-        self.recover(now, report)
+        archive_ok = True
+        try:
+            self.recover(now, report)
+        except (ObjectStoreError, CorruptDataError, OSError) as exc:
+            # The object store is failing: report it, and still demote and delete
+            # (they do not need it); archiving waits for the next sweep.
+            report.errors.append(f"{type(exc).__name__}: {exc}")
+            archive_ok = False
         batch_size = s.settings.sweep_batch
         total_due = s._catalog.count_due(now)
         bar = Progress(min(total_due, max_items) if max_items else total_due, "sweep", enabled=progress,
@@ -162,7 +169,8 @@ class Migrator:
                 moved += self._keep(buckets[ACTION_KEEP], now, report)
                 moved += self._delete(buckets[ACTION_DELETE], now, report)
                 moved += self._demote(buckets[ACTION_DEMOTE], now, report, touched_shards)
-                moved += self._archive(buckets[ACTION_ARCHIVE], now, report)
+                if archive_ok:
+                    moved += self._archive(buckets[ACTION_ARCHIVE], now, report)
                 bar.update(len(rows))
                 if moved == 0:
                     break  # every row changed under us; the next sweep sees their new state
@@ -309,6 +317,7 @@ class Migrator:
                 return done
 
             done = s._catalog.write(write)
+            crash_point("demote.after_commit")
             self._remove_hot(spaces, plan, done)  # 3. remove
         moved_ns = {r.ns for r in done}
         for ns, (name, _) in shards.items():
@@ -418,6 +427,7 @@ class Migrator:
                                            (key,))
             if live and live[0] == 0 and pending and pending[0] == 0:
                 s._cold.delete(key)
+                crash_point("collect.after_object_delete")
                 s._catalog.write(lambda conn, key=key: conn.execute("DELETE FROM archives WHERE key = ?", (key,)))
                 dropped += 1
         return dropped
@@ -476,6 +486,7 @@ class Migrator:
             conn.execute(f"DELETE FROM shards WHERE shard IN ({marks})", ids)
 
         s._catalog.write(write)
+        crash_point("rebuild.after_commit")
         s._warm.refresh()
         for i in infos:
             s._warm.forget(i.shard)

@@ -53,7 +53,7 @@ from .kernels import (
 )
 from .kernels import columns as C
 from .model import TIER_NAMES, Hit, Memory, Stats, SweepReport
-from .objectstore import ObjectStore, open_object_store
+from .objectstore import ObjectStore, open_object_store, url_without_userinfo
 from .policy import Policy
 from .scoring import CompiledPolicy
 from .faults import crash_point
@@ -384,21 +384,31 @@ class TierStore:
         # Merge with the warm tier: best k of both by (score, similarity).
         warm = self._search_warm(ns, q, k, ctx, allowed, min_conf, now, explain)
         merged = [(h.score, float(raw[i, 0]), 0, i, h, None) for i, h in enumerate(hits)]
-        merged += [(h.score, sim, 1, i, h, row) for i, (h, sim, row) in enumerate(warm)]
+        # A memory demoted between the two passes is in both: keep its hot hit only.
+        hot_hit_ids = {h.id for h in hits}
+        merged += [(h.score, sim, 1, i, h, row) for i, (h, sim, row) in enumerate(warm) if h.id not in hot_hit_ids]
         merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
         top = merged[:k]
         if record_access:
             hot_ids = [m[4].id for m in top if m[2] == 0]
+            moved_away: list[str] = []
             if hot_ids:
                 with hot.lock.read(), hot.access_lock:
                     # slots may have moved since the lock was released: look them up again
                     slots = np.array([hot.slot_of[i] for i in hot_ids if i in hot.slot_of], np.int64)
+                    moved_away = [i for i in hot_ids if i not in hot.slot_of]
                     if slots.size:
                         record_accesses(slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
                                         cp.thresholds, cp.conf_half_life)
             used_warm = [m[5] for m in top if m[2] == 1]
             if used_warm:
-                self._migrator.promote(ns, used_warm, now, access=True, kind="promote")
+                promoted = {r.rid for r in self._migrator.promote(ns, used_warm, now, access=True, kind="promote")}
+                moved_away += [r.id for r in used_warm if r.rid not in promoted]
+            pending = moved_away
+            for _ in range(16):  # hits that changed tier meanwhile: counted where they are now
+                if not pending:
+                    break
+                pending = self._count_accesses(ns, hot, pending, now, strict=False)
         result = [m[4] for m in top]
         if self._trace is not None:
             self._trace_search(now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, result)
@@ -538,38 +548,67 @@ class TierStore:
         """Count an access (the memories were used in a response): boosts their
         weight, refreshes TTLs that refresh on read. A warm memory moves back
         to hot; a cold one is counted where it is (``restore`` brings it back).
-        Unknown ids raise MemoryNotFoundError and nothing is counted."""
+        Unknown ids raise MemoryNotFoundError and nothing is counted. A memory
+        that moves between tiers while it is counted (a concurrent sweep or
+        restore) is counted where it went; one deleted meanwhile is not."""
         self._check_open()
         check_namespace(ns)
         id_list = check_id_list(ids)
         if not id_list:
             return
         now = self.clock.now()
-        cp = self._cp
         hot = self._hot.ensure(ns)
+        pending = self._count_accesses(ns, hot, id_list, now, strict=True)
+        for _ in range(16):  # each round, a memory that moved again; bounded so a livelock cannot hang
+            if not pending:
+                break
+            pending = self._count_accesses(ns, hot, pending, now, strict=False)
+        if self._trace is not None:
+            self._trace.write("touch", now, ns=ns, ids=id_list)
+
+    def _count_accesses(self, ns: str, hot: HotNamespace, id_list: list[str], now: float,
+                        strict: bool) -> list[str]:
+        """One access per occurrence of an id, in the tier the memory is in.
+        Returns the occurrences whose memory moved meanwhile (count them again).
+        ``strict``: an unknown id raises MemoryNotFoundError before anything is
+        counted; otherwise ids deleted meanwhile are dropped."""
+        cp = self._cp
         with hot.lock.read():
+            if not strict:
+                id_list = [i for i in id_list if i in hot.slot_of or self._catalog.get_row(ns, i) is not None]
             slots, rows = self._split(ns, hot, id_list)
             if slots:
                 with hot.access_lock:
                     record_accesses(np.array(slots, np.int64), now, hot.F, hot.I, cp.boost_by_type,
                                     cp.refresh_by_type, cp.thresholds, cp.conf_half_life)
+        retry: list[str] = []
         warm = {r.rid: r for r in rows if r.tier == TIER_WARM}
         if warm:
             moved = self._migrator.promote(ns, list(warm.values()), now, access=True, kind="promote")
             extra = [r.id for r in rows if r.tier == TIER_WARM]
             for r in moved:
                 extra.remove(r.id)
-            if extra:  # a memory touched twice in one call: the rest of its accesses, now hot
+            if extra:  # touched twice in one call, or promoted by someone else, or moved elsewhere
                 with hot.lock.read():
-                    slots = [hot.slot_of[i] for i in extra if i in hot.slot_of]
-                    with hot.access_lock:
-                        record_accesses(np.array(slots, np.int64), now, hot.F, hot.I, cp.boost_by_type,
-                                        cp.refresh_by_type, cp.thresholds, cp.conf_half_life)
+                    here = [i for i in extra if i in hot.slot_of]
+                    if here:
+                        with hot.access_lock:
+                            record_accesses(np.array([hot.slot_of[i] for i in here], np.int64), now, hot.F, hot.I,
+                                            cp.boost_by_type, cp.refresh_by_type, cp.thresholds, cp.conf_half_life)
+                    retry.extend(i for i in extra if i not in hot.slot_of)
         for r in rows:
             if r.tier == TIER_COLD:
-                self._update_row(ns, r.id, lambda row, conn: self._access_in_catalog(row, conn, now))
-        if self._trace is not None:
-            self._trace.write("touch", now, ns=ns, ids=id_list)
+                try:
+                    counted = self._update_row(
+                        ns, r.id, lambda row, conn: self._access_in_catalog(row, conn, now)
+                        if row.tier == TIER_COLD else None)
+                except MemoryNotFoundError:
+                    if strict:
+                        raise
+                    continue
+                if counted is None:  # restored meanwhile: count it in the hot tier
+                    retry.append(r.id)
+        return retry
 
     def _access_in_catalog(self, row: MemoryRow, conn: sqlite3.Connection, now: float) -> MemoryRow:
         cp = self._cp
@@ -733,6 +772,7 @@ class TierStore:
 
         with self._hot.guard(ns) as space:
             row = self._catalog.write(write)
+            crash_point("delete.after_commit")
             if row is not None and space is not None:
                 slot = space.slot_of.get(id)
                 if slot is not None:
@@ -1016,6 +1056,24 @@ class TierStore:
             lifecycle=lifecycle_metrics(self) if lifecycle else {},
         )
 
+    def verify(self) -> Any:
+        """Check the catalog, warm shards, hot checkpoints and archive objects
+        against their checksums; changes nothing. Returns an
+        :class:`tierstore.integrity.IntegrityReport`."""
+        self._check_open()
+        from . import integrity
+
+        return integrity.verify(self)
+
+    def repair(self) -> Any:
+        """Rebuild what the catalog can rebuild (warm shards, hot checkpoints,
+        pending archive batches); returns what is still wrong."""
+        self._check_open()
+        from . import integrity
+
+        with self._sweep_lock:
+            return integrity.repair(self)
+
     def metrics_text(self) -> str:
         """Counters and gauges in the Prometheus text exposition format."""
         self._check_open()
@@ -1058,6 +1116,8 @@ def _open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
     (JSON: URL, endpoint and region; never credentials)."""
     opts = dict(options or {})
     remembered = {k: opts[k] for k in ("endpoint_url", "region_name") if opts.get(k)}
+    if isinstance(remembered.get("endpoint_url"), str):  # never a password from the URL's user info
+        remembered["endpoint_url"] = url_without_userinfo(remembered["endpoint_url"])
     if cold is None:
         meta = json.loads(stored) if stored else {"url": "default"}
         url = meta.get("url")

@@ -25,7 +25,7 @@ TAG_MAX_LEN = 128
 def check_namespace(ns: Any) -> str:
     """A namespace is a name ``[A-Za-z0-9_.-]{1,128}``, not ``.`` or ``..``;
     it is used as a directory name and an object-key segment."""
-    if not isinstance(ns, str) or not NAMESPACE_RE.match(ns) or ns in (".", ".."):
+    if not isinstance(ns, str) or not NAMESPACE_RE.fullmatch(ns) or ns in (".", ".."):
         raise InvalidNamespaceError(
             f"invalid namespace {ns!r}: expected 1-128 characters of [A-Za-z0-9_.-], not '.' or '..'"
         )

@@ -40,6 +40,7 @@ from .errors import CorruptDataError
 from .kernels import inner_products, top_candidates
 
 FORMAT = "tierstore-warm-shard"
+_LIST_ATTEMPTS = 4  # re-reads of a namespace's shard list when shards are replaced during a search
 
 
 @dataclass(frozen=True)
@@ -203,9 +204,19 @@ class WarmTier:
             manifest = json.loads(mpath.read_text())
         except (OSError, ValueError) as exc:
             raise CorruptDataError(f"warm shard manifest {mpath} is unreadable: {exc}") from None
-        for f, digest in manifest.get("sha256", {}).items():
+        # Every field must be what the catalog and this store expect: a damaged
+        # manifest is caught even where the damage would not fail a checksum.
+        files = ["rids.i64", "index.hnsw" if info.kind == "hnsw" else "vectors.f32"]
+        expect = {"format": FORMAT, "version": 1, "namespace": info.ns, "dim": self.dim, "count": info.count,
+                  "kind": info.kind}
+        if not isinstance(manifest, dict) or any(manifest.get(k) != v for k, v in expect.items()):
+            raise CorruptDataError(f"warm shard manifest {mpath} does not match the catalog's shard {info.name}")
+        digests = manifest.get("sha256")
+        if not isinstance(digests, dict) or sorted(digests) != sorted(files):
+            raise CorruptDataError(f"warm shard manifest {mpath} lists the wrong files")
+        for f in files:
             path = d / f
-            if not path.exists() or _sha256(path) != digest:
+            if not path.exists() or _sha256(path) != digests[f]:
                 raise CorruptDataError(f"warm shard file {path} fails its checksum")
         rids = np.frombuffer((d / "rids.i64").read_bytes(), dtype="<i8").astype(np.int64)
         if len(rids) != info.count or manifest.get("dim") != self.dim:
@@ -221,18 +232,52 @@ class WarmTier:
         vectors = vectors.reshape(len(rids), self.dim)
         return LoadedShard(info, rids, vectors, None, vectors.nbytes + rids.nbytes)
 
+    def verify(self, info: ShardInfo) -> str | None:
+        """Re-read a shard from disk (not from the cache) and check every file
+        against its manifest; the problem found (naming the file), or None."""
+        try:
+            self._read(info)
+        except CorruptDataError as exc:
+            return str(exc)
+        except (OSError, ValueError, RuntimeError) as exc:  # e.g. hnswlib refusing a file that passed
+            return f"warm shard {self.directory / info.name} does not load: {type(exc).__name__}: {exc}"
+        return None
+
     def candidates(self, ns: str, q: np.ndarray, want: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``want`` most similar rows of each of the namespace's shards:
         ``(rids, cosines)``, tombstones included (the caller checks the catalog).
-        A shard that fails to load is skipped and reported in ``errors``."""
+        A shard that fails to load is skipped and reported in ``errors`` (and
+        in ``damaged``, for the next sweep to rebuild). A shard replaced while
+        this call read it (a concurrent compaction or rebuild removes the old
+        files once the catalog lists the new shard) is not an error: the call
+        starts over with the new list."""
+        for attempt in range(_LIST_ATTEMPTS):
+            out = self._candidates(self.shards(ns), q, want, last=attempt == _LIST_ATTEMPTS - 1)
+            if out is not None:
+                return out
+        raise AssertionError("unreachable")  # pragma: no cover - the last attempt always returns
+
+    def _listed(self, info: ShardInfo) -> bool:
+        with self._lock:
+            by_ns = self._by_ns
+        return by_ns is not None and info in by_ns.get(info.ns, [])
+
+    def _candidates(self, infos: Sequence[ShardInfo], q: np.ndarray, want: int,
+                    last: bool) -> tuple[np.ndarray, np.ndarray] | None:
         rid_parts, sim_parts = [], []
-        for info in self.shards(ns):
+        for info in infos:
             try:
                 shard = self.load(info)
-            except CorruptDataError as exc:
+            except (CorruptDataError, OSError, RuntimeError) as exc:
+                if not self._listed(info):
+                    if last:
+                        continue
+                    return None  # replaced meanwhile: read the new shard list
                 if info.shard not in self.damaged:
                     self.damaged[info.shard] = info
-                    self.errors.append(str(exc))
+                    message = str(exc) if isinstance(exc, CorruptDataError) else (
+                        f"warm shard {self.directory / info.name} is unreadable: {type(exc).__name__}: {exc}")
+                    self.errors.append(message)
                     del self.errors[:-100]
                 continue
             n = len(shard.rids)

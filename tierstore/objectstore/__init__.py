@@ -15,6 +15,7 @@ from tierstore.errors import InvalidInputError
 from tierstore.objectstore._base import (
     KEY_MAX_BYTES,
     ObjectStore,
+    url_without_userinfo,
     validate_key,
     validate_prefix,
     validate_range,
@@ -30,6 +31,7 @@ __all__ = [
     "ObjectStore",
     "S3ObjectStore",
     "open_object_store",
+    "url_without_userinfo",
     "validate_key",
     "validate_prefix",
     "validate_range",

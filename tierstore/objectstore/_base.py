@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import re
 from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
 
 from tierstore.errors import InvalidInputError
 
 __all__ = [
     "KEY_MAX_BYTES",
     "ObjectStore",
+    "url_without_userinfo",
     "validate_data",
     "validate_key",
     "validate_prefix",
@@ -158,3 +160,17 @@ def validate_data(data: object) -> bytes:
     if isinstance(data, (bytearray, memoryview)):
         return bytes(data)
     raise InvalidInputError(f"object data must be bytes, got {type(data).__name__}")
+
+
+def url_without_userinfo(url: str | None) -> str | None:
+    """``url`` without a ``user:password@`` part (anything else unchanged).
+
+    S3 endpoints authenticate with SigV4 request signatures, never with URL
+    user info, so it is dropped before an endpoint reaches botocore (whose
+    messages and DEBUG logs quote the endpoint) or is remembered anywhere."""
+    if not url or "@" not in url:
+        return url
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[1], parts.path, parts.query, parts.fragment))

@@ -21,6 +21,7 @@ from tierstore.errors import (
     ObjectStoreError,
 )
 from tierstore.objectstore._base import (
+    url_without_userinfo,
     validate_data,
     validate_key,
     validate_prefix,
@@ -39,6 +40,15 @@ _CONFLICT_RETRIES = 5
 _CONFLICT_BACKOFF_S = 0.05
 # Server error messages are included in exceptions, but never at unbounded length.
 _MAX_SERVER_MESSAGE = 300
+# User info ("user:password@") and query strings in URLs quoted by botocore's own
+# messages (an endpoint URL, a presigned-style query) are cut from our errors.
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s\"'`<>@]*@")
+_URL_QUERY = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s\"'`<>?]*)\?[^\s\"'`<>]*")
+
+
+def _scrub(text: str) -> str:
+    """``text`` without URL user info or query strings."""
+    return _URL_QUERY.sub(r"\1?<redacted>", _URL_USERINFO.sub(r"\1", text))
 
 
 def _safe_endpoint(url: str | None) -> str | None:
@@ -128,7 +138,7 @@ class S3ObjectStore:
                 # to create clients from, a client made from it is.
                 client = boto3.session.Session().client(
                     "s3",
-                    endpoint_url=endpoint_url,
+                    endpoint_url=url_without_userinfo(endpoint_url),
                     region_name=region_name,
                     config=config,
                     **client_kwargs,
@@ -136,7 +146,7 @@ class S3ObjectStore:
             except (TypeError, ValueError, BotoCoreError) as exc:
                 # Name the options, never their values: they may hold credentials. The
                 # error text is kept only if no option value appears in it.
-                detail = f"{type(exc).__name__}: {exc}"
+                detail = _scrub(f"{type(exc).__name__}: {exc}")
                 secrets = [str(v) for v in client_kwargs.values() if v is not None]
                 secrets.append(str(endpoint_url))
                 if any(secret and secret in detail for secret in secrets):
@@ -205,7 +215,7 @@ class S3ObjectStore:
                 detail += f": {message[:_MAX_SERVER_MESSAGE]}"
         else:
             detail = f"{type(exc).__name__}: {str(exc)[:_MAX_SERVER_MESSAGE]}"
-        return ObjectStoreError(f"S3 {op} of {key!r} in {self!r} failed: {detail}")
+        return ObjectStoreError(f"S3 {op} of {key!r} in {self!r} failed: {_scrub(detail)}")
 
     def _raise(self, exc: BaseException, op: str, key: str) -> None:
         err = self._error(exc, op, key)

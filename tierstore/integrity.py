@@ -1,0 +1,201 @@
+"""Verify a store's data against its checksums, and repair what can be rebuilt.
+
+``verify(store)`` changes nothing. It checks
+
+* the SQLite catalog (``PRAGMA quick_check``) and its bookkeeping: cold rows
+  without a location, warm rows without a known shard, archive batches still
+  pending (a crash or an outage interrupted them; the next sweep finishes them);
+* every warm shard against its manifest (SHA-256 of each file, every field);
+* every hot checkpoint against its manifest (SHA-256);
+* every archive object the catalog points at: the whole object (magic, header,
+  index, every frame's CRC32) and each cold memory's record at the catalog's
+  offset.
+
+``repair(store)`` rebuilds what is derived from the catalog: a damaged warm
+shard is rewritten from the vectors the catalog keeps for warm memories; a
+damaged hot checkpoint is rewritten from the namespace rebuilt from the
+catalog; pending archive batches are finished. An archive object holds the
+only copy of its cold memories' embeddings, so a damaged or missing one is
+reported with the memories it affects and never "repaired" by guesswork (a
+record that still decodes can be restored; the rest are lost).
+
+``TierStore.verify()`` / ``TierStore.repair()`` are thin wrappers over these
+(see docs/operations.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .cold import Location
+from .errors import CorruptDataError, ObjectStoreError
+from .hot import HotNamespace
+from .kernels import TIER_COLD, TIER_WARM
+from .model import SweepReport
+
+if TYPE_CHECKING:
+    from .store import TierStore
+
+__all__ = ["IntegrityReport", "Problem", "repair", "verify"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong. ``kind``: catalog, warm, hot or cold. ``where``: the
+    file, shard, namespace or object key. ``memories``: ``ns/id`` of the
+    memories that cannot be read back because of it (cold damage)."""
+
+    kind: str
+    where: str
+    message: str
+    repairable: bool
+    memories: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"[{self.kind}] {self.message}"
+
+
+@dataclass
+class IntegrityReport:
+    problems: list[Problem] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=dict)
+    repaired: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "checked": dict(self.checked), "repaired": list(self.repaired),
+                "problems": [{"kind": p.kind, "where": p.where, "message": p.message, "repairable": p.repairable,
+                              "memories": list(p.memories)} for p in self.problems]}
+
+
+def verify(store: "TierStore") -> IntegrityReport:
+    """Check everything listed in the module docstring; change nothing."""
+    store._check_open()
+    report = IntegrityReport()
+    _verify_catalog(store, report)
+    _verify_warm(store, report)
+    _verify_hot(store, report)
+    _verify_cold(store, report)
+    return report
+
+
+def repair(store: "TierStore", *, now: float | None = None) -> IntegrityReport:
+    """Verify, rebuild what the catalog can rebuild, and verify again.
+
+    Returns the final report (what is still wrong) with ``repaired`` listing
+    what was done. Holds the sweep lock, so no sweep runs meanwhile."""
+    store._check_open()
+    now = store.clock.now() if now is None else now
+    done: list[str] = []
+    with store._sweep_lock:
+        first = verify(store)
+        # Warm shards: rebuilt from the catalog's vectors (one new shard per namespace).
+        bad_shards: dict[str, set[str]] = {}
+        for p in first.problems:
+            if p.kind == "warm" and p.repairable:
+                ns, name = p.where.split("\x00", 1)
+                bad_shards.setdefault(ns, set()).add(name)
+        for ns, names in sorted(bad_shards.items()):
+            infos = [i for i in store._warm.shards(ns) if i.name in names]
+            if infos:
+                store._migrator.rebuild_shards(ns, infos, now)
+                done.extend(f"rebuilt warm shard {i.name} from the catalog" for i in infos)
+        # Hot checkpoints: the namespace is rebuilt from the catalog at load when its
+        # checkpoint fails its checksum; write a good checkpoint now.
+        for p in first.problems:
+            if p.kind == "hot" and p.repairable:
+                space = store._hot.ensure(p.where)
+                with space.lock.read():
+                    space.save_checkpoint(store._hot.directory)
+                done.append(f"rewrote the hot checkpoint of namespace {p.where!r}")
+        # Pending archive batches: finished as the next sweep would.
+        if any(p.kind == "catalog" and p.where.startswith("archive/") for p in first.problems):
+            sweep_report = SweepReport(now=now)
+            try:
+                store._migrator.recover(now, sweep_report)
+                done.append("finished pending archive batches")
+            except (ObjectStoreError, CorruptDataError, OSError) as exc:
+                done.append(f"pending archive batches not finished: {type(exc).__name__}: {exc}")
+        final = verify(store)
+    final.repaired = done
+    return final
+
+
+# -- the checks ---------------------------------------------------------------------------
+
+
+def _verify_catalog(store: "TierStore", report: IntegrityReport) -> None:
+    cat = store._catalog
+    result = [r[0] for r in cat.query("PRAGMA quick_check")]
+    if result != ["ok"]:
+        report.problems.append(Problem("catalog", str(cat.path), f"catalog {cat.path}: quick_check: "
+                                       + "; ".join(map(str, result[:5])), repairable=False))
+    for key, count in cat.query("SELECT key, count FROM archives WHERE state = 'pending'"):
+        report.problems.append(Problem(
+            "catalog", key, f"archive batch {key} ({count} memories) is pending: interrupted by a crash or an "
+            "object-store error; the next sweep finishes it", repairable=True))
+    for ns, mid in cat.query("SELECT ns, id FROM memories WHERE tier = ? AND (cold_key IS NULL OR cold_offset IS NULL"
+                             " OR cold_length IS NULL)", (TIER_COLD,)):
+        report.problems.append(Problem("catalog", f"{ns}/{mid}", f"cold memory {ns}/{mid} has no archive location",
+                                       repairable=False, memories=(f"{ns}/{mid}",)))
+    for ns, mid in cat.query("SELECT m.ns, m.id FROM memories m WHERE m.tier = ? AND (m.shard IS NULL OR NOT EXISTS"
+                             " (SELECT 1 FROM shards s WHERE s.shard = m.shard))", (TIER_WARM,)):
+        report.problems.append(Problem("catalog", f"{ns}/{mid}", f"warm memory {ns}/{mid} is in no known shard",
+                                       repairable=False, memories=(f"{ns}/{mid}",)))
+    report.checked["memories"] = int(cat.query_one("SELECT count(*) FROM memories")[0])  # type: ignore[index]
+
+
+def _verify_warm(store: "TierStore", report: IntegrityReport) -> None:
+    n = 0
+    for (ns,) in store._catalog.query("SELECT DISTINCT ns FROM shards ORDER BY ns"):
+        for info in store._warm.shards(ns):
+            n += 1
+            err = store._warm.verify(info)
+            if err is not None:
+                report.problems.append(Problem("warm", f"{ns}\x00{info.name}", err, repairable=True))
+    report.checked["warm_shards"] = n
+
+
+def _verify_hot(store: "TierStore", report: IntegrityReport) -> None:
+    hot = store._hot
+    n = 0
+    if not hot.directory.exists():
+        report.checked["hot_checkpoints"] = 0
+        return
+    for ns in store._catalog.namespaces():
+        space = HotNamespace(ns, hot.dim, hot.settings, hot.vocab, hot.type_names)
+        try:
+            ckpt = space.load_checkpoint(hot.directory)
+        except CorruptDataError as exc:
+            n += 1
+            report.problems.append(Problem("hot", ns, str(exc), repairable=True))
+            continue
+        except (OSError, ValueError, RuntimeError) as exc:  # hnswlib refusing a file that passed
+            n += 1
+            report.problems.append(Problem("hot", ns, f"hot checkpoint of {ns!r} does not load: {exc}",
+                                           repairable=True))
+            continue
+        if ckpt is not None:
+            n += 1
+    report.checked["hot_checkpoints"] = n
+
+
+def _verify_cold(store: "TierStore", report: IntegrityReport) -> None:
+    by_key: dict[str, list[tuple[str, str, Location]]] = {}
+    for ns, mid, key, off, length in store._catalog.query(
+            "SELECT ns, id, cold_key, cold_offset, cold_length FROM memories WHERE tier = ? AND cold_key IS NOT NULL"
+            " AND cold_offset IS NOT NULL AND cold_length IS NOT NULL ORDER BY cold_key, cold_offset", (TIER_COLD,)):
+        by_key.setdefault(key, []).append((ns, mid, Location(key, off, length)))
+    for key, entries in by_key.items():
+        problems, damaged = store._cold.verify_batch(key, [(mid, loc) for _, mid, loc in entries])
+        if problems:
+            ns_of = {mid: ns for ns, mid, _ in entries}
+            report.problems.append(Problem(
+                "cold", key, "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""),
+                repairable=False, memories=tuple(f"{ns_of[m]}/{m}" for m in damaged)))
+    report.checked["archive_objects"] = len(by_key)
+    report.checked["cold_memories"] = sum(len(v) for v in by_key.values())
