@@ -355,3 +355,35 @@ def test_backup_and_restore_of_a_store(tmp_path, rng):
         ns, mid = warm[0]
         v = again.get(ns, mid).embedding
         assert any(h.id == mid and h.memory.tier == "warm" for h in again.search(ns, v, k=10, record_access=False))
+
+
+def test_cli_verify_reports_and_repairs_a_damaged_shard(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from tierstore import ManualClock, TierStore
+
+    rng = np.random.default_rng(3)
+    path = tmp_path / "s"
+    clock = ManualClock(time.time() - 40 * 86400)
+    with TierStore.open(path, dim=8, clock=clock) as store:
+        store.add_batch("v", [{"content": f"f{i}", "embedding": rng.normal(size=8), "memory_type": "fact"}
+                              for i in range(6)])
+        clock.advance(20 * 86400)
+        assert store.sweep().demoted == 6
+        (info,) = store._warm.shards("v")
+    vec = path / "warm" / info.name / "vectors.f32"
+    data = bytearray(vec.read_bytes())
+    data[3] ^= 1
+    vec.write_bytes(bytes(data))
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "tierstore.cli", "verify", str(path), *args],
+                              capture_output=True, text=True, timeout=120)
+
+    bad = cli()
+    assert bad.returncode == 1 and "vectors.f32" in bad.stdout
+    fixed = cli("--repair")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert cli().returncode == 0

@@ -93,6 +93,19 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        report = store.repair() if args.repair else store.verify()
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2, sort_keys=True))
+    else:
+        print(("ok" if report.ok else f"{len(report.problems)} problems") + "; checked "
+              + ", ".join(f"{k} {v}" for k, v in sorted(report.checked.items())))
+        for p in report.problems:
+            print(f"  {p}" + ("" if p.repairable else "  (not repairable)"))
+    return 0 if report.ok else 1
+
+
 def _cmd_rebuild(args: argparse.Namespace) -> int:
     with _open(args) as store:
         counts = store.rebuild_catalog(progress=None)
@@ -132,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     _store_args(stats)
     stats.add_argument("--json", action="store_true")
 
+    verify = sub.add_parser("verify", help="check shards, checkpoints and archives against their checksums")
+    _store_args(verify)
+    verify.add_argument("--repair", action="store_true", help="rebuild what the catalog can rebuild")
+    verify.add_argument("--json", action="store_true")
+
     rebuild = sub.add_parser("rebuild-catalog", help="rebuild the cold catalog from the object store alone")
     _store_args(rebuild)
 
@@ -159,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_demo(path=args.path, days=args.days, seed=args.seed)
         handler = {"sweep": _cmd_sweep, "restore": _cmd_restore, "stats": _cmd_stats,
-                   "rebuild-catalog": _cmd_rebuild, "report": _cmd_report, "simulate": _cmd_simulate}[args.command]
+                   "rebuild-catalog": _cmd_rebuild, "verify": _cmd_verify, "report": _cmd_report, "simulate": _cmd_simulate}[args.command]
         return handler(args)
     except TierStoreError as exc:
         print(f"tierstore {args.command}: {exc}", file=sys.stderr)

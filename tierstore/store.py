@@ -1071,8 +1071,7 @@ class TierStore:
         self._check_open()
         from . import integrity
 
-        with self._sweep_lock:
-            return integrity.repair(self)
+        return integrity.repair(self)  # takes the sweep lock itself
 
     def metrics_text(self) -> str:
         """Counters and gauges in the Prometheus text exposition format."""
