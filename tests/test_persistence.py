@@ -136,3 +136,14 @@ def test_corrupt_checkpoint_is_rebuilt_from_the_catalog(tmp_path, rng):
         assert any("big.hnsw" in e for e in store._hot.checkpoint_errors)
         assert hot.live == 120
         assert store.search("big", vecs[5], k=1, record_access=False)[0].id == "m5"
+
+
+def test_preload_hot_loads_every_namespace_at_open(tmp_path, rng):
+    clock = ManualClock(T0)
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
+        for ns in ("a", "b", "c"):
+            store.add(ns, "x", unit(rng))
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as lazy:
+        assert lazy.stats(lifecycle=False).hot_loaded == {}
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock, settings=Settings(preload_hot=True)) as eager:
+        assert set(eager.stats(lifecycle=False).hot_loaded) == {"a", "b", "c"}

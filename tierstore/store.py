@@ -93,6 +93,7 @@ class Settings:
     max_tags_per_memory: int = 64  # tags beyond this are rejected
     sweep_batch: int = 1000  # due rows read per migrator batch
     access_log: bool = True  # count accesses per memory and day in the catalog (access_log table)
+    preload_hot: bool = False  # load every namespace's hot tier at open (default: at its first use)
 
 
 class TierStore:
@@ -193,6 +194,9 @@ class TierStore:
             raise
         if changed:
             store._reapply_policy()
+        if settings.preload_hot:
+            for ns in catalog.namespaces():
+                store._hot.ensure(ns)
         return store
 
     def __enter__(self) -> "TierStore":
