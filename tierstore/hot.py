@@ -33,6 +33,7 @@ from .catalog import Catalog, MemoryRow, stack_embeddings
 from .errors import CorruptDataError
 from .faults import crash_point
 from .kernels import columns as C
+from .lifetime import confidence_at, weight_at
 from .kernels import fused_rerank, inner_products, top_candidates
 from .model import Memory
 from .rwlock import RWLock
@@ -404,10 +405,8 @@ class HotNamespace:
     def memory(self, slot: int, cp: CompiledPolicy, now: float, with_embedding: bool = False) -> Memory:
         """A snapshot of the memory in ``slot``."""
         F = self.F
-        w = F[C.F_W_REF, slot] * 2.0 ** (-max(now - F[C.F_T_REF, slot], 0.0) / F[C.F_HALF_LIFE, slot])
-        conf = float(F[C.F_CONF, slot])
-        if math.isfinite(cp.conf_half_life):
-            conf *= 2.0 ** (-max(now - F[C.F_T_CONF, slot], 0.0) / cp.conf_half_life)
+        w = weight_at(float(F[C.F_W_REF, slot]), float(F[C.F_T_REF, slot]), float(F[C.F_HALF_LIFE, slot]), now)
+        conf = confidence_at(float(F[C.F_CONF, slot]), float(F[C.F_T_CONF, slot]), cp.conf_half_life, now)
         snap = self.snapshot(np.array([slot]), np.array([conf]), np.array([w]), cp)
         return snap.memory(0, embedding=self.vector(slot) if with_embedding else None)
 

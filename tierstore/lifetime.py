@@ -20,6 +20,13 @@ def weight_at(w_ref: float, t_ref: float, half_life: float, t: float) -> float:
     return w_ref * 2.0 ** (-max(t - t_ref, 0.0) / half_life)
 
 
+def confidence_at(conf: float, t_conf: float, conf_half_life: float, t: float) -> float:
+    """Decayed confidence c(t) = conf · 2^(-(t - t_conf)/h_c); ``h_c`` +inf: no decay."""
+    if not math.isfinite(conf_half_life):
+        return conf
+    return conf * 2.0 ** (-max(t - t_conf, 0.0) / conf_half_life)
+
+
 def due_at(cp: CompiledPolicy, tier: int, pinned: bool, w_ref: float, t_ref: float, half_life: float,
            expires_at: float, conf: float, t_conf: float) -> float:
     """Next due time of one memory (+inf: never)."""

@@ -497,10 +497,7 @@ class TierStore:
         return self._memory_from_row(row, now)
 
     def _memory_from_row(self, row: MemoryRow, now: float, with_embedding: bool = True) -> Memory:
-        cp = self._cp
-        conf = row.confidence
-        if math.isfinite(cp.conf_half_life):
-            conf *= 2.0 ** (-max(now - row.t_conf, 0.0) / cp.conf_half_life)
+        conf = lifetime.confidence_at(row.confidence, row.t_conf, self._cp.conf_half_life, now)
         expires = row.expires_at
         return Memory(
             id=row.id, namespace=row.ns, content=row.content, memory_type=row.memory_type,
