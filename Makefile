@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,15 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# pytest-benchmark suites, then `tierstore bench` (peer comparisons; `make bench BENCH_ARGS=--quick`).
+# The peers (Chroma, LangChain) need the bench extra: `make bench-peers` installs it first.
 bench: $(STAMP)
 	$(BIN)/python -m pytest benchmarks -q --benchmark-only --benchmark-columns=min,median,mean,rounds
+	$(BIN)/tierstore bench $(BENCH_ARGS)
+
+bench-peers: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/tierstore bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks .hypothesis demo-store

@@ -26,7 +26,7 @@ from conftest import clustered_vectors  # noqa: E402  (also pins BLAS to one thr
 
 import numpy as np  # noqa: E402
 
-from tierstore import HotSettings, ManualClock, Settings, TierStore  # noqa: E402
+from tierstore import HotSettings, ManualClock, Policy, Settings, TierStore  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,12 +35,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--block", type=int, default=200, help="queries per timed block")
+    ap.add_argument("--oversample", type=int, default=None, help="policy scoring.oversample (default: the policy's)")
+    ap.add_argument("--min-candidates", type=int, default=None, help="policy scoring.min_candidates")
     args = ap.parse_args(argv)
     vecs = clustered_vectors(args.n, args.dim, seed=1)
     queries = clustered_vectors(args.block, args.dim, seed=2)
     settings = Settings(hot=HotSettings(hnsw_m=16, hnsw_ef_construction=200, hnsw_ef_search=64))
     with tempfile.TemporaryDirectory() as d:
-        store = TierStore.open(Path(d) / "s", dim=args.dim, clock=ManualClock(), settings=settings)
+        scoring = {k: v for k, v in (("oversample", args.oversample), ("min_candidates", args.min_candidates))
+                   if v is not None}
+        policy = Policy.from_dict({"scoring": scoring}) if scoring else None
+        store = TierStore.open(Path(d) / "s", dim=args.dim, clock=ManualClock(), settings=settings, policy=policy)
         for start in range(0, args.n, 20_000):
             store.add_batch("ns", [{"content": f"m{i}", "embedding": vecs[i], "id": f"m{i}"}
                                    for i in range(start, min(args.n, start + 20_000))])
@@ -63,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
             raw_t.append(raw)
             ts_t.append(ts)
         store.close()
+    sc = Policy.default().scoring
     print(f"cores {os.cpu_count()}, {args.n} x {args.dim} clustered, M=16, ef_construction=200, ef=64, k=10, "
-          f"{args.rounds} rounds of {args.block} queries")
+          f"{args.rounds} rounds of {args.block} queries, candidates max(k x {args.oversample or sc.oversample}, "
+          f"{args.min_candidates or sc.min_candidates})")
     print(f"  raw knn_query  median {statistics.median(raw_t) * 1e6:7.1f} us  min {min(raw_t) * 1e6:7.1f} us")
     print(f"  store.search   median {statistics.median(ts_t) * 1e6:7.1f} us  min {min(ts_t) * 1e6:7.1f} us")
     print(f"  ratio search / knn_query: median of per-round ratios {statistics.median(ratios):.3f}, "

@@ -149,3 +149,22 @@ def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type
         tiebreak[j] = sim
     pick = topk_order(score, tiebreak, k)
     return pick, score[pick], norm[pick], raw[pick]
+
+
+@njit(nogil=True, cache=True)
+def gather_picks(cand, pick, F, I):
+    """The picked candidates' slots (int64) and their columns ``F[:, slot]``,
+    ``I[:, slot]`` as ``(len(pick), NF)`` and ``(len(pick), NI)`` copies: the
+    snapshot a search keeps after it releases the namespace's lock."""
+    m = pick.shape[0]
+    slots = np.empty(m, np.int64)
+    Fp = np.empty((m, F.shape[0]))
+    Ip = np.empty((m, I.shape[0]), np.int64)
+    for j in range(m):
+        s = np.int64(cand[pick[j]])
+        slots[j] = s
+        for r in range(F.shape[0]):
+            Fp[j, r] = F[r, s]
+        for r in range(I.shape[0]):
+            Ip[j, r] = I[r, s]
+    return slots, Fp, Ip

@@ -920,3 +920,20 @@ def test_rescale_lifetimes_example():
     assert nttl.tolist() == [200.0, math.inf]
     # one doubled half-life later the weight has halved
     assert decayed_weight(nw, nt, nh, now + 2 * h)[0] == pytest.approx(0.5, rel=1e-12)
+
+
+@PROPS
+@given(st.integers(1, 30), st.integers(0, 12), st.booleans(), st.data())
+def test_gather_picks_matches_reference(cap, m, unsigned, data):
+    from tierstore.kernels import gather_picks
+
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    F = rng.normal(size=(C.NF, cap))
+    I = rng.integers(-5, 100, size=(C.NI, cap)).astype(np.int64)
+    cand = rng.integers(0, cap, size=max(m, 1)).astype(np.uint64 if unsigned else np.int64)
+    pick = rng.integers(0, len(cand), size=m).astype(np.int64)
+    got = gather_picks(cand, pick, F, I)
+    want = R.ref_gather_picks(cand, pick, F, I)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)

@@ -1,4 +1,4 @@
-"""The ``tierstore`` command: demo, sweep, restore, stats, report, simulate, rebuild-catalog."""
+"""The ``tierstore`` command: demo, bench, sweep, restore, stats, report, simulate, rebuild-catalog."""
 
 from __future__ import annotations
 
@@ -122,6 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--days", type=int, default=60)
     demo.add_argument("--seed", type=int, default=7)
 
+    bench = sub.add_parser("bench", help="benchmarks against peers and forgetting quality, as ratios",
+                           description="Reproducible suites printing candidate/baseline ratios: "
+                                       "a search vs hnswlib, b vs the seed's Chroma design, c vs LangChain's "
+                                       "TimeWeightedVectorStoreRetriever, d many namespaces, e sweep vs full-scan "
+                                       "cleanup, f ingest, g forgetting quality. Peers need the 'bench' extra.")
+    from .bench import add_arguments as _bench_arguments
+
+    _bench_arguments(bench)
+
     sweep = sub.add_parser("sweep", help="apply what is due: demote, archive, delete")
     _store_args(sweep)
     sweep.add_argument("--max-items", type=int, default=None)
@@ -176,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
             from .demo import run_demo
 
             return run_demo(path=args.path, days=args.days, seed=args.seed)
+        if args.command == "bench":
+            from .bench import run_from_args
+
+            return run_from_args(args)
         handler = {"sweep": _cmd_sweep, "restore": _cmd_restore, "stats": _cmd_stats,
                    "rebuild-catalog": _cmd_rebuild, "verify": _cmd_verify, "report": _cmd_report, "simulate": _cmd_simulate}[args.command]
         return handler(args)

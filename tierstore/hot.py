@@ -34,7 +34,7 @@ from .errors import CorruptDataError
 from .faults import crash_point
 from .kernels import columns as C
 from .lifetime import confidence_at, weight_at
-from .kernels import fused_rerank, inner_products, top_candidates
+from .kernels import fused_rerank, gather_picks, inner_products, top_candidates
 from .model import Memory
 from .rwlock import RWLock
 from .scoring import CompiledPolicy, QueryContext
@@ -54,17 +54,21 @@ class HotSettings:
 
 @dataclass
 class RankedSlots:
-    """Result of a hot search, still in slot terms."""
+    """Result of a hot search, still in slot terms: the picked slots, their
+    scores, normalised and raw factors ``(m, 5)``, and copies of their
+    columns ``F``/``I`` as rows ``(m, NF)``, ``(m, NI)``."""
 
     slots: np.ndarray
     scores: np.ndarray
     norm: np.ndarray
     raw: np.ndarray
+    F: np.ndarray
+    I: np.ndarray
 
 
 @dataclass
 class HotSnapshot:
-    """Captured state of some hot slots: column ``j`` of ``F``/``I`` is slot
+    """Captured state of some hot slots: row ``j`` of ``F``/``I`` is slot
     ``slots[j]``. The string lists are the namespace's own lists, held by
     reference: a slot's entries never change until a compaction, which
     replaces the lists (so this snapshot keeps the old ones)."""
@@ -87,8 +91,8 @@ class HotSnapshot:
         return [ids[s] for s in self.slots]  # type: ignore[misc]
 
     def memory(self, j: int, embedding: np.ndarray | None = None) -> Memory:
-        f = self.F[:, j].tolist()
-        i = self.I[:, j].tolist()
+        f = self.F[j].tolist()
+        i = self.I[j].tolist()
         s = self.slots[j]
         expires = f[C.F_TTL_ANCHOR] + f[C.F_TTL]
         override = f[C.F_TTL_OVERRIDE]
@@ -346,7 +350,8 @@ class HotNamespace:
         """
         live = self.live
         if live == 0:
-            return RankedSlots(np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 5)), np.zeros((0, 5)))
+            return RankedSlots(np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 5)), np.zeros((0, 5)),
+                               np.zeros((0, C.NF)), np.zeros((0, C.NI), np.int64))
         sc = cp.policy.scoring
         want = min(live, max(k * sc.oversample, sc.min_candidates, k))
         exact = self.index is None
@@ -372,7 +377,8 @@ class HotNamespace:
                 ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
             )
             if pick.shape[0] >= k or want >= live:
-                return RankedSlots(cand[pick].astype(np.int64), scores, norm, raw)
+                slots, Fp, Ip = gather_picks(cand, pick, self.F, self.I)
+                return RankedSlots(slots, scores, norm, raw, Fp, Ip)
             want = min(live, want * 4)
 
     def _search_all(self, q: np.ndarray, k: int, cp: CompiledPolicy, ctx: QueryContext,
@@ -386,7 +392,8 @@ class HotNamespace:
             live, sims, self.F, self.I, self.tags, params, type_allowed, cp.w0_by_type,
             ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
         )
-        return RankedSlots(live[pick], scores, norm, raw)
+        slots, Fp, Ip = gather_picks(live, pick, self.F, self.I)
+        return RankedSlots(slots, scores, norm, raw, Fp, Ip)
 
     def vector(self, slot: int) -> np.ndarray:
         if self.index is not None:
@@ -407,16 +414,18 @@ class HotNamespace:
         F = self.F
         w = weight_at(float(F[C.F_W_REF, slot]), float(F[C.F_T_REF, slot]), float(F[C.F_HALF_LIFE, slot]), now)
         conf = confidence_at(float(F[C.F_CONF, slot]), float(F[C.F_T_CONF, slot]), cp.conf_half_life, now)
-        snap = self.snapshot(np.array([slot]), np.array([conf]), np.array([w]), cp)
+        snap = self.snapshot(RankedSlots(np.array([slot]), np.zeros(1), np.zeros((1, 5)), np.zeros((1, 5)),
+                                         self.F[:, [slot]].T.copy(), self.I[:, [slot]].T.copy()),
+                             np.array([conf]), np.array([w]), cp)
         return snap.memory(0, embedding=self.vector(slot) if with_embedding else None)
 
-    def snapshot(self, slots: np.ndarray, conf_now: np.ndarray, weight_now: np.ndarray,
+    def snapshot(self, ranked: RankedSlots, conf_now: np.ndarray, weight_now: np.ndarray,
                  cp: CompiledPolicy) -> "HotSnapshot":
-        """The state of ``slots`` now, captured cheaply (one bulk copy of the
-        columns and references to the string lists); Memory objects are built
-        from it on demand."""
-        return HotSnapshot(self.name, cp.type_names, self.F[:, slots], self.I[:, slots], conf_now, weight_now,
-                           slots.tolist(), self.ids, self.contents, self.sources, self.tag_names)
+        """The state of the ranked slots, captured cheaply (their columns were
+        copied by the kernel; the string lists are held by reference); Memory
+        objects are built from it on demand."""
+        return HotSnapshot(self.name, cp.type_names, ranked.F, ranked.I, conf_now, weight_now,
+                           ranked.slots.tolist(), self.ids, self.contents, self.sources, self.tag_names)
 
     # -- catalog write-back (callers hold access_lock) -------------------------
 

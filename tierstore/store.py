@@ -370,7 +370,7 @@ class TierStore:
         with hot.lock.read():
             ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
             raw = ranked.raw
-            snap = hot.snapshot(ranked.slots, raw[:, 2], raw[:, 4], cp)
+            snap = hot.snapshot(ranked, raw[:, 2], raw[:, 4], cp)
             if explain:
                 hits = [Hit(mid, sc, cp.explain(raw[i], ranked.norm[i], sc, "hot"), None, snap, i)
                         for i, (mid, sc) in enumerate(zip(snap.ids, ranked.scores.tolist()))]

@@ -34,12 +34,15 @@ def check_namespace(ns: Any) -> str:
 
 def check_vector(vec: Any, dim: int, what: str = "embedding") -> np.ndarray:
     """A finite, non-zero vector of length ``dim``, returned L2-normalised as
-    a new contiguous float32 array."""
+    a contiguous float32 array (the argument itself when it already is one:
+    callers copy before they keep it)."""
     if type(vec) is np.ndarray and vec.dtype == np.float32 and vec.shape == (dim,):
         # Fast path for the common case: NaN or inf in any element makes the
         # squared norm non-finite, so one dot product checks everything.
         n2 = float(np.dot(vec, vec))
         if 0.0 < n2 < math.inf:
+            if abs(n2 - 1.0) <= 1e-7:  # already unit length (float32 rounding): no copy
+                return vec
             return vec / np.float32(math.sqrt(n2))
     try:
         arr = np.asarray(vec, dtype=np.float32)

@@ -28,6 +28,7 @@ def warm_up_kernels() -> None:
             due_times,
             flat_topk,
             fused_rerank,
+            gather_picks,
             inner_products,
             record_accesses,
             rescale_lifetimes,
@@ -64,6 +65,9 @@ def warm_up_kernels() -> None:
         fused_rerank(slots, sims, F, I, tags, params, u8, w0, e32, e32, e64, e32, 2)
         # hnswlib hands back uint64 labels and float32 distances
         fused_rerank(slots.astype(np.uint64), sims, F, I, tags, params, u8, w0, e32, e32, e64, e32, 2)
+        pick = np.arange(2, dtype=np.int64)
+        gather_picks(slots, pick, F, I)
+        gather_picks(slots.astype(np.uint64), pick, F, I)
         context_multipliers(tags, n, e32, e64)
         rescale_lifetimes(f, f, f, f, f, f, 1.0)
         _done = True
