@@ -58,12 +58,24 @@ def test_search_ranks_by_similarity_and_explains(store, rng):
     assert [h.id for h in hits][0] == a
     assert hits[0].score >= hits[1].score
     ex = hits[0].explain
-    assert ex is not None and ex.mode == "product" and ex.tier == "hot"
+    assert ex is not None and ex.mode == "weighted_sum" and ex.tier == "hot"  # the default mode
     assert set(ex.raw) == {"similarity", "recency", "confidence", "context", "weight"}
     assert ex.raw["similarity"] == pytest.approx(float(np.dot(target, near / np.linalg.norm(near))), abs=1e-5)
-    assert math.prod(ex.terms.values()) == pytest.approx(hits[0].score)
+    assert sum(ex.terms.values()) == pytest.approx(hits[0].score)
     assert all(0.0 <= x <= 1.0 for x in ex.normalised.values())
     assert hits[1].id == b
+
+
+def test_product_mode_explains_a_product(tmp_path, clock, rng):
+    from tierstore import Policy
+
+    with TierStore.open(tmp_path / "p", dim=DIM, clock=clock,
+                        policy=Policy.from_dict({"scoring": {"mode": "product"}})) as store:
+        q = unit(rng)
+        store.add("a", "x", q + 0.1 * unit(rng))
+        (hit,) = store.search("a", q, k=1, explain=True)
+        assert hit.explain.mode == "product"
+        assert math.prod(hit.explain.terms.values()) == pytest.approx(hit.score)
 
 
 def test_search_filters_and_context_tags(store, rng):

@@ -198,3 +198,46 @@ def test_decay_never_collapses_the_result_set(tmp_path, rng, mode):
     assert all(store.get("u", i) is None or store.get("u", i).tier == "cold" for i in ids)
     assert store.search("u", q, k=4) == []
     store.close()
+
+
+def test_supersedes_retires_the_old_statement(tmp_path, rng):
+    clock = ManualClock(T0)
+    store = open_store(tmp_path, None, clock)
+    v = unit(rng)
+    old = store.add("u", "Alice lives in Lisbon", v, memory_type="fact", id="home-1")
+    clock.advance(3600)
+    before = store.get("u", old)
+    new = store.add("u", "Alice moved to Osaka", v, memory_type="fact", id="home-2", supersedes=[old])
+    after = store.get("u", old)
+    assert after.confidence < before.confidence and after.weight < before.weight
+    assert after.ttl_seconds == 0 and after.expires_at <= clock.now() and after.due_at <= clock.now()
+    assert [h.id for h in store.search("u", v, k=2, record_access=False)] == [new, old]
+    clock.advance(60)
+    store.touch("u", old)  # used by mistake: a fact refreshes its TTL on read, but 0 stays 0
+    assert store.get("u", old).due_at <= clock.now()
+    report = store.sweep()
+    assert report.archived + report.deleted == 1
+    m = store.get("u", old)
+    assert m is None or m.tier == "cold"
+    assert [h.id for h in store.search("u", v, k=2, record_access=False)] == [new]
+    events = store._catalog.query("SELECT id, kind, reason FROM events WHERE kind = 'supersede'")
+    assert events == [("home-1", "supersede", "by home-2")]
+    store.close()
+
+
+def test_supersedes_is_validated_before_anything_is_added(tmp_path, rng):
+    from tierstore import InvalidInputError, MemoryNotFoundError
+
+    store = open_store(tmp_path)
+    old = store.add("u", "x", unit(rng), id="a")
+    with pytest.raises(MemoryNotFoundError):
+        store.add("u", "y", unit(rng), id="b", supersedes=["nope"])
+    with pytest.raises(MemoryNotFoundError):
+        store.add("other", "y", unit(rng), id="b", supersedes=[old])  # not across namespaces
+    with pytest.raises(InvalidInputError):
+        store.add("u", "y", unit(rng), id="b", supersedes=["b"])
+    assert store.get("u", "b") is None and store.get("other", "b") is None
+    assert store.get("u", old).due_at > store.clock.now()  # untouched
+    ids = store.add_batch("u", [{"content": "z", "embedding": unit(rng), "supersedes": [old]}])
+    assert store.get("u", old).due_at <= store.clock.now() and store.get("u", ids[0]) is not None
+    store.close()

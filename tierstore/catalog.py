@@ -162,7 +162,7 @@ _SELECT_MEMORY = "SELECT " + ", ".join(MEMORY_COLUMNS) + " FROM memories"
 # The state that changes after creation, written back by flushes.
 STATE_COLUMNS = (
     "last_accessed_at", "access_count", "conf_feedback", "confidence", "t_conf", "pinned",
-    "w_ref", "t_ref", "half_life", "ttl", "ttl_anchor", "ctx_mult", "due_at",
+    "w_ref", "t_ref", "half_life", "ttl", "ttl_anchor", "ctx_mult", "due_at", "ttl_seconds",
 )
 
 
@@ -257,7 +257,7 @@ def state_params(row: MemoryRow) -> tuple[Any, ...]:
     return (
         row.last_accessed_at, row.access_count, row.conf_feedback, row.confidence, row.t_conf, int(row.pinned),
         row.w_ref, row.t_ref, row.half_life, sql_time(row.ttl), row.ttl_anchor, row.ctx_mult,
-        sql_time(row.due_at), row.rid,
+        sql_time(row.due_at), row.ttl_seconds, row.rid,
     )
 
 

@@ -102,7 +102,7 @@ def run_demo(path: str | None = None, days: int = 60, seed: int = 7, out: TextIO
                     if ev.kind == "add":
                         store.add(ev.ns, ev.content, embedder.embed(ev.content, ev.tags), memory_type=ev.memory_type,
                                   confidence=ev.confidence, source=ev.source, tags=ev.tags, pinned=ev.pinned,
-                                  id=ev.id)
+                                  id=ev.id, supersedes=[i for i in ev.supersedes if store.get(ev.ns, i)])
                         added += 1
                     elif ev.kind == "search":
                         show = ev.ns == SHOW_USER and day in SHOW_DAYS and day not in shown

@@ -435,12 +435,13 @@ class HotNamespace:
         fb = F[C.F_CONF_FEEDBACK, s]
         ttl = F[C.F_TTL, s]
         due = F[C.F_DUE, s]
+        override = F[C.F_TTL_OVERRIDE, s]
         return (
             float(F[C.F_LAST_ACCESS, s]), int(I[C.I_ACCESS_COUNT, s]), None if math.isnan(fb) else float(fb),
             float(F[C.F_CONF, s]), float(F[C.F_T_CONF, s]), int(I[C.I_PINNED, s]), float(F[C.F_W_REF, s]),
             float(F[C.F_T_REF, s]), float(F[C.F_HALF_LIFE, s]), None if not math.isfinite(ttl) else float(ttl),
             float(F[C.F_TTL_ANCHOR, s]), float(F[C.F_CTX_MULT, s]), None if not math.isfinite(due) else float(due),
-            int(self.rids[s]),
+            None if math.isnan(override) else float(override), int(self.rids[s]),
         )
 
     def take_dirty(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:

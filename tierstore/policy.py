@@ -148,7 +148,11 @@ class ScoringPolicy:
     below ``floor``, so decay damps a memory but never zeroes a result set.
     """
 
-    mode: str = "product"
+    # weighted_sum by default: measured on the forgetting-quality benchmark
+    # (docs/benchmarks.md, suite g), product scoring lets recency and weight
+    # overrule similarity, so rarely asked long-lived facts lose (recall@5
+    # 0.42 against 0.82) — the seed's own warning about multiplying factors.
+    mode: str = "weighted_sum"
     weights: Mapping[str, float] = field(
         default_factory=lambda: {
             "similarity": 0.55,

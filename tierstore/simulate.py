@@ -376,7 +376,9 @@ def _apply(store: Any, rec: dict[str, Any], res: SimResult) -> None:
         mid = store.add(ns, rec["content"], decode_vector(rec["embedding"]), memory_type=mtype,
                         confidence=rec.get("confidence", 0.8), source=rec.get("source", "user_declaration"),
                         tags=rec.get("tags") or (), ttl_seconds=rec.get("ttl_seconds"),
-                        pinned=rec.get("pinned", False), id=rec.get("id"))
+                        pinned=rec.get("pinned", False), id=rec.get("id"),
+                        # a memory this policy already deleted has nothing left to supersede
+                        supersedes=[i for i in rec.get("supersedes") or () if store.get(ns, i) is not None])
         res.types_seen.add(mtype)
         res.id_types[(ns, mid)] = mtype
     elif op == "search":

@@ -79,7 +79,8 @@ def _opt(x: float) -> float | None:
     return None if math.isnan(x) else float(x)
 
 
-_ADD_KEYS = {"content", "embedding", "memory_type", "confidence", "source", "tags", "ttl_seconds", "pinned", "id"}
+_ADD_KEYS = {"content", "embedding", "memory_type", "confidence", "source", "tags", "ttl_seconds", "pinned", "id",
+             "supersedes"}
 
 
 @dataclass(frozen=True)
@@ -221,16 +222,23 @@ class TierStore:
 
     def add(self, ns: str, content: str, embedding: Any, *, memory_type: str = "fact", confidence: float = 0.8,
             source: str = "user_declaration", tags: Iterable[str] = (), ttl_seconds: float | None = None,
-            pinned: bool = False, id: str | None = None) -> str:
+            pinned: bool = False, id: str | None = None, supersedes: Iterable[str] = ()) -> str:
         """Store one memory and return its id. Durable when it returns.
 
         embedding: ``dim`` finite numbers, not all zero (stored L2-normalised).
         confidence: the caller's estimate in [0, 1], fused with the source's
         default (see :class:`ConfidencePolicy`). ttl_seconds: overrides the
-        type's TTL. pinned: never expires.
+        type's TTL. pinned: never expires. supersedes: ids of memories of the
+        namespace this one replaces ("moved to Osaka" supersedes "lives in
+        Lisbon"): each gets a negative feedback of strength 1 and a TTL of 0,
+        so it ranks low at once and the next sweep archives it (or deletes it,
+        if its confidence fell to the delete bar) even if it is used
+        meanwhile; a ``supersede`` event records the pair. Unknown ids raise
+        MemoryNotFoundError and nothing is added.
         """
         item = {"content": content, "embedding": embedding, "memory_type": memory_type, "confidence": confidence,
-                "source": source, "tags": tags, "ttl_seconds": ttl_seconds, "pinned": pinned, "id": id}
+                "source": source, "tags": tags, "ttl_seconds": ttl_seconds, "pinned": pinned, "id": id,
+                "supersedes": supersedes}
         return self._add(ns, [item])[0]
 
     def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -257,6 +265,7 @@ class TierStore:
         now = self.clock.now()
         rows, vectors = self._prepare_rows(ns, items, now)
         hot = self._hot.ensure(ns)
+        superseded = self._check_supersedes(ns, items, rows)
 
         def insert(conn: sqlite3.Connection) -> list[int]:
             rids = []
@@ -276,12 +285,78 @@ class TierStore:
             row.rid = rid
         with hot.lock.write():
             hot.add_rows(rows, vectors)
+        for new_id, old_ids in superseded:
+            for old_id in old_ids:
+                self._supersede(ns, old_id, new_id, now)
         if self._trace is not None:
+            olds = dict(superseded)
             for r, v in zip(rows, vectors):
                 self._trace.write("add", now, ns=ns, id=r.id, content=r.content, embedding=encode_vector(v),
                                   memory_type=r.memory_type, confidence=r.conf_llm, source=r.source,
-                                  tags=list(r.tags), ttl_seconds=r.ttl_seconds, pinned=r.pinned)
+                                  tags=list(r.tags), ttl_seconds=r.ttl_seconds, pinned=r.pinned,
+                                  supersedes=olds.get(r.id, []))
         return [r.id for r in rows]
+
+    def _check_supersedes(self, ns: str, items: Sequence[Mapping[str, Any]],
+                          rows: Sequence[MemoryRow]) -> list[tuple[str, list[str]]]:
+        """``(new id, [superseded ids])`` per item that supersedes something;
+        every superseded id must already exist in the namespace."""
+        out = []
+        for item, row in zip(items, rows):
+            olds = item.get("supersedes") or ()
+            if not olds:
+                continue
+            old_ids = check_id_list(olds)
+            if row.id in old_ids:
+                raise InvalidInputError(f"memory {row.id!r} cannot supersede itself")
+            for old_id in old_ids:
+                if self.get(ns, old_id) is None:
+                    raise MemoryNotFoundError(f"no memory {old_id!r} in namespace {ns!r} to supersede")
+            out.append((row.id, old_ids))
+        return out
+
+    def _supersede(self, ns: str, old_id: str, new_id: str, now: float) -> None:
+        """Negative feedback of strength 1, then a TTL of 0: the memory is
+        expired and stays so (an access that refreshes the TTL restarts it at
+        0; confidence and context scaling keep 0 at 0); logs a ``supersede``
+        event."""
+        try:
+            self._feedback(ns, old_id, positive=False, strength=1.0, implicit=False)
+        except MemoryNotFoundError:
+            return  # deleted meanwhile: nothing left to supersede
+        hot = self._hot.ensure(ns)
+        fut = None
+        with hot.lock.read():
+            slot = hot.slot_of.get(old_id)
+            if slot is not None:
+                with hot.access_lock:
+                    F = hot.F
+                    F[C.F_TTL_OVERRIDE, slot] = 0.0
+                    F[C.F_TTL, slot] = 0.0
+                    F[C.F_TTL_ANCHOR, slot] = min(F[C.F_TTL_ANCHOR, slot], now)
+                    self._refresh_due(hot, slot)
+                    event = (now, ns, old_id, "supersede", "hot", "hot", f"by {new_id}", float(F[C.F_W_REF, slot]),
+                             float(F[C.F_CONF, slot]), int(hot.I[C.I_ACCESS_COUNT, slot]),
+                             self._cp.type_names[int(hot.I[C.I_TYPE, slot])])
+                    fut = self._submit_dirty(hot, extra=lambda conn: conn.execute(EVENT_SQL, event))
+        if fut is not None:
+            fut.result()
+            return
+
+        def change(row: MemoryRow, conn: sqlite3.Connection) -> MemoryRow:
+            row.ttl_seconds, row.ttl = 0.0, 0.0
+            row.ttl_anchor = min(row.ttl_anchor, now)
+            row.due_at = self._due_of(row)
+            self._catalog.write_state(conn, row)
+            tier = TIER_NAMES[row.tier]
+            conn.execute(EVENT_SQL, (now, ns, old_id, "supersede", tier, tier, f"by {new_id}", row.w_ref,
+                                     row.confidence, row.access_count, row.memory_type))
+            return row
+
+        try:
+            self._update_row(ns, old_id, change)
+        except MemoryNotFoundError:
+            return
 
     def _prepare_rows(self, ns: str, items: Sequence[Mapping[str, Any]], now: float) -> tuple[list[MemoryRow], np.ndarray]:
         cp, pol = self._cp, self._policy

@@ -78,6 +78,7 @@ class Event:
     context: list[str] = field(default_factory=list)
     topics: list[str] = field(default_factory=list)
     positive: bool = True
+    supersedes: list[str] = field(default_factory=list)
 
 
 def agent_workload(days: int = 60, seed: int = 7, start: float = 1_700_000_000.0,
@@ -120,7 +121,8 @@ def agent_workload(days: int = 60, seed: int = 7, start: float = 1_700_000_000.0
                 moves[u] += 1
                 home = HOMES[(homes[u] + moves[u]) % len(HOMES)]
                 yield Event(t + 1500, "add", u, f"{name} moved and now lives in {home}", "fact", 0.95,
-                            "user_declaration", ["home"], id=f"{u}-home-{moves[u]}")
+                            "user_declaration", ["home"], id=f"{u}-home-{moves[u]}",
+                            supersedes=[f"{u}-home-{moves[u] - 1}"])
             for j in range(int(rng.integers(1, 4))):
                 text, ctx, topics = QUERIES[int(rng.integers(len(QUERIES)))]
                 yield Event(t + 1800 + 60 * j, "search", u, text.format(u=name), context=ctx, topics=topics,

@@ -554,8 +554,13 @@ def score_peers(wl: Workload, mv: np.ndarray, qv: np.ndarray, k: int = 5) -> dic
 
 def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConfig, k: int = 5,
                     policy: Any = None, name: str = "tierstore", novelty_half_life: float | None = None,
-                    novelty_weight: float | None = None) -> Score:
+                    novelty_weight: float | None = None, supersedes: bool = False) -> Score:
     """Run the workload through a real TierStore.
+
+    ``supersedes``: the agent says what a new statement replaces — a slot's
+    new value is added with ``supersedes=[the slot's previous statement]``
+    (the API an agent uses when the user says "I moved to Osaka"); the peers
+    have no such call.
 
     ``novelty_half_life`` emulates a proposed scoring factor that tierstore
     does not have: novelty ``2^(-age / novelty_half_life)`` (age since
@@ -574,6 +579,7 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
     tiers_at_end: dict[str, int] = {}
     misses: dict[str, int] = {}  # long-lived / pinned queries that missed, by the tier the fact was in
     sweeps = {"demoted": 0, "archived": 0, "deleted": 0}
+    latest: dict[tuple[int, str], str] = {}  # (user, slot) -> the slot's current statement
     with workdir(cfg, "forgetting") as d:
         clock = ManualClock(T0)
         store = TierStore.open(d / "store", dim=mv.shape[1], clock=clock, policy=policy)
@@ -597,8 +603,14 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
                     clock.set(max(t, clock.now()))
                     if kind == "add":
                         m = wl.mems[i]
+                        old: list[str] = []
+                        if m.kind == "slot" and m.slot is not None:
+                            prev = latest.get((m.user, m.slot))
+                            if supersedes and prev is not None and store.get(f"u{m.user}", prev) is not None:
+                                old = [prev]
+                            latest[(m.user, m.slot)] = m.id
                         store.add(f"u{m.user}", m.text, mv[i], memory_type=m.memory_type, confidence=m.confidence,
-                                  source=m.source, tags=list(m.topics), pinned=m.pinned, id=m.id)
+                                  source=m.source, tags=list(m.topics), pinned=m.pinned, id=m.id, supersedes=old)
                     else:
                         q = wl.queries[i]
                         if novelty_half_life is None:
@@ -668,11 +680,11 @@ def check_langchain_formula(samples: int = 50) -> str:
 # (name, policy dict, emulated novelty half-life in seconds or None)
 # (name, policy dict, emulated novelty half-life in seconds or None, novelty weight for weighted-sum mode)
 VARIANTS: list[tuple[str, dict[str, Any], float | None, float | None]] = [
+    ("ts: mode=product (the default until this run)", {"scoring": {"mode": "product"}}, None, None),
+    ("ts: mode=product, floor=0.3", {"scoring": {"mode": "product", "floor": 0.3}}, None, None),
     ("ts: record_access=false", {"scoring": {"record_access": False}}, None, None),
-    ("ts: floor=0.3", {"scoring": {"floor": 0.3}}, None, None),
-    ("ts: mode=weighted_sum", {"scoring": {"mode": "weighted_sum"}}, None, None),
-    ("ts: product x novelty 30d (emulated)", {}, 30 * DAY, None),
-    ("ts: weighted_sum + 0.15 novelty 30d (emulated)", {"scoring": {"mode": "weighted_sum"}}, 30 * DAY, 0.15),
+    ("ts: product x novelty 30d (emulated)", {"scoring": {"mode": "product"}}, 30 * DAY, None),
+    ("ts: weighted_sum + 0.15 novelty 30d (emulated)", {}, 30 * DAY, 0.15),
 ]
 
 HEADER = ["policy", "stale-hit@1", "live recall@5", "live@1", "long-lived recall@5", "noise@1", "hot at end",
@@ -689,7 +701,8 @@ def run(cfg: BenchConfig) -> SuiteResult:
     mv, qv = embed_workload(wl, emb, cfg)
     peers = score_peers(wl, mv, qv)
     ts = score_tierstore(wl, mv, qv, cfg)
-    rows = [s.row() for s in [*peers.values(), ts]]
+    ts_sup = score_tierstore(wl, mv, qv, cfg, name="tierstore + supersedes", supersedes=True)
+    rows = [s.row() for s in [*peers.values(), ts, ts_sup]]
     res.data["rows"] = rows
     table = _cells(rows)
     res.tables.append((f"forgetting quality — {users} users x {days} days, {len(wl.mems)} memories, "
