@@ -19,7 +19,6 @@ import platform
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 _MEDIANS: dict[tuple[str, str], float] = {}
 

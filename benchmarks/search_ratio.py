@@ -24,7 +24,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import clustered_vectors  # noqa: E402  (also pins BLAS to one thread)
 
-import numpy as np  # noqa: E402
 
 from tierstore import HotSettings, ManualClock, Policy, Settings, TierStore  # noqa: E402
 

@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 
 from conftest import DIM, T0, unit
 from tierstore import ManualClock, TierStore

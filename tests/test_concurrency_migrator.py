@@ -20,9 +20,7 @@ What is exactly checkable, and checked:
 from __future__ import annotations
 
 import faulthandler
-import io
 import random
-import sys
 import threading
 import time
 from collections import Counter

@@ -29,7 +29,6 @@ import pytest
 
 from conftest import DIM, T0, unit
 from faultproxy import FaultProxy
-from s3_fixtures import MotoServer
 from tierstore import (
     HotSettings,
     InvalidInputError,

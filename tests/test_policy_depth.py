@@ -3,7 +3,6 @@ no collapse (issue 4)."""
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest

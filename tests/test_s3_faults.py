@@ -12,8 +12,6 @@ batches; the background migrator backs off and completes after recovery.
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 import time
 from pathlib import Path
 

@@ -97,7 +97,7 @@ def run_demo(path: str | None = None, days: int = 60, seed: int = 7, out: TextIO
                         if day % 7 == 0:
                             flow.append((day, store.stats(lifecycle=False).by_tier, report))
                         if day == RESTORE_DAY:
-                            restored = restore_on_demand(store, embedder, out)
+                            restore_on_demand(store, embedder, out)
                     clock.set(max(clock.now(), ev.t))
                     if ev.kind == "add":
                         store.add(ev.ns, ev.content, embedder.embed(ev.content, ev.tags), memory_type=ev.memory_type,

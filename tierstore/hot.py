@@ -32,6 +32,7 @@ import numpy as np
 from .catalog import Catalog, MemoryRow, stack_embeddings
 from .errors import CorruptDataError
 from .faults import crash_point
+from .fileio import fsync_file, sha256_file
 from .kernels import columns as C
 from .lifetime import confidence_at, weight_at
 from .kernels import fused_rerank, gather_picks, inner_products, top_candidates
@@ -414,9 +415,9 @@ class HotNamespace:
         F = self.F
         w = weight_at(float(F[C.F_W_REF, slot]), float(F[C.F_T_REF, slot]), float(F[C.F_HALF_LIFE, slot]), now)
         conf = confidence_at(float(F[C.F_CONF, slot]), float(F[C.F_T_CONF, slot]), cp.conf_half_life, now)
-        snap = self.snapshot(RankedSlots(np.array([slot]), np.zeros(1), np.zeros((1, 5)), np.zeros((1, 5)),
-                                         self.F[:, [slot]].T.copy(), self.I[:, [slot]].T.copy()),
-                             np.array([conf]), np.array([w]), cp)
+        snap = HotSnapshot(self.name, cp.type_names, self.F[:, [slot]].T.copy(), self.I[:, [slot]].T.copy(),
+                           np.array([conf]), np.array([w]), [slot], self.ids, self.contents, self.sources,
+                           self.tag_names)
         return snap.memory(0, embedding=self.vector(slot) if with_embedding else None)
 
     def snapshot(self, ranked: RankedSlots, conf_now: np.ndarray, weight_now: np.ndarray,
@@ -495,17 +496,17 @@ class HotNamespace:
             "dim": self.dim,
             "slots": int(self.n),
             "capacity": int(self.index.get_max_elements()),
-            "index_sha256": _sha256_file(tmp_index),
+            "index_sha256": sha256_file(tmp_index),
             "slots_sha256": hashlib.sha256(slots.tobytes()).hexdigest(),
         }
         for tmp in (tmp_index, tmp_slots):
-            _fsync_file(tmp)
+            fsync_file(tmp)
         os.replace(tmp_index, self._ckpt_path(directory, ".hnsw"))
         os.replace(tmp_slots, self._ckpt_path(directory, ".slots"))
         crash_point("checkpoint.after_index")
         tmp_manifest = self._ckpt_path(directory, ".json.tmp")
         tmp_manifest.write_text(json.dumps(manifest))
-        _fsync_file(tmp_manifest)
+        fsync_file(tmp_manifest)
         # The manifest is renamed last: a crash before this leaves the old
         # manifest, whose checksums no longer match, so the files are rebuilt.
         os.replace(tmp_manifest, self._ckpt_path(directory, ".json"))
@@ -525,7 +526,7 @@ class HotNamespace:
             raise CorruptDataError(f"hot checkpoint manifest {mpath} belongs to another namespace")
         ipath, spath = self._ckpt_path(directory, ".hnsw"), self._ckpt_path(directory, ".slots")
         for path, key in ((ipath, "index_sha256"), (spath, "slots_sha256")):
-            if not path.exists() or _sha256_file(path) != manifest.get(key):
+            if not path.exists() or sha256_file(path) != manifest.get(key):
                 raise CorruptDataError(f"hot checkpoint file {path} fails its checksum")
         if manifest.get("dim") != self.dim:
             raise CorruptDataError(f"hot checkpoint {ipath} has dimension {manifest.get('dim')}, expected {self.dim}")
@@ -541,22 +542,6 @@ def _build_threads(n: int) -> int:
     """hnswlib threads for inserting ``n`` vectors: all cores for big batches
     (add_items releases the GIL), one for small ones (thread start-up dominates)."""
     return -1 if n >= 1000 else 1
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class HotTier:

@@ -147,9 +147,10 @@ class Migrator:
             report.errors.append(f"{type(exc).__name__}: {exc}")
             archive_ok = False
         batch_size = s.settings.sweep_batch
-        total_due = s._catalog.count_due(now)
-        bar = Progress(min(total_due, max_items) if max_items else total_due, "sweep", enabled=progress,
-                       unit=" due")
+        bar = Progress(None, "sweep", enabled=progress, unit=" due")
+        if bar.enabled:  # the total is for the bar only: count it only when one is drawn
+            total_due = s._catalog.count_due(now)
+            bar.total = min(total_due, max_items) if max_items else total_due
         touched_shards: set[str] = set()
         try:
             while True:
@@ -661,7 +662,6 @@ class Migrator:
         one found, is repointed; a memory the catalog holds in the hot or warm
         tier is left alone (its archived copy is stale)."""
         s = self.s
-        cp = self.cp
         counts = {"objects": 0, "records": 0, "inserted": 0, "repointed": 0, "skipped": 0}
         keys = s._cold.list_batches()
         with Progress(len(keys), "rebuild-catalog", enabled=progress, unit=" objects") as bar:

@@ -110,7 +110,6 @@ class SweepReport:
     deleted: int = 0
     remaining_due: int = 0
     elapsed_s: float = 0.0
-    applied: bool = True
     by_type: dict[str, dict[str, int]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
@@ -124,7 +123,6 @@ class SweepReport:
             "deleted": self.deleted,
             "remaining_due": self.remaining_due,
             "elapsed_s": self.elapsed_s,
-            "applied": self.applied,
             "by_type": self.by_type,
             "errors": list(self.errors),
         }

@@ -8,7 +8,6 @@ import math
 import os
 import sqlite3
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,14 +29,13 @@ from .catalog import (
 from .catalog import sql_time as _sql_time
 from .clock import Clock, SystemClock
 from .cold import ColdTier
-from .migrator import Migrator, fingerprint
+from .migrator import Migrator
 from .errors import (
     DuplicateIdError,
     InvalidInputError,
     MemoryNotFoundError,
     StoreClosedError,
     StoreConfigError,
-    UnknownMemoryTypeError,
 )
 from .hot import HotNamespace, HotSettings, HotTier, columns_from_rows
 from .kernels import (

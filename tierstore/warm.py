@@ -21,7 +21,6 @@ searches and rebuilt from the catalog by the next sweep.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -37,6 +36,7 @@ import numpy as np
 
 from .catalog import Catalog
 from .errors import CorruptDataError
+from .fileio import sha256_file
 from .kernels import inner_products, top_candidates
 
 FORMAT = "tierstore-warm-shard"
@@ -70,14 +70,6 @@ class LoadedShard:
     vectors: np.ndarray | None
     index: hnswlib.Index | None
     nbytes: int
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 class WarmTier:
@@ -144,7 +136,7 @@ class WarmTier:
                 (tmp / "vectors.f32").write_bytes(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
                 files.append("vectors.f32")
             manifest = {"format": FORMAT, "version": 1, "namespace": ns, "dim": self.dim, "count": int(len(rids)),
-                        "kind": kind, "sha256": {f: _sha256(tmp / f) for f in files}}
+                        "kind": kind, "sha256": {f: sha256_file(tmp / f) for f in files}}
             (tmp / "manifest.json").write_text(json.dumps(manifest))
             os.replace(tmp, final)  # no fsync: see the module docstring
         except BaseException:
@@ -216,7 +208,7 @@ class WarmTier:
             raise CorruptDataError(f"warm shard manifest {mpath} lists the wrong files")
         for f in files:
             path = d / f
-            if not path.exists() or _sha256(path) != digests[f]:
+            if not path.exists() or sha256_file(path) != digests[f]:
                 raise CorruptDataError(f"warm shard file {path} fails its checksum")
         rids = np.frombuffer((d / "rids.i64").read_bytes(), dtype="<i8").astype(np.int64)
         if len(rids) != info.count or manifest.get("dim") != self.dim:
