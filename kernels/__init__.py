@@ -21,7 +21,7 @@ from .columns import (
 from .decay import access_boost, decayed_weight, record_accesses
 from .due import classify, due_times
 from .flat import flat_topk, inner_products, top_candidates
-from .rerank import fused_rerank, gather_picks
+from .rerank import fused_rerank, gather_picks, rank_and_gather
 from .context import context_multipliers, rescale_lifetimes
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "flat_topk",
     "fused_rerank",
     "gather_picks",
+    "rank_and_gather",
     "inner_products",
     "record_accesses",
     "rescale_lifetimes",

@@ -55,6 +55,18 @@ P_DISTANCE = 8  # 1: candidate scores are inner-product distances (1 - cos)
 P_WEIGHTS = 9  # 5 weights (similarity, recency, confidence, context, weight), summing to 1
 NP = 14
 
+# rows of the packed result of rank_and_gather (column j: the j-th best hit):
+# float64 rows (NRF, m) ...
+R_SCORE = 0
+R_NORM = 1  # the 5 normalised factors
+R_RAW = 6  # the 5 raw factors
+R_F = 11  # the hit's NF columns of F
+NRF = R_F + NF
+# ... and int64 rows (NRI, m)
+R_SLOT = 0
+R_I = 1  # the hit's NI columns of I
+NRI = R_I + NI
+
 MODE_PRODUCT = 0
 MODE_WEIGHTED_SUM = 1
 

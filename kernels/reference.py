@@ -318,7 +318,7 @@ def ref_fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_
                      rule_mult, mask_tags, k):
     """Best ``k`` candidates: ``(pick int64, score float64, norm (len, 5), raw (len, 5))``.
 
-    Excluded: negative slot, dead slot, type not allowed, decayed confidence
+    Excluded: negative or out-of-range slot, dead slot, type not allowed, decayed confidence
     ``c < min_conf``, any tag (up to the first -1) in ``mask_tags``.
     Raw factors: sim = cosine (``1 - distance`` when P_DISTANCE is 1);
     recency = ``2^(-max(now - last_access, 0)/recency_half_life)``; c;
@@ -348,7 +348,7 @@ def ref_fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_
 
     rows = []  # (score, sim, j, norm, raw)
     for j, (s, cs) in enumerate(zip(_i(cand), _f(cand_scores))):
-        if s < 0 or int(I[I_ALIVE, s]) == 0:
+        if s < 0 or s >= F.shape[1] or int(I[I_ALIVE, s]) == 0:
             continue
         typ = int(I[I_TYPE, s])
         if allowed[typ] == 0:

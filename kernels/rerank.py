@@ -33,6 +33,8 @@ from .columns import (
     I_ALIVE,
     I_TYPE,
     MODE_PRODUCT,
+    NRF,
+    NRI,
     P_CONF_HALF_LIFE,
     P_CONTEXT_BONUS,
     P_CTX_MAX,
@@ -43,9 +45,18 @@ from .columns import (
     P_NOW,
     P_RECENCY_HALF_LIFE,
     P_WEIGHTS,
+    R_F,
+    R_I,
+    R_NORM,
+    R_RAW,
+    R_SCORE,
+    R_SLOT,
 )
 
 LN2 = math.log(2.0)
+# the F rows the rerank reads, in the order it loads them
+_LOAD_ROWS = (F_CONF, F_T_CONF, F_LAST_ACCESS, F_W_REF, F_T_REF, F_HALF_LIFE)
+_NLOAD = len(_LOAD_ROWS)
 
 
 @njit(inline="always", cache=True)
@@ -92,43 +103,74 @@ def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type
     distance = params[P_DISTANCE] != 0.0
     width = tags.shape[1]
 
+    # Load first, then compute: the candidates' slots are scattered over
+    # columns much larger than the caches, and loads in a branch-free loop are
+    # independent, so the memory system overlaps their misses; in the scoring
+    # loop below they would wait on each other's branches.
+    cap = F.shape[1]
+    slot = np.empty(m, np.int64)
+    for j in range(m):
+        s = np.int64(cand[j])
+        slot[j] = s if 0 <= s < cap else -1
+    alive = np.zeros(m, np.int64)
+    typ = np.zeros(m, np.int64)
+    first_tag = np.full(m, -1, np.int32)
+    G = np.zeros((_NLOAD, m))
+    for j in range(m):
+        if slot[j] >= 0:
+            alive[j] = I[I_ALIVE, slot[j]]
+    for j in range(m):
+        if slot[j] >= 0:
+            typ[j] = I[I_TYPE, slot[j]]
+    if width > 0:
+        for j in range(m):
+            if slot[j] >= 0:
+                first_tag[j] = tags[slot[j], 0]
+    for r in range(_NLOAD):
+        row = _LOAD_ROWS[r]
+        for j in range(m):
+            if slot[j] >= 0:
+                G[r, j] = F[row, slot[j]]
+
     score = np.full(m, -np.inf)
     tiebreak = np.zeros(m)
     norm = np.empty((m, 5))
     raw = np.empty((m, 5))
     for j in range(m):
-        s = cand[j]
-        if s < 0 or I[I_ALIVE, s] == 0:
+        s = slot[j]
+        if s < 0 or alive[j] == 0:
             continue
-        if type_allowed[I[I_TYPE, s]] == 0:
+        t = typ[j]
+        if type_allowed[t] == 0:
             continue
-        c = confidence_at(F[F_CONF, s], F[F_T_CONF, s], conf_hl, now)
+        c = confidence_at(G[0, j], G[1, j], conf_hl, now)
         if c < min_conf:
             continue
         masked = False
         overlap = 0
         mult = 1.0
-        for w in range(width):
-            tg = tags[s, w]
-            if tg < 0:
-                break
-            if mask_tags.shape[0] > 0 and _find_sorted(mask_tags, tg) >= 0:
-                masked = True
-                break
-            if q_tags.shape[0] > 0 and _find_sorted(q_tags, tg) >= 0:
-                overlap += 1
-            if rule_tags.shape[0] > 0:
-                r = _find_sorted(rule_tags, tg)
-                if r >= 0:
-                    mult *= rule_mult[r]
+        if first_tag[j] >= 0:
+            for w in range(width):
+                tg = tags[s, w]
+                if tg < 0:
+                    break
+                if mask_tags.shape[0] > 0 and _find_sorted(mask_tags, tg) >= 0:
+                    masked = True
+                    break
+                if q_tags.shape[0] > 0 and _find_sorted(q_tags, tg) >= 0:
+                    overlap += 1
+                if rule_tags.shape[0] > 0:
+                    r = _find_sorted(rule_tags, tg)
+                    if r >= 0:
+                        mult *= rule_mult[r]
         if masked:
             continue
         sim = np.float64(cand_scores[j])
         if distance:
             sim = 1.0 - sim
-        rec = math.exp(-LN2 * max(now - F[F_LAST_ACCESS, s], 0.0) / rec_hl)
+        rec = math.exp(-LN2 * max(now - G[2, j], 0.0) / rec_hl)
         ctx = (1.0 + bonus * overlap) * mult
-        wt = weight_at(F[F_W_REF, s], F[F_T_REF, s], F[F_HALF_LIFE, s], now)
+        wt = weight_at(G[3, j], G[4, j], G[5, j], now)
         raw[j, 0] = sim
         raw[j, 1] = rec
         raw[j, 2] = c
@@ -138,7 +180,7 @@ def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type
         norm[j, 1] = floor + (1.0 - floor) * rec
         norm[j, 2] = floor + (1.0 - floor) * min(max(c, 0.0), 1.0)
         norm[j, 3] = min(ctx / ctx_max, 1.0)
-        norm[j, 4] = floor + (1.0 - floor) * min(wt / w0_by_type[I[I_TYPE, s]], 1.0)
+        norm[j, 4] = floor + (1.0 - floor) * min(wt / w0_by_type[t], 1.0)
         if product:
             sc = norm[j, 0] * norm[j, 1] * norm[j, 2] * norm[j, 3] * norm[j, 4]
         else:
@@ -161,10 +203,48 @@ def gather_picks(cand, pick, F, I):
     Fp = np.empty((m, F.shape[0]))
     Ip = np.empty((m, I.shape[0]), np.int64)
     for j in range(m):
-        s = np.int64(cand[pick[j]])
-        slots[j] = s
-        for r in range(F.shape[0]):
-            Fp[j, r] = F[r, s]
-        for r in range(I.shape[0]):
-            Ip[j, r] = I[r, s]
+        slots[j] = np.int64(cand[pick[j]])
+    for r in range(F.shape[0]):  # one column at a time: independent loads
+        for j in range(m):
+            Fp[j, r] = F[r, slots[j]]
+    for r in range(I.shape[0]):
+        for j in range(m):
+            Ip[j, r] = I[r, slots[j]]
     return slots, Fp, Ip
+
+
+@njit(nogil=True, cache=True)
+def rank_and_gather(cand, cand_scores, F, I, tags, params, now, min_conf, type_allowed, w0_by_type, q_tags,
+                    rule_tags, rule_mult, mask_tags, k):
+    """:func:`fused_rerank` and :func:`gather_picks` in one call, packed: the
+    hot search path, where each array crossing into Python costs time.
+    ``params`` without the query's time and confidence filter: ``now``
+    (seconds) and ``min_conf`` ([0, 1]) replace ``params[P_NOW]`` and
+    ``params[P_MIN_CONF]`` (``params`` itself is not changed).
+
+    Returns ``(rf, ri)``: float64 ``(NRF, m)`` and int64 ``(NRI, m)``, column
+    ``j`` for the j-th best candidate: score, normalised and raw factors and
+    its ``F`` column (rows ``R_*`` of :mod:`.columns`); its slot and ``I``
+    column."""
+    p = params.copy()
+    p[P_NOW] = now
+    p[P_MIN_CONF] = min_conf
+    pick, score, norm, raw = fused_rerank(cand, cand_scores, F, I, tags, p, type_allowed, w0_by_type,
+                                          q_tags, rule_tags, rule_mult, mask_tags, k)
+    m = pick.shape[0]
+    rf = np.empty((NRF, m))
+    ri = np.empty((NRI, m), np.int64)
+    for j in range(m):
+        ri[R_SLOT, j] = np.int64(cand[pick[j]])
+        rf[R_SCORE, j] = score[j]
+    for f in range(5):
+        for j in range(m):
+            rf[R_NORM + f, j] = norm[j, f]
+            rf[R_RAW + f, j] = raw[j, f]
+    for r in range(F.shape[0]):  # one column at a time: independent loads
+        for j in range(m):
+            rf[R_F + r, j] = F[r, ri[R_SLOT, j]]
+    for r in range(I.shape[0]):
+        for j in range(m):
+            ri[R_I + r, j] = I[r, ri[R_SLOT, j]]
+    return rf, ri

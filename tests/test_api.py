@@ -66,6 +66,34 @@ def test_search_ranks_by_similarity_and_explains(store, rng):
     assert hits[1].id == b
 
 
+def test_hits_are_snapshots_taken_at_search_time(store, clock, rng):
+    """A hit's memory is built on first use, but from the values captured by
+    the search: later accesses and feedback do not show in it; it is built
+    once; hits compare by id, score and memory; Hit.of makes one by hand."""
+    from tierstore import Hit
+
+    q = unit(rng)
+    mid = store.add("alice", "likes tea", q, tags=["drinks"], confidence=0.7)
+    store.add("alice", "other", unit(rng))
+    (hit,) = store.search("alice", q, k=1, record_access=False)
+    then = store.get("alice", mid)
+    clock.advance(3600)
+    store.touch("alice", [mid])
+    store.feedback("alice", mid, positive=True)
+    m = hit.memory
+    assert m is hit.memory  # built once
+    assert (m.id, m.content, m.tags, m.tier, m.access_count) == (mid, "likes tea", ("drinks",), "hot", 0)
+    assert m.embedding is None and m.confidence == then.confidence and m.weight == then.weight
+    now = store.get("alice", mid)
+    assert now.access_count == 1 and now.last_accessed_at > m.last_accessed_at
+    (again,) = store.search("alice", q, k=1, record_access=False)
+    assert again != hit  # the memory has changed since
+    same = Hit.of(hit.id, hit.score, hit.memory)
+    assert same == hit and same.explain is None and repr(same) == repr(hit)
+    with pytest.raises(TypeError):
+        hash(hit)
+
+
 def test_product_mode_explains_a_product(tmp_path, clock, rng):
     from tierstore import Policy
 

@@ -937,3 +937,54 @@ def test_gather_picks_matches_reference(cap, m, unsigned, data):
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(g, w)
+
+
+@PROPS
+@given(rerank_st())
+def test_rank_and_gather_is_rerank_then_gather_packed(args):
+    """The hot path's one-call kernel returns exactly what fused_rerank and
+    gather_picks return, in the packed layout of columns.R_*, and leaves the
+    (read-only) parameter vector as it was."""
+    from tierstore.kernels import gather_picks, rank_and_gather
+
+    cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args
+    pick, score, norm, raw = fused_rerank(*args)
+    slots, Fp, Ip = gather_picks(cand, pick, F, I)
+    base = p.copy()
+    base[C.P_NOW] = -1.0  # replaced by the scalar arguments
+    base[C.P_MIN_CONF] = 7.0
+    base.flags.writeable = False
+    rf, ri = rank_and_gather(cand, cand_scores, F, I, tags, base, p[C.P_NOW], p[C.P_MIN_CONF], type_allowed, w0,
+                             q_tags, rule_tags, rule_mult, mask_tags, k)
+    assert base[C.P_NOW] == -1.0 and base[C.P_MIN_CONF] == 7.0
+    assert rf.shape == (C.NRF, len(pick)) and ri.shape == (C.NRI, len(pick))
+    np.testing.assert_array_equal(ri[C.R_SLOT], slots)
+    np.testing.assert_array_equal(rf[C.R_SCORE], score)
+    np.testing.assert_array_equal(rf[C.R_NORM:C.R_NORM + 5].T, norm)
+    np.testing.assert_array_equal(rf[C.R_RAW:C.R_RAW + 5].T, raw)
+    np.testing.assert_array_equal(rf[C.R_F:].T, Fp)
+    np.testing.assert_array_equal(ri[C.R_I:].T, Ip)
+
+
+def test_fused_rerank_skips_out_of_range_slots():
+    """A candidate slot past the columns' end is no candidate (as a negative one),
+    in the kernel and in the reference."""
+    F = np.zeros((C.NF, 3))
+    F[C.F_CONF] = 1.0
+    F[C.F_W_REF] = 1.0
+    F[C.F_HALF_LIFE] = 100.0
+    I = np.zeros((C.NI, 3), np.int64)
+    I[C.I_ALIVE] = 1
+    tags = np.full((3, 2), -1, np.int32)
+    p = np.zeros(C.NP)
+    p[C.P_CONF_HALF_LIFE] = math.inf
+    p[C.P_CTX_MAX] = 1.0
+    p[C.P_RECENCY_HALF_LIFE] = 100.0
+    p[C.P_WEIGHTS] = 1.0
+    p[C.P_MODE] = C.MODE_WEIGHTED_SUM
+    cand = np.array([3, 1, 2**40, -1, 0], np.int64)
+    sims = np.array([0.9, 0.5, 0.8, 0.7, 0.1], np.float32)
+    args = (cand, sims, F, I, tags, p, np.ones(1, np.uint8), np.ones(1), E32, E32, E64, E32, 5)
+    pick, *_ = fused_rerank(*args)
+    assert pick.tolist() == [1, 4]
+    assert R.ref_fused_rerank(*args)[0].tolist() == [1, 4]

@@ -23,8 +23,10 @@ import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import hnswlib
 import numpy as np
@@ -35,8 +37,8 @@ from .faults import crash_point
 from .fileio import fsync_file, sha256_file
 from .kernels import columns as C
 from .lifetime import confidence_at, weight_at
-from .kernels import fused_rerank, gather_picks, inner_products, top_candidates
-from .model import Memory
+from .kernels import inner_products, rank_and_gather, top_candidates
+from .model import Explain, Hit, Memory
 from .rwlock import RWLock
 from .scoring import CompiledPolicy, QueryContext
 from .tags import TagVocab
@@ -53,47 +55,83 @@ class HotSettings:
     compact_dead_fraction: float = 0.5  # rebuild when this share of slots is dead
 
 
-@dataclass
-class RankedSlots:
-    """Result of a hot search, still in slot terms: the picked slots, their
-    scores, normalised and raw factors ``(m, 5)``, and copies of their
-    columns ``F``/``I`` as rows ``(m, NF)``, ``(m, NI)``."""
+class RankedSlots(NamedTuple):
+    """Result of a hot search, still in slot terms, packed as the kernel
+    returns it (see ``R_*`` in :mod:`tierstore.kernels.columns`): column
+    ``j`` of ``rf`` holds the j-th hit's score, normalised and raw factors and
+    a copy of its ``F`` column; of ``ri``, its slot and ``I`` column."""
 
-    slots: np.ndarray
-    scores: np.ndarray
-    norm: np.ndarray
-    raw: np.ndarray
-    F: np.ndarray
-    I: np.ndarray
-
-
-@dataclass
-class HotSnapshot:
-    """Captured state of some hot slots: row ``j`` of ``F``/``I`` is slot
-    ``slots[j]``. The string lists are the namespace's own lists, held by
-    reference: a slot's entries never change until a compaction, which
-    replaces the lists (so this snapshot keeps the old ones)."""
-
-    namespace: str
-    type_names: Sequence[str]
-    F: np.ndarray
-    I: np.ndarray
-    conf_now: np.ndarray
-    weight_now: np.ndarray
-    slots: list[int]
-    all_ids: list[str | None]
-    all_contents: list[str]
-    all_sources: list[str]
-    all_tags: list[tuple[str, ...]]
+    rf: np.ndarray
+    ri: np.ndarray
 
     @property
-    def ids(self) -> list[str]:
-        ids = self.all_ids
-        return [ids[s] for s in self.slots]  # type: ignore[misc]
+    def slots(self) -> np.ndarray:
+        return self.ri[C.R_SLOT]
 
-    def memory(self, j: int, embedding: np.ndarray | None = None) -> Memory:
-        f = self.F[j].tolist()
-        i = self.I[j].tolist()
+    @property
+    def scores(self) -> np.ndarray:
+        return self.rf[C.R_SCORE]
+
+    @property
+    def raw(self) -> np.ndarray:
+        """Raw factors, ``(m, 5)``."""
+        return self.rf[C.R_RAW:C.R_RAW + 5].T
+
+    @property
+    def norm(self) -> np.ndarray:
+        """Normalised factors, ``(m, 5)``."""
+        return self.rf[C.R_NORM:C.R_NORM + 5].T
+
+
+_NO_HITS = RankedSlots(np.zeros((C.NRF, 0)), np.zeros((C.NRI, 0), np.int64))
+
+
+class HotSnapshot:
+    """Captured state of some hot slots, packed as :class:`RankedSlots`:
+    column ``j`` of ``rf``/``ri`` is slot ``slots[j]`` (its columns and raw
+    factors, among them the decayed confidence and the weight, at capture
+    time). The string lists are the namespace's own lists, held by reference:
+    a slot's entries never change until a compaction, which replaces the lists
+    (so this snapshot keeps the old ones).
+
+    As the source of search hits (see :class:`~tierstore.model.Hit`) it also
+    holds their ``ids``, ``scores`` and ``explains``; ``memory(j)`` builds
+    hit j's Memory once."""
+
+    __slots__ = ("namespace", "type_names", "rf", "ri", "slots", "all_ids", "all_contents", "all_sources",
+                 "all_tags", "ids", "scores", "explains", "_memories")
+
+    def __init__(self, namespace: str, type_names: Sequence[str], rf: np.ndarray, ri: np.ndarray,
+                 slots: list[int], all_ids: list[str | None], all_contents: list[str], all_sources: list[str],
+                 all_tags: list[tuple[str, ...]], ids: Sequence[str] = (), scores: Sequence[float] = (),
+                 explains: list[Explain] | None = None) -> None:
+        self.namespace = namespace
+        self.type_names = type_names
+        self.rf = rf
+        self.ri = ri
+        self.slots = slots
+        self.all_ids = all_ids
+        self.all_contents = all_contents
+        self.all_sources = all_sources
+        self.all_tags = all_tags
+        self.ids = ids
+        self.scores = scores
+        self.explains = explains
+        self._memories: list[Memory | None] | None = None
+
+    def memory(self, j: int) -> Memory:
+        """Hit j's Memory (built on first use, then kept)."""
+        built = self._memories
+        if built is None:
+            built = self._memories = [None] * len(self.slots)
+        m = built[j]
+        if m is None:
+            m = built[j] = self.build(j)
+        return m
+
+    def build(self, j: int, embedding: np.ndarray | None = None) -> Memory:
+        f = self.rf[C.R_F:, j].tolist()
+        i = self.ri[C.R_I:, j].tolist()
         s = self.slots[j]
         expires = f[C.F_TTL_ANCHOR] + f[C.F_TTL]
         override = f[C.F_TTL_OVERRIDE]
@@ -105,13 +143,13 @@ class HotSnapshot:
             created_at=f[C.F_CREATED],
             last_accessed_at=f[C.F_LAST_ACCESS],
             access_count=i[C.I_ACCESS_COUNT],
-            confidence=float(self.conf_now[j]),
+            confidence=float(self.rf[C.R_RAW + 2, j]),
             source=self.all_sources[s],
             tags=self.all_tags[s],
             ttl_seconds=None if math.isnan(override) else override,
             pinned=i[C.I_PINNED] != 0,
             tier="hot",
-            weight=float(self.weight_now[j]),
+            weight=float(self.rf[C.R_RAW + 4, j]),
             expires_at=expires if math.isfinite(expires) else None,
             due_at=f[C.F_DUE] if math.isfinite(f[C.F_DUE]) else None,
             embedding=embedding,
@@ -351,12 +389,11 @@ class HotNamespace:
         """
         live = self.live
         if live == 0:
-            return RankedSlots(np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 5)), np.zeros((0, 5)),
-                               np.zeros((0, C.NF)), np.zeros((0, C.NI), np.int64))
+            return _NO_HITS
         sc = cp.policy.scoring
         want = min(live, max(k * sc.oversample, sc.min_candidates, k))
         exact = self.index is None
-        params = cp.params(now, min_confidence, ctx, distance=not exact)
+        params = ctx.params[0 if exact else 1]
         sims = inner_products(q, self.vectors, self.n) if exact else None
         while True:
             if exact:
@@ -373,13 +410,12 @@ class HotNamespace:
                     # score every live slot exactly instead.
                     return self._search_all(q, k, cp, ctx, type_allowed, min_confidence, now)
                 cand, cand_scores = labels[0], dists[0]
-            pick, scores, norm, raw = fused_rerank(
-                cand, cand_scores, self.F, self.I, self.tags, params, type_allowed, cp.w0_by_type,
-                ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
+            rf, ri = rank_and_gather(
+                cand, cand_scores, self.F, self.I, self.tags, params, now, min_confidence, type_allowed,
+                cp.w0_by_type, ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
             )
-            if pick.shape[0] >= k or want >= live:
-                slots, Fp, Ip = gather_picks(cand, pick, self.F, self.I)
-                return RankedSlots(slots, scores, norm, raw, Fp, Ip)
+            if ri.shape[1] >= k or want >= live:
+                return RankedSlots(rf, ri)
             want = min(live, want * 4)
 
     def _search_all(self, q: np.ndarray, k: int, cp: CompiledPolicy, ctx: QueryContext,
@@ -388,13 +424,11 @@ class HotNamespace:
         live = np.flatnonzero(self.I[C.I_ALIVE, : self.n]).astype(np.int64)
         vecs = np.asarray(self.index.get_items(live, return_type="numpy"), np.float32)
         sims = vecs @ q
-        params = cp.params(now, min_confidence, ctx, distance=False)
-        pick, scores, norm, raw = fused_rerank(
-            live, sims, self.F, self.I, self.tags, params, type_allowed, cp.w0_by_type,
+        params = ctx.params[0]
+        return RankedSlots._make(rank_and_gather(
+            live, sims, self.F, self.I, self.tags, params, now, min_confidence, type_allowed, cp.w0_by_type,
             ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
-        )
-        slots, Fp, Ip = gather_picks(live, pick, self.F, self.I)
-        return RankedSlots(slots, scores, norm, raw, Fp, Ip)
+        ))
 
     def vector(self, slot: int) -> np.ndarray:
         if self.index is not None:
@@ -415,18 +449,38 @@ class HotNamespace:
         F = self.F
         w = weight_at(float(F[C.F_W_REF, slot]), float(F[C.F_T_REF, slot]), float(F[C.F_HALF_LIFE, slot]), now)
         conf = confidence_at(float(F[C.F_CONF, slot]), float(F[C.F_T_CONF, slot]), cp.conf_half_life, now)
-        snap = HotSnapshot(self.name, cp.type_names, self.F[:, [slot]].T.copy(), self.I[:, [slot]].T.copy(),
-                           np.array([conf]), np.array([w]), [slot], self.ids, self.contents, self.sources,
+        rf = np.zeros((C.NRF, 1))
+        rf[C.R_RAW + 2, 0] = conf
+        rf[C.R_RAW + 4, 0] = w
+        rf[C.R_F:, 0] = self.F[:, slot]
+        ri = np.zeros((C.NRI, 1), np.int64)
+        ri[C.R_SLOT, 0] = slot
+        ri[C.R_I:, 0] = self.I[:, slot]
+        snap = HotSnapshot(self.name, cp.type_names, rf, ri, [slot], self.ids, self.contents, self.sources,
                            self.tag_names)
-        return snap.memory(0, embedding=self.vector(slot) if with_embedding else None)
+        return snap.build(0, embedding=self.vector(slot) if with_embedding else None)
 
-    def snapshot(self, ranked: RankedSlots, conf_now: np.ndarray, weight_now: np.ndarray,
-                 cp: CompiledPolicy) -> "HotSnapshot":
-        """The state of the ranked slots, captured cheaply (their columns were
-        copied by the kernel; the string lists are held by reference); Memory
-        objects are built from it on demand."""
-        return HotSnapshot(self.name, cp.type_names, ranked.F, ranked.I, conf_now, weight_now,
-                           ranked.slots.tolist(), self.ids, self.contents, self.sources, self.tag_names)
+    def hits(self, ranked: RankedSlots, cp: CompiledPolicy, explain: bool) -> list[Hit]:
+        """The ranked slots as :class:`Hit` objects (hold ``lock.read()``).
+
+        Their Memory snapshots are built on demand from the columns the
+        kernel copied and the namespace's string lists, held by reference."""
+        rf, ri = ranked
+        slots = ri[C.R_SLOT].tolist()
+        n = len(slots)
+        if n == 0:
+            return []
+        # itemgetter fetches the ids in one C loop, where the cache misses of
+        # a large namespace's id list overlap; a comprehension takes them in turn.
+        ids = itemgetter(*slots)(self.ids) if n > 1 else (self.ids[slots[0]],)
+        scores = rf[C.R_SCORE].tolist()
+        explains = None
+        if explain:
+            raw, norm = ranked.raw, ranked.norm
+            explains = [cp.explain(raw[j], norm[j], scores[j], "hot") for j in range(n)]
+        snap = HotSnapshot(self.name, cp.type_names, rf, ri, slots, self.ids, self.contents, self.sources,
+                           self.tag_names, ids, scores, explains)
+        return list(map(Hit, repeat(snap, n), range(n)))
 
     # -- catalog write-back (callers hold access_lock) -------------------------
 

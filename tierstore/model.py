@@ -64,27 +64,39 @@ class Explain:
 class Hit:
     """One search result: ``id``, ``score``, ``memory`` (a :class:`Memory`
     snapshot taken at search time, without the embedding) and ``explain``
-    (the score breakdown, when asked for). The snapshot's values are captured
-    during the search; the Memory object is built on first access."""
+    (the score breakdown, when asked for).
 
-    __slots__ = ("id", "score", "explain", "_memory", "_snapshot", "_j")
+    A hit is a view of row ``j`` of the search's results (``source``: ids,
+    scores and explanations, and a ``memory(j)`` that builds the Memory on
+    first use from values captured during the search), so a search allocates
+    little per hit. :meth:`of` makes one from plain values."""
 
-    def __init__(self, id: str, score: float, explain: Explain | None = None, memory: Memory | None = None,
-                 snapshot: Any = None, j: int = 0) -> None:
-        # Positional and unchecked: this runs k times per search.
-        self.id = id
-        self.score = score
-        self.explain = explain
-        self._memory = memory
-        self._snapshot = snapshot  # anything with .memory(j) -> Memory, when memory is None
+    __slots__ = ("_source", "_j")
+
+    def __init__(self, source: Any, j: int) -> None:
+        self._source = source
         self._j = j
+
+    @classmethod
+    def of(cls, id: str, score: float, memory: Memory, explain: Explain | None = None) -> "Hit":
+        return cls(HitRows([id], [score], [explain], [memory]), 0)
+
+    @property
+    def id(self) -> str:
+        return self._source.ids[self._j]
+
+    @property
+    def score(self) -> float:
+        return self._source.scores[self._j]
+
+    @property
+    def explain(self) -> Explain | None:
+        explains = self._source.explains
+        return None if explains is None else explains[self._j]
 
     @property
     def memory(self) -> Memory:
-        m = self._memory
-        if m is None:
-            m = self._memory = self._snapshot.memory(self._j)
-        return m
+        return self._source.memory(self._j)
 
     def __repr__(self) -> str:
         return f"Hit(id={self.id!r}, score={self.score:.6g}, tier={self.memory.tier!r}, content={self.memory.content[:40]!r})"
@@ -95,6 +107,23 @@ class Hit:
         return (self.id, self.score, self.memory) == (other.id, other.score, other.memory)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class HitRows:
+    """The rows behind some hits, all built: ids, scores, explanations (or
+    ``None`` when not asked for) and memories."""
+
+    __slots__ = ("ids", "scores", "explains", "memories")
+
+    def __init__(self, ids: list[str], scores: list[float], explains: list[Explain | None] | None,
+                 memories: list[Memory]) -> None:
+        self.ids = ids
+        self.scores = scores
+        self.explains = explains
+        self.memories = memories
+
+    def memory(self, j: int) -> Memory:
+        return self.memories[j]
 
 
 @dataclass

@@ -30,26 +30,65 @@ class _Side:
         self._exit()
 
 
+class _ReadSide:
+    """The shared side, entered once per search: its fast path (no writer
+    waiting) is one Python frame each way."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: "RWLock") -> None:
+        self._lock = lock
+
+    def __call__(self) -> "_ReadSide":
+        return self
+
+    def __enter__(self) -> None:
+        lock = self._lock
+        mutex = lock._mutex
+        mutex.acquire()
+        if lock._writer or lock._waiting_writers:
+            mutex.release()
+            lock._acquire_read()
+            return
+        lock._readers += 1
+        mutex.release()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock._release_read()
+
+
 class RWLock:
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        # The readers' fast paths take the mutex directly, without the
+        # Condition's Python-level wrappers; waiting goes through the Condition,
+        # which shares the mutex.
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._readers = 0
         self._writer = False
         self._waiting_writers = 0
-        self.read = _Side(self._acquire_read, self._release_read)
+        self.read = _ReadSide(self)
         self.write = _Side(self._acquire_write, self._release_write)
 
     def _acquire_read(self) -> None:
-        with self._cond:
+        mutex = self._mutex
+        mutex.acquire()
+        try:
             while self._writer or self._waiting_writers:
                 self._cond.wait()
             self._readers += 1
+        finally:
+            mutex.release()
 
     def _release_read(self) -> None:
-        with self._cond:
+        mutex = self._mutex
+        mutex.acquire()
+        try:
             self._readers -= 1
-            if self._readers == 0:
+            if self._readers == 0 and self._waiting_writers:
                 self._cond.notify_all()
+        finally:
+            mutex.release()
 
     def _acquire_write(self) -> None:
         with self._cond:

@@ -31,6 +31,9 @@ class QueryContext:
     ctx_max: float  # largest raw context factor a memory can reach in this context
     ttl_tags: np.ndarray  # sorted int32 ids of memory tags with a TTL multiplier
     ttl_mult: np.ndarray
+    # rerank parameters without the time and the confidence filter: [0] for
+    # candidate cosines, [1] for inner-product distances (read-only; copy to change)
+    params: tuple[np.ndarray, np.ndarray]
 
 
 def _sorted_pairs(d: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -72,7 +75,7 @@ class CompiledPolicy:
         for i, f in enumerate(SCORE_FACTORS):
             base[C.P_WEIGHTS + i] = self.weights[f]
         self._base_params = base
-        self._all_types = np.ones(len(types), np.uint8)
+        self.all_types = np.ones(len(types), np.uint8)
         self._contexts: OrderedDict[frozenset[str], QueryContext] = OrderedDict()
         self._empty_context: QueryContext | None = None
         self._lock = threading.Lock()
@@ -110,18 +113,17 @@ class CompiledPolicy:
 
     def type_allowed(self, memory_types: Iterable[str] | None) -> np.ndarray:
         if memory_types is None:
-            return self._all_types
+            return self.all_types
         allowed = np.zeros(len(self.type_names), np.uint8)
         for t in memory_types:
             allowed[self.policy.type_index(t)] = 1
         return allowed
 
     def params(self, now: float, min_confidence: float, ctx: QueryContext, distance: bool) -> np.ndarray:
-        p = self._base_params.copy()
+        """The rerank parameter vector (``P_*``) of one query."""
+        p = ctx.params[1 if distance else 0].copy()
         p[C.P_NOW] = now
         p[C.P_MIN_CONF] = min_confidence
-        p[C.P_CTX_MAX] = ctx.ctx_max
-        p[C.P_DISTANCE] = 1.0 if distance else 0.0
         return p
 
     def context(self, tags: Sequence[str]) -> QueryContext:
@@ -170,6 +172,13 @@ class CompiledPolicy:
         ttl_tags, ttl_mult = _sorted_pairs(ttl)
         boost = math.prod(m for m in retrieval.values() if m > 1.0) if retrieval else 1.0
         ctx_max = (1.0 + pol.scoring.context_bonus * len(q_ids)) * max(1.0, boost)
+        params = []
+        for distance in (0.0, 1.0):
+            p = self._base_params.copy()
+            p[C.P_CTX_MAX] = ctx_max
+            p[C.P_DISTANCE] = distance
+            p.flags.writeable = False
+            params.append(p)
         return QueryContext(
             tags=tags,
             q_tags=np.array(q_ids, np.int32),
@@ -179,6 +188,7 @@ class CompiledPolicy:
             ctx_max=ctx_max,
             ttl_tags=ttl_tags,
             ttl_mult=ttl_mult,
+            params=(params[0], params[1]),
         )
 
     def ttl_multiplier(self, ctx: QueryContext, tag_ids: Iterable[int]) -> float:

@@ -50,7 +50,7 @@ from .kernels import (
     rescale_lifetimes,
 )
 from .kernels import columns as C
-from .model import TIER_NAMES, Hit, Memory, Stats, SweepReport
+from .model import TIER_NAMES, Hit, HitRows, Memory, Stats, SweepReport
 from .objectstore import ObjectStore, open_object_store, url_without_userinfo
 from .policy import Policy
 from .scoring import CompiledPolicy
@@ -424,7 +424,10 @@ class TierStore:
         access is recorded moves back to hot. explain: attach each hit's
         factor breakdown. Archived (cold) memories are never returned.
         """
-        self._check_open()
+        # Written for speed: this runs per query, and after hnswlib's search
+        # every Python step runs with cold caches.
+        if self._closed:
+            raise StoreClosedError("the store is closed")
         if ns not in self._valid_ns:
             self._valid_ns.add(check_namespace(ns))
         q = check_vector(query, self.dim, "query")
@@ -433,7 +436,7 @@ class TierStore:
         min_conf = min_confidence if type(min_confidence) is float and 0.0 <= min_confidence <= 1.0 \
             else check_confidence(min_confidence, "min_confidence")
         cp = self._cp
-        allowed = cp.type_allowed(None if memory_types is None else list(memory_types))
+        allowed = cp.all_types if memory_types is None else cp.type_allowed(list(memory_types))
         ctx_tags = (check_tags(context_tags, 1024) if context_tags else ()) or self._contexts.get(ns, ())
         ctx = cp.context(ctx_tags)
         if record_access is None:
@@ -442,15 +445,9 @@ class TierStore:
         hot = self._hot.ensure(ns)
         with hot.lock.read():
             ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
-            raw = ranked.raw
-            snap = hot.snapshot(ranked, raw[:, 2], raw[:, 4], cp)
-            if explain:
-                hits = [Hit(mid, sc, cp.explain(raw[i], ranked.norm[i], sc, "hot"), None, snap, i)
-                        for i, (mid, sc) in enumerate(zip(snap.ids, ranked.scores.tolist()))]
-            else:
-                hits = [Hit(mid, sc, None, None, snap, i) for i, (mid, sc) in enumerate(zip(snap.ids, ranked.scores.tolist()))]
+            hits = hot.hits(ranked, cp, explain)
             warm_shards = include_warm and bool(self._warm.shards(ns))
-            if record_access and ranked.slots.size and not warm_shards:
+            if record_access and hits and not warm_shards:
                 with hot.access_lock:
                     record_accesses(ranked.slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
                                     cp.thresholds, cp.conf_half_life)
@@ -460,6 +457,7 @@ class TierStore:
             return hits
         # Merge with the warm tier: best k of both by (score, similarity).
         warm = self._search_warm(ns, q, k, ctx, allowed, min_conf, now, explain)
+        raw = ranked.raw
         merged = [(h.score, float(raw[i, 0]), 0, i, h, None) for i, h in enumerate(hits)]
         # A memory demoted between the two passes is in both: keep its hot hit only.
         hot_hit_ids = {h.id for h in hits}
@@ -532,14 +530,12 @@ class TierStore:
             if pick.shape[0] >= k or want >= largest:
                 break
             want *= 4
-        out = []
-        for i, j in enumerate(pick.tolist()):
-            r = rows[j]
-            score = float(scores[i])
-            memory = self._memory_from_row(r, now, with_embedding=False)
-            ex = cp.explain(raw[i], norm[i], score, "warm") if explain else None
-            out.append((Hit(r.id, score, ex, memory), float(raw[i, 0]), r))
-        return out
+        picked = [rows[j] for j in pick.tolist()]
+        source = HitRows([r.id for r in picked], scores.tolist(),
+                         [cp.explain(raw[i], norm[i], float(scores[i]), "warm") for i in range(len(picked))]
+                         if explain else None,
+                         [self._memory_from_row(r, now, with_embedding=False) for r in picked])
+        return [(Hit(source, i), float(raw[i, 0]), r) for i, r in enumerate(picked)]
 
     # ------------------------------------------------------------------ read / update
 

@@ -32,11 +32,14 @@ def check_namespace(ns: Any) -> str:
     return ns
 
 
+_F32 = np.dtype(np.float32)  # native float32: numpy keeps one instance, so `is` compares
+
+
 def check_vector(vec: Any, dim: int, what: str = "embedding") -> np.ndarray:
     """A finite, non-zero vector of length ``dim``, returned L2-normalised as
     a contiguous float32 array (the argument itself when it already is one:
     callers copy before they keep it)."""
-    if type(vec) is np.ndarray and vec.dtype == np.float32 and vec.shape == (dim,):
+    if type(vec) is np.ndarray and vec.dtype is _F32 and vec.shape == (dim,):
         # Fast path for the common case: NaN or inf in any element makes the
         # squared norm non-finite, so one dot product checks everything.
         n2 = float(np.dot(vec, vec))

@@ -28,8 +28,8 @@ def warm_up_kernels() -> None:
             due_times,
             flat_topk,
             fused_rerank,
-            gather_picks,
             inner_products,
+            rank_and_gather,
             record_accesses,
             rescale_lifetimes,
             top_candidates,
@@ -62,12 +62,12 @@ def warm_up_kernels() -> None:
         e64 = np.empty(0)
         u8 = np.ones(1, np.uint8)
         w0 = np.ones(1)
-        fused_rerank(slots, sims, F, I, tags, params, u8, w0, e32, e32, e64, e32, 2)
+        fused_rerank(slots, sims, F, I, tags, params, u8, w0, e32, e32, e64, e32, 2)  # the warm tier
+        ro = params.copy()  # the hot tier passes a context's read-only parameters
+        ro.flags.writeable = False
+        rank_and_gather(slots, sims, F, I, tags, ro, 1.0, 0.0, u8, w0, e32, e32, e64, e32, 2)  # exact hot
         # hnswlib hands back uint64 labels and float32 distances
-        fused_rerank(slots.astype(np.uint64), sims, F, I, tags, params, u8, w0, e32, e32, e64, e32, 2)
-        pick = np.arange(2, dtype=np.int64)
-        gather_picks(slots, pick, F, I)
-        gather_picks(slots.astype(np.uint64), pick, F, I)
+        rank_and_gather(slots.astype(np.uint64), sims, F, I, tags, ro, 1.0, 0.0, u8, w0, e32, e32, e64, e32, 2)
         context_multipliers(tags, n, e32, e64)
         rescale_lifetimes(f, f, f, f, f, f, 1.0)
         _done = True
