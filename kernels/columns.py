@@ -56,16 +56,19 @@ P_WEIGHTS = 9  # 5 weights (similarity, recency, confidence, context, weight), s
 NP = 14
 
 # rows of the packed result of rank_and_gather (column j: the j-th best hit):
-# float64 rows (NRF, m) ...
+# float64 rows (NRF, m): its score and factors, then the F rows a Memory
+# snapshot reads, in SNAPSHOT_F order ...
 R_SCORE = 0
 R_NORM = 1  # the 5 normalised factors
 R_RAW = 6  # the 5 raw factors
-R_F = 11  # the hit's NF columns of F
-NRF = R_F + NF
-# ... and int64 rows (NRI, m)
+R_F = 11
+SNAPSHOT_F = (F_CREATED, F_LAST_ACCESS, F_TTL, F_TTL_ANCHOR, F_DUE, F_TTL_OVERRIDE)
+NRF = R_F + len(SNAPSHOT_F)
+# ... and int64 rows (NRI, m): its slot, then the I rows in SNAPSHOT_I order
 R_SLOT = 0
-R_I = 1  # the hit's NI columns of I
-NRI = R_I + NI
+R_I = 1
+SNAPSHOT_I = (I_TYPE, I_ACCESS_COUNT, I_PINNED)
+NRI = R_I + len(SNAPSHOT_I)
 
 MODE_PRODUCT = 0
 MODE_WEIGHTED_SUM = 1

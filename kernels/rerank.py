@@ -51,12 +51,21 @@ from .columns import (
     R_RAW,
     R_SCORE,
     R_SLOT,
+    SNAPSHOT_F,
+    SNAPSHOT_I,
 )
 
 LN2 = math.log(2.0)
 # the F rows the rerank reads, in the order it loads them
 _LOAD_ROWS = (F_CONF, F_T_CONF, F_LAST_ACCESS, F_W_REF, F_T_REF, F_HALF_LIFE)
 _NLOAD = len(_LOAD_ROWS)
+# rows of the scoring scratch array
+_W_SCORE = 0
+_W_TIEBREAK = 1
+_W_NORM = 2
+_W_RAW = 7
+_W_LOAD = 12  # the loaded _LOAD_ROWS values
+_NW = _W_LOAD + _NLOAD
 
 
 @njit(inline="always", cache=True)
@@ -76,21 +85,13 @@ def _find_sorted(arr, x):
 
 
 @njit(nogil=True, cache=True)
-def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags,
-                 rule_mult, mask_tags, k):
-    """Rank candidate slots of one namespace; return the best ``k``.
-
-    cand: slot of each candidate (int64, negative = none; or hnswlib's uint64 labels);
-    cand_scores: cosine of each candidate, or inner-product distance (1 - cos)
-    when ``params[P_DISTANCE]`` is 1; F, I: the namespace's columns (see
-    :mod:`.columns`); tags: int32 ``(capacity, width)`` tag ids padded with -1;
-    params: see ``P_*``; type_allowed: uint8 per type; w0_by_type: initial
-    weight per type; q_tags, rule_tags, mask_tags: sorted int32 tag ids;
-    rule_mult: multiplier of each ``rule_tags`` entry.
-
-    Returns ``(pick, score, norm, raw)``: indices into ``cand`` best first,
-    their scores, and their normalised and raw factors ``(len(pick), 5)``.
-    """
+def _score_candidates(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags,
+                      rule_mult, mask_tags):
+    """Score every candidate (arguments as :func:`fused_rerank`). Returns one
+    float64 array ``(_NW, m)``: rows ``_W_SCORE`` (-inf: excluded),
+    ``_W_TIEBREAK``, ``_W_NORM`` + f and ``_W_RAW`` + f, and scratch rows.
+    One allocation for all of it, and one for the int scratch: this runs once
+    per search."""
     m = cand.shape[0]
     now = params[P_NOW]
     conf_hl = params[P_CONF_HALF_LIFE]
@@ -108,14 +109,17 @@ def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type
     # independent, so the memory system overlaps their misses; in the scoring
     # loop below they would wait on each other's branches.
     cap = F.shape[1]
-    slot = np.empty(m, np.int64)
+    W = np.zeros((_NW, m))
+    G = W[_W_LOAD:]
+    S = np.zeros((4, m), np.int64)
+    slot = S[0]
+    alive = S[1]
+    typ = S[2]
+    first_tag = S[3]
     for j in range(m):
         s = np.int64(cand[j])
         slot[j] = s if 0 <= s < cap else -1
-    alive = np.zeros(m, np.int64)
-    typ = np.zeros(m, np.int64)
-    first_tag = np.full(m, -1, np.int32)
-    G = np.zeros((_NLOAD, m))
+        first_tag[j] = -1
     for j in range(m):
         if slot[j] >= 0:
             alive[j] = I[I_ALIVE, slot[j]]
@@ -132,10 +136,9 @@ def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type
             if slot[j] >= 0:
                 G[r, j] = F[row, slot[j]]
 
-    score = np.full(m, -np.inf)
-    tiebreak = np.zeros(m)
-    norm = np.empty((m, 5))
-    raw = np.empty((m, 5))
+    score = W[_W_SCORE]
+    tiebreak = W[_W_TIEBREAK]
+    score[:] = -np.inf
     for j in range(m):
         s = slot[j]
         if s < 0 or alive[j] == 0:
@@ -171,26 +174,61 @@ def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type
         rec = math.exp(-LN2 * max(now - G[2, j], 0.0) / rec_hl)
         ctx = (1.0 + bonus * overlap) * mult
         wt = weight_at(G[3, j], G[4, j], G[5, j], now)
-        raw[j, 0] = sim
-        raw[j, 1] = rec
-        raw[j, 2] = c
-        raw[j, 3] = ctx
-        raw[j, 4] = wt
-        norm[j, 0] = min(max(sim, 0.0), 1.0)
-        norm[j, 1] = floor + (1.0 - floor) * rec
-        norm[j, 2] = floor + (1.0 - floor) * min(max(c, 0.0), 1.0)
-        norm[j, 3] = min(ctx / ctx_max, 1.0)
-        norm[j, 4] = floor + (1.0 - floor) * min(wt / w0_by_type[t], 1.0)
+        n_sim = min(max(sim, 0.0), 1.0)
+        n_rec = floor + (1.0 - floor) * rec
+        n_conf = floor + (1.0 - floor) * min(max(c, 0.0), 1.0)
+        n_ctx = min(ctx / ctx_max, 1.0)
+        n_wt = floor + (1.0 - floor) * min(wt / w0_by_type[t], 1.0)
         if product:
-            sc = norm[j, 0] * norm[j, 1] * norm[j, 2] * norm[j, 3] * norm[j, 4]
+            sc = n_sim * n_rec * n_conf * n_ctx * n_wt
         else:
-            sc = 0.0
-            for f in range(5):
-                sc += params[P_WEIGHTS + f] * norm[j, f]
+            sc = (params[P_WEIGHTS] * n_sim + params[P_WEIGHTS + 1] * n_rec + params[P_WEIGHTS + 2] * n_conf
+                  + params[P_WEIGHTS + 3] * n_ctx + params[P_WEIGHTS + 4] * n_wt)
+        W[_W_NORM, j] = n_sim
+        W[_W_NORM + 1, j] = n_rec
+        W[_W_NORM + 2, j] = n_conf
+        W[_W_NORM + 3, j] = n_ctx
+        W[_W_NORM + 4, j] = n_wt
+        W[_W_RAW, j] = sim
+        W[_W_RAW + 1, j] = rec
+        W[_W_RAW + 2, j] = c
+        W[_W_RAW + 3, j] = ctx
+        W[_W_RAW + 4, j] = wt
         score[j] = sc
         tiebreak[j] = sim
-    pick = topk_order(score, tiebreak, k)
-    return pick, score[pick], norm[pick], raw[pick]
+    return W
+
+
+@njit(nogil=True, cache=True)
+def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags,
+                 rule_mult, mask_tags, k):
+    """Rank candidate slots of one namespace; return the best ``k``.
+
+    cand: slot of each candidate (int64, negative = none; or hnswlib's uint64 labels);
+    cand_scores: cosine of each candidate, or inner-product distance (1 - cos)
+    when ``params[P_DISTANCE]`` is 1; F, I: the namespace's columns (see
+    :mod:`.columns`); tags: int32 ``(capacity, width)`` tag ids padded with -1;
+    params: see ``P_*``; type_allowed: uint8 per type; w0_by_type: initial
+    weight per type; q_tags, rule_tags, mask_tags: sorted int32 tag ids;
+    rule_mult: multiplier of each ``rule_tags`` entry.
+
+    Returns ``(pick, score, norm, raw)``: indices into ``cand`` best first,
+    their scores, and their normalised and raw factors ``(len(pick), 5)``.
+    """
+    W = _score_candidates(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags,
+                          rule_mult, mask_tags)
+    pick = topk_order(W[_W_SCORE], W[_W_TIEBREAK], k)
+    m = pick.shape[0]
+    score = np.empty(m)
+    norm = np.empty((m, 5))
+    raw = np.empty((m, 5))
+    for i in range(m):
+        j = pick[i]
+        score[i] = W[_W_SCORE, j]
+        for f in range(5):
+            norm[i, f] = W[_W_NORM + f, j]
+            raw[i, f] = W[_W_RAW + f, j]
+    return pick, score, norm, raw
 
 
 @njit(nogil=True, cache=True)
@@ -224,27 +262,31 @@ def rank_and_gather(cand, cand_scores, F, I, tags, params, now, min_conf, type_a
 
     Returns ``(rf, ri)``: float64 ``(NRF, m)`` and int64 ``(NRI, m)``, column
     ``j`` for the j-th best candidate: score, normalised and raw factors and
-    its ``F`` column (rows ``R_*`` of :mod:`.columns`); its slot and ``I``
-    column."""
+    the ``SNAPSHOT_F`` rows of its ``F`` column; its slot and the
+    ``SNAPSHOT_I`` rows of its ``I`` column (layout: ``R_*`` in
+    :mod:`.columns`)."""
     p = params.copy()
     p[P_NOW] = now
     p[P_MIN_CONF] = min_conf
-    pick, score, norm, raw = fused_rerank(cand, cand_scores, F, I, tags, p, type_allowed, w0_by_type,
-                                          q_tags, rule_tags, rule_mult, mask_tags, k)
+    W = _score_candidates(cand, cand_scores, F, I, tags, p, type_allowed, w0_by_type, q_tags, rule_tags,
+                          rule_mult, mask_tags)
+    pick = topk_order(W[_W_SCORE], W[_W_TIEBREAK], k)
     m = pick.shape[0]
     rf = np.empty((NRF, m))
     ri = np.empty((NRI, m), np.int64)
     for j in range(m):
         ri[R_SLOT, j] = np.int64(cand[pick[j]])
-        rf[R_SCORE, j] = score[j]
+        rf[R_SCORE, j] = W[_W_SCORE, pick[j]]
     for f in range(5):
         for j in range(m):
-            rf[R_NORM + f, j] = norm[j, f]
-            rf[R_RAW + f, j] = raw[j, f]
-    for r in range(F.shape[0]):  # one column at a time: independent loads
+            rf[R_NORM + f, j] = W[_W_NORM + f, pick[j]]
+            rf[R_RAW + f, j] = W[_W_RAW + f, pick[j]]
+    for r in range(len(SNAPSHOT_F)):  # one row at a time: independent loads
+        row = SNAPSHOT_F[r]
         for j in range(m):
-            rf[R_F + r, j] = F[r, ri[R_SLOT, j]]
-    for r in range(I.shape[0]):
+            rf[R_F + r, j] = F[row, ri[R_SLOT, j]]
+    for r in range(len(SNAPSHOT_I)):
+        row = SNAPSHOT_I[r]
         for j in range(m):
-            ri[R_I + r, j] = I[r, ri[R_SLOT, j]]
+            ri[R_I + r, j] = I[row, ri[R_SLOT, j]]
     return rf, ri

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -77,6 +78,7 @@ def test_hits_are_snapshots_taken_at_search_time(store, clock, rng):
     store.add("alice", "other", unit(rng))
     (hit,) = store.search("alice", q, k=1, record_access=False)
     then = store.get("alice", mid)
+    assert dataclasses.replace(then, embedding=None) == hit.memory  # every field as get() has it
     clock.advance(3600)
     store.touch("alice", [mid])
     store.feedback("alice", mid, positive=True)

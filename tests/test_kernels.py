@@ -962,8 +962,8 @@ def test_rank_and_gather_is_rerank_then_gather_packed(args):
     np.testing.assert_array_equal(rf[C.R_SCORE], score)
     np.testing.assert_array_equal(rf[C.R_NORM:C.R_NORM + 5].T, norm)
     np.testing.assert_array_equal(rf[C.R_RAW:C.R_RAW + 5].T, raw)
-    np.testing.assert_array_equal(rf[C.R_F:].T, Fp)
-    np.testing.assert_array_equal(ri[C.R_I:].T, Ip)
+    np.testing.assert_array_equal(rf[C.R_F:].T, Fp[:, list(C.SNAPSHOT_F)])
+    np.testing.assert_array_equal(ri[C.R_I:].T, Ip[:, list(C.SNAPSHOT_I)])
 
 
 def test_fused_rerank_skips_out_of_range_slots():

@@ -130,28 +130,27 @@ class HotSnapshot:
         return m
 
     def build(self, j: int, embedding: np.ndarray | None = None) -> Memory:
-        f = self.rf[C.R_F:, j].tolist()
-        i = self.ri[C.R_I:, j].tolist()
+        created, last_access, ttl, anchor, due, override = self.rf[C.R_F:, j].tolist()  # C.SNAPSHOT_F
+        type_idx, access_count, pinned = self.ri[C.R_I:, j].tolist()  # C.SNAPSHOT_I
         s = self.slots[j]
-        expires = f[C.F_TTL_ANCHOR] + f[C.F_TTL]
-        override = f[C.F_TTL_OVERRIDE]
+        expires = anchor + ttl
         return Memory(
             id=self.all_ids[s],  # type: ignore[arg-type]
             namespace=self.namespace,
             content=self.all_contents[s],
-            memory_type=self.type_names[i[C.I_TYPE]],
-            created_at=f[C.F_CREATED],
-            last_accessed_at=f[C.F_LAST_ACCESS],
-            access_count=i[C.I_ACCESS_COUNT],
+            memory_type=self.type_names[type_idx],
+            created_at=created,
+            last_accessed_at=last_access,
+            access_count=access_count,
             confidence=float(self.rf[C.R_RAW + 2, j]),
             source=self.all_sources[s],
             tags=self.all_tags[s],
             ttl_seconds=None if math.isnan(override) else override,
-            pinned=i[C.I_PINNED] != 0,
+            pinned=pinned != 0,
             tier="hot",
             weight=float(self.rf[C.R_RAW + 4, j]),
             expires_at=expires if math.isfinite(expires) else None,
-            due_at=f[C.F_DUE] if math.isfinite(f[C.F_DUE]) else None,
+            due_at=due if math.isfinite(due) else None,
             embedding=embedding,
         )
 
@@ -415,7 +414,7 @@ class HotNamespace:
                 cp.w0_by_type, ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
             )
             if ri.shape[1] >= k or want >= live:
-                return RankedSlots(rf, ri)
+                return RankedSlots._make((rf, ri))
             want = min(live, want * 4)
 
     def _search_all(self, q: np.ndarray, k: int, cp: CompiledPolicy, ctx: QueryContext,
@@ -452,10 +451,10 @@ class HotNamespace:
         rf = np.zeros((C.NRF, 1))
         rf[C.R_RAW + 2, 0] = conf
         rf[C.R_RAW + 4, 0] = w
-        rf[C.R_F:, 0] = self.F[:, slot]
+        rf[C.R_F:, 0] = self.F[list(C.SNAPSHOT_F), slot]
         ri = np.zeros((C.NRI, 1), np.int64)
         ri[C.R_SLOT, 0] = slot
-        ri[C.R_I:, 0] = self.I[:, slot]
+        ri[C.R_I:, 0] = self.I[list(C.SNAPSHOT_I), slot]
         snap = HotSnapshot(self.name, cp.type_names, rf, ri, [slot], self.ids, self.contents, self.sources,
                            self.tag_names)
         return snap.build(0, embedding=self.vector(slot) if with_embedding else None)

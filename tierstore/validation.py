@@ -42,7 +42,7 @@ def check_vector(vec: Any, dim: int, what: str = "embedding") -> np.ndarray:
     if type(vec) is np.ndarray and vec.dtype is _F32 and vec.shape == (dim,):
         # Fast path for the common case: NaN or inf in any element makes the
         # squared norm non-finite, so one dot product checks everything.
-        n2 = float(np.dot(vec, vec))
+        n2 = vec.dot(vec)
         if 0.0 < n2 < math.inf:
             if abs(n2 - 1.0) <= 1e-7:  # already unit length (float32 rounding): no copy
                 return vec
