@@ -403,7 +403,8 @@ class HotNamespace:
                     cand_scores = sims[cand]
             else:
                 try:
-                    labels, dists = self.index.knn_query(q, k=want)  # type: ignore[union-attr]
+                    # k positional: pybind11's keyword parsing costs more than the rest of the call
+                    labels, dists = self.index.knn_query(q, want)  # type: ignore[union-attr]
                 except RuntimeError:
                     # hnswlib could not reach `want` live nodes (many deletions):
                     # score every live slot exactly instead.
@@ -475,8 +476,7 @@ class HotNamespace:
         scores = rf[C.R_SCORE].tolist()
         explains = None
         if explain:
-            raw, norm = ranked.raw, ranked.norm
-            explains = [cp.explain(raw[j], norm[j], scores[j], "hot") for j in range(n)]
+            explains = list(map(cp.explain, ranked.raw.tolist(), ranked.norm.tolist(), scores, repeat("hot", n)))
         snap = HotSnapshot(self.name, cp.type_names, rf, ri, slots, self.ids, self.contents, self.sources,
                            self.tag_names, ids, scores, explains)
         return list(map(Hit, repeat(snap, n), range(n)))

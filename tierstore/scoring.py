@@ -203,13 +203,16 @@ class CompiledPolicy:
 
     # -- explanations -------------------------------------------------------
 
-    def explain(self, raw: np.ndarray, norm: np.ndarray, score: float, tier: str) -> Explain:
-        raw_d = {f: float(raw[i]) for i, f in enumerate(SCORE_FACTORS)}
-        norm_d = {f: float(norm[i]) for i, f in enumerate(SCORE_FACTORS)}
+    def explain(self, raw: Sequence[float], norm: Sequence[float], score: float, tier: str) -> Explain:
+        """One hit's breakdown from its raw and normalised factors (Python
+        floats, in SCORE_FACTORS order)."""
+        raw_d = dict(zip(SCORE_FACTORS, raw))
+        norm_d = dict(zip(SCORE_FACTORS, norm))
         if self.mode == "product":
             terms = dict(norm_d)
         else:
-            terms = {f: self.weights[f] * norm_d[f] for f in SCORE_FACTORS}
+            weights = self.weights
+            terms = {f: weights[f] * x for f, x in norm_d.items()}
         return Explain(
             mode=self.mode,
             raw=raw_d,

@@ -10,6 +10,7 @@ import sqlite3
 import threading
 import uuid
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -532,7 +533,7 @@ class TierStore:
             want *= 4
         picked = [rows[j] for j in pick.tolist()]
         source = HitRows([r.id for r in picked], scores.tolist(),
-                         [cp.explain(raw[i], norm[i], float(scores[i]), "warm") for i in range(len(picked))]
+                         list(map(cp.explain, raw.tolist(), norm.tolist(), scores.tolist(), repeat("warm")))
                          if explain else None,
                          [self._memory_from_row(r, now, with_embedding=False) for r in picked])
         return [(Hit(source, i), float(raw[i, 0]), r) for i, r in enumerate(picked)]
