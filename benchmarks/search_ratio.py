@@ -8,13 +8,17 @@ load changes between them. Here each round times a block of raw
 ``knn_query(q, k=10)`` calls on the store's own hot index (same graph, same
 ef) and a block of ``store.search(ns, q, k=10, record_access=False)`` calls on
 the same queries, back to back, and the ratio is taken per round; the median
-of the per-round ratios is reported, with the minima of each side.
+of the per-round ratios is reported, with the minima of each side. With
+``--shuffled`` each round times every raw and every search call on its own,
+in a random order, so that load changes on a shared machine hit both sides
+alike and neither runs in a tight loop of its own kind.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -36,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block", type=int, default=200, help="queries per timed block")
     ap.add_argument("--oversample", type=int, default=None, help="policy scoring.oversample (default: the policy's)")
     ap.add_argument("--min-candidates", type=int, default=None, help="policy scoring.min_candidates")
+    ap.add_argument("--shuffled", action="store_true",
+                    help="time each call alone, raw and search calls in a random order within each round, "
+                         "instead of a block of raw calls then a block of searches")
     args = ap.parse_args(argv)
     vecs = clustered_vectors(args.n, args.dim, seed=1)
     queries = clustered_vectors(args.block, args.dim, seed=2)
@@ -54,15 +61,29 @@ def main(argv: list[str] | None = None) -> int:
             index.knn_query(q, k=10)
             store.search("ns", q, k=10, record_access=False)
         ratios, raw_t, ts_t = [], [], []
+        rng = random.Random(0)
+        calls = [(mode, q) for mode in (0, 1) for q in queries]
         for _ in range(args.rounds):
-            t = time.perf_counter()
-            for q in queries:
-                index.knn_query(q, k=10)
-            raw = (time.perf_counter() - t) / len(queries)
-            t = time.perf_counter()
-            for q in queries:
-                store.search("ns", q, k=10, record_access=False)
-            ts = (time.perf_counter() - t) / len(queries)
+            if args.shuffled:
+                rng.shuffle(calls)
+                tot = [0.0, 0.0]
+                for mode, q in calls:
+                    t = time.perf_counter()
+                    if mode == 0:
+                        index.knn_query(q, k=10)
+                    else:
+                        store.search("ns", q, k=10, record_access=False)
+                    tot[mode] += time.perf_counter() - t
+                raw, ts = tot[0] / len(queries), tot[1] / len(queries)
+            else:
+                t = time.perf_counter()
+                for q in queries:
+                    index.knn_query(q, k=10)
+                raw = (time.perf_counter() - t) / len(queries)
+                t = time.perf_counter()
+                for q in queries:
+                    store.search("ns", q, k=10, record_access=False)
+                ts = (time.perf_counter() - t) / len(queries)
             ratios.append(ts / raw)
             raw_t.append(raw)
             ts_t.append(ts)
@@ -70,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     sc = Policy.default().scoring
     print(f"cores {os.cpu_count()}, {args.n} x {args.dim} clustered, M=16, ef_construction=200, ef=64, k=10, "
           f"{args.rounds} rounds of {args.block} queries, candidates max(k x {args.oversample or sc.oversample}, "
-          f"{args.min_candidates or sc.min_candidates})")
+          f"{args.min_candidates or sc.min_candidates}), {'shuffled calls' if args.shuffled else 'blocks'}")
     print(f"  raw knn_query  median {statistics.median(raw_t) * 1e6:7.1f} us  min {min(raw_t) * 1e6:7.1f} us")
     print(f"  store.search   median {statistics.median(ts_t) * 1e6:7.1f} us  min {min(ts_t) * 1e6:7.1f} us")
     print(f"  ratio search / knn_query: median of per-round ratios {statistics.median(ratios):.3f}, "
