@@ -76,6 +76,31 @@ def test_sigkill_during_archive(tmp_path, rng, crash_at):
         check_exactly_once(store, chats + facts, embeddings)
 
 
+@pytest.mark.parametrize("crash_at", ["compact.after_intent", "compact.after_put", "compact.after_commit"])
+def test_sigkill_while_an_archive_is_rewritten(tmp_path, rng, crash_at):
+    """Killed while rewriting an archive object without a deleted memory: the
+    next sweep leaves exactly one object, without the deleted record, and
+    every other archived memory restorable bit-identical."""
+    path = tmp_path / "s"
+    chats, facts, embeddings = seed_store(path, rng)
+    with TierStore.open(path, clock=ManualClock(T0 + 2 * HOUR)) as store:
+        assert store.sweep().archived == len(chats)
+        (old_key,) = store._cold.list_batches()
+        assert store.delete("crash", chats[0])
+    proc = run_child(path, "compact-cold", T0 + 2 * HOUR, crash_at)
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    with TierStore.open(path, clock=ManualClock(T0 + 2 * HOUR)) as store:
+        report = store.sweep()
+        assert not report.errors
+        (key,) = store._cold.list_batches()
+        assert key != old_key
+        assert b"chat 0" not in store._cold.store.get(key)  # the deleted memory's text ("chat 1".."chat 29" stay)
+        assert sorted(e.id for e, _ in store._cold.read_batch(key)[1]) == sorted(chats[1:])
+        assert store._catalog.query("SELECT state FROM archives") == [("done",)]
+        assert store.get("crash", chats[0]) is None
+        check_exactly_once(store, chats[1:] + facts, embeddings)
+
+
 def test_sigkill_after_demote_shard_written(tmp_path, rng):
     path = tmp_path / "s"
     chats, facts, embeddings = seed_store(path, rng, n_chat=0)

@@ -229,3 +229,60 @@ def test_lost_shard_files_are_rebuilt_by_the_next_sweep(store, clock, rng):
     assert not store._warm.damaged
     hit = store.search("w", vecs[4], k=1, record_access=False)[0]
     assert hit.id == ids[4] and hit.memory.tier == "warm"
+
+
+def _archive_four(store, clock, rng, contents=("alpha secret", "bravo", "charlie", "delta")):
+    ids = store.add_batch("c", [{"content": c, "embedding": unit(rng), "memory_type": "conversation"}
+                                for c in contents])
+    vecs = {i: store.get("c", i).embedding.tobytes() for i in ids}
+    clock.advance(2 * HOUR)
+    assert store.sweep().archived == len(ids)
+    (key,) = store._cold.list_batches()
+    return ids, vecs, key
+
+
+def test_deleting_an_archived_memory_purges_its_record_at_the_next_sweep(store, clock, rng):
+    """A delete leaves no text behind: the archive object holding the record is
+    marked, the next sweep rewrites it without the record, and the others stay
+    restorable bit-identical; a catalog rebuilt from the bucket does not bring
+    the deleted memory back."""
+    ids, vecs, key = _archive_four(store, clock, rng)
+    assert b"alpha secret" in store._cold.store.get(key)
+    assert store.delete("c", ids[0])
+    assert store._catalog.query("SELECT state FROM archives WHERE key = ?", (key,)) == [("purge",)]
+    assert b"alpha secret" in store._cold.store.get(key)  # until the sweep
+    report = store.sweep()
+    assert report.compacted == 1 and not report.errors
+    (new_key,) = store._cold.list_batches()
+    assert new_key != key
+    data = store._cold.store.get(new_key)
+    assert b"alpha secret" not in data and b"bravo" in data and b"delta" in data
+    assert store._catalog.query("SELECT key, state, count FROM archives") == [(new_key, "done", 3)]
+    assert store.sweep().compacted == 0  # nothing left to rewrite
+    counts = store.rebuild_catalog()
+    assert counts["inserted"] == 0 and store.get("c", ids[0]) is None
+    assert sorted(store.restore("c", ids=ids[1:])) == sorted(ids[1:])
+    for i in ids[1:]:
+        assert store.get("c", i).embedding.tobytes() == vecs[i]
+
+
+def test_restored_records_are_compacted_on_demand_or_when_half_stale(store, clock, rng):
+    ids, vecs, key = _archive_four(store, clock, rng)
+
+    def records(k):
+        return sorted(e.id for e, _ in store._cold.read_batch(k)[1])
+
+    store.restore("c", ids=ids[:1])  # one stale record of four: the sweep leaves it
+    assert store.sweep().compacted == 0 and store._cold.list_batches() == [key]
+    assert store.compact_cold() == 1  # on demand: rewritten
+    (key2,) = store._cold.list_batches()
+    assert records(key2) == sorted(ids[1:])
+    assert store.compact_cold() == 0
+    store.restore("c", ids=ids[1:3])  # two stale of three: the sweep rewrites it
+    assert store.sweep().compacted == 1
+    (key3,) = store._cold.list_batches()
+    assert records(key3) == [ids[3]] and key3 not in (key, key2)
+    assert store.restore("c", ids=[ids[3]]) == [ids[3]]
+    assert store._cold.list_batches() == []
+    for i in ids:
+        assert store.get("c", i).embedding.tobytes() == vecs[i]

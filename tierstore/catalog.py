@@ -101,13 +101,14 @@ CREATE TABLE IF NOT EXISTS shards (
 );
 -- Archive batches in the object store. A batch is recorded here (pending)
 -- before its object is written, so an interrupted archive is finished on the
--- next sweep with the same key and the same members.
+-- next sweep with the same key and the same members. A batch holding the
+-- record of a deleted memory is marked purge until the sweep rewrites it.
 CREATE TABLE IF NOT EXISTS archives (
     batch      INTEGER PRIMARY KEY AUTOINCREMENT,
     key        TEXT    NOT NULL UNIQUE,
     ns         TEXT    NOT NULL,
     rids       TEXT    NOT NULL,        -- JSON: the rows this batch archives
-    state      TEXT    NOT NULL,        -- pending | done
+    state      TEXT    NOT NULL,        -- pending | done | purge
     count      INTEGER NOT NULL,
     created_at REAL    NOT NULL
 );

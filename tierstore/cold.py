@@ -106,6 +106,22 @@ class ColdTier:
                 raise CorruptDataError(f"archive object {key} holds a different embedding for {r.id!r}")
         return [have[r.id][0] for r in rows]
 
+    def write_records(self, key: str, ns: str, records: Sequence[dict[str, Any]],
+                      now: float) -> list[ArchiveEntry]:
+        """Write archived ``records`` (as :meth:`fetch` returns them) into a
+        new object ``key``, unless a previous attempt wrote it; returns their
+        entries, in order. Used to rewrite a batch without its stale records."""
+        data, entries = encode_batch(key, ns, self.dim, now, records)
+        if self.store.put_if_absent(key, data):
+            return entries
+        header, existing = decode_batch(self.store.get(key), f"archive object {key}")
+        have = {e.id: (e, rec) for e, rec in existing}
+        for rec in records:
+            got = have.get(rec["id"])
+            if header.get("key") != key or got is None or got[1]["embedding"] != rec["embedding"]:
+                raise CorruptDataError(f"archive object {key} exists with different contents")
+        return [have[rec["id"]][0] for rec in records]
+
     def fetch(self, locations: Sequence[Location]) -> list[dict[str, Any]]:
         """The records at ``locations`` (same order), each checked against its
         checksum. Records of one object that lie close together come in one

@@ -24,6 +24,9 @@ POINTS = (
     "add.after_commit",  # the add is durable, the hot index does not hold it yet
     "demote.after_commit",  # migrator._demote: rows are warm in the catalog, still in the hot index
     "delete.after_commit",  # store.delete: the row is gone, the hot slot and the archive object remain
+    "compact.after_intent",  # migrator.compact_archives: the new batch is recorded, no object yet
+    "compact.after_put",  # the new object is written, the catalog still points at the old one
+    "compact.after_commit",  # the catalog points at the new object, the old one remains
     "collect.after_object_delete",  # migrator.collect_archives: object deleted, its archives row not yet
     "rebuild.after_commit",  # migrator.rebuild_shards: the new shard is committed, the old files remain
     "checkpoint.after_index",  # hot.save_checkpoint: index and slots replaced, the manifest is the old one

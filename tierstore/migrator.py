@@ -57,6 +57,10 @@ if TYPE_CHECKING:
     from .store import TierStore
 
 # The state a sweep classified; a move commits only if the row still has it.
+# A batch that holds the record of a deleted memory waits for a rewrite.
+MARK_PURGE_SQL = "UPDATE archives SET state = 'purge' WHERE key = ? AND state = 'done'"
+_COMPACT_PER_SWEEP = 64  # archive objects rewritten per sweep at most (bounded work)
+
 _FP_SQL = "SELECT tier, w_ref, t_ref, access_count, confidence, pinned, shard, cold_key FROM memories WHERE rid = ?"
 
 
@@ -179,6 +183,11 @@ class Migrator:
             report.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             bar.close()
+        if archive_ok and (time_budget_s is None or time.perf_counter() - start < time_budget_s):
+            try:
+                report.compacted = self.compact_archives(now, limit=_COMPACT_PER_SWEEP)
+            except (ObjectStoreError, CorruptDataError, OSError) as exc:
+                report.errors.append(f"{type(exc).__name__}: {exc}")
         for ns in touched_shards:
             self.compact_warm(ns, now)
         self.repair_warm(now)
@@ -268,6 +277,7 @@ class Migrator:
                     conn.execute("DELETE FROM memories WHERE rid = ?", (r.rid,))
                     if r.tier == TIER_COLD:
                         conn.execute("DELETE FROM cold_text WHERE rowid = ?", (r.rid,))
+                        conn.execute(MARK_PURGE_SQL, (r.cold_key,))
                     reason = ("expired" if now >= r.expires_at else "weight") + ", low confidence"
                     conn.execute(EVENT_SQL, self._event(r, now, "delete", r.tier, None, reason))
                     done.append(r)
@@ -405,7 +415,7 @@ class Migrator:
         s = self.s
         # Batches emptied by a restore or delete that crashed before collecting them.
         self.collect_archives(k for (k,) in s._catalog.query(
-            "SELECT key FROM archives a WHERE state = 'done' AND NOT EXISTS"
+            "SELECT key FROM archives a WHERE state != 'pending' AND NOT EXISTS"
             " (SELECT 1 FROM memories m WHERE m.cold_key = a.key)"))
         for key, ns, rids_json in s._catalog.query("SELECT key, ns, rids FROM archives WHERE state = 'pending'"):
             rows = [r for r in s._catalog.get_rows_by_rid(json.loads(rids_json)) if r.tier != TIER_COLD]
@@ -432,6 +442,69 @@ class Migrator:
                 s._catalog.write(lambda conn, key=key: conn.execute("DELETE FROM archives WHERE key = ?", (key,)))
                 dropped += 1
         return dropped
+
+    # -- archive compaction ----------------------------------------------------------------
+
+    def compact_archives(self, now: float, *, everything: bool = False, limit: int | None = None,
+                         progress: bool | None = None) -> int:
+        """Rewrite archive objects without the records of memories that left
+        them (deleted, or restored and kept elsewhere); returns how many.
+
+        Rewritten: batches marked ``purge`` (they hold a deleted memory's
+        record: a delete must not leave its text behind), batches at least
+        half stale, and with ``everything`` every batch with a stale record.
+        Each rewrite is copy → commit → collect, like an archive: the new batch
+        is recorded pending first, so a crash leaves either the old object in
+        use or the new one, and the next sweep drops the other."""
+        s = self.s
+        todo = []
+        for key, ns, state, count, live in s._catalog.query(
+                "SELECT a.key, a.ns, a.state, a.count,"
+                " (SELECT count(*) FROM memories m WHERE m.cold_key = a.key)"
+                " FROM archives a WHERE a.state != 'pending' ORDER BY a.batch"):
+            if live == 0:
+                continue  # collect_archives drops it
+            if state == "purge" or (live < count and (everything or 2 * live <= count)):
+                todo.append((key, ns))
+        todo = todo[:limit] if limit is not None else todo
+        done = 0
+        with Progress(len(todo), "compact archives", enabled=progress, unit=" objects") as bar:
+            for key, ns in todo:
+                done += self._rewrite_batch(key, ns, now)
+                bar.update(1)
+        return done
+
+    def _rewrite_batch(self, key: str, ns: str, now: float) -> int:
+        s = self.s
+        rows = s._catalog.select_rows("WHERE m.cold_key = ? ORDER BY m.cold_offset", (key,))
+        if not rows:
+            self.collect_archives({key})
+            return 0
+        records = s._cold.fetch([Location(key, r.cold_offset, r.cold_length) for r in rows])  # type: ignore[arg-type]
+        for r, rec in zip(rows, records):
+            if rec["id"] != r.id or rec["ns"] != r.ns:
+                raise CorruptDataError(f"archive object {key} at byte {r.cold_offset} holds {rec['id']!r}, "
+                                       f"the catalog expects {r.id!r}")
+        new_key = self._record_batches({ns: [r.rid for r in rows]}, now)[ns]
+        crash_point("compact.after_intent")
+        entries = s._cold.write_records(new_key, ns, records, now)
+        crash_point("compact.after_put")
+
+        def write(conn: sqlite3.Connection) -> int:
+            moved = 0
+            for r, e in zip(rows, entries):
+                # a memory restored or deleted since it was read stays out of the new object's use
+                moved += conn.execute(
+                    "UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ?"
+                    " WHERE rid = ? AND cold_key = ? AND cold_offset = ?",
+                    (new_key, e.offset, e.length, r.rid, key, r.cold_offset)).rowcount
+            conn.execute("UPDATE archives SET state = 'done' WHERE key = ?", (new_key,))
+            return moved
+
+        s._catalog.write(write)
+        crash_point("compact.after_commit")
+        self.collect_archives({key, new_key})
+        return 1
 
     # -- warm shard upkeep ---------------------------------------------------------------
 

@@ -137,6 +137,7 @@ class SweepReport:
     demoted: int = 0
     archived: int = 0
     deleted: int = 0
+    compacted: int = 0  # archive objects rewritten without their stale records
     remaining_due: int = 0
     elapsed_s: float = 0.0
     by_type: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -150,6 +151,7 @@ class SweepReport:
             "demoted": self.demoted,
             "archived": self.archived,
             "deleted": self.deleted,
+            "compacted": self.compacted,
             "remaining_due": self.remaining_due,
             "elapsed_s": self.elapsed_s,
             "by_type": self.by_type,

@@ -30,7 +30,7 @@ from .catalog import (
 from .catalog import sql_time as _sql_time
 from .clock import Clock, SystemClock
 from .cold import ColdTier
-from .migrator import Migrator
+from .migrator import MARK_PURGE_SQL, Migrator
 from .errors import (
     DuplicateIdError,
     InvalidInputError,
@@ -823,7 +823,11 @@ class TierStore:
         I[C.I_DIRTY, s] = 1
 
     def delete(self, ns: str, id: str) -> bool:
-        """Forget a memory for good, from any tier. Returns False if there was none."""
+        """Forget a memory for good, from any tier. Returns False if there was none.
+
+        The catalog forgets it at once. An archived memory's record also sits
+        in its archive object, with others: the object is marked and the next
+        sweep rewrites it without the record (:meth:`compact_cold` does it now)."""
         self._check_open()
         check_namespace(ns)
         check_id(id)
@@ -836,6 +840,8 @@ class TierStore:
                 return None
             conn.execute("DELETE FROM memories WHERE rid = ?", (row.rid,))
             conn.execute("DELETE FROM cold_text WHERE rowid = ?", (row.rid,))
+            if row.cold_key:
+                conn.execute(MARK_PURGE_SQL, (row.cold_key,))
             conn.execute(EVENT_SQL, (now, ns, id, "delete", TIER_NAMES[row.tier], None, "explicit",
                                      lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now), row.confidence,
                                      row.access_count, row.memory_type))
@@ -986,8 +992,10 @@ class TierStore:
         demote hot→warm, archive →cold, delete); applies the moves (copy,
         commit, remove). Stops after ``max_items`` due memories or
         ``time_budget_s`` seconds. Pinned memories are never due. Archive
-        batches a crash interrupted are finished first. progress: draw a bar
-        (``None``: when stderr is a terminal).
+        batches a crash interrupted are finished first; archive objects that
+        hold deleted memories, or are half stale, are rewritten last (see
+        :meth:`compact_cold`). progress: draw a bar (``None``: when stderr is
+        a terminal).
         """
         self._check_open()
         if max_items is not None:
@@ -996,6 +1004,16 @@ class TierStore:
             raise InvalidInputError(f"time_budget_s must be a positive number, got {time_budget_s!r}")
         with self._sweep_lock:
             return self._migrator.sweep(max_items, time_budget_s, progress)
+
+    def compact_cold(self, *, progress: bool | None = False) -> int:
+        """Rewrite every archive object that holds records of memories no
+        longer archived there (deleted, or restored), without them; returns
+        how many objects were rewritten. A sweep does this on its own for
+        objects holding a deleted memory and for objects at least half stale,
+        a bounded number per sweep; call this to purge everything at once."""
+        self._check_open()
+        with self._sweep_lock:
+            return self._migrator.compact_archives(self.clock.now(), everything=True, progress=progress)
 
     def restore(self, ns: str, *, ids: Iterable[str] | None = None, where: Mapping[str, Any] | None = None,
                 text: str | None = None, limit: int | None = None, progress: bool | None = False) -> list[str]:
