@@ -446,7 +446,7 @@ class Migrator:
     # -- archive compaction ----------------------------------------------------------------
 
     def compact_archives(self, now: float, *, everything: bool = False, limit: int | None = None,
-                         progress: bool | None = None) -> int:
+                         progress: bool | None = None, strict: bool = False) -> int:
         """Rewrite archive objects without the records of memories that left
         them (deleted, or restored and kept elsewhere); returns how many.
 
@@ -455,7 +455,10 @@ class Migrator:
         half stale, and with ``everything`` every batch with a stale record.
         Each rewrite is copy → commit → collect, like an archive: the new batch
         is recorded pending first, so a crash leaves either the old object in
-        use or the new one, and the next sweep drops the other."""
+        use or the new one, and the next sweep drops the other. An object
+        whose live records fail their checksums is left as it is (``verify``
+        reports it; copying it would spread the damage), or with ``strict``
+        CorruptDataError is raised after the other objects are done."""
         s = self.s
         todo = []
         for key, ns, state, count, live in s._catalog.query(
@@ -468,10 +471,17 @@ class Migrator:
                 todo.append((key, ns))
         todo = todo[:limit] if limit is not None else todo
         done = 0
+        damaged: list[CorruptDataError] = []
         with Progress(len(todo), "compact archives", enabled=progress, unit=" objects") as bar:
             for key, ns in todo:
-                done += self._rewrite_batch(key, ns, now)
+                try:
+                    done += self._rewrite_batch(key, ns, now)
+                except CorruptDataError as exc:
+                    damaged.append(exc)
                 bar.update(1)
+        if damaged and strict:
+            raise CorruptDataError(f"{len(damaged)} archive object(s) not rewritten: "
+                                   + "; ".join(str(e) for e in damaged))
         return done
 
     def _rewrite_batch(self, key: str, ns: str, now: float) -> int:

@@ -1010,10 +1010,14 @@ class TierStore:
         longer archived there (deleted, or restored), without them; returns
         how many objects were rewritten. A sweep does this on its own for
         objects holding a deleted memory and for objects at least half stale,
-        a bounded number per sweep; call this to purge everything at once."""
+        a bounded number per sweep; call this to purge everything at once.
+        Raises CorruptDataError, after rewriting the others, if an object's
+        live records fail their checksums (the sweep skips such objects;
+        ``verify`` reports them)."""
         self._check_open()
         with self._sweep_lock:
-            return self._migrator.compact_archives(self.clock.now(), everything=True, progress=progress)
+            return self._migrator.compact_archives(self.clock.now(), everything=True, progress=progress,
+                                                   strict=True)
 
     def restore(self, ns: str, *, ids: Iterable[str] | None = None, where: Mapping[str, Any] | None = None,
                 text: str | None = None, limit: int | None = None, progress: bool | None = False) -> list[str]:
