@@ -286,3 +286,22 @@ def test_restored_records_are_compacted_on_demand_or_when_half_stale(store, cloc
     assert store._cold.list_batches() == []
     for i in ids:
         assert store.get("c", i).embedding.tobytes() == vecs[i]
+
+
+def test_cli_compact_cold_purges_a_deleted_memory(tmp_path, rng, capsys):
+    import json
+
+    from tierstore.cli import main
+
+    clock = ManualClock(T0)
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
+        ids, _, key = _archive_four(store, clock, rng)
+        store.restore("c", ids=[ids[1]])
+        store.delete("c", ids[0])
+    assert main(["compact-cold", str(tmp_path / "s")]) == 0
+    assert json.loads(capsys.readouterr().out) == {"rewritten": 1}
+    with TierStore.open(tmp_path / "s", clock=clock) as store:
+        (new_key,) = store._cold.list_batches()
+        assert new_key != key
+        assert sorted(e.id for e, _ in store._cold.read_batch(new_key)[1]) == sorted(ids[2:])
+        assert b"alpha secret" not in store._cold.store.get(new_key)

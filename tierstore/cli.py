@@ -1,4 +1,5 @@
-"""The ``tierstore`` command: demo, bench, sweep, restore, stats, report, simulate, rebuild-catalog."""
+"""The ``tierstore`` command: demo, bench, sweep, restore, stats, report, simulate, verify, rebuild-catalog,
+compact-cold."""
 
 from __future__ import annotations
 
@@ -113,6 +114,13 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compact(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        rewritten = store.compact_cold(progress=None)
+    print(json.dumps({"rewritten": rewritten}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tierstore", description="A tiered memory engine for AI agents.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -162,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     rebuild = sub.add_parser("rebuild-catalog", help="rebuild the cold catalog from the object store alone")
     _store_args(rebuild)
 
+    compact = sub.add_parser("compact-cold", help="rewrite archive objects without the records of deleted or "
+                                                  "restored memories (purge deleted text now)")
+    _store_args(compact)
+
     report = sub.add_parser("report", help="an HTML page of lifecycle plots (needs tierstore[report])")
     _store_args(report)
     report.add_argument("--out", required=True, help="output directory (index.html and PNGs)")
@@ -190,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_from_args(args)
         handler = {"sweep": _cmd_sweep, "restore": _cmd_restore, "stats": _cmd_stats,
-                   "rebuild-catalog": _cmd_rebuild, "verify": _cmd_verify, "report": _cmd_report, "simulate": _cmd_simulate}[args.command]
+                   "rebuild-catalog": _cmd_rebuild, "compact-cold": _cmd_compact, "verify": _cmd_verify, "report": _cmd_report, "simulate": _cmd_simulate}[args.command]
         return handler(args)
     except TierStoreError as exc:
         print(f"tierstore {args.command}: {exc}", file=sys.stderr)
