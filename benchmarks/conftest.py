@@ -36,14 +36,19 @@ RATIOS = [
 ]
 
 
-def clustered_vectors(n: int, dim: int, *, clusters: int = 1000, spread: float = 0.35, seed: int = 0) -> np.ndarray:
+def clustered_vectors(n: int, dim: int, *, clusters: int = 1000, spread: float = 0.35, seed: int = 0,
+                      draw_seed: int | None = None) -> np.ndarray:
     """``n`` L2-normalised vectors drawn around ``clusters`` random centres.
 
     Real embeddings are clustered; HNSW recall on isotropic random normal data
-    says nothing about real use."""
+    says nothing about real use. ``seed`` fixes the centres (and, unless
+    ``draw_seed`` is given, the draws around them): queries like the data are
+    ``clustered_vectors(m, dim, seed=<the data's>, draw_seed=<another>)``."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(clusters, dim)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    if draw_seed is not None:
+        rng = np.random.default_rng(draw_seed)
     which = rng.integers(0, clusters, n)
     x = centres[which] + spread * rng.normal(size=(n, dim)).astype(np.float32) / np.sqrt(dim)
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", type=Path, default=None, help="open this store (namespace 'ns') instead of building")
     args = ap.parse_args(argv)
     vecs = clustered_vectors(args.n, args.dim, seed=1) if args.store is None else None  # as search_ratio.py
-    queries = clustered_vectors(1500, args.dim, seed=2)
+    queries = clustered_vectors(1500, args.dim, seed=1, draw_seed=2)  # drawn like the data
     tp = time.perf_counter_ns
     settings = Settings(hot=HotSettings(hnsw_m=16, hnsw_ef_construction=200, hnsw_ef_search=64))
     with tempfile.TemporaryDirectory() as d:
