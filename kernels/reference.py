@@ -428,7 +428,8 @@ def ref_rescale_lifetimes(w_ref, t_ref, half_life, ttl, old_mult, new_mult, now)
 
 
 def ref_gather_picks(cand, pick, F, I):
-    """``(slots, F[:, slots].T, I[:, slots].T)`` with ``slots = cand[pick]`` (int64)."""
+    """``(slots, F[:, slots].T, I[:, slots].T)`` with ``slots = cand[pick]``
+    (int64): what ``rank_and_gather`` copies for the picks."""
     slots = [int(cand[int(j)]) for j in _i(pick)]
     Fp = np.array([[float(F[r, s]) for r in range(F.shape[0])] for s in slots], np.float64).reshape(len(slots), F.shape[0])
     Ip = np.array([[int(I[r, s]) for r in range(I.shape[0])] for s in slots], np.int64).reshape(len(slots), I.shape[0])

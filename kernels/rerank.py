@@ -232,30 +232,12 @@ def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type
 
 
 @njit(nogil=True, cache=True)
-def gather_picks(cand, pick, F, I):
-    """The picked candidates' slots (int64) and their columns ``F[:, slot]``,
-    ``I[:, slot]`` as ``(len(pick), NF)`` and ``(len(pick), NI)`` copies: the
-    snapshot a search keeps after it releases the namespace's lock."""
-    m = pick.shape[0]
-    slots = np.empty(m, np.int64)
-    Fp = np.empty((m, F.shape[0]))
-    Ip = np.empty((m, I.shape[0]), np.int64)
-    for j in range(m):
-        slots[j] = np.int64(cand[pick[j]])
-    for r in range(F.shape[0]):  # one column at a time: independent loads
-        for j in range(m):
-            Fp[j, r] = F[r, slots[j]]
-    for r in range(I.shape[0]):
-        for j in range(m):
-            Ip[j, r] = I[r, slots[j]]
-    return slots, Fp, Ip
-
-
-@njit(nogil=True, cache=True)
 def rank_and_gather(cand, cand_scores, F, I, tags, params, now, min_conf, type_allowed, w0_by_type, q_tags,
                     rule_tags, rule_mult, mask_tags, k):
-    """:func:`fused_rerank` and :func:`gather_picks` in one call, packed: the
-    hot search path, where each array crossing into Python costs time.
+    """:func:`fused_rerank`, then a copy of the picked candidates' columns (the
+    snapshot a search keeps after it releases the namespace's lock), in one
+    call and packed: the hot search path, where each array crossing into
+    Python costs time.
     ``params`` without the query's time and confidence filter: ``now``
     (seconds) and ``min_conf`` ([0, 1]) replace ``params[P_NOW]`` and
     ``params[P_MIN_CONF]`` (``params`` itself is not changed).

@@ -923,33 +923,17 @@ def test_rescale_lifetimes_example():
 
 
 @PROPS
-@given(st.integers(1, 30), st.integers(0, 12), st.booleans(), st.data())
-def test_gather_picks_matches_reference(cap, m, unsigned, data):
-    from tierstore.kernels import gather_picks
-
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    F = rng.normal(size=(C.NF, cap))
-    I = rng.integers(-5, 100, size=(C.NI, cap)).astype(np.int64)
-    cand = rng.integers(0, cap, size=max(m, 1)).astype(np.uint64 if unsigned else np.int64)
-    pick = rng.integers(0, len(cand), size=m).astype(np.int64)
-    got = gather_picks(cand, pick, F, I)
-    want = R.ref_gather_picks(cand, pick, F, I)
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape
-        np.testing.assert_array_equal(g, w)
-
-
-@PROPS
 @given(rerank_st())
 def test_rank_and_gather_is_rerank_then_gather_packed(args):
-    """The hot path's one-call kernel returns exactly what fused_rerank and
-    gather_picks return, in the packed layout of columns.R_*, and leaves the
-    (read-only) parameter vector as it was."""
-    from tierstore.kernels import gather_picks, rank_and_gather
+    """The hot path's one-call kernel returns exactly what fused_rerank
+    returns and the picks' columns (as the plain-Python gather has them), in
+    the packed layout of columns.R_*, and leaves the (read-only) parameter
+    vector as it was."""
+    from tierstore.kernels import rank_and_gather
 
     cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args
     pick, score, norm, raw = fused_rerank(*args)
-    slots, Fp, Ip = gather_picks(cand, pick, F, I)
+    slots, Fp, Ip = R.ref_gather_picks(cand, pick, F, I)
     base = p.copy()
     base[C.P_NOW] = -1.0  # replaced by the scalar arguments
     base[C.P_MIN_CONF] = 7.0

@@ -59,7 +59,8 @@ class RankedSlots(NamedTuple):
     """Result of a hot search, still in slot terms, packed as the kernel
     returns it (see ``R_*`` in :mod:`tierstore.kernels.columns`): column
     ``j`` of ``rf`` holds the j-th hit's score, normalised and raw factors and
-    a copy of its ``F`` column; of ``ri``, its slot and ``I`` column."""
+    a copy of the ``SNAPSHOT_F`` rows of its ``F`` column; of ``ri``, its slot
+    and the ``SNAPSHOT_I`` rows of its ``I`` column."""
 
     rf: np.ndarray
     ri: np.ndarray
