@@ -73,6 +73,10 @@ CRASH_POINTS = (
     "demote.after_shard",
     "restore.after_commit",
     "add.after_commit",
+    "delete.after_commit",
+    "compact.after_intent",
+    "compact.after_put",
+    "compact.after_commit",
 )
 CHILD_STEPS = 100_000  # the child runs until it is killed (or finishes, rarely)
 ROUND_TIMEOUT_S = 60.0  # a child alive this long is hung: a failure
@@ -327,6 +331,13 @@ def verify(path: Path, log: Log, exact_threshold: int, result: TrialResult) -> N
         if objects != referenced:
             problems.append(f"archive objects {sorted(objects - referenced)} are not referenced; "
                             f"{sorted(referenced - objects)} are referenced but missing")
+        # A deleted memory leaves no record behind once the sweep has compacted.
+        present_now = _present(store)
+        for key in sorted(objects & referenced):
+            header, records = store._cold.read_batch(key)
+            gone = [e.id for e, _ in records if (header["namespace"], e.id) not in present_now]
+            if gone:
+                problems.append(f"archive object {key} still holds deleted memories {gone[:5]}")
         shard_dirs = {f"{d.parent.name}/{d.name}" for d in (path / "warm").glob("*/*")}
         shard_rows = {n for (n,) in store._catalog.query("SELECT name FROM shards")}
         if shard_dirs != shard_rows:

@@ -78,7 +78,8 @@ class ColdTier:
         random part so that a store rebuilt on an old bucket never reuses a key."""
         return f"{ARCHIVE_PREFIX}/{ns_segment(ns)}/{batch:012d}-{secrets.token_hex(4)}.tsa"
 
-    def write_batch(self, key: str, ns: str, rows: Sequence[MemoryRow], now: float) -> list[ArchiveEntry]:
+    def write_batch(self, key: str, ns: str, rows: Sequence[MemoryRow],
+                    now: float) -> tuple[list[ArchiveEntry], int]:
         """Write the archive object for ``rows`` under ``key`` unless it exists.
 
         If a previous attempt already wrote it (a crash before the catalog
@@ -89,10 +90,11 @@ class ColdTier:
         object as tombstones (the catalog does not point at them), exactly like
         records of memories restored after archiving. Every memory of ``rows``
         must be in it, with the same embedding, or CorruptDataError is raised.
-        Returns the entries of ``rows`` only."""
+        Returns the entries of ``rows`` only, and how many records the object
+        holds."""
         data, entries = encode_batch(key, ns, self.dim, now, [record_from_row(r, now) for r in rows])
         if self.store.put_if_absent(key, data):
-            return entries
+            return entries, len(entries)
         existing = self.store.get(key)
         header, records = decode_batch(existing, f"archive object {key}")
         have = {e.id: (e, rec) for e, rec in records}
@@ -104,7 +106,7 @@ class ColdTier:
         for r in rows:
             if have[r.id][1]["embedding"] != bytes(r.embedding or b""):
                 raise CorruptDataError(f"archive object {key} holds a different embedding for {r.id!r}")
-        return [have[r.id][0] for r in rows]
+        return [have[r.id][0] for r in rows], len(records)
 
     def write_records(self, key: str, ns: str, records: Sequence[dict[str, Any]],
                       now: float) -> list[ArchiveEntry]:

@@ -28,6 +28,7 @@ import math
 import sqlite3
 import threading
 import time
+from collections import Counter
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
@@ -57,7 +58,8 @@ if TYPE_CHECKING:
     from .store import TierStore
 
 # The state a sweep classified; a move commits only if the row still has it.
-# A batch that holds the record of a deleted memory waits for a rewrite.
+# A batch whose object holds a stale record (its memory deleted, restored, or
+# changed while being archived) waits for a rewrite.
 MARK_PURGE_SQL = "UPDATE archives SET state = 'purge' WHERE key = ? AND state = 'done'"
 _COMPACT_PER_SWEEP = 64  # archive objects rewritten per sweep at most (bounded work)
 
@@ -372,8 +374,10 @@ class Migrator:
         are still as classified into them, in one transaction."""
         s = self.s
         where = {}
+        held: dict[str, int] = {}  # records in each object
         for key, ns, rows in batches:  # 1. copy
-            where[key] = {e.id: e for e in s._cold.write_batch(key, ns, rows, now)}
+            entries, held[key] = s._cold.write_batch(key, ns, rows, now)
+            where[key] = {e.id: e for e in entries}
         crash_point("archive.after_put")
         groups = {ns: rows for _, ns, rows in batches}
         key_of = {ns: key for key, ns, _ in batches}
@@ -396,6 +400,10 @@ class Migrator:
                     conn.execute(EVENT_SQL, self._event(r, now, "archive", r.tier, TIER_COLD, self._reason(r, now)))
                     done.append(r)
                 conn.executemany("UPDATE archives SET state = 'done' WHERE key = ?", [(k,) for k, _, _ in batches])
+                committed = Counter(key_of[r.ns] for r in done)
+                # Records of members that changed meanwhile (restored, pinned,
+                # deleted) are stale from the start: the object waits for a rewrite.
+                conn.executemany(MARK_PURGE_SQL, [(k,) for k, _, _ in batches if committed[k] < held[k]])
                 return done
 
             done = s._catalog.write(write)
@@ -448,11 +456,13 @@ class Migrator:
     def compact_archives(self, now: float, *, everything: bool = False, limit: int | None = None,
                          progress: bool | None = None, strict: bool = False) -> int:
         """Rewrite archive objects without the records of memories that left
-        them (deleted, or restored and kept elsewhere); returns how many.
+        them (deleted, restored, or changed while being archived); returns how
+        many.
 
-        Rewritten: batches marked ``purge`` (they hold a deleted memory's
-        record: a delete must not leave its text behind), batches at least
-        half stale, and with ``everything`` every batch with a stale record.
+        Rewritten: batches marked ``purge`` (every event that leaves a stale
+        record in an object marks it, so that no deleted memory's text stays
+        behind), and with ``everything`` also any batch whose object may hold
+        more records than memories point at it (stores from before the marks).
         Each rewrite is copy → commit → collect, like an archive: the new batch
         is recorded pending first, so a crash leaves either the old object in
         use or the new one, and the next sweep drops the other. An object
@@ -467,7 +477,7 @@ class Migrator:
                 " FROM archives a WHERE a.state != 'pending' ORDER BY a.batch"):
             if live == 0:
                 continue  # collect_archives drops it
-            if state == "purge" or (live < count and (everything or 2 * live <= count)):
+            if state == "purge" or (everything and live < count):
                 todo.append((key, ns))
         todo = todo[:limit] if limit is not None else todo
         done = 0
@@ -508,7 +518,8 @@ class Migrator:
                     "UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ?"
                     " WHERE rid = ? AND cold_key = ? AND cold_offset = ?",
                     (new_key, e.offset, e.length, r.rid, key, r.cold_offset)).rowcount
-            conn.execute("UPDATE archives SET state = 'done' WHERE key = ?", (new_key,))
+            conn.execute("UPDATE archives SET state = ? WHERE key = ?",
+                         ("done" if moved == len(rows) else "purge", new_key))
             return moved
 
         s._catalog.write(write)
@@ -627,6 +638,7 @@ class Migrator:
                          nr.last_accessed_at, _sql_inf(nr.due_at), old.rid))
                     if old.tier == TIER_COLD:
                         conn.execute("DELETE FROM cold_text WHERE rowid = ?", (old.rid,))
+                        conn.execute(MARK_PURGE_SQL, (old.cold_key,))  # its record there is stale now
                     if access and s.settings.access_log:
                         conn.execute(ACCESS_LOG_SQL, (nr.ns, nr.id, int(now // 86400), 1))
                     conn.execute(EVENT_SQL, self._event(nr, now, kind, old.tier, TIER_HOT, kind))

@@ -992,9 +992,9 @@ class TierStore:
         demote hot→warm, archive →cold, delete); applies the moves (copy,
         commit, remove). Stops after ``max_items`` due memories or
         ``time_budget_s`` seconds. Pinned memories are never due. Archive
-        batches a crash interrupted are finished first; archive objects that
-        hold deleted memories, or are half stale, are rewritten last (see
-        :meth:`compact_cold`). progress: draw a bar (``None``: when stderr is
+        batches a crash interrupted are finished first; archive objects left
+        holding stale records (deleted or restored memories) are rewritten
+        last (see :meth:`compact_cold`). progress: draw a bar (``None``: when stderr is
         a terminal).
         """
         self._check_open()
@@ -1007,10 +1007,10 @@ class TierStore:
 
     def compact_cold(self, *, progress: bool | None = False) -> int:
         """Rewrite every archive object that holds records of memories no
-        longer archived there (deleted, or restored), without them; returns
-        how many objects were rewritten. A sweep does this on its own for
-        objects holding a deleted memory and for objects at least half stale,
-        a bounded number per sweep; call this to purge everything at once.
+        longer archived there (deleted, restored), without them; returns how
+        many objects were rewritten. A sweep does this on its own for the
+        objects that deletes and restores marked, a bounded number per sweep;
+        this also finds unmarked ones (stores from earlier versions).
         Raises CorruptDataError, after rewriting the others, if an object's
         live records fail their checksums (the sweep skips such objects;
         ``verify`` reports them)."""
