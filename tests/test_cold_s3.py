@@ -53,14 +53,20 @@ def test_rebuild_cold_catalog_from_the_bucket_alone(tmp_path, rng, moto_server, 
         before = {i: store.get("bob", i) for i in ids}
         clock.advance(2 * HOUR)
         store.sweep()
+        (first,) = store._cold.list_batches()
+        first_bytes = store._cold.store.get(first)
         store.restore("bob", ids=[ids[0]])
         clock.advance(2 * HOUR)
-        store.sweep()  # archived a second time, in a second batch
+        report = store.sweep()  # archived a second time, in a second batch; the first object rewritten
+        assert report.archived == 1 and report.compacted == 1 and first not in store._cold.list_batches()
+        # as if the rewrite's delete of the old object had been lost: the bucket
+        # holds an older copy of every memory, of ids[0] two
+        assert store._cold.store.put_if_absent(first, first_bytes)
     # The catalog is lost: a fresh store on the same bucket.
     with open_s3_store(tmp_path / "new", clock, moto_server, s3_bucket) as fresh:
         assert fresh.stats().total == 0
         counts = fresh.rebuild_catalog()
-        assert counts["objects"] == 2 and counts["records"] == 11 and counts["inserted"] == 10
+        assert counts["objects"] == 3 and counts["records"] == 20 and counts["inserted"] == 10
         assert fresh.stats().by_tier == {"hot": 0, "warm": 0, "cold": 10}
         again = fresh.rebuild_catalog()  # idempotent
         assert again["inserted"] == 0 and fresh.stats().total == 10
