@@ -54,6 +54,14 @@ def clustered_vectors(n: int, dim: int, *, clusters: int = 1000, spread: float =
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
+def add_vectors(store, ns: str, vecs: np.ndarray, chunk: int = 20_000) -> None:
+    """Add ``vecs`` to namespace ``ns`` as memories ``m0``, ``m1``, ... (content
+    as id), ``chunk`` at a time."""
+    for start in range(0, len(vecs), chunk):
+        store.add_batch(ns, [{"content": f"m{i}", "embedding": vecs[i], "id": f"m{i}"}
+                             for i in range(start, min(len(vecs), start + chunk))])
+
+
 def record(group: str, name: str, benchmark) -> None:
     stats = benchmark.stats.stats if hasattr(benchmark.stats, "stats") else benchmark.stats
     _MEDIANS[(group, name)] = float(stats.median)

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import clustered_vectors  # noqa: E402  (also pins BLAS to one thread)
+from conftest import add_vectors, clustered_vectors  # noqa: E402  (also pins BLAS to one thread)
 
 
 from tierstore import HotSettings, ManualClock, Policy, Settings, TierStore  # noqa: E402
@@ -57,9 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                    if v is not None}
         policy = Policy.from_dict({"scoring": scoring}) if scoring else None
         store = TierStore.open(Path(d) / "s", dim=args.dim, clock=ManualClock(), settings=settings, policy=policy)
-        for start in range(0, args.n, 20_000):
-            store.add_batch("ns", [{"content": f"m{i}", "embedding": vecs[i], "id": f"m{i}"}
-                                   for i in range(start, min(args.n, start + 20_000))])
+        add_vectors(store, "ns", vecs)
         index = store._hot.ensure("ns").index
         assert index is not None
         for q in queries[:20]:  # warm caches and code paths

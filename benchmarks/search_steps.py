@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import clustered_vectors  # noqa: E402
+from conftest import add_vectors, clustered_vectors  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -48,9 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             store = TierStore.open(args.store, clock=ManualClock(), settings=settings)
         else:
             store = TierStore.open(args.keep or Path(d) / "s", dim=args.dim, clock=ManualClock(), settings=settings)
-            for start in range(0, args.n, 20_000):
-                store.add_batch("ns", [{"content": f"m{i}", "embedding": vecs[i], "id": f"m{i}"}
-                                       for i in range(start, min(args.n, start + 20_000))])
+            add_vectors(store, "ns", vecs)
         hot, cp = store._hot.ensure("ns"), store._cp
         assert hot.index is not None, "use --n above the exact threshold (2048)"
         samples: list[list[int]] = [[] for _ in STEPS]

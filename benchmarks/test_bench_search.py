@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from conftest import clustered_vectors, record
+from conftest import add_vectors, clustered_vectors, record
 from tierstore import HotSettings, ManualClock, Settings, TierStore
 from tierstore.kernels import flat_topk
 
@@ -26,9 +26,7 @@ def big(tmp_path_factory):
     path = tmp_path_factory.mktemp("bench") / "store"
     settings = Settings(hot=HotSettings(hnsw_m=16, hnsw_ef_construction=200, hnsw_ef_search=EF))
     store = TierStore.open(path, dim=DIM, clock=ManualClock(), settings=settings)
-    for start in range(0, N, 20_000):
-        store.add_batch("big", [{"content": f"m{i}", "embedding": vecs[i], "id": f"m{i}"}
-                                for i in range(start, min(N, start + 20_000))])
+    add_vectors(store, "big", vecs)
     own = hnswlib.Index(space="ip", dim=DIM)
     own.init_index(max_elements=N, M=16, ef_construction=200, random_seed=100)
     own.add_items(vecs, np.arange(N))

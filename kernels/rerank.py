@@ -85,17 +85,16 @@ def _find_sorted(arr, x):
 
 
 @njit(nogil=True, cache=True)
-def _score_candidates(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags,
-                      rule_mult, mask_tags):
-    """Score every candidate (arguments as :func:`fused_rerank`). Returns one
+def _score_candidates(cand, cand_scores, F, I, tags, params, now, min_conf, type_allowed, w0_by_type, q_tags,
+                      rule_tags, rule_mult, mask_tags):
+    """Score every candidate (arguments as :func:`fused_rerank`; ``now`` and
+    ``min_conf`` in place of ``params[P_NOW]`` and ``params[P_MIN_CONF]``). Returns one
     float64 array ``(_NW, m)``: rows ``_W_SCORE`` (-inf: excluded),
     ``_W_TIEBREAK``, ``_W_NORM`` + f and ``_W_RAW`` + f, and scratch rows.
     One allocation for all of it, and one for the int scratch: this runs once
     per search."""
     m = cand.shape[0]
-    now = params[P_NOW]
     conf_hl = params[P_CONF_HALF_LIFE]
-    min_conf = params[P_MIN_CONF]
     ctx_max = params[P_CTX_MAX]
     product = params[P_MODE] == MODE_PRODUCT
     rec_hl = params[P_RECENCY_HALF_LIFE]
@@ -215,8 +214,8 @@ def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type
     Returns ``(pick, score, norm, raw)``: indices into ``cand`` best first,
     their scores, and their normalised and raw factors ``(len(pick), 5)``.
     """
-    W = _score_candidates(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags,
-                          rule_mult, mask_tags)
+    W = _score_candidates(cand, cand_scores, F, I, tags, params, params[P_NOW], params[P_MIN_CONF], type_allowed,
+                          w0_by_type, q_tags, rule_tags, rule_mult, mask_tags)
     pick = topk_order(W[_W_SCORE], W[_W_TIEBREAK], k)
     m = pick.shape[0]
     score = np.empty(m)
@@ -240,18 +239,15 @@ def rank_and_gather(cand, cand_scores, F, I, tags, params, now, min_conf, type_a
     Python costs time.
     ``params`` without the query's time and confidence filter: ``now``
     (seconds) and ``min_conf`` ([0, 1]) replace ``params[P_NOW]`` and
-    ``params[P_MIN_CONF]`` (``params`` itself is not changed).
+    ``params[P_MIN_CONF]`` (``params`` is only read).
 
     Returns ``(rf, ri)``: float64 ``(NRF, m)`` and int64 ``(NRI, m)``, column
     ``j`` for the j-th best candidate: score, normalised and raw factors and
     the ``SNAPSHOT_F`` rows of its ``F`` column; its slot and the
     ``SNAPSHOT_I`` rows of its ``I`` column (layout: ``R_*`` in
     :mod:`.columns`)."""
-    p = params.copy()
-    p[P_NOW] = now
-    p[P_MIN_CONF] = min_conf
-    W = _score_candidates(cand, cand_scores, F, I, tags, p, type_allowed, w0_by_type, q_tags, rule_tags,
-                          rule_mult, mask_tags)
+    W = _score_candidates(cand, cand_scores, F, I, tags, params, now, min_conf, type_allowed, w0_by_type, q_tags,
+                          rule_tags, rule_mult, mask_tags)
     pick = topk_order(W[_W_SCORE], W[_W_TIEBREAK], k)
     m = pick.shape[0]
     rf = np.empty((NRF, m))

@@ -80,49 +80,39 @@ class ColdTier:
 
     def write_batch(self, key: str, ns: str, rows: Sequence[MemoryRow],
                     now: float) -> tuple[list[ArchiveEntry], int]:
-        """Write the archive object for ``rows`` under ``key`` unless it exists.
+        """Write the archive object for ``rows`` under ``key`` unless it exists
+        (see :meth:`write_records`). Returns the entries of ``rows`` and how
+        many records the object holds."""
+        return self.write_records(key, ns, [record_from_row(r, now) for r in rows], now)
+
+    def write_records(self, key: str, ns: str, records: Sequence[dict[str, Any]],
+                      now: float) -> tuple[list[ArchiveEntry], int]:
+        """Write archive ``records`` (as :func:`record_from_row` makes them, or
+        :meth:`fetch` returns them) into object ``key`` unless it exists.
 
         If a previous attempt already wrote it (a crash before the catalog
         commit, or a PUT that reached the store but whose response was lost),
         its own index is used, so offsets always match the object. That object
-        may hold more memories than ``rows``: members of the batch deleted,
+        may hold more memories than ``records``: members of the batch deleted,
         restored or pinned since the first attempt. Their records stay in the
-        object as tombstones (the catalog does not point at them), exactly like
-        records of memories restored after archiving. Every memory of ``rows``
-        must be in it, with the same embedding, or CorruptDataError is raised.
-        Returns the entries of ``rows`` only, and how many records the object
-        holds."""
-        data, entries = encode_batch(key, ns, self.dim, now, [record_from_row(r, now) for r in rows])
+        object, stale (the catalog does not point at them), until the object
+        is rewritten. Every one of ``records`` must be in it, with the same
+        embedding, or CorruptDataError is raised. Returns the entries of
+        ``records``, in order, and how many records the object holds."""
+        data, entries = encode_batch(key, ns, self.dim, now, records)
         if self.store.put_if_absent(key, data):
             return entries, len(entries)
-        existing = self.store.get(key)
-        header, records = decode_batch(existing, f"archive object {key}")
-        have = {e.id: (e, rec) for e, rec in records}
-        missing = [r.id for r in rows if r.id not in have]
+        header, existing = decode_batch(self.store.get(key), f"archive object {key}")
+        have = {e.id: (e, rec) for e, rec in existing}
+        missing = [rec["id"] for rec in records if rec["id"] not in have]
         if header.get("key") != key or header.get("namespace") != ns or missing:
             raise CorruptDataError(
                 f"archive object {key} exists with different contents"
                 + (f" (it lacks {missing[0]!r})" if missing else " (another batch's header)"))
-        for r in rows:
-            if have[r.id][1]["embedding"] != bytes(r.embedding or b""):
-                raise CorruptDataError(f"archive object {key} holds a different embedding for {r.id!r}")
-        return [have[r.id][0] for r in rows], len(records)
-
-    def write_records(self, key: str, ns: str, records: Sequence[dict[str, Any]],
-                      now: float) -> list[ArchiveEntry]:
-        """Write archived ``records`` (as :meth:`fetch` returns them) into a
-        new object ``key``, unless a previous attempt wrote it; returns their
-        entries, in order. Used to rewrite a batch without its stale records."""
-        data, entries = encode_batch(key, ns, self.dim, now, records)
-        if self.store.put_if_absent(key, data):
-            return entries
-        header, existing = decode_batch(self.store.get(key), f"archive object {key}")
-        have = {e.id: (e, rec) for e, rec in existing}
         for rec in records:
-            got = have.get(rec["id"])
-            if header.get("key") != key or got is None or got[1]["embedding"] != rec["embedding"]:
-                raise CorruptDataError(f"archive object {key} exists with different contents")
-        return [have[rec["id"]][0] for rec in records]
+            if have[rec["id"]][1]["embedding"] != rec["embedding"]:
+                raise CorruptDataError(f"archive object {key} holds a different embedding for {rec['id']!r}")
+        return [have[rec["id"]][0] for rec in records], len(existing)
 
     def fetch(self, locations: Sequence[Location]) -> list[dict[str, Any]]:
         """The records at ``locations`` (same order), each checked against its

@@ -22,7 +22,7 @@ import math
 import os
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
@@ -70,10 +70,6 @@ class RankedSlots(NamedTuple):
         return self.ri[C.R_SLOT]
 
     @property
-    def scores(self) -> np.ndarray:
-        return self.rf[C.R_SCORE]
-
-    @property
     def raw(self) -> np.ndarray:
         """Raw factors, ``(m, 5)``."""
         return self.rf[C.R_RAW:C.R_RAW + 5].T
@@ -87,6 +83,7 @@ class RankedSlots(NamedTuple):
 _NO_HITS = RankedSlots(np.zeros((C.NRF, 0)), np.zeros((C.NRI, 0), np.int64))
 
 
+@dataclass(slots=True, eq=False)
 class HotSnapshot:
     """Captured state of some hot slots, packed as :class:`RankedSlots`:
     column ``j`` of ``rf``/``ri`` is slot ``slots[j]`` (its columns and raw
@@ -99,26 +96,19 @@ class HotSnapshot:
     holds their ``ids``, ``scores`` and ``explains``; ``memory(j)`` builds
     hit j's Memory once."""
 
-    __slots__ = ("namespace", "type_names", "rf", "ri", "slots", "all_ids", "all_contents", "all_sources",
-                 "all_tags", "ids", "scores", "explains", "_memories")
-
-    def __init__(self, namespace: str, type_names: Sequence[str], rf: np.ndarray, ri: np.ndarray,
-                 slots: list[int], all_ids: list[str | None], all_contents: list[str], all_sources: list[str],
-                 all_tags: list[tuple[str, ...]], ids: Sequence[str] = (), scores: Sequence[float] = (),
-                 explains: list[Explain] | None = None) -> None:
-        self.namespace = namespace
-        self.type_names = type_names
-        self.rf = rf
-        self.ri = ri
-        self.slots = slots
-        self.all_ids = all_ids
-        self.all_contents = all_contents
-        self.all_sources = all_sources
-        self.all_tags = all_tags
-        self.ids = ids
-        self.scores = scores
-        self.explains = explains
-        self._memories: list[Memory | None] | None = None
+    namespace: str
+    type_names: Sequence[str]
+    rf: np.ndarray
+    ri: np.ndarray
+    slots: list[int]
+    all_ids: list[str | None]
+    all_contents: list[str]
+    all_sources: list[str]
+    all_tags: list[tuple[str, ...]]
+    ids: Sequence[str] = ()
+    scores: Sequence[float] = ()
+    explains: list[Explain] | None = None
+    _memories: list[Memory | None] | None = field(default=None, init=False)
 
     def memory(self, j: int) -> Memory:
         """Hit j's Memory (built on first use, then kept)."""

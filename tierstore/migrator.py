@@ -470,15 +470,14 @@ class Migrator:
         reports it; copying it would spread the damage), or with ``strict``
         CorruptDataError is raised after the other objects are done."""
         s = self.s
-        todo = []
-        for key, ns, state, count, live in s._catalog.query(
+        if everything:
+            todo = [(key, ns) for key, ns, state, count, live in s._catalog.query(
                 "SELECT a.key, a.ns, a.state, a.count,"
                 " (SELECT count(*) FROM memories m WHERE m.cold_key = a.key)"
-                " FROM archives a WHERE a.state != 'pending' ORDER BY a.batch"):
-            if live == 0:
-                continue  # collect_archives drops it
-            if state == "purge" or (everything and live < count):
-                todo.append((key, ns))
+                " FROM archives a WHERE a.state != 'pending' ORDER BY a.batch")
+                if state == "purge" or 0 < live < count]
+        else:  # the sweep: marked batches only, no count per batch
+            todo = s._catalog.query("SELECT key, ns FROM archives WHERE state = 'purge' ORDER BY batch")
         todo = todo[:limit] if limit is not None else todo
         done = 0
         damaged: list[CorruptDataError] = []
@@ -507,7 +506,7 @@ class Migrator:
                                        f"the catalog expects {r.id!r}")
         new_key = self._record_batches({ns: [r.rid for r in rows]}, now)[ns]
         crash_point("compact.after_intent")
-        entries = s._cold.write_records(new_key, ns, records, now)
+        entries, _ = s._cold.write_records(new_key, ns, records, now)
         crash_point("compact.after_put")
 
         def write(conn: sqlite3.Connection) -> int:

@@ -75,7 +75,7 @@ class CompiledPolicy:
         for i, f in enumerate(SCORE_FACTORS):
             base[C.P_WEIGHTS + i] = self.weights[f]
         self._base_params = base
-        self.all_types = np.ones(len(types), np.uint8)
+        self._all_types = np.ones(len(types), np.uint8)
         self._contexts: OrderedDict[frozenset[str], QueryContext] = OrderedDict()
         self._empty_context: QueryContext | None = None
         self._lock = threading.Lock()
@@ -113,7 +113,7 @@ class CompiledPolicy:
 
     def type_allowed(self, memory_types: Iterable[str] | None) -> np.ndarray:
         if memory_types is None:
-            return self.all_types
+            return self._all_types
         allowed = np.zeros(len(self.type_names), np.uint8)
         for t in memory_types:
             allowed[self.policy.type_index(t)] = 1
