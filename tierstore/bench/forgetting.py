@@ -681,6 +681,8 @@ def check_langchain_formula(samples: int = 50) -> str:
 # (name, policy dict, emulated novelty half-life in seconds or None, novelty weight for weighted-sum mode)
 VARIANTS: list[tuple[str, dict[str, Any], float | None, float | None]] = [
     ("ts: mode=product (the default until this run)", {"scoring": {"mode": "product"}}, None, None),
+    ("ts: 40 candidates (4k, at least 40: the default before 20)",
+     {"scoring": {"oversample": 4, "min_candidates": 40}}, None, None),
     ("ts: mode=product, floor=0.3", {"scoring": {"mode": "product", "floor": 0.3}}, None, None),
     ("ts: record_access=false", {"scoring": {"record_access": False}}, None, None),
     ("ts: product x novelty 30d (emulated)", {"scoring": {"mode": "product"}}, 30 * DAY, None),
