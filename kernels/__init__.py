@@ -20,7 +20,7 @@ from .columns import (
 )
 from .decay import access_boost, decayed_weight, record_accesses
 from .due import classify, due_times
-from .flat import flat_topk, inner_products, top_candidates
+from .flat import flat_topk, inner_products, squared_length, top_candidates
 from .rerank import fused_rerank, rank_and_gather
 from .context import context_multipliers, rescale_lifetimes
 
@@ -43,5 +43,6 @@ __all__ = [
     "inner_products",
     "record_accesses",
     "rescale_lifetimes",
+    "squared_length",
     "top_candidates",
 ]

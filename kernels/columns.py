@@ -70,6 +70,14 @@ R_I = 1
 SNAPSHOT_I = (I_TYPE, I_ACCESS_COUNT, I_PINNED)
 NRI = R_I + len(SNAPSHOT_I)
 
+# rank_and_gather ranks for a query whose squared length lies in
+# [QUERY_N2_MIN, QUERY_N2_MAX] (length 1/16 to 65536) as it is, dividing the
+# similarities by the length; outside (zero, NaN, inf included) it ranks
+# nothing, and the caller normalises the query and searches again. Inside the
+# band, float32 inner-product distances keep the cosine to about 1e-6.
+QUERY_N2_MIN = 2.0**-8
+QUERY_N2_MAX = 2.0**32
+
 MODE_PRODUCT = 0
 MODE_WEIGHTED_SUM = 1
 

@@ -6,6 +6,17 @@ from numba import njit
 from ._topk import topk_order
 
 
+@njit(nogil=True, cache=True)
+def squared_length(v):
+    """``Σ v_i²`` accumulated in float64: no overflow for any finite float32
+    vector; NaN or inf when ``v`` holds one."""
+    n2 = 0.0
+    for i in range(v.shape[0]):
+        x = np.float64(v[i])
+        n2 += x * x
+    return n2
+
+
 @njit(nogil=True, cache=True, fastmath=True)
 def inner_products(q, X, n):
     """``X[:n] @ q`` as float32 (rows of ``X`` and ``q`` are L2-normalised, so

@@ -281,6 +281,10 @@ def ref_classify(now, tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t
 # exact search
 
 
+def ref_squared_length(v) -> float:
+    return math.fsum(float(x) * float(x) for x in np.asarray(v).tolist())
+
+
 def ref_inner_products(q, X, n) -> np.ndarray:
     """``X[:n] @ q`` (cosines for normalised rows), summed exactly (``math.fsum``) and rounded to float32."""
     qv = _f(q)

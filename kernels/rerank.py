@@ -23,6 +23,7 @@ from numba import njit
 
 from ._scalar import confidence_at, weight_at
 from ._topk import topk_order
+from .flat import squared_length
 from .columns import (
     F_CONF,
     F_HALF_LIFE,
@@ -45,6 +46,8 @@ from .columns import (
     P_NOW,
     P_RECENCY_HALF_LIFE,
     P_WEIGHTS,
+    QUERY_N2_MAX,
+    QUERY_N2_MIN,
     R_F,
     R_I,
     R_NORM,
@@ -86,9 +89,11 @@ def _find_sorted(arr, x):
 
 @njit(nogil=True, cache=True)
 def _score_candidates(cand, cand_scores, F, I, tags, params, now, min_conf, type_allowed, w0_by_type, q_tags,
-                      rule_tags, rule_mult, mask_tags):
+                      rule_tags, rule_mult, mask_tags, sim_scale):
     """Score every candidate (arguments as :func:`fused_rerank`; ``now`` and
-    ``min_conf`` in place of ``params[P_NOW]`` and ``params[P_MIN_CONF]``). Returns one
+    ``min_conf`` in place of ``params[P_NOW]`` and ``params[P_MIN_CONF]``; each
+    candidate's similarity multiplied by ``sim_scale``, one over the query's
+    length, so that the query need not be normalised). Returns one
     float64 array ``(_NW, m)``: rows ``_W_SCORE`` (-inf: excluded),
     ``_W_TIEBREAK``, ``_W_NORM`` + f and ``_W_RAW`` + f, and scratch rows.
     One allocation for all of it, and one for the int scratch: this runs once
@@ -170,6 +175,7 @@ def _score_candidates(cand, cand_scores, F, I, tags, params, now, min_conf, type
         sim = np.float64(cand_scores[j])
         if distance:
             sim = 1.0 - sim
+        sim *= sim_scale
         rec = math.exp(-LN2 * max(now - G[2, j], 0.0) / rec_hl)
         ctx = (1.0 + bonus * overlap) * mult
         wt = weight_at(G[3, j], G[4, j], G[5, j], now)
@@ -215,7 +221,7 @@ def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type
     their scores, and their normalised and raw factors ``(len(pick), 5)``.
     """
     W = _score_candidates(cand, cand_scores, F, I, tags, params, params[P_NOW], params[P_MIN_CONF], type_allowed,
-                          w0_by_type, q_tags, rule_tags, rule_mult, mask_tags)
+                          w0_by_type, q_tags, rule_tags, rule_mult, mask_tags, 1.0)
     pick = topk_order(W[_W_SCORE], W[_W_TIEBREAK], k)
     m = pick.shape[0]
     score = np.empty(m)
@@ -231,23 +237,33 @@ def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type
 
 
 @njit(nogil=True, cache=True)
-def rank_and_gather(cand, cand_scores, F, I, tags, params, now, min_conf, type_allowed, w0_by_type, q_tags,
+def rank_and_gather(q, cand, cand_scores, F, I, tags, params, now, min_conf, type_allowed, w0_by_type, q_tags,
                     rule_tags, rule_mult, mask_tags, k):
     """:func:`fused_rerank`, then a copy of the picked candidates' columns (the
     snapshot a search keeps after it releases the namespace's lock), in one
     call and packed: the hot search path, where each array crossing into
     Python costs time.
-    ``params`` without the query's time and confidence filter: ``now``
-    (seconds) and ``min_conf`` ([0, 1]) replace ``params[P_NOW]`` and
+    ``q``: the query as given to the candidate search, not necessarily
+    normalised: the candidates' similarities (``cand_scores``) are divided by
+    its length. ``params`` without the query's time and confidence filter:
+    ``now`` (seconds) and ``min_conf`` ([0, 1]) replace ``params[P_NOW]`` and
     ``params[P_MIN_CONF]`` (``params`` is only read).
 
-    Returns ``(rf, ri)``: float64 ``(NRF, m)`` and int64 ``(NRI, m)``, column
-    ``j`` for the j-th best candidate: score, normalised and raw factors and
-    the ``SNAPSHOT_F`` rows of its ``F`` column; its slot and the
+    Returns ``(rf, ri, n2)``: float64 ``(NRF, m)`` and int64 ``(NRI, m)``,
+    column ``j`` for the j-th best candidate: score, normalised and raw
+    factors and the ``SNAPSHOT_F`` rows of its ``F`` column; its slot and the
     ``SNAPSHOT_I`` rows of its ``I`` column (layout: ``R_*`` in
-    :mod:`.columns`)."""
+    :mod:`.columns`); and ``q``'s squared length. When that lies outside
+    ``[QUERY_N2_MIN, QUERY_N2_MAX]`` (zero, NaN and inf included) nothing is
+    ranked (``m`` = 0): the caller validates and normalises the query and
+    searches again. Checking the query here, where its bytes are still in
+    cache from the candidate search, is what saves the hot path a separate
+    pass over it."""
+    n2 = squared_length(q)
+    if not QUERY_N2_MIN <= n2 <= QUERY_N2_MAX:
+        return np.empty((NRF, 0)), np.empty((NRI, 0), np.int64), n2
     W = _score_candidates(cand, cand_scores, F, I, tags, params, now, min_conf, type_allowed, w0_by_type, q_tags,
-                          rule_tags, rule_mult, mask_tags)
+                          rule_tags, rule_mult, mask_tags, 1.0 / math.sqrt(n2))
     pick = topk_order(W[_W_SCORE], W[_W_TIEBREAK], k)
     m = pick.shape[0]
     rf = np.empty((NRF, m))
@@ -267,4 +283,4 @@ def rank_and_gather(cand, cand_scores, F, I, tags, params, now, min_conf, type_a
         row = SNAPSHOT_I[r]
         for j in range(m):
             ri[R_I + r, j] = I[row, ri[R_SLOT, j]]
-    return rf, ri
+    return rf, ri, n2

@@ -252,6 +252,65 @@ def test_unknown_ids_and_bad_arguments_change_nothing(store, rng):
     assert snapshot(store) == before
 
 
+@pytest.fixture(params=["exact", "hnswlib"])
+def either_store(request, tmp_path, clock):
+    """A store whose namespace "n" holds 300 memories, searched exactly or
+    through an hnswlib index (threshold lowered below 300)."""
+    from tierstore import HotSettings, Settings
+
+    threshold = 2048 if request.param == "exact" else 100
+    s = TierStore.open(tmp_path / "s", dim=DIM, clock=clock, settings=Settings(hot=HotSettings(exact_threshold=threshold)))
+    rng = np.random.default_rng(7)
+    s.add_batch("n", [{"content": f"m{i}", "embedding": unit(rng), "id": f"m{i}"} for i in range(300)])
+    assert (s._hot.ensure("n").index is None) == (request.param == "exact")
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("bad", [
+    np.zeros(DIM, np.float32),
+    np.r_[np.ones(DIM - 1), np.nan].astype(np.float32),
+    np.r_[np.ones(DIM - 1), -np.inf].astype(np.float32),
+], ids=["zero", "nan", "inf"])
+def test_bad_float32_query_raises_and_changes_nothing(either_store, bad):
+    """A float32 query of the right shape skips the Python-side check (the
+    rerank kernel measures its length): a zero, NaN or infinite one still
+    raises, records no access, and so does it on a namespace with no memories."""
+    s = either_store
+    before = snapshot(s)
+    with pytest.raises(InvalidVectorError):
+        s.search("n", bad, k=5, record_access=True)
+    with pytest.raises(InvalidVectorError):
+        s.search("empty", bad, k=5)
+    assert snapshot(s) == before
+
+
+@pytest.mark.parametrize("length", [1.0, 1 + 1e-3, 0.3, 7.0, 2.0**15, 2.0**-10, 1e9, 1e25, 1e-30])
+def test_query_length_does_not_change_the_ranking(either_store, length):
+    """Search is by cosine: any positive multiple of a query gives the same
+    hits and scores, whether the kernel divides by its length (inside the
+    band it takes as given) or the store normalises it first (outside,
+    including lengths whose float32 dot products would overflow); and the
+    accesses are counted once."""
+    s = either_store
+    rng = np.random.default_rng(11)
+    u = unit(rng)
+    want = s.search("n", u, k=10, record_access=False, explain=True)
+    q = (u.astype(np.float64) * length).astype(np.float32)
+    assert np.isfinite(q).all() and (q != 0).any()
+    got = s.search("n", q, k=10, record_access=True, explain=True)
+    assert [h.id for h in got] == [h.id for h in want]
+    for g, w in zip(got, want):
+        assert g.score == pytest.approx(w.score, rel=1e-5, abs=1e-6)
+        assert g.explain.raw["similarity"] == pytest.approx(w.explain.raw["similarity"], abs=2e-6)
+    s.flush()
+    counts = dict(s._catalog.query("SELECT id, access_count FROM memories WHERE ns = 'n'"))
+    assert sorted(i for i, c in counts.items() if c) == sorted(h.id for h in want)
+    assert set(counts[h.id] for h in want) == {1}
+    # the caller's array is left as it was
+    np.testing.assert_array_equal(q, (u.astype(np.float64) * length).astype(np.float32))
+
+
 def test_closed_store_refuses_calls(tmp_path, clock, rng):
     s = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
     s.close()

@@ -32,6 +32,7 @@ from tierstore.kernels import (
     flat_topk,
     fused_rerank,
     inner_products,
+    squared_length,
     record_accesses,
     rescale_lifetimes,
     top_candidates,
@@ -539,6 +540,24 @@ def test_inner_products_matches_reference(case):
 
 
 @PROPS
+@given(st.lists(st.one_of(st.floats(width=32, allow_nan=False, allow_infinity=False),
+                          st.sampled_from([0.0, 1.0, -1.0, 3e38, -3e38])), max_size=64))
+def test_squared_length_matches_reference(xs):
+    """Accumulated in float64, so no finite float32 vector overflows it."""
+    v = np.array(xs, np.float32)
+    got = squared_length(v)
+    want = R.ref_squared_length(v)
+    assert math.isfinite(got)
+    assert got == pytest.approx(want, rel=1e-12, abs=0.0)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_squared_length_is_not_finite_for_nan_or_inf(bad):
+    v = np.array([1.0, bad, 2.0], np.float32)
+    assert not math.isfinite(squared_length(v))
+
+
+@PROPS
 @given(vectors_st())
 def test_flat_topk_matches_reference(case):
     q, X, n, k = case
@@ -938,8 +957,11 @@ def test_rank_and_gather_is_rerank_then_gather_packed(args):
     base[C.P_NOW] = -1.0  # replaced by the scalar arguments
     base[C.P_MIN_CONF] = 7.0
     base.flags.writeable = False
-    rf, ri = rank_and_gather(cand, cand_scores, F, I, tags, base, p[C.P_NOW], p[C.P_MIN_CONF], type_allowed, w0,
-                             q_tags, rule_tags, rule_mult, mask_tags, k)
+    q = np.zeros(8, np.float32)
+    q[3] = 1.0  # unit length: similarities as given
+    rf, ri, n2 = rank_and_gather(q, cand, cand_scores, F, I, tags, base, p[C.P_NOW], p[C.P_MIN_CONF], type_allowed,
+                                 w0, q_tags, rule_tags, rule_mult, mask_tags, k)
+    assert n2 == 1.0
     assert base[C.P_NOW] == -1.0 and base[C.P_MIN_CONF] == 7.0
     assert rf.shape == (C.NRF, len(pick)) and ri.shape == (C.NRI, len(pick))
     np.testing.assert_array_equal(ri[C.R_SLOT], slots)
@@ -948,6 +970,68 @@ def test_rank_and_gather_is_rerank_then_gather_packed(args):
     np.testing.assert_array_equal(rf[C.R_RAW:C.R_RAW + 5].T, raw)
     np.testing.assert_array_equal(rf[C.R_F:].T, Fp[:, list(C.SNAPSHOT_F)])
     np.testing.assert_array_equal(ri[C.R_I:].T, Ip[:, list(C.SNAPSHOT_I)])
+
+
+@PROPS
+@given(rerank_st(), st.integers(-4, 16), st.data())
+def test_rank_and_gather_divides_similarities_by_the_query_length(args, e, data):
+    """A query of length c = 2^e (inside the band the kernel takes as given):
+    hnswlib's distances 1 - c·cos, or the exact path's inner products c·cos,
+    rank exactly as fused_rerank ranks the cosines. (Cosines on a grid of
+    1/64 and c a power of two keep every step exact in float32.)"""
+    from tierstore.kernels import rank_and_gather
+
+    cand, _, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args
+    cos = np.array(data.draw(st.lists(st.integers(-64, 64), min_size=len(cand), max_size=len(cand))), np.float64) / 64
+    c = 2.0 ** e
+    scaled = (1.0 - c * cos) if p[C.P_DISTANCE] else c * cos
+    plain = p.copy()
+    plain[C.P_DISTANCE] = 0.0
+    pick, score, norm, raw = fused_rerank(cand, cos.astype(np.float32), F, I, tags, plain, type_allowed, w0, q_tags,
+                                          rule_tags, rule_mult, mask_tags, k)
+    q = np.zeros(5, np.float32)
+    q[1] = c
+    rf, ri, n2 = rank_and_gather(q, cand, scaled.astype(np.float32), F, I, tags, p, p[C.P_NOW], p[C.P_MIN_CONF],
+                                 type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k)
+    assert n2 == c * c
+    assert C.QUERY_N2_MIN <= n2 <= C.QUERY_N2_MAX
+    np.testing.assert_array_equal(ri[C.R_SLOT], R.ref_gather_picks(cand, pick, F, I)[0])
+    np.testing.assert_array_equal(rf[C.R_SCORE], score)
+    np.testing.assert_array_equal(rf[C.R_NORM:C.R_NORM + 5].T, norm)
+    np.testing.assert_array_equal(rf[C.R_RAW:C.R_RAW + 5].T, raw)
+
+
+@pytest.mark.parametrize("q", [
+    np.zeros(4, np.float32),
+    np.array([1.0, np.nan, 0.0, 0.0], np.float32),
+    np.array([np.inf, 0.0, 0.0, 0.0], np.float32),
+    np.array([0.0, 2.0**-5, 0.0, 0.0], np.float32),  # length 1/32: below the band
+    np.array([0.0, 0.0, 2.0**17, 0.0], np.float32),  # above
+    np.array([1e30, 1e30, 0.0, 0.0], np.float32),  # finite, but its float32 dot products would overflow
+], ids=["zero", "nan", "inf", "tiny", "huge", "overflow"])
+def test_rank_and_gather_ranks_nothing_for_a_query_outside_the_band(q):
+    """The kernel returns no picks and the query's squared length (computed
+    in float64) for a query it cannot rank as given; the caller then
+    validates and normalises it."""
+    from tierstore.kernels import rank_and_gather
+
+    F = np.ones((C.NF, 3))
+    I = np.ones((C.NI, 3), np.int64)
+    I[C.I_TYPE] = 0
+    p = np.zeros(C.NP)
+    p[C.P_CTX_MAX] = p[C.P_RECENCY_HALF_LIFE] = p[C.P_WEIGHTS] = 1.0
+    p[C.P_CONF_HALF_LIFE] = math.inf
+    p[C.P_MODE] = C.MODE_WEIGHTED_SUM
+    cand = np.arange(3, dtype=np.int64)
+    rf, ri, n2 = rank_and_gather(q, cand, np.full(3, 0.5, np.float32), F, I, np.full((3, 1), -1, np.int32), p, 1.0,
+                                 0.0, np.ones(1, np.uint8), np.ones(1), E32, E32, E64, E32, 3)
+    assert rf.shape == (C.NRF, 0) and ri.shape == (C.NRI, 0)
+    want = sum(float(x) ** 2 for x in q.tolist())
+    assert (math.isnan(n2) and math.isnan(want)) or n2 == want
+    # the same kernel ranks all three for a unit query
+    assert rank_and_gather(np.array([0.0, 1.0, 0.0, 0.0], np.float32), cand, np.full(3, 0.5, np.float32), F, I,
+                           np.full((3, 1), -1, np.int32), p, 1.0, 0.0, np.ones(1, np.uint8), np.ones(1), E32, E32,
+                           E64, E32, 3)[1].shape == (C.NRI, 3)
 
 
 def test_fused_rerank_skips_out_of_range_slots():

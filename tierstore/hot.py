@@ -60,10 +60,14 @@ class RankedSlots(NamedTuple):
     returns it (see ``R_*`` in :mod:`tierstore.kernels.columns`): column
     ``j`` of ``rf`` holds the j-th hit's score, normalised and raw factors and
     a copy of the ``SNAPSHOT_F`` rows of its ``F`` column; of ``ri``, its slot
-    and the ``SNAPSHOT_I`` rows of its ``I`` column."""
+    and the ``SNAPSHOT_I`` rows of its ``I`` column. ``n2``: the query's
+    squared length as the kernel saw it (NaN when no kernel ran); outside
+    ``[QUERY_N2_MIN, QUERY_N2_MAX]`` nothing was ranked, and the query must
+    be normalised (or rejected) and searched again."""
 
     rf: np.ndarray
     ri: np.ndarray
+    n2: float
 
     @property
     def slots(self) -> np.ndarray:
@@ -80,7 +84,7 @@ class RankedSlots(NamedTuple):
         return self.rf[C.R_NORM:C.R_NORM + 5].T
 
 
-_NO_HITS = RankedSlots(np.zeros((C.NRF, 0)), np.zeros((C.NRI, 0), np.int64))
+_NO_HITS = RankedSlots(np.zeros((C.NRF, 0)), np.zeros((C.NRI, 0), np.int64), math.nan)
 
 
 @dataclass(slots=True, eq=False)
@@ -369,7 +373,10 @@ class HotNamespace:
 
     def search(self, q: np.ndarray, k: int, cp: CompiledPolicy, ctx: QueryContext, type_allowed: np.ndarray,
                min_confidence: float, now: float) -> RankedSlots:
-        """Best ``k`` live slots for query ``q`` (hold ``lock.read()``).
+        """Best ``k`` live slots for query ``q`` (hold ``lock.read()``): a
+        float32 vector of the namespace's dimension, not necessarily
+        normalised; when its length is outside what the kernel ranks as it
+        is, nothing is ranked (see :class:`RankedSlots`).
 
         Candidates are the most similar memories, oversampled
         (``k·oversample``, at least ``min_candidates``): all of them in an
@@ -401,12 +408,12 @@ class HotNamespace:
                     # score every live slot exactly instead.
                     return self._search_all(q, k, cp, ctx, type_allowed, min_confidence, now)
                 cand, cand_scores = labels[0], dists[0]
-            rf, ri = rank_and_gather(
-                cand, cand_scores, self.F, self.I, self.tags, params, now, min_confidence, type_allowed,
+            ranked = rank_and_gather(
+                q, cand, cand_scores, self.F, self.I, self.tags, params, now, min_confidence, type_allowed,
                 cp.w0_by_type, ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
             )
-            if ri.shape[1] >= k or want >= live:
-                return RankedSlots._make((rf, ri))
+            if ranked[1].shape[1] >= k or want >= live or not C.QUERY_N2_MIN <= ranked[2] <= C.QUERY_N2_MAX:
+                return RankedSlots._make(ranked)
             want = min(live, want * 4)
 
     def _search_all(self, q: np.ndarray, k: int, cp: CompiledPolicy, ctx: QueryContext,
@@ -417,7 +424,7 @@ class HotNamespace:
         sims = vecs @ q
         params = ctx.params[0]
         return RankedSlots._make(rank_and_gather(
-            live, sims, self.F, self.I, self.tags, params, now, min_confidence, type_allowed, cp.w0_by_type,
+            q, live, sims, self.F, self.I, self.tags, params, now, min_confidence, type_allowed, cp.w0_by_type,
             ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
         ))
 
@@ -456,7 +463,7 @@ class HotNamespace:
 
         Their Memory snapshots are built on demand from the columns the
         kernel copied and the namespace's string lists, held by reference."""
-        rf, ri = ranked
+        rf, ri, _ = ranked
         slots = ri[C.R_SLOT].tolist()
         n = len(slots)
         if n == 0:

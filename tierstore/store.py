@@ -60,6 +60,7 @@ from .lifecycle import lifecycle_metrics
 from .tags import TagVocab
 from .trace import TraceWriter, encode_vector
 from .validation import (
+    F32,
     check_confidence,
     check_id,
     check_id_list,
@@ -107,6 +108,7 @@ class TierStore:
                  catalog: Catalog, lock_fd: int, cold: ObjectStore) -> None:
         self.path = path
         self.dim = dim
+        self._vector_shape = (dim,)
         self.clock = clock
         self.settings = settings
         self._catalog = catalog
@@ -431,7 +433,14 @@ class TierStore:
             raise StoreClosedError("the store is closed")
         if ns not in self._valid_ns:
             self._valid_ns.add(check_namespace(ns))
-        q = check_vector(query, self.dim, "query")
+        if (type(query) is np.ndarray and query.dtype is F32 and query.shape == self._vector_shape
+                and query.flags.c_contiguous):
+            # As given: the rerank kernel measures the query's length (in cache
+            # after the candidate search) and rejects a zero, NaN, inf or
+            # oddly scaled one, which is then checked and normalised below.
+            q = query
+        else:
+            q = check_vector(query, self.dim, "query")
         if type(k) is not int or k < 1:
             k = check_positive_int(k, "k")
         min_conf = min_confidence if type(min_confidence) is float and 0.0 <= min_confidence <= 1.0 \
@@ -447,11 +456,19 @@ class TierStore:
         with hot.lock.read():
             ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
             hits = hot.hits(ranked, cp, explain)
+            if len(hits) < k and not C.QUERY_N2_MIN <= ranked.n2 <= C.QUERY_N2_MAX:
+                # the kernel did not rank the query as given (or no kernel ran):
+                # validate it (raising before anything changed) and normalise
+                q = check_vector(query, self.dim, "query")
+                ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
+                hits = hot.hits(ranked, cp, explain)
             warm_shards = include_warm and bool(self._warm.shards(ns))
             if record_access and hits and not warm_shards:
                 with hot.access_lock:
                     record_accesses(ranked.slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
                                     cp.thresholds, cp.conf_half_life)
+        if q is query and (warm_shards or self._trace is not None):
+            q = check_vector(query, self.dim, "query")  # the warm tier and the trace take unit vectors
         if not warm_shards:
             if self._trace is not None:
                 self._trace_search(now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, hits)

@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from .kernels import squared_length
 from .errors import (
     DimensionMismatchError,
     InvalidConfidenceError,
@@ -32,17 +33,17 @@ def check_namespace(ns: Any) -> str:
     return ns
 
 
-_F32 = np.dtype(np.float32)  # native float32: numpy keeps one instance, so `is` compares
+F32 = np.dtype(np.float32)  # native float32: numpy keeps one instance, so `is` compares
 
 
 def check_vector(vec: Any, dim: int, what: str = "embedding") -> np.ndarray:
     """A finite, non-zero vector of length ``dim``, returned L2-normalised as
     a contiguous float32 array (the argument itself when it already is one:
     callers copy before they keep it)."""
-    if type(vec) is np.ndarray and vec.dtype is _F32 and vec.shape == (dim,):
+    if type(vec) is np.ndarray and vec.dtype is F32 and vec.shape == (dim,) and vec.flags.c_contiguous:
         # Fast path for the common case: NaN or inf in any element makes the
-        # squared norm non-finite, so one dot product checks everything.
-        n2 = vec.dot(vec)
+        # squared length non-finite, so one pass checks everything.
+        n2 = squared_length(vec)
         if 0.0 < n2 < math.inf:
             if abs(n2 - 1.0) <= 1e-7:  # already unit length (float32 rounding): no copy
                 return vec

@@ -32,6 +32,7 @@ def warm_up_kernels() -> None:
             rank_and_gather,
             record_accesses,
             rescale_lifetimes,
+            squared_length,
             top_candidates,
         )
 
@@ -51,6 +52,7 @@ def warm_up_kernels() -> None:
         record_accesses(slots[:1], 2.0, F, I, np.ones(1), np.ones(1, np.uint8), th, np.inf)
         q = np.ones(8, np.float32)
         X = np.ones((n, 8), np.float32)
+        squared_length(q)
         sims = inner_products(q, X, n)
         top_candidates(sims, I[C.I_ALIVE], n, 2)
         flat_topk(q, X, n, 2)
@@ -65,9 +67,9 @@ def warm_up_kernels() -> None:
         fused_rerank(slots, sims, F, I, tags, params, u8, w0, e32, e32, e64, e32, 2)  # the warm tier
         ro = params.copy()  # the hot tier passes a context's read-only parameters
         ro.flags.writeable = False
-        rank_and_gather(slots, sims, F, I, tags, ro, 1.0, 0.0, u8, w0, e32, e32, e64, e32, 2)  # exact hot
+        rank_and_gather(q, slots, sims, F, I, tags, ro, 1.0, 0.0, u8, w0, e32, e32, e64, e32, 2)  # exact hot
         # hnswlib hands back uint64 labels and float32 distances
-        rank_and_gather(slots.astype(np.uint64), sims, F, I, tags, ro, 1.0, 0.0, u8, w0, e32, e32, e64, e32, 2)
+        rank_and_gather(q, slots.astype(np.uint64), sims, F, I, tags, ro, 1.0, 0.0, u8, w0, e32, e32, e64, e32, 2)
         context_multipliers(tags, n, e32, e64)
         rescale_lifetimes(f, f, f, f, f, f, 1.0)
         _done = True
