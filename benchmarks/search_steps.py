@@ -85,13 +85,12 @@ def main(argv: list[str] | None = None) -> int:
                 t.append(tp())
                 sc = cp.policy.scoring
                 want = min(hot.live, max(10 * sc.oversample, sc.min_candidates, 10))
-                params = ctx.params[1]
+                qf = ctx.packed[1]
                 t.append(tp())
                 labels, dists = hot.index.knn_query(qq, k=want)
                 t.append(tp())
                 ranked = RankedSlots(*rank_and_gather(
-                    qq, labels[0], dists[0], hot.F, hot.I, hot.tags, params, now, 0.0, allowed, cp.w0_by_type, ctx.q_tags,
-                    ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, 10))
+                    qq, labels, dists, hot.F, hot.I, hot.tags, qf, ctx.packed_tags, allowed, now, 0.0, 10))
                 t.append(tp())
                 hot.hits(ranked, cp, False)
                 t.append(tp())

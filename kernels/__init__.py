@@ -21,7 +21,7 @@ from .columns import (
 from .decay import access_boost, decayed_weight, record_accesses
 from .due import classify, due_times
 from .flat import flat_topk, inner_products, squared_length, top_candidates
-from .rerank import fused_rerank, rank_and_gather
+from .rerank import fused_rerank, pack_query, rank_and_gather
 from .context import context_multipliers, rescale_lifetimes
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "due_times",
     "flat_topk",
     "fused_rerank",
+    "pack_query",
     "rank_and_gather",
     "inner_products",
     "record_accesses",

@@ -55,6 +55,17 @@ P_DISTANCE = 8  # 1: candidate scores are inner-product distances (1 - cos)
 P_WEIGHTS = 9  # 5 weights (similarity, recency, confidence, context, weight), summing to 1
 NP = 14
 
+# A query's inputs packed for rank_and_gather (see rerank.pack_query): every
+# array argument costs the hot path about 0.1 us to cross into Numba, more
+# with cold caches. Float vector: the NP parameters, the header below, then
+# the initial weight per type and the multiplier per rule tag; int32 vector:
+# the query's tags, the rule tags, the masked tags (each sorted).
+Q_NTYPES = NP
+Q_NQ_TAGS = NP + 1
+Q_NRULES = NP + 2
+Q_NMASKS = NP + 3
+Q_HEADER = NP + 4
+
 # rows of the packed result of rank_and_gather (column j: the j-th best hit):
 # float64 rows (NRF, m): its score and factors, then the F rows a Memory
 # snapshot reads, in SNAPSHOT_F order ...

@@ -34,6 +34,7 @@ from .columns import (
     I_ALIVE,
     I_TYPE,
     MODE_PRODUCT,
+    NP,
     NRF,
     NRI,
     P_CONF_HALF_LIFE,
@@ -46,6 +47,11 @@ from .columns import (
     P_NOW,
     P_RECENCY_HALF_LIFE,
     P_WEIGHTS,
+    Q_HEADER,
+    Q_NMASKS,
+    Q_NQ_TAGS,
+    Q_NRULES,
+    Q_NTYPES,
     QUERY_N2_MAX,
     QUERY_N2_MIN,
     R_F,
@@ -236,18 +242,36 @@ def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type
     return pick, score, norm, raw
 
 
+def pack_query(params, w0_by_type, q_tags, rule_tags, rule_mult, mask_tags):
+    """The query inputs of :func:`fused_rerank` (bar the type filter) packed
+    for :func:`rank_and_gather`: ``(qf float64, qi int32)`` in the layout of
+    ``Q_*`` in :mod:`.columns`. Plain numpy, done once per query context."""
+    nt, nq, nr, nm = len(w0_by_type), len(q_tags), len(rule_tags), len(mask_tags)
+    if len(rule_mult) != nr or len(params) < NP:
+        raise ValueError("pack_query: rule_mult must match rule_tags, params must hold NP entries")
+    qf = np.empty(Q_HEADER + nt + nr, np.float64)
+    qf[:NP] = params[:NP]
+    qf[Q_NTYPES], qf[Q_NQ_TAGS], qf[Q_NRULES], qf[Q_NMASKS] = nt, nq, nr, nm
+    qf[Q_HEADER:Q_HEADER + nt] = w0_by_type
+    qf[Q_HEADER + nt:] = rule_mult
+    qi = np.concatenate([np.asarray(q_tags, np.int32), np.asarray(rule_tags, np.int32),
+                         np.asarray(mask_tags, np.int32)]).astype(np.int32)
+    return qf, qi
+
+
 @njit(nogil=True, cache=True)
-def rank_and_gather(q, cand, cand_scores, F, I, tags, params, now, min_conf, type_allowed, w0_by_type, q_tags,
-                    rule_tags, rule_mult, mask_tags, k):
+def rank_and_gather(q, labels, distances, F, I, tags, qf, qi, type_allowed, now, min_conf, k):
     """:func:`fused_rerank`, then a copy of the picked candidates' columns (the
     snapshot a search keeps after it releases the namespace's lock), in one
     call and packed: the hot search path, where each array crossing into
     Python costs time.
+    ``labels``, ``distances``: the candidates and their scores as
+    :func:`fused_rerank`'s ``cand`` and ``cand_scores``, either 1-D or as
+    hnswlib's ``knn_query`` returns them for one query, ``(1, m)`` (C order).
     ``q``: the query as given to the candidate search, not necessarily
-    normalised: the candidates' similarities (``cand_scores``) are divided by
-    its length. ``params`` without the query's time and confidence filter:
-    ``now`` (seconds) and ``min_conf`` ([0, 1]) replace ``params[P_NOW]`` and
-    ``params[P_MIN_CONF]`` (``params`` is only read).
+    normalised: the candidates' similarities are divided by its length. ``qf``, ``qi``: the parameters, initial weights and tag sets
+    as :func:`pack_query` packs them (only read); ``now`` (seconds) and
+    ``min_conf`` ([0, 1]) replace the parameters' ``P_NOW`` and ``P_MIN_CONF``.
 
     Returns ``(rf, ri, n2)``: float64 ``(NRF, m)`` and int64 ``(NRI, m)``,
     column ``j`` for the j-th best candidate: score, normalised and raw
@@ -262,8 +286,15 @@ def rank_and_gather(q, cand, cand_scores, F, I, tags, params, now, min_conf, typ
     n2 = squared_length(q)
     if not QUERY_N2_MIN <= n2 <= QUERY_N2_MAX:
         return np.empty((NRF, 0)), np.empty((NRI, 0), np.int64), n2
-    W = _score_candidates(cand, cand_scores, F, I, tags, params, now, min_conf, type_allowed, w0_by_type, q_tags,
-                          rule_tags, rule_mult, mask_tags, 1.0 / math.sqrt(n2))
+    cand = labels.reshape(labels.size)
+    cand_scores = distances.reshape(distances.size)
+    nt = np.int64(qf[Q_NTYPES])
+    nq = np.int64(qf[Q_NQ_TAGS])
+    nr = np.int64(qf[Q_NRULES])
+    nm = np.int64(qf[Q_NMASKS])
+    W = _score_candidates(cand, cand_scores, F, I, tags, qf, now, min_conf, type_allowed,
+                          qf[Q_HEADER:Q_HEADER + nt], qi[:nq], qi[nq:nq + nr], qf[Q_HEADER + nt:Q_HEADER + nt + nr],
+                          qi[nq + nr:nq + nr + nm], 1.0 / math.sqrt(n2))
     pick = topk_order(W[_W_SCORE], W[_W_TIEBREAK], k)
     m = pick.shape[0]
     rf = np.empty((NRF, m))

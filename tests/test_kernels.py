@@ -32,6 +32,7 @@ from tierstore.kernels import (
     flat_topk,
     fused_rerank,
     inner_products,
+    pack_query,
     squared_length,
     record_accesses,
     rescale_lifetimes,
@@ -959,10 +960,17 @@ def test_rank_and_gather_is_rerank_then_gather_packed(args):
     base.flags.writeable = False
     q = np.zeros(8, np.float32)
     q[3] = 1.0  # unit length: similarities as given
-    rf, ri, n2 = rank_and_gather(q, cand, cand_scores, F, I, tags, base, p[C.P_NOW], p[C.P_MIN_CONF], type_allowed,
-                                 w0, q_tags, rule_tags, rule_mult, mask_tags, k)
+    qf, qi = pack_query(base, w0, q_tags, rule_tags, rule_mult, mask_tags)
+    qf.flags.writeable = qi.flags.writeable = False
+    rf, ri, n2 = rank_and_gather(q, cand, cand_scores, F, I, tags, qf, qi, type_allowed, p[C.P_NOW], p[C.P_MIN_CONF], k)
     assert n2 == 1.0
+    # hnswlib's (1, m) result rows, passed as they come, rank the same
+    rf2, ri2, _ = rank_and_gather(q, cand[None], cand_scores[None], F, I, tags, qf, qi, type_allowed, p[C.P_NOW],
+                                  p[C.P_MIN_CONF], k)
+    np.testing.assert_array_equal(rf2, rf)
+    np.testing.assert_array_equal(ri2, ri)
     assert base[C.P_NOW] == -1.0 and base[C.P_MIN_CONF] == 7.0
+    assert qf[C.P_NOW] == -1.0 and qf[C.P_MIN_CONF] == 7.0
     assert rf.shape == (C.NRF, len(pick)) and ri.shape == (C.NRI, len(pick))
     np.testing.assert_array_equal(ri[C.R_SLOT], slots)
     np.testing.assert_array_equal(rf[C.R_SCORE], score)
@@ -991,8 +999,9 @@ def test_rank_and_gather_divides_similarities_by_the_query_length(args, e, data)
                                           rule_tags, rule_mult, mask_tags, k)
     q = np.zeros(5, np.float32)
     q[1] = c
-    rf, ri, n2 = rank_and_gather(q, cand, scaled.astype(np.float32), F, I, tags, p, p[C.P_NOW], p[C.P_MIN_CONF],
-                                 type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k)
+    qf, qi = pack_query(p, w0, q_tags, rule_tags, rule_mult, mask_tags)
+    rf, ri, n2 = rank_and_gather(q, cand, scaled.astype(np.float32), F, I, tags, qf, qi, type_allowed, p[C.P_NOW],
+                                 p[C.P_MIN_CONF], k)
     assert n2 == c * c
     assert C.QUERY_N2_MIN <= n2 <= C.QUERY_N2_MAX
     np.testing.assert_array_equal(ri[C.R_SLOT], R.ref_gather_picks(cand, pick, F, I)[0])
@@ -1023,15 +1032,28 @@ def test_rank_and_gather_ranks_nothing_for_a_query_outside_the_band(q):
     p[C.P_CONF_HALF_LIFE] = math.inf
     p[C.P_MODE] = C.MODE_WEIGHTED_SUM
     cand = np.arange(3, dtype=np.int64)
-    rf, ri, n2 = rank_and_gather(q, cand, np.full(3, 0.5, np.float32), F, I, np.full((3, 1), -1, np.int32), p, 1.0,
-                                 0.0, np.ones(1, np.uint8), np.ones(1), E32, E32, E64, E32, 3)
+    qf, qi = pack_query(p, np.ones(1), E32, E32, E64, E32)
+    tags = np.full((3, 1), -1, np.int32)
+    rf, ri, n2 = rank_and_gather(q, cand, np.full(3, 0.5, np.float32), F, I, tags, qf, qi, np.ones(1, np.uint8), 1.0,
+                                 0.0, 3)
     assert rf.shape == (C.NRF, 0) and ri.shape == (C.NRI, 0)
     want = sum(float(x) ** 2 for x in q.tolist())
     assert (math.isnan(n2) and math.isnan(want)) or n2 == want
     # the same kernel ranks all three for a unit query
-    assert rank_and_gather(np.array([0.0, 1.0, 0.0, 0.0], np.float32), cand, np.full(3, 0.5, np.float32), F, I,
-                           np.full((3, 1), -1, np.int32), p, 1.0, 0.0, np.ones(1, np.uint8), np.ones(1), E32, E32,
-                           E64, E32, 3)[1].shape == (C.NRI, 3)
+    assert rank_and_gather(np.array([0.0, 1.0, 0.0, 0.0], np.float32), cand, np.full(3, 0.5, np.float32), F, I, tags,
+                           qf, qi, np.ones(1, np.uint8), 1.0, 0.0, 3)[1].shape == (C.NRI, 3)
+
+
+def test_pack_query_layout():
+    p = np.arange(C.NP, dtype=np.float64)
+    qf, qi = pack_query(p, np.array([0.5, 2.0]), np.array([1, 4], np.int32), np.array([3], np.int32), np.array([1.5]),
+                        np.array([7, 8, 9], np.int32))
+    assert qf[:C.NP].tolist() == p.tolist()
+    assert qf[C.Q_NTYPES:C.Q_HEADER].tolist() == [2, 2, 1, 3]
+    assert qf[C.Q_HEADER:].tolist() == [0.5, 2.0, 1.5]
+    assert qi.dtype == np.int32 and qi.tolist() == [1, 4, 3, 7, 8, 9]
+    with pytest.raises(ValueError, match="rule_mult"):
+        pack_query(p, np.ones(1), E32, np.array([3], np.int32), E64, E32)
 
 
 def test_fused_rerank_skips_out_of_range_slots():

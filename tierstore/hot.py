@@ -22,7 +22,7 @@ import math
 import os
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
@@ -84,41 +84,78 @@ class RankedSlots(NamedTuple):
         return self.rf[C.R_NORM:C.R_NORM + 5].T
 
 
+# RankedSlots from the kernel's tuple in one C call (namedtuple's _make is Python code)
+_new_tuple = tuple.__new__
 _NO_HITS = RankedSlots(np.zeros((C.NRF, 0)), np.zeros((C.NRI, 0), np.int64), math.nan)
 
 
-@dataclass(slots=True, eq=False)
-class HotSnapshot:
-    """Captured state of some hot slots, packed as :class:`RankedSlots`:
-    column ``j`` of ``rf``/``ri`` is slot ``slots[j]`` (its columns and raw
-    factors, among them the decayed confidence and the weight, at capture
-    time). The string lists are the namespace's own lists, held by reference:
-    a slot's entries never change until a compaction, which replaces the lists
-    (so this snapshot keeps the old ones).
-
-    As the source of search hits (see :class:`~tierstore.model.Hit`) it also
-    holds their ``ids``, ``scores`` and ``explains``; ``memory(j)`` builds
-    hit j's Memory once."""
+class SlotStrings(NamedTuple):
+    """A namespace's per-slot string lists. Search snapshots hold them by
+    reference: a slot's entries never change once set, and a compaction
+    replaces the lists (and this tuple), so a snapshot keeps the old ones."""
 
     namespace: str
-    type_names: Sequence[str]
-    rf: np.ndarray
-    ri: np.ndarray
-    slots: list[int]
-    all_ids: list[str | None]
-    all_contents: list[str]
-    all_sources: list[str]
-    all_tags: list[tuple[str, ...]]
-    ids: Sequence[str] = ()
-    scores: Sequence[float] = ()
-    explains: list[Explain] | None = None
-    _memories: list[Memory | None] | None = field(default=None, init=False)
+    ids: list[str | None]
+    contents: list[str]
+    sources: list[str]
+    tags: list[tuple[str, ...]]
+
+
+class HotSnapshot:
+    """Captured state of some hot slots, packed as :class:`RankedSlots`:
+    column ``j`` of ``rf``/``ri`` is one slot (its columns and raw factors,
+    among them the decayed confidence and the weight, at capture time), with
+    the namespace's string lists held by reference (:class:`SlotStrings`).
+
+    As the source of search hits (see :class:`~tierstore.model.Hit`) it
+    gives their ``ids``, ``scores`` and ``explains``; ``memory(j)`` builds
+    hit j's Memory. Python objects are made on first use: a search only
+    copies arrays, and reading a hit later gives what the search saw."""
+
+    __slots__ = ("strings", "type_names", "rf", "ri", "explains", "_slots", "_ids", "_scores", "_memories")
+
+    def __init__(self, strings: SlotStrings, type_names: Sequence[str], rf: np.ndarray, ri: np.ndarray,
+                 explains: list[Explain] | None = None) -> None:
+        self.strings = strings
+        self.type_names = type_names
+        self.rf = rf
+        self.ri = ri
+        self.explains = explains
+        self._slots: list[int] | None = None
+        self._ids: Sequence[str] | None = None
+        self._scores: list[float] | None = None
+        self._memories: list[Memory | None] | None = None
+
+    @property
+    def slots(self) -> list[int]:
+        slots = self._slots
+        if slots is None:
+            slots = self._slots = self.ri[C.R_SLOT].tolist()
+        return slots
+
+    @property
+    def ids(self) -> Sequence[str]:
+        ids = self._ids
+        if ids is None:
+            slots = self.slots
+            # itemgetter fetches them in one C loop, where the cache misses of a
+            # large namespace's id list overlap; a comprehension takes them in turn
+            ids = self._ids = itemgetter(*slots)(self.strings.ids) if len(slots) > 1 else \
+                tuple(self.strings.ids[s] for s in slots)  # type: ignore[misc]
+        return ids
+
+    @property
+    def scores(self) -> list[float]:
+        scores = self._scores
+        if scores is None:
+            scores = self._scores = self.rf[C.R_SCORE].tolist()
+        return scores
 
     def memory(self, j: int) -> Memory:
         """Hit j's Memory (built on first use, then kept)."""
         built = self._memories
         if built is None:
-            built = self._memories = [None] * len(self.slots)
+            built = self._memories = [None] * self.rf.shape[1]
         m = built[j]
         if m is None:
             m = built[j] = self.build(j)
@@ -129,17 +166,18 @@ class HotSnapshot:
         type_idx, access_count, pinned = self.ri[C.R_I:, j].tolist()  # C.SNAPSHOT_I
         s = self.slots[j]
         expires = anchor + ttl
+        strings = self.strings
         return Memory(
-            id=self.all_ids[s],  # type: ignore[arg-type]
-            namespace=self.namespace,
-            content=self.all_contents[s],
+            id=strings.ids[s],  # type: ignore[arg-type]
+            namespace=strings.namespace,
+            content=strings.contents[s],
             memory_type=self.type_names[type_idx],
             created_at=created,
             last_accessed_at=last_access,
             access_count=access_count,
             confidence=float(self.rf[C.R_RAW + 2, j]),
-            source=self.all_sources[s],
-            tags=self.all_tags[s],
+            source=strings.sources[s],
+            tags=strings.tags[s],
             ttl_seconds=None if math.isnan(override) else override,
             pinned=pinned != 0,
             tier="hot",
@@ -201,6 +239,7 @@ class HotNamespace:
         self.contents: list[str] = []
         self.sources: list[str] = []
         self.tag_names: list[tuple[str, ...]] = []
+        self.strings = SlotStrings(name, self.ids, self.contents, self.sources, self.tag_names)
         self.slot_of: dict[str, int] = {}
         self.vectors: np.ndarray | None = np.zeros((0, dim), np.float32)
         self.index: hnswlib.Index | None = None
@@ -362,6 +401,7 @@ class HotNamespace:
         self.tags[:k] = tags
         self.rids[:k] = rids
         self.ids, self.contents, self.sources, self.tag_names = ids, contents, sources, tag_names
+        self.strings = SlotStrings(self.name, ids, contents, sources, tag_names)
         self.slot_of = {mid: i for i, mid in enumerate(ids) if mid is not None}
         self.vectors[:k] = vecs
         self.n = self.live = k
@@ -390,7 +430,7 @@ class HotNamespace:
         sc = cp.policy.scoring
         want = min(live, max(k * sc.oversample, sc.min_candidates, k))
         exact = self.index is None
-        params = ctx.params[0 if exact else 1]
+        qf = ctx.packed[0 if exact else 1]
         sims = inner_products(q, self.vectors, self.n) if exact else None
         while True:
             if exact:
@@ -402,18 +442,16 @@ class HotNamespace:
             else:
                 try:
                     # k positional: pybind11's keyword parsing costs more than the rest of the call
-                    labels, dists = self.index.knn_query(q, want)  # type: ignore[union-attr]
+                    # (1, want) arrays, passed on as they are: a row view costs more than the kernel's reshape
+                    cand, cand_scores = self.index.knn_query(q, want)  # type: ignore[union-attr]
                 except RuntimeError:
                     # hnswlib could not reach `want` live nodes (many deletions):
                     # score every live slot exactly instead.
                     return self._search_all(q, k, cp, ctx, type_allowed, min_confidence, now)
-                cand, cand_scores = labels[0], dists[0]
-            ranked = rank_and_gather(
-                q, cand, cand_scores, self.F, self.I, self.tags, params, now, min_confidence, type_allowed,
-                cp.w0_by_type, ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
-            )
+            ranked = rank_and_gather(q, cand, cand_scores, self.F, self.I, self.tags, qf, ctx.packed_tags,
+                                     type_allowed, now, min_confidence, k)
             if ranked[1].shape[1] >= k or want >= live or not C.QUERY_N2_MIN <= ranked[2] <= C.QUERY_N2_MAX:
-                return RankedSlots._make(ranked)
+                return _new_tuple(RankedSlots, ranked)
             want = min(live, want * 4)
 
     def _search_all(self, q: np.ndarray, k: int, cp: CompiledPolicy, ctx: QueryContext,
@@ -422,11 +460,8 @@ class HotNamespace:
         live = np.flatnonzero(self.I[C.I_ALIVE, : self.n]).astype(np.int64)
         vecs = np.asarray(self.index.get_items(live, return_type="numpy"), np.float32)
         sims = vecs @ q
-        params = ctx.params[0]
-        return RankedSlots._make(rank_and_gather(
-            q, live, sims, self.F, self.I, self.tags, params, now, min_confidence, type_allowed, cp.w0_by_type,
-            ctx.q_tags, ctx.rule_tags, ctx.rule_mult, ctx.mask_tags, k,
-        ))
+        return _new_tuple(RankedSlots, rank_and_gather(q, live, sims, self.F, self.I, self.tags, ctx.packed[0],
+                                                       ctx.packed_tags, type_allowed, now, min_confidence, k))
 
     def vector(self, slot: int) -> np.ndarray:
         if self.index is not None:
@@ -454,9 +489,7 @@ class HotNamespace:
         ri = np.zeros((C.NRI, 1), np.int64)
         ri[C.R_SLOT, 0] = slot
         ri[C.R_I:, 0] = self.I[list(C.SNAPSHOT_I), slot]
-        snap = HotSnapshot(self.name, cp.type_names, rf, ri, [slot], self.ids, self.contents, self.sources,
-                           self.tag_names)
-        return snap.build(0, embedding=self.vector(slot) if with_embedding else None)
+        return HotSnapshot(self.strings, cp.type_names, rf, ri).build(0, embedding=self.vector(slot) if with_embedding else None)
 
     def hits(self, ranked: RankedSlots, cp: CompiledPolicy, explain: bool) -> list[Hit]:
         """The ranked slots as :class:`Hit` objects (hold ``lock.read()``).
@@ -464,19 +497,13 @@ class HotNamespace:
         Their Memory snapshots are built on demand from the columns the
         kernel copied and the namespace's string lists, held by reference."""
         rf, ri, _ = ranked
-        slots = ri[C.R_SLOT].tolist()
-        n = len(slots)
+        n = ri.shape[1]
         if n == 0:
             return []
-        # itemgetter fetches the ids in one C loop, where the cache misses of
-        # a large namespace's id list overlap; a comprehension takes them in turn.
-        ids = itemgetter(*slots)(self.ids) if n > 1 else (self.ids[slots[0]],)
-        scores = rf[C.R_SCORE].tolist()
-        explains = None
+        snap = HotSnapshot(self.strings, cp.type_names, rf, ri)
         if explain:
-            explains = list(map(cp.explain, ranked.raw.tolist(), ranked.norm.tolist(), scores, repeat("hot", n)))
-        snap = HotSnapshot(self.name, cp.type_names, rf, ri, slots, self.ids, self.contents, self.sources,
-                           self.tag_names, ids, scores, explains)
+            snap.explains = list(map(cp.explain, ranked.raw.tolist(), ranked.norm.tolist(), snap.scores,
+                                     repeat("hot", n)))
         return list(map(Hit, repeat(snap, n), range(n)))
 
     # -- catalog write-back (callers hold access_lock) -------------------------

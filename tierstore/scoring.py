@@ -11,6 +11,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .kernels import columns as C
+from .kernels import pack_query
 from .model import Explain
 from .policy import SCORE_FACTORS, Policy
 from .tags import TagVocab
@@ -34,6 +35,10 @@ class QueryContext:
     # rerank parameters without the time and the confidence filter: [0] for
     # candidate cosines, [1] for inner-product distances (read-only; copy to change)
     params: tuple[np.ndarray, np.ndarray]
+    # the same with the initial weights and the tag sets, packed for
+    # rank_and_gather (kernels.pack_query): float vectors [0] and [1], int32 tags
+    packed: tuple[np.ndarray, np.ndarray]
+    packed_tags: np.ndarray
 
 
 def _sorted_pairs(d: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -172,23 +177,30 @@ class CompiledPolicy:
         ttl_tags, ttl_mult = _sorted_pairs(ttl)
         boost = math.prod(m for m in retrieval.values() if m > 1.0) if retrieval else 1.0
         ctx_max = (1.0 + pol.scoring.context_bonus * len(q_ids)) * max(1.0, boost)
-        params = []
+        q_tags = np.array(q_ids, np.int32)
+        mask_tags = np.array(sorted(masked), np.int32)
+        params, packed = [], []
         for distance in (0.0, 1.0):
             p = self._base_params.copy()
             p[C.P_CTX_MAX] = ctx_max
             p[C.P_DISTANCE] = distance
-            p.flags.writeable = False
+            qf, qi = pack_query(p, self.w0_by_type, q_tags, rule_tags, rule_mult, mask_tags)
+            for a in (p, qf, qi):
+                a.flags.writeable = False
             params.append(p)
+            packed.append(qf)
         return QueryContext(
             tags=tags,
-            q_tags=np.array(q_ids, np.int32),
+            q_tags=q_tags,
             rule_tags=rule_tags,
             rule_mult=rule_mult,
-            mask_tags=np.array(sorted(masked), np.int32),
+            mask_tags=mask_tags,
             ctx_max=ctx_max,
             ttl_tags=ttl_tags,
             ttl_mult=ttl_mult,
             params=(params[0], params[1]),
+            packed=(packed[0], packed[1]),
+            packed_tags=qi,
         )
 
     def ttl_multiplier(self, ctx: QueryContext, tag_ids: Iterable[int]) -> float:

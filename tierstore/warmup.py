@@ -29,6 +29,7 @@ def warm_up_kernels() -> None:
             flat_topk,
             fused_rerank,
             inner_products,
+            pack_query,
             rank_and_gather,
             record_accesses,
             rescale_lifetimes,
@@ -65,11 +66,12 @@ def warm_up_kernels() -> None:
         u8 = np.ones(1, np.uint8)
         w0 = np.ones(1)
         fused_rerank(slots, sims, F, I, tags, params, u8, w0, e32, e32, e64, e32, 2)  # the warm tier
-        ro = params.copy()  # the hot tier passes a context's read-only parameters
-        ro.flags.writeable = False
-        rank_and_gather(q, slots, sims, F, I, tags, ro, 1.0, 0.0, u8, w0, e32, e32, e64, e32, 2)  # exact hot
-        # hnswlib hands back uint64 labels and float32 distances
-        rank_and_gather(q, slots.astype(np.uint64), sims, F, I, tags, ro, 1.0, 0.0, u8, w0, e32, e32, e64, e32, 2)
+        qf, qi = pack_query(params, w0, e32, e32, e64, e32)
+        for a in (qf, qi):  # the hot tier passes a context's read-only arrays
+            a.flags.writeable = False
+        rank_and_gather(q, slots, sims, F, I, tags, qf, qi, u8, 1.0, 0.0, 2)  # exact hot
+        # hnswlib hands back uint64 labels and float32 distances, (1, m) for one query
+        rank_and_gather(q, slots.astype(np.uint64)[None], sims[None], F, I, tags, qf, qi, u8, 1.0, 0.0, 2)
         context_multipliers(tags, n, e32, e64)
         rescale_lifetimes(f, f, f, f, f, f, 1.0)
         _done = True
