@@ -11,7 +11,9 @@ the same queries, back to back, and the ratio is taken per round; the median
 of the per-round ratios is reported, with the minima of each side. With
 ``--shuffled`` each round times every raw and every search call on its own,
 in a random order, so that load changes on a shared machine hit both sides
-alike and neither runs in a tight loop of its own kind.
+alike and neither runs in a tight loop of its own kind. With ``--read-hits``
+the search side also reads every hit's id and score (a hit makes its Python
+objects on first use), against the raw call alone.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shuffled", action="store_true",
                     help="time each call alone, raw and search calls in a random order within each round, "
                          "instead of a block of raw calls then a block of searches")
+    ap.add_argument("--read-hits", action="store_true",
+                    help="after each search, read every hit's id and score (the raw side still only calls knn_query)")
     args = ap.parse_args(argv)
     vecs = clustered_vectors(args.n, args.dim, seed=1)
     # Queries drawn like the data (same centres, fresh draws, none in the index);
@@ -63,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         for q in queries[:20]:  # warm caches and code paths
             index.knn_query(q, k=10)
             store.search("ns", q, k=10, record_access=False)
+        read = args.read_hits
         ratios, raw_t, ts_t = [], [], []
         rng = random.Random(0)
         calls = [(mode, q) for mode in (0, 1) for q in queries]
@@ -74,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
                     t = time.perf_counter()
                     if mode == 0:
                         index.knn_query(q, k=10)
+                    elif read:
+                        for h in store.search("ns", q, k=10, record_access=False):
+                            h.id, h.score
                     else:
                         store.search("ns", q, k=10, record_access=False)
                     tot[mode] += time.perf_counter() - t
@@ -84,8 +92,13 @@ def main(argv: list[str] | None = None) -> int:
                     index.knn_query(q, k=10)
                 raw = (time.perf_counter() - t) / len(queries)
                 t = time.perf_counter()
-                for q in queries:
-                    store.search("ns", q, k=10, record_access=False)
+                if read:
+                    for q in queries:
+                        for h in store.search("ns", q, k=10, record_access=False):
+                            h.id, h.score
+                else:
+                    for q in queries:
+                        store.search("ns", q, k=10, record_access=False)
                 ts = (time.perf_counter() - t) / len(queries)
             ratios.append(ts / raw)
             raw_t.append(raw)
@@ -95,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cores {os.cpu_count()}, {args.n} x {args.dim} clustered, M=16, ef_construction=200, ef=64, k=10, "
           f"{args.rounds} rounds of {args.block} queries, candidates max(k x {args.oversample or sc.oversample}, "
           f"{args.min_candidates or sc.min_candidates}), {'shuffled calls' if args.shuffled else 'blocks'}, "
-          f"{'far' if args.far_queries else 'in-distribution'} queries")
+          f"{'far' if args.far_queries else 'in-distribution'} queries"
+          f"{', search reads every hit id and score' if args.read_hits else ''}")
     print(f"  raw knn_query  median {statistics.median(raw_t) * 1e6:7.1f} us  min {min(raw_t) * 1e6:7.1f} us")
     print(f"  store.search   median {statistics.median(ts_t) * 1e6:7.1f} us  min {min(ts_t) * 1e6:7.1f} us")
     print(f"  ratio search / knn_query: median of per-round ratios {statistics.median(ratios):.3f}, "

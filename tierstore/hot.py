@@ -108,48 +108,23 @@ class HotSnapshot:
     the namespace's string lists held by reference (:class:`SlotStrings`).
 
     As the source of search hits (see :class:`~tierstore.model.Hit`) it
-    gives their ``ids``, ``scores`` and ``explains``; ``memory(j)`` builds
-    hit j's Memory. Python objects are made on first use: a search only
-    copies arrays, and reading a hit later gives what the search saw."""
+    holds their ``ids``, ``scores`` and ``explains`` (made when the search
+    builds its hits: callers read them); ``memory(j)`` builds hit j's Memory
+    on first use, from values the search captured."""
 
-    __slots__ = ("strings", "type_names", "rf", "ri", "explains", "_slots", "_ids", "_scores", "_memories")
+    __slots__ = ("strings", "type_names", "rf", "ri", "ids", "scores", "explains", "_memories")
 
     def __init__(self, strings: SlotStrings, type_names: Sequence[str], rf: np.ndarray, ri: np.ndarray,
+                 ids: Sequence[str] = (), scores: Sequence[float] = (),
                  explains: list[Explain] | None = None) -> None:
         self.strings = strings
         self.type_names = type_names
         self.rf = rf
         self.ri = ri
+        self.ids = ids
+        self.scores = scores
         self.explains = explains
-        self._slots: list[int] | None = None
-        self._ids: Sequence[str] | None = None
-        self._scores: list[float] | None = None
         self._memories: list[Memory | None] | None = None
-
-    @property
-    def slots(self) -> list[int]:
-        slots = self._slots
-        if slots is None:
-            slots = self._slots = self.ri[C.R_SLOT].tolist()
-        return slots
-
-    @property
-    def ids(self) -> Sequence[str]:
-        ids = self._ids
-        if ids is None:
-            slots = self.slots
-            # itemgetter fetches them in one C loop, where the cache misses of a
-            # large namespace's id list overlap; a comprehension takes them in turn
-            ids = self._ids = itemgetter(*slots)(self.strings.ids) if len(slots) > 1 else \
-                tuple(self.strings.ids[s] for s in slots)  # type: ignore[misc]
-        return ids
-
-    @property
-    def scores(self) -> list[float]:
-        scores = self._scores
-        if scores is None:
-            scores = self._scores = self.rf[C.R_SCORE].tolist()
-        return scores
 
     def memory(self, j: int) -> Memory:
         """Hit j's Memory (built on first use, then kept)."""
@@ -164,7 +139,7 @@ class HotSnapshot:
     def build(self, j: int, embedding: np.ndarray | None = None) -> Memory:
         created, last_access, ttl, anchor, due, override = self.rf[C.R_F:, j].tolist()  # C.SNAPSHOT_F
         type_idx, access_count, pinned = self.ri[C.R_I:, j].tolist()  # C.SNAPSHOT_I
-        s = self.slots[j]
+        s = int(self.ri[C.R_SLOT, j])
         expires = anchor + ttl
         strings = self.strings
         return Memory(
@@ -497,13 +472,18 @@ class HotNamespace:
         Their Memory snapshots are built on demand from the columns the
         kernel copied and the namespace's string lists, held by reference."""
         rf, ri, _ = ranked
-        n = ri.shape[1]
+        slots = ri[C.R_SLOT].tolist()
+        n = len(slots)
         if n == 0:
             return []
-        snap = HotSnapshot(self.strings, cp.type_names, rf, ri)
+        # itemgetter fetches the ids in one C loop, where the cache misses of
+        # a large namespace's id list overlap; a comprehension takes them in turn.
+        ids = itemgetter(*slots)(self.ids) if n > 1 else (self.ids[slots[0]],)
+        scores = rf[C.R_SCORE].tolist()
+        explains = None
         if explain:
-            snap.explains = list(map(cp.explain, ranked.raw.tolist(), ranked.norm.tolist(), snap.scores,
-                                     repeat("hot", n)))
+            explains = list(map(cp.explain, ranked.raw.tolist(), ranked.norm.tolist(), scores, repeat("hot", n)))
+        snap = HotSnapshot(self.strings, cp.type_names, rf, ri, ids, scores, explains)
         return list(map(Hit, repeat(snap, n), range(n)))
 
     # -- catalog write-back (callers hold access_lock) -------------------------
