@@ -48,8 +48,11 @@ def main(argv: list[str] | None = None) -> int:
                          "instead of a block of raw calls then a block of searches")
     ap.add_argument("--read-hits", action="store_true",
                     help="after each search, read every hit's id and score (the raw side still only calls knn_query)")
+    ap.add_argument("--keep", type=Path, default=None, help="build the store here and keep it")
+    ap.add_argument("--store", type=Path, default=None,
+                    help="open this store (namespace 'ns', built by --keep) instead of building one")
     args = ap.parse_args(argv)
-    vecs = clustered_vectors(args.n, args.dim, seed=1)
+    vecs = clustered_vectors(args.n, args.dim, seed=1) if args.store is None else None
     # Queries drawn like the data (same centres, fresh draws, none in the index);
     # --far-queries: around other centres, far from every memory (hnswlib then
     # walks longer, which flatters the ratio: the earlier versions of this script).
@@ -60,9 +63,14 @@ def main(argv: list[str] | None = None) -> int:
         scoring = {k: v for k, v in (("oversample", args.oversample), ("min_candidates", args.min_candidates))
                    if v is not None}
         policy = Policy.from_dict({"scoring": scoring}) if scoring else None
-        store = TierStore.open(Path(d) / "s", dim=args.dim, clock=ManualClock(), settings=settings, policy=policy)
-        add_vectors(store, "ns", vecs)
+        if args.store is not None:
+            store = TierStore.open(args.store, clock=ManualClock(), settings=settings, policy=policy)
+        else:
+            store = TierStore.open(args.keep or Path(d) / "s", dim=args.dim, clock=ManualClock(),
+                                   settings=settings, policy=policy)
+            add_vectors(store, "ns", vecs)
         index = store._hot.ensure("ns").index
+        n_live = store._hot.ensure("ns").live
         assert index is not None
         for q in queries[:20]:  # warm caches and code paths
             index.knn_query(q, k=10)
@@ -105,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             ts_t.append(ts)
         store.close()
     sc = Policy.default().scoring
-    print(f"cores {os.cpu_count()}, {args.n} x {args.dim} clustered, M=16, ef_construction=200, ef=64, k=10, "
+    print(f"cores {os.cpu_count()}, {n_live} x {args.dim} clustered, M=16, ef_construction=200, ef=64, k=10, "
           f"{args.rounds} rounds of {args.block} queries, candidates max(k x {args.oversample or sc.oversample}, "
           f"{args.min_candidates or sc.min_candidates}), {'shuffled calls' if args.shuffled else 'blocks'}, "
           f"{'far' if args.far_queries else 'in-distribution'} queries"

@@ -88,3 +88,29 @@ def test_peer_formulas_and_scores():
         row = sc.row()
         assert 0.0 <= row["stale_hit_at_1"] <= 1.0 and 0.0 <= row["live_recall_at_5"] <= 1.0
         assert row["hot_end"] == len(wl.mems) and len(sc.footprint) == 12
+
+
+def test_search_scripts_run_on_a_kept_store(tmp_path):
+    """benchmarks/search_ratio.py and search_steps.py (issue 2's measurements)
+    still run against the current code: build and keep a small indexed store,
+    reopen it, print their figures."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parent.parent / "benchmarks"
+    store = tmp_path / "s"
+
+    def run(script: str, *args: str) -> str:
+        out = subprocess.run([sys.executable, str(bench / script), *args], capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    built = run("search_ratio.py", "--n", "3000", "--rounds", "2", "--block", "20", "--keep", str(store))
+    assert "3000 x 384" in built and "median of per-round ratios" in built
+    again = run("search_ratio.py", "--store", str(store), "--rounds", "2", "--block", "20", "--shuffled",
+                "--read-hits")
+    assert "shuffled calls" in again and "reads every hit" in again
+    steps = run("search_steps.py", "--store", str(store), "--rounds", "1")
+    assert "rank_and_gather" in steps and "overhead" in steps

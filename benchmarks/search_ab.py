@@ -1,0 +1,113 @@
+"""Search overhead of an older version of the code against this checkout,
+in one process, call by call.
+
+    .venv/bin/python benchmarks/search_ab.py 83371f4 [--rounds 4] [--read-hits]
+
+On a shared machine the load changes by the minute and one process differs
+from the next, so two separate runs of ``search_ratio.py`` cannot tell a few
+microseconds apart. This exports ``OLD_REV``'s ``tierstore/`` and ``kernels/``
+(``git archive``) as a package ``tierstore_old``, opens two copies of one
+saved 100k store (built once under ``.benchmarks/ab-store`` by
+``search_ratio.py --keep``), one with each version, and times raw
+``knn_query(k=10)``, the old ``search`` and the new ``search`` on every query
+in a random order, each call on its own. It prints the medians, the ratios to
+the raw call and what each search adds. ``--read-hits`` also reads every
+hit's id and score. Both versions must read the store's format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from conftest import clustered_vectors  # noqa: E402
+
+
+def export_old(rev: str, dest: Path) -> None:
+    """OLD_REV's package as ``dest/tierstore_old`` (absolute imports renamed)."""
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "tierstore", "kernels"], check=True,
+                         capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        t.extractall(dest / "src", filter="data")
+    pkg = dest / "tierstore_old"
+    shutil.copytree(dest / "src" / "tierstore", pkg)
+    shutil.copytree(dest / "src" / "kernels", pkg / "kernels")
+    for f in pkg.rglob("*.py"):
+        f.write_text(re.sub(r"\b(from|import) tierstore\b", r"\1 tierstore_old", f.read_text()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("old_rev")
+    ap.add_argument("--rounds", type=int, default=4, help="passes over the 1000 queries")
+    ap.add_argument("--read-hits", action="store_true", help="read every hit's id and score")
+    ap.add_argument("--store", type=Path, default=ROOT / ".benchmarks" / "ab-store")
+    args = ap.parse_args(argv)
+    if not args.store.exists():
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "search_ratio.py"), "--n", "100000",
+                        "--rounds", "1", "--keep", str(args.store)], check=True, capture_output=True)
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        export_old(args.old_rev, tmp)
+        sys.path.insert(0, str(tmp))
+        shutil.copytree(args.store, tmp / "store-old", ignore=shutil.ignore_patterns("LOCK"))
+        import tierstore
+        import tierstore_old  # type: ignore[import-not-found]
+
+        def open_store(mod, path):
+            hot = mod.HotSettings(hnsw_m=16, hnsw_ef_construction=200, hnsw_ef_search=64)
+            return mod.TierStore.open(path, clock=mod.ManualClock(), settings=mod.Settings(hot=hot))
+
+        new, old = open_store(tierstore, args.store), open_store(tierstore_old, tmp / "store-old")
+        try:
+            index = new._hot.ensure("ns").index
+            queries = clustered_vectors(1000, 384, seed=1, draw_seed=2)  # like search_ratio.py's data
+            for q in queries[:30]:
+                new.search("ns", q, k=10, record_access=False)
+                old.search("ns", q, k=10, record_access=False)
+            tp = time.perf_counter_ns
+            res: dict[str, list[int]] = {"raw": [], "old": [], "new": []}
+            rng = random.Random(0)
+            for _ in range(args.rounds):
+                calls = [(i, w) for i in range(len(queries)) for w in res]
+                rng.shuffle(calls)
+                for i, w in calls:
+                    q = queries[i]
+                    if w == "raw":
+                        t = tp()
+                        index.knn_query(q, 10)
+                    else:
+                        store = new if w == "new" else old
+                        t = tp()
+                        hits = store.search("ns", q, k=10, record_access=False)
+                        if args.read_hits:
+                            for h in hits:
+                                h.id, h.score
+                    res[w].append(tp() - t)
+        finally:
+            new.close()
+            old.close()
+    m = {k: float(np.median(v)) / 1e3 for k, v in res.items()}
+    print(f"{len(res['raw'])} calls each, shuffled{', reading every hit' if args.read_hits else ''}: "
+          f"raw knn_query {m['raw']:.1f} us")
+    for w in ("old", "new"):
+        print(f"  {w} ({args.old_rev if w == 'old' else 'this checkout'}) search {m[w]:.1f} us: "
+              f"ratio {m[w] / m['raw']:.3f}, adds {m[w] - m['raw']:.1f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
