@@ -80,10 +80,11 @@ class CompiledPolicy:
         for i, f in enumerate(SCORE_FACTORS):
             base[C.P_WEIGHTS + i] = self.weights[f]
         self._base_params = base
-        self._all_types = np.ones(len(types), np.uint8)
+        self.all_types = np.ones(len(types), np.uint8)  # type_allowed(None); callers only read it
         self._contexts: OrderedDict[frozenset[str], QueryContext] = OrderedDict()
-        self._empty_context: QueryContext | None = None
         self._lock = threading.Lock()
+        # context(()): no tags, so nothing of the vocabulary is needed yet
+        self.empty_context = self._build_context(())
 
     # -- per-memory lifetime ------------------------------------------------
 
@@ -118,7 +119,7 @@ class CompiledPolicy:
 
     def type_allowed(self, memory_types: Iterable[str] | None) -> np.ndarray:
         if memory_types is None:
-            return self._all_types
+            return self.all_types
         allowed = np.zeros(len(self.type_names), np.uint8)
         for t in memory_types:
             allowed[self.policy.type_index(t)] = 1
@@ -134,10 +135,7 @@ class CompiledPolicy:
     def context(self, tags: Sequence[str]) -> QueryContext:
         """Kernel inputs for the active context ``tags`` (cached)."""
         if not tags:
-            empty = self._empty_context
-            if empty is None:
-                empty = self._empty_context = self._build_context(())
-            return empty
+            return self.empty_context
         key = frozenset(tags)
         with self._lock:
             hit = self._contexts.get(key)

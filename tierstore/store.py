@@ -446,9 +446,9 @@ class TierStore:
         min_conf = min_confidence if type(min_confidence) is float and 0.0 <= min_confidence <= 1.0 \
             else check_confidence(min_confidence, "min_confidence")
         cp = self._cp
-        allowed = cp.type_allowed(None if memory_types is None else list(memory_types))
+        allowed = cp.all_types if memory_types is None else cp.type_allowed(list(memory_types))
         ctx_tags = (check_tags(context_tags, 1024) if context_tags else ()) or self._contexts.get(ns, ())
-        ctx = cp.context(ctx_tags)
+        ctx = cp.context(ctx_tags) if ctx_tags else cp.empty_context
         if record_access is None:
             record_access = self._policy.scoring.record_access
         now = self.clock.now()
