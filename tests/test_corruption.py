@@ -185,6 +185,42 @@ def test_damaged_archive_object(tmp_path, rng, region):
         store.close()
 
 
+def test_a_damaged_archive_object_does_not_hold_up_the_others(tmp_path, rng):
+    """A sweep rewrites at most a bounded number of marked objects; one found
+    damaged is passed over by later sweeps instead of taking a place in
+    every batch (here one place per pass), and compact_cold() still names it."""
+    store, ids, emb = _archived_store(tmp_path, rng)
+    try:
+        keys = {ns: store._catalog.get_row(ns, ids[ns][0]).cold_key for ns in ("c", "d")}
+        assert keys["c"] != keys["d"]
+        first = min(keys.values())  # the batch order the sweep takes them in
+        second = max(keys.values())
+        first_ns = next(ns for ns, k in keys.items() if k == first)
+        second_ns = next(ns for ns, k in keys.items() if k == second)
+        store.delete(first_ns, ids[first_ns][1])  # both objects now hold a deleted memory's record
+        store.delete(second_ns, ids[second_ns][1])
+        row = store._catalog.get_row(first_ns, ids[first_ns][2])
+        obj = store.path / "cold" / first
+        flip(obj, row.cold_offset + row.cold_length // 2)
+        damaged = obj.read_bytes()
+        now = store.clock.now()
+        assert store._migrator.compact_archives(now, limit=1) == 0  # took the damaged one, left it
+        assert obj.read_bytes() == damaged
+        assert store._migrator.compact_archives(now, limit=1) == 1  # then the other one
+        assert store._catalog.get_row(second_ns, ids[second_ns][0]).cold_key != second
+        assert not (store.path / "cold" / second).exists()
+        assert store._migrator.compact_archives(now, limit=1) == 0  # nothing left it would try
+        with pytest.raises(CorruptDataError, match=re.escape(first)):
+            store.compact_cold()
+        for i in ids[second_ns][2:]:
+            assert store.get(second_ns, i).tier == "cold"
+        assert sorted(store.restore(second_ns, ids=ids[second_ns][2:])) == sorted(ids[second_ns][2:])
+        for i in ids[second_ns][2:]:
+            assert store.get(second_ns, i).embedding.tobytes() == emb[(second_ns, i)]
+    finally:
+        store.close()
+
+
 def _small_archive():
     dim = 4
     records = []

@@ -85,6 +85,10 @@ class Migrator:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.background_errors: list[str] = []
+        # archive objects a sweep found damaged: later sweeps pass them over (one
+        # fetch each per process, not one per sweep, and they cannot crowd out
+        # the others); compact_cold() tries them again
+        self._damaged_archives: set[str] = set()
 
     # ------------------------------------------------------------------ helpers
 
@@ -468,7 +472,8 @@ class Migrator:
         use or the new one, and the next sweep drops the other. An object
         whose live records fail their checksums is left as it is (``verify``
         reports it; copying it would spread the damage), or with ``strict``
-        CorruptDataError is raised after the other objects are done."""
+        CorruptDataError is raised after the other objects are done; later
+        sweeps of this process pass it over (``everything`` tries it again)."""
         s = self.s
         if everything:
             todo = [(key, ns) for key, ns, state, count, live in s._catalog.query(
@@ -477,7 +482,9 @@ class Migrator:
                 " FROM archives a WHERE a.state != 'pending' ORDER BY a.batch")
                 if state == "purge" or 0 < live < count]
         else:  # the sweep: marked batches only, no count per batch
-            todo = s._catalog.query("SELECT key, ns FROM archives WHERE state = 'purge' ORDER BY batch")
+            todo = [(key, ns) for key, ns in s._catalog.query(
+                "SELECT key, ns FROM archives WHERE state = 'purge' ORDER BY batch")
+                if key not in self._damaged_archives]
         todo = todo[:limit] if limit is not None else todo
         done = 0
         damaged: list[CorruptDataError] = []
@@ -485,8 +492,10 @@ class Migrator:
             for key, ns in todo:
                 try:
                     done += self._rewrite_batch(key, ns, now)
+                    self._damaged_archives.discard(key)
                 except CorruptDataError as exc:
                     damaged.append(exc)
+                    self._damaged_archives.add(key)
                 bar.update(1)
         if damaged and strict:
             raise CorruptDataError(f"{len(damaged)} archive object(s) not rewritten: "
