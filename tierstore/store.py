@@ -419,7 +419,9 @@ class TierStore:
                record_access: bool | None = None, explain: bool = False) -> list[Hit]:
         """The ``k`` best memories for ``query``, ranked by the policy's fused score.
 
-        context_tags: the query's context (defaults to the namespace's active
+        query: a finite, non-zero vector of the store's dimension, compared by
+        cosine (its length does not matter; a contiguous float32 array is the
+        fast path, anything else is converted first). context_tags: the query's context (defaults to the namespace's active
         context); memories sharing tags score higher, context rules and masks
         apply. memory_types / min_confidence filter. include_warm: also search
         the warm tier and merge. record_access: count an access on every hit
