@@ -96,6 +96,27 @@ def test_hits_are_snapshots_taken_at_search_time(store, clock, rng):
         hash(hit)
 
 
+def test_hits_survive_a_compaction_of_their_namespace(store, rng):
+    """A compaction renumbers slots and replaces the namespace's string lists;
+    hits taken before it still build their own memories (the snapshot holds
+    the old lists), and a search after it sees the new slots."""
+    vecs = [unit(rng) for _ in range(300)]
+    ids = store.add_batch("c", [{"content": f"memory {i}", "embedding": v, "id": f"m{i}"}
+                                for i, v in enumerate(vecs)])
+    hits = store.search("c", vecs[250], k=5, record_access=False)
+    assert hits[0].id == "m250"
+    hot = store._hot.ensure("c")
+    old_strings = hot.strings
+    for i in ids[:200]:
+        store.delete("c", i)
+    assert hot.strings is not old_strings and hot.n < 300  # compacted
+    for h in hits:
+        assert h.memory.id == h.id and h.memory.content == f"memory {h.id[1:]}"
+    after = store.search("c", vecs[250], k=5, record_access=False)
+    assert after[0].id == "m250" and after[0].memory.content == "memory 250"
+    assert all(int(h.id[1:]) >= 200 for h in after)
+
+
 def test_product_mode_explains_a_product(tmp_path, clock, rng):
     from tierstore import Policy
 
