@@ -12,7 +12,8 @@ saved 100k store (built once under ``.benchmarks/ab-store`` by
 ``knn_query(k=10)``, the old ``search`` and the new ``search`` on every query
 in a random order, each call on its own. It prints the medians, the ratios to
 the raw call and what each search adds. ``--read-hits`` also reads every
-hit's id and score. Both versions must read the store's format.
+hit's id and score; ``--explain`` searches with ``explain=True``. Both
+versions must read the store's format.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("old_rev")
     ap.add_argument("--rounds", type=int, default=4, help="passes over the 1000 queries")
     ap.add_argument("--read-hits", action="store_true", help="read every hit's id and score")
+    ap.add_argument("--explain", action="store_true", help="search(explain=True)")
     ap.add_argument("--store", type=Path, default=ROOT / ".benchmarks" / "ab-store")
     args = ap.parse_args(argv)
     if not args.store.exists():
@@ -76,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             index = new._hot.ensure("ns").index
             queries = clustered_vectors(1000, 384, seed=1, draw_seed=2)  # like search_ratio.py's data
             for q in queries[:30]:
-                new.search("ns", q, k=10, record_access=False)
-                old.search("ns", q, k=10, record_access=False)
+                new.search("ns", q, k=10, record_access=False, explain=args.explain)
+                old.search("ns", q, k=10, record_access=False, explain=args.explain)
             tp = time.perf_counter_ns
             res: dict[str, list[int]] = {"raw": [], "old": [], "new": []}
             rng = random.Random(0)
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         store = new if w == "new" else old
                         t = tp()
-                        hits = store.search("ns", q, k=10, record_access=False)
+                        hits = store.search("ns", q, k=10, record_access=False, explain=args.explain)
                         if args.read_hits:
                             for h in hits:
                                 h.id, h.score
@@ -101,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             new.close()
             old.close()
     m = {k: float(np.median(v)) / 1e3 for k, v in res.items()}
-    print(f"{len(res['raw'])} calls each, shuffled{', reading every hit' if args.read_hits else ''}: "
+    print(f"{len(res['raw'])} calls each, shuffled{', reading every hit' if args.read_hits else ''}"
+          f"{', explain=True' if args.explain else ''}: "
           f"raw knn_query {m['raw']:.1f} us")
     for w in ("old", "new"):
         print(f"  {w} ({args.old_rev if w == 'old' else 'this checkout'}) search {m[w]:.1f} us: "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
+from operator import mul
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -71,6 +72,7 @@ class CompiledPolicy:
         self.mode = sc.mode
         total = sum(sc.weights.get(f, 0.0) for f in SCORE_FACTORS)
         self.weights = {f: sc.weights.get(f, 0.0) / total for f in SCORE_FACTORS}
+        self._weight_values = [self.weights[f] for f in SCORE_FACTORS]
         base = np.zeros(C.NP, np.float64)
         base[C.P_CONF_HALF_LIFE] = self.conf_half_life
         base[C.P_MODE] = C.MODE_PRODUCT if sc.mode == "product" else C.MODE_WEIGHTED_SUM
@@ -215,20 +217,12 @@ class CompiledPolicy:
 
     def explain(self, raw: Sequence[float], norm: Sequence[float], score: float, tier: str) -> Explain:
         """One hit's breakdown from its raw and normalised factors (Python
-        floats, in SCORE_FACTORS order)."""
-        raw_d = dict(zip(SCORE_FACTORS, raw))
+        floats, in SCORE_FACTORS order). Runs once per hit of an explained
+        search: C-level dict building, positional fields."""
         norm_d = dict(zip(SCORE_FACTORS, norm))
         if self.mode == "product":
-            terms = dict(norm_d)
+            terms = norm_d.copy()
         else:
-            weights = self.weights
-            terms = {f: weights[f] * x for f, x in norm_d.items()}
-        return Explain(
-            mode=self.mode,
-            raw=raw_d,
-            normalised=norm_d,
-            weights=dict(self.weights),
-            terms=terms,
-            score=float(score),
-            tier=tier,
-        )
+            terms = dict(zip(SCORE_FACTORS, map(mul, self._weight_values, norm)))
+        return Explain(self.mode, dict(zip(SCORE_FACTORS, raw)), norm_d, self.weights.copy(), terms, float(score),
+                       tier)
