@@ -269,8 +269,9 @@ def rank_and_gather(q, labels, distances, F, I, tags, qf, qi, type_allowed, now,
     :func:`fused_rerank`'s ``cand`` and ``cand_scores``, either 1-D or as
     hnswlib's ``knn_query`` returns them for one query, ``(1, m)`` (C order).
     ``q``: the query as given to the candidate search, not necessarily
-    normalised: the candidates' similarities are divided by its length. ``qf``, ``qi``: the parameters, initial weights and tag sets
-    as :func:`pack_query` packs them (only read); ``now`` (seconds) and
+    normalised: the candidates' similarities are divided by its length.
+    ``qf``, ``qi``: the parameters, initial weights and tag sets as
+    :func:`pack_query` packs them (only read); ``now`` (seconds) and
     ``min_conf`` ([0, 1]) replace the parameters' ``P_NOW`` and ``P_MIN_CONF``.
 
     Returns ``(rf, ri, n2)``: float64 ``(NRF, m)`` and int64 ``(NRI, m)``,
