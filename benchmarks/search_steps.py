@@ -89,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                 t.append(tp())
                 labels, dists = hot.index.knn_query(qq, k=want)
                 t.append(tp())
-                ranked = RankedSlots(*rank_and_gather(
-                    qq, labels, dists, hot.F, hot.I, hot.tags, qf, ctx.packed_tags, allowed, now, 0.0, 10))
+                rf, ri, _ = rank_and_gather(qq, labels, dists, hot.F, hot.I, hot.tags, qf, ctx.packed_tags, allowed,
+                                            now, 0.0, 10)
+                ranked = RankedSlots(rf, ri)
                 t.append(tp())
                 hot.hits(ranked, cp, False)
                 t.append(tp())

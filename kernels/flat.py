@@ -19,8 +19,8 @@ def squared_length(v):
 
 @njit(nogil=True, cache=True, fastmath=True)
 def inner_products(q, X, n):
-    """``X[:n] @ q`` as float32 (rows of ``X`` and ``q`` are L2-normalised, so
-    these are cosines). ``fastmath`` lets LLVM vectorise the reduction."""
+    """``X[:n] @ q`` as float32 (rows of ``X`` are L2-normalised: cosines
+    times the length of ``q``). ``fastmath`` lets LLVM vectorise the reduction."""
     d = q.shape[0]
     out = np.empty(n, np.float32)
     for i in range(n):

@@ -255,7 +255,7 @@ def pack_query(params, w0_by_type, q_tags, rule_tags, rule_mult, mask_tags):
     qf[Q_HEADER:Q_HEADER + nt] = w0_by_type
     qf[Q_HEADER + nt:] = rule_mult
     qi = np.concatenate([np.asarray(q_tags, np.int32), np.asarray(rule_tags, np.int32),
-                         np.asarray(mask_tags, np.int32)]).astype(np.int32)
+                         np.asarray(mask_tags, np.int32)])
     return qf, qi
 
 

@@ -42,6 +42,7 @@ from .model import Explain, Hit, Memory
 from .rwlock import RWLock
 from .scoring import CompiledPolicy, QueryContext
 from .tags import TagVocab
+from .validation import check_vector
 
 _INITIAL_CAPACITY = 64
 
@@ -60,14 +61,10 @@ class RankedSlots(NamedTuple):
     returns it (see ``R_*`` in :mod:`tierstore.kernels.columns`): column
     ``j`` of ``rf`` holds the j-th hit's score, normalised and raw factors and
     a copy of the ``SNAPSHOT_F`` rows of its ``F`` column; of ``ri``, its slot
-    and the ``SNAPSHOT_I`` rows of its ``I`` column. ``n2``: the query's
-    squared length as the kernel saw it (NaN when no kernel ran); outside
-    ``[QUERY_N2_MIN, QUERY_N2_MAX]`` nothing was ranked, and the query must
-    be normalised (or rejected) and searched again."""
+    and the ``SNAPSHOT_I`` rows of its ``I`` column."""
 
     rf: np.ndarray
     ri: np.ndarray
-    n2: float
 
     @property
     def slots(self) -> np.ndarray:
@@ -84,9 +81,9 @@ class RankedSlots(NamedTuple):
         return self.rf[C.R_NORM:C.R_NORM + 5].T
 
 
-# RankedSlots from the kernel's tuple in one C call (namedtuple's _make is Python code)
+# RankedSlots in one C call (namedtuple's __new__ and _make are Python code)
 _new_tuple = tuple.__new__
-_NO_HITS = RankedSlots(np.zeros((C.NRF, 0)), np.zeros((C.NRI, 0), np.int64), math.nan)
+_NO_HITS = RankedSlots(np.zeros((C.NRF, 0)), np.zeros((C.NRI, 0), np.int64))
 
 
 class SlotStrings(NamedTuple):
@@ -389,18 +386,21 @@ class HotNamespace:
     def search(self, q: np.ndarray, k: int, cp: CompiledPolicy, ctx: QueryContext, type_allowed: np.ndarray,
                min_confidence: float, now: float) -> RankedSlots:
         """Best ``k`` live slots for query ``q`` (hold ``lock.read()``): a
-        float32 vector of the namespace's dimension, not necessarily
-        normalised; when its length is outside what the kernel ranks as it
-        is, nothing is ranked (see :class:`RankedSlots`).
+        contiguous float32 vector of the namespace's dimension, not
+        necessarily normalised (the kernel divides by its length).
 
         Candidates are the most similar memories, oversampled
         (``k·oversample``, at least ``min_candidates``): all of them in an
         exact namespace, hnswlib's in an indexed one. The fused rerank kernel
         scores, filters and masks them; when filters leave fewer than ``k``,
         the candidate set widens until every live memory has been considered.
+        A query the kernel does not rank as given (zero, NaN, inf, or a
+        length outside the kernel's band) is checked here, raising
+        InvalidVectorError, or normalised and searched again.
         """
         live = self.live
         if live == 0:
+            check_vector(q, self.dim, "query")  # no kernel runs to measure it
             return _NO_HITS
         sc = cp.policy.scoring
         want = min(live, max(k * sc.oversample, sc.min_candidates, k))
@@ -422,21 +422,21 @@ class HotNamespace:
                 except RuntimeError:
                     # hnswlib could not reach `want` live nodes (many deletions):
                     # score every live slot exactly instead.
-                    return self._search_all(q, k, cp, ctx, type_allowed, min_confidence, now)
-            ranked = rank_and_gather(q, cand, cand_scores, self.F, self.I, self.tags, qf, ctx.packed_tags,
-                                     type_allowed, now, min_confidence, k)
-            if ranked[1].shape[1] >= k or want >= live or not C.QUERY_N2_MIN <= ranked[2] <= C.QUERY_N2_MAX:
-                return _new_tuple(RankedSlots, ranked)
+                    cand = np.flatnonzero(self.I[C.I_ALIVE, : self.n]).astype(np.int64)
+                    cand_scores = np.asarray(self.index.get_items(cand, return_type="numpy"), np.float32) @ q
+                    qf = ctx.packed[0]
+                    want = live
+            rf, ri, n2 = rank_and_gather(q, cand, cand_scores, self.F, self.I, self.tags, qf, ctx.packed_tags,
+                                         type_allowed, now, min_confidence, k)
+            if ri.shape[1] >= k:
+                return _new_tuple(RankedSlots, (rf, ri))
+            if not C.QUERY_N2_MIN <= n2 <= C.QUERY_N2_MAX:
+                # not ranked as given: raises for zero, NaN, inf; else normalised
+                return self.search(check_vector(q, self.dim, "query"), k, cp, ctx, type_allowed, min_confidence,
+                                   now)
+            if want >= live:
+                return _new_tuple(RankedSlots, (rf, ri))
             want = min(live, want * 4)
-
-    def _search_all(self, q: np.ndarray, k: int, cp: CompiledPolicy, ctx: QueryContext,
-                    type_allowed: np.ndarray, min_confidence: float, now: float) -> RankedSlots:
-        assert self.index is not None
-        live = np.flatnonzero(self.I[C.I_ALIVE, : self.n]).astype(np.int64)
-        vecs = np.asarray(self.index.get_items(live, return_type="numpy"), np.float32)
-        sims = vecs @ q
-        return _new_tuple(RankedSlots, rank_and_gather(q, live, sims, self.F, self.I, self.tags, ctx.packed[0],
-                                                       ctx.packed_tags, type_allowed, now, min_confidence, k))
 
     def vector(self, slot: int) -> np.ndarray:
         if self.index is not None:
@@ -471,7 +471,7 @@ class HotNamespace:
 
         Their Memory snapshots are built on demand from the columns the
         kernel copied and the namespace's string lists, held by reference."""
-        rf, ri, _ = ranked
+        rf, ri = ranked
         slots = ri[C.R_SLOT].tolist()
         n = len(slots)
         if n == 0:

@@ -33,11 +33,10 @@ class QueryContext:
     ctx_max: float  # largest raw context factor a memory can reach in this context
     ttl_tags: np.ndarray  # sorted int32 ids of memory tags with a TTL multiplier
     ttl_mult: np.ndarray
-    # rerank parameters without the time and the confidence filter: [0] for
-    # candidate cosines, [1] for inner-product distances (read-only; copy to change)
-    params: tuple[np.ndarray, np.ndarray]
-    # the same with the initial weights and the tag sets, packed for
-    # rank_and_gather (kernels.pack_query): float vectors [0] and [1], int32 tags
+    # rerank parameters (without the time and the confidence filter), the
+    # initial weights and the tag sets packed for rank_and_gather
+    # (kernels.pack_query): float vectors [0] for candidate cosines, [1] for
+    # inner-product distances, and the int32 tags (read-only; copy to change)
     packed: tuple[np.ndarray, np.ndarray]
     packed_tags: np.ndarray
 
@@ -127,9 +126,9 @@ class CompiledPolicy:
             allowed[self.policy.type_index(t)] = 1
         return allowed
 
-    def params(self, now: float, min_confidence: float, ctx: QueryContext, distance: bool) -> np.ndarray:
-        """The rerank parameter vector (``P_*``) of one query."""
-        p = ctx.params[1 if distance else 0].copy()
+    def params(self, now: float, min_confidence: float, ctx: QueryContext) -> np.ndarray:
+        """The rerank parameter vector (``P_*``) of one query over candidate cosines."""
+        p = ctx.packed[0][:C.NP].copy()
         p[C.P_NOW] = now
         p[C.P_MIN_CONF] = min_confidence
         return p
@@ -179,15 +178,13 @@ class CompiledPolicy:
         ctx_max = (1.0 + pol.scoring.context_bonus * len(q_ids)) * max(1.0, boost)
         q_tags = np.array(q_ids, np.int32)
         mask_tags = np.array(sorted(masked), np.int32)
-        params, packed = [], []
+        packed = []
         for distance in (0.0, 1.0):
             p = self._base_params.copy()
             p[C.P_CTX_MAX] = ctx_max
             p[C.P_DISTANCE] = distance
             qf, qi = pack_query(p, self.w0_by_type, q_tags, rule_tags, rule_mult, mask_tags)
-            for a in (p, qf, qi):
-                a.flags.writeable = False
-            params.append(p)
+            qf.flags.writeable = qi.flags.writeable = False
             packed.append(qf)
         return QueryContext(
             tags=tags,
@@ -198,7 +195,6 @@ class CompiledPolicy:
             ctx_max=ctx_max,
             ttl_tags=ttl_tags,
             ttl_mult=ttl_mult,
-            params=(params[0], params[1]),
             packed=(packed[0], packed[1]),
             packed_tags=qi,
         )

@@ -421,10 +421,11 @@ class TierStore:
 
         query: a finite, non-zero vector of the store's dimension, compared by
         cosine (its length does not matter; a contiguous float32 array is the
-        fast path, anything else is converted first). context_tags: the query's context (defaults to the namespace's active
-        context); memories sharing tags score higher, context rules and masks
-        apply. memory_types / min_confidence filter. include_warm: also search
-        the warm tier and merge. record_access: count an access on every hit
+        fast path, anything else is converted first). context_tags: the
+        query's context (defaults to the namespace's active context); memories
+        sharing tags score higher, context rules and masks apply.
+        memory_types / min_confidence filter. include_warm: also search the
+        warm tier and merge. record_access: count an access on every hit
         (``None``: the policy's ``scoring.record_access``); a warm hit whose
         access is recorded moves back to hot. explain: attach each hit's
         factor breakdown. Archived (cold) memories are never returned.
@@ -438,8 +439,8 @@ class TierStore:
         if (type(query) is np.ndarray and query.dtype is F32 and query.shape == self._vector_shape
                 and query.flags.c_contiguous):
             # As given: the rerank kernel measures the query's length (in cache
-            # after the candidate search) and rejects a zero, NaN, inf or
-            # oddly scaled one, which is then checked and normalised below.
+            # after the candidate search); the hot tier checks and normalises
+            # a zero, NaN, inf or oddly scaled one the kernel does not rank.
             q = query
         else:
             q = check_vector(query, self.dim, "query")
@@ -458,12 +459,6 @@ class TierStore:
         with hot.lock.read():
             ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
             hits = hot.hits(ranked, cp, explain)
-            if len(hits) < k and not C.QUERY_N2_MIN <= ranked.n2 <= C.QUERY_N2_MAX:
-                # the kernel did not rank the query as given (or no kernel ran):
-                # validate it (raising before anything changed) and normalise
-                q = check_vector(query, self.dim, "query")
-                ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
-                hits = hot.hits(ranked, cp, explain)
             warm_shards = include_warm and bool(self._warm.shards(ns))
             if record_access and hits and not warm_shards:
                 with hot.access_lock:
@@ -544,7 +539,7 @@ class TierStore:
             F, I, tags = columns_from_rows(rows, self._type_idx, [self._vocab.ids(r.tags) for r in rows])
             pick, scores, norm, raw = fused_rerank(
                 np.arange(len(rows), dtype=np.int64), np.array(cand_sims, np.float32), F, I, tags,
-                cp.params(now, min_conf, ctx, distance=False), allowed, cp.w0_by_type, ctx.q_tags, ctx.rule_tags,
+                cp.params(now, min_conf, ctx), allowed, cp.w0_by_type, ctx.q_tags, ctx.rule_tags,
                 ctx.rule_mult, ctx.mask_tags, k,
             )
             if pick.shape[0] >= k or want >= largest:
