@@ -33,21 +33,32 @@ def _delete_time(w_ref, t_ref, half_life, conf, t_conf, conf_half_life, delete, 
     return max(t_w, t_c)
 
 
+@njit(inline="always", cache=True)
+def _since(t, t_state):
+    """A crossing time of -inf (already crossed when the state was set, at
+    ``t_state``) as ``t_state``: a due time is finite or +inf, never -inf,
+    which the catalog could not tell from "never"."""
+    return t_state if t == -math.inf else t
+
+
 @njit(cache=True)
 def _due_one(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life,
              demote, archive, delete, delete_bar):
     if pinned != 0:
         return math.inf
     if tier == TIER_HOT:
-        return min(expires_at, crossing_time(w_ref, t_ref, half_life, demote))
+        return min(expires_at, _since(crossing_time(w_ref, t_ref, half_life, demote), t_ref))
     if tier == TIER_WARM:
-        return min(expires_at, crossing_time(w_ref, t_ref, half_life, archive))
-    return _delete_time(w_ref, t_ref, half_life, conf, t_conf, conf_half_life, delete, delete_bar)
+        return min(expires_at, _since(crossing_time(w_ref, t_ref, half_life, archive), t_ref))
+    return max(_since(crossing_time(w_ref, t_ref, half_life, delete), t_ref),
+               _since(confidence_crossing_time(conf, t_conf, conf_half_life, delete_bar), t_conf))
 
 
 @njit(nogil=True, cache=True)
 def due_times(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
-    """Next due time (seconds, +inf never) of each memory.
+    """Next due time (seconds, +inf never) of each memory. A threshold its
+    weight (or confidence) was already past when that state was set counts as
+    crossed at ``t_ref`` (``t_conf``), so such a memory is due at once.
 
     tier: int array (0 hot, 1 warm, 2 cold); pinned: int array (nonzero:
     pinned); float64 arrays for the rest; ``conf_half_life`` +inf for no

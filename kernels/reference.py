@@ -216,13 +216,17 @@ def _due(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_h
     demote, archive, delete, bar = th[0], th[1], th[2], th[3]
     if pinned != 0:
         return math.inf
+    # a threshold already crossed when the state was set (-inf) is due from then on
+    def since(t: float, t_state: float) -> float:
+        return t_state if t == -math.inf else t
+
     if tier == TIER_HOT:
-        return min(expires_at, weight_crossing(w_ref, t_ref, half_life, demote))
+        return min(expires_at, since(weight_crossing(w_ref, t_ref, half_life, demote), t_ref))
     if tier == TIER_WARM:
-        return min(expires_at, weight_crossing(w_ref, t_ref, half_life, archive))
+        return min(expires_at, since(weight_crossing(w_ref, t_ref, half_life, archive), t_ref))
     # cold: deleted once the weight is below `delete` AND the confidence below the bar
-    return max(weight_crossing(w_ref, t_ref, half_life, delete),
-               confidence_crossing(conf, t_conf, conf_half_life, bar))
+    return max(since(weight_crossing(w_ref, t_ref, half_life, delete), t_ref),
+               since(confidence_crossing(conf, t_conf, conf_half_life, bar), t_conf))
 
 
 def ref_due_times(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
@@ -230,7 +234,8 @@ def ref_due_times(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_con
 
     pinned: +inf. hot: ``min(expires_at, t_ref + h·log2(w_ref/demote))``;
     warm: the same with ``archive``; cold: ``max(t_ref + h·log2(w_ref/delete),
-    first time c(t) < bar)``."""
+    first time c(t) < bar)``. A crossing already behind the state (``w_ref <=
+    θ``, ``conf <= bar``) counts at ``t_ref`` (``t_conf``)."""
     th = _f(thresholds)
     rows = zip(_i(tier), _i(pinned), _f(w_ref), _f(t_ref), _f(half_life), _f(expires_at), _f(conf), _f(t_conf))
     out = [_due(tr, p, w, t, h, e, c, tc, float(conf_half_life), th) for tr, p, w, t, h, e, c, tc in rows]

@@ -408,17 +408,23 @@ def test_classify_pinned_is_always_keep(case):
 @PROPS
 @given(lifecycle_st(ordered=False))
 def test_due_time_is_the_first_actionable_time(case):
-    """Not actionable at due - 1 s, actionable at due (and the reference agrees just after due)."""
+    """Never -inf; actionable at due, not at due - 1 s unless a threshold was
+    already crossed when its state was set (then it is actionable from then
+    on), and the reference agrees just after due."""
     _, args, conf_hl, th = case
     due = due_times(*args, conf_hl, th)
-    tier, pinned = args[0], args[1]
+    tier, pinned, w_ref, t_ref, h, _, conf, t_conf = args
+    assert not np.any(due == -math.inf)
     for i in range(len(due)):
         d = float(due[i])
         if pinned[i] or not math.isfinite(d) or not d - 1.0 < d:
             continue
         one = tuple(a[i:i + 1] for a in args)
         assert classify(d, *one, conf_hl, th)[0] != ACTION_KEEP, (i, d, int(tier[i]))
-        assert classify(d - 1.0, *one, conf_hl, th)[0] == ACTION_KEEP, (i, d, int(tier[i]))
+        crossed_at_state = any(R.weight_crossing(w_ref[i], t_ref[i], h[i], x) == -math.inf for x in th[:3]) or \
+            R.confidence_crossing(conf[i], t_conf[i], conf_hl, th[3]) == -math.inf
+        if not crossed_at_state:
+            assert classify(d - 1.0, *one, conf_hl, th)[0] == ACTION_KEEP, (i, d, int(tier[i]))
         assert R.ref_classify(d + 1e-3, *one, conf_hl, th)[0] != ACTION_KEEP, (i, d, int(tier[i]))
 
 
@@ -428,6 +434,28 @@ def _one(tier, w_ref, t_ref, h, expires, conf, t_conf, pinned=0):
 
 
 TH = np.array([0.3, 0.1, 0.01, 0.3])  # demote, archive, delete, confidence bar
+
+
+def test_a_threshold_crossed_when_the_state_was_set_makes_the_memory_due_then():
+    """Weight (or confidence) already past a threshold at t_ref (t_conf), e.g.
+    after negative feedback: due at that time, finite, so the catalog's due
+    index (which stores +inf, never, as NULL) returns it to the next sweep."""
+    now, h = T0, 3600.0
+    cases = [
+        (_one(TIER_HOT, 0.25, now, h, now + 7200.0, 0.9, now - 50.0), now),  # below demote (0.3)
+        (_one(TIER_HOT, 0.25, now, h, now - 10.0, 0.9, now), now - 10.0),  # expired earlier still
+        (_one(TIER_WARM, 0.05, now - 5.0, h, math.inf, 0.9, now), now - 5.0),  # below archive (0.1)
+        (_one(TIER_COLD, 0.005, now - 5.0, h, math.inf, 0.2, now - 9.0), now - 5.0),  # both bars, the later
+        (_one(TIER_COLD, 0.005, now - 9.0, h, math.inf, 0.2, now - 5.0), now - 5.0),
+    ]
+    for args, want in cases:
+        got = due_times(*args, math.inf, TH)
+        assert got[0] == want, (args, got)
+        assert R.ref_due_times(*args, math.inf, TH)[0] == want
+        assert classify(want, *args, math.inf, TH)[0] != ACTION_KEEP
+    # one bar crossed at the state, the other later: the later crossing decides
+    args = _one(TIER_COLD, 1.0, now, h, math.inf, 0.2, now)
+    assert due_times(*args, math.inf, TH)[0] == pytest.approx(now + h * math.log2(1.0 / 0.01))
 
 
 def test_classify_cold_deletes_only_below_both_bars():

@@ -151,6 +151,26 @@ def test_feedback_moves_the_due_time(tmp_path, rng):
     store.close()
 
 
+def test_negative_feedback_below_a_threshold_is_acted_on_by_the_next_sweep(tmp_path, rng):
+    """Feedback that pushes the weight past the demote and archive thresholds
+    makes the memory due at once: it used to get a due time of -inf, which the
+    catalog stored as "never", and the memory stayed hot for good."""
+    clock = ManualClock(T0)
+    store = open_store(tmp_path, None, clock)
+    mid, keep = (store.add("u", c, unit(rng), memory_type="fact") for c in ("stale", "fresh"))
+    for _ in range(4):  # weight 1 -> 1/16, below archive (0.1)
+        m = store.feedback("u", mid, positive=False)
+    assert m.weight < store.policy.thresholds.archive
+    assert m.due_at is not None and m.due_at <= clock.now()
+    store.flush()
+    assert store._catalog.query_one("SELECT due_at FROM memories WHERE id = ?", (mid,))[0] <= clock.now()
+    clock.advance(1.0)
+    report = store.sweep()
+    assert report.archived == 1 and store.get("u", mid).tier == "cold"
+    assert store.get("u", keep).tier == "hot"
+    store.close()
+
+
 def test_weighted_sum_terms_add_up_to_the_score(tmp_path, rng):
     policy = {"scoring": {"mode": "weighted_sum",
                           "weights": {"similarity": 0.5, "recency": 0.2, "confidence": 0.1, "context": 0.1, "weight": 0.1}}}
