@@ -21,6 +21,8 @@ The child reports on stdout, one flushed line at a time:
 
 After the last round the parent reopens the store and checks:
 
+* a catalog rebuilt from the bucket alone, as the crash left it, holds no
+  memory whose delete was acknowledged (the delete's tombstone);
 * every acknowledged memory (not deleted by an acknowledged delete, or by the
   policy, which is logged in the ``events`` table) is in the catalog exactly
   once, in exactly one tier; nothing is in the catalog that was never tried;
@@ -45,6 +47,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zlib
@@ -315,6 +318,14 @@ def verify(path: Path, log: Log, exact_threshold: int, result: TrialResult) -> N
     from tierstore import ManualClock, TierStore
 
     problems = result.problems
+    # Were the catalog lost right at the crash, a catalog rebuilt from the
+    # bucket alone must not bring back a memory whose delete was acknowledged.
+    with tempfile.TemporaryDirectory() as d, TierStore.open(
+            Path(d) / "rebuilt", dim=DIM, clock=ManualClock(log.t_max), cold=path / "cold") as rebuilt:
+        rebuilt.rebuild_catalog()
+        back = log.deleted & _present(rebuilt)
+        if back:
+            problems.append(f"a catalog rebuilt from the bucket brings back deleted memories {sorted(back)[:5]}")
     store = TierStore.open(path, clock=ManualClock(log.t_max), settings=store_settings(exact_threshold))
     try:
         _check_structure(store, log, result, "at open")

@@ -79,6 +79,27 @@ def test_rebuild_cold_catalog_from_the_bucket_alone(tmp_path, rng, moto_server, 
             assert m.tags == before[i].tags and m.created_at == before[i].created_at
 
 
+def test_a_deleted_memory_stays_forgotten_in_a_rebuild_over_s3(tmp_path, rng, moto_server, s3_bucket):
+    """The delete's tombstone lives in the bucket: a catalog rebuilt from it
+    alone, before any sweep rewrote the archive object, leaves the memory out."""
+    clock = ManualClock(T0)
+    with open_s3_store(tmp_path / "old", clock, moto_server, s3_bucket) as store:
+        ids = store.add_batch("eve", [{"content": f"private note {i}", "embedding": unit(rng),
+                                       "memory_type": "conversation"} for i in range(6)])
+        clock.advance(2 * HOUR)
+        assert store.sweep().archived == 6
+        assert store.delete("eve", ids[2])
+    keys = [o["Key"] for o in moto_server.client().list_objects_v2(Bucket=s3_bucket, Prefix="mem/")["Contents"]]
+    assert sum(k.startswith("mem/tombstone/eve/") for k in keys) == 1
+    with open_s3_store(tmp_path / "new", clock, moto_server, s3_bucket) as fresh:
+        counts = fresh.rebuild_catalog()
+        assert counts["inserted"] == 5 and counts["forgotten"] == 1 and fresh.get("eve", ids[2]) is None
+        assert fresh.sweep().compacted == 1
+        keys = [o["Key"] for o in moto_server.client().list_objects_v2(Bucket=s3_bucket, Prefix="mem/")["Contents"]]
+        assert not any(k.startswith("mem/tombstone/") for k in keys)
+        assert all(b"private note 2" not in fresh._cold.store.get(k) for k in fresh._cold.list_batches())
+
+
 def test_cli_sweep_restore_stats_over_s3(tmp_path, rng, moto_server, s3_bucket):
     import time
 

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import DIM, T0, unit
 from tierstore import CorruptDataError, HotSettings, ManualClock, Settings, TierStore, integrity
-from tierstore.archive import END, MAGIC, RECORD_FIELDS, _frame, decode_batch, decode_record, encode_batch
+from tierstore.archive import END, MAGIC, RECORD_FIELDS, decode_batch, decode_record, encode_batch, frame
 from tierstore.warm import WarmSettings
 
 HOUR = 3600.0
@@ -274,7 +274,7 @@ def _hostile_payloads():
 @pytest.mark.parametrize("name,payload", list(_hostile_payloads()), ids=[n for n, _ in _hostile_payloads()])
 def test_hostile_record_with_a_valid_checksum_is_rejected(name, payload):
     with pytest.raises(CorruptDataError, match="record at"):
-        decode_record(_frame(payload), "record at byte 0", 4)
+        decode_record(frame(payload), "record at byte 0", 4)
 
 
 # -- hot checkpoints ----------------------------------------------------------------------------------

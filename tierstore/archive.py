@@ -62,15 +62,15 @@ RECORD_FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 
-def _frame(payload: bytes) -> bytes:
+def frame(payload: bytes) -> bytes:
     return _FRAME.pack(len(payload), zlib.crc32(payload)) + payload
 
 
-def _pack(obj: Any) -> bytes:
+def pack(obj: Any) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-def _unpack(payload: bytes, where: str) -> Any:
+def unpack(payload: bytes, where: str) -> Any:
     try:
         return msgpack.unpackb(payload, raw=False, strict_map_key=True, use_list=True)
     except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
@@ -106,18 +106,18 @@ def encode_batch(key: str, namespace: str, dim: int, created_at: float,
     parts = [MAGIC]
     header = {"format": FORMAT, "version": VERSION, "namespace": namespace, "key": key,
               "created_at": float(created_at), "dim": int(dim), "count": len(records)}
-    parts.append(_frame(_pack(header)))
+    parts.append(frame(pack(header)))
     offset = sum(len(p) for p in parts)
     entries: list[ArchiveEntry] = []
     for rec in records:
-        frame = _frame(_pack(rec))
-        entries.append(ArchiveEntry(rec["id"], offset, len(frame)))
-        parts.append(frame)
-        offset += len(frame)
+        framed = frame(pack(rec))
+        entries.append(ArchiveEntry(rec["id"], offset, len(framed)))
+        parts.append(framed)
+        offset += len(framed)
     index = {"ids": [e.id for e in entries], "offsets": [e.offset for e in entries],
              "lengths": [e.length for e in entries]}
     index_offset = offset
-    parts.append(_frame(_pack(index)))
+    parts.append(frame(pack(index)))
     parts.append(_TAIL.pack(index_offset) + END)
     return b"".join(parts), entries
 
@@ -127,7 +127,7 @@ def decode_record(frame: bytes, where: str, dim: int) -> dict[str, Any]:
     payload, end = read_frame(frame, 0, where)
     if end != len(frame):
         raise CorruptDataError(f"{where}: record frame has {len(frame) - end} trailing bytes")
-    rec = _unpack(payload, where)
+    rec = unpack(payload, where)
     return check_record(rec, where, dim)
 
 
@@ -155,7 +155,7 @@ def decode_batch(data: bytes, where: str) -> tuple[dict[str, Any], list[tuple[Ar
     if len(data) < len(MAGIC) + _TAIL.size + len(END) or not data.endswith(END):
         raise CorruptDataError(f"{where}: truncated archive (no end marker)")
     payload, offset = read_frame(data, len(MAGIC), where)
-    header = _unpack(payload, where)
+    header = unpack(payload, where)
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise CorruptDataError(f"{where}: bad archive header")
     if header.get("version") != VERSION:
@@ -165,7 +165,7 @@ def decode_batch(data: bytes, where: str) -> tuple[dict[str, Any], list[tuple[Ar
         raise CorruptDataError(f"{where}: bad archive header fields")
     (index_offset,) = _TAIL.unpack_from(data, len(data) - len(END) - _TAIL.size)
     ipayload, _ = read_frame(data, index_offset, where)
-    index = _unpack(ipayload, where)
+    index = unpack(ipayload, where)
     if not isinstance(index, dict) or not all(isinstance(index.get(k), list) for k in ("ids", "offsets", "lengths")):
         raise CorruptDataError(f"{where}: bad archive index")
     if not len(index["ids"]) == len(index["offsets"]) == len(index["lengths"]) == count:

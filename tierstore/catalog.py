@@ -112,6 +112,16 @@ CREATE TABLE IF NOT EXISTS archives (
     count      INTEGER NOT NULL,
     created_at REAL    NOT NULL
 );
+-- Deletes that may leave a record in an archive object also write a tombstone
+-- object (tierstore/tombstones.py), so a catalog rebuilt from the bucket does
+-- not bring the memory back; listed here until a sweep drops them.
+CREATE TABLE IF NOT EXISTS tombstones (
+    key        TEXT    PRIMARY KEY,     -- object key under tombstone/
+    ns         TEXT    NOT NULL,
+    id         TEXT    NOT NULL,
+    deleted_at REAL    NOT NULL,
+    state      TEXT    NOT NULL         -- pending (object not yet written) | written
+);
 -- Keyword search over archived text (restore by keyword); rowid = memories.rid.
 CREATE VIRTUAL TABLE IF NOT EXISTS cold_text USING fts5(content);
 -- Every lifecycle transition: create, promote, demote, archive, restore, delete, ...

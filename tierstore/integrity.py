@@ -9,12 +9,14 @@
 * every hot checkpoint against its manifest (SHA-256);
 * every archive object the catalog points at: the whole object (magic, header,
   index, every frame's CRC32) and each cold memory's record at the catalog's
-  offset.
+  offset;
+* every tombstone the catalog lists as written (present, and parses).
 
 ``repair(store)`` rebuilds what is derived from the catalog: a damaged warm
 shard is rewritten from the vectors the catalog keeps for warm memories; a
 damaged hot checkpoint is rewritten from the namespace rebuilt from the
-catalog; pending archive batches are finished. An archive object holds the
+catalog; pending archive batches are finished; a missing or damaged
+tombstone is written again from the catalog's list. An archive object holds the
 only copy of its cold memories' embeddings, so a damaged or missing one is
 reported with the memories it affects and never "repaired" by guesswork (a
 record that still decodes can be restored; the rest are lost).
@@ -28,8 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import tombstones
 from .cold import Location
-from .errors import CorruptDataError, ObjectStoreError
+from .errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from .hot import HotNamespace
 from .kernels import TIER_COLD, TIER_WARM
 from .model import SweepReport
@@ -42,7 +45,7 @@ __all__ = ["IntegrityReport", "Problem", "repair", "verify"]
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong. ``kind``: catalog, warm, hot or cold. ``where``: the
+    """One thing wrong. ``kind``: catalog, warm, hot, cold or tombstone. ``where``: the
     file, shard, namespace or object key. ``memories``: ``ns/id`` of the
     memories that cannot be read back because of it (cold damage)."""
 
@@ -80,6 +83,7 @@ def verify(store: "TierStore") -> IntegrityReport:
     _verify_warm(store, report)
     _verify_hot(store, report)
     _verify_cold(store, report)
+    _verify_tombstones(store, report)
     return report
 
 
@@ -112,6 +116,13 @@ def repair(store: "TierStore", *, now: float | None = None) -> IntegrityReport:
                 with space.lock.read():
                     space.save_checkpoint(store._hot.directory)
                 done.append(f"rewrote the hot checkpoint of namespace {p.where!r}")
+        # Tombstones: written again from the catalog's list.
+        for p in first.problems:
+            if p.kind == "tombstone":
+                ns, mid, at = store._catalog.query_one(
+                    "SELECT ns, id, deleted_at FROM tombstones WHERE key = ?", (p.where,))
+                store._cold.store.put(p.where, tombstones.encode(tombstones.Tombstone(ns, mid, at)))
+                done.append(f"rewrote tombstone {p.where} from the catalog")
         # Pending archive batches: finished as the next sweep would.
         if any(p.kind == "catalog" and p.where.startswith("archive/") for p in first.problems):
             sweep_report = SweepReport(now=now)
@@ -182,6 +193,20 @@ def _verify_hot(store: "TierStore", report: IntegrityReport) -> None:
         if ckpt is not None:
             n += 1
     report.checked["hot_checkpoints"] = n
+
+
+def _verify_tombstones(store: "TierStore", report: IntegrityReport) -> None:
+    """Every tombstone the catalog says was written is in the object store and
+    parses (a rebuild stops at a damaged one)."""
+    rows = store._catalog.query("SELECT key FROM tombstones WHERE state = 'written' ORDER BY key")
+    for (key,) in rows:
+        try:
+            tombstones.decode(store._cold.store.get(key), f"tombstone object {key}")
+        except ObjectNotFoundError:
+            report.problems.append(Problem("tombstone", key, f"tombstone object {key} is missing", repairable=True))
+        except CorruptDataError as exc:
+            report.problems.append(Problem("tombstone", key, str(exc), repairable=True))
+    report.checked["tombstones"] = len(rows)
 
 
 def _verify_cold(store: "TierStore", report: IntegrityReport) -> None:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from . import lifetime
+from . import lifetime, tombstones
 from .catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
 from .cold import ColdTier, Location, batch_number, group_by_ns
 from .errors import CorruptDataError, InvalidInputError, MemoryNotFoundError, ObjectStoreError
@@ -89,6 +89,9 @@ class Migrator:
         # fetch each per process, not one per sweep, and they cannot crowd out
         # the others); compact_cold() tries them again
         self._damaged_archives: set[str] = set()
+        # a delete's tombstone write and a sweep's collection, one at a time: a
+        # write racing a collection could put back an object just dropped
+        self._tombstone_lock = threading.Lock()
 
     # ------------------------------------------------------------------ helpers
 
@@ -194,6 +197,8 @@ class Migrator:
                 report.compacted = self.compact_archives(now, limit=_COMPACT_PER_SWEEP)
             except (ObjectStoreError, CorruptDataError, OSError) as exc:
                 report.errors.append(f"{type(exc).__name__}: {exc}")
+        if archive_ok:
+            self.settle_tombstones(report)
         for ns in touched_shards:
             self.compact_warm(ns, now)
         self.repair_warm(now)
@@ -275,6 +280,8 @@ class Migrator:
             plan = self._plan(spaces, groups)
             candidates = [r for ok_hot, _, other in plan.values() for r in ok_hot + other]
 
+            noted: list[str] = []  # deleted memories with a tombstone to write
+
             def write(conn: sqlite3.Connection) -> list[MemoryRow]:
                 done = []
                 for r in candidates:
@@ -284,6 +291,9 @@ class Migrator:
                     if r.tier == TIER_COLD:
                         conn.execute("DELETE FROM cold_text WHERE rowid = ?", (r.rid,))
                         conn.execute(MARK_PURGE_SQL, (r.cold_key,))
+                    if tombstones.note_deletion(conn, r.ns, r.id, r.rid, r.cold_key if r.tier == TIER_COLD else None,
+                                                now):
+                        noted.append(r.id)
                     reason = ("expired" if now >= r.expires_at else "weight") + ", low confidence"
                     conn.execute(EVENT_SQL, self._event(r, now, "delete", r.tier, None, reason))
                     done.append(r)
@@ -293,6 +303,8 @@ class Migrator:
             self._remove_hot(spaces, plan, done)
         for r in done:
             self._count(report, r, "deleted")
+        if noted:
+            self.write_tombstones(report)
         self.collect_archives({r.cold_key for r in done if r.cold_key})
         return len(done)
 
@@ -454,6 +466,29 @@ class Migrator:
                 s._catalog.write(lambda conn, key=key: conn.execute("DELETE FROM archives WHERE key = ?", (key,)))
                 dropped += 1
         return dropped
+
+    # -- tombstones --------------------------------------------------------------------------
+
+    def write_tombstones(self, report: SweepReport | None = None) -> None:
+        """Write the objects of pending tombstones. An object-store failure
+        leaves them pending for the next sweep (and goes to ``report.errors``):
+        the delete they record is already committed."""
+        try:
+            with self._tombstone_lock:
+                tombstones.write_pending(self.s._catalog, self.s._cold.store)
+        except (ObjectStoreError, OSError) as exc:
+            if report is not None:
+                report.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def settle_tombstones(self, report: SweepReport | None = None) -> None:
+        """Write pending tombstones, then drop those no archive object needs."""
+        self.write_tombstones(report)
+        try:
+            with self._tombstone_lock:
+                tombstones.collect(self.s._catalog, self.s._cold.store)
+        except (ObjectStoreError, OSError) as exc:
+            if report is not None:
+                report.errors.append(f"{type(exc).__name__}: {exc}")
 
     # -- archive compaction ----------------------------------------------------------------
 
@@ -760,12 +795,21 @@ class Migrator:
     def rebuild_cold_catalog(self, progress: bool | None) -> dict[str, int]:
         """Recreate the catalog's cold rows from the archive objects alone.
 
-        A memory absent from the catalog is inserted as cold; a cold row that
-        points at a missing object, or at an older copy of the memory than the
-        one found, is repointed; a memory the catalog holds in the hot or warm
-        tier is left alone (its archived copy is stale)."""
+        A memory absent from the catalog is inserted as cold, unless a
+        tombstone says it was deleted after that record was archived
+        (counted ``forgotten``); a cold row that points at a missing object,
+        or at an older copy of the memory than the one found, is repointed; a
+        memory the catalog holds in the hot or warm tier is left alone (its
+        archived copy is stale). An object left holding stale or forgotten
+        records is marked for the next sweep to rewrite."""
         s = self.s
-        counts = {"objects": 0, "records": 0, "inserted": 0, "repointed": 0, "skipped": 0}
+        counts = {"objects": 0, "records": 0, "inserted": 0, "repointed": 0, "skipped": 0, "forgotten": 0}
+        stones = tombstones.read_all(s._cold.store)
+        deleted_at = tombstones.latest_by_memory(stones)
+        if stones:  # listed again, so that a sweep drops them once the objects are rewritten
+            s._catalog.write(lambda conn: conn.executemany(
+                "INSERT OR IGNORE INTO tombstones (key, ns, id, deleted_at, state) VALUES (?, ?, ?, ?, 'written')",
+                [(k, t.ns, t.id, t.deleted_at) for k, t in stones.items()]))
         keys = s._cold.list_batches()
         with Progress(len(keys), "rebuild-catalog", enabled=progress, unit=" objects") as bar:
             for key in keys:
@@ -780,19 +824,28 @@ class Migrator:
                 plan = []
                 for entry, rec in records:
                     row = s._catalog.get_row(ns, rec["id"])
-                    replace = row is None or (row.tier == TIER_COLD and row.cold_key != key
-                                              and self._older_copy(row, rec))
-                    plan.append((entry, rec, row, replace))
+                    gone = deleted_at.get((ns, rec["id"]))
+                    forgotten = row is None and gone is not None and float(rec["archived_at"]) <= gone
+                    replace = not forgotten and (row is None or (row.tier == TIER_COLD and row.cold_key != key
+                                                                 and self._older_copy(row, rec)))
+                    plan.append((entry, rec, row, replace, forgotten))
 
                 def write(conn: sqlite3.Connection, key: str = key, ns: str = ns, plan: Any = plan) -> None:
                     rids = []
-                    for entry, rec, seen, replace in plan:
+                    stale = False  # the object holds records no catalog row points at
+                    for entry, rec, seen, replace, forgotten in plan:
                         row = s._catalog.row_in(conn, ns, rec["id"])
+                        if forgotten and row is None:
+                            counts["forgotten"] += 1
+                            stale = True
+                            continue
                         if not replace or (row is None) != (seen is None) or (
                                 row is not None and fingerprint(row) != fingerprint(seen)):
                             counts["skipped"] += 1
-                            if row is not None and row.cold_key == key:
+                            if row is not None:
+                                # listed either way: a later delete of that memory looks here
                                 rids.append(row.rid)
+                                stale = stale or row.cold_key != key
                             continue
                         new = _row_from_record(rec, key, entry)
                         new.due_at = float(self.due_in_tier([new], TIER_COLD)[0])
@@ -813,8 +866,11 @@ class Migrator:
                             "SELECT 1 FROM archives WHERE batch = ?", (batch,)).fetchone() is not None
                         conn.execute(
                             "INSERT INTO archives (batch, key, ns, rids, state, count, created_at)"
-                            " VALUES (?, ?, ?, ?, 'done', ?, ?)",
-                            (None if taken else batch, key, ns, json.dumps(rids), len(records), now))
+                            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (None if taken else batch, key, ns, json.dumps(rids), "purge" if stale else "done",
+                             len(records), now))
+                    elif stale:
+                        conn.execute(MARK_PURGE_SQL, (key,))
 
                 s._catalog.write(write)
                 bar.update()

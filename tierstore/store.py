@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import lifetime
+from . import lifetime, tombstones
 from .catalog import (
     ACCESS_LOG_SQL,
     EVENT_SQL,
@@ -841,33 +841,39 @@ class TierStore:
 
         The catalog forgets it at once. An archived memory's record also sits
         in its archive object, with others: the object is marked and the next
-        sweep rewrites it without the record (:meth:`compact_cold` does it now)."""
+        sweep rewrites it without the record (:meth:`compact_cold` does it now).
+        Until then a tombstone object in the object store names the memory, so
+        that :meth:`rebuild_catalog` does not bring it back (if that write
+        fails, the next sweep writes it)."""
         self._check_open()
         check_namespace(ns)
         check_id(id)
         now = self.clock.now()
         self._hot.ensure(ns)
 
-        def write(conn: sqlite3.Connection) -> MemoryRow | None:
+        def write(conn: sqlite3.Connection) -> tuple[MemoryRow | None, str | None]:
             row = self._catalog.row_in(conn, ns, id)
             if row is None:
-                return None
+                return None, None
             conn.execute("DELETE FROM memories WHERE rid = ?", (row.rid,))
             conn.execute("DELETE FROM cold_text WHERE rowid = ?", (row.rid,))
             if row.cold_key:
                 conn.execute(MARK_PURGE_SQL, (row.cold_key,))
+            stone = tombstones.note_deletion(conn, ns, id, row.rid, row.cold_key, now)
             conn.execute(EVENT_SQL, (now, ns, id, "delete", TIER_NAMES[row.tier], None, "explicit",
                                      lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now), row.confidence,
                                      row.access_count, row.memory_type))
-            return row
+            return row, stone
 
         with self._hot.guard(ns) as space:
-            row = self._catalog.write(write)
+            row, stone = self._catalog.write(write)
             crash_point("delete.after_commit")
             if row is not None and space is not None:
                 slot = space.slot_of.get(id)
                 if slot is not None:
                     space.remove([slot])
+        if stone is not None:
+            self._migrator.write_tombstones()
         if row is not None and row.cold_key:
             self._migrator.collect_archives({row.cold_key})
         if self._trace is not None and row is not None:
@@ -1030,8 +1036,11 @@ class TierStore:
         ``verify`` reports them)."""
         self._check_open()
         with self._sweep_lock:
-            return self._migrator.compact_archives(self.clock.now(), everything=True, progress=progress,
-                                                   strict=True)
+            try:
+                return self._migrator.compact_archives(self.clock.now(), everything=True, progress=progress,
+                                                       strict=True)
+            finally:
+                self._migrator.settle_tombstones()
 
     def restore(self, ns: str, *, ids: Iterable[str] | None = None, where: Mapping[str, Any] | None = None,
                 text: str | None = None, limit: int | None = None, progress: bool | None = False) -> list[str]:
@@ -1077,8 +1086,9 @@ class TierStore:
 
     def rebuild_catalog(self, *, progress: bool | None = False) -> dict[str, int]:
         """Rebuild the cold catalog from the archive objects in the object
-        store alone (after the catalog was lost or damaged). Returns counts:
-        objects, records, inserted, repointed, skipped."""
+        store alone (after the catalog was lost or damaged); memories whose
+        tombstones say they were deleted stay out. Returns counts: objects,
+        records, inserted, repointed, skipped, forgotten."""
         self._check_open()
         with self._sweep_lock:
             return self._migrator.rebuild_cold_catalog(progress)
