@@ -17,7 +17,8 @@ step:
   this size);
 * restore brings memories back bit-identical; pinned memories never move in a
   sweep;
-* bad input raises the documented exception and changes nothing.
+* bad input raises the documented exception and changes nothing;
+* every memory the migrator would act on now is in the due index.
 """
 
 from __future__ import annotations
@@ -353,6 +354,23 @@ class StoreMachine(RuleBasedStateMachine):
         for ns, mid in self.gone:
             if (ns, mid) not in self.live:
                 assert store.get(ns, mid) is None
+
+
+    @invariant()
+    def every_memory_the_migrator_would_act_on_is_due(self):
+        """A sweep reads only the due index: a memory the policy would demote,
+        archive or delete now must be in it (due_at <= now), or no sweep ever
+        looks at it again (negative feedback once made such memories immortal)."""
+        store = self.store
+        store.flush()
+        now = self.clock.now()
+        rows = store._catalog.select_rows("ORDER BY m.rid")
+        if not rows:
+            return
+        actions = store._migrator.classify_rows(rows, now)
+        for r, a in zip(rows, actions.tolist()):
+            if a != 0:
+                assert r.due_at <= now, f"{r.ns}/{r.id}: action {a} now, but due at {r.due_at}"
 
 
 StoreMachine.TestCase.settings = settings(
