@@ -16,8 +16,8 @@
 shard is rewritten from the vectors the catalog keeps for warm memories; a
 damaged hot checkpoint is rewritten from the namespace rebuilt from the
 catalog; pending archive batches are finished; a missing or damaged
-tombstone is written again from the catalog's list. An archive object holds the
-only copy of its cold memories' embeddings, so a damaged or missing one is
+tombstone is written again from the catalog's list. An archive object holds
+the only copy of its cold memories' embeddings, so a damaged or missing one is
 reported with the memories it affects and never "repaired" by guesswork (a
 record that still decodes can be restored; the rest are lost).
 
@@ -45,9 +45,10 @@ __all__ = ["IntegrityReport", "Problem", "repair", "verify"]
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong. ``kind``: catalog, warm, hot, cold or tombstone. ``where``: the
-    file, shard, namespace or object key. ``memories``: ``ns/id`` of the
-    memories that cannot be read back because of it (cold damage)."""
+    """One thing wrong. ``kind``: catalog, warm, hot, cold or tombstone.
+    ``where``: the file, shard, namespace or object key. ``memories``:
+    ``ns/id`` of the memories that cannot be read back because of it (cold
+    damage)."""
 
     kind: str
     where: str

@@ -284,6 +284,7 @@ class Migrator:
 
             def write(conn: sqlite3.Connection) -> list[MemoryRow]:
                 done = []
+                stale: dict[str, set[int]] = {}  # per namespace, read once
                 for r in candidates:
                     if not _unchanged(conn, r):
                         continue
@@ -291,8 +292,13 @@ class Migrator:
                     if r.tier == TIER_COLD:
                         conn.execute("DELETE FROM cold_text WHERE rowid = ?", (r.rid,))
                         conn.execute(MARK_PURGE_SQL, (r.cold_key,))
-                    if tombstones.note_deletion(conn, r.ns, r.id, r.rid, r.cold_key if r.tier == TIER_COLD else None,
-                                                now):
+                    if r.tier == TIER_COLD:
+                        has_record = True
+                    else:
+                        if r.ns not in stale:
+                            stale[r.ns] = tombstones.stale_rids(conn, r.ns)
+                        has_record = r.rid in stale[r.ns]
+                    if tombstones.note_deletion(conn, r.ns, r.id, has_record, now):
                         noted.append(r.id)
                     reason = ("expired" if now >= r.expires_at else "weight") + ", low confidence"
                     conn.execute(EVENT_SQL, self._event(r, now, "delete", r.tier, None, reason))

@@ -859,7 +859,8 @@ class TierStore:
             conn.execute("DELETE FROM cold_text WHERE rowid = ?", (row.rid,))
             if row.cold_key:
                 conn.execute(MARK_PURGE_SQL, (row.cold_key,))
-            stone = tombstones.note_deletion(conn, ns, id, row.rid, row.cold_key, now)
+            stone = tombstones.note_deletion(
+                conn, ns, id, row.cold_key is not None or row.rid in tombstones.stale_rids(conn, ns), now)
             conn.execute(EVENT_SQL, (now, ns, id, "delete", TIER_NAMES[row.tier], None, "explicit",
                                      lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now), row.confidence,
                                      row.access_count, row.memory_type))

@@ -35,10 +35,10 @@ VERSION = 1
 # Stale records exist only in objects marked purge, or pending (an archive
 # under way): every event that leaves one marks its object, and each object's
 # rids list the memories it holds records of. Those objects are few (a sweep
-# rewrites up to 64 of them), so this scan is short.
-_STALE_RECORD_SQL = (
-    "SELECT 1 FROM archives a, json_each(a.rids) j"
-    " WHERE a.ns = ? AND a.state IN ('pending', 'purge') AND j.value = ? LIMIT 1")
+# rewrites up to 64 of them), so this read is short.
+_STALE_RIDS_SQL = (
+    "SELECT DISTINCT j.value FROM archives a, json_each(a.rids) j"
+    " WHERE a.ns = ? AND a.state IN ('pending', 'purge')")
 
 
 @dataclass(frozen=True)
@@ -73,13 +73,18 @@ def decode(data: bytes, where: str) -> Tombstone:
     return Tombstone(ns, mid, at)
 
 
-def note_deletion(conn: sqlite3.Connection, ns: str, id: str, rid: int, cold_key: str | None,
-                  now: float) -> str | None:
-    """In the transaction that deletes memory ``id`` (catalog row ``rid``;
-    ``cold_key``: the object holding its record if it is archived, already
-    marked purge): record a pending tombstone if some archive object holds a
-    record of it. Returns the tombstone's key, or None (nothing to hide)."""
-    if cold_key is None and conn.execute(_STALE_RECORD_SQL, (ns, rid)).fetchone() is None:
+def stale_rids(conn: sqlite3.Connection, ns: str) -> set[int]:
+    """Catalog rows of ``ns`` with a record in an object pending or marked
+    purge (the memory restored, or changed while being archived)."""
+    return {int(r) for (r,) in conn.execute(_STALE_RIDS_SQL, (ns,))}
+
+
+def note_deletion(conn: sqlite3.Connection, ns: str, id: str, has_record: bool, now: float) -> str | None:
+    """In the transaction that deletes memory ``id``: record a pending
+    tombstone if an archive object holds a record of it (``has_record``: the
+    memory is cold, or its row is in :func:`stale_rids`). Returns the
+    tombstone's key, or None (nothing to hide)."""
+    if not has_record:
         return None
     key = new_key(ns)
     conn.execute("INSERT INTO tombstones (key, ns, id, deleted_at, state) VALUES (?, ?, ?, ?, 'pending')",
