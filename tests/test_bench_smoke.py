@@ -91,7 +91,7 @@ def test_peer_formulas_and_scores():
 
 
 def test_search_scripts_run_on_a_kept_store(tmp_path):
-    """benchmarks/search_ratio.py and search_steps.py (issue 2's measurements)
+    """benchmarks/search_ratio.py, search_steps.py and search_cold.py (issue 2's measurements)
     still run against the current code: build and keep a small indexed store,
     reopen it, print their figures."""
     import subprocess
@@ -114,3 +114,5 @@ def test_search_scripts_run_on_a_kept_store(tmp_path):
     assert "shuffled calls" in again and "reads every hit" in again
     steps = run("search_steps.py", "--store", str(store), "--rounds", "1")
     assert "rank_and_gather" in steps and "overhead" in steps
+    cold = run("search_cold.py", "--store", str(store), "--rounds", "1", "--queries", "20")
+    assert "3000 x 384" in cold and "after the walk" in cold and "no-op, no arguments" in cold
