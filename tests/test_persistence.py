@@ -92,6 +92,33 @@ def small_hot(threshold=50):
     return Settings(hot=HotSettings(exact_threshold=threshold, hnsw_ef_search=64))
 
 
+def test_memories_an_older_version_stored_as_never_due_get_a_due_time_at_open(tmp_path, rng):
+    """Before due times version 2, negative feedback that pushed a memory past
+    a threshold stored it as never due. Opening such a store gives those
+    memories a due time once; pinned ones stay never due."""
+    clock = ManualClock(T0)
+    path = tmp_path / "s"
+    with TierStore.open(path, dim=DIM, clock=clock) as store:
+        assert store._catalog.get_meta("due_times") == "2"
+        stuck, pinned, fine = (store.add("u", c, unit(rng), memory_type="fact") for c in ("stuck", "pinned", "fine"))
+        store.pin("u", pinned)
+        for _ in range(4):
+            store.feedback("u", stuck, positive=False)
+        store.flush()
+        fine_due = store.get("u", fine).due_at
+        # as the older version left it
+        store._catalog.write(lambda conn: conn.execute(
+            "UPDATE memories SET due_at = NULL WHERE id = ?", (stuck,)))
+        store._catalog.write(lambda conn: conn.execute("DELETE FROM meta WHERE key = 'due_times'"))
+    with TierStore.open(path, clock=clock) as store:
+        due = dict(store._catalog.query("SELECT id, due_at FROM memories"))
+        assert due[stuck] is not None and due[stuck] <= clock.now()
+        assert due[pinned] is None and due[fine] == fine_due
+        assert store._catalog.get_meta("due_times") == "2"
+        clock.advance(1.0)
+        assert store.sweep().archived == 1 and store.get("u", stuck).tier == "cold"
+
+
 def test_namespace_grows_into_an_hnsw_index_and_reloads_from_checkpoint(tmp_path, rng):
     clock = ManualClock(T0)
     path = tmp_path / "s"

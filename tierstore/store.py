@@ -196,6 +196,9 @@ class TierStore:
             raise
         if changed:
             store._reapply_policy()
+        if catalog.get_meta("due_times") != _DUE_TIMES_VERSION:
+            store._repair_never_due()
+            catalog.set_meta({"due_times": _DUE_TIMES_VERSION})
         if settings.preload_hot:
             for ns in catalog.namespaces():
                 store._hot.ensure(ns)
@@ -1142,6 +1145,21 @@ class TierStore:
                 "UPDATE memories SET w_ref = ?, t_ref = ?, half_life = ?, ttl = ?, due_at = ? WHERE rid = ?",
                 updates))
 
+    def _repair_never_due(self) -> None:
+        """Give a due time to memories stored as never due that are not pinned.
+        Versions before due times version 2 stored a memory whose weight or
+        confidence was already past a threshold when its state was set (e.g.
+        after negative feedback) as never due, so no sweep looked at it
+        again. Runs once per store (one scan of the catalog)."""
+        rows = self._catalog.select_rows("WHERE m.due_at IS NULL AND m.pinned = 0")
+        by_tier: dict[int, list[MemoryRow]] = {}
+        for r in rows:
+            by_tier.setdefault(r.tier, []).append(r)
+        updates = [(due, r.rid) for tier, group in by_tier.items()
+                   for r, due in zip(group, self._migrator.due_in_tier(group, tier).tolist()) if math.isfinite(due)]
+        if updates:
+            self._catalog.write(lambda conn: conn.executemany("UPDATE memories SET due_at = ? WHERE rid = ?", updates))
+
     # ------------------------------------------------------------------ stats
 
     def stats(self, *, lifecycle: bool = True) -> Stats:
@@ -1225,6 +1243,11 @@ class TierStore:
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
                 finally:
                     os.close(self._lock_fd)
+
+
+# Version 2: a threshold already crossed when a memory's state was set makes it
+# due at that time (version 1 stored such memories as never due).
+_DUE_TIMES_VERSION = "2"
 
 
 def _open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
