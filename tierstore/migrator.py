@@ -292,7 +292,6 @@ class Migrator:
                     if r.tier == TIER_COLD:
                         conn.execute("DELETE FROM cold_text WHERE rowid = ?", (r.rid,))
                         conn.execute(MARK_PURGE_SQL, (r.cold_key,))
-                    if r.tier == TIER_COLD:
                         has_record = True
                     else:
                         if r.ns not in stale:

@@ -53,8 +53,8 @@ def new_key(ns: str) -> str:
 
 
 def encode(t: Tombstone) -> bytes:
-    return MAGIC + frame(pack({"format": FORMAT, "version": VERSION, "ns": t.ns, "id": t.id,
-                                 "deleted_at": float(t.deleted_at)}))
+    doc = {"format": FORMAT, "version": VERSION, "ns": t.ns, "id": t.id, "deleted_at": float(t.deleted_at)}
+    return MAGIC + frame(pack(doc))
 
 
 def decode(data: bytes, where: str) -> Tombstone:
