@@ -114,6 +114,26 @@ def test_warm_tier_search_merge_and_promotion(store, clock, rng):
     assert store.search("w", -vecs[2], k=1, record_access=False)[0].id == hot_one
 
 
+def test_search_whose_warm_shards_go_away_mid_search_returns_the_hot_hits(store, clock, rng, monkeypatch):
+    """The background migrator may archive or merge a namespace's last warm
+    shards between the search's look at the warm tier and its warm pass; the
+    search then returns what the hot tier found (it raised ValueError)."""
+    vecs = [unit(rng) for _ in range(4)]
+    store.add_batch("w", [{"content": f"fact {i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)])
+    clock.advance(20 * DAY)
+    assert store.sweep().demoted == 4
+    hot = store.add("w", "fresh", vecs[0])
+    listed = store._warm.shards
+
+    def vanishing(ns, calls=[]):  # noqa: B006 - counts the calls
+        calls.append(ns)
+        return listed(ns) if len(calls) == 1 else []
+
+    monkeypatch.setattr(store._warm, "shards", vanishing)
+    hits = store.search("w", vecs[0], k=3, record_access=False)
+    assert [h.id for h in hits] == [hot]
+
+
 def test_warm_shard_is_rebuilt_when_mostly_tombstones(store, clock, rng):
     vecs = [unit(rng) for _ in range(40)]
     ids = store.add_batch("w", [{"content": f"f{i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)])

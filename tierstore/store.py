@@ -524,7 +524,10 @@ class TierStore:
         cp = self._cp
         sc = self._policy.scoring
         want = max(k * sc.oversample, sc.min_candidates, k)
-        largest = max(info.count for info in self._warm.shards(ns))
+        shards = self._warm.shards(ns)
+        if not shards:  # a concurrent sweep archived or merged them away since the caller looked
+            return []
+        largest = max(info.count for info in shards)
         while True:
             rids, sims = self._warm.candidates(ns, q, want)
             rows_by_rid = {r.rid: r for r in self._catalog.get_rows_by_rid(np.unique(rids).tolist())}
