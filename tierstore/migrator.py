@@ -478,20 +478,18 @@ class Migrator:
         """Write the objects of pending tombstones. An object-store failure
         leaves them pending for the next sweep (and goes to ``report.errors``):
         the delete they record is already committed."""
-        try:
-            with self._tombstone_lock:
-                tombstones.write_pending(self.s._catalog, self.s._cold.store)
-        except (ObjectStoreError, OSError) as exc:
-            if report is not None:
-                report.errors.append(f"{type(exc).__name__}: {exc}")
+        self._tombstone_step(tombstones.write_pending, report)
 
     def settle_tombstones(self, report: SweepReport | None = None) -> None:
         """Write pending tombstones, then drop those no archive object needs."""
-        self.write_tombstones(report)
+        self._tombstone_step(tombstones.write_pending, report)
+        self._tombstone_step(tombstones.collect, report)
+
+    def _tombstone_step(self, step: Any, report: SweepReport | None) -> None:
         try:
             with self._tombstone_lock:
-                tombstones.collect(self.s._catalog, self.s._cold.store)
-        except (ObjectStoreError, OSError) as exc:
+                step(self.s._catalog, self.s._cold.store)
+        except (ObjectStoreError, OSError) as exc:  # retried by the next sweep
             if report is not None:
                 report.errors.append(f"{type(exc).__name__}: {exc}")
 
