@@ -280,7 +280,7 @@ class Migrator:
             plan = self._plan(spaces, groups)
             candidates = [r for ok_hot, _, other in plan.values() for r in ok_hot + other]
 
-            noted: list[str] = []  # deleted memories with a tombstone to write
+            noted: list[str] = []  # tombstones to write once committed
 
             def write(conn: sqlite3.Connection) -> list[MemoryRow]:
                 done = []
@@ -297,8 +297,8 @@ class Migrator:
                         if r.ns not in stale:
                             stale[r.ns] = tombstones.stale_rids(conn, r.ns)
                         has_record = r.rid in stale[r.ns]
-                    if tombstones.note_deletion(conn, r.ns, r.id, has_record, now):
-                        noted.append(r.id)
+                    if has_record:
+                        noted.append(tombstones.note_deletion(conn, r.ns, r.id, now))
                     reason = ("expired" if now >= r.expires_at else "weight") + ", low confidence"
                     conn.execute(EVENT_SQL, self._event(r, now, "delete", r.tier, None, reason))
                     done.append(r)

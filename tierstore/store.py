@@ -865,8 +865,8 @@ class TierStore:
             conn.execute("DELETE FROM cold_text WHERE rowid = ?", (row.rid,))
             if row.cold_key:
                 conn.execute(MARK_PURGE_SQL, (row.cold_key,))
-            stone = tombstones.note_deletion(
-                conn, ns, id, row.cold_key is not None or row.rid in tombstones.stale_rids(conn, ns), now)
+            has_record = row.cold_key is not None or row.rid in tombstones.stale_rids(conn, ns)
+            stone = tombstones.note_deletion(conn, ns, id, now) if has_record else None
             conn.execute(EVENT_SQL, (now, ns, id, "delete", TIER_NAMES[row.tier], None, "explicit",
                                      lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now), row.confidence,
                                      row.access_count, row.memory_type))
@@ -1155,11 +1155,7 @@ class TierStore:
         after negative feedback) as never due, so no sweep looked at it
         again. Runs once per store (one scan of the catalog)."""
         rows = self._catalog.select_rows("WHERE m.due_at IS NULL AND m.pinned = 0")
-        by_tier: dict[int, list[MemoryRow]] = {}
-        for r in rows:
-            by_tier.setdefault(r.tier, []).append(r)
-        updates = [(due, r.rid) for tier, group in by_tier.items()
-                   for r, due in zip(group, self._migrator.due_in_tier(group, tier).tolist()) if math.isfinite(due)]
+        updates = [(due, r.rid) for r in rows if math.isfinite(due := self._due_of(r))]
         if updates:
             self._catalog.write(lambda conn: conn.executemany("UPDATE memories SET due_at = ? WHERE rid = ?", updates))
 

@@ -79,13 +79,10 @@ def stale_rids(conn: sqlite3.Connection, ns: str) -> set[int]:
     return {int(r) for (r,) in conn.execute(_STALE_RIDS_SQL, (ns,))}
 
 
-def note_deletion(conn: sqlite3.Connection, ns: str, id: str, has_record: bool, now: float) -> str | None:
-    """In the transaction that deletes memory ``id``: record a pending
-    tombstone if an archive object holds a record of it (``has_record``: the
-    memory is cold, or its row is in :func:`stale_rids`). Returns the
-    tombstone's key, or None (nothing to hide)."""
-    if not has_record:
-        return None
+def note_deletion(conn: sqlite3.Connection, ns: str, id: str, now: float) -> str:
+    """In the transaction that deletes memory ``id``, whose record some archive
+    object holds (it is cold, or its row is in :func:`stale_rids`): record a
+    pending tombstone. Returns its key."""
     key = new_key(ns)
     conn.execute("INSERT INTO tombstones (key, ns, id, deleted_at, state) VALUES (?, ?, ?, ?, 'pending')",
                  (key, ns, id, now))
