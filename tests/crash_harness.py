@@ -19,6 +19,16 @@ The child reports on stdout, one flushed line at a time:
     DEL <ns> <id>         delete() returned True
     T <time>              the clock is about to be advanced to <time>
 
+With ``--os-crash-rate P`` a killed round is, with probability P, also an
+**OS crash**: the WAL loses whatever was written after its last synced point
+(``tests/wal_tail.py``: cut at a random commit boundary at or after what
+SQLite's checkpoints and tierstore's sync barriers made durable). Acknowledged
+writes after that point may go (``synchronous=NORMAL`` promises only process
+crashes); the log then keeps only what the surviving catalog holds, and every
+check below still applies to it: nothing the surviving catalog points at may
+be gone (an archive object deleted before the commit that stopped using it
+was on disk would fail the restore check).
+
 After the last round the parent reopens the store and checks:
 
 * a catalog rebuilt from the bucket alone, as the crash left it, holds no
@@ -241,12 +251,15 @@ class TrialResult:
     acked: int = 0
     policy_deleted: int = 0
     restored: int = 0
+    os_crashes: int = 0  # rounds whose unsynced WAL tail was dropped
+    os_crash_dropped: int = 0  # acknowledged adds an OS crash took (they were never synced)
     points: Counter = field(default_factory=Counter)  # crash points that killed a round
 
 
 def run_round(path: Path, log: Log, rng: np.random.Generator, round_no: int, exact_threshold: int,
-              result: TrialResult) -> None:
+              result: TrialResult, os_crash_rate: float = 0.0) -> None:
     env = dict(os.environ)
+    env["TIERSTORE_SYNC_LOG"] = str(_sync_log(path))
     env.pop("TIERSTORE_CRASH_AT", None)
     env.pop("TIERSTORE_CRASH_AFTER", None)
     use_point = bool(rng.integers(2))
@@ -307,11 +320,45 @@ def run_round(path: Path, log: Log, rng: np.random.Generator, round_no: int, exa
         else:
             result.killed_at_point += 1  # the child killed itself at its crash point
             result.points[env["TIERSTORE_CRASH_AT"]] += 1
+        if os_crash_rate and rng.random() < os_crash_rate and (path / "catalog.sqlite").exists():
+            os_crash(path, log, rng, result)
     elif code == 0:
         result.clean_exits += 1
     else:
         tail = "".join(err)[-2000:]
         result.problems.append(f"round {round_no}: child exited with {code}: {tail}")
+
+
+def _sync_log(path: Path) -> Path:
+    return path.parent / (path.name + ".syncs")
+
+
+def os_crash(path: Path, log: Log, rng: np.random.Generator, result: TrialResult) -> None:
+    """Drop the WAL's unsynced tail, then make the log agree with what survived:
+    acknowledged adds and deletes after the durable point may be undone."""
+    import shutil
+    import sqlite3
+
+    import wal_tail
+
+    wal_tail.lose_unsynced_tail(path / "catalog.sqlite", _sync_log(path),
+                                lambda candidates: int(rng.integers(len(candidates))))
+    _sync_log(path).unlink(missing_ok=True)  # salts of a new WAL generation never match the old lines
+    result.os_crashes += 1
+    with tempfile.TemporaryDirectory() as d:  # read a copy: closing the last connection would checkpoint
+        for suffix in ("", "-wal"):
+            if Path(str(path / "catalog.sqlite") + suffix).exists():
+                shutil.copy(str(path / "catalog.sqlite") + suffix, str(Path(d) / "c.sqlite") + suffix)
+        conn = sqlite3.connect(Path(d) / "c.sqlite")
+        try:
+            present = set(conn.execute("SELECT ns, id FROM memories").fetchall())
+        except sqlite3.OperationalError:  # the crash came before the schema was synced
+            present = set()
+        conn.close()
+    dropped = {m for m in log.acked if m not in present and m not in log.try_deleted}
+    result.os_crash_dropped += len(dropped)
+    log.acked -= dropped
+    log.deleted -= present  # a delete the crash undid: the memory is legitimately back
 
 
 def verify(path: Path, log: Log, exact_threshold: int, result: TrialResult) -> None:
@@ -363,20 +410,28 @@ def verify(path: Path, log: Log, exact_threshold: int, result: TrialResult) -> N
                     back = store.restore(ns, ids=cold)
                 except Exception as exc:  # noqa: BLE001 - a failed restore is a problem, reported
                     problems.append(f"restore of {ns} failed: {type(exc).__name__}: {exc}")
-                    continue
+                    back = []
+                    for mid in cold:  # one at a time: what can still come back, and what is lost
+                        try:
+                            back += store.restore(ns, ids=[mid])
+                        except Exception:  # noqa: BLE001 - counted as lost below
+                            pass
                 result.restored += len(back)
                 if sorted(back) != sorted(cold):
                     problems.append(f"restore of {ns} brought back {len(back)} of {len(cold)}")
+        unreadable = 0
         for ns, mid in sorted(present):
             m = store.get(ns, mid)
             if m is None or m.embedding is None:
                 problems.append(f"{ns}/{mid}: unreadable after restore")
+                unreadable += 1
                 continue
             if (ns, mid) in log.tried:
                 if m.embedding.tobytes() != expected_bytes(ns, mid):
                     problems.append(f"{ns}/{mid}: embedding differs from what was added")
                 if m.content != content_for(ns, mid):
                     problems.append(f"{ns}/{mid}: content differs from what was added")
+        result.lost = max(result.lost, unreadable)  # a row whose embedding is gone is a lost memory
         for ns in NAMESPACES:
             store.search(ns, embedding_for(ns, "probe"), k=5, record_access=False)
     finally:
@@ -449,14 +504,14 @@ def _check_structure(store: Any, log: Log, result: TrialResult, when: str, count
         result.policy_deleted = len(policy_deleted & log.acked)
 
 
-def run_trial(workdir: Path, seed: int) -> TrialResult:
+def run_trial(workdir: Path, seed: int, os_crash_rate: float = 0.0) -> TrialResult:
     rng = np.random.default_rng(seed)
     path = workdir / f"trial-{seed}"
     exact_threshold = int(rng.choice([16, 64, 2048]))
     log = Log()
     result = TrialResult()
     for round_no in range(int(rng.integers(1, 4))):
-        run_round(path, log, rng, round_no, exact_threshold, result)
+        run_round(path, log, rng, round_no, exact_threshold, result, os_crash_rate)
     if not (path / "catalog.sqlite").exists():
         return result  # killed before the store was created: nothing acknowledged
     try:
@@ -468,16 +523,18 @@ def run_trial(workdir: Path, seed: int) -> TrialResult:
     return result
 
 
-def run_trials(n: int, workdir: Path, seed: int = 0, verbose: bool = False) -> dict[str, Any]:
+def run_trials(n: int, workdir: Path, seed: int = 0, verbose: bool = False,
+               os_crash_rate: float = 0.0) -> dict[str, Any]:
     totals = Counter()
     points: Counter = Counter()
     problems: list[str] = []
     for i in range(n):
-        r = run_trial(workdir, seed + i)
+        r = run_trial(workdir, seed + i, os_crash_rate)
         points.update(r.points)
         totals.update(lost=r.lost, duplicated=r.duplicated, rounds=r.rounds, killed_at_point=r.killed_at_point,
                       killed_by_timer=r.killed_by_timer, clean_exits=r.clean_exits, acked=r.acked,
-                      policy_deleted=r.policy_deleted, restored=r.restored, failed=int(bool(r.problems)))
+                      policy_deleted=r.policy_deleted, restored=r.restored, failed=int(bool(r.problems)),
+                      os_crashes=r.os_crashes, os_crash_dropped=r.os_crash_dropped)
         for p in r.problems:
             problems.append(f"trial {seed + i}: {p}")
         if verbose:
@@ -498,16 +555,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", type=Path, default=None, help="keep the stores here (default: a temp dir)")
+    ap.add_argument("--os-crash-rate", type=float, default=0.0,
+                    help="chance that a killed round also loses the WAL's unsynced tail (an OS crash)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     import tempfile
 
     if args.workdir is not None:
         args.workdir.mkdir(parents=True, exist_ok=True)
-        out = run_trials(args.trials, args.workdir, args.seed, args.verbose)
+        out = run_trials(args.trials, args.workdir, args.seed, args.verbose, args.os_crash_rate)
     else:
         with tempfile.TemporaryDirectory(prefix="tierstore-crash-") as tmp:
-            out = run_trials(args.trials, Path(tmp), args.seed, args.verbose)
+            out = run_trials(args.trials, Path(tmp), args.seed, args.verbose, args.os_crash_rate)
     for p in out["problems"]:
         print(p)
     print("crash points hit: " + (", ".join(f"{k} {v}" for k, v in sorted(out["points"].items())) or "none"))
@@ -515,6 +574,9 @@ def main(argv: list[str] | None = None) -> int:
           f"killed after a random delay {out.get('killed_by_timer', 0)}, ran to the end {out.get('clean_exits', 0)}; "
           f"acknowledged adds {out.get('acked', 0)}, restored at verification {out.get('restored', 0)}, "
           f"deleted by policy {out.get('policy_deleted', 0)}")
+    if args.os_crash_rate:
+        print(f"OS crashes {out.get('os_crashes', 0)}: acknowledged adds never synced and dropped "
+              f"{out.get('os_crash_dropped', 0)}")
     print(f"trials {out['trials']}, lost {out.get('lost', 0)}, duplicated {out.get('duplicated', 0)}")
     ok = not out["problems"] and out.get("lost", 0) == 0 and out.get("duplicated", 0) == 0
     return 0 if ok else 1

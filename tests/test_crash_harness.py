@@ -74,3 +74,27 @@ def test_the_oracle_catches_duplicates_and_resurrections(tmp_path):
     H.verify(path, log, 16, bad)
     assert bad.duplicated >= 1 and any("shared cold locations" in p for p in bad.problems)
     assert any("deleted memories are back" in p for p in bad.problems)
+
+
+def test_crash_harness_with_os_crashes_loses_nothing_that_was_synced(tmp_path):
+    """Killed rounds that also lose the WAL's unsynced tail (tests/wal_tail.py):
+    acknowledged adds after the last synced point may go, but nothing the
+    surviving catalog points at may be gone."""
+    proc = subprocess.run([sys.executable, str(HARNESS), "--trials", "3", "--seed", "2000", "--os-crash-rate", "1",
+                           "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert out.strip().endswith("trials 3, lost 0, duplicated 0"), out
+    m = re.search(r"OS crashes (\d+):", out)
+    assert m and int(m.group(1)) >= 1, out
+
+
+def test_the_oracle_counts_a_memory_whose_archive_object_is_gone_as_lost(tmp_path):
+    path = tmp_path / "s"
+    log = _small_store(path)
+    (key,) = {k for (k,) in sqlite3.connect(path / "catalog.sqlite").execute(
+        "SELECT DISTINCT cold_key FROM memories WHERE cold_key IS NOT NULL")}
+    (path / "cold" / key).unlink()
+    bad = H.TrialResult()
+    H.verify(path, log, 16, bad)
+    assert bad.lost == 3 and any("unreadable" in p for p in bad.problems)

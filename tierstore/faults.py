@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 
 _CRASH_AT = os.environ.get("TIERSTORE_CRASH_AT", "")
 _CRASH_AFTER = int(os.environ.get("TIERSTORE_CRASH_AFTER", "0") or 0)
@@ -39,3 +40,32 @@ def crash_point(name: str) -> None:
         _seen += 1
         if _seen > _CRASH_AFTER:
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+# -- synced WAL prefixes, for the OS-crash model of tests/crash_harness.py ------------------
+
+_SYNC_LOG = os.environ.get("TIERSTORE_SYNC_LOG", "")
+
+
+def wal_position(db_path: str) -> tuple[bytes, int] | None:
+    """``(salt, mxFrame)`` of the WAL as SQLite's shared index describes it
+    (its header copy is read twice and must agree), or None. Test support:
+    the WAL index layout is SQLite's (``wal.c``: ``WalIndexHdr``)."""
+    try:
+        with open(db_path + "-shm", "rb") as f:
+            hdr = f.read(96)
+    except OSError:
+        return None
+    if len(hdr) < 96 or hdr[:48] != hdr[48:96]:
+        return None  # torn read: a writer was updating it
+    (mx_frame,) = struct.unpack_from("=I", hdr, 16)
+    return hdr[32:40], mx_frame
+
+
+def synced(db_path: str, before: tuple[bytes, int] | None) -> None:
+    """Record that the WAL was fsynced at least up to ``before`` (read before
+    the fsync), when ``TIERSTORE_SYNC_LOG`` names a file. Unset (always, in
+    production) this costs one comparison."""
+    if _SYNC_LOG and before is not None:
+        with open(_SYNC_LOG, "a") as f:
+            f.write(f"{before[0].hex()} {before[1]}\n")

@@ -387,7 +387,12 @@ class Migrator:
                 conn.execute("UPDATE archives SET key = ? WHERE batch = ?", (keys[ns], batch))
             return keys
 
-        return self.s._catalog.write(write)
+        keys = self.s._catalog.write(write)
+        # The intent is on disk before the object is written: were it lost to an
+        # OS crash, the object would be an orphan no sweep finishes or collects
+        # (and a catalog rebuilt from the bucket would find its stale records).
+        self.s._catalog.sync()
+        return keys
 
     def _finish_batches(self, batches: list[tuple[str, str, list[MemoryRow]]], now: float,
                         report: SweepReport | None) -> list[MemoryRow]:
@@ -460,17 +465,24 @@ class Migrator:
     def collect_archives(self, keys: Iterable[str]) -> int:
         """Delete archive objects none of whose memories is still cold there."""
         s = self.s
-        dropped = 0
+        empty = []
         for key in keys:
             live = s._catalog.query_one("SELECT count(*) FROM memories WHERE cold_key = ?", (key,))
             pending = s._catalog.query_one("SELECT count(*) FROM archives WHERE key = ? AND state = 'pending'",
                                            (key,))
             if live and live[0] == 0 and pending and pending[0] == 0:
-                s._cold.delete(key)
-                crash_point("collect.after_object_delete")
-                s._catalog.write(lambda conn, key=key: conn.execute("DELETE FROM archives WHERE key = ?", (key,)))
-                dropped += 1
-        return dropped
+                empty.append(key)
+        if not empty:
+            return 0
+        # The commits that moved the memories out (restore, delete, rewrite) must
+        # be on disk before the object goes: lost to an OS crash after the
+        # delete, they would leave the catalog pointing at nothing.
+        s._catalog.sync()
+        for key in empty:
+            s._cold.delete(key)
+            crash_point("collect.after_object_delete")
+            s._catalog.write(lambda conn, key=key: conn.execute("DELETE FROM archives WHERE key = ?", (key,)))
+        return len(empty)
 
     # -- tombstones --------------------------------------------------------------------------
 

@@ -93,7 +93,10 @@ def write_pending(catalog: Catalog, objects: ObjectStore) -> int:
     """Write the objects of pending tombstones (a delete's write failed or was
     cut short); returns how many. Object-store errors propagate."""
     done = 0
-    for key, ns, mid, at in catalog.query("SELECT key, ns, id, deleted_at FROM tombstones WHERE state = 'pending'"):
+    rows = catalog.query("SELECT key, ns, id, deleted_at FROM tombstones WHERE state = 'pending'")
+    if rows:
+        catalog.sync()  # the delete is on disk before its tombstone: never a tombstone for a memory that lives
+    for key, ns, mid, at in rows:
         objects.put_if_absent(key, encode(Tombstone(ns, mid, at)))  # False: written before the crash
         catalog.write(lambda conn, key=key: conn.execute(
             "UPDATE tombstones SET state = 'written' WHERE key = ?", (key,)))
@@ -112,6 +115,8 @@ def collect(catalog: Catalog, objects: ObjectStore) -> int:
     rows = catalog.query(
         "SELECT key FROM tombstones t WHERE state = 'written' AND NOT EXISTS"
         " (SELECT 1 FROM archives a WHERE a.ns = t.ns AND a.state IN ('pending', 'purge'))")
+    if rows:
+        catalog.sync()  # the rewrites that made these tombstones unneeded are on disk first
     for (key,) in rows:
         objects.delete(key)  # the object first: a crash leaves a row, dropped next time
         catalog.write(lambda conn, key=key: conn.execute("DELETE FROM tombstones WHERE key = ?", (key,)))
