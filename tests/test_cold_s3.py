@@ -101,6 +101,7 @@ def test_a_deleted_memory_stays_forgotten_in_a_rebuild_over_s3(tmp_path, rng, mo
 
 
 def test_cli_sweep_restore_stats_over_s3(tmp_path, rng, moto_server, s3_bucket):
+    import datetime
     import time
 
     clock = ManualClock(time.time() - 3 * HOUR)
@@ -115,7 +116,12 @@ def test_cli_sweep_restore_stats_over_s3(tmp_path, rng, moto_server, s3_bucket):
         assert out.returncode == 0, out.stderr
         return out.stdout
 
-    swept = json.loads(cli("sweep", str(path), "--json", "--until-done"))
+    # the store's time was kept by the ManualClock: the machine's clock is refused, the time must be given
+    refused = subprocess.run([sys.executable, "-m", "tierstore.cli", "sweep", str(path)], capture_output=True,
+                             text=True, timeout=120)
+    assert refused.returncode == 2 and "--allow-clock-jump" in refused.stderr
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    swept = json.loads(cli("sweep", str(path), "--json", "--until-done", "--now", now))
     assert swept["archived"] == 5 and swept["remaining_due"] == 0
     stats = json.loads(cli("stats", str(path), "--json"))
     assert stats["by_tier"]["cold"] == 5

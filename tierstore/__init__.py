@@ -6,6 +6,7 @@
 
 from .clock import Clock, ManualClock, SystemClock
 from .errors import (
+    ClockSkewError,
     CorruptDataError,
     DimensionMismatchError,
     DuplicateIdError,
@@ -32,6 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Clock",
+    "ClockSkewError",
     "ConfidencePolicy",
     "ContextRule",
     "CorruptDataError",

@@ -470,6 +470,13 @@ class Catalog:
         rows = self.query(_SELECT_MEMORY + " WHERE due_at <= ? ORDER BY due_at LIMIT ?", (now, limit))
         return [MemoryRow.from_sql(r) for r in rows]
 
+    def due_after(self, now: float, after: tuple[float, int], limit: int) -> list[MemoryRow]:
+        """Due memories after ``(due_at, rid)`` in (due_at, rid) order: a
+        page of the due index for a reader that changes nothing."""
+        rows = self.query(_SELECT_MEMORY + " WHERE due_at <= ? AND (due_at > ? OR (due_at = ? AND rid > ?))"
+                          " ORDER BY due_at, rid LIMIT ?", (now, after[0], after[0], after[1], limit))
+        return [MemoryRow.from_sql(r) for r in rows]
+
     def count_due(self, now: float) -> int:
         r = self.query_one("SELECT count(*) FROM memories WHERE due_at <= ?", (now,))
         return int(r[0]) if r else 0

@@ -5,10 +5,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from .errors import TierStoreError
+
+
+def _time_arg(text: str) -> float:
+    from .storetime import parse_time
+
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _store_args(p: argparse.ArgumentParser) -> None:
@@ -17,17 +28,50 @@ def _store_args(p: argparse.ArgumentParser) -> None:
                                                 "default: the one the store was created with")
     p.add_argument("--endpoint-url", default=None, help="S3 endpoint (MinIO, Ceph, moto, ...)")
     p.add_argument("--region", default=None, help="S3 region")
+    p.add_argument("--now", type=_time_arg, default=None,
+                   help="act at this time (ISO 8601, UTC unless an offset is given, or POSIX seconds) instead of "
+                        "the clock's")
+    p.add_argument("--allow-clock-jump", action="store_true",
+                   help="sweep even if this machine's clock disagrees with the store's own record of time")
 
 
-def _open(args: argparse.Namespace) -> Any:
+def _open(args: argparse.Namespace, *, own_time: bool = True) -> Any:
+    """Open the store of ``args``. The clock: ``--now`` if given; else with
+    ``own_time`` the store's own time (see :meth:`ClockRecord.own_time`: a
+    store kept by another clock, a simulation's, is read at its own time);
+    else (``sweep``) this machine's clock, which the store checks first."""
+    from .clock import ManualClock
+    from .storetime import read_clock_record
     from .store import TierStore
 
     options = {k: v for k, v in (("endpoint_url", args.endpoint_url), ("region_name", args.region)) if v}
-    return TierStore.open(args.path, cold=args.cold, cold_options=options or None)
+    clock = None
+    if args.now is not None:
+        clock = ManualClock(args.now)
+    elif own_time:
+        record = read_clock_record(str(Path(args.path) / "catalog.sqlite"))
+        if record is not None:
+            clock = ManualClock(record.own_time())
+    return TierStore.open(args.path, cold=args.cold, cold_options=options or None, clock=clock,
+                          allow_clock_jump=args.allow_clock_jump)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    from .storetime import format_time
+
+    with _open(args, own_time=False) as store:
+        if args.dry_run:
+            report = store.sweep(max_items=args.max_items, time_budget_s=args.time_budget, dry_run=True)
+            if not store.clock_check.ok and not args.allow_clock_jump:
+                print(f"note: {store.clock_check.reason()}", file=sys.stderr)
+            if args.json:
+                print(json.dumps(report.as_dict()))
+                return 0
+            print(f"dry run at {format_time(report.now)}: {report.examined} due; would demote {report.demoted}, "
+                  f"archive {report.archived}, delete {report.deleted}, keep {report.kept}; nothing was changed")
+            for mtype, counts in sorted(report.by_type.items()):
+                print(f"  {mtype:<14} " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+            return 0
         total = {"examined": 0, "demoted": 0, "archived": 0, "deleted": 0, "kept": 0}
         while True:
             report = store.sweep(max_items=args.max_items, time_budget_s=args.time_budget, progress=None)
@@ -67,13 +111,18 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(stats.as_dict(), indent=2, sort_keys=True))
         return 0
-    print(f"memories: {stats.total} in {stats.namespaces} namespaces, {stats.pinned} pinned, {stats.due_now} due now")
+    print(f"memories: {stats.total} in {_plural(stats.namespaces, 'namespace')}, {stats.pinned} pinned, "
+          f"{stats.due_now} due now")
     print("per tier: " + ", ".join(f"{k} {v}" for k, v in stats.by_tier.items()))
     for mtype, counts in sorted(stats.by_type.items()):
         print(f"  {mtype:<14} " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     if "survival" in stats.lifecycle:
         print(format_summary(stats.lifecycle))
     return 0
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -122,11 +171,16 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="tierstore", description="A tiered memory engine for AI agents.")
+    parser.add_argument("--version", action="version", version=f"tierstore {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="run the synthetic 60-day agent workload and show what it remembers")
-    demo.add_argument("--path", default=None, help="store directory (default: a fresh temporary one)")
+    demo.add_argument("--path", default=None,
+                      help="where to keep the demo's store (default: ./demo-store; an earlier demo's store there is "
+                           "replaced, any other non-empty directory is refused)")
     demo.add_argument("--days", type=int, default=60)
     demo.add_argument("--seed", type=int, default=7)
 
@@ -144,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     sweep.add_argument("--max-items", type=int, default=None)
     sweep.add_argument("--time-budget", type=float, default=None, help="seconds")
     sweep.add_argument("--until-done", action="store_true", help="repeat until nothing is due")
+    sweep.add_argument("--dry-run", action="store_true", help="report what is due and what would be done; change nothing")
     sweep.add_argument("--json", action="store_true")
 
     restore = sub.add_parser("restore", help="bring archived memories back to the hot tier")
@@ -152,8 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     restore.add_argument("--id", action="append", help="memory id (repeatable)")
     restore.add_argument("--type", action="append", help="memory type (repeatable)")
     restore.add_argument("--tag", action="append", help="required tag (repeatable)")
-    restore.add_argument("--since", type=float, default=None, help="created at or after (POSIX seconds)")
-    restore.add_argument("--until", type=float, default=None, help="created before (POSIX seconds)")
+    restore.add_argument("--since", type=_time_arg, default=None,
+                         help="created at or after (ISO 8601, UTC unless an offset is given, or POSIX seconds)")
+    restore.add_argument("--until", type=_time_arg, default=None, help="created before (same forms as --since)")
     restore.add_argument("--text", default=None, help="keywords in the archived text")
     restore.add_argument("--limit", type=int, default=None)
     restore.add_argument("--json", action="store_true")
@@ -192,6 +248,18 @@ def main(argv: list[str] | None = None) -> int:
     simulate.add_argument("--json", action="store_true")
 
     args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except BrokenPipeError:
+        # the reader went away (`tierstore stats PATH | head`): stop quietly, as
+        # Unix tools do; point stdout at /dev/null so the interpreter's final
+        # flush does not raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "demo":
             from .demo import run_demo

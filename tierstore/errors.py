@@ -59,6 +59,12 @@ class StoreConfigError(TierStoreError):
     """The store on disk does not match the arguments it was opened with."""
 
 
+class ClockSkewError(TierStoreError):
+    """The clock disagrees with the store's own record of time (set back, or
+    the store's time was kept by another clock); destructive work is refused.
+    The message says how far and what to do."""
+
+
 class CorruptDataError(TierStoreError):
     """Stored bytes fail their checksum or do not parse; the message names the file or key."""
 

@@ -94,7 +94,7 @@ def repair(store: "TierStore", *, now: float | None = None) -> IntegrityReport:
     Returns the final report (what is still wrong) with ``repaired`` listing
     what was done. Holds the sweep lock, so no sweep runs meanwhile."""
     store._check_open()
-    now = store.clock.now() if now is None else now
+    now = store.now() if now is None else now
     done: list[str] = []
     with store._sweep_lock:
         first = verify(store)

@@ -157,7 +157,7 @@ def _parse_folded(raw: str | None) -> dict[str, Any]:
 
 def _now(store: "TierStore", now: float | None) -> float:
     if now is None:
-        return float(store.clock.now())
+        return float(store.now())
     if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
         raise InvalidInputError(f"now must be a finite number of seconds, got {now!r}")
     return float(now)
@@ -499,7 +499,7 @@ def compact_events(store: "TierStore", *, older_than_s: float,
     unknown = sorted(set(keep) - set(EVENT_KINDS))
     if unknown:
         raise InvalidInputError(f"keep_kinds: unknown event kinds {unknown} (known: {', '.join(EVENT_KINDS)})")
-    cutoff = store.clock.now() - float(older_than_s)
+    cutoff = store.now() - float(older_than_s)
     cutoff_day = int(cutoff // DAY)
     store.flush()
     dropped_kinds = [k for k in EVENT_KINDS if k not in keep]

@@ -149,7 +149,7 @@ class Migrator:
         s = self.s
         start = time.perf_counter()
         s.flush()
-        now = s.clock.now()
+        now = s._time.now()
         report = SweepReport(now=now)
         archive_ok = True
         try:
@@ -202,6 +202,33 @@ class Migrator:
         for ns in touched_shards:
             self.compact_warm(ns, now)
         self.repair_warm(now)
+        report.remaining_due = s._catalog.count_due(now)
+        report.elapsed_s = time.perf_counter() - start
+        return report
+
+    def preview(self, max_items: int | None, time_budget_s: float | None) -> SweepReport:
+        """What a sweep would do now, changing nothing: the due memories read
+        in order (keyset pages of the due index), classified, counted by
+        action and type. Pending archive batches and marked objects are not
+        finished or rewritten (a dry run writes nothing)."""
+        s = self.s
+        start = time.perf_counter()
+        now = s._time.now()
+        report = SweepReport(now=now, dry_run=True)
+        names = {ACTION_KEEP: "kept", ACTION_DEMOTE: "demoted", ACTION_ARCHIVE: "archived", ACTION_DELETE: "deleted"}
+        after: tuple[float, int] = (-math.inf, -1)
+        while max_items is None or report.examined < max_items:
+            if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
+                break
+            limit = s.settings.sweep_batch if max_items is None else min(s.settings.sweep_batch,
+                                                                          max_items - report.examined)
+            rows = s._catalog.due_after(now, after, limit)
+            if not rows:
+                break
+            after = (rows[-1].due_at, rows[-1].rid)
+            report.examined += len(rows)
+            for r, a in zip(rows, self.classify_rows(rows, now).tolist()):
+                self._count(report, r, names[a])
         report.remaining_due = s._catalog.count_due(now)
         report.elapsed_s = time.perf_counter() - start
         return report
@@ -731,7 +758,7 @@ class Migrator:
                             f"archive object {r.cold_key} at byte {r.cold_offset} holds {rec['id']!r}, "
                             f"the catalog expects {r.id!r}")
                     by_id[r.id] = rec
-                now = s.clock.now()
+                now = s._time.now()
                 moved = self.promote(ns, chunk, now, access=False, kind="restore", cold_records=by_id)
                 restored.extend(r.id for r in moved)
                 bar.update(len(chunk))
@@ -832,7 +859,7 @@ class Migrator:
                 ns = header["namespace"]
                 counts["objects"] += 1
                 counts["records"] += len(records)
-                now = s.clock.now()
+                now = s._time.now()
 
                 # Decide outside the write transaction (comparing copies reads the
                 # object store); the transaction re-checks that the row is as seen.

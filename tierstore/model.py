@@ -132,6 +132,7 @@ class SweepReport:
     rows read from the catalog (never the whole store)."""
 
     now: float
+    dry_run: bool = False  # counted what is due and what would be done; changed nothing
     examined: int = 0
     kept: int = 0
     demoted: int = 0
@@ -146,6 +147,7 @@ class SweepReport:
     def as_dict(self) -> dict[str, Any]:
         return {
             "now": self.now,
+            "dry_run": self.dry_run,
             "examined": self.examined,
             "kept": self.kept,
             "demoted": self.demoted,

@@ -60,7 +60,7 @@ def families(store: "TierStore") -> list[Family]:
         by_type.setdefault(mtype, {})[TIER_NAMES[tier]] = int(n)
     pinned = int(q("SELECT count(*) FROM memories WHERE pinned = 1")[0][0])
     namespaces = int(q("SELECT count(DISTINCT ns) FROM memories")[0][0])
-    due_now = store._catalog.count_due(store.clock.now())
+    due_now = store._catalog.count_due(store.now())
     counts = {k: 0 for k in EVENT_KINDS}
     for kind, n in store._catalog.query("SELECT kind, count(*) FROM events GROUP BY kind"):
         counts[kind] = counts.get(kind, 0) + int(n)

@@ -29,9 +29,11 @@ from .catalog import (
 )
 from .catalog import sql_time as _sql_time
 from .clock import Clock, SystemClock
+from .storetime import ClockCheck, ClockRecord, StoreClock, check_clock
 from .cold import ColdTier
 from .migrator import MARK_PURGE_SQL, Migrator
 from .errors import (
+    ClockSkewError,
     DuplicateIdError,
     InvalidInputError,
     MemoryNotFoundError,
@@ -105,11 +107,19 @@ class TierStore:
     """
 
     def __init__(self, *, path: Path, dim: int, policy: Policy, clock: Clock, settings: Settings,
-                 catalog: Catalog, lock_fd: int, cold: ObjectStore) -> None:
+                 catalog: Catalog, lock_fd: int, cold: ObjectStore, clock_check: ClockCheck,
+                 allow_clock_jump: bool = False) -> None:
         self.path = path
         self.dim = dim
         self._vector_shape = (dim,)
         self.clock = clock
+        record = clock_check.record
+        self._time = StoreClock(clock, -math.inf if record is None else record.high_water)
+        self._clock_check = clock_check
+        # A clock that failed the check at open may not sweep, and its readings
+        # are not remembered (the next open must see the same disagreement).
+        self._clock_trusted = clock_check.ok or allow_clock_jump
+        self._clock_saved = record
         self.settings = settings
         self._catalog = catalog
         self._lock_fd = lock_fd
@@ -139,7 +149,8 @@ class TierStore:
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, dim: int | None = None, policy: Policy | None = None,
              cold: str | os.PathLike[str] | ObjectStore | None = None, cold_options: Mapping[str, Any] | None = None,
-             clock: Clock | None = None, settings: Settings | None = None) -> "TierStore":
+             clock: Clock | None = None, settings: Settings | None = None,
+             allow_clock_jump: bool = False) -> "TierStore":
         """Open the store at ``path`` or create it.
 
         dim: vector dimension, required to create a store (then fixed).
@@ -150,7 +161,12 @@ class TierStore:
         ``region_name``, client options) or an :class:`ObjectStore`; default
         ``<path>/cold``, and a store reopened without it uses the one it was
         created with. clock: defaults to wall-clock time; pass a
-        :class:`ManualClock` to drive time. One process at a time.
+        :class:`ManualClock` to drive time. Store time never runs backwards
+        (see :mod:`tierstore.storetime`): the system clock is checked against
+        the store's record, and if it is behind the latest time the store has
+        seen, or the store's time was kept by another clock, ``sweep`` and the
+        background migrator refuse to run (``ClockSkewError``) unless
+        ``allow_clock_jump``. One process at a time.
         """
         root = Path(path)
         root.mkdir(parents=True, exist_ok=True)
@@ -187,13 +203,17 @@ class TierStore:
                 meta["cold"] = cold_meta
             catalog.set_meta(meta)
             warm_up_kernels()
-            store = cls(path=root, dim=dim, policy=effective, clock=clock or SystemClock(), settings=settings,
-                        catalog=catalog, lock_fd=lock_fd, cold=cold_store)
+            clock = clock or SystemClock()
+            check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
+            store = cls(path=root, dim=dim, policy=effective, clock=clock, settings=settings,
+                        catalog=catalog, lock_fd=lock_fd, cold=cold_store, clock_check=check,
+                        allow_clock_jump=allow_clock_jump)
         except BaseException:
             if catalog is not None:
                 catalog.close()
             os.close(lock_fd)
             raise
+        store._save_clock()
         if changed:
             store._reapply_policy()
         if catalog.get_meta("due_times") != _DUE_TIMES_VERSION:
@@ -217,6 +237,35 @@ class TierStore:
     @property
     def policy(self) -> Policy:
         return self._policy
+
+    def now(self) -> float:
+        """Store time, POSIX seconds: the clock's reading, never earlier than
+        the latest time the store has seen (see :mod:`tierstore.storetime`)."""
+        return self._time.now()
+
+    @property
+    def clock_check(self) -> ClockCheck:
+        """How the clock given at open compared with the store's record."""
+        return self._clock_check
+
+    def _require_trusted_clock(self) -> None:
+        if not self._clock_trusted:
+            raise ClockSkewError(self._clock_check.reason())
+
+    def _save_clock(self) -> None:
+        """Remember the high-water mark and the clock's offset (after a
+        trusted open, then at most once a second, and at close)."""
+        if not self._clock_trusted:
+            return
+        self._time.now()
+        rec = self._time.record()
+        saved = self._clock_saved
+        if saved is not None and rec.high_water - saved.high_water < 1.0 and abs(rec.offset - saved.offset) < 1.0:
+            return
+        self._catalog.submit(lambda conn: conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('clock', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (rec.to_json(),)))
+        self._clock_saved = rec
 
     def _check_open(self) -> None:
         if self._closed:
@@ -266,7 +315,7 @@ class TierStore:
         check_namespace(ns)
         if not items:
             return []
-        now = self.clock.now()
+        now = self._time.now()
         rows, vectors = self._prepare_rows(ns, items, now)
         hot = self._hot.ensure(ns)
         superseded = self._check_supersedes(ns, items, rows)
@@ -457,7 +506,7 @@ class TierStore:
         ctx = cp.context(ctx_tags) if ctx_tags else cp.empty_context
         if record_access is None:
             record_access = self._policy.scoring.record_access
-        now = self.clock.now()
+        now = self._time.now()
         hot = self._hot.ensure(ns)
         with hot.lock.read():
             ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
@@ -565,7 +614,7 @@ class TierStore:
         self._check_open()
         check_namespace(ns)
         check_id(id)
-        now = self.clock.now()
+        now = self._time.now()
         hot = self._hot.get(ns)
         if hot is not None:
             with hot.lock.read():
@@ -647,7 +696,7 @@ class TierStore:
         id_list = check_id_list(ids)
         if not id_list:
             return
-        now = self.clock.now()
+        now = self._time.now()
         hot = self._hot.ensure(ns)
         pending = self._count_accesses(ns, hot, id_list, now, strict=True)
         for _ in range(16):  # each round, a memory that moved again; bounded so a livelock cannot hang
@@ -729,7 +778,7 @@ class TierStore:
         (0, 1]. Durable when it returns; returns the updated memory."""
         memory = self._feedback(ns, id, positive=positive, strength=strength, implicit=implicit)
         if self._trace is not None:
-            self._trace.write("feedback", self.clock.now(), ns=ns, id=id, positive=positive, strength=strength,
+            self._trace.write("feedback", self._time.now(), ns=ns, id=id, positive=positive, strength=strength,
                               implicit=implicit)
         return memory
 
@@ -745,7 +794,7 @@ class TierStore:
         if not isinstance(implicit, bool):
             raise InvalidInputError(f"implicit must be True or False, got {implicit!r}")
         strength = float(strength)
-        now = self.clock.now()
+        now = self._time.now()
         cp = self._cp
         reason = ("implicit " if implicit else "") + ("positive" if positive else "negative")
         hot = self._hot.ensure(ns)
@@ -804,7 +853,7 @@ class TierStore:
         check_id(id)
         if not isinstance(pinned, bool):
             raise InvalidInputError(f"pinned must be True or False, got {pinned!r}")
-        now = self.clock.now()
+        now = self._time.now()
         kind = "pin" if pinned else "unpin"
         hot = self._hot.ensure(ns)
         fut = None
@@ -854,7 +903,7 @@ class TierStore:
         self._check_open()
         check_namespace(ns)
         check_id(id)
-        now = self.clock.now()
+        now = self._time.now()
         self._hot.ensure(ns)
 
         def write(conn: sqlite3.Connection) -> tuple[MemoryRow | None, str | None]:
@@ -897,7 +946,7 @@ class TierStore:
         check_namespace(ns)
         new_tags = check_tags(tags, 1024)
         ctx = self._cp.context(new_tags)
-        now = self.clock.now()
+        now = self._time.now()
         hot = self._hot.ensure(ns)
         cp = self._cp
         with hot.lock.read():
@@ -1003,6 +1052,7 @@ class TierStore:
         while not self._stop.wait(interval):
             try:
                 self.flush()
+                self._save_clock()
             except StoreClosedError:
                 return
             except Exception:  # noqa: BLE001 - retried on the next tick; close() flushes again
@@ -1011,7 +1061,7 @@ class TierStore:
     # ------------------------------------------------------------------ sweep
 
     def sweep(self, *, max_items: int | None = None, time_budget_s: float | None = None,
-              progress: bool | None = False) -> SweepReport:
+              progress: bool | None = False, dry_run: bool = False) -> SweepReport:
         """One incremental pass of the migrator: apply what is due.
 
         Reads only memories whose due time has passed (the due index), in
@@ -1022,13 +1072,20 @@ class TierStore:
         batches a crash interrupted are finished first; archive objects left
         holding stale records (deleted or restored memories) are rewritten
         last (see :meth:`compact_cold`). progress: draw a bar (``None``: when stderr is
-        a terminal).
+        a terminal). dry_run: count what is due and what each memory's action
+        would be (``SweepReport`` with ``dry_run=True``), changing nothing.
+        Raises ClockSkewError (except a dry run) if the clock failed the check
+        at open (see :meth:`open`).
         """
         self._check_open()
         if max_items is not None:
             max_items = check_positive_int(max_items, "max_items")
-        if time_budget_s is not None and not (isinstance(time_budget_s, (int, float)) and time_budget_s > 0):
-            raise InvalidInputError(f"time_budget_s must be a positive number, got {time_budget_s!r}")
+        time_budget_s = _check_seconds(time_budget_s, "time_budget_s", optional=True)
+        if not isinstance(dry_run, bool):
+            raise InvalidInputError(f"dry_run must be True or False, got {dry_run!r}")
+        if dry_run:
+            return self._migrator.preview(max_items, time_budget_s)
+        self._require_trusted_clock()
         with self._sweep_lock:
             return self._migrator.sweep(max_items, time_budget_s, progress)
 
@@ -1044,7 +1101,7 @@ class TierStore:
         self._check_open()
         with self._sweep_lock:
             try:
-                return self._migrator.compact_archives(self.clock.now(), everything=True, progress=progress,
+                return self._migrator.compact_archives(self._time.now(), everything=True, progress=progress,
                                                        strict=True)
             finally:
                 self._migrator.settle_tombstones()
@@ -1075,7 +1132,7 @@ class TierStore:
             restored = self._migrator.restore(ns, ids=id_list, where=None if where is None else dict(where),
                                               text=text, limit=limit, progress=progress)
         if self._trace is not None:
-            self._trace.write("restore", self.clock.now(), ns=ns, ids=id_list,
+            self._trace.write("restore", self._time.now(), ns=ns, ids=id_list,
                               where=None if where is None else dict(where), text=text, limit=limit, restored=restored)
         return restored
 
@@ -1104,8 +1161,13 @@ class TierStore:
                        time_budget_s: float = 5.0) -> None:
         """Run sweeps in a background thread every ``interval_s`` seconds (of
         wall-clock time), each bounded by ``max_items`` and ``time_budget_s``.
-        It comes back sooner while work remains and backs off after errors."""
+        It comes back sooner while work remains and backs off after errors.
+        Raises ClockSkewError if the clock failed the check at open."""
         self._check_open()
+        interval_s = _check_seconds(interval_s, "interval_s")
+        max_items = check_positive_int(max_items, "max_items")
+        time_budget_s = _check_seconds(time_budget_s, "time_budget_s")
+        self._require_trusted_clock()
         self._migrator.start(interval_s, max_items, time_budget_s)
 
     def stop_migrator(self, timeout: float = 30.0) -> None:
@@ -1119,7 +1181,7 @@ class TierStore:
         current policy (after it changed), in chunks, with the kernels.
         Weights are rebased at now so the past is unchanged."""
         cp = self._cp
-        now = self.clock.now()
+        now = self._time.now()
         last = 0
         while True:
             rows = self._catalog.query(
@@ -1185,7 +1247,7 @@ class TierStore:
             by_type=by_type,
             namespaces=int(namespaces[0]) if namespaces else 0,
             pinned=int(pinned[0]) if pinned else 0,
-            due_now=self._catalog.count_due(self.clock.now()),
+            due_now=self._catalog.count_due(self._time.now()),
             hot_loaded={h.name: ("hnsw" if h.index is not None else "exact") for h in self._hot.loaded()},
             catalog_commits=self._catalog.commits,
             lifecycle=lifecycle_metrics(self) if lifecycle else {},
@@ -1234,6 +1296,7 @@ class TierStore:
             self._flusher.join(timeout=30)
             try:
                 self.flush()
+                self._save_clock()
                 self._hot.checkpoint()
             finally:
                 self._closed = True
@@ -1242,6 +1305,15 @@ class TierStore:
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
                 finally:
                     os.close(self._lock_fd)
+
+
+def _check_seconds(value: Any, what: str, *, optional: bool = False) -> Any:
+    """A positive, finite number of seconds (or None when ``optional``)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 < float(value) < math.inf):
+        raise InvalidInputError(f"{what} must be a positive, finite number of seconds, got {value!r}")
+    return float(value)
 
 
 # Version 2: a threshold already crossed when a memory's state was set makes it
