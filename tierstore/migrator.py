@@ -53,6 +53,7 @@ from .kernels import (
 from .kernels import columns as C
 from .model import TIER_NAMES, SweepReport
 from .progress import Progress
+from .validation import check_str, check_tags, check_time
 
 if TYPE_CHECKING:
     from .store import TierStore
@@ -789,17 +790,17 @@ class Migrator:
             if unknown:
                 raise InvalidInputError(f"restore where: unknown keys {sorted(unknown)} (expected {sorted(allowed)})")
             if "memory_type" in where:
-                types = [where["memory_type"]] if isinstance(where["memory_type"], str) else list(where["memory_type"])
+                types = _strings(where["memory_type"], "restore where memory_type")
                 for t in types:
                     s.policy.type_index(t)
                 clauses.append(f"m.memory_type IN ({','.join('?' * len(types))})")
                 params.extend(types)
             if "source" in where:
                 clauses.append("m.source = ?")
-                params.append(str(where["source"]))
+                params.append(check_str(where["source"], "restore where source"))
             for key, every in (("tags", True), ("any_tags", False)):
                 if key in where:
-                    tags = [where[key]] if isinstance(where[key], str) else list(where[key])
+                    tags = list(check_tags(_strings(where[key], f"restore where {key}"), 1024))
                     marks = ",".join("?" * len(tags))
                     if every:
                         clauses.append(f"(SELECT count(DISTINCT value) FROM json_each(m.tags) WHERE value IN ({marks})) = ?")
@@ -810,14 +811,14 @@ class Migrator:
             for key, op in (("created_after", ">="), ("created_before", "<")):
                 if key in where:
                     clauses.append(f"m.created_at {op} ?")
-                    params.append(float(where[key]))
+                    params.append(check_time(where[key], f"restore where {key}"))
             for key, op in (("archived_after", ">="), ("archived_before", "<")):
                 if key in where:
                     clauses.append(f"EXISTS (SELECT 1 FROM events e WHERE e.ns = m.ns AND e.id = m.id AND e.kind = 'archive'"
                                    f" AND e.t {op} ?)")
-                    params.append(float(where[key]))
+                    params.append(check_time(where[key], f"restore where {key}"))
         if text is not None:
-            if not isinstance(text, str) or not text.strip():
+            if not isinstance(text, str) or not check_str(text, "restore text").strip():
                 raise InvalidInputError("restore text must be a non-empty string")
             join = " JOIN cold_text ON cold_text.rowid = m.rid"
             clauses.append("cold_text MATCH ?")
@@ -978,6 +979,15 @@ def _row_from_record(rec: dict[str, Any], key: str, entry: Any) -> MemoryRow:
         ctx_mult=float(rec["ctx_mult"]), due_at=math.inf, cold_key=key, cold_offset=entry.offset,
         cold_length=entry.length,
     )
+
+
+def _strings(value: Any, what: str) -> list[str]:
+    """One string or a list of strings."""
+    if isinstance(value, str):
+        return [check_str(value, what)]
+    if not isinstance(value, (list, tuple, set, frozenset)) or not value:
+        raise InvalidInputError(f"{what} must be a string or a non-empty list of strings, got {value!r}")
+    return [check_str(v, what) for v in value]
 
 
 def _fts_query(text: str) -> str:

@@ -64,6 +64,7 @@ from .trace import TraceWriter, encode_vector
 from .validation import (
     F32,
     check_confidence,
+    check_content,
     check_id,
     check_id_list,
     check_namespace,
@@ -420,7 +421,7 @@ class TierStore:
         for i, item in enumerate(items):
             where = "" if len(items) == 1 else f"item {i}: "
             try:
-                content = check_str(item["content"], "content")
+                content = check_content(item["content"])
                 vectors[i] = check_vector(item["embedding"], self.dim)
                 memory_type = check_str(item.get("memory_type", "fact"), "memory_type")
                 type_idx = pol.type_index(memory_type)
@@ -508,6 +509,8 @@ class TierStore:
             record_access = self._policy.scoring.record_access
         now = self._time.now()
         hot = self._hot.ensure(ns)
+        if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
+            k = max(1, min(k, hot.live + sum(info.count for info in self._warm.shards(ns))))
         with hot.lock.read():
             ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
             hits = hot.hits(ranked, cp, explain)

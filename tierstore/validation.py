@@ -36,22 +36,57 @@ def check_namespace(ns: Any) -> str:
 F32 = np.dtype(np.float32)  # native float32: numpy keeps one instance, so `is` compares
 
 
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _numeric(vec: Any, what: str) -> np.ndarray:
+    """``vec`` as a numpy array of real numbers: strings, booleans, complex
+    numbers and objects are refused (numpy would convert "1.5", drop an
+    imaginary part with a warning, or fail later)."""
+    try:
+        arr = np.asarray(vec)
+    except (TypeError, ValueError):
+        raise InvalidVectorError(f"{what} is not a numeric vector") from None
+    if arr.dtype.kind not in "iuf":
+        kind = {"c": "complex numbers", "b": "booleans", "U": "strings", "S": "bytes", "O": "non-numbers"}.get(
+            arr.dtype.kind, f"values of type {arr.dtype}")
+        raise InvalidVectorError(f"{what} must hold real numbers, got {kind}")
+    return arr
+
+
+def _unit_rows(a64: np.ndarray, what: str) -> np.ndarray:
+    """Rows of a finite float64 matrix scaled to unit length, in float32.
+    Norms and the division are done in float64: a float32 norm overflows for
+    components near float32's maximum (3e38 became all zeros) and loses
+    precision for subnormal ones (1e-45 became a vector of length 0.94)."""
+    if np.abs(a64).max(initial=0.0) > F32_MAX:
+        raise InvalidVectorError(f"{what} has values beyond float32's range (±3.4e38)")
+    norms = np.sqrt(np.einsum("ij,ij->i", a64, a64))
+    if not (norms > 0).all():
+        bad = int(np.flatnonzero(~(norms > 0))[0])
+        where = what if a64.shape[0] == 1 else f"{what}[{bad}]"
+        raise InvalidVectorError(f"{where} has zero length and cannot be normalised")
+    out = (a64 / norms[:, None]).astype(np.float32)
+    lengths = np.sqrt(np.einsum("ij,ij->i", out.astype(np.float64), out.astype(np.float64)))
+    if not (np.abs(lengths - 1.0) <= 1e-3).all():  # every component underflowed to 0 in float32
+        raise InvalidVectorError(f"{what} cannot be stored as a unit float32 vector")
+    return np.ascontiguousarray(out)
+
+
 def check_vector(vec: Any, dim: int, what: str = "embedding") -> np.ndarray:
-    """A finite, non-zero vector of length ``dim``, returned L2-normalised as
-    a contiguous float32 array (the argument itself when it already is one:
-    callers copy before they keep it)."""
+    """A finite, non-zero vector of ``dim`` real numbers, returned
+    L2-normalised as a contiguous float32 array (the argument itself when it
+    already is one: callers copy before they keep it)."""
     if type(vec) is np.ndarray and vec.dtype is F32 and vec.shape == (dim,) and vec.flags.c_contiguous:
         # Fast path for the common case: NaN or inf in any element makes the
-        # squared length non-finite, so one pass checks everything.
+        # squared length (summed in float64) non-finite, so one pass checks everything.
         n2 = squared_length(vec)
         if 0.0 < n2 < math.inf:
             if abs(n2 - 1.0) <= 1e-7:  # already unit length (float32 rounding): no copy
                 return vec
-            return vec / np.float32(math.sqrt(n2))
-    try:
-        arr = np.asarray(vec, dtype=np.float32)
-    except (TypeError, ValueError):
-        raise InvalidVectorError(f"{what} is not a numeric vector") from None
+            if 2.0 ** -100 <= n2 <= 2.0 ** 100:  # no overflow or subnormal trouble in float32
+                return vec / np.float32(math.sqrt(n2))
+    arr = _numeric(vec, what)
     if arr.ndim != 1:
         if arr.ndim == 2 and arr.shape[0] == 1:
             arr = arr[0]
@@ -59,30 +94,22 @@ def check_vector(vec: Any, dim: int, what: str = "embedding") -> np.ndarray:
             raise DimensionMismatchError(f"{what} must be one vector of length {dim}, got shape {arr.shape}")
     if arr.shape[0] != dim:
         raise DimensionMismatchError(f"{what} has dimension {arr.shape[0]}, the store's dimension is {dim}")
-    if not np.isfinite(arr).all():
+    a64 = arr.astype(np.float64)
+    if not np.isfinite(a64).all():
         raise InvalidVectorError(f"{what} contains NaN or infinite values")
-    norm = float(np.sqrt(np.dot(arr.astype(np.float64), arr.astype(np.float64))))
-    if not norm > 0.0 or not math.isfinite(norm):
-        raise InvalidVectorError(f"{what} has zero length and cannot be normalised")
-    return np.ascontiguousarray(arr / np.float32(norm), dtype=np.float32)
+    return _unit_rows(a64[None, :], what)[0]
 
 
 def check_vectors(mat: Any, dim: int, what: str = "embeddings") -> np.ndarray:
     """A ``(n, dim)`` matrix of valid vectors, each L2-normalised (float32)."""
-    try:
-        arr = np.asarray(mat, dtype=np.float32)
-    except (TypeError, ValueError):
-        raise InvalidVectorError(f"{what} are not numeric") from None
+    arr = _numeric(mat, what)
     if arr.ndim != 2 or arr.shape[1] != dim:
         raise DimensionMismatchError(f"{what} must have shape (n, {dim}), got {arr.shape}")
-    if not np.isfinite(arr).all():
-        bad = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
+    a64 = arr.astype(np.float64)
+    if not np.isfinite(a64).all():
+        bad = int(np.flatnonzero(~np.isfinite(a64).all(axis=1))[0])
         raise InvalidVectorError(f"{what}[{bad}] contains NaN or infinite values")
-    norms = np.sqrt(np.einsum("ij,ij->i", arr.astype(np.float64), arr.astype(np.float64)))
-    if not (norms > 0).all():
-        bad = int(np.flatnonzero(~(norms > 0))[0])
-        raise InvalidVectorError(f"{what}[{bad}] has zero length and cannot be normalised")
-    return np.ascontiguousarray(arr / norms[:, None].astype(np.float32), dtype=np.float32)
+    return _unit_rows(a64, what)
 
 
 def check_confidence(value: Any, what: str = "confidence") -> float:
@@ -94,10 +121,21 @@ def check_confidence(value: Any, what: str = "confidence") -> float:
     return x
 
 
+def _text(value: str, what: str) -> str:
+    """``value`` if it is valid Unicode text: a lone surrogate (from a bad
+    decode, ``surrogateescape``) cannot be stored as UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{what} is not valid Unicode text: a lone surrogate at position {exc.start}"
+                                ) from None
+    return value
+
+
 def check_id(value: Any) -> str:
     if not isinstance(value, str) or not value or len(value) > ID_MAX_LEN or "\x00" in value:
         raise InvalidInputError(f"invalid memory id {value!r}: expected a non-empty string of at most {ID_MAX_LEN} characters")
-    return value
+    return _text(value, f"memory id {value!r}")
 
 
 def check_tags(tags: Any, max_tags: int) -> tuple[str, ...]:
@@ -114,6 +152,7 @@ def check_tags(tags: Any, max_tags: int) -> tuple[str, ...]:
     for t in items:
         if not isinstance(t, str) or not t or len(t) > TAG_MAX_LEN or "\x00" in t:
             raise InvalidInputError(f"invalid tag {t!r}: expected a non-empty string of at most {TAG_MAX_LEN} characters")
+        _text(t, f"tag {t!r}")
         if t not in out:
             out.append(t)
     if len(out) > max_tags:
@@ -141,7 +180,37 @@ def check_positive_int(value: Any, what: str) -> int:
 def check_str(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")
+    return _text(value, what)
+
+
+def check_content(value: Any) -> str:
+    """A memory's text: a non-empty string (whitespace alone says nothing)."""
+    value = check_str(value, "content")
+    if not value.strip():
+        raise InvalidInputError("content must not be empty")
     return value
+
+
+def check_time(value: Any, what: str) -> float:
+    """A point in time: POSIX seconds (a finite number), an aware
+    ``datetime``, or an ISO 8601 string (UTC unless it has an offset)."""
+    import datetime as _dt
+
+    from .storetime import parse_time
+
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_dt.timezone.utc)
+        return value.timestamp()
+    if isinstance(value, str):
+        try:
+            return parse_time(value)
+        except ValueError as exc:
+            raise InvalidInputError(f"{what}: {exc}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)):
+        raise InvalidInputError(f"{what} must be POSIX seconds, a datetime or an ISO 8601 string, got {value!r}")
+    return float(value)
 
 
 def check_id_list(ids: Any) -> list[str]:
