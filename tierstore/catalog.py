@@ -20,6 +20,7 @@ import sqlite3
 import threading
 from collections import deque
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
@@ -416,11 +417,25 @@ class Catalog:
                 self._readers.append(conn)
         return conn
 
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """This thread's read connection; a read that fails because close()
+        closed the connection under it (a call racing close() in another
+        thread) raises StoreClosedError, not SQLite's ProgrammingError."""
+        try:
+            yield self.reader()
+        except sqlite3.ProgrammingError:
+            if self._closed:
+                raise StoreClosedError("the store was closed during this call") from None
+            raise
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self.reader().execute(sql, params).fetchall()
+        with self._reading() as conn:
+            return conn.execute(sql, params).fetchall()
 
     def query_one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        return self.reader().execute(sql, params).fetchone()
+        with self._reading() as conn:
+            return conn.execute(sql, params).fetchone()
 
     # -- memories -----------------------------------------------------------
 
@@ -458,8 +473,8 @@ class Catalog:
         return [MemoryRow.from_sql(r) for r in self.query(f"SELECT {cols} FROM memories m {tail}", params)]
 
     def iter_rows(self, ns: str, tier: int) -> Iterator[MemoryRow]:
-        cur = self.reader().execute(_SELECT_MEMORY + " WHERE ns = ? AND tier = ? ORDER BY rid", (ns, tier))
-        for r in cur:
+        rows = self.query(_SELECT_MEMORY + " WHERE ns = ? AND tier = ? ORDER BY rid", (ns, tier))
+        for r in rows:
             yield MemoryRow.from_sql(r)
 
     def namespaces(self) -> list[str]:

@@ -153,6 +153,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
               + ", ".join(f"{k} {v}" for k, v in sorted(report.checked.items())))
         for p in report.problems:
             print(f"  {p}" + ("" if p.repairable else "  (not repairable)"))
+        for p in report.in_flight:
+            print(f"  in flight, not damage: {p.message}")
     return 0 if report.ok else 1
 
 

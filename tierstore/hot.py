@@ -617,6 +617,7 @@ class HotTier:
         self._spaces: dict[str, HotNamespace] = {}
         self._loading: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+        self.checkpoint_lock = threading.Lock()  # checkpoint files: one writer, or a reader, at a time
         self.checkpoint_errors: list[str] = []
 
     def get(self, ns: str) -> HotNamespace | None:
@@ -691,14 +692,18 @@ class HotTier:
         return space
 
     def checkpoint(self, force: bool = False) -> int:
-        """Checkpoint every namespace with unsaved index changes; returns how many."""
+        """Checkpoint every namespace with unsaved index changes; returns how
+        many. One checkpoint at a time (``checkpoint_lock``): two writers would
+        share the temporary files, and a reader (``verify``) would see an index
+        beside the previous manifest."""
         done = 0
-        for space in self.loaded():
-            if not force and space.changes_since_checkpoint == 0:
-                continue
-            with space.lock.read():
-                space.save_checkpoint(self.directory)
-            done += 1
+        with self.checkpoint_lock:
+            for space in self.loaded():
+                if not force and space.changes_since_checkpoint == 0:
+                    continue
+                with space.lock.read():
+                    space.save_checkpoint(self.directory)
+                done += 1
         return done
 
     def drop(self, ns: str) -> None:

@@ -21,6 +21,14 @@ the only copy of its cold memories' embeddings, so a damaged or missing one is
 reported with the memories it affects and never "repaired" by guesswork (a
 record that still decodes can be restored; the rest are lost).
 
+``verify`` takes a consistent view of a live store: it holds the sweep lock
+(no sweep, restore, compaction or repair runs meanwhile) and the hot tier's
+checkpoint lock, and re-reads the catalog before it reports an archive object
+missing or damaged (a ``delete()`` may have emptied and collected it since the
+object was listed). Work that is interrupted but not damaged (an archive
+batch still pending after a crash or an outage, a tombstone not yet written)
+is reported in ``in_flight``, not as a problem: the next sweep finishes it.
+
 ``TierStore.verify()`` / ``TierStore.repair()`` are thin wrappers over these
 (see docs/operations.md).
 """
@@ -62,23 +70,36 @@ class Problem:
 
 @dataclass
 class IntegrityReport:
+    """``problems``: damage. ``in_flight``: interrupted work the next sweep
+    finishes (not damage; ``ok`` ignores it). ``checked``: what was read."""
+
     problems: list[Problem] = field(default_factory=list)
     checked: dict[str, int] = field(default_factory=dict)
     repaired: list[str] = field(default_factory=list)
+    in_flight: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def as_dict(self) -> dict[str, Any]:
+        def rows(items: list[Problem]) -> list[dict[str, Any]]:
+            return [{"kind": p.kind, "where": p.where, "message": p.message, "repairable": p.repairable,
+                     "memories": list(p.memories)} for p in items]
+
         return {"ok": self.ok, "checked": dict(self.checked), "repaired": list(self.repaired),
-                "problems": [{"kind": p.kind, "where": p.where, "message": p.message, "repairable": p.repairable,
-                              "memories": list(p.memories)} for p in self.problems]}
+                "problems": rows(self.problems), "in_flight": rows(self.in_flight)}
 
 
 def verify(store: "TierStore") -> IntegrityReport:
     """Check everything listed in the module docstring; change nothing."""
     store._check_open()
+    with store._sweep_lock:
+        return _verify(store)
+
+
+def _verify(store: "TierStore") -> IntegrityReport:
+    """:func:`verify`, the sweep lock held by the caller."""
     report = IntegrityReport()
     _verify_catalog(store, report)
     _verify_warm(store, report)
@@ -97,7 +118,7 @@ def repair(store: "TierStore", *, now: float | None = None) -> IntegrityReport:
     now = store.now() if now is None else now
     done: list[str] = []
     with store._sweep_lock:
-        first = verify(store)
+        first = _verify(store)
         # Warm shards: rebuilt from the catalog's vectors (one new shard per namespace).
         bad_shards: dict[str, set[str]] = {}
         for p in first.problems:
@@ -114,7 +135,7 @@ def repair(store: "TierStore", *, now: float | None = None) -> IntegrityReport:
         for p in first.problems:
             if p.kind == "hot" and p.repairable:
                 space = store._hot.ensure(p.where)
-                with space.lock.read():
+                with store._hot.checkpoint_lock, space.lock.read():
                     space.save_checkpoint(store._hot.directory)
                 done.append(f"rewrote the hot checkpoint of namespace {p.where!r}")
         # Tombstones: written again from the catalog's list.
@@ -125,14 +146,14 @@ def repair(store: "TierStore", *, now: float | None = None) -> IntegrityReport:
                 store._cold.store.put(p.where, tombstones.encode(tombstones.Tombstone(ns, mid, at)))
                 done.append(f"rewrote tombstone {p.where} from the catalog")
         # Pending archive batches: finished as the next sweep would.
-        if any(p.kind == "catalog" and p.where.startswith("archive/") for p in first.problems):
+        if any(p.where.startswith("archive/") for p in first.in_flight):
             sweep_report = SweepReport(now=now)
             try:
                 store._migrator.recover(now, sweep_report)
                 done.append("finished pending archive batches")
             except (ObjectStoreError, CorruptDataError, OSError) as exc:
                 done.append(f"pending archive batches not finished: {type(exc).__name__}: {exc}")
-        final = verify(store)
+        final = _verify(store)
     final.repaired = done
     return final
 
@@ -147,9 +168,13 @@ def _verify_catalog(store: "TierStore", report: IntegrityReport) -> None:
         report.problems.append(Problem("catalog", str(cat.path), f"catalog {cat.path}: quick_check: "
                                        + "; ".join(map(str, result[:5])), repairable=False))
     for key, count in cat.query("SELECT key, count FROM archives WHERE state = 'pending'"):
-        report.problems.append(Problem(
+        report.in_flight.append(Problem(
             "catalog", key, f"archive batch {key} ({count} memories) is pending: interrupted by a crash or an "
             "object-store error; the next sweep finishes it", repairable=True))
+    for key, ns, mid in cat.query("SELECT key, ns, id FROM tombstones WHERE state = 'pending'"):
+        report.in_flight.append(Problem(
+            "tombstone", key, f"the tombstone of deleted memory {ns}/{mid} is not written yet (an object-store "
+            "error, or a delete under way); the next sweep writes it", repairable=True))
     for ns, mid in cat.query("SELECT ns, id FROM memories WHERE tier = ? AND (cold_key IS NULL OR cold_offset IS NULL"
                              " OR cold_length IS NULL)", (TIER_COLD,)):
         report.problems.append(Problem("catalog", f"{ns}/{mid}", f"cold memory {ns}/{mid} has no archive location",
@@ -163,7 +188,7 @@ def _verify_catalog(store: "TierStore", report: IntegrityReport) -> None:
 
 def _verify_warm(store: "TierStore", report: IntegrityReport) -> None:
     n = 0
-    for (ns,) in store._catalog.query("SELECT DISTINCT ns FROM shards ORDER BY ns"):
+    for (ns,) in store._catalog.query("SELECT DISTINCT ns FROM shards ORDER BY ns"):  # shards change only under the sweep lock
         for info in store._warm.shards(ns):
             n += 1
             err = store._warm.verify(info)
@@ -181,7 +206,8 @@ def _verify_hot(store: "TierStore", report: IntegrityReport) -> None:
     for ns in store._catalog.namespaces():
         space = HotNamespace(ns, hot.dim, hot.settings, hot.vocab, hot.type_names)
         try:
-            ckpt = space.load_checkpoint(hot.directory)
+            with hot.checkpoint_lock:  # not while a checkpoint() is half written
+                ckpt = space.load_checkpoint(hot.directory)
         except CorruptDataError as exc:
             n += 1
             report.problems.append(Problem("hot", ns, str(exc), repairable=True))
@@ -210,14 +236,26 @@ def _verify_tombstones(store: "TierStore", report: IntegrityReport) -> None:
     report.checked["tombstones"] = len(rows)
 
 
+_COLD_SQL = ("SELECT ns, id, cold_key, cold_offset, cold_length FROM memories WHERE tier = ? AND cold_key IS NOT NULL"
+             " AND cold_offset IS NOT NULL AND cold_length IS NOT NULL")
+
+
 def _verify_cold(store: "TierStore", report: IntegrityReport) -> None:
     by_key: dict[str, list[tuple[str, str, Location]]] = {}
-    for ns, mid, key, off, length in store._catalog.query(
-            "SELECT ns, id, cold_key, cold_offset, cold_length FROM memories WHERE tier = ? AND cold_key IS NOT NULL"
-            " AND cold_offset IS NOT NULL AND cold_length IS NOT NULL ORDER BY cold_key, cold_offset", (TIER_COLD,)):
+    for ns, mid, key, off, length in store._catalog.query(_COLD_SQL + " ORDER BY cold_key, cold_offset",
+                                                          (TIER_COLD,)):
         by_key.setdefault(key, []).append((ns, mid, Location(key, off, length)))
     for key, entries in by_key.items():
         problems, damaged = store._cold.verify_batch(key, [(mid, loc) for _, mid, loc in entries])
+        if problems:
+            # A delete() (which does not wait for the sweep lock) may have emptied
+            # and collected the object since it was listed: look again before
+            # calling anything missing or damaged.
+            entries = [(ns, mid, Location(k, off, length)) for ns, mid, k, off, length in store._catalog.query(
+                _COLD_SQL + " AND cold_key = ? ORDER BY cold_offset", (TIER_COLD, key))]
+            if not entries:
+                continue
+            problems, damaged = store._cold.verify_batch(key, [(mid, loc) for _, mid, loc in entries])
         if problems:
             ns_of = {mid: ns for ns, mid, _ in entries}
             report.problems.append(Problem(

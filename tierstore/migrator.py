@@ -171,6 +171,8 @@ class Migrator:
                 limit = batch_size if max_items is None else min(batch_size, max_items - report.examined)
                 if limit <= 0 or (time_budget_s is not None and time.perf_counter() - start >= time_budget_s):
                     break
+                if s._closed:  # close() is waiting: stop between batches (the next open goes on)
+                    break
                 rows = s._catalog.due(now, limit)
                 if not rows:
                     break
@@ -193,7 +195,7 @@ class Migrator:
             report.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             bar.close()
-        if archive_ok and (time_budget_s is None or time.perf_counter() - start < time_budget_s):
+        if archive_ok and not s._closed and (time_budget_s is None or time.perf_counter() - start < time_budget_s):
             try:
                 report.compacted = self.compact_archives(now, limit=_COMPACT_PER_SWEEP)
             except (ObjectStoreError, CorruptDataError, OSError) as exc:

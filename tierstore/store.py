@@ -1289,25 +1289,28 @@ class TierStore:
 
     def close(self) -> None:
         """Flush access updates, checkpoint hot indexes, close the catalog and
-        release the store. Idempotent."""
+        release the store. Idempotent. Calls made from other threads from now
+        on raise StoreClosedError; a sweep under way stops after its current
+        batch, and a restore, verify or repair under way is waited for."""
         with self._close_lock:
             if self._closed:
                 return
+            self._closed = True  # new calls are refused from here on
             self._migrator.stop()
-            self.stop_trace()
-            self._stop.set()
-            self._flusher.join(timeout=30)
-            try:
-                self.flush()
-                self._save_clock()
-                self._hot.checkpoint()
-            finally:
-                self._closed = True
-                self._catalog.close()
+            with self._sweep_lock:  # what holds it finishes first (a sweep stops between batches)
+                self.stop_trace()
+                self._stop.set()
+                self._flusher.join(timeout=30)
                 try:
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                    self.flush()
+                    self._clock_trusted and self._save_clock()
+                    self._hot.checkpoint()
                 finally:
-                    os.close(self._lock_fd)
+                    self._catalog.close()
+                    try:
+                        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                    finally:
+                        os.close(self._lock_fd)
 
 
 def _check_seconds(value: Any, what: str, *, optional: bool = False) -> Any:
