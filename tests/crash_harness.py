@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -367,10 +368,16 @@ def verify(path: Path, log: Log, exact_threshold: int, result: TrialResult) -> N
     problems = result.problems
     # Were the catalog lost right at the crash, a catalog rebuilt from the
     # bucket alone must not bring back a memory whose delete was acknowledged.
-    with tempfile.TemporaryDirectory() as d, TierStore.open(
-            Path(d) / "rebuilt", dim=DIM, clock=ManualClock(log.t_max), cold=path / "cold") as rebuilt:
-        rebuilt.rebuild_catalog()
-        back = log.deleted & _present(rebuilt)
+    with tempfile.TemporaryDirectory() as d:
+        # on a copy of the bucket: the scratch store must not take the prefix over from the store
+        shutil.copytree(path / "cold", Path(d) / "cold")
+        rebuilt = TierStore.open(Path(d) / "rebuilt", dim=DIM, clock=ManualClock(log.t_max), cold=Path(d) / "cold",
+                                 take_over_cold=True)
+        try:
+            rebuilt.rebuild_catalog()
+            back = log.deleted & _present(rebuilt)
+        finally:
+            rebuilt.close()
         if back:
             problems.append(f"a catalog rebuilt from the bucket brings back deleted memories {sorted(back)[:5]}")
     store = TierStore.open(path, clock=ManualClock(log.t_max), settings=store_settings(exact_threshold))

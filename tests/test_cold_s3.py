@@ -15,9 +15,9 @@ from tierstore.objectstore import S3ObjectStore
 HOUR = 3600.0
 
 
-def open_s3_store(path, clock, moto_server, bucket):
+def open_s3_store(path, clock, moto_server, bucket, **kwargs):
     return TierStore.open(path, dim=DIM, clock=clock, cold=f"s3://{bucket}/mem",
-                          cold_options={"endpoint_url": moto_server.endpoint_url})
+                          cold_options={"endpoint_url": moto_server.endpoint_url}, **kwargs)
 
 
 def test_archive_and_restore_over_s3(tmp_path, rng, moto_server, s3_bucket):
@@ -29,7 +29,7 @@ def test_archive_and_restore_over_s3(tmp_path, rng, moto_server, s3_bucket):
     clock.advance(2 * HOUR)
     assert store.sweep().archived == 12
     assert isinstance(store._cold.store, S3ObjectStore)
-    keys = moto_server.client().list_objects_v2(Bucket=s3_bucket, Prefix="mem/")["Contents"]
+    keys = moto_server.client().list_objects_v2(Bucket=s3_bucket, Prefix="mem/archive/")["Contents"]
     assert len(keys) == 1 and keys[0]["Key"].startswith("mem/archive/alice/")
     assert store.restore("alice", ids=ids[:3]) == ids[:3]
     assert sorted(store.restore("alice", text="Lisbon", limit=4)) == sorted(store.restore("alice", ids=ids[3:7]) or ids[3:7])
@@ -62,8 +62,8 @@ def test_rebuild_cold_catalog_from_the_bucket_alone(tmp_path, rng, moto_server, 
         # as if the rewrite's delete of the old object had been lost: the bucket
         # holds an older copy of every memory, of ids[0] two
         assert store._cold.store.put_if_absent(first, first_bytes)
-    # The catalog is lost: a fresh store on the same bucket.
-    with open_s3_store(tmp_path / "new", clock, moto_server, s3_bucket) as fresh:
+    # The catalog is lost: a fresh store on the same bucket (handed over to it).
+    with open_s3_store(tmp_path / "new", clock, moto_server, s3_bucket, take_over_cold=True) as fresh:
         assert fresh.stats().total == 0
         counts = fresh.rebuild_catalog()
         assert counts["objects"] == 3 and counts["records"] == 20 and counts["inserted"] == 10
@@ -91,7 +91,7 @@ def test_a_deleted_memory_stays_forgotten_in_a_rebuild_over_s3(tmp_path, rng, mo
         assert store.delete("eve", ids[2])
     keys = [o["Key"] for o in moto_server.client().list_objects_v2(Bucket=s3_bucket, Prefix="mem/")["Contents"]]
     assert sum(k.startswith("mem/tombstone/eve/") for k in keys) == 1
-    with open_s3_store(tmp_path / "new", clock, moto_server, s3_bucket) as fresh:
+    with open_s3_store(tmp_path / "new", clock, moto_server, s3_bucket, take_over_cold=True) as fresh:
         counts = fresh.rebuild_catalog()
         assert counts["inserted"] == 5 and counts["forgotten"] == 1 and fresh.get("eve", ids[2]) is None
         assert fresh.sweep().compacted == 1

@@ -66,7 +66,7 @@ def test_access_updates_flushed_within_a_second(tmp_path, rng):
 def test_dimension_is_fixed_and_store_is_exclusive(tmp_path, clock):
     path = tmp_path / "s"
     with TierStore.open(path, dim=DIM, clock=clock):
-        with pytest.raises(StoreConfigError, match="another process"):
+        with pytest.raises(StoreConfigError, match="already open in this process"):
             TierStore.open(path, dim=DIM, clock=clock)
     with pytest.raises(StoreConfigError, match="dimension"):
         TierStore.open(path, dim=DIM + 1, clock=clock)

@@ -34,7 +34,7 @@ def _archive(store, clock, rng, contents=("alpha secret", "bravo", "charlie", "d
 def _rebuilt(tmp_path, old, clock):
     """A store with an empty catalog on the same object store, rebuilt from it
     (the catalog of ``old`` lost)."""
-    fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=clock, cold=old.path / "cold")
+    fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=clock, cold=old.path / "cold", take_over_cold=True)
     return fresh, fresh.rebuild_catalog()
 
 
@@ -179,7 +179,8 @@ def test_damaged_tombstones_are_named(tmp_path, clock, rng):
     (stone,) = _stones(store)
     store._cold.store.put(stone, data[:-1])
     store.close()
-    fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=ManualClock(T0), cold=store.path / "cold")
+    fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=ManualClock(T0), cold=store.path / "cold",
+                           take_over_cold=True)
     with pytest.raises(CorruptDataError, match=stone):
         fresh.rebuild_catalog()
     assert fresh.stats().total == 0  # nothing was inserted before the check

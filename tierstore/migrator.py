@@ -205,6 +205,8 @@ class Migrator:
         for ns in touched_shards:
             self.compact_warm(ns, now)
         self.repair_warm(now)
+        if s._ownership.lost:
+            report.errors.append(s._ownership.lost)
         report.remaining_due = s._catalog.count_due(now)
         report.elapsed_s = time.perf_counter() - start
         return report
@@ -502,7 +504,7 @@ class Migrator:
                                            (key,))
             if live and live[0] == 0 and pending and pending[0] == 0:
                 empty.append(key)
-        if not empty:
+        if not empty or not s._ownership.may_delete():  # never delete in a prefix handed over to another store
             return 0
         # The commits that moved the memories out (restore, delete, rewrite) must
         # be on disk before the object goes: lost to an OS crash after the
@@ -523,9 +525,11 @@ class Migrator:
         self._tombstone_step(tombstones.write_pending, report)
 
     def settle_tombstones(self, report: SweepReport | None = None) -> None:
-        """Write pending tombstones, then drop those no archive object needs."""
+        """Write pending tombstones, then drop those no archive object needs
+        (while the prefix is still this store's)."""
         self._tombstone_step(tombstones.write_pending, report)
-        self._tombstone_step(tombstones.collect, report)
+        self._tombstone_step(lambda catalog, objects: tombstones.collect(catalog, objects)
+                             if self.s._ownership.may_delete() else 0, report)
 
     def _tombstone_step(self, step: Any, report: SweepReport | None) -> None:
         try:

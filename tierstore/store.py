@@ -6,6 +6,7 @@ import fcntl
 import json
 import math
 import os
+import shutil
 import sqlite3
 import threading
 import uuid
@@ -16,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import lifetime, tombstones
+from . import lifetime, ownership, tombstones
 from .catalog import (
     ACCESS_LOG_SQL,
     EVENT_SQL,
@@ -37,6 +38,7 @@ from .errors import (
     DuplicateIdError,
     InvalidInputError,
     MemoryNotFoundError,
+    ObjectStoreError,
     StoreClosedError,
     StoreConfigError,
 )
@@ -109,7 +111,7 @@ class TierStore:
 
     def __init__(self, *, path: Path, dim: int, policy: Policy, clock: Clock, settings: Settings,
                  catalog: Catalog, lock_fd: int, cold: ObjectStore, clock_check: ClockCheck,
-                 allow_clock_jump: bool = False) -> None:
+                 allow_clock_jump: bool = False, store_id: str = "") -> None:
         self.path = path
         self.dim = dim
         self._vector_shape = (dim,)
@@ -131,6 +133,8 @@ class TierStore:
         self._warm = WarmTier(path / "warm", dim, settings.warm, catalog)
         self._warm.remove_orphans()
         self._cold = ColdTier(cold, dim)
+        self.store_id = store_id
+        self._ownership = ownership.PrefixOwnership(cold, store_id)
         self._migrator = Migrator(self)
         self._type_idx = {t: i for i, t in enumerate(policy.type_names)}
         self._trace: TraceWriter | None = None
@@ -151,7 +155,7 @@ class TierStore:
     def open(cls, path: str | os.PathLike[str], *, dim: int | None = None, policy: Policy | None = None,
              cold: str | os.PathLike[str] | ObjectStore | None = None, cold_options: Mapping[str, Any] | None = None,
              clock: Clock | None = None, settings: Settings | None = None,
-             allow_clock_jump: bool = False) -> "TierStore":
+             allow_clock_jump: bool = False, take_over_cold: bool = False) -> "TierStore":
         """Open the store at ``path`` or create it.
 
         dim: vector dimension, required to create a store (then fixed).
@@ -167,16 +171,19 @@ class TierStore:
         the store's record, and if it is behind the latest time the store has
         seen, or the store's time was kept by another clock, ``sweep`` and the
         background migrator refuse to run (``ClockSkewError``) unless
-        ``allow_clock_jump``. One process at a time.
+        ``allow_clock_jump``. The object store is reached at open (a wrong
+        bucket or missing credentials raise StoreConfigError, and a new store
+        leaves nothing behind) and claimed for this store alone (see
+        :mod:`tierstore.ownership`; ``take_over_cold=True`` hands over a prefix
+        another, stopped, store owns). One process at a time.
         """
         root = Path(path)
+        made_dir = not root.exists()
+        fresh = not (root / "catalog.sqlite").exists()
+        if fresh and dim is None:
+            raise StoreConfigError(f"there is no tierstore store at {root} (to create one, give dim=)")
         root.mkdir(parents=True, exist_ok=True)
-        lock_fd = os.open(root / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(lock_fd)
-            raise StoreConfigError(f"the store at {root} is open in another process") from None
+        lock_fd = _lock(root)
         catalog: Catalog | None = None
         try:
             settings = settings or Settings()
@@ -184,7 +191,7 @@ class TierStore:
             stored_dim = catalog.get_meta("dim")
             if dim is None:
                 if stored_dim is None:
-                    raise StoreConfigError(f"there is no store at {root}: give dim= to create one")
+                    raise StoreConfigError(f"there is no tierstore store at {root} (to create one, give dim=)")
                 dim = int(stored_dim)
             dim = check_positive_int(dim, "dim")
             if stored_dim is not None and int(stored_dim) != dim:
@@ -199,7 +206,14 @@ class TierStore:
                 )
             changed = stored_policy is not None and stored_policy != effective.to_json()
             cold_store, cold_meta = _open_cold(root, cold, cold_options, catalog.get_meta("cold"))
-            meta = {"dim": str(dim), "policy": effective.to_json(), "schema_version": "1"}
+            store_id = catalog.get_meta("store_id") or uuid.uuid4().hex
+            # The object store is reached before anything is written: a wrong bucket,
+            # missing credentials or another store's prefix is an error now, not later.
+            try:
+                ownership.claim(cold_store, store_id, root, take_over=take_over_cold)
+            except ObjectStoreError as exc:
+                raise StoreConfigError(f"cannot reach the object store for archives, {cold_store!r}: {exc}") from exc
+            meta = {"dim": str(dim), "policy": effective.to_json(), "schema_version": "1", "store_id": store_id}
             if cold_meta is not None:
                 meta["cold"] = cold_meta
             catalog.set_meta(meta)
@@ -208,11 +222,13 @@ class TierStore:
             check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
             store = cls(path=root, dim=dim, policy=effective, clock=clock, settings=settings,
                         catalog=catalog, lock_fd=lock_fd, cold=cold_store, clock_check=check,
-                        allow_clock_jump=allow_clock_jump)
+                        allow_clock_jump=allow_clock_jump, store_id=store_id)
         except BaseException:
             if catalog is not None:
                 catalog.close()
             os.close(lock_fd)
+            if fresh:  # a store this call was creating: leave nothing behind
+                _remove_new_store(root, made_dir)
             raise
         store._save_clock()
         if changed:
@@ -1325,6 +1341,41 @@ def _check_seconds(value: Any, what: str, *, optional: bool = False) -> Any:
 # Version 2: a threshold already crossed when a memory's state was set makes it
 # due at that time (version 1 stored such memories as never due).
 _DUE_TIMES_VERSION = "2"
+
+
+def _lock(root: Path) -> int:
+    """Take the store's LOCK (an flock, released by the kernel if the process
+    dies) and write our pid in it; the error names the holder."""
+    lock_fd = os.open(root / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(lock_fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(lock_fd)
+        if holder == str(os.getpid()):
+            raise StoreConfigError(f"the store at {root} is already open in this process: use that TierStore, "
+                                   "or close it first") from None
+        who = f"process {holder}" if holder.isdigit() else "another process"
+        raise StoreConfigError(f"the store at {root} is open in {who}; one process at a time") from None
+    os.ftruncate(lock_fd, 0)
+    os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
+    return lock_fd
+
+
+def _remove_new_store(root: Path, made_dir: bool) -> None:
+    """Undo what a failed open of a new store created: its catalog, LOCK and
+    tier directories, and the directory itself if the open made it."""
+    for name in ("catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm", "LOCK"):
+        (root / name).unlink(missing_ok=True)
+    for sub in ("hot", "warm", "cold"):
+        d = root / sub
+        if d.is_dir() and not any(p.is_file() and p.name != ownership.OWNER_KEY for p in d.rglob("*")):
+            shutil.rmtree(d, ignore_errors=True)
+    if made_dir:
+        try:
+            root.rmdir()
+        except OSError:
+            pass  # something else was put there meanwhile: leave it
 
 
 def _open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
