@@ -91,3 +91,30 @@ def test_cli_stats_json_includes_lifecycle(scripted_path, capsys):
     assert main(["stats", str(scripted_path)]) == 0
     text = capsys.readouterr().out
     assert "median survival: fact" in text and "reactivated within 7 d" in text
+
+
+def test_tier_counts_by_type_at_now(scripted_path):
+    """The counts table's source: per type and tier at ``now``, rebuilt from the events
+    (and from what compaction folded), equal to the catalog at the store's time."""
+    from test_lifecycle_metrics import DAY
+
+    from tierstore.lifecycle import compact_events
+
+    with TierStore.open(scripted_path, policy=POLICY, clock=ManualClock(D0 + 20 * DAY)) as store:
+        m = lifecycle_metrics(store)
+        assert m["tiers"]["by_type"] == store.stats().by_type == {
+            "fact": {"hot": 1, "warm": 0, "cold": 2}, "note": {"hot": 1, "warm": 0, "cold": 1}}
+        # at 4 d: f1 deleted, f2 f3 hot, f4 restored to hot; n1 promoted back, n2 pinned
+        early = lifecycle_metrics(store, now=D0 + 4 * DAY)["tiers"]["by_type"]
+        assert early == {"fact": {"hot": 3, "warm": 0, "cold": 0}, "note": {"hot": 2, "warm": 0, "cold": 0}}
+        # every tier transition before 8 d compacted away: the per-type counts are folded, not lost
+        compact_events(store, older_than_s=12 * DAY, keep_kinds=())
+        assert lifecycle_metrics(store)["tiers"]["by_type"] == m["tiers"]["by_type"]
+
+
+def test_folded_tiers_from_before_per_type_folding_count_as_unknown():
+    from tierstore.lifecycle import _parse_folded
+
+    old = json.dumps({"cutoff": 1.0, "events": {"create": 3}, "tiers": {"hot": 2, "warm": 0, "cold": 1}})
+    assert _parse_folded(old)["tiers_by_type"] == {"unknown": {"hot": 2, "warm": 0, "cold": 1}}
+    assert _parse_folded(None)["tiers_by_type"] == {}
