@@ -254,6 +254,23 @@ def test_decay_shows_what_differs_between_types(scripted_metrics):
     assert type_fate(types["fact"], th, DAY)["used_archived_s"] is None  # no TTL
 
 
+def test_decay_of_unusual_policies(scripted_metrics):
+    """A TTL far shorter than every half-life and a type archived at birth still draw."""
+    m = copy.deepcopy(scripted_metrics)
+    m["policy"]["types"] = {
+        "blink": {"ttl_s": 60.0, "half_life_s": 3600.0, "boost": 0.5, "initial_weight": 1.0,
+                  "refresh_on_read": False},
+        "stillborn": {"ttl_s": None, "half_life_s": 3600.0, "boost": 0.0, "initial_weight": 0.05,
+                      "refresh_on_read": False},
+    }
+    top, _ = decay_figure(m).axes
+    assert top.get_xlim()[0] <= 15 and top.get_ylim()[0] == 0
+    drawn = [line for line in top.get_lines() if len(line.get_xdata()) > 2]
+    assert len(drawn) == 1 and drawn[0].get_xdata()[-1] == pytest.approx(60)  # blink, to its TTL
+    th = m["policy"]["thresholds"]
+    assert type_fate(m["policy"]["types"]["stillborn"], th, 3600.0)["archived_s"] == 0
+
+
 def test_counts_table_per_tier_and_type(scripted_metrics, tmp_path):
     rows, total = tier_counts(scripted_metrics)
     by_name = {r[0]: r[1:] for r in rows}

@@ -190,8 +190,9 @@ def lifecycle_metrics(store: "TierStore", *, now: float | None = None, reactivat
     first archived or deleted), ``reactivation`` (rate, numerator,
     denominator, per kind and type), ``value`` (retrievals × positive-feedback
     rate: per type mean and the top 10), ``tiers`` (daily hot/warm/cold counts
-    rebuilt from the events), ``policy`` (each type's TTL, half-life, boost,
-    initial weight; the thresholds) and ``compaction``.
+    rebuilt from the events; ``by_type``: per type at ``now``), ``policy``
+    (each type's TTL, half-life, boost, initial weight; the thresholds) and
+    ``compaction``.
     """
     store._check_open()
     now = _now(store, now)

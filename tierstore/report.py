@@ -274,7 +274,9 @@ def decay_figure(metrics: Mapping[str, Any], boost_every_s: float | None = None)
     types = metrics["policy"]["types"]
     th = metrics["policy"]["thresholds"]
     fates = {name: type_fate(tp, th, boost_every_s or float(tp["half_life_s"])) for name, tp in types.items()}
-    lo = min(float(tp["half_life_s"]) for tp in types.values()) / 20
+    # left edge: well before the first half-life or TTL, so every curve starts flat at W0
+    lo = min(min(float(tp["half_life_s"]) / 20, float(tp["ttl_s"]) / 4 if tp["ttl_s"] else math.inf)
+             for tp in types.values())
     # right edge: the last archiving of an unused memory, or 3 of its half-lives past demote if never archived
     hi = 1.25 * max((f["archived_s"] if f["archived_s"] is not None
                      else (f["leaves_hot_s"] or 0.0) + 3 * float(types[n]["half_life_s"])) for n, f in fates.items())
@@ -304,6 +306,8 @@ def decay_figure(metrics: Mapping[str, Any], boost_every_s: float | None = None)
              used_stop is not None and used_stop <= teeth_end),
         ):
             ts = _decay_times(lo, hi, use, stop if stop is not None else math.inf)
+            if not ts:
+                continue  # archived at creation (W0 at or below archive): nothing to draw
             ws = weight_curve(w0, h, boost, use, ts)
             cut_by_weight = False
             if use is not None and th["archive"] > 0:
@@ -336,7 +340,7 @@ def decay_figure(metrics: Mapping[str, Any], boost_every_s: float | None = None)
         _style(ax)
         ax.set_ylabel("weight", fontsize=9)
     _log_time_axis(bottom, lo, hi)
-    top.set_ylim(0, 1.08 * peak)
+    top.set_ylim(0, 1.08 * max(peak, th["demote"], 1e-9))
     top.set_title("Never used: below demote it moves to warm; below archive, or at its TTL, to cold",
                   fontsize=10, loc="left")
     bottom.set_title(f"Accessed {_every_text(boost_every_s)} (each access adds the type's boost)", fontsize=10,
