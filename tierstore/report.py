@@ -451,9 +451,11 @@ def tiers_figure(metrics: Mapping[str, Any]) -> "Figure | None":
         _style(ax)
     locator = AutoDateLocator(tz=utc)
     bottom.xaxis.set_major_locator(locator)
-    bottom.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=utc))
+    # no offset text: it names one year ("2024-Jan") under an axis that may span two; the label says the span
+    bottom.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=utc, show_offset=False))
     bottom.set_xlim(edges[0], edges[-1])
-    bottom.set_xlabel("date (UTC); each step is the count at the end of that day", fontsize=9)
+    bottom.set_xlabel(f"{day_label(days[0])} to {day_label(days[-1])} (UTC); each step is the count at the end "
+                      "of that day", fontsize=9)
     top.set_title("Memories per tier (rebuilt from the event log)", fontsize=11, loc="left")
     _legend_outside(fig, [Line2D([], [], color=TIER_COLOURS[t], linewidth=1.6, label=t) for t in TIERS])
     return fig
