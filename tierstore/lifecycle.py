@@ -138,7 +138,8 @@ def _table_exists(store: "TierStore", name: str) -> bool:
 
 def folded_state(store: "TierStore") -> dict[str, Any]:
     """What compaction folded so far: ``cutoff`` (seconds or None), dropped
-    ``events`` per kind, net ``tiers`` change of dropped transitions."""
+    ``events`` per kind, net ``tiers`` change of dropped transitions, and the
+    same per memory type (``tiers_by_type``)."""
     return _parse_folded(store._catalog.get_meta(FOLD_META))
 
 
@@ -152,6 +153,14 @@ def _parse_folded(raw: str | None) -> dict[str, Any]:
     if isinstance(data, dict):
         base.update({k: data[k] for k in base if k in data})
     base["tiers"] = {t: int(base["tiers"].get(t, 0)) for t in TIERS}
+    by_type = data.get("tiers_by_type") if isinstance(data, dict) else None
+    if isinstance(by_type, dict):
+        base["tiers_by_type"] = {str(k): {t: int(v.get(t, 0)) for t in TIERS}
+                                 for k, v in by_type.items() if isinstance(v, dict)}
+    else:
+        # Compacted before types were folded: the per-tier totals are exact,
+        # their types unknown; counting them as "unknown" keeps the sums right.
+        base["tiers_by_type"] = {"unknown": dict(base["tiers"])} if any(base["tiers"].values()) else {}
     return base
 
 
@@ -181,8 +190,9 @@ def lifecycle_metrics(store: "TierStore", *, now: float | None = None, reactivat
     first archived or deleted), ``reactivation`` (rate, numerator,
     denominator, per kind and type), ``value`` (retrievals × positive-feedback
     rate: per type mean and the top 10), ``tiers`` (daily hot/warm/cold counts
-    rebuilt from the events), ``policy`` (each type's TTL, half-life, boost,
-    initial weight; the thresholds) and ``compaction``.
+    rebuilt from the events; ``by_type``: per type at ``now``), ``policy``
+    (each type's TTL, half-life, boost, initial weight; the thresholds) and
+    ``compaction``.
     """
     store._check_open()
     now = _now(store, now)
@@ -205,6 +215,7 @@ def lifecycle_metrics(store: "TierStore", *, now: float | None = None, reactivat
     react: list[tuple[str, str, bool, float | None]] = []  # (leave kind, type, reactivated, delay)
     feedback: dict[tuple[str, str], list[int]] = {}
     day_deltas: dict[int, list[int]] = {}  # POSIX day -> net change of (hot, warm, cold)
+    type_deltas: dict[str, list[int]] = {}  # memory type -> net change of (hot, warm, cold) up to now
     cur = store._catalog.reader().execute(
         "SELECT t, ns, id, kind, from_tier, to_tier, reason, access_count, memory_type FROM events"
         " WHERE t <= ? ORDER BY t, seq", (now,))
@@ -245,10 +256,14 @@ def lifecycle_metrics(store: "TierStore", *, now: float | None = None, reactivat
                 tally[0] += 1
         if from_tier != to_tier and (from_tier in TIERS or to_tier in TIERS):
             d = day_deltas.setdefault(int(t // DAY), [0, 0, 0])
+            # A memory's type never changes, so per-type deltas add up exactly.
+            td = type_deltas.setdefault(mtype, [0, 0, 0])
             if from_tier in TIERS:
                 d[TIERS.index(from_tier)] -= 1
+                td[TIERS.index(from_tier)] -= 1
             if to_tier in TIERS:
                 d[TIERS.index(to_tier)] += 1
+                td[TIERS.index(to_tier)] += 1
     # Leave events still waiting: reactivation is undecided while the window is open.
     open_count: dict[tuple[str, str], int] = {}
     for key, items in pending.items():
@@ -268,7 +283,7 @@ def lifecycle_metrics(store: "TierStore", *, now: float | None = None, reactivat
         "access_at_end": _access_at_end(ends),
         "reactivation": _reactivation(react, open_count, reactivation_days),
         "value": _value(store, now, types, feedback),
-        "tiers": _tier_series(day_deltas, folded, now),
+        "tiers": _tier_series(day_deltas, type_deltas, folded, now),
         "policy": _policy_summary(store),
         "compaction": {"cutoff": folded["cutoff"], "folded_events": dict(folded["events"])},
     }
@@ -413,16 +428,26 @@ def _value(store: "TierStore", now: float, types: dict[tuple[str, str], str],
     }
 
 
-def _tier_series(day_deltas: dict[int, list[int]], folded: dict[str, Any], now: float) -> dict[str, Any]:
+def _tier_series(day_deltas: dict[int, list[int]], type_deltas: dict[str, list[int]], folded: dict[str, Any],
+                 now: float) -> dict[str, Any]:
     """Memories per tier at the end of each day (POSIX day numbers), rebuilt
     from the transitions: create → hot +1; demote hot → warm; archive → cold;
     restore/promote → hot; delete −1 from its tier. Transitions folded by
-    compaction form the starting counts."""
+    compaction form the starting counts. ``by_type``: per memory type, the
+    counts per tier at ``now`` (they add up to the last day's counts)."""
+    by_type: dict[str, dict[str, int]] = {}
+    for mtype, counts in folded["tiers_by_type"].items():
+        by_type[mtype] = {t: int(counts.get(t, 0)) for t in TIERS}
+    for mtype, delta in type_deltas.items():
+        row = by_type.setdefault(mtype, {t: 0 for t in TIERS})
+        for i, t in enumerate(TIERS):
+            row[t] += delta[i]
+    by_type = dict(sorted(by_type.items()))
     starts = list(day_deltas)
     if folded["cutoff"] is not None:
         starts.append(int(folded["cutoff"] // DAY))
     if not starts:
-        return {"days": [], "hot": [], "warm": [], "cold": []}
+        return {"days": [], "hot": [], "warm": [], "cold": [], "by_type": by_type}
     last_day = int(now // DAY)
     days = list(range(min(min(starts), last_day), last_day + 1))
     counts = [int(folded["tiers"].get(t, 0)) for t in TIERS]
@@ -431,7 +456,7 @@ def _tier_series(day_deltas: dict[int, list[int]], folded: dict[str, Any], now: 
         for i, dv in enumerate(day_deltas.get(day, (0, 0, 0))):
             counts[i] += dv
             series[i].append(counts[i])
-    return {"days": days, **{t: series[i] for i, t in enumerate(TIERS)}}
+    return {"days": days, **{t: series[i] for i, t in enumerate(TIERS)}, "by_type": by_type}
 
 
 def _policy_summary(store: "TierStore") -> dict[str, Any]:
@@ -514,14 +539,18 @@ def compact_events(store: "TierStore", *, older_than_s: float,
             folded = _parse_folded(row[0] if row else None)
             for kind, n in conn.execute(f"SELECT kind, count(*) FROM events WHERE {where} GROUP BY kind", params):
                 folded["events"][kind] = folded["events"].get(kind, 0) + n
-            for from_tier, to_tier, n in conn.execute(
-                f"SELECT from_tier, to_tier, count(*) FROM events WHERE {where} AND"
-                " coalesce(from_tier, '') != coalesce(to_tier, '') GROUP BY from_tier, to_tier", params
+            for mtype, from_tier, to_tier, n in conn.execute(
+                f"SELECT coalesce(memory_type, 'unknown'), from_tier, to_tier, count(*) FROM events"
+                f" WHERE {where} AND coalesce(from_tier, '') != coalesce(to_tier, '')"
+                " GROUP BY memory_type, from_tier, to_tier", params
             ):
+                per_type = folded["tiers_by_type"].setdefault(mtype, {t: 0 for t in TIERS})
                 if from_tier in TIERS:
                     folded["tiers"][from_tier] -= n
+                    per_type[from_tier] -= n
                 if to_tier in TIERS:
                     folded["tiers"][to_tier] += n
+                    per_type[to_tier] += n
             # One row per memory with dropped events: its type (a deleted
             # memory's type lives only in its events) and its feedback tally.
             conn.execute(_FOLD_SCHEMA)
