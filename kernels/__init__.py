@@ -27,10 +27,9 @@ from .codes import (
     code_words,
     hamming_distances,
     hamming_topk,
-    int8_codes,
-    int8_inner_products,
     sign_code,
     sign_codes,
+    sign_scores,
 )
 
 __all__ = [
@@ -51,8 +50,6 @@ __all__ = [
     "fused_rerank",
     "hamming_distances",
     "hamming_topk",
-    "int8_codes",
-    "int8_inner_products",
     "pack_query",
     "rank_and_gather",
     "inner_products",
@@ -60,6 +57,7 @@ __all__ = [
     "rescale_lifetimes",
     "sign_code",
     "sign_codes",
+    "sign_scores",
     "squared_length",
     "top_candidates",
 ]

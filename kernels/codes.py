@@ -7,9 +7,10 @@ code, so they never add to a distance. The Hamming distance between two
 codes estimates the angle between the vectors; the scan ranks rows by it and
 the caller rescores the best ``m`` exactly.
 
-The int8 codes (one signed byte per component and a float32 scale per
-vector) are here to be measured against the sign codes
-(``benchmarks/cold_recall.py``).
+``sign_scores`` reads the same codes asymmetrically: the float query
+against each code as a ±1 vector. It ranks far closer to the cosine than the
+Hamming distance, so the cold index uses it as a second stage over the
+Hamming scan's best rows (``benchmarks/cold_recall.py``).
 
 All kernels are serial and ``nogil``: they run on the query path, beside
 other searches.
@@ -150,47 +151,40 @@ def hamming_topk(qcode, codes, m, allowed):
 
 
 @njit(nogil=True, cache=True)
-def int8_codes(vectors):
-    """Per-vector scalar quantisation of ``vectors`` (float32 ``(n, d)``):
-    ``(codes int8 (n, d), scales float32 (n,))`` with
-    ``scale = max|x| / 127`` and ``code = rint(x / scale)`` in [-127, 127]
-    (computed in float64; ties to even). A zero row gets scale 0 and zero codes;
-    ``codes[i] * scales[i]`` approximates row ``i`` within ``scale / 2`` per
-    component."""
-    n, d = vectors.shape
-    codes = np.zeros((n, d), np.int8)
-    scales = np.zeros(n, np.float32)
-    for i in range(n):
-        top = 0.0
-        for j in range(d):
-            a = abs(np.float64(vectors[i, j]))
-            if a > top:
-                top = a
-        if top == 0.0:
-            continue
-        s = top / 127.0
-        for j in range(d):
-            codes[i, j] = np.int8(np.rint(np.float64(vectors[i, j]) / s))
-        scales[i] = np.float32(s)
-    return codes, scales
+def sign_scores(query, codes, rows):
+    """Asymmetric scores of the rows ``rows`` (int64) of sign ``codes``
+    against the float ``query`` (float32 ``(d,)``): the inner product of the
+    query with each code read as a ±1 vector, ``Σ_j query[j] · (+1 if bit j
+    is set else -1)`` (float32; bits past ``d`` count for nothing).
 
-
-@njit(nogil=True, cache=True, fastmath=True)
-def int8_inner_products(query, codes, scales, rows):
-    """Approximate inner products (float32) of ``query`` (float32 ``(d,)``)
-    with the quantised rows ``rows`` (int64) of ``codes``:
-    ``scales[r] · Σ_j query[j] · codes[r, j]``. ``fastmath`` lets LLVM
-    vectorise the reduction (the sum's order is not IEEE-exact)."""
+    The same bytes as the Hamming scan, but the query keeps its magnitudes,
+    so it ranks much closer to the cosine (``benchmarks/cold_recall.py``).
+    Computed with one table per code byte (``d/8 × 256`` partial sums built
+    once per call): a row costs one table look-up per byte of its code."""
     d = query.shape[0]
-    if codes.shape[1] != d:
-        raise ValueError("int8_inner_products: the query and the codes differ in dimension")
+    n, w = codes.shape
+    if w != code_words(d):
+        raise ValueError("sign_scores: the query and the codes differ in width")
+    nb = 8 * w
+    table = np.zeros((nb, 256), np.float32)
+    total = np.float32(0.0)
+    for p in range(nb):
+        for t in range(8):  # bytes b in [2^t, 2^(t+1)) have t as their highest bit
+            j = 8 * p + t
+            x = query[j] if j < d else np.float32(0.0)
+            for b in range(1 << t, 1 << (t + 1)):
+                table[p, b] = table[p, b - (1 << t)] + x
+    for j in range(d):
+        total += query[j]
     out = np.empty(rows.shape[0], np.float32)
     for t in range(rows.shape[0]):
         r = rows[t]
-        if r < 0 or r >= codes.shape[0]:
-            raise IndexError("int8_inner_products: a row index is out of range")
+        if r < 0 or r >= n:
+            raise IndexError("sign_scores: a row index is out of range")
         acc = np.float32(0.0)
-        for j in range(d):
-            acc += query[j] * np.float32(codes[r, j])
-        out[t] = acc * scales[r]
+        for k in range(w):
+            word = codes[r, k]
+            for s in range(8):
+                acc += table[8 * k + s, np.int64((word >> np.uint64(8 * s)) & np.uint64(255))]
+        out[t] = np.float32(2.0) * acc - total
     return out

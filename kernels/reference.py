@@ -491,31 +491,12 @@ def ref_hamming_topk(qcode, codes, m, allowed):
     return np.array(rows, np.int64), np.array([dist[i] for i in rows], np.int32)
 
 
-def ref_int8_codes(vectors):
-    """``(codes int8 (n, d), scales float32 (n,))``: per row ``s = max|x| / 127``
-    and ``code = round(x / s)`` (ties to even; in double precision), the scale
-    stored as float32; a zero row has scale 0 and zero codes."""
-    rows = np.asarray(vectors)
-    n, d = rows.shape
-    codes, scales = [], []
-    for i in range(n):
-        xs = _f(rows[i])
-        top = max((abs(x) for x in xs), default=0.0)
-        if top == 0.0:
-            codes.append([0] * d)
-            scales.append(0.0)
-            continue
-        s = top / 127.0
-        codes.append([round(x / s) for x in xs])
-        scales.append(s)
-    return np.array(codes, np.int8).reshape(n, d), np.array(scales, np.float32)
-
-
-def ref_int8_inner_products(query, codes, scales, rows) -> np.ndarray:
-    """``scales[r] · Σ_j query[j] · codes[r, j]`` for each ``r`` in ``rows``,
-    summed exactly and rounded to float32."""
+def ref_sign_scores(query, codes, rows) -> np.ndarray:
+    """For each ``r`` in ``rows``: ``Σ_{j<d} query[j] · (+1 if bit j of code
+    r is set else -1)``, ``d = len(query)``, summed exactly and rounded to float32."""
     q = _f(query)
     out = []
     for r in _i(rows):
-        out.append(float(scales[r]) * math.fsum(a * float(c) for a, c in zip(q, _i(codes[r]))))
+        words = [int(x) for x in np.asarray(codes)[r].tolist()]
+        out.append(math.fsum(x if (words[j // 64] >> (j % 64)) & 1 else -x for j, x in enumerate(q)))
     return np.array(out, np.float32)

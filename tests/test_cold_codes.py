@@ -18,10 +18,9 @@ from tierstore.kernels import (
     code_words,
     hamming_distances,
     hamming_topk,
-    int8_codes,
-    int8_inner_products,
     sign_code,
     sign_codes,
+    sign_scores,
 )
 from tierstore.kernels import reference as R
 
@@ -174,55 +173,56 @@ def test_hamming_kernels_refuse_mismatched_shapes():
 
 
 # ---------------------------------------------------------------------------
-# int8 codes
-
-
-@PROPS
-@given(matrices())
-def test_int8_codes_match_reference(X):
-    codes, scales = int8_codes(X)
-    assert codes.dtype == np.int8 and scales.dtype == np.float32
-    ref_codes, ref_scales = R.ref_int8_codes(X)
-    assert np.array_equal(codes, ref_codes)
-    assert np.array_equal(scales, ref_scales)
-    assert (np.abs(codes.astype(np.int16)) <= 127).all()
-    # each component is within half a step (plus the float32 rounding of the scale)
-    err = np.abs(codes.astype(np.float64) * scales[:, None].astype(np.float64) - X.astype(np.float64))
-    assert (err <= scales[:, None].astype(np.float64) * (0.5 + 1e-5) + 1e-30).all()
+# asymmetric scores
 
 
 @st.composite
-def int8_cases(draw):
-    d = draw(st.integers(1, 130))
+def score_cases(draw):
+    d = draw(dims.filter(lambda d: d > 0))
     n = draw(st.integers(1, 12))
-    X = draw(hnp.arrays(np.float32, (n, d), elements=st.floats(-1, 1, width=32)))
+    X = draw(hnp.arrays(np.float32, (n, d), elements=components))
     q = draw(hnp.arrays(np.float32, (d,), elements=st.floats(-1, 1, width=32)))
-    return X, q
+    rows = np.array(draw(st.lists(st.integers(0, n - 1), max_size=12)), np.int64)
+    return q, sign_codes(X), rows
 
 
 @PROPS
-@given(int8_cases(), st.data())
-def test_int8_inner_products_match_reference(case, data):
-    X, q = case
-    codes, scales = int8_codes(X)
-    rows = np.array(data.draw(st.lists(st.integers(0, X.shape[0] - 1), max_size=12)), np.int64)
-    got = int8_inner_products(q, codes, scales, rows)
+@given(score_cases())
+def test_sign_scores_match_reference(case):
+    q, codes, rows = case
+    got = sign_scores(q, codes, rows)
     assert got.dtype == np.float32 and got.shape == rows.shape
-    ref = R.ref_int8_inner_products(q, codes, scales, rows)
-    # fastmath reorders the float32 sum: |error| <= d · eps32 · Σ|q_j·code_j|·scale
-    bound = np.array([float(scales[r]) * np.abs(q.astype(np.float64) * codes[r]).sum() for r in rows.tolist()])
-    np.testing.assert_array_less(np.abs(got.astype(np.float64) - ref.astype(np.float64)),
-                                 bound * X.shape[1] * 1.2e-7 + 1e-6)
+    ref = R.ref_sign_scores(q, codes, rows)
+    # float32 table sums: |error| <= (d + 2) · eps32 · Σ|q_j| (each term enters one partial sum)
+    bound = (len(q) + 2) * 6e-8 * float(np.abs(q.astype(np.float64)).sum()) + 1e-7
+    assert np.abs(got.astype(np.float64) - ref.astype(np.float64)).max(initial=0.0) <= bound
 
 
-def test_int8_kernels_edge_cases():
-    codes, scales = int8_codes(np.zeros((2, 5), np.float32))
-    assert not codes.any() and not scales.any()
-    codes, scales = int8_codes(np.zeros((0, 5), np.float32))
-    assert codes.shape == (0, 5) and scales.shape == (0,)
-    assert int8_inner_products(np.ones(5, np.float32), codes, scales, np.empty(0, np.int64)).shape == (0,)
-    codes, scales = int8_codes(np.ones((2, 5), np.float32))
+def test_sign_scores_example_and_order():
+    q = np.array([0.5, -0.25, 0.125] + [0.0] * 67, np.float32)  # d = 70: two words
+    X = np.zeros((3, 70), np.float32)
+    X[0, :3] = [1, -1, 1]  # agrees with q everywhere q is non-zero
+    X[1, :3] = [-1, 1, -1]  # disagrees everywhere
+    X[2, :3] = [1, 1, 1]
+    X[2, 69] = 1  # a bit where q is 0 changes nothing
+    got = sign_scores(q, sign_codes(X), np.array([0, 1, 2, 2], np.int64))
+    assert got.tolist() == [0.875, -0.875, 0.375, 0.375]
+    # ranking by the score is ranking by q · sign(x)
+    rng = np.random.default_rng(5)
+    Y = rng.normal(size=(200, 384)).astype(np.float32)
+    qq = rng.normal(size=384).astype(np.float32)
+    s = sign_scores(qq, sign_codes(Y), np.arange(200, dtype=np.int64))
+    np.testing.assert_allclose(s, np.where(Y > 0, 1.0, -1.0) @ qq.astype(np.float64), rtol=0, atol=2e-4)
+
+
+def test_sign_scores_edge_cases():
+    codes = sign_codes(np.ones((2, 5), np.float32))
+    q = np.ones(5, np.float32)
+    assert sign_scores(q, codes, np.empty(0, np.int64)).shape == (0,)
+    assert sign_scores(q, codes[:0], np.empty(0, np.int64)).shape == (0,)
     with pytest.raises(IndexError):
-        int8_inner_products(np.ones(5, np.float32), codes, scales, np.array([2]))
-    with pytest.raises(ValueError, match="dimension"):
-        int8_inner_products(np.ones(4, np.float32), codes, scales, np.array([0]))
+        sign_scores(q, codes, np.array([2]))
+    with pytest.raises(IndexError):
+        sign_scores(q, codes, np.array([-1]))
+    with pytest.raises(ValueError, match="width"):
+        sign_scores(np.ones(65, np.float32), codes, np.array([0]))
