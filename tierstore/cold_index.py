@@ -222,7 +222,7 @@ class ColdIndex:
         entry = self._codes(ns)
         mask = _NO_MASK if allowed is None else np.isin(entry.rids, allowed)
         rows, dist = hamming_topk(sign_code(q), entry.codes, max(m, first), mask)
-        if len(rows) > m:
+        if first > m:  # the second stage; also when fewer than m rows exist, so the order is the same
             best = np.argsort(-sign_scores(q, entry.codes, rows), kind="stable")[:m]
             rows, dist = rows[best], dist[best]
         return entry.rids[rows], dist
