@@ -23,6 +23,14 @@ from .due import classify, due_times
 from .flat import flat_topk, inner_products, squared_length, top_candidates
 from .rerank import fused_rerank, pack_query, rank_and_gather
 from .context import context_multipliers, rescale_lifetimes
+from .codes import (
+    code_words,
+    hamming_distances,
+    hamming_topk,
+    sign_code,
+    sign_codes,
+    sign_scores,
+)
 
 __all__ = [
     "ACTION_ARCHIVE",
@@ -34,16 +42,22 @@ __all__ = [
     "TIER_WARM",
     "access_boost",
     "classify",
+    "code_words",
     "context_multipliers",
     "decayed_weight",
     "due_times",
     "flat_topk",
     "fused_rerank",
+    "hamming_distances",
+    "hamming_topk",
     "pack_query",
     "rank_and_gather",
     "inner_products",
     "record_accesses",
     "rescale_lifetimes",
+    "sign_code",
+    "sign_codes",
+    "sign_scores",
     "squared_length",
     "top_candidates",
 ]

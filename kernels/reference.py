@@ -443,3 +443,60 @@ def ref_gather_picks(cand, pick, F, I):
     Fp = np.array([[float(F[r, s]) for r in range(F.shape[0])] for s in slots], np.float64).reshape(len(slots), F.shape[0])
     Ip = np.array([[int(I[r, s]) for r in range(I.shape[0])] for s in slots], np.int64).reshape(len(slots), I.shape[0])
     return np.array(slots, np.int64), Fp, Ip
+
+
+# ---------------------------------------------------------------------------
+# cold index codes
+
+
+def ref_sign_codes(vectors) -> np.ndarray:
+    """uint64 ``(n, ceil(d/64))``: bit ``j % 64`` of word ``j // 64`` of row
+    ``i`` is set when ``vectors[i, j] > 0``; the other bits are zero."""
+    rows = np.asarray(vectors)
+    n, d = rows.shape
+    w = (d + 63) // 64
+    out = []
+    for i in range(n):
+        words = [0] * w
+        for j, x in enumerate(_f(rows[i])):
+            if x > 0:
+                words[j // 64] |= 1 << (j % 64)
+        out.append(words)
+    return np.array(out, np.uint64).reshape(n, w)
+
+
+def ref_sign_code(vector) -> np.ndarray:
+    """The sign code of one vector: uint64 ``(ceil(d/64),)``."""
+    return ref_sign_codes(np.asarray(vector).reshape(1, -1))[0]
+
+
+def ref_hamming_distances(qcode, codes) -> np.ndarray:
+    """Differing bits between ``qcode`` and each row of ``codes`` (int32)."""
+    q = [int(x) for x in np.asarray(qcode).tolist()]
+    out = []
+    for row in np.asarray(codes).tolist():
+        out.append(sum(bin(int(a) ^ b).count("1") for a, b in zip(row, q)))
+    return np.array(out, np.int32)
+
+
+def ref_hamming_topk(qcode, codes, m, allowed):
+    """``(rows int64, distances int32)``: the ``m`` allowed rows (``allowed``
+    empty: every row; else rows whose flag is non-zero) sorted by (distance,
+    row index)."""
+    dist = [int(x) for x in ref_hamming_distances(qcode, codes).tolist()]
+    flags = _i(allowed)
+    rows = [i for i in range(len(dist)) if not flags or flags[i] != 0]
+    rows.sort(key=lambda i: (dist[i], i))
+    rows = rows[: max(int(m), 0)]
+    return np.array(rows, np.int64), np.array([dist[i] for i in rows], np.int32)
+
+
+def ref_sign_scores(query, codes, rows) -> np.ndarray:
+    """For each ``r`` in ``rows``: ``Σ_{j<d} query[j] · (+1 if bit j of code
+    r is set else -1)``, ``d = len(query)``, summed exactly and rounded to float32."""
+    q = _f(query)
+    out = []
+    for r in _i(rows):
+        words = [int(x) for x in np.asarray(codes)[r].tolist()]
+        out.append(math.fsum(x if (words[j // 64] >> (j % 64)) & 1 else -x for j, x in enumerate(q)))
+    return np.array(out, np.float32)

@@ -1,0 +1,378 @@
+"""The cold search index: archived memories stay findable by meaning.
+
+An archived memory's vector leaves the catalog, but its 1-bit sign code
+(``ceil(dim / 64)`` uint64 words: 48 bytes at 384 dimensions) stays, in the
+table ``cold_codes``. A cold search:
+
+1. :meth:`ColdIndex.candidates` scans the namespace's codes by Hamming
+   distance (``kernels.hamming_topk``), reads the best
+   :func:`first_stage_count` of them again against the float query
+   (``kernels.sign_scores``: the codes as ±1 vectors, a far closer estimate
+   of the cosine) and keeps the best ``m`` row ids (:func:`candidate_count`);
+2. the caller looks their locations up in the catalog, :func:`fetch_vectors`
+   reads their exact vectors from the archive objects (ranged GETs grouped per
+   object, objects fetched concurrently, a small cache in front), and
+   :func:`exact_rescore` gives the cosine similarities the fused score uses.
+
+``benchmarks/cold_recall.py`` measured the choices made here (1-bit codes
+read in two stages, no int8 codes; the default ``m``); see
+``docs/benchmarks.md``, "Cold index recall".
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import OrderedDict
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from .cold import ColdTier, Location
+from .errors import CorruptDataError, InvalidInputError, InvalidVectorError
+from .kernels import code_words, hamming_topk, inner_products, sign_code, sign_codes, sign_scores
+from .validation import check_namespace, check_vector
+
+# One row per cold memory, written in the transaction that archives it and
+# deleted in the one that restores or deletes it. The index serves the load
+# of one namespace's codes, in rid order.
+COLD_CODES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS cold_codes (
+    rid  INTEGER PRIMARY KEY,           -- memories.rid of a cold memory
+    ns   TEXT    NOT NULL,
+    code BLOB    NOT NULL               -- sign code: ceil(dim/64) uint64 words, little-endian
+);
+CREATE INDEX IF NOT EXISTS cold_codes_ns ON cold_codes (ns, rid);
+"""
+
+# Candidates rescored exactly for a search of k: max(MIN_CANDIDATES,
+# OVERSAMPLE * k); recall@10 0.99 on sentence embeddings at m = 100, where
+# the Hamming order alone needs m = 400 (docs/benchmarks.md).
+OVERSAMPLE = 10
+MIN_CANDIDATES = 100
+# Rows the Hamming scan hands to the asymmetric stage for m candidates.
+FIRST_STAGE_MIN = 1000
+FIRST_STAGE_OVERSAMPLE = 10
+
+_NO_MASK = np.empty(0, np.int8)
+QueryFn = Callable[[str, Sequence[Any]], Sequence[tuple[Any, ...]]]
+
+
+def candidate_count(k: int) -> int:
+    """How many code-scan candidates a search for ``k`` hits rescores exactly."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+    return max(MIN_CANDIDATES, OVERSAMPLE * int(k))
+
+
+def first_stage_count(m: int) -> int:
+    """How many rows the Hamming scan keeps for :func:`kernels.sign_scores`
+    to choose ``m`` candidates from: ``max(1000, 10 m)`` (a few µs of table
+    look-ups per hundred rows; the Hamming scan is the cheap, coarse filter)."""
+    return max(FIRST_STAGE_MIN, FIRST_STAGE_OVERSAMPLE * int(m))
+
+
+# ---------------------------------------------------------------------------
+# catalog rows
+
+
+def encode_codes(vectors: Any) -> list[bytes]:
+    """The sign code of each row of ``vectors`` (``(n, d)``, finite) as the
+    ``cold_codes.code`` blob: ``8 · ceil(d / 64)`` bytes, little-endian words."""
+    try:
+        arr = np.ascontiguousarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise InvalidVectorError("vectors are not numeric") from None
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise InvalidInputError(f"vectors must have shape (n, d) with d >= 1, got {arr.shape}")
+    if not np.isfinite(arr).all():
+        bad = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
+        raise InvalidVectorError(f"vectors[{bad}] contains NaN or infinite values")
+    codes = sign_codes(arr).astype("<u8", copy=False)
+    return [row.tobytes() for row in codes]
+
+
+def insert_codes(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, bytes]]) -> None:
+    """Write ``(rid, ns, code)`` rows inside the caller's transaction (no
+    commit). A row already there is replaced: rids are never reused, so that
+    is the same memory archived again by a retried batch. Every row is
+    checked before anything is written."""
+    checked = []
+    for row in rows:
+        if not isinstance(row, tuple) or len(row) != 3:
+            raise InvalidInputError(f"a cold code row is (rid, ns, code), got {row!r}")
+        rid, ns, code = row
+        _check_rid(rid)
+        check_namespace(ns)
+        if not isinstance(code, bytes) or not code or len(code) % 8:
+            raise InvalidInputError(f"the code of rid {rid} must be a non-empty multiple of 8 bytes")
+        checked.append((int(rid), ns, code))
+    conn.executemany("INSERT OR REPLACE INTO cold_codes (rid, ns, code) VALUES (?, ?, ?)", checked)
+
+
+def delete_codes(conn: sqlite3.Connection, rids: Iterable[int]) -> None:
+    """Delete the codes of ``rids`` inside the caller's transaction (absent rids are ignored)."""
+    checked = [(_check_rid(r),) for r in rids]
+    conn.executemany("DELETE FROM cold_codes WHERE rid = ?", checked)
+
+
+def _check_count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise InvalidInputError(f"{what} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _check_rid(rid: Any) -> int:
+    if isinstance(rid, bool) or not isinstance(rid, (int, np.integer)):
+        raise InvalidInputError(f"a rid must be an integer, got {rid!r}")
+    return int(rid)
+
+
+# ---------------------------------------------------------------------------
+# the index
+
+
+@dataclass(frozen=True)
+class _Codes:
+    """One namespace's codes as loaded: immutable, shared by concurrent scans."""
+
+    rids: np.ndarray  # int64 (n,), ascending
+    codes: np.ndarray  # uint64 (n, words)
+
+    @property
+    def nbytes(self) -> int:
+        return self.rids.nbytes + self.codes.nbytes
+
+
+class ColdIndex:
+    """Per-namespace sign codes of cold memories, loaded lazily from the catalog.
+
+    ``query(sql, params)`` returns rows (``Catalog.query``). A namespace is
+    read on first use and kept until :meth:`invalidate` (the caller invalidates
+    after each commit that adds or removes cold codes of the namespace) or
+    until evicted: loaded namespaces are kept least-recently-used first within
+    ``max_bytes``. Thread-safe; scans run without a lock (the kernel releases
+    the GIL).
+    """
+
+    def __init__(self, query: QueryFn, dim: int, *, max_bytes: int = 256 * 2**20) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise InvalidInputError(f"dim must be a positive integer, got {dim!r}")
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise InvalidInputError(f"max_bytes must be a non-negative integer, got {max_bytes!r}")
+        self._query = query
+        self.dim = dim
+        self.words = int(code_words(dim))
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._loaded: OrderedDict[str, _Codes] = OrderedDict()
+        self._nbytes = 0
+        # A load stores its result only if no invalidation of its namespace
+        # (a generation) or of everything (the epoch) happened since it began:
+        # otherwise it might have read the catalog before the change.
+        self._generation: dict[str, int] = {}
+        self._epoch = 0
+        self._load_locks: dict[str, threading.Lock] = {}
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the loaded codes and row ids."""
+        return self._nbytes
+
+    def invalidate(self, ns: str | None = None) -> None:
+        """Forget the loaded codes of ``ns`` (every namespace when None)."""
+        with self._lock:
+            if ns is None:
+                self._epoch += 1
+                self._loaded.clear()
+                self._nbytes = 0
+                return
+            self._generation[ns] = self._generation.get(ns, 0) + 1
+            old = self._loaded.pop(ns, None)
+            if old is not None:
+                self._nbytes -= old.nbytes
+
+    def count(self, ns: str) -> int:
+        """Cold memories of ``ns`` with a code (loads the namespace)."""
+        return int(self._codes(check_namespace(ns)).rids.shape[0])
+
+    def candidates(self, ns: str, query_vector: Any, m: int, allowed_rids: Any = None, *,
+                   first_stage: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``m`` cold memories of ``ns`` whose codes best match the query:
+        ``(rids int64, hamming int32)``, best first.
+
+        The Hamming scan keeps ``first_stage`` rows (default
+        :func:`first_stage_count`; ``first_stage <= m`` skips the second
+        stage), ordered by (distance, rid); ``sign_scores`` reorders them (a
+        stable sort: ties keep that order) and the first ``m`` are returned
+        with their Hamming distances in bits. With ``allowed_rids`` only those
+        rows are considered. Fewer than ``m`` come back when fewer exist."""
+        check_namespace(ns)
+        q = check_vector(query_vector, self.dim, "query")
+        m = _check_count(m, "m")
+        first = first_stage_count(m) if first_stage is None else _check_count(first_stage, "first_stage")
+        allowed = None
+        if allowed_rids is not None:
+            try:
+                allowed = np.asarray(allowed_rids, dtype=np.int64).ravel()
+            except (TypeError, ValueError, OverflowError):
+                raise InvalidInputError("allowed_rids must be a sequence of integer rids") from None
+        entry = self._codes(ns)
+        mask = _NO_MASK if allowed is None else np.isin(entry.rids, allowed)
+        rows, dist = hamming_topk(sign_code(q), entry.codes, max(m, first), mask)
+        if first > m:  # the second stage; also when fewer than m rows exist, so the order is the same
+            best = np.argsort(-sign_scores(q, entry.codes, rows), kind="stable")[:m]
+            rows, dist = rows[best], dist[best]
+        return entry.rids[rows], dist
+
+    def _codes(self, ns: str) -> _Codes:
+        with self._lock:
+            entry = self._loaded.get(ns)
+            if entry is not None:
+                self._loaded.move_to_end(ns)
+                return entry
+            load_lock = self._load_locks.setdefault(ns, threading.Lock())
+        with load_lock:  # one load per namespace at a time; the others wait for it
+            with self._lock:
+                entry = self._loaded.get(ns)
+                if entry is not None:
+                    return entry
+                stamp = (self._epoch, self._generation.get(ns, 0))
+            entry = self._load(ns)
+            with self._lock:
+                if stamp == (self._epoch, self._generation.get(ns, 0)) and ns not in self._loaded:
+                    self._loaded[ns] = entry
+                    self._nbytes += entry.nbytes
+                    while self._nbytes > self.max_bytes and len(self._loaded) > 1:
+                        _, old = self._loaded.popitem(last=False)
+                        self._nbytes -= old.nbytes
+            return entry
+
+    def _load(self, ns: str) -> _Codes:
+        rows = self._query("SELECT rid, code FROM cold_codes WHERE ns = ? ORDER BY rid", (ns,))
+        size = 8 * self.words
+        for rid, code in rows:
+            if not isinstance(code, bytes) or len(code) != size:
+                got = len(code) if isinstance(code, bytes) else type(code).__name__
+                raise CorruptDataError(f"cold_codes row {rid} of namespace {ns!r} holds a code of {got} "
+                                       f"bytes, expected {size} (dimension {self.dim})")
+        rids = np.fromiter((r for r, _ in rows), np.int64, len(rows))
+        codes = np.frombuffer(b"".join(c for _, c in rows), "<u8").astype(np.uint64).reshape(len(rows), self.words)
+        return _Codes(rids, codes)
+
+
+# ---------------------------------------------------------------------------
+# exact vectors from the archive
+
+
+class VectorCache:
+    """Archived vectors by ``(object key, offset)``, least recently used first
+    out, within ``max_bytes`` of vector data. Archive objects are immutable and
+    their keys never reused, so an entry never goes stale: nothing invalidates
+    it. Thread-safe; the cached arrays are read-only."""
+
+    def __init__(self, max_bytes: int = 32 * 2**20) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise InvalidInputError(f"max_bytes must be a non-negative integer, got {max_bytes!r}")
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        self._nbytes = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the cached vectors."""
+        return self._nbytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: str, offset: int) -> np.ndarray | None:
+        with self._lock:
+            vec = self._items.get((key, offset))
+            if vec is not None:
+                self._items.move_to_end((key, offset))
+            return vec
+
+    def put(self, key: str, offset: int, vector: np.ndarray) -> None:
+        vec = np.array(vector, dtype=np.float32)  # our own copy, then frozen
+        vec.setflags(write=False)
+        if vec.nbytes > self.max_bytes:
+            return
+        with self._lock:
+            old = self._items.pop((key, offset), None)
+            if old is not None:
+                self._nbytes -= old.nbytes
+            self._items[(key, offset)] = vec
+            self._nbytes += vec.nbytes
+            while self._nbytes > self.max_bytes:
+                _, out = self._items.popitem(last=False)
+                self._nbytes -= out.nbytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._nbytes = 0
+
+
+def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: VectorCache | None = None,
+                  max_workers: int = 8) -> np.ndarray:
+    """The archived vectors at ``locations``: float32 ``(len(locations), dim)``, in order.
+
+    Cache hits first; the misses are grouped per object and each object's
+    records are read by ``ColdTier.fetch`` (neighbouring records in one ranged
+    GET, each record checked against its CRC32 and dimension), the objects
+    concurrently on up to ``max_workers`` threads (object-store latency, not
+    CPU, is what they overlap). A missing object raises ObjectNotFoundError, a
+    damaged record CorruptDataError; the other fetches are then abandoned."""
+    if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+        raise InvalidInputError(f"max_workers must be a positive integer, got {max_workers!r}")
+    locs = list(locations)
+    for loc in locs:
+        if not isinstance(loc, Location):
+            raise InvalidInputError(f"locations must be Location objects, got {type(loc).__name__}")
+    out = np.empty((len(locs), cold_tier.dim), np.float32)
+    by_key: dict[str, list[int]] = {}
+    for i, loc in enumerate(locs):
+        hit = cache.get(loc.key, loc.offset) if cache is not None else None
+        if hit is not None and hit.shape == (cold_tier.dim,):
+            out[i] = hit
+        else:
+            by_key.setdefault(loc.key, []).append(i)
+
+    def read(idxs: list[int]) -> None:
+        records = cold_tier.fetch([locs[i] for i in idxs])
+        for i, rec in zip(idxs, records):
+            out[i] = np.frombuffer(rec["embedding"], "<f4")
+            if cache is not None:
+                cache.put(locs[i].key, locs[i].offset, out[i])
+
+    groups = list(by_key.values())
+    if len(groups) <= 1 or max_workers == 1:
+        for idxs in groups:
+            read(idxs)
+        return out
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(groups)),
+                            thread_name_prefix="tierstore-cold-fetch") as pool:
+        futures = [pool.submit(read, idxs) for idxs in groups]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = [f for f in futures if f in done and f.exception() is not None]
+        if failed:
+            for f in futures:
+                f.cancel()  # the queued ones; running ones finish and are discarded
+            raise failed[0].exception()  # type: ignore[misc]
+    return out
+
+
+def exact_rescore(query: Any, vectors: np.ndarray) -> np.ndarray:
+    """Cosine similarity (float32) of ``query`` with each row of ``vectors``
+    (``(n, dim)``, L2-normalised as every stored vector is): the same kernel
+    and rounding as the hot tier's exact search, so scores from both tiers
+    compare directly. The query is checked and normalised first."""
+    X = np.ascontiguousarray(vectors, dtype=np.float32)
+    if X.ndim != 2:
+        raise InvalidInputError(f"vectors must have shape (n, dim), got {X.shape}")
+    q = check_vector(query, X.shape[1], "query")
+    return inner_products(q, X, X.shape[0])
