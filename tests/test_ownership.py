@@ -135,3 +135,21 @@ def test_the_lock_error_names_the_holder(tmp_path):
         import os
 
         assert f"open in process {os.getpid()}" in out
+
+
+def test_cli_rebuild_catalog_takes_a_prefix_over(tmp_path):
+    rng = np.random.default_rng(1)
+    clock = ManualClock(T0)
+    with TierStore.open(tmp_path / "old", dim=DIM, clock=clock) as store:
+        ids = _archive_some(store, clock, rng)
+    cold = str(tmp_path / "old" / "cold")
+    cmd = [sys.executable, "-m", "tierstore.cli", "rebuild-catalog", str(tmp_path / "new"), "--dim", str(DIM),
+           "--cold", cold, "--now", str(T0 + 3 * HOUR)]
+    refused = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "--take-over-cold" in refused.stderr
+    assert not (tmp_path / "new").exists()
+    done = subprocess.run([*cmd, "--take-over-cold"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert '"inserted": 4' in done.stdout
+    with TierStore.open(tmp_path / "new", clock=ManualClock(T0 + 3 * HOUR)) as fresh:
+        assert sorted(fresh.restore("c", ids=ids)) == sorted(ids)

@@ -35,7 +35,7 @@ def _store_args(p: argparse.ArgumentParser) -> None:
                    help="sweep even if this machine's clock disagrees with the store's own record of time")
 
 
-def _open(args: argparse.Namespace, *, own_time: bool = True) -> Any:
+def _open(args: argparse.Namespace, *, own_time: bool = True, dim: int | None = None) -> Any:
     """Open the store of ``args``. The clock: ``--now`` if given; else with
     ``own_time`` the store's own time (see :meth:`ClockRecord.own_time`: a
     store kept by another clock, a simulation's, is read at its own time);
@@ -52,8 +52,9 @@ def _open(args: argparse.Namespace, *, own_time: bool = True) -> Any:
         record = read_clock_record(str(Path(args.path) / "catalog.sqlite"))
         if record is not None:
             clock = ManualClock(record.own_time())
-    return TierStore.open(args.path, cold=args.cold, cold_options=options or None, clock=clock,
-                          allow_clock_jump=args.allow_clock_jump)
+    return TierStore.open(args.path, dim=dim, cold=args.cold, cold_options=options or None, clock=clock,
+                          allow_clock_jump=args.allow_clock_jump,
+                          take_over_cold=getattr(args, "take_over_cold", False))
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -159,7 +160,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_rebuild(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with _open(args, dim=args.dim) as store:
         counts = store.rebuild_catalog(progress=None)
     print(json.dumps(counts))
     return 0
@@ -227,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rebuild = sub.add_parser("rebuild-catalog", help="rebuild the cold catalog from the object store alone")
     _store_args(rebuild)
+    rebuild.add_argument("--dim", type=int, default=None, help="vector dimension, to create the store if it is new")
+    rebuild.add_argument("--take-over-cold", action="store_true",
+                         help="hand the object store's prefix over to this store (its owner must be stopped for good)")
 
     compact = sub.add_parser("compact-cold", help="rewrite archive objects without the records of deleted or "
                                                   "restored memories (purge deleted text now)")
