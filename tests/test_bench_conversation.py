@@ -68,3 +68,49 @@ def test_question_ground_truth(wl):
             assert min(turns[i].t for i in ev) > max(turns[i].t for i in q.stale)
         if q.category == "old":
             assert all(turns[i].t < cv.T0 + 25 * cv.DAY for i in ev)  # in the first weeks: long before the question
+
+
+def test_suite_h_runs_and_scores(tmp_path):
+    """The suite end to end through ``tierstore bench`` at a toy size, synthetic embedder."""
+    import json
+
+    from tierstore.bench import main
+
+    out = tmp_path / "h.json"
+    rc = main(["--suite", "h", "--no-progress", "--json", str(out), "--workdir", str(tmp_path / "work"),
+               "--set", "h.users=2", "--set", "h.days=40", "--set", "h.embedder=hashing"])
+    assert rc == 0
+    suite = json.loads(out.read_text())["suites"][0]
+    assert suite["suite"] == "h" and not suite["skipped"]
+    rows = {r["scorer"]: r for r in suite["data"]["rows"]}
+    assert set(rows) == {"plain similarity (no forgetting)", *(v.name for v in cv.TIERSTORE_ROWS)}
+    turns = suite["extra"]["turns"]
+    for r in rows.values():
+        assert r["questions"] == suite["extra"]["questions"]
+        for key, v in r.items():
+            if key.startswith(("recall", "evidence_at", "stale_hit", "all_evidence")):
+                assert v is None or 0.0 <= v <= 1.0, (r["scorer"], key, v)
+        # every stored turn is in exactly one tier, unless a sweep deleted it
+        assert r["hot"] + r["warm"] + r["cold"] == turns - r.get("sweeps", {}).get("deleted", 0)
+        misses = sum(sum(m.values()) for m in r["misses_by_tier"].values())
+        assert misses == round(r["questions"] * (1 - r["recall_at_10"]))
+    plain = rows["plain similarity (no forgetting)"]
+    assert plain["recall_at_10"] > 0.1 and plain["hot"] == turns  # finds evidence; keeps everything
+    per_q = suite["data"]["per_question"]["plain similarity (no forgetting)"]
+    assert all(p["rank"] is None or 1 <= p["rank"] <= 10 for p in per_q)
+
+
+def test_tierstore_variant_passes_search_kwargs(tmp_path):
+    """Extra rows are data: a policy dict and search keywords go to the store as they are."""
+    from tierstore.bench.common import BenchConfig
+
+    wl = cv.conversation_workload(users=1, days=38, seed=2)
+    emb = cv.Hashing()
+    tv, qv = cv.embed_conversations(wl, emb)
+    cfg = BenchConfig(progress=False, workdir=tmp_path)
+    v = cv.TierVariant("no warm, long conversations", policy={"types": {"conversation": {"ttl": 90 * cv.DAY}}},
+                       search_kwargs={"include_warm": False})
+    sc = cv.score_tierstore(wl, tv, qv, cfg, v)
+    assert sum(sc.n.values()) == len(wl.questions) and sc.row()["recall_at_10"] is not None
+    with pytest.raises(TypeError):  # a keyword the store does not have is not emulated
+        cv.score_tierstore(wl, tv, qv, cfg, cv.TierVariant("bogus", search_kwargs={"no_such_option": 1}))

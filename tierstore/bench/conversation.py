@@ -34,11 +34,16 @@ against it (issues 15 and 16: a default is never tuned to one workload).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
 import numpy as np
+
+from ..progress import Progress
+from .common import BenchConfig, SuiteResult, workdir
+from .forgetting import Hashing, make_embedder
 
 DAY = 86400.0
 HOUR = 3600.0
@@ -631,6 +636,11 @@ class _UserGen:
         for attr, (lo, hi, cmin, cmax, gap) in spans.items():
             first = int(rng.integers(lo, hi + 1))
             n_changes = int(rng.integers(cmin, cmax + 1))
+            # a short timeline has room for fewer changes (checked without drawing, so that the
+            # draws, hence the workload, are the same whenever they fit)
+            room = days - 2 - (first + gap)
+            while n_changes > 1 and room < gap * (n_changes - 1) + 1:
+                n_changes -= 1
             while True:
                 change_days = sorted(rng.choice(np.arange(first + gap, days - 2), n_changes, replace=False).tolist())
                 if all(b - a >= gap for a, b in zip(change_days, change_days[1:])):
@@ -909,3 +919,289 @@ def conversation_workload(users: int = 30, days: int = 60, seed: int = 0) -> Con
     ev = [(tr.t, 0, "add", i) for i, tr in enumerate(turns)] + [(q.t, 1, "ask", i) for i, q in enumerate(questions)]
     ev.sort()
     return ConversationWorkload(users, days, seed, turns, questions, ev)
+
+
+# ------------------------------------------------------------------ embeddings
+
+def embed_conversations(wl: ConversationWorkload, emb: Any, cfg: BenchConfig | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors of every turn and question; each distinct text is embedded once
+    (greetings and acknowledgements repeat a lot). No topics: the synthetic
+    embedder sees the words only, like the real model."""
+    keys: dict[str, int] = {}
+    for tr in wl.turns:
+        keys.setdefault(tr.text, len(keys))
+    for q in wl.questions:
+        keys.setdefault(q.text, len(keys))
+    texts = list(keys)
+    out = np.empty((len(texts), 384), np.float32)
+    step = 256
+    with Progress(len(texts), "(h) embed", enabled=None if cfg is None else cfg.progress) as bar:
+        for s in range(0, len(texts), step):
+            part = texts[s:s + step]
+            out[s:s + len(part)] = emb.embed(part, [()] * len(part))
+            bar.update(len(part))
+    tv = out[[keys[tr.text] for tr in wl.turns]]
+    qv = out[[keys[q.text] for q in wl.questions]]
+    return tv, qv
+
+
+def embedder_label(emb: Any) -> str:
+    if isinstance(emb, Hashing):
+        return "HashingEmbedder (synthetic: hashed bag of words, no topics)"
+    return str(emb.name)
+
+
+# ------------------------------------------------------------------ scoring
+
+CATEGORIES = ("current", "current_mid", "old", "passing")
+TIER_ORDER = ("hot", "warm", "cold", "gone")
+
+
+@dataclass
+class Score:
+    """What one scorer achieved on the questions."""
+
+    name: str
+    n: dict[str, int] = field(default_factory=lambda: {c: 0 for c in CATEGORIES})
+    any_at_k: dict[str, int] = field(default_factory=lambda: {c: 0 for c in CATEGORIES})
+    first_at_1: dict[str, int] = field(default_factory=lambda: {c: 0 for c in CATEGORIES})
+    stale_at_1: dict[str, int] = field(default_factory=lambda: {c: 0 for c in CATEGORIES})
+    stale_questions: dict[str, int] = field(default_factory=lambda: {c: 0 for c in CATEGORIES})
+    multi: int = 0  # questions whose answer needs two turns
+    multi_all_at_k: int = 0
+    misses_by_tier: dict[str, dict[str, int]] = field(default_factory=lambda: {c: {} for c in CATEGORIES})
+    tiers_end: dict[str, int] = field(default_factory=dict)
+    sweeps: dict[str, int] = field(default_factory=dict)
+    per_question: list[dict[str, Any]] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def record(self, q: Question, ranked: list[str], stored: dict[str, str], k: int,
+               miss_tier: str | None = None) -> bool:
+        """Score one answer (``ranked``: the returned ids, best first; ``stored``: turn id -> the id
+        the store gave it). Returns whether any evidence was in the top ``k``."""
+        top = ranked[:k]
+        groups = [{stored[t] for t in g} for g in q.evidence]
+        ev = set().union(*groups)
+        stale = {stored[t] for t in q.stale} - ev  # a stored id that is also evidence is never stale
+        c = q.category
+        self.n[c] += 1
+        hit = bool(ev & set(top))
+        self.any_at_k[c] += hit
+        first = top[0] if top else None
+        self.first_at_1[c] += first in ev
+        if stale:
+            self.stale_questions[c] += 1
+            self.stale_at_1[c] += first in stale
+        if len(groups) > 1:
+            self.multi += 1
+            self.multi_all_at_k += all(g & set(top) for g in groups)
+        rank = next((i + 1 for i, mid in enumerate(top) if mid in ev), None)
+        if not hit:
+            tier = miss_tier or "hot"  # a scorer without tiers holds everything: the evidence was outranked
+            self.misses_by_tier[c][tier] = self.misses_by_tier[c].get(tier, 0) + 1
+        self.per_question.append({"q": q.id, "category": c, "attribute": q.attribute, "rank": rank,
+                                  "stale_at_1": bool(stale) and first in stale,
+                                  **({"miss_tier": miss_tier} if not hit and miss_tier else {})})
+        return hit
+
+    def row(self) -> dict[str, Any]:
+        def rate(num: int, den: int) -> float | None:
+            return num / den if den else None
+
+        out: dict[str, Any] = {"scorer": self.name, "questions": sum(self.n.values()),
+                               "recall_at_10": rate(sum(self.any_at_k.values()), sum(self.n.values()))}
+        for c in CATEGORIES:
+            out[f"recall_at_10_{c}"] = rate(self.any_at_k[c], self.n[c])
+            out[f"evidence_at_1_{c}"] = rate(self.first_at_1[c], self.n[c])
+            out[f"n_{c}"] = self.n[c]
+        for c in ("current", "current_mid"):
+            out[f"stale_hit_at_1_{c}"] = rate(self.stale_at_1[c], self.stale_questions[c])
+        out["all_evidence_at_10"] = rate(self.multi_all_at_k, self.multi)
+        out["multi_evidence_questions"] = self.multi
+        out.update(hot=self.tiers_end.get("hot", 0), warm=self.tiers_end.get("warm", 0),
+                   cold=self.tiers_end.get("cold", 0), misses_by_tier=self.misses_by_tier, sweeps=self.sweeps,
+                   elapsed_s=self.elapsed_s)
+        return out
+
+
+def _stored_identity(wl: ConversationWorkload) -> dict[str, str]:
+    return {tr.id: tr.id for tr in wl.turns}
+
+
+def score_plain(wl: ConversationWorkload, tv: np.ndarray, qv: np.ndarray, k: int = 10) -> Score:
+    """Cosine similarity over every turn the user had said before the question: no forgetting."""
+    t0 = time.perf_counter()
+    sc = Score("plain similarity (no forgetting)")
+    by_user: dict[int, list[int]] = {}
+    for i, tr in enumerate(wl.turns):
+        by_user.setdefault(tr.user, []).append(i)
+    stored = _stored_identity(wl)
+    for j, q in enumerate(wl.questions):
+        idx = np.asarray([i for i in by_user.get(q.user, []) if wl.turns[i].t < q.t], np.int64)
+        sims = tv[idx] @ qv[j]
+        order = np.argsort(-sims, kind="stable")[:k]
+        sc.record(q, [wl.turns[int(idx[o])].id for o in order], stored, k)
+    sc.tiers_end = {"hot": len(wl.turns), "warm": 0, "cold": 0}  # keeps everything, in memory
+    sc.elapsed_s = time.perf_counter() - t0
+    return sc
+
+
+@dataclass(frozen=True)
+class TierVariant:
+    """One tierstore row: how the agent stores turns and searches.
+
+    policy: a dict for :meth:`Policy.from_dict` (``None``: the default policy).
+    search_kwargs: passed to every ``search`` as they are (for options the
+    store has, e.g. ``include_warm``; a keyword the store does not know fails
+    loudly rather than being emulated here).
+    add_kwargs: passed to every ``add`` besides the turn's text, vector and id.
+    """
+
+    name: str
+    memory_type: str = "conversation"
+    policy: dict[str, Any] | None = None
+    search_kwargs: dict[str, Any] = field(default_factory=dict)
+    add_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+# The rows of the suite. Later policies (cold-tier search, supersession, dedupe) are added here as
+# variants; the two below are what a new agent gets today.
+TIERSTORE_ROWS: list[TierVariant] = [
+    TierVariant("tierstore, default policy, turns as conversation"),
+    TierVariant("tierstore, default policy, turns as fact", memory_type="fact"),
+]
+
+
+def score_tierstore(wl: ConversationWorkload, tv: np.ndarray, qv: np.ndarray, cfg: BenchConfig,
+                    variant: TierVariant, k: int = 10) -> Score:
+    """Replay the conversations into a real :class:`TierStore` on a
+    :class:`ManualClock`: one namespace per user, every turn added when it is
+    said, a ``sweep()`` every midnight until nothing is due, ``search(k)`` at
+    question time. A missed question records the best tier its evidence was
+    in at that moment (``get`` reads without counting an access)."""
+    from .. import ManualClock, Policy, TierStore
+
+    t0 = time.perf_counter()
+    sc = Score(variant.name)
+    sweeps = {"demoted": 0, "archived": 0, "deleted": 0}
+    stored: dict[str, str] = {}
+    nights = [T0 + (d + 1) * DAY for d in range(wl.days)]
+    ni = 0
+    policy = Policy.from_dict(variant.policy) if variant.policy is not None else None
+    with workdir(cfg, "conversation") as d:
+        clock = ManualClock(T0)
+        store = TierStore.open(d / "store", dim=tv.shape[1], clock=clock, policy=policy)
+        try:
+            def night() -> None:
+                while True:
+                    r = store.sweep()
+                    for key in sweeps:
+                        sweeps[key] += getattr(r, key)
+                    if r.remaining_due == 0 or r.examined == 0:
+                        break
+
+            with Progress(len(wl.events), f"(h) {variant.name}", enabled=cfg.progress) as bar:
+                for t, _, kind, i in wl.events:
+                    while ni < len(nights) and nights[ni] <= t:
+                        clock.set(nights[ni])
+                        night()
+                        ni += 1
+                    clock.set(max(t, clock.now()))
+                    if kind == "add":
+                        tr = wl.turns[i]
+                        stored[tr.id] = store.add(f"u{tr.user}", tr.text, tv[i], memory_type=variant.memory_type,
+                                                  id=tr.id, **variant.add_kwargs)
+                    else:
+                        q = wl.questions[i]
+                        ns = f"u{q.user}"
+                        hits = store.search(ns, qv[i], k=k, **variant.search_kwargs)
+                        ranked = [h.id for h in hits]
+                        ev = {stored[t] for g in q.evidence for t in g}
+                        miss_tier = None
+                        if not ev & set(ranked[:k]):
+                            tiers = set()
+                            for mid in ev:
+                                m = store.get(ns, mid)
+                                tiers.add("gone" if m is None else m.tier)
+                            miss_tier = min(tiers, key=TIER_ORDER.index)
+                        sc.record(q, ranked, stored, k, miss_tier)
+                    bar.update()
+                while ni < len(nights):
+                    clock.set(nights[ni])
+                    night()
+                    ni += 1
+            sc.tiers_end = dict(store.stats().by_tier)
+        finally:
+            store.close()
+    sc.sweeps = sweeps
+    sc.elapsed_s = time.perf_counter() - t0
+    return sc
+
+
+# ------------------------------------------------------------------ the suite
+
+HEADER = ["scorer", "recall@10", "current", "current day 30", "old", "passing", "all-evidence@10",
+          "current evidence@1", "stale-hit@1", "stale-hit@1 day 30", "hot", "warm", "cold"]
+MISS_HEADER = ["scorer", "category", "questions", "missed", "best evidence hot (outranked)",
+               "in warm (outranked)", "in cold (not searched)", "deleted"]
+
+
+def _f(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def _cells(rows: list[dict[str, Any]]) -> list[list[str]]:
+    return [[r["scorer"], _f(r["recall_at_10"]), _f(r["recall_at_10_current"]), _f(r["recall_at_10_current_mid"]),
+             _f(r["recall_at_10_old"]), _f(r["recall_at_10_passing"]), _f(r["all_evidence_at_10"]),
+             _f(r["evidence_at_1_current"]), _f(r["stale_hit_at_1_current"]),
+             _f(r["stale_hit_at_1_current_mid"]), str(r["hot"]), str(r["warm"]), str(r["cold"])] for r in rows]
+
+
+def _miss_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
+    out = []
+    for r in rows:
+        for c in CATEGORIES:
+            m = r["misses_by_tier"][c]
+            out.append([r["scorer"], c, str(r[f"n_{c}"]), str(sum(m.values())),
+                        str(m.get("hot", 0)), str(m.get("warm", 0)),
+                        str(m.get("cold", 0)), str(m.get("gone", 0))])
+    return out
+
+
+def run(cfg: BenchConfig) -> SuiteResult:
+    users = int(cfg.size("h.users", 30, 8))
+    days = int(cfg.size("h.days", 60, 60))
+    k = int(cfg.size("h.k", 10, 10))
+    kind = str(cfg.sizes.get("h.embedder", "auto"))
+    res = SuiteResult("h", "forgetting quality on logged conversations")
+    wl = conversation_workload(users, days, seed=cfg.seed + 83)
+    emb = make_embedder(kind)
+    t0 = time.perf_counter()
+    tv, qv = embed_conversations(wl, emb, cfg)
+    embed_s = time.perf_counter() - t0
+    scores = [score_plain(wl, tv, qv, k)] + [score_tierstore(wl, tv, qv, cfg, v, k) for v in TIERSTORE_ROWS]
+    rows = [s.row() for s in scores]
+    res.data["rows"] = rows
+    res.data["per_question"] = {s.name: s.per_question for s in scores}
+    res.data["variants"] = [{"name": v.name, "memory_type": v.memory_type, "policy": v.policy,
+                             "search_kwargs": v.search_kwargs, "add_kwargs": v.add_kwargs} for v in TIERSTORE_ROWS]
+    label = embedder_label(emb)
+    res.tables.append((f"forgetting quality on logged conversations — {users} users x {days} days, {len(wl.turns)} "
+                       f"turns, {len(wl.questions)} questions, k={k}, embedder: {label}", HEADER, _cells(rows)))
+    res.tables.append(("where the evidence of the missed questions was, at question time", MISS_HEADER,
+                       _miss_cells(rows)))
+    cats = {c: sum(q.category == c for q in wl.questions) for c in CATEGORIES}
+    res.extra.update(embedder=label, users=users, days=days, turns=len(wl.turns),
+                     distinct_texts=len({tr.text for tr in wl.turns}), questions=len(wl.questions),
+                     questions_by_category=cats, embed_s=round(embed_s, 1),
+                     scorer_s={s.name: round(s.elapsed_s, 1) for s in scores})
+    res.notes.append(
+        "recall@10: any evidence turn among the 10 hits (current: the value an attribute has at the end, its "
+        "earlier values are stale; current day 30: the same asked on day 30 about attributes changed by then; old: "
+        "details stated once in the first weeks; passing: details mentioned once in a turn about something else); "
+        "all-evidence@10: questions whose answer needs two turns (pet kind and name, diagnosis and medication) with "
+        "both among the 10; current evidence@1: the first hit states the current value; stale-hit@1: the first hit "
+        "states an earlier value (0 also when nothing about the attribute is found: read it beside recall); "
+        "hot/warm/cold: memories per tier after the last night and the questions (plain similarity keeps all).")
+    return res
