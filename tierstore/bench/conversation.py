@@ -13,7 +13,7 @@ Facts are never stored as facts; they surface inside turns:
   rewrite to the 3rd of April"); later turns restate the current value in
   passing, paraphrase it or near-duplicate an earlier statement, and the
   assistant often echoes it;
-* **old details** stated once in the first two weeks — a pet (its kind, and
+* **old details** stated once in the first weeks — a pet (its kind, and
   its name a little later), the town the user grew up in, a diagnosis and
   its medication (two turns), the degree they studied;
 * **passing details** mentioned once, mid-sentence, in a turn about
@@ -30,6 +30,15 @@ the medication).
 
 The workload is seeded and fixed before any tierstore policy is scored
 against it (issues 15 and 16: a default is never tuned to one workload).
+
+Scorers, on the same vectors (MiniLM with the ``embed`` extra, else the
+synthetic hashing embedder on the words alone): plain cosine similarity over
+every turn said so far, and real :class:`TierStore` replays (nightly sweeps
+on a :class:`ManualClock`, ``search(k=10)`` at question time), one row per
+:class:`TierVariant` in :data:`TIERSTORE_ROWS`. Metrics per category:
+evidence recall@10, all-evidence@10 for two-turn answers, evidence@1 and
+stale-hit@1 for changed attributes, tier counts at the end, and the tier the
+evidence of every missed question was in.
 """
 
 from __future__ import annotations
