@@ -9,6 +9,7 @@ Suites (``--suite a,b,...``; default: all):
   e  store.sweep() vs the seed's full-scan run_memory_cleanup (in-memory dicts; Chroma with the extra)
   f  add_batch vs raw add_items and Chroma add
   g  forgetting quality on a temporal-drift workload (alias: forgetting)
+  h  forgetting quality on logged multi-session conversations (alias: conversation)
 
 Every timing is a ratio candidate / baseline measured in the same run,
 interleaved; the table also gives the absolute medians, sizes, cores and
@@ -36,9 +37,10 @@ SUITES: dict[str, tuple[str, str]] = {
     "e": ("cleanup", "store.sweep vs the seed's full-scan cleanup"),
     "f": ("ingest", "add_batch vs add_items and Chroma add"),
     "g": ("forgetting", "forgetting quality on a temporal-drift workload"),
+    "h": ("conversation", "forgetting quality on logged conversations"),
 }
-ALIASES = {"forgetting": "g", "search": "a", "chroma": "b", "langchain": "c", "namespaces": "d", "cleanup": "e",
-           "sweep": "e", "ingest": "f"}
+ALIASES = {"forgetting": "g", "conversation": "h", "search": "a", "chroma": "b", "langchain": "c", "namespaces": "d",
+           "cleanup": "e", "sweep": "e", "ingest": "f"}
 QUICK_DEFAULT = ["a", "b", "c", "d", "e", "g"]
 
 
@@ -59,7 +61,8 @@ def parse_suites(spec: str | None, quick: bool) -> list[str]:
             continue
         p = ALIASES.get(p, p)
         if p not in SUITES:
-            raise SystemExit(f"tierstore bench: unknown suite {part!r} (choose from {', '.join(SUITES)}, forgetting)")
+            raise SystemExit(f"tierstore bench: unknown suite {part!r} "
+                             f"(choose from {', '.join(SUITES)}, forgetting, conversation)")
         if p not in out:
             out.append(p)
     return out
@@ -115,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``tierstore bench`` (shared with the CLI's subcommand)."""
     p.add_argument("--quick", action="store_true", help="smaller sizes: a few minutes on 2 cores")
-    p.add_argument("--suite", default=None, help="comma-separated suites: a,b,c,d,e,f,g (g = forgetting); default all")
+    p.add_argument("--suite", default=None,
+                   help="comma-separated suites: a,b,c,d,e,f,g,h (g = forgetting, h = conversation); default all")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON")
     p.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     p.add_argument("--workdir", default=None, help="where temporary stores go (default: the system temp dir)")
