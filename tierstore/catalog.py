@@ -125,8 +125,9 @@ CREATE TABLE IF NOT EXISTS tombstones (
     deleted_at REAL    NOT NULL,
     state      TEXT    NOT NULL         -- pending (object not yet written) | written
 );
--- Keyword search over archived text (restore by keyword); rowid = memories.rid.
-CREATE VIRTUAL TABLE IF NOT EXISTS cold_text USING fts5(content);
+-- Keyword search over archived text (restore by keyword, BM25 over stemmed
+-- words: the porter tokenizer); rowid = memories.rid.
+CREATE VIRTUAL TABLE IF NOT EXISTS cold_text USING fts5(content, tokenize = 'porter unicode61');
 -- Every lifecycle transition: create, promote, demote, archive, restore, delete, ...
 CREATE TABLE IF NOT EXISTS events (
     seq          INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -152,7 +153,38 @@ CREATE TABLE IF NOT EXISTS access_log (
     PRIMARY KEY (ns, id, day)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS events_ns_id ON events (ns, id);
+""" + """
+-- The cold search index (tierstore/cold_index.py): a sign code per cold
+-- memory, written in the transaction that archives it. A memory that leaves
+-- the cold tier, or the catalog, takes its code with it (the triggers), so no
+-- path that restores, reactivates or deletes can leave a stale code behind.
+CREATE TABLE IF NOT EXISTS cold_codes (
+    rid  INTEGER PRIMARY KEY,           -- memories.rid of a cold memory
+    ns   TEXT    NOT NULL,
+    code BLOB    NOT NULL               -- sign code: ceil(dim/64) uint64 words, little-endian
+);
+CREATE INDEX IF NOT EXISTS cold_codes_ns ON cold_codes (ns, rid);
+CREATE TRIGGER IF NOT EXISTS cold_codes_leave AFTER UPDATE OF tier ON memories WHEN NEW.tier != 2
+BEGIN DELETE FROM cold_codes WHERE rid = NEW.rid; END;
+CREATE TRIGGER IF NOT EXISTS cold_codes_forget AFTER DELETE ON memories
+BEGIN DELETE FROM cold_codes WHERE rid = OLD.rid; END;
 """
+
+# The cold_codes table alone, for code that keeps codes in a database of its own (tests, benchmarks).
+COLD_CODES_SCHEMA = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS cold_codes"):SCHEMA.index("CREATE TRIGGER")]
+
+
+def upgrade_schema(conn: sqlite3.Connection) -> None:
+    """Bring a catalog written by an earlier version up to this one, in place
+    (idempotent). The keyword index gained stemming: it is rebuilt with the
+    porter tokenizer from the cold rows' text."""
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'cold_text'").fetchone()
+    if "porter" not in sql:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("DROP TABLE cold_text")
+        conn.execute("CREATE VIRTUAL TABLE cold_text USING fts5(content, tokenize = 'porter unicode61')")
+        conn.execute("INSERT INTO cold_text (rowid, content) SELECT rid, content FROM memories WHERE tier = 2")
+        conn.execute("COMMIT")
 
 ACCESS_LOG_SQL = (
     "INSERT INTO access_log (ns, id, day, count) VALUES (?, ?, ?, ?)"
@@ -300,6 +332,7 @@ class Catalog:
         self._max_batch = max_batch
         self._writer = self._connect()
         self._writer.executescript(SCHEMA)
+        upgrade_schema(self._writer)
         self._queue: deque[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]] = deque()
         self._cond = threading.Condition()
         self._closed = False

@@ -46,7 +46,8 @@ class Explain:
     the same five in [0, 1] as the score uses them. ``weights``: the factor
     weights (weighted-sum mode). ``terms``: each factor's contribution; in
     weighted-sum mode they sum to ``score``, in product mode their product is
-    ``score``."""
+    ``score``. ``reached_because``: for a cold hit, why the search reached the
+    cold tier (hot and warm answered weakly, or ``include_cold=True``)."""
 
     mode: str
     raw: dict[str, float]
@@ -55,10 +56,12 @@ class Explain:
     terms: dict[str, float]
     score: float
     tier: str
+    reached_because: str | None = None  # a cold hit: why the search went to the cold tier
 
     def __str__(self) -> str:
         parts = " ".join(f"{k}={self.normalised[k]:.3f}" for k in self.normalised)
-        return f"{self.mode} score={self.score:.4f} [{parts}] tier={self.tier}"
+        why = f" ({self.reached_because})" if self.reached_because else ""
+        return f"{self.mode} score={self.score:.4f} [{parts}] tier={self.tier}{why}"
 
 
 class Hit:

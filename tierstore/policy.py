@@ -170,6 +170,13 @@ class ScoringPolicy:
     oversample: int = 2
     min_candidates: int = 20
     record_access: bool = True
+    # Whether a search reaches the cold tier (archived memories, through their
+    # codes and exact vectors): "auto" when the best hot or warm hit's cosine
+    # similarity is below cold_similarity_bar (hot and warm answered weakly),
+    # or always (true), or never (false). The bar is measured on two
+    # workloads (docs/benchmarks.md, suites g and h).
+    include_cold: bool | str = "auto"
+    cold_similarity_bar: float = 0.5
 
 
 def _default_types() -> dict[str, TypePolicy]:
@@ -561,6 +568,12 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
                 values["recency_half_life_seconds"] = parse_duration(v, key)
             elif k == "record_access":
                 values["record_access"] = _bool(v, key)
+            elif k == "include_cold":
+                if not (v == "auto" or isinstance(v, bool)):
+                    raise PolicyError(f"{key}: expected \"auto\", true or false, got {v!r}")
+                values["include_cold"] = v
+            elif k == "cold_similarity_bar":
+                values[k] = _number(v, key, lo=-1.0, hi=1.0)
             elif k in ("oversample", "min_candidates"):
                 if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                     raise PolicyError(f"{key}: expected an integer >= 1, got {v!r}")

@@ -11,7 +11,6 @@ import sqlite3
 import threading
 import uuid
 from dataclasses import dataclass, field
-from itertools import repeat
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -32,6 +31,7 @@ from .catalog import sql_time as _sql_time
 from .clock import Clock, SystemClock
 from .storetime import ClockCheck, ClockRecord, StoreClock, check_clock
 from .cold import ColdTier
+from .cold_index import ColdIndex, VectorCache
 from .migrator import MARK_PURGE_SQL, Migrator
 from .errors import (
     ClockSkewError,
@@ -42,7 +42,7 @@ from .errors import (
     StoreClosedError,
     StoreConfigError,
 )
-from .hot import HotNamespace, HotSettings, HotTier, columns_from_rows
+from .hot import HotNamespace, HotSettings, HotTier
 from .kernels import (
     TIER_COLD,
     TIER_HOT,
@@ -50,15 +50,15 @@ from .kernels import (
     context_multipliers,
     decayed_weight,
     due_times,
-    fused_rerank,
     record_accesses,
     rescale_lifetimes,
 )
 from .kernels import columns as C
-from .model import TIER_NAMES, Hit, HitRows, Memory, Stats, SweepReport
+from .model import TIER_NAMES, Hit, Memory, Stats, SweepReport
 from .objectstore import ObjectStore, open_object_store, url_without_userinfo
 from .policy import Policy
 from .scoring import CompiledPolicy
+from .tier_search import RowHit, RowRanker, search_cold
 from .faults import crash_point
 from .lifecycle import lifecycle_metrics
 from .tags import TagVocab
@@ -133,10 +133,18 @@ class TierStore:
         self._warm = WarmTier(path / "warm", dim, settings.warm, catalog)
         self._warm.remove_orphans()
         self._cold = ColdTier(cold, dim)
+        self._cold_index = ColdIndex(catalog.query, dim)
+        self._vector_cache = VectorCache()
+        # archive objects a cold search could not read (it served the rest): a count and the last 100
+        self.cold_search_errors = 0
+        self._cold_error_log: list[str] = []
+        self._cold_errors_lock = threading.Lock()
         self.store_id = store_id
         self._ownership = ownership.PrefixOwnership(cold, store_id)
         self._migrator = Migrator(self)
         self._type_idx = {t: i for i, t in enumerate(policy.type_names)}
+        self._ranker = RowRanker(self._cp, self._vocab, self._type_idx,
+                                 lambda row, now: self._memory_from_row(row, now, with_embedding=False))
         self._trace: TraceWriter | None = None
         self._valid_ns: set[str] = set()  # namespaces that passed check_namespace (search fast path)
         self._contexts: dict[str, tuple[str, ...]] = {
@@ -485,7 +493,8 @@ class TierStore:
 
     def search(self, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
                memory_types: Iterable[str] | None = None, min_confidence: float = 0.0, include_warm: bool = True,
-               record_access: bool | None = None, explain: bool = False) -> list[Hit]:
+               include_cold: bool | str | None = None, record_access: bool | None = None,
+               explain: bool = False) -> list[Hit]:
         """The ``k`` best memories for ``query``, ranked by the policy's fused score.
 
         query: a finite, non-zero vector of the store's dimension, compared by
@@ -496,8 +505,15 @@ class TierStore:
         memory_types / min_confidence filter. include_warm: also search the
         warm tier and merge. record_access: count an access on every hit
         (``None``: the policy's ``scoring.record_access``); a warm hit whose
-        access is recorded moves back to hot. explain: attach each hit's
-        factor breakdown. Archived (cold) memories are never returned.
+        access is recorded moves back to hot. include_cold: also search the
+        cold tier (archived memories, by their codes, rescored from their
+        archived vectors): ``True``, ``False``, or ``"auto"`` — only when the
+        best hot or warm hit's similarity is below the policy's
+        ``scoring.cold_similarity_bar`` (``None``: the policy's
+        ``scoring.include_cold``, "auto" by default). A cold hit has
+        ``memory.tier == "cold"``, its explanation says why the cold tier was
+        reached, and if its access is recorded it is reactivated (back to hot).
+        explain: attach each hit's factor breakdown.
         """
         # Written for speed: this runs per query, and after hnswlib's search
         # every Python step runs with cold caches.
@@ -523,57 +539,91 @@ class TierStore:
         ctx = cp.context(ctx_tags) if ctx_tags else cp.empty_context
         if record_access is None:
             record_access = self._policy.scoring.record_access
+        if include_cold is not None and not (include_cold == "auto" or type(include_cold) is bool):
+            raise InvalidInputError(f"include_cold must be True, False, 'auto' or None, got {include_cold!r}")
         now = self._time.now()
         hot = self._hot.ensure(ns)
         if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
-            k = max(1, min(k, hot.live + sum(info.count for info in self._warm.shards(ns))))
+            k = max(1, min(k, hot.live + sum(info.count for info in self._warm.shards(ns))
+                           + self._cold_index.count(ns)))
+        sc = self._policy.scoring
+        cold_mode = sc.include_cold if include_cold is None else include_cold
         with hot.lock.read():
             ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
             hits = hot.hits(ranked, cp, explain)
             warm_shards = include_warm and bool(self._warm.shards(ns))
-            if record_access and hits and not warm_shards:
+            # hot alone answers when there is no warm tier to merge and the cold
+            # tier is not wanted: off, or "auto" with k hits, one as similar as the bar
+            hot_alone = not warm_shards and (cold_mode is False or (
+                cold_mode == "auto" and len(hits) >= k and ranked.rf[C.R_RAW].max() >= sc.cold_similarity_bar))
+            if record_access and hits and hot_alone:
                 with hot.access_lock:
                     record_accesses(ranked.slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
                                     cp.thresholds, cp.conf_half_life)
-        if q is query and (warm_shards or self._trace is not None):
-            q = check_vector(query, self.dim, "query")  # the warm tier and the trace take unit vectors
-        if not warm_shards:
+        if q is query and (not hot_alone or self._trace is not None):
+            q = check_vector(query, self.dim, "query")  # the other tiers and the trace take unit vectors
+        if hot_alone:
             if self._trace is not None:
                 self._trace_search(now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, hits)
             return hits
-        # Merge with the warm tier: best k of both by (score, similarity).
-        warm = self._search_warm(ns, q, k, ctx, allowed, min_conf, now, explain)
+        # Merge with the warm and cold tiers: the best k of all by (score, similarity).
         raw = ranked.raw
         merged = [(h.score, float(raw[i, 0]), 0, i, h, None) for i, h in enumerate(hits)]
-        # A memory demoted between the two passes is in both: keep its hot hit only.
-        hot_hit_ids = {h.id for h in hits}
-        merged += [(h.score, sim, 1, i, h, row) for i, (h, sim, row) in enumerate(warm) if h.id not in hot_hit_ids]
+        seen = {h.id for h in hits}  # a memory that moved tiers between two passes keeps its first hit
+        if warm_shards:
+            warm = self._search_warm(ns, q, k, ctx, allowed, min_conf, now, explain)
+            merged += [(w.hit.score, w.similarity, 1, i, w.hit, w) for i, w in enumerate(warm) if w.hit.id not in seen]
+            seen.update(w.hit.id for w in warm)
+        best = max((m[1] for m in merged), default=-math.inf)
+        if cold_mode is True or (cold_mode == "auto" and (best < sc.cold_similarity_bar or len(merged) < k)):
+            if cold_mode is True:
+                note = "include_cold=True"
+            elif best < sc.cold_similarity_bar:
+                note = (f"hot and warm answered weakly: best similarity {best:.2f} < {sc.cold_similarity_bar:g} "
+                        "(policy scoring.cold_similarity_bar)" if merged else "hot and warm hold nothing that matches")
+            else:
+                note = f"hot and warm answered weakly: {len(merged)} of the {k} hits asked for"
+            cold = self._search_cold(ns, q, k, ctx, allowed, min_conf, now, explain, note)
+            merged += [(c.hit.score, c.similarity, 2, i, c.hit, c) for i, c in enumerate(cold) if c.hit.id not in seen]
         merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
         top = merged[:k]
         if record_access:
-            hot_ids = [m[4].id for m in top if m[2] == 0]
-            moved_away: list[str] = []
-            if hot_ids:
-                with hot.lock.read(), hot.access_lock:
-                    # slots may have moved since the lock was released: look them up again
-                    slots = np.array([hot.slot_of[i] for i in hot_ids if i in hot.slot_of], np.int64)
-                    moved_away = [i for i in hot_ids if i not in hot.slot_of]
-                    if slots.size:
-                        record_accesses(slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
-                                        cp.thresholds, cp.conf_half_life)
-            used_warm = [m[5] for m in top if m[2] == 1]
-            if used_warm:
-                promoted = {r.rid for r in self._migrator.promote(ns, used_warm, now, access=True, kind="promote")}
-                moved_away += [r.id for r in used_warm if r.rid not in promoted]
-            pending = moved_away
-            for _ in range(16):  # hits that changed tier meanwhile: counted where they are now
-                if not pending:
-                    break
-                pending = self._count_accesses(ns, hot, pending, now, strict=False)
+            self._record_hits(ns, hot, top, now)
         result = [m[4] for m in top]
         if self._trace is not None:
             self._trace_search(now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, result)
         return result
+
+    def _record_hits(self, ns: str, hot: HotNamespace, top: list[tuple[Any, ...]], now: float) -> None:
+        """Count an access on each merged hit where it is: hot hits in place,
+        warm ones promoted to hot, cold ones reactivated (back to hot, with
+        the archived embedding the search already read)."""
+        cp = self._cp
+        hot_ids = [m[4].id for m in top if m[2] == 0]
+        moved_away: list[str] = []
+        if hot_ids:
+            with hot.lock.read(), hot.access_lock:
+                # slots may have moved since the lock was released: look them up again
+                slots = np.array([hot.slot_of[i] for i in hot_ids if i in hot.slot_of], np.int64)
+                moved_away = [i for i in hot_ids if i not in hot.slot_of]
+                if slots.size:
+                    record_accesses(slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
+                                    cp.thresholds, cp.conf_half_life)
+        used_warm = [m[5].row for m in top if m[2] == 1]
+        if used_warm:
+            promoted = {r.rid for r in self._migrator.promote(ns, used_warm, now, access=True, kind="promote")}
+            moved_away += [r.id for r in used_warm if r.rid not in promoted]
+        used_cold = [m[5] for m in top if m[2] == 2]
+        if used_cold:
+            rows = [c.row for c in used_cold]
+            back = {r.rid for r in self._migrator.reactivate(
+                ns, rows, now, records={c.row.id: {"embedding": c.embedding} for c in used_cold})}
+            moved_away += [r.id for r in rows if r.rid not in back]
+        pending = moved_away
+        for _ in range(16):  # hits that changed tier meanwhile: counted where they are now
+            if not pending:
+                break
+            pending = self._count_accesses(ns, hot, pending, now, strict=False)
 
     def _trace_search(self, now: float, ns: str, q: np.ndarray, k: int, ctx_tags: Sequence[str],
                       memory_types: Any, min_conf: float, include_warm: bool, record_access: bool,
@@ -585,11 +635,10 @@ class TierStore:
                           hits=[h.id for h in hits])
 
     def _search_warm(self, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
-                     now: float, explain: bool) -> list[tuple[Hit, float, MemoryRow]]:
-        """Warm hits ``(hit, similarity, row)``: shard candidates, their live
-        rows from the catalog (a row left its shard when the catalog says so),
-        then the same fused rerank as the hot tier."""
-        cp = self._cp
+                     now: float, explain: bool) -> list[RowHit]:
+        """Warm hits: shard candidates, their live rows from the catalog (a
+        row left its shard when the catalog says so), then the same fused
+        rerank as the hot tier."""
         sc = self._policy.scoring
         want = max(k * sc.oversample, sc.min_candidates, k)
         shards = self._warm.shards(ns)
@@ -610,21 +659,28 @@ class TierStore:
                 cand_sims.append(sim)
             if not rows:
                 return []
-            F, I, tags = columns_from_rows(rows, self._type_idx, [self._vocab.ids(r.tags) for r in rows])
-            pick, scores, norm, raw = fused_rerank(
-                np.arange(len(rows), dtype=np.int64), np.array(cand_sims, np.float32), F, I, tags,
-                cp.params(now, min_conf, ctx), allowed, cp.w0_by_type, ctx.q_tags, ctx.rule_tags,
-                ctx.rule_mult, ctx.mask_tags, k,
-            )
-            if pick.shape[0] >= k or want >= largest:
-                break
+            picked, hits = self._ranker.rank(rows, cand_sims, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
+                                             now=now, explain=explain, tier="warm")
+            if len(picked) >= k or want >= largest:
+                return hits
             want *= 4
-        picked = [rows[j] for j in pick.tolist()]
-        source = HitRows([r.id for r in picked], scores.tolist(),
-                         list(map(cp.explain, raw.tolist(), norm.tolist(), scores.tolist(), repeat("warm")))
-                         if explain else None,
-                         [self._memory_from_row(r, now, with_embedding=False) for r in picked])
-        return [(Hit(source, i), float(raw[i, 0]), r) for i, r in enumerate(picked)]
+
+    def _search_cold(self, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
+                     now: float, explain: bool, note: str) -> list[RowHit]:
+        """Cold hits (see :func:`tierstore.tier_search.search_cold`); none when
+        the namespace has nothing archived."""
+        if self._cold_index.count(ns) == 0:
+            return []
+        errors: list[BaseException] = []
+        hits = search_cold(self._ranker, index=self._cold_index, catalog=self._catalog, cold=self._cold,
+                           cache=self._vector_cache, ns=ns, q=q, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
+                           now=now, explain=explain, note=note, errors=errors)
+        if errors:  # the search serves what it could read; the failures are counted and kept for stats
+            with self._cold_errors_lock:
+                self.cold_search_errors += len(errors)
+                self._cold_error_log.extend(f"{type(e).__name__}: {e}" for e in errors)
+                del self._cold_error_log[:-100]
+        return hits
 
     # ------------------------------------------------------------------ read / update
 
@@ -706,7 +762,8 @@ class TierStore:
     def touch(self, ns: str, ids: str | Iterable[str]) -> None:
         """Count an access (the memories were used in a response): boosts their
         weight, refreshes TTLs that refresh on read. A warm memory moves back
-        to hot; a cold one is counted where it is (``restore`` brings it back).
+        to hot; a cold one is reactivated (read back from its archive, hot
+        again, a ``reactivate`` event).
         Unknown ids raise MemoryNotFoundError and nothing is counted. A memory
         that moves between tiers while it is counted (a concurrent sweep or
         restore) is counted where it went; one deleted meanwhile is not."""
@@ -755,33 +812,18 @@ class TierStore:
                             record_accesses(np.array([hot.slot_of[i] for i in here], np.int64), now, hot.F, hot.I,
                                             cp.boost_by_type, cp.refresh_by_type, cp.thresholds, cp.conf_half_life)
                     retry.extend(i for i in extra if i not in hot.slot_of)
-        for r in rows:
-            if r.tier == TIER_COLD:
-                try:
-                    counted = self._update_row(
-                        ns, r.id, lambda row, conn: self._access_in_catalog(row, conn, now)
-                        if row.tier == TIER_COLD else None)
-                except MemoryNotFoundError:
-                    if strict:
-                        raise
-                    continue
-                if counted is None:  # restored meanwhile: count it in the hot tier
-                    retry.append(r.id)
+        cold = {r.rid: r for r in rows if r.tier == TIER_COLD}
+        if cold:  # a used archived memory comes back: reactivated, its access counted in the hot tier
+            back = self._migrator.reactivate(ns, list(cold.values()), now)
+            extra = [r.id for r in rows if r.tier == TIER_COLD]
+            for r in back:
+                extra.remove(r.id)
+            if strict:  # deleted between the look and the count: as unknown as if it had never been
+                gone = [i for i in extra if self._catalog.get_row(ns, i) is None]
+                if gone:
+                    raise MemoryNotFoundError(f"no memory {gone[0]!r} in namespace {ns!r}")
+            retry.extend(extra)  # touched twice, or moved meanwhile: counted where it is now
         return retry
-
-    def _access_in_catalog(self, row: MemoryRow, conn: sqlite3.Connection, now: float) -> MemoryRow:
-        cp = self._cp
-        t_idx = self._policy.type_index(row.memory_type)
-        row.w_ref, row.t_ref = lifetime.access(cp, t_idx, row.w_ref, row.t_ref, row.half_life, now)
-        row.access_count += 1
-        row.last_accessed_at = max(row.last_accessed_at, now)
-        if cp.refresh_by_type[t_idx]:
-            row.ttl_anchor = max(row.ttl_anchor, now)
-        row.due_at = self._due_of(row)
-        self._catalog.write_state(conn, row)
-        if self.settings.access_log:
-            conn.execute(ACCESS_LOG_SQL, (row.ns, row.id, int(now // 86400), 1))
-        return row
 
     def _due_of(self, row: MemoryRow) -> float:
         return lifetime.due_at(self._cp, row.tier, row.pinned, row.w_ref, row.t_ref, row.half_life, row.expires_at,
@@ -1126,33 +1168,46 @@ class TierStore:
                 self._migrator.settle_tombstones()
 
     def restore(self, ns: str, *, ids: Iterable[str] | None = None, where: Mapping[str, Any] | None = None,
-                text: str | None = None, limit: int | None = None, progress: bool | None = False) -> list[str]:
+                text: str | None = None, query: Any = None, k: int | None = None, limit: int | None = None,
+                progress: bool | None = False) -> list[str]:
         """Bring archived memories back to the hot tier; returns their ids.
 
         ids: these memories (unknown ids raise MemoryNotFoundError; ones not
         cold are skipped). where: a filter — ``memory_type`` (one or a list),
         ``tags`` (all of), ``any_tags``, ``source``, ``created_after`` /
-        ``created_before``, ``archived_after`` / ``archived_before`` (seconds).
-        text: keywords, all required (SQLite FTS5 over archived text). limit:
-        at most this many. Content and embedding come back bit-identical; the
-        memory restarts its TTL, counts as recently used (recency, not the
-        access count) and keeps at least its type's initial weight.
+        ``created_before``, ``archived_after`` / ``archived_before`` (POSIX
+        seconds, a datetime or ISO 8601). text: keywords, any of them (SQLite
+        FTS5 with stemming), the best matches by BM25 first. query: a vector:
+        the ``k`` archived memories most similar to it (the cold index, then
+        their exact similarities; default ``k`` 5), among those the other
+        arguments select when given. limit: at most this many. Content and
+        embedding come back bit-identical; the memory restarts its TTL, counts
+        as recently used (recency, not the access count) and keeps at least
+        its type's initial weight.
         """
         self._check_open()
         check_namespace(ns)
-        if ids is None and where is None and text is None:
-            raise InvalidInputError("restore needs ids, where or text")
+        if ids is None and where is None and text is None and query is None:
+            raise InvalidInputError("restore needs ids, where, text or query")
         id_list = None if ids is None else check_id_list(ids)
         if limit is not None:
             limit = check_positive_int(limit, "limit")
+        if k is not None:
+            if query is None:
+                raise InvalidInputError("restore k= goes with query= (restore by meaning); use limit= otherwise")
+            k = check_positive_int(k, "k")
+        q = None if query is None else check_vector(query, self.dim, "query")
+        if q is not None:
+            limit = min(k or 5, limit) if limit is not None else (k or 5)
         if where is not None and not isinstance(where, Mapping):
             raise InvalidInputError("restore where must be a dict")
         with self._sweep_lock:
             restored = self._migrator.restore(ns, ids=id_list, where=None if where is None else dict(where),
-                                              text=text, limit=limit, progress=progress)
+                                              text=text, query=q, limit=limit, progress=progress)
         if self._trace is not None:
             self._trace.write("restore", self._time.now(), ns=ns, ids=id_list,
-                              where=None if where is None else dict(where), text=text, limit=limit, restored=restored)
+                              where=None if where is None else dict(where), text=text,
+                              query=None if q is None else encode_vector(q), limit=limit, restored=restored)
         return restored
 
     def start_trace(self, path: str | os.PathLike[str]) -> None:
