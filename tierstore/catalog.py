@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 import numpy as np
 
 from . import faults
-from .errors import StoreClosedError
+from .errors import ReadOnlyStoreError, StoreClosedError
 
 T = TypeVar("T")
 
@@ -324,15 +324,14 @@ class Catalog:
     crash (WAL); ``"FULL"`` also survives power loss, at an fsync per commit.
     """
 
-    def __init__(self, path: str | Path, *, synchronous: str = "NORMAL", max_batch: int = 512) -> None:
+    def __init__(self, path: str | Path, *, synchronous: str = "NORMAL", max_batch: int = 512,
+                 readonly: bool = False) -> None:
         self.path = Path(path)
         self._synchronous = synchronous.upper()
         if self._synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be NORMAL or FULL, got {synchronous!r}")
         self._max_batch = max_batch
-        self._writer = self._connect()
-        self._writer.executescript(SCHEMA)
-        upgrade_schema(self._writer)
+        self.readonly = readonly
         self._queue: deque[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]] = deque()
         self._cond = threading.Condition()
         self._closed = False
@@ -341,10 +340,23 @@ class Catalog:
         self._readers_lock = threading.Lock()
         self.commits = 0  # transactions committed (group-commit evidence for tests/benchmarks)
         self.syncs = 0  # durability barriers (sync()) that forced the WAL to disk
+        self._writer: sqlite3.Connection | None = None
+        self._thread: threading.Thread | None = None
+        if readonly:  # a reader beside the store's writer (WAL): no writer, no schema change
+            self.query_one("SELECT count(*) FROM meta")  # fails now, clearly, if this is not a catalog
+            return
+        self._writer = self._connect()
+        self._writer.executescript(SCHEMA)
+        upgrade_schema(self._writer)
         self._thread = threading.Thread(target=self._run, name="tierstore-catalog-writer", daemon=True)
         self._thread.start()
 
     def _connect(self) -> sqlite3.Connection:
+        if self.readonly:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+                                   check_same_thread=False, timeout=30.0)
+            conn.execute("PRAGMA busy_timeout = 10000")
+            return conn
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
         for key, value in PRAGMAS.items():
             conn.execute(f"PRAGMA {key} = {value}")
@@ -361,6 +373,8 @@ class Catalog:
     def submit(self, fn: Callable[[sqlite3.Connection], T]) -> "Future[T]":
         """Queue ``fn`` for the next group commit without waiting."""
         fut: Future[T] = Future()
+        if self.readonly:
+            raise ReadOnlyStoreError("the store was opened read-only (readonly=True): it changes nothing")
         with self._cond:
             if self._closed:
                 raise StoreClosedError("the catalog is closed")
@@ -419,8 +433,8 @@ class Catalog:
         were the commit lost after the delete, the catalog would point at
         nothing. One fsync of the WAL file covers every commit written to it.
         """
-        if self._synchronous in ("FULL", "EXTRA"):
-            return  # every commit was synced as it was made
+        if self._synchronous in ("FULL", "EXTRA") or self.readonly:
+            return  # every commit was synced as it was made (or this catalog makes none)
         wal = str(self.path) + "-wal"
         before = faults.wal_position(str(self.path))
         try:
@@ -469,6 +483,11 @@ class Catalog:
     def query_one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         with self._reading() as conn:
             return conn.execute(sql, params).fetchone()
+
+    def has_table(self, name: str) -> bool:
+        """Whether the catalog has this table (a read-only open of a store an
+        earlier version wrote may lack this version's tables)."""
+        return self.query_one("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)) is not None
 
     # -- memories -----------------------------------------------------------
 
@@ -552,9 +571,10 @@ class Catalog:
                 return
             self._closed = True
             self._cond.notify_all()
-        self._thread.join()
-        self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self._writer.close()
+        if self._thread is not None and self._writer is not None:
+            self._thread.join()
+            self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._writer.close()
         with self._readers_lock:
             for conn in self._readers:
                 try:

@@ -259,7 +259,8 @@ def _verify_cold(store: "TierStore", report: IntegrityReport) -> None:
     for ns, mid, key, off, length in store._catalog.query(_COLD_SQL + " ORDER BY cold_key, cold_offset",
                                                           (TIER_COLD,)):
         by_key.setdefault(key, []).append((ns, mid, Location(key, off, length)))
-    codes = {rid: code for rid, code in store._catalog.query("SELECT rid, code FROM cold_codes")}
+    codes = {rid: code for rid, code in store._catalog.query("SELECT rid, code FROM cold_codes")} \
+        if store._catalog.has_table("cold_codes") else {}
     rid_of = {(ns, mid): rid for ns, mid, rid in store._catalog.query(
         "SELECT ns, id, rid FROM memories WHERE tier = ?", (TIER_COLD,))}
 
@@ -311,6 +312,10 @@ def _verify_cold_codes(store: "TierStore", report: IntegrityReport) -> None:
     Whether each code matches its archived vector is checked with the
     archive objects (``_verify_cold``)."""
     cat = store._catalog
+    if not cat.has_table("cold_codes"):  # a read-only look at a store from before the index
+        report.in_flight.append(Problem("cold_index", "cold_codes", "this store has no cold index yet: opened "
+                                        "for writing, it gets one (sweeps write the codes)", repairable=True))
+        return
     missing = int(cat.query_one(_MISSING_CODES_SQL, (TIER_COLD,))[0])  # type: ignore[index]
     width = 8 * int(store._cold_index.words)
     stray = [r for (r,) in cat.query(_STRAY_CODES_SQL, (TIER_COLD, width))]

@@ -39,6 +39,7 @@ from .errors import (
     InvalidInputError,
     MemoryNotFoundError,
     ObjectStoreError,
+    ReadOnlyStoreError,
     StoreClosedError,
     StoreConfigError,
 )
@@ -55,7 +56,7 @@ from .kernels import (
 )
 from .kernels import columns as C
 from .model import TIER_NAMES, Hit, Memory, Stats, SweepReport
-from .objectstore import ObjectStore, open_object_store, url_without_userinfo
+from .objectstore import LocalObjectStore, ObjectStore, open_object_store, url_without_userinfo
 from .policy import Policy
 from .scoring import CompiledPolicy
 from .tier_search import RowHit, RowRanker, search_cold
@@ -111,7 +112,7 @@ class TierStore:
 
     def __init__(self, *, path: Path, dim: int, policy: Policy, clock: Clock, settings: Settings,
                  catalog: Catalog, lock_fd: int, cold: ObjectStore, clock_check: ClockCheck,
-                 allow_clock_jump: bool = False, store_id: str = "") -> None:
+                 allow_clock_jump: bool = False, store_id: str = "", readonly: bool = False) -> None:
         self.path = path
         self.dim = dim
         self._vector_shape = (dim,)
@@ -121,8 +122,11 @@ class TierStore:
         self._clock_check = clock_check
         # A clock that failed the check at open may not sweep, and its readings
         # are not remembered (the next open must see the same disagreement).
-        self._clock_trusted = clock_check.ok or allow_clock_jump
+        self._clock_trusted = (clock_check.ok or allow_clock_jump) and not readonly
         self._clock_saved = record
+        self._readonly = readonly
+        # a reader of a store an earlier version wrote may find no cold index (it cannot create it)
+        self._cold_searchable = catalog.has_table("cold_codes")
         self.settings = settings
         self._catalog = catalog
         self._lock_fd = lock_fd
@@ -131,7 +135,8 @@ class TierStore:
         self._cp = CompiledPolicy(policy, self._vocab)
         self._hot = HotTier(path / "hot", dim, settings.hot, self._vocab, policy.type_names, catalog)
         self._warm = WarmTier(path / "warm", dim, settings.warm, catalog)
-        self._warm.remove_orphans()
+        if not readonly:
+            self._warm.remove_orphans()
         self._cold = ColdTier(cold, dim)
         self._cold_index = ColdIndex(catalog.query, dim)
         self._vector_cache = VectorCache()
@@ -155,7 +160,8 @@ class TierStore:
         self._sweep_lock = threading.Lock()
         self._stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="tierstore-access-flusher", daemon=True)
-        self._flusher.start()
+        if not readonly:  # a reader records nothing to flush
+            self._flusher.start()
 
     # ------------------------------------------------------------------ open
 
@@ -163,7 +169,7 @@ class TierStore:
     def open(cls, path: str | os.PathLike[str], *, dim: int | None = None, policy: Policy | None = None,
              cold: str | os.PathLike[str] | ObjectStore | None = None, cold_options: Mapping[str, Any] | None = None,
              clock: Clock | None = None, settings: Settings | None = None,
-             allow_clock_jump: bool = False, take_over_cold: bool = False) -> "TierStore":
+             allow_clock_jump: bool = False, take_over_cold: bool = False, readonly: bool = False) -> "TierStore":
         """Open the store at ``path`` or create it.
 
         dim: vector dimension, required to create a store (then fixed).
@@ -183,8 +189,16 @@ class TierStore:
         bucket or missing credentials raise StoreConfigError, and a new store
         leaves nothing behind) and claimed for this store alone (see
         :mod:`tierstore.ownership`; ``take_over_cold=True`` hands over a prefix
-        another, stopped, store owns). One process at a time.
+        another, stopped, store owns). One process at a time; with
+        ``readonly=True`` any number of readers beside it (SQLite's WAL): such
+        a store never creates or writes anything, takes no lock, and serves
+        ``get``, ``search`` (without recording accesses), ``stats``,
+        ``verify``, ``metrics_text`` and the report; every call that would
+        change something raises ReadOnlyStoreError.
         """
+        if readonly:
+            return cls._open_readonly(Path(path), dim=dim, policy=policy, cold=cold, cold_options=cold_options,
+                                      clock=clock, settings=settings)
         root = Path(path)
         made_dir = not root.exists()
         fresh = not (root / "catalog.sqlite").exists()
@@ -248,6 +262,46 @@ class TierStore:
             for ns in catalog.namespaces():
                 store._hot.ensure(ns)
         return store
+
+    @classmethod
+    def _open_readonly(cls, root: Path, *, dim: int | None, policy: Policy | None, cold: Any,
+                       cold_options: Mapping[str, Any] | None, clock: Clock | None,
+                       settings: Settings | None) -> "TierStore":
+        """A reader beside the store's writer: no lock, no writes, nothing created."""
+        if not (root / "catalog.sqlite").is_file():
+            raise StoreConfigError(f"there is no tierstore store at {root}")
+        catalog = Catalog(root / "catalog.sqlite", readonly=True)
+        try:
+            stored_dim = catalog.get_meta("dim")
+            stored_policy = catalog.get_meta("policy")
+            if stored_dim is None or stored_policy is None:
+                raise StoreConfigError(f"the store at {root} was never completely created")
+            if dim is not None and check_positive_int(dim, "dim") != int(stored_dim):
+                raise StoreConfigError(f"the store at {root} has dimension {stored_dim}, opened with dim={dim}")
+            effective = Policy.from_json(stored_policy)
+            if policy is not None and policy.to_json() != stored_policy:
+                raise StoreConfigError("a read-only open cannot apply a different policy (it would recompute "
+                                       "every memory's lifetime); open it for writing, or without policy=")
+            cold_store, _ = _open_cold(root, cold, cold_options, catalog.get_meta("cold"), create=False)
+            warm_up_kernels()
+            clock = clock or SystemClock()
+            check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
+            return cls(path=root, dim=int(stored_dim), policy=effective, clock=clock, settings=settings or Settings(),
+                       catalog=catalog, lock_fd=-1, cold=cold_store, clock_check=check,
+                       store_id=catalog.get_meta("store_id") or "", readonly=True)
+        except BaseException:
+            catalog.close()
+            raise
+
+    @property
+    def readonly(self) -> bool:
+        """Opened with ``readonly=True``: it changes nothing."""
+        return self._readonly
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._readonly:
+            raise ReadOnlyStoreError("the store was opened read-only (readonly=True): it changes nothing")
 
     def __enter__(self) -> "TierStore":
         return self
@@ -336,7 +390,7 @@ class TierStore:
         return self._add(ns, items)
 
     def _add(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
         if not items:
             return []
@@ -538,14 +592,16 @@ class TierStore:
         ctx_tags = (check_tags(context_tags, 1024) if context_tags else ()) or self._contexts.get(ns, ())
         ctx = cp.context(ctx_tags) if ctx_tags else cp.empty_context
         if record_access is None:
-            record_access = self._policy.scoring.record_access
+            record_access = self._policy.scoring.record_access and not self._readonly
+        elif record_access and self._readonly:
+            raise ReadOnlyStoreError("the store was opened read-only: search(record_access=True) would change it")
         if include_cold is not None and not (include_cold == "auto" or type(include_cold) is bool):
             raise InvalidInputError(f"include_cold must be True, False, 'auto' or None, got {include_cold!r}")
         now = self._time.now()
         hot = self._hot.ensure(ns)
         if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
             k = max(1, min(k, hot.live + sum(info.count for info in self._warm.shards(ns))
-                           + self._cold_index.count(ns)))
+                           + (self._cold_index.count(ns) if self._cold_searchable else 0)))
         sc = self._policy.scoring
         cold_mode = sc.include_cold if include_cold is None else include_cold
         with hot.lock.read():
@@ -669,7 +725,7 @@ class TierStore:
                      now: float, explain: bool, note: str) -> list[RowHit]:
         """Cold hits (see :func:`tierstore.tier_search.search_cold`); none when
         the namespace has nothing archived."""
-        if self._cold_index.count(ns) == 0:
+        if not self._cold_searchable or self._cold_index.count(ns) == 0:
             return []
         errors: list[BaseException] = []
         hits = search_cold(self._ranker, index=self._cold_index, catalog=self._catalog, cold=self._cold,
@@ -767,7 +823,7 @@ class TierStore:
         Unknown ids raise MemoryNotFoundError and nothing is counted. A memory
         that moves between tiers while it is counted (a concurrent sweep or
         restore) is counted where it went; one deleted meanwhile is not."""
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
         id_list = check_id_list(ids)
         if not id_list:
@@ -845,7 +901,7 @@ class TierStore:
 
     def _feedback(self, ns: str, id: str, *, positive: bool, strength: float, implicit: bool) -> Memory:
         """See :meth:`feedback`."""
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
         check_id(id)
         if not isinstance(positive, bool):
@@ -909,7 +965,7 @@ class TierStore:
     def pin(self, ns: str, id: str, pinned: bool = True) -> None:
         """Exempt a memory from every expiry (or, ``pinned=False``, end the
         exemption), in any tier. Durable when it returns."""
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
         check_id(id)
         if not isinstance(pinned, bool):
@@ -961,7 +1017,7 @@ class TierStore:
         Until then a tombstone object in the object store names the memory, so
         that :meth:`rebuild_catalog` does not bring it back (if that write
         fails, the next sweep writes it)."""
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
         check_id(id)
         now = self._time.now()
@@ -1003,7 +1059,7 @@ class TierStore:
         """Set the namespace's active context. Memories matched by context rules
         get their TTL and half-life rescaled now (one kernel pass); searches
         without ``context_tags`` use this context."""
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
         new_tags = check_tags(tags, 1024)
         ctx = self._cp.context(new_tags)
@@ -1099,6 +1155,8 @@ class TierStore:
 
     def flush(self) -> None:
         """Write every pending access update to the catalog and wait for it."""
+        if self._readonly:
+            return  # a reader records no access
         futures = []
         for hot in self._hot.loaded():
             with hot.access_lock:
@@ -1146,6 +1204,7 @@ class TierStore:
             raise InvalidInputError(f"dry_run must be True or False, got {dry_run!r}")
         if dry_run:
             return self._migrator.preview(max_items, time_budget_s)
+        self._check_writable()
         self._require_trusted_clock()
         with self._sweep_lock:
             return self._migrator.sweep(max_items, time_budget_s, progress)
@@ -1159,7 +1218,7 @@ class TierStore:
         Raises CorruptDataError, after rewriting the others, if an object's
         live records fail their checksums (the sweep skips such objects;
         ``verify`` reports them)."""
-        self._check_open()
+        self._check_writable()
         with self._sweep_lock:
             try:
                 return self._migrator.compact_archives(self._time.now(), everything=True, progress=progress,
@@ -1185,7 +1244,7 @@ class TierStore:
         as recently used (recency, not the access count) and keeps at least
         its type's initial weight.
         """
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
         if ids is None and where is None and text is None and query is None:
             raise InvalidInputError("restore needs ids, where, text or query")
@@ -1227,7 +1286,7 @@ class TierStore:
         store alone (after the catalog was lost or damaged); memories whose
         tombstones say they were deleted stay out. Returns counts: objects,
         records, inserted, repointed, skipped, forgotten."""
-        self._check_open()
+        self._check_writable()
         with self._sweep_lock:
             return self._migrator.rebuild_cold_catalog(progress)
 
@@ -1237,7 +1296,7 @@ class TierStore:
         wall-clock time), each bounded by ``max_items`` and ``time_budget_s``.
         It comes back sooner while work remains and backs off after errors.
         Raises ClockSkewError if the clock failed the check at open."""
-        self._check_open()
+        self._check_writable()
         interval_s = _check_seconds(interval_s, "interval_s")
         max_items = check_positive_int(max_items, "max_items")
         time_budget_s = _check_seconds(time_budget_s, "time_budget_s")
@@ -1339,7 +1398,7 @@ class TierStore:
     def repair(self) -> Any:
         """Rebuild what the catalog can rebuild (warm shards, hot checkpoints,
         pending archive batches); returns what is still wrong."""
-        self._check_open()
+        self._check_writable()
         from . import integrity
 
         return integrity.repair(self)  # takes the sweep lock itself
@@ -1355,7 +1414,7 @@ class TierStore:
 
     def checkpoint(self) -> int:
         """Save every changed hot index to disk; returns how many were saved."""
-        self._check_open()
+        self._check_writable()
         return self._hot.checkpoint()
 
     def close(self) -> None:
@@ -1371,6 +1430,9 @@ class TierStore:
             with self._sweep_lock:  # what holds it finishes first (a sweep stops between batches)
                 self.stop_trace()
                 self._stop.set()
+                if self._readonly:
+                    self._catalog.close()
+                    return
                 self._flusher.join(timeout=30)
                 try:
                     self.flush()
@@ -1411,7 +1473,8 @@ def _lock(root: Path) -> int:
             raise StoreConfigError(f"the store at {root} is already open in this process: use that TierStore, "
                                    "or close it first") from None
         who = f"process {holder}" if holder.isdigit() else "another process"
-        raise StoreConfigError(f"the store at {root} is open in {who}; one process at a time") from None
+        raise StoreConfigError(f"the store at {root} is open in {who}; one writer at a time (readers beside it: "
+                               "TierStore.open(path, readonly=True); tierstore stats, verify and report)") from None
     os.ftruncate(lock_fd, 0)
     os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
     return lock_fd
@@ -1434,7 +1497,7 @@ def _remove_new_store(root: Path, made_dir: bool) -> None:
 
 
 def _open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
-               stored: str | None) -> tuple[ObjectStore, str | None]:
+               stored: str | None, create: bool = True) -> tuple[ObjectStore, str | None]:
     """The cold object store, and what the catalog should remember of it
     (JSON: URL, endpoint and region; never credentials)."""
     opts = dict(options or {})
@@ -1449,6 +1512,8 @@ def _open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
                 f"the store at {root} archives to an object store that was given as an object ({meta.get('repr')}); "
                 "pass cold= again")
         if url == "default":
+            if not create:  # a reader: a store that never archived has no directory, and gets none
+                return LocalObjectStore(root / "cold", create=False), None
             return open_object_store(root / "cold"), None if stored else json.dumps(meta)
         for k in ("endpoint_url", "region_name"):
             if meta.get(k) and k not in opts:
