@@ -104,7 +104,19 @@ def _cmd_restore(args: argparse.Namespace) -> int:
     with _open(args) as store:
         ids = store.restore(args.ns, ids=args.id or None, where=where or None, text=args.text, limit=args.limit,
                             progress=None)
-    print(json.dumps(ids) if args.json else f"restored {len(ids)} memories")
+        if args.json:
+            print(json.dumps(ids))
+            return 0
+        if not ids:
+            print(f"restored nothing: no archived memory of namespace {args.ns!r} matched"
+                  if args.ns in store.namespaces() else
+                  f"restored nothing: there is no namespace {args.ns!r} in this store")
+            return 0
+        print(f"restored {_plural(len(ids), 'memory', 'memories')} to the hot tier:")
+        for mid in ids:
+            m = store.get(args.ns, mid)
+            text = m.content if len(m.content) <= 70 else m.content[:69] + "…"
+            print(f"  {mid}  {m.memory_type:<12} {text}")
     return 0
 
 
@@ -126,8 +138,8 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -1128,6 +1128,11 @@ class TierStore:
         for r in part:
             self._catalog.write_state(conn, r)
 
+    def namespaces(self) -> list[str]:
+        """The namespaces that hold at least one memory (any tier), sorted."""
+        self._check_open()
+        return self._catalog.namespaces()
+
     def get_context(self, ns: str) -> tuple[str, ...]:
         check_namespace(ns)
         return self._contexts.get(ns, ())
