@@ -249,3 +249,32 @@ def test_bad_include_cold_values(world, tmp_path):
     with pytest.raises(PolicyError, match="scoring.cold_similarity_bar"):
         Policy.from_dict({"scoring": {"cold_similarity_bar": 2}})
     assert Policy.from_dict({"scoring": {"include_cold": False}}).scoring.include_cold is False
+
+
+def test_an_archived_memory_that_matches_better_than_anything_hot_ranks_first(tmp_path):
+    """similar_first: recent hot hits that match worse do not bury an archived
+    memory that matches better (recency and weight would, by the score alone)."""
+    rng = np.random.default_rng(11)
+    target = unit(rng.normal(size=DIM))
+    query = unit(target + 0.25 * unit(rng.normal(size=DIM)))
+    for similar_first in (True, False):
+        clock = ManualClock(T0)
+        policy = Policy.from_dict({"scoring": {"similar_first": similar_first}})
+        with TierStore.open(tmp_path / f"s{similar_first}", dim=DIM, clock=clock, policy=policy) as store:
+            old = store.add("u", "the archived detail", target, memory_type="conversation")
+            clock.advance(30 * DAY)
+            store.sweep()
+            assert store.get("u", old).tier == "cold"
+            # recent memories, each a weaker match than the archived one
+            recent = [unit(query + 0.6 * unit(rng.normal(size=DIM))) for _ in range(5)]
+            store.add_batch("u", [{"content": f"recent {i}", "embedding": v, "memory_type": "fact"}
+                                  for i, v in enumerate(recent)])
+            hits = store.search("u", query, k=3, record_access=False, include_cold=True, explain=True)
+            best_hot = max(h.explain.raw["similarity"] for h in hits if h.memory.tier == "hot")
+            cold = [h for h in store.search("u", query, k=6, record_access=False, include_cold=True, explain=True)
+                    if h.id == old][0]
+            assert cold.explain.raw["similarity"] > best_hot
+            if similar_first:
+                assert hits[0].id == old
+            else:
+                assert hits[0].id != old and cold.score < hits[0].score  # by the score alone, it loses

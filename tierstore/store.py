@@ -641,7 +641,12 @@ class TierStore:
                 note = f"hot and warm answered weakly: {len(merged)} of the {k} hits asked for"
             cold = self._search_cold(ns, q, k, ctx, allowed, min_conf, now, explain, note)
             merged += [(c.hit.score, c.similarity, 2, i, c.hit, c) for i, c in enumerate(cold) if c.hit.id not in seen]
-        merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
+            if sc.similar_first:  # archived memories that match better than anything recent first
+                merged.sort(key=lambda m: (not (m[2] == 2 and m[1] > best), -m[0], -m[1], m[2], m[3]))
+            else:
+                merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
+        else:
+            merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
         top = merged[:k]
         if record_access:
             self._record_hits(ns, hot, top, now)
