@@ -214,6 +214,7 @@ def test_a_missing_archive_object_costs_its_candidates_not_the_search(world):
     hits = store.search("u", vecs[8], k=3, record_access=False)
     assert hits and all(h.id != ids[8] for h in hits)
     assert store.cold_search_errors >= 1
+    assert f"tierstore_cold_search_errors_total {store.cold_search_errors}" in store.metrics_text()
 
 
 def test_the_vector_cache_saves_reads_on_a_repeated_cold_search(tmp_path):
