@@ -183,25 +183,32 @@ class StoreMachine(RuleBasedStateMachine):
             self._record(ns, it)
 
     @rule(ns=namespaces, vec=vectors, k=st.integers(1, 8), record=st.booleans(), include_warm=st.booleans(),
-          near=st.one_of(st.none(), picks))
-    def search(self, ns, vec, k, record, include_warm, near):
+          include_cold=st.sampled_from([False, True, "auto"]), near=st.one_of(st.none(), picks))
+    def search(self, ns, vec, k, record, include_warm, include_cold, near):
         if near is not None and self._pick(near, ns) is not None:
             q = np.frombuffer(self._pick(near, ns).emb, np.float32)
         else:
             q = np.array(vec, np.float32)
         tiers = {m.id: self._tier(m) for m in self.live.values() if m.ns == ns}
-        hits = self.store.search(ns, q, k=k, record_access=record, include_warm=include_warm)
+        hits = self.store.search(ns, q, k=k, record_access=record, include_warm=include_warm,
+                                 include_cold=include_cold)
         ids = [h.id for h in hits]
         assert len(ids) == len(set(ids)), "a memory returned twice"
+        searched = {"hot"} | ({"warm"} if include_warm else set()) | ({"cold"} if include_cold else set())
         for h in hits:
             assert (ns, h.id) in self.live, f"search returned {ns}/{h.id}, which is deleted or never existed"
-            assert h.memory.namespace == ns and h.memory.tier in ("hot", "warm")
+            assert h.memory.namespace == ns and h.memory.tier in searched and h.memory.tier == tiers[h.id]
             assert h.memory.content == self.live[(ns, h.id)].content
-        eligible = {i for i, t in tiers.items() if t == "hot" or (include_warm and t == "warm")}
-        assert len(hits) == min(k, len(eligible))
+        eligible = {i for i, t in tiers.items() if t in searched}
         assert set(ids) <= eligible
-        if k >= len(eligible):
-            assert set(ids) == eligible
+        # hot and warm are always searched; the cold tier is, when asked for ("auto": when they answer weakly)
+        always = {i for i, t in tiers.items() if t in searched - {"cold"}}
+        if include_cold == "auto":
+            assert min(k, len(always)) <= len(hits) <= min(k, len(eligible))
+        else:
+            assert len(hits) == min(k, len(eligible))
+            if k >= len(eligible):
+                assert set(ids) == eligible
         if record:
             for h in hits:
                 self.live[(ns, h.id)].access += 1

@@ -101,7 +101,7 @@ def scripted(tmp_path, rng):
 def test_event_counts(scripted):
     store, _ = scripted
     m = lifecycle_metrics(store)
-    assert m["events"]["by_kind"] == {"create": 6, "promote": 1, "demote": 2, "archive": 4, "restore": 1,
+    assert m["events"]["by_kind"] == {"create": 6, "promote": 1, "demote": 2, "archive": 4, "restore": 1, "reactivate": 0,
                                       "delete": 1, "feedback": 5, "pin": 1, "unpin": 0}
     assert m["events"]["total"] == 21
     json.dumps(m)  # JSON-serialisable

@@ -24,7 +24,6 @@ def _items(rng, n, prefix):
 
 
 def test_verify_reports_no_problems_while_archives_and_restores_churn(tmp_path):
-    rng = np.random.default_rng(3)
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
         stop = threading.Event()

@@ -58,6 +58,9 @@ def test_example_policies_differ_in_explainable_ways(example):
     assert forget.hot_mean < 0.6 * keep.hot_mean and forget.hot_final < keep.hot_final
     assert forget.hot_bytes_mean == forget.hot_mean * 32 * 4
     assert forget.archived > keep.archived and forget.archived_from_hot > keep.archived_from_hot
+    # the recording agent touched what its own searches showed; memories this policy had archived are not
+    # touched in its replay (a touch would reactivate them), and are counted
+    assert forget.unseen_touches > keep.unseen_touches
     assert forget.reactivations > keep.reactivations
     assert forget.labelled_searches == keep.labelled_searches > 20
     assert forget.stale_hits < keep.stale_hits
@@ -123,10 +126,12 @@ def unit_vec(i: int):
 def test_stale_hit_and_live_recall_by_hand(tmp_path):
     trace = record(tmp_path, _home_script, {0: {"stale": ["old"], "live": ["new"]}})
     # A keeps facts 30 d: the old home is still there and is the query's nearest: a stale hit, new not found.
-    # B archives facts after 12 h: by the search (25 h) only the new home is hot.
+    # B archives facts after 12 h: by the search (25 h) only the new home is hot. Both search hot and warm
+    # only: the query matches nothing but the old home, so "auto" would reach the archive and find it there.
+    hot_only = {"scoring": {"include_cold": False}}
     short = Policy.from_dict({"types": {"fact": {"ttl": "12h", "refresh_on_read": False}},
-                              "confidence": {"ttl_floor": 1.0}})
-    a, b = simulate(trace, [Policy.default(), short], sweep_interval_s=HOUR)
+                              "confidence": {"ttl_floor": 1.0}, **hot_only})
+    a, b = simulate(trace, [Policy.from_dict(hot_only), short], sweep_interval_s=HOUR)
     assert (a.name, b.name) == ("policy 1", "policy 2")
     assert (a.labelled_searches, a.stale_hits, a.live_recall) == (1, 1, 0.0)
     assert (b.labelled_searches, b.stale_hits, b.live_recall) == (1, 0, 1.0)
@@ -172,7 +177,7 @@ def test_gzip_trace_and_json_cli(tmp_path, capsys):
     gz = tmp_path / "t.jsonl.gz"
     gz.write_bytes(gzip.compress(trace.read_bytes()))
     pol = tmp_path / "short.toml"
-    pol.write_text('[types.fact]\nttl = "12h"\nrefresh_on_read = false\n')
+    pol.write_text('[types.fact]\nttl = "12h"\nrefresh_on_read = false\n[scoring]\ninclude_cold = false\n')
     assert main(["simulate", "--trace", str(gz), "--policy", str(pol), "--sweep-interval", "3600", "--json"]) == 0
     (res,) = json.loads(capsys.readouterr().out)
     assert res["name"] == "short" and res["source"] == str(pol)

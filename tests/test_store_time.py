@@ -286,3 +286,24 @@ def test_the_demo_never_replaces_a_directory_it_did_not_make(tmp_path):
     with pytest.raises(StoreConfigError, match="not made by tierstore demo"):
         prepare_demo_dir(mine)
     assert (mine / "notes.txt").read_text() == "precious"
+
+
+def test_cli_restore_lists_what_came_back_and_says_why_nothing_did(tmp_path):
+    path = tmp_path / "s"
+    clock = ManualClock(time.time() - 3 * DAY)
+    with TierStore.open(path, dim=DIM, clock=clock) as store:
+        ids = store.add_batch("u", [{"content": f"passport step {i}", "embedding": _vec(i),
+                                     "memory_type": "conversation"} for i in range(3)])
+        clock.advance(2 * 3600)
+        assert store.sweep().archived == 3
+    out = cli("restore", str(path), "--ns", "u", "--text", "passport", "--limit", "2")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "restored 2 memories to the hot tier:" and len(lines) == 3
+    assert all(any(i in line for i in ids) and "passport step" in line for line in lines[1:])
+    one = cli("restore", str(path), "--ns", "u", "--text", "passport")
+    assert one.stdout.startswith("restored 1 memory to the hot tier:")
+    none = cli("restore", str(path), "--ns", "u", "--text", "passport")
+    assert "no archived memory of namespace 'u' matched" in none.stdout
+    unknown = cli("restore", str(path), "--ns", "nobody", "--text", "passport")
+    assert "there is no namespace 'nobody'" in unknown.stdout

@@ -53,7 +53,12 @@ def test_sixty_days_of_sweeps(tmp_path, rng):
 
     # -- restore by id: bit-identical, searchable
     target = chats[10]
-    assert store.search("u", originals[target].embedding, k=3, record_access=False)[0].id != target
+    assert store.search("u", originals[target].embedding, k=3, record_access=False,
+                        include_cold=False)[0].id != target  # hot and warm alone do not have it
+    found = store.search("u", originals[target].embedding, k=3, record_access=False, explain=True)[0]
+    assert found.id == target and found.memory.tier == "cold"  # "auto" reached the cold tier, and says why
+    assert "answered weakly" in found.explain.reached_because
+    assert store.get("u", target).tier == "cold"  # not used (no access recorded): still archived
     assert store.restore("u", ids=[target]) == [target]
     back = store.get("u", target)
     assert back.tier == "hot"
@@ -201,7 +206,9 @@ def test_restore_validates_its_arguments(store, clock, rng):
     with pytest.raises(InvalidInputError):
         store.restore("c", text="  ")
     assert store.get("c", mid).tier == "cold"
-    assert store.restore("c", text='chat" OR 1') == []  # quoted, never parsed as FTS syntax
+    with pytest.raises(InvalidInputError, match="has no words"):
+        store.restore("c", text='" * ( )')
+    assert store.restore("c", text='nothing" NOT chat') == [mid]  # words, never FTS syntax: any word matches
 
 
 def test_sweep_is_bounded_and_reads_only_due(store, clock, rng):

@@ -29,7 +29,7 @@ import numpy as np
 
 from . import faults
 from .dedupe import content_hash
-from .errors import StoreClosedError
+from .errors import ReadOnlyStoreError, StoreClosedError
 
 T = TypeVar("T")
 
@@ -128,8 +128,9 @@ CREATE TABLE IF NOT EXISTS tombstones (
     deleted_at REAL    NOT NULL,
     state      TEXT    NOT NULL         -- pending (object not yet written) | written
 );
--- Keyword search over archived text (restore by keyword); rowid = memories.rid.
-CREATE VIRTUAL TABLE IF NOT EXISTS cold_text USING fts5(content);
+-- Keyword search over archived text (restore by keyword, BM25 over stemmed
+-- words: the porter tokenizer); rowid = memories.rid.
+CREATE VIRTUAL TABLE IF NOT EXISTS cold_text USING fts5(content, tokenize = 'porter unicode61');
 -- Every lifecycle transition: create, promote, demote, archive, restore, delete, ...
 CREATE TABLE IF NOT EXISTS events (
     seq          INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -167,7 +168,22 @@ CREATE TABLE IF NOT EXISTS supersessions (
     t                 REAL    NOT NULL,
     prior_ttl_seconds REAL                 -- its per-memory TTL before (NULL: the type's), back on reversal
 );
+-- The cold search index (tierstore/cold_index.py): a sign code per cold
+-- memory, written in the transaction that archives it. A memory that leaves
+-- the cold tier, or the catalog, takes its code with it (the triggers), so no
+-- path that restores, reactivates or deletes can leave a stale code behind.
+CREATE TABLE IF NOT EXISTS cold_codes (
+    rid  INTEGER PRIMARY KEY,           -- memories.rid of a cold memory
+    ns   TEXT    NOT NULL,
+    code BLOB    NOT NULL               -- sign code: ceil(dim/64) uint64 words, little-endian
+);
+CREATE INDEX IF NOT EXISTS cold_codes_ns ON cold_codes (ns, rid);
+CREATE TRIGGER IF NOT EXISTS cold_codes_leave AFTER UPDATE OF tier ON memories WHEN NEW.tier != 2
+BEGIN DELETE FROM cold_codes WHERE rid = NEW.rid; END;
+CREATE TRIGGER IF NOT EXISTS cold_codes_forget AFTER DELETE ON memories
+BEGIN DELETE FROM cold_codes WHERE rid = OLD.rid; END;
 """
+
 
 # Columns and indexes added after the first release: created by upgrade_schema
 # on stores written by earlier code (CREATE TABLE IF NOT EXISTS leaves an
@@ -179,6 +195,21 @@ CREATE INDEX IF NOT EXISTS memories_content ON memories (ns, content_hash);
 -- rows without a hash (written before the upgrade, or by earlier code since): hashed at open
 CREATE INDEX IF NOT EXISTS memories_unhashed ON memories (rid) WHERE content_hash IS NULL;
 """
+
+# The cold_codes table alone, for code that keeps codes in a database of its own (tests, benchmarks).
+COLD_CODES_SCHEMA = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS cold_codes"):SCHEMA.index("CREATE TRIGGER")]
+
+
+def _stem_cold_text(conn: sqlite3.Connection) -> None:
+    """The keyword index gained stemming: rebuild it with the porter
+    tokenizer from the cold rows' text (idempotent)."""
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'cold_text'").fetchone()
+    if "porter" not in sql:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("DROP TABLE cold_text")
+        conn.execute("CREATE VIRTUAL TABLE cold_text USING fts5(content, tokenize = 'porter unicode61')")
+        conn.execute("INSERT INTO cold_text (rowid, content) SELECT rid, content FROM memories WHERE tier = 2")
+        conn.execute("COMMIT")
 
 ACCESS_LOG_SQL = (
     "INSERT INTO access_log (ns, id, day, count) VALUES (?, ?, ?, ?)"
@@ -272,7 +303,9 @@ def upgrade_schema(conn: sqlite3.Connection, chunk: int = 10_000) -> None:
     add the missing columns of :data:`ADDED_COLUMNS`, create the indexes of
     :data:`ADDED_INDEXES`, and hash the content of rows that have no
     ``content_hash`` (in chunks, one transaction each: an interrupted upgrade
-    resumes at the next open). ``conn`` is in autocommit mode; idempotent."""
+    resumes at the next open); rebuild the keyword index with stemming.
+    ``conn`` is in autocommit mode; idempotent."""
+    _stem_cold_text(conn)
     have = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -355,15 +388,14 @@ class Catalog:
     crash (WAL); ``"FULL"`` also survives power loss, at an fsync per commit.
     """
 
-    def __init__(self, path: str | Path, *, synchronous: str = "NORMAL", max_batch: int = 512) -> None:
+    def __init__(self, path: str | Path, *, synchronous: str = "NORMAL", max_batch: int = 512,
+                 readonly: bool = False) -> None:
         self.path = Path(path)
         self._synchronous = synchronous.upper()
         if self._synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be NORMAL or FULL, got {synchronous!r}")
         self._max_batch = max_batch
-        self._writer = self._connect()
-        self._writer.executescript(SCHEMA)
-        upgrade_schema(self._writer)
+        self.readonly = readonly
         self._queue: deque[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]] = deque()
         self._cond = threading.Condition()
         self._closed = False
@@ -372,10 +404,23 @@ class Catalog:
         self._readers_lock = threading.Lock()
         self.commits = 0  # transactions committed (group-commit evidence for tests/benchmarks)
         self.syncs = 0  # durability barriers (sync()) that forced the WAL to disk
+        self._writer: sqlite3.Connection | None = None
+        self._thread: threading.Thread | None = None
+        if readonly:  # a reader beside the store's writer (WAL): no writer, no schema change
+            self.query_one("SELECT count(*) FROM meta")  # fails now, clearly, if this is not a catalog
+            return
+        self._writer = self._connect()
+        self._writer.executescript(SCHEMA)
+        upgrade_schema(self._writer)
         self._thread = threading.Thread(target=self._run, name="tierstore-catalog-writer", daemon=True)
         self._thread.start()
 
     def _connect(self) -> sqlite3.Connection:
+        if self.readonly:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+                                   check_same_thread=False, timeout=30.0)
+            conn.execute("PRAGMA busy_timeout = 10000")
+            return conn
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
         for key, value in PRAGMAS.items():
             conn.execute(f"PRAGMA {key} = {value}")
@@ -392,6 +437,8 @@ class Catalog:
     def submit(self, fn: Callable[[sqlite3.Connection], T]) -> "Future[T]":
         """Queue ``fn`` for the next group commit without waiting."""
         fut: Future[T] = Future()
+        if self.readonly:
+            raise ReadOnlyStoreError("the store was opened read-only (readonly=True): it changes nothing")
         with self._cond:
             if self._closed:
                 raise StoreClosedError("the catalog is closed")
@@ -450,8 +497,8 @@ class Catalog:
         were the commit lost after the delete, the catalog would point at
         nothing. One fsync of the WAL file covers every commit written to it.
         """
-        if self._synchronous in ("FULL", "EXTRA"):
-            return  # every commit was synced as it was made
+        if self._synchronous in ("FULL", "EXTRA") or self.readonly:
+            return  # every commit was synced as it was made (or this catalog makes none)
         wal = str(self.path) + "-wal"
         before = faults.wal_position(str(self.path))
         try:
@@ -500,6 +547,11 @@ class Catalog:
     def query_one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         with self._reading() as conn:
             return conn.execute(sql, params).fetchone()
+
+    def has_table(self, name: str) -> bool:
+        """Whether the catalog has this table (a read-only open of a store an
+        earlier version wrote may lack this version's tables)."""
+        return self.query_one("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)) is not None
 
     # -- memories -----------------------------------------------------------
 
@@ -583,9 +635,10 @@ class Catalog:
                 return
             self._closed = True
             self._cond.notify_all()
-        self._thread.join()
-        self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self._writer.close()
+        if self._thread is not None and self._writer is not None:
+            self._thread.join()
+            self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._writer.close()
         with self._readers_lock:
             for conn in self._readers:
                 try:

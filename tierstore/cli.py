@@ -35,11 +35,13 @@ def _store_args(p: argparse.ArgumentParser) -> None:
                    help="sweep even if this machine's clock disagrees with the store's own record of time")
 
 
-def _open(args: argparse.Namespace, *, own_time: bool = True, dim: int | None = None) -> Any:
+def _open(args: argparse.Namespace, *, own_time: bool = True, dim: int | None = None, readonly: bool = False) -> Any:
     """Open the store of ``args``. The clock: ``--now`` if given; else with
     ``own_time`` the store's own time (see :meth:`ClockRecord.own_time`: a
     store kept by another clock, a simulation's, is read at its own time);
-    else (``sweep``) this machine's clock, which the store checks first."""
+    else (``sweep``) this machine's clock, which the store checks first.
+    ``readonly``: a reader beside whatever process has the store open; it
+    creates and changes nothing (a missing store is an error naming it)."""
     from .clock import ManualClock
     from .storetime import read_clock_record
     from .store import TierStore
@@ -52,6 +54,8 @@ def _open(args: argparse.Namespace, *, own_time: bool = True, dim: int | None = 
         record = read_clock_record(str(Path(args.path) / "catalog.sqlite"))
         if record is not None:
             clock = ManualClock(record.own_time())
+    if readonly:
+        return TierStore.open(args.path, cold=args.cold, cold_options=options or None, clock=clock, readonly=True)
     return TierStore.open(args.path, dim=dim, cold=args.cold, cold_options=options or None, clock=clock,
                           allow_clock_jump=args.allow_clock_jump,
                           take_over_cold=getattr(args, "take_over_cold", False))
@@ -100,14 +104,26 @@ def _cmd_restore(args: argparse.Namespace) -> int:
     with _open(args) as store:
         ids = store.restore(args.ns, ids=args.id or None, where=where or None, text=args.text, limit=args.limit,
                             progress=None)
-    print(json.dumps(ids) if args.json else f"restored {len(ids)} memories")
+        if args.json:
+            print(json.dumps(ids))
+            return 0
+        if not ids:
+            print(f"restored nothing: no archived memory of namespace {args.ns!r} matched"
+                  if args.ns in store.namespaces() else
+                  f"restored nothing: there is no namespace {args.ns!r} in this store")
+            return 0
+        print(f"restored {_plural(len(ids), 'memory', 'memories')} to the hot tier:")
+        for mid in ids:
+            m = store.get(args.ns, mid)
+            text = m.content if len(m.content) <= 70 else m.content[:69] + "…"
+            print(f"  {mid}  {m.memory_type:<12} {text}")
     return 0
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
     from .lifecycle import format_summary
 
-    with _open(args) as store:
+    with _open(args, readonly=True) as store:
         stats = store.stats()
     if args.json:
         print(json.dumps(stats.as_dict(), indent=2, sort_keys=True))
@@ -122,14 +138,14 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from .report import write_report
 
-    with _open(args) as store:
+    with _open(args, readonly=True) as store:
         page = write_report(store, args.out, reactivation_days=args.reactivation_days,
                             boost_every_s=None if args.boost_every is None else args.boost_every * 86400.0)
     print(page)
@@ -145,7 +161,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with _open(args, readonly=not args.repair) as store:
         report = store.repair() if args.repair else store.verify()
     if args.json:
         print(json.dumps(report.as_dict(), indent=2, sort_keys=True))

@@ -153,13 +153,16 @@ class ColdTier:
     def read_batch(self, key: str) -> tuple[dict[str, Any], list[tuple[ArchiveEntry, dict[str, Any]]]]:
         return decode_batch(self.store.get(key), f"archive object {key}")
 
-    def verify_batch(self, key: str, expected: Sequence[tuple[str, Location]] = ()) -> tuple[list[str], list[str]]:
+    def verify_batch(self, key: str, expected: Sequence[tuple[str, Location]] = (),
+                     check: Any = None) -> tuple[list[str], list[str]]:
         """Check one archive object: ``(problems, damaged)``. ``problems``
         names the object and what is wrong (missing, a frame failing its
         CRC32, a bad header or index); ``damaged`` lists the ids among
         ``expected`` (``(id, location)`` pairs from the catalog) whose record
-        cannot be restored. Object-store errors other than a missing object
-        propagate (an outage is not damage)."""
+        cannot be restored. ``check(id, record)``, if given, looks at each
+        readable expected record and returns a problem (a string) or None.
+        Object-store errors other than a missing object propagate (an outage
+        is not damage)."""
         where = f"archive object {key}"
         try:
             data = self.store.get(key)
@@ -181,6 +184,11 @@ class ColdTier:
                 if str(exc) not in problems:
                     problems.append(str(exc))
                 damaged.append(mid)
+                continue
+            if check is not None:
+                problem = check(mid, rec)
+                if problem is not None:
+                    problems.append(problem)
         return problems, damaged
 
 

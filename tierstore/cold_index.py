@@ -30,22 +30,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from .catalog import COLD_CODES_SCHEMA  # noqa: F401  (re-exported: the table lives in the catalog's schema)
 from .cold import ColdTier, Location
-from .errors import CorruptDataError, InvalidInputError, InvalidVectorError
+from .errors import CorruptDataError, InvalidInputError, InvalidVectorError, ObjectStoreError
 from .kernels import code_words, hamming_topk, inner_products, sign_code, sign_codes, sign_scores
 from .validation import check_namespace, check_vector
-
-# One row per cold memory, written in the transaction that archives it and
-# deleted in the one that restores or deletes it. The index serves the load
-# of one namespace's codes, in rid order.
-COLD_CODES_SCHEMA = """
-CREATE TABLE IF NOT EXISTS cold_codes (
-    rid  INTEGER PRIMARY KEY,           -- memories.rid of a cold memory
-    ns   TEXT    NOT NULL,
-    code BLOB    NOT NULL               -- sign code: ceil(dim/64) uint64 words, little-endian
-);
-CREATE INDEX IF NOT EXISTS cold_codes_ns ON cold_codes (ns, rid);
-"""
 
 # Candidates rescored exactly for a search of k: max(MIN_CANDIDATES,
 # OVERSAMPLE * k); recall@10 0.99 on sentence embeddings at m = 100, where
@@ -318,7 +307,8 @@ class VectorCache:
 
 
 def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: VectorCache | None = None,
-                  max_workers: int = 8) -> np.ndarray:
+                  max_workers: int = 8, ids: Sequence[str] | None = None,
+                  errors: list[BaseException] | None = None) -> np.ndarray:
     """The archived vectors at ``locations``: float32 ``(len(locations), dim)``, in order.
 
     Cache hits first; the misses are grouped per object and each object's
@@ -326,7 +316,12 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
     GET, each record checked against its CRC32 and dimension), the objects
     concurrently on up to ``max_workers`` threads (object-store latency, not
     CPU, is what they overlap). A missing object raises ObjectNotFoundError, a
-    damaged record CorruptDataError; the other fetches are then abandoned."""
+    damaged record CorruptDataError; the other fetches are then abandoned.
+    ``ids``: the memory each location should hold (as the catalog says); a
+    record of another memory there is CorruptDataError too. ``errors``: when
+    given, an object that fails (missing, damaged, unreachable) does not stop
+    the others: its exception is appended there and its rows are left NaN (a
+    search that reaches the cold tier serves what it can read)."""
     if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
         raise InvalidInputError(f"max_workers must be a positive integer, got {max_workers!r}")
     locs = list(locations)
@@ -343,8 +338,21 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
             by_key.setdefault(loc.key, []).append(i)
 
     def read(idxs: list[int]) -> None:
+        if errors is not None:
+            try:
+                fetch(idxs)
+            except (ObjectStoreError, CorruptDataError, OSError) as exc:
+                out[idxs] = np.nan
+                errors.append(exc)
+            return
+        fetch(idxs)
+
+    def fetch(idxs: list[int]) -> None:
         records = cold_tier.fetch([locs[i] for i in idxs])
         for i, rec in zip(idxs, records):
+            if ids is not None and rec["id"] != ids[i]:
+                raise CorruptDataError(f"archive object {locs[i].key} at byte {locs[i].offset} holds "
+                                       f"{rec['id']!r}, the catalog expects {ids[i]!r}")
             out[i] = np.frombuffer(rec["embedding"], "<f4")
             if cache is not None:
                 cache.put(locs[i].key, locs[i].offset, out[i])

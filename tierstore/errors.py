@@ -63,6 +63,10 @@ class StoreConfigError(TierStoreError):
     """The store on disk does not match the arguments it was opened with."""
 
 
+class ReadOnlyStoreError(StoreConfigError):
+    """A call that would change the store, on a store opened with ``readonly=True``."""
+
+
 class ClockSkewError(TierStoreError):
     """The clock disagrees with the store's own record of time (set back, or
     the store's time was kept by another clock); destructive work is refused.

@@ -36,10 +36,13 @@ is reported in ``in_flight``, not as a problem: the next sweep finishes it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
 
 from . import tombstones
 from .cold import Location
+from .cold_index import encode_codes
 from .errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from .hot import HotNamespace
 from .kernels import TIER_COLD, TIER_WARM
@@ -105,6 +108,7 @@ def _verify(store: "TierStore") -> IntegrityReport:
     _verify_warm(store, report)
     _verify_hot(store, report)
     _verify_cold(store, report)
+    _verify_cold_codes(store, report)
     _verify_tombstones(store, report)
     return report
 
@@ -145,6 +149,16 @@ def repair(store: "TierStore", *, now: float | None = None) -> IntegrityReport:
                     "SELECT ns, id, deleted_at FROM tombstones WHERE key = ?", (p.where,))
                 store._cold.store.put(p.where, tombstones.encode(tombstones.Tombstone(ns, mid, at)))
                 done.append(f"rewrote tombstone {p.where} from the catalog")
+        # Cold-index codes: the bad ones dropped, every missing one written from its archived vector.
+        if any(p.kind == "cold_index" for p in first.problems + first.in_flight):
+            try:
+                wrong = [m for p in first.problems if p.kind == "cold_index" for m in p.memories]
+                dropped = store._catalog.write(lambda conn: _drop_bad_codes(store, conn, wrong))
+                written = store._migrator.backfill_codes()
+                done.append(f"cold index: dropped {dropped} bad codes, wrote {written} from the archive")
+            except (ObjectStoreError, CorruptDataError, OSError) as exc:
+                done.append(f"cold-index codes not written: {type(exc).__name__}: {exc}")
+            store._cold_index.invalidate()
         # Pending archive batches: finished as the next sweep would.
         if any(p.where.startswith("archive/") for p in first.in_flight):
             sweep_report = SweepReport(now=now)
@@ -245,8 +259,23 @@ def _verify_cold(store: "TierStore", report: IntegrityReport) -> None:
     for ns, mid, key, off, length in store._catalog.query(_COLD_SQL + " ORDER BY cold_key, cold_offset",
                                                           (TIER_COLD,)):
         by_key.setdefault(key, []).append((ns, mid, Location(key, off, length)))
+    codes = {rid: code for rid, code in store._catalog.query("SELECT rid, code FROM cold_codes")} \
+        if store._catalog.has_table("cold_codes") else {}
+    rid_of = {(ns, mid): rid for ns, mid, rid in store._catalog.query(
+        "SELECT ns, id, rid FROM memories WHERE tier = ?", (TIER_COLD,))}
+
+    wrong_codes: list[str] = []  # ns/id of memories whose code is not their archived vector's
+
+    def code_agrees(ns_of: dict[str, str]) -> Any:
+        def check(mid: str, rec: dict[str, Any]) -> None:
+            code = codes.get(rid_of.get((ns_of[mid], mid), -1))
+            if code is not None and code != encode_codes(np.frombuffer(rec["embedding"], "<f4").reshape(1, -1))[0]:
+                wrong_codes.append(f"{ns_of[mid]}/{mid}")
+        return check
+
     for key, entries in by_key.items():
-        problems, damaged = store._cold.verify_batch(key, [(mid, loc) for _, mid, loc in entries])
+        ns_of = {mid: ns for ns, mid, _ in entries}
+        problems, damaged = store._cold.verify_batch(key, [(mid, loc) for _, mid, loc in entries], code_agrees(ns_of))
         if problems:
             # A delete() (which does not wait for the sweep lock) may have emptied
             # and collected the object since it was listed: look again before
@@ -263,3 +292,51 @@ def _verify_cold(store: "TierStore", report: IntegrityReport) -> None:
                 repairable=False, memories=tuple(f"{ns_of[m]}/{m}" for m in damaged)))
     report.checked["archive_objects"] = len(by_key)
     report.checked["cold_memories"] = sum(len(v) for v in by_key.values())
+    if wrong_codes:
+        report.problems.append(Problem("cold_index", "cold_codes", f"{len(wrong_codes)} cold-index codes do not match "
+                                       "their memories' archived vectors: search ranks them wrongly",
+                                       repairable=True, memories=tuple(wrong_codes)))
+
+
+_MISSING_CODES_SQL = ("SELECT count(*) FROM memories m LEFT JOIN cold_codes c ON c.rid = m.rid"
+                      " WHERE m.tier = ? AND c.rid IS NULL")
+_STRAY_CODES_SQL = ("SELECT c.rid FROM cold_codes c LEFT JOIN memories m ON m.rid = c.rid"
+                    " WHERE m.rid IS NULL OR m.tier != ? OR m.ns != c.ns OR length(c.code) != ?")
+
+
+def _verify_cold_codes(store: "TierStore", report: IntegrityReport) -> None:
+    """Every cold memory has a cold-index code of the right size, and no code
+    belongs to anything else (a memory without one cannot be found by search).
+    Codes missing from a store archived before the index are interrupted
+    work, written by sweeps; missing otherwise, damage that repair rewrites.
+    Whether each code matches its archived vector is checked with the
+    archive objects (``_verify_cold``)."""
+    cat = store._catalog
+    if not cat.has_table("cold_codes"):  # a read-only look at a store from before the index
+        report.in_flight.append(Problem("cold_index", "cold_codes", "this store has no cold index yet: opened "
+                                        "for writing, it gets one (sweeps write the codes)", repairable=True))
+        return
+    missing = int(cat.query_one(_MISSING_CODES_SQL, (TIER_COLD,))[0])  # type: ignore[index]
+    width = 8 * int(store._cold_index.words)
+    stray = [r for (r,) in cat.query(_STRAY_CODES_SQL, (TIER_COLD, width))]
+    if missing:
+        msg = f"{missing} cold memories have no cold-index code: search cannot find them until they get one"
+        if cat.get_meta("cold_codes") != "complete":  # an older store: sweeps are writing them
+            report.in_flight.append(Problem("cold_index", "cold_codes", msg + " (archived before the cold index; "
+                                            "sweeps write them, a few thousand at a time)", repairable=True))
+        else:
+            report.problems.append(Problem("cold_index", "cold_codes", msg, repairable=True))
+    if stray:
+        report.problems.append(Problem("cold_index", "cold_codes", f"{len(stray)} cold-index codes belong to no cold "
+                                       "memory or have the wrong size", repairable=True))
+    report.checked["cold_codes"] = int(cat.query_one("SELECT count(*) FROM cold_codes")[0])  # type: ignore[index]
+
+
+def _drop_bad_codes(store: "TierStore", conn: Any, wrong: Sequence[str]) -> int:
+    """Delete stray codes and those of ``wrong`` (``ns/id``) memories; backfill writes them again."""
+    bad = [r for (r,) in conn.execute(_STRAY_CODES_SQL, (TIER_COLD, 8 * int(store._cold_index.words)))]
+    for name in wrong:
+        ns, mid = name.split("/", 1)
+        bad += [r for (r,) in conn.execute("SELECT rid FROM memories WHERE ns = ? AND id = ?", (ns, mid))]
+    conn.executemany("DELETE FROM cold_codes WHERE rid = ?", [(r,) for r in bad])
+    return len(bad)

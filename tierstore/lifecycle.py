@@ -26,16 +26,18 @@ if TYPE_CHECKING:
 
 DAY = 86400.0
 TIERS = ("hot", "warm", "cold")
-EVENT_KINDS = ("create", "promote", "demote", "archive", "restore", "delete", "feedback", "pin", "unpin")
+EVENT_KINDS = ("create", "promote", "demote", "archive", "restore", "reactivate", "delete", "feedback", "pin",
+               "unpin")
 END_KINDS = ("archive", "delete")  # a memory's first life ends when it leaves the searchable tiers
 LEAVE_KINDS = ("demote", "archive")  # moves out of hot that a reactivation can undo
-BACK_KINDS = ("restore", "promote")  # moves back into hot
+# moves back into hot: restore (asked for), reactivate (a cold hit or touch that was used), promote (warm)
+BACK_KINDS = ("restore", "reactivate", "promote")
 
 # What compaction keeps by default, whatever its age: every tier transition.
 # Survival, access counts at the end, reactivation and the tier series are all
 # computed from these, so with this default they are unchanged by compaction.
 # Old feedback, pin and unpin rows go; feedback is folded into per-memory tallies.
-DEFAULT_KEEP_KINDS = ("create", "promote", "demote", "archive", "restore", "delete")
+DEFAULT_KEEP_KINDS = ("create", "promote", "demote", "archive", "restore", "reactivate", "delete")
 
 # Access-count histogram buckets (inclusive bounds; None: unbounded). Powers of
 # two, because access counts are heavy-tailed.

@@ -34,10 +34,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from . import lifetime, tombstones
+from . import cold_index, lifetime, tombstones
 from .catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
 from .cold import ColdTier, Location, batch_number, group_by_ns
-from .errors import CorruptDataError, InvalidInputError, MemoryNotFoundError, ObjectStoreError
+from .cold_index import encode_codes
+from .errors import CorruptDataError, InvalidInputError, MemoryNotFoundError, ObjectNotFoundError, ObjectStoreError
 from .faults import crash_point
 from .kernels import (
     ACTION_ARCHIVE,
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
 # changed while being archived) waits for a rewrite.
 MARK_PURGE_SQL = "UPDATE archives SET state = 'purge' WHERE key = ? AND state = 'done'"
 _COMPACT_PER_SWEEP = 64  # archive objects rewritten per sweep at most (bounded work)
+_BACKFILL_PER_SWEEP = 2000  # cold-index codes written per sweep for memories archived before the index
 
 _FP_SQL = "SELECT tier, w_ref, t_ref, access_count, confidence, pinned, shard, cold_key FROM memories WHERE rid = ?"
 
@@ -202,6 +204,11 @@ class Migrator:
                 report.errors.append(f"{type(exc).__name__}: {exc}")
         if archive_ok:
             self.settle_tombstones(report)
+        if archive_ok and not s._closed and s._catalog.get_meta("cold_codes") != "complete":
+            try:  # stores archived before the cold index: a bounded share of codes per sweep
+                self.backfill_codes(limit=_BACKFILL_PER_SWEEP)
+            except (ObjectStoreError, CorruptDataError, OSError) as exc:
+                report.errors.append(f"{type(exc).__name__}: {exc}")
         for ns in touched_shards:
             self.compact_warm(ns, now)
         self.repair_warm(now)
@@ -443,10 +450,12 @@ class Migrator:
             plan = self._plan(spaces, groups)
             candidates = [(key_of[ns], r) for ns, (ok_hot, _, other) in plan.items() for r in ok_hot + other]
             due = self.due_in_tier([r for _, r in candidates], TIER_COLD) if candidates else np.zeros(0)
+            # the cold index's codes, from the vectors about to leave the catalog
+            codes = encode_codes(stack_embeddings([r.embedding for _, r in candidates], s.dim)) if candidates else []
 
             def write(conn: sqlite3.Connection) -> list[MemoryRow]:  # 2. commit
                 done = []
-                for (key, r), d in zip(candidates, due.tolist()):
+                for (key, r), d, code in zip(candidates, due.tolist(), codes):
                     e = where[key].get(r.id)
                     if e is None or not _unchanged(conn, r):
                         continue
@@ -455,6 +464,7 @@ class Migrator:
                         " cold_length = ?, due_at = ? WHERE rid = ?",
                         (TIER_COLD, key, e.offset, e.length, _sql_inf(d), r.rid))
                     conn.execute("INSERT INTO cold_text (rowid, content) VALUES (?, ?)", (r.rid, r.content))
+                    conn.execute(CODE_SQL, (r.rid, r.ns, code))
                     conn.execute(EVENT_SQL, self._event(r, now, "archive", r.tier, TIER_COLD, self._reason(r, now)))
                     done.append(r)
                 conn.executemany("UPDATE archives SET state = 'done' WHERE key = ?", [(k,) for k, _, _ in batches])
@@ -467,6 +477,8 @@ class Migrator:
             done = s._catalog.write(write)
             crash_point("archive.after_commit")
             self._remove_hot(spaces, plan, done)  # 3. remove
+        for ns in {r.ns for r in done}:
+            s._cold_index.invalidate(ns)
         if report is not None:
             for r in done:
                 self._count(report, r, "archived")
@@ -748,33 +760,105 @@ class Migrator:
         return moved
 
     def restore(self, ns: str, *, ids: Sequence[str] | None, where: dict[str, Any] | None, text: str | None,
-                limit: int | None, progress: bool | None) -> list[str]:
-        s = self.s
-        rows = self.select_cold(ns, ids=ids, where=where, text=text, limit=limit)
+                query: np.ndarray | None, limit: int | None, progress: bool | None) -> list[str]:
+        rows = self.select_cold(ns, ids=ids, where=where, text=text, query=query, limit=limit)
         if not rows:
             return []
         restored: list[str] = []
         with Progress(len(rows), "restore", enabled=progress, unit=" memories") as bar:
             for i in range(0, len(rows), 256):
                 chunk = rows[i : i + 256]
-                records = s._cold.fetch([Location(r.cold_key, r.cold_offset, r.cold_length) for r in chunk])  # type: ignore[arg-type]
-                by_id = {}
-                for r, rec in zip(chunk, records):
-                    if rec["id"] != r.id or rec["ns"] != r.ns:
-                        raise CorruptDataError(
-                            f"archive object {r.cold_key} at byte {r.cold_offset} holds {rec['id']!r}, "
-                            f"the catalog expects {r.id!r}")
-                    by_id[r.id] = rec
-                now = s._time.now()
-                moved = self.promote(ns, chunk, now, access=False, kind="restore", cold_records=by_id)
+                records = self.cold_records(chunk)
+                moved = self.promote(ns, [r for r in chunk if r.id in records], self.s._time.now(), access=False,
+                                     kind="restore", cold_records=records)
                 restored.extend(r.id for r in moved)
                 bar.update(len(chunk))
         return restored
 
-    def select_cold(self, ns: str, *, ids: Sequence[str] | None, where: dict[str, Any] | None, text: str | None,
-                    limit: int | None) -> list[MemoryRow]:
-        """Cold rows of ``ns`` chosen by ids, a filter, or a keyword query."""
+    def cold_records(self, rows: Sequence[MemoryRow]) -> dict[str, dict[str, Any]]:
+        """The archive records of cold ``rows`` by id, each checked to be the
+        memory the catalog expects there (one ranged GET per run of records).
+        A row that changed since it was read (deleted and its object
+        collected, restored, or rewritten into another object by a racing
+        call) is left out; a record missing or damaged where the catalog
+        still points raises (ObjectNotFoundError, CorruptDataError)."""
+        try:
+            return self._fetch_records(rows)
+        except (ObjectNotFoundError, CorruptDataError):
+            current = {r.rid: r for r in self.s._catalog.get_rows_by_rid([r.rid for r in rows])}
+            still = [r for r in rows if (c := current.get(r.rid)) is not None and c.tier == TIER_COLD
+                     and (c.cold_key, c.cold_offset) == (r.cold_key, r.cold_offset)]
+            if len(still) == len(rows):
+                raise  # nothing moved: the archive itself is missing or damaged
+            return self._fetch_records(still) if still else {}
+
+    def _fetch_records(self, rows: Sequence[MemoryRow]) -> dict[str, dict[str, Any]]:
+        records = self.s._cold.fetch([Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows])  # type: ignore[arg-type]
+        by_id = {}
+        for r, rec in zip(rows, records):
+            if rec["id"] != r.id or rec["ns"] != r.ns:
+                raise CorruptDataError(f"archive object {r.cold_key} at byte {r.cold_offset} holds {rec['id']!r}, "
+                                       f"the catalog expects {r.id!r}")
+            by_id[r.id] = rec
+        return by_id
+
+    def reactivate(self, ns: str, rows: Sequence[MemoryRow], now: float,
+                   records: dict[str, dict[str, Any]] | None = None) -> list[MemoryRow]:
+        """Cold memories that were used (a touch, or a search hit whose access
+        is recorded) come back hot, with the access counted: a ``reactivate``
+        event. ``records``: their archive records, if the caller has them."""
+        if not rows:
+            return []
+        records = records if records is not None else self.cold_records(rows)
+        return self.promote(ns, [r for r in rows if r.id in records], now, access=True, kind="reactivate",
+                            cold_records=records)
+
+    def backfill_codes(self, limit: int | None = None) -> int:
+        """Write the cold-index codes of cold memories that have none (stores
+        archived by versions before the index): their vectors are read back
+        from the archive objects. Returns how many were written; bounded by
+        ``limit``. Once a pass finds none missing, the catalog says so (meta
+        ``cold_codes``) and later sweeps skip the look."""
         s = self.s
+        sql = ("SELECT m.rid FROM memories m LEFT JOIN cold_codes c ON c.rid = m.rid"
+               " WHERE m.tier = ? AND c.rid IS NULL AND m.cold_key IS NOT NULL")
+        rids = [r for (r,) in s._catalog.query(sql + ("" if limit is None else f" LIMIT {int(limit)}"), (TIER_COLD,))]
+        if not rids:
+            s._catalog.set_meta({"cold_codes": "complete"})
+            return 0
+        finishes = limit is None or len(rids) < limit  # this pass covers every memory still missing one
+        rows = sorted(s._catalog.get_rows_by_rid(rids), key=lambda r: (r.cold_key or "", r.cold_offset or 0))
+        written = 0
+        for i in range(0, len(rows), 512):
+            chunk = [r for r in rows[i : i + 512] if r.tier == TIER_COLD]
+            records = self.cold_records(chunk)
+            entries = [(r, _code_of(records[r.id]["embedding"], s.dim)) for r in chunk]
+
+            def write(conn: sqlite3.Connection, entries: Any = entries) -> int:
+                n = 0
+                for r, code in entries:  # still cold where it was read from
+                    if conn.execute("SELECT 1 FROM memories WHERE rid = ? AND tier = ? AND cold_key = ?",
+                                    (r.rid, TIER_COLD, r.cold_key)).fetchone():
+                        conn.execute(CODE_SQL, (r.rid, r.ns, code))
+                        n += 1
+                return n
+
+            written += s._catalog.write(write)
+        for ns in {r.ns for r in rows}:
+            s._cold_index.invalidate(ns)
+        if finishes:  # every archive since writes its codes itself
+            s._catalog.set_meta({"cold_codes": "complete"})
+        return written
+
+    def select_cold(self, ns: str, *, ids: Sequence[str] | None, where: dict[str, Any] | None, text: str | None,
+                    limit: int | None, query: np.ndarray | None = None) -> list[MemoryRow]:
+        """Cold rows of ``ns`` chosen by ids, a filter, keywords (BM25 over
+        any of the stemmed words, best first) or meaning (``query``, a unit
+        vector: the cold index's candidates, ranked by their exact cosine
+        similarity; ``limit`` of them)."""
+        s = self.s
+        if query is not None:
+            return self._select_by_meaning(ns, query, ids=ids, where=where, text=text, limit=limit)
         clauses = ["m.ns = ?", "m.tier = ?"]
         params: list[Any] = [ns, TIER_COLD]
         join = ""
@@ -830,6 +914,7 @@ class Migrator:
             clauses.append("cold_text MATCH ?")
             params.append(_fts_query(text))
         sql = f"{join} WHERE {' AND '.join(clauses)}"
+        # FTS5's rank is BM25 (best first); with any word enough, it orders by how well each matches
         sql += " ORDER BY rank" if text is not None else " ORDER BY m.rid"
         if limit is not None:
             sql += " LIMIT ?"
@@ -838,6 +923,30 @@ class Migrator:
             return s._catalog.select_rows(sql, params)
         except sqlite3.OperationalError as exc:
             raise InvalidInputError(f"restore text query {text!r} is not valid: {exc}") from None
+
+    def _select_by_meaning(self, ns: str, query: np.ndarray, *, ids: Sequence[str] | None,
+                           where: dict[str, Any] | None, text: str | None, limit: int | None) -> list[MemoryRow]:
+        """Restore by meaning: the cold index's candidates for ``limit`` (the
+        ``k`` of restore), narrowed by ``ids``/``where``/``text`` when given
+        (their rows, as a filter), ranked by the exact cosine similarity of
+        their archived vectors."""
+        s = self.s
+        k = limit or 5
+        allowed = None
+        if ids is not None or where or text is not None:
+            allowed = [r.rid for r in self.select_cold(ns, ids=ids, where=where, text=text, limit=None)]
+            if not allowed:
+                return []
+        rids, _ = s._cold_index.candidates(ns, query, cold_index.candidate_count(k), allowed_rids=allowed)
+        rows = [r for r in s._catalog.get_rows_by_rid(rids.tolist())
+                if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None]
+        if not rows:
+            return []
+        vectors = cold_index.fetch_vectors(s._cold, [Location(r.cold_key, r.cold_offset, r.cold_length)  # type: ignore[arg-type]
+                                                     for r in rows], s._vector_cache, ids=[r.id for r in rows])
+        sims = cold_index.exact_rescore(query, vectors)
+        order = np.argsort(-sims, kind="stable")[:k]
+        return [rows[i] for i in order.tolist()]
 
     # ------------------------------------------------------------------ rebuild
 
@@ -908,6 +1017,7 @@ class Migrator:
                             conn.execute("UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ? WHERE rid = ?",
                                          (key, entry.offset, entry.length, row.rid))
                             counts["repointed"] += 1
+                        conn.execute(CODE_SQL, (new.rid, ns, _code_of(rec["embedding"], s.dim)))
                         rids.append(new.rid)
                     if conn.execute("SELECT 1 FROM archives WHERE key = ?", (key,)).fetchone() is None:
                         batch = batch_number(key)
@@ -923,6 +1033,7 @@ class Migrator:
 
                 s._catalog.write(write)
                 bar.update()
+        s._cold_index.invalidate()
         return counts
 
     def _older_copy(self, row: MemoryRow, rec: dict[str, Any]) -> bool:
@@ -997,8 +1108,19 @@ def _strings(value: Any, what: str) -> list[str]:
 
 
 def _fts_query(text: str) -> str:
-    """Keywords as an FTS5 query: each word quoted (no operators), all required."""
+    """Keywords as an FTS5 query: each word quoted (no operators), any of
+    them enough (OR); the porter tokenizer stems each, and BM25 ranks rows
+    that match more of them, and rarer ones, first."""
     words = [w for w in "".join(ch if ch.isalnum() else " " for ch in text).split() if w]
     if not words:
         raise InvalidInputError(f"restore text {text!r} has no words")
-    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+# A memory's cold-index code, written with its archive (tierstore/cold_index.py).
+CODE_SQL = "INSERT OR REPLACE INTO cold_codes (rid, ns, code) VALUES (?, ?, ?)"
+
+
+def _code_of(embedding: bytes, dim: int) -> bytes:
+    """The sign code of one stored (float32 little-endian) embedding."""
+    return encode_codes(np.frombuffer(embedding, "<f4").reshape(1, dim))[0]

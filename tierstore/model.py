@@ -53,10 +53,12 @@ class Explain:
     the same five in [0, 1] as the score uses them. ``weights``: the factor
     weights (weighted-sum mode). ``terms``: each factor's contribution; in
     weighted-sum mode they sum to ``score``, in product mode their product is
-    ``score``. ``superseded_by``: the id of the memory that superseded this
-    one, if one did; ``supersession`` says how (``"explicit"``, ``"key
-    <key>"`` or ``"auto, similarity 0.930"``): a superseded memory was damped
-    and expires at the next sweep, which is why it ranks low."""
+    ``score``. ``reached_because``: for a cold hit, why the search reached the
+    cold tier (hot and warm answered weakly, or ``include_cold=True``).
+    ``superseded_by``: the id of the memory that superseded this one, if one
+    did; ``supersession`` says how (``"explicit"``, ``"key <key>"`` or
+    ``"auto, similarity 0.930"``): a superseded memory was damped and expires
+    at the next sweep, which is why it ranks low."""
 
     mode: str
     raw: dict[str, float]
@@ -65,12 +67,15 @@ class Explain:
     terms: dict[str, float]
     score: float
     tier: str
+    reached_because: str | None = None  # a cold hit: why the search went to the cold tier
     superseded_by: str | None = None
     supersession: str | None = None
 
     def __str__(self) -> str:
         parts = " ".join(f"{k}={self.normalised[k]:.3f}" for k in self.normalised)
         out = f"{self.mode} score={self.score:.4f} [{parts}] tier={self.tier}"
+        if self.reached_because:
+            out += f" ({self.reached_because})"
         if self.superseded_by is not None:
             out += f" superseded_by={self.superseded_by} ({self.supersession})"
         return out

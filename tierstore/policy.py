@@ -192,6 +192,19 @@ class ScoringPolicy:
     oversample: int = 2
     min_candidates: int = 20
     record_access: bool = True
+    # Whether a search reaches the cold tier (archived memories, through their
+    # codes and exact vectors): "auto" when the best hot or warm hit's cosine
+    # similarity is below cold_similarity_bar (hot and warm answered weakly),
+    # or always (true), or never (false). The bar is measured on two
+    # workloads (docs/benchmarks.md, suites g and h).
+    include_cold: bool | str = "auto"
+    cold_similarity_bar: float = 0.5
+    # When the cold tier is searched, the archived memories more similar to the
+    # query than every hot and warm hit rank first (among themselves by the
+    # fused score), then the rest by the fused score: an archived memory that
+    # matches better than anything recent is not buried under recent hits that
+    # match worse (their recency and weight outweigh similarity otherwise).
+    similar_first: bool = True
 
 
 def _default_types() -> dict[str, TypePolicy]:
@@ -606,8 +619,14 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
                 values["weights"] = w
             elif k == "recency_half_life":
                 values["recency_half_life_seconds"] = parse_duration(v, key)
-            elif k == "record_access":
-                values["record_access"] = _bool(v, key)
+            elif k in ("record_access", "similar_first"):
+                values[k] = _bool(v, key)
+            elif k == "include_cold":
+                if not (v == "auto" or isinstance(v, bool)):
+                    raise PolicyError(f"{key}: expected \"auto\", true or false, got {v!r}")
+                values["include_cold"] = v
+            elif k == "cold_similarity_bar":
+                values[k] = _number(v, key, lo=-1.0, hi=1.0)
             elif k in ("oversample", "min_candidates"):
                 if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                     raise PolicyError(f"{key}: expected an integer >= 1, got {v!r}")

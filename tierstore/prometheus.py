@@ -83,6 +83,9 @@ def families(store: "TierStore") -> list[Family]:
                [({}, due_now)]),
         Family("tierstore_pinned", "gauge", "Pinned memories (exempt from expiry).", [({}, pinned)]),
         Family("tierstore_namespaces", "gauge", "Namespaces holding memories.", [({}, namespaces)]),
+        Family("tierstore_cold_search_errors", "counter",
+               "Archive objects a search that reached the cold tier could not read (it served the rest).",
+               [({}, store.cold_search_errors)]),
     ]
 
 

@@ -11,7 +11,7 @@ there is nothing to draw yet), so tests can read the axes:
   delete), the x axis ending with the longest observed life;
 - :func:`tiers_figure`: memories per tier at the end of each day, dated;
 - :func:`reactivation_figure`: per type, the share of demotions and
-  archivings undone (promote or restore) within the window;
+  archivings undone (promote, restore, or reactivation of a used cold hit) within the window;
 - :func:`access_figure`: access counts of memories when first archived or
   deleted.
 
@@ -495,7 +495,7 @@ def reactivation_figure(metrics: Mapping[str, Any]) -> "Figure | None":
     from matplotlib.patches import Patch
 
     handles = [Patch(color=TIER_COLOURS["warm"], label="demoted → promoted"),
-               Patch(color=TIER_COLOURS["cold"], label="archived → restored")]
+               Patch(color=TIER_COLOURS["cold"], label="archived → restored or reactivated")]
     ax.set_xticks(range(len(names)), names)
     ax.set_xlim(-0.6, len(names) - 0.4)
     # room above the tallest bar for its "n/d" label, and never below 1 %
@@ -721,7 +721,7 @@ risk until now), so the median is a Kaplan–Meier estimate; n/a: fewer than hal
 {tiers_note}
 {_image(images, "tiers", "memories per tier over time", m)}
 <h2>Reactivation</h2>
-<p>A demotion or archiving is reactivated when the memory is promoted or restored to hot within
+<p>A demotion or archiving is reactivated when the memory comes back to hot (promoted, restored, or reactivated because a search or a touch used it from the cold tier) within
 {r['window_days']:g} days. Pending: the window is still open.</p>
 {_table(["group", "reactivated", "of", "rate", "pending", "median delay"], react_rows)}
 {_image(images, "reactivation", "reactivation per type", m)}

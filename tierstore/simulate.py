@@ -14,7 +14,7 @@ deleted) is skipped and counted, never an error.
 
 Per policy (:class:`SimResult`): the hot footprint sampled at each sweep
 (mean and final count; bytes = count × dim × 4, the hot vectors), demoted /
-archived / deleted, reactivations (restore + promote events), stale hits
+archived / deleted, reactivations (restore + reactivate + promote events), stale hits
 (searches labelled ``stale`` whose top hit is one of those ids) and live
 recall@k (the share of a search's ``live`` ids among its hits), and
 :func:`tierstore.lifecycle.lifecycle_metrics` at the end.
@@ -65,6 +65,9 @@ class SimResult:
     records: int = 0
     replayed: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)  # ops (touch, restore: ids) naming absent memories
+    # touches of memories this policy had archived: the recording run's agent used what *its* searches showed;
+    # replayed, they would reactivate what this policy forgot, so they are left out and counted
+    unseen_touches: int = 0
     sweeps: int = 0
     hot_samples: list[int] = field(default_factory=list, repr=False)
     hot_final: int = 0
@@ -74,6 +77,7 @@ class SimResult:
     deleted: int = 0  # by the policy (sweeps); explicit deletes are the trace's
     explicit_deletes: int = 0
     restores: int = 0
+    reactivated: int = 0  # cold memories a search or a touch used (reactivate events)
     promotes: int = 0
     archived_from_hot: int = 0  # straight hot -> cold, never warm
     labelled_searches: int = 0
@@ -109,7 +113,7 @@ class SimResult:
 
     @property
     def reactivations(self) -> int:
-        return self.restores + self.promotes
+        return self.restores + self.reactivated + self.promotes
 
     @property
     def stale_rate(self) -> float | None:
@@ -123,11 +127,13 @@ class SimResult:
         """JSON-serialisable."""
         return {
             "name": self.name, "source": self.source, "dim": self.dim, "records": self.records,
-            "replayed": dict(self.replayed), "skipped": dict(self.skipped), "sweeps": self.sweeps,
+            "replayed": dict(self.replayed), "skipped": dict(self.skipped), "unseen_touches": self.unseen_touches,
+            "sweeps": self.sweeps,
             "hot_mean": self.hot_mean, "hot_final": self.hot_final, "hot_bytes_mean": self.hot_bytes_mean,
             "hot_bytes_final": self.hot_bytes_final, "tiers_final": dict(self.tiers_final),
             "demoted": self.demoted, "archived": self.archived, "deleted": self.deleted,
-            "explicit_deletes": self.explicit_deletes, "restores": self.restores, "promotes": self.promotes,
+            "explicit_deletes": self.explicit_deletes, "restores": self.restores, "reactivated": self.reactivated,
+            "promotes": self.promotes,
             "archived_from_hot": self.archived_from_hot, "hot_by_type": dict(self.hot_by_type),
             "events_by_type": {k: dict(v) for k, v in self.events_by_type.items()},
             "label_types": dict(self.label_types), "skipped_types": dict(self.skipped_types),
@@ -352,6 +358,8 @@ def _replay(path: Path, res: SimResult, root: Path, interval: float, bar: Progre
                 res.deleted += count
             elif kind == "restore":
                 res.restores += count
+            elif kind == "reactivate":
+                res.reactivated += count
             elif kind == "promote":
                 res.promotes += count
         res.lifecycle = lifecycle_metrics(store)
@@ -416,6 +424,12 @@ def _apply(store: Any, rec: dict[str, Any], res: SimResult) -> None:
     elif op == "touch":
         ids = rec["ids"]
         ids = [ids] if isinstance(ids, str) else list(ids)
+        archived = [i for i in ids if (m := store.get(ns, i)) is not None and m.tier == "cold"]
+        if archived:
+            res.unseen_touches += len(archived)
+            ids = [i for i in ids if i not in archived]
+            if not ids:
+                return
         try:
             store.touch(ns, ids)
         except MemoryNotFoundError:
@@ -443,10 +457,12 @@ def _apply(store: Any, rec: dict[str, Any], res: SimResult) -> None:
             have = _existing(store, ns, ids)
             if len(have) < len(ids):
                 _skip(res, "restore", ns, [i for i in ids if i not in have])
-            if not have and rec.get("where") is None and rec.get("text") is None:
+            if not have and rec.get("where") is None and rec.get("text") is None and rec.get("query") is None:
                 return
             ids = have or None
-        store.restore(ns, ids=ids, where=rec.get("where"), text=rec.get("text"), limit=rec.get("limit"))
+        query = rec.get("query")
+        store.restore(ns, ids=ids, where=rec.get("where"), text=rec.get("text"),
+                      query=None if query is None else decode_vector(query), limit=rec.get("limit"))
 
 
 # ---------------------------------------------------------------------------
@@ -627,7 +643,8 @@ def format_comparison(results: Sequence[SimResult]) -> str:
         ("demoted", [str(r.demoted) for r in results]),
         ("archived (from hot)", [f"{r.archived} ({r.archived_from_hot})" for r in results]),
         ("deleted by the policy", [str(r.deleted) for r in results]),
-        ("reactivations", [f"{r.reactivations} ({r.restores} restore, {r.promotes} promote)" for r in results]),
+        ("reactivations", [f"{r.reactivations} ({r.restores} restore, {r.reactivated} reactivate, {r.promotes} promote)"
+                           for r in results]),
         ("stale hits@1", [f"{r.stale_hits}/{r.labelled_searches}" for r in results]),
         ("live recall@k", [_fmt(r.live_recall) for r in results]),
         ("reactivation rate", [_fmt(r.lifecycle.get("reactivation", {}).get("rate"), ".1%") for r in results]),
@@ -636,6 +653,7 @@ def format_comparison(results: Sequence[SimResult]) -> str:
         rows.append((f"median survival, {t}",
                      [format_duration(m) if (m := _median_survival(r, t)) is not None else "n/a" for r in results]))
     rows.append(("skipped operations", [str(sum(r.skipped.values())) for r in results]))
+    rows.append(("touches of archived memories", [str(r.unseen_touches) for r in results]))
     names = [r.name for r in results]
     w0 = max(len(label) for label, _ in rows) + 2
     widths = [max(len(n), *(len(v[i]) for _, v in rows)) + 2 for i, n in enumerate(names)]
@@ -693,10 +711,10 @@ def _explain(a: SimResult, b: SimResult, types: list[str]) -> list[str]:
         out.append(f"{line} - {_why(ch, label, main)}")
     if a.reactivations != b.reactivations:
         d = b.reactivations - a.reactivations
-        ta, tb = _kind_by_type(a, "restore", "promote"), _kind_by_type(b, "restore", "promote")
+        ta, tb = (_kind_by_type(r, "restore", "reactivate", "promote") for r in (a, b))
         main = _main_types(ta, tb)
         hint = "more of what it moved out was needed again" if d > 0 else "fewer memories had to come back"
-        out.append(f"reactivations: {abs(d)} {_more_fewer(d)} restores + promotions ({b.reactivations} vs "
+        out.append(f"reactivations: {abs(d)} {_more_fewer(d)} restores, reactivations + promotions ({b.reactivations} vs "
                    f"{a.reactivations}; {_by_type(ta, tb, main)}): {hint} - {_why(ch, 'reactivations', main)}")
     else:
         out.append(f"reactivations: the same ({a.reactivations})")

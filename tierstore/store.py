@@ -32,6 +32,7 @@ from .catalog import sql_time as _sql_time
 from .clock import Clock, SystemClock
 from .storetime import ClockCheck, ClockRecord, StoreClock, check_clock
 from .cold import ColdTier
+from .cold_index import ColdIndex, VectorCache
 from .migrator import MARK_PURGE_SQL, Migrator
 from .errors import (
     ClockSkewError,
@@ -40,10 +41,11 @@ from .errors import (
     InvalidInputError,
     MemoryNotFoundError,
     ObjectStoreError,
+    ReadOnlyStoreError,
     StoreClosedError,
     StoreConfigError,
 )
-from .hot import HotNamespace, HotSettings, HotTier, columns_from_rows
+from .hot import HotNamespace, HotSettings, HotTier
 from .kernels import (
     TIER_COLD,
     TIER_HOT,
@@ -51,15 +53,15 @@ from .kernels import (
     context_multipliers,
     decayed_weight,
     due_times,
-    fused_rerank,
     record_accesses,
     rescale_lifetimes,
 )
 from .kernels import columns as C
-from .model import TIER_NAMES, Hit, HitRows, Memory, Stats, SweepReport
-from .objectstore import ObjectStore, open_object_store, url_without_userinfo
+from .model import TIER_NAMES, Hit, Memory, Stats, SweepReport
+from .objectstore import LocalObjectStore, ObjectStore, open_object_store, url_without_userinfo
 from .policy import Policy
 from .scoring import CompiledPolicy
+from .tier_search import RowHit, RowRanker, search_cold
 from .faults import crash_point
 from .lifecycle import lifecycle_metrics
 from .tags import TagVocab
@@ -114,7 +116,7 @@ class TierStore:
 
     def __init__(self, *, path: Path, dim: int, policy: Policy, clock: Clock, settings: Settings,
                  catalog: Catalog, lock_fd: int, cold: ObjectStore, clock_check: ClockCheck,
-                 allow_clock_jump: bool = False, store_id: str = "") -> None:
+                 allow_clock_jump: bool = False, store_id: str = "", readonly: bool = False) -> None:
         self.path = path
         self.dim = dim
         self._vector_shape = (dim,)
@@ -124,8 +126,11 @@ class TierStore:
         self._clock_check = clock_check
         # A clock that failed the check at open may not sweep, and its readings
         # are not remembered (the next open must see the same disagreement).
-        self._clock_trusted = clock_check.ok or allow_clock_jump
+        self._clock_trusted = (clock_check.ok or allow_clock_jump) and not readonly
         self._clock_saved = record
+        self._readonly = readonly
+        # a reader of a store an earlier version wrote may find no cold index (it cannot create it)
+        self._cold_searchable = catalog.has_table("cold_codes")
         self.settings = settings
         self._catalog = catalog
         self._lock_fd = lock_fd
@@ -134,12 +139,21 @@ class TierStore:
         self._cp = CompiledPolicy(policy, self._vocab)
         self._hot = HotTier(path / "hot", dim, settings.hot, self._vocab, policy.type_names, catalog)
         self._warm = WarmTier(path / "warm", dim, settings.warm, catalog)
-        self._warm.remove_orphans()
+        if not readonly:
+            self._warm.remove_orphans()
         self._cold = ColdTier(cold, dim)
+        self._cold_index = ColdIndex(catalog.query, dim)
+        self._vector_cache = VectorCache()
+        # archive objects a cold search could not read (it served the rest): a count and the last 100
+        self.cold_search_errors = 0
+        self._cold_error_log: list[str] = []
+        self._cold_errors_lock = threading.Lock()
         self.store_id = store_id
         self._ownership = ownership.PrefixOwnership(cold, store_id)
         self._migrator = Migrator(self)
         self._type_idx = {t: i for i, t in enumerate(policy.type_names)}
+        self._ranker = RowRanker(self._cp, self._vocab, self._type_idx,
+                                 lambda row, now: self._memory_from_row(row, now, with_embedding=False))
         self._trace: TraceWriter | None = None
         self._valid_ns: set[str] = set()  # namespaces that passed check_namespace (search fast path)
         self._contexts: dict[str, tuple[str, ...]] = {
@@ -150,7 +164,8 @@ class TierStore:
         self._sweep_lock = threading.Lock()
         self._stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="tierstore-access-flusher", daemon=True)
-        self._flusher.start()
+        if not readonly:  # a reader records nothing to flush
+            self._flusher.start()
 
     # ------------------------------------------------------------------ open
 
@@ -158,7 +173,7 @@ class TierStore:
     def open(cls, path: str | os.PathLike[str], *, dim: int | None = None, policy: Policy | None = None,
              cold: str | os.PathLike[str] | ObjectStore | None = None, cold_options: Mapping[str, Any] | None = None,
              clock: Clock | None = None, settings: Settings | None = None,
-             allow_clock_jump: bool = False, take_over_cold: bool = False) -> "TierStore":
+             allow_clock_jump: bool = False, take_over_cold: bool = False, readonly: bool = False) -> "TierStore":
         """Open the store at ``path`` or create it.
 
         dim: vector dimension, required to create a store (then fixed).
@@ -178,8 +193,16 @@ class TierStore:
         bucket or missing credentials raise StoreConfigError, and a new store
         leaves nothing behind) and claimed for this store alone (see
         :mod:`tierstore.ownership`; ``take_over_cold=True`` hands over a prefix
-        another, stopped, store owns). One process at a time.
+        another, stopped, store owns). One process at a time; with
+        ``readonly=True`` any number of readers beside it (SQLite's WAL): such
+        a store never creates or writes anything, takes no lock, and serves
+        ``get``, ``search`` (without recording accesses), ``stats``,
+        ``verify``, ``metrics_text`` and the report; every call that would
+        change something raises ReadOnlyStoreError.
         """
+        if readonly:
+            return cls._open_readonly(Path(path), dim=dim, policy=policy, cold=cold, cold_options=cold_options,
+                                      clock=clock, settings=settings)
         root = Path(path)
         made_dir = not root.exists()
         fresh = not (root / "catalog.sqlite").exists()
@@ -244,6 +267,46 @@ class TierStore:
             for ns in catalog.namespaces():
                 store._hot.ensure(ns)
         return store
+
+    @classmethod
+    def _open_readonly(cls, root: Path, *, dim: int | None, policy: Policy | None, cold: Any,
+                       cold_options: Mapping[str, Any] | None, clock: Clock | None,
+                       settings: Settings | None) -> "TierStore":
+        """A reader beside the store's writer: no lock, no writes, nothing created."""
+        if not (root / "catalog.sqlite").is_file():
+            raise StoreConfigError(f"there is no tierstore store at {root}")
+        catalog = Catalog(root / "catalog.sqlite", readonly=True)
+        try:
+            stored_dim = catalog.get_meta("dim")
+            stored_policy = catalog.get_meta("policy")
+            if stored_dim is None or stored_policy is None:
+                raise StoreConfigError(f"the store at {root} was never completely created")
+            if dim is not None and check_positive_int(dim, "dim") != int(stored_dim):
+                raise StoreConfigError(f"the store at {root} has dimension {stored_dim}, opened with dim={dim}")
+            effective = Policy.from_json(stored_policy)
+            if policy is not None and policy.to_json() != stored_policy:
+                raise StoreConfigError("a read-only open cannot apply a different policy (it would recompute "
+                                       "every memory's lifetime); open it for writing, or without policy=")
+            cold_store, _ = _open_cold(root, cold, cold_options, catalog.get_meta("cold"), create=False)
+            warm_up_kernels()
+            clock = clock or SystemClock()
+            check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
+            return cls(path=root, dim=int(stored_dim), policy=effective, clock=clock, settings=settings or Settings(),
+                       catalog=catalog, lock_fd=-1, cold=cold_store, clock_check=check,
+                       store_id=catalog.get_meta("store_id") or "", readonly=True)
+        except BaseException:
+            catalog.close()
+            raise
+
+    @property
+    def readonly(self) -> bool:
+        """Opened with ``readonly=True``: it changes nothing."""
+        return self._readonly
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._readonly:
+            raise ReadOnlyStoreError("the store was opened read-only (readonly=True): it changes nothing")
 
     def __enter__(self) -> "TierStore":
         return self
@@ -346,7 +409,7 @@ class TierStore:
         return self._add(ns, items)
 
     def _add(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
         if not items:
             return []
@@ -528,7 +591,8 @@ class TierStore:
         if dup.tier == TIER_COLD:
             try:
                 with self._sweep_lock:
-                    self._migrator.restore(ns, ids=[dup.id], where=None, text=None, limit=None, progress=False)
+                    self._migrator.restore(ns, ids=[dup.id], where=None, text=None, query=None, limit=None,
+                                           progress=False)
             except (ObjectStoreError, CorruptDataError):
                 pass  # still cold: reinforced there; restore() can bring it back later
         self._raise_confidence_signals(ns, dup.id, again.conf_llm, again.conf_rule)
@@ -582,7 +646,8 @@ class TierStore:
         row = self._catalog.get_row(ns, id)
         if done and row is not None and row.tier == TIER_COLD:
             with self._sweep_lock:
-                self._migrator.restore(ns, ids=[id], where=None, text=None, limit=None, progress=False)
+                self._migrator.restore(ns, ids=[id], where=None, text=None, query=None, limit=None,
+                                       progress=False)
         return done
 
     def _prepare_rows(self, ns: str, items: Sequence[Mapping[str, Any]], now: float) -> tuple[list[MemoryRow], np.ndarray]:
@@ -643,7 +708,8 @@ class TierStore:
 
     def search(self, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
                memory_types: Iterable[str] | None = None, min_confidence: float = 0.0, include_warm: bool = True,
-               record_access: bool | None = None, explain: bool = False) -> list[Hit]:
+               include_cold: bool | str | None = None, record_access: bool | None = None,
+               explain: bool = False) -> list[Hit]:
         """The ``k`` best memories for ``query``, ranked by the policy's fused score.
 
         query: a finite, non-zero vector of the store's dimension, compared by
@@ -654,9 +720,18 @@ class TierStore:
         memory_types / min_confidence filter. include_warm: also search the
         warm tier and merge. record_access: count an access on every hit
         (``None``: the policy's ``scoring.record_access``); a warm hit whose
-        access is recorded moves back to hot. explain: attach each hit's
-        factor breakdown (and, for a superseded memory, what superseded it and
-        how). Archived (cold) memories are never returned.
+        access is recorded moves back to hot. include_cold: also search the
+        cold tier (archived memories, by their codes, rescored from their
+        archived vectors): ``True``, ``False``, or ``"auto"`` — only when the
+        best hot or warm hit's similarity is below the policy's
+        ``scoring.cold_similarity_bar`` (``None``: the policy's
+        ``scoring.include_cold``, "auto" by default). A cold hit has
+        ``memory.tier == "cold"``, its explanation says why the cold tier was
+        reached, and if its access is recorded it is reactivated (back to hot).
+        A superseded memory is never a cold hit: it was retired for a
+        reason, and ``restore`` still reaches it. explain: attach each hit's
+        factor breakdown (and, for a superseded memory, what superseded it
+        and how).
         """
         # Written for speed: this runs per query, and after hnswlib's search
         # every Python step runs with cold caches.
@@ -681,62 +756,103 @@ class TierStore:
         ctx_tags = (check_tags(context_tags, 1024) if context_tags else ()) or self._contexts.get(ns, ())
         ctx = cp.context(ctx_tags) if ctx_tags else cp.empty_context
         if record_access is None:
-            record_access = self._policy.scoring.record_access
+            record_access = self._policy.scoring.record_access and not self._readonly
+        elif record_access and self._readonly:
+            raise ReadOnlyStoreError("the store was opened read-only: search(record_access=True) would change it")
+        if include_cold is not None and not (include_cold == "auto" or type(include_cold) is bool):
+            raise InvalidInputError(f"include_cold must be True, False, 'auto' or None, got {include_cold!r}")
         now = self._time.now()
         hot = self._hot.ensure(ns)
         if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
-            k = max(1, min(k, hot.live + sum(info.count for info in self._warm.shards(ns))))
+            k = max(1, min(k, hot.live + sum(info.count for info in self._warm.shards(ns))
+                           + (self._cold_index.count(ns) if self._cold_searchable else 0)))
+        sc = self._policy.scoring
+        cold_mode = sc.include_cold if include_cold is None else include_cold
         with hot.lock.read():
             ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
             hits = hot.hits(ranked, cp, explain)
             warm_shards = include_warm and bool(self._warm.shards(ns))
-            if record_access and hits and not warm_shards:
+            # hot alone answers when there is no warm tier to merge and the cold
+            # tier is not wanted: off, or "auto" with k hits, one as similar as the bar
+            hot_alone = not warm_shards and (cold_mode is False or (
+                cold_mode == "auto" and len(hits) >= k and ranked.rf[C.R_RAW].max() >= sc.cold_similarity_bar))
+            if record_access and hits and hot_alone:
                 with hot.access_lock:
                     record_accesses(ranked.slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
                                     cp.thresholds, cp.conf_half_life)
-        if q is query and (warm_shards or self._trace is not None):
-            q = check_vector(query, self.dim, "query")  # the warm tier and the trace take unit vectors
-        if not warm_shards:
+        if q is query and (not hot_alone or self._trace is not None):
+            q = check_vector(query, self.dim, "query")  # the other tiers and the trace take unit vectors
+        if hot_alone:
             if self._trace is not None:
                 self._trace_search(now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, hits)
             if explain and hits:
                 supersession.annotate_explains(self._catalog, ns, hits)
             return hits
-        # Merge with the warm tier: best k of both by (score, similarity).
-        warm = self._search_warm(ns, q, k, ctx, allowed, min_conf, now, explain)
+        # Merge with the warm and cold tiers: the best k of all by (score, similarity).
         raw = ranked.raw
         merged = [(h.score, float(raw[i, 0]), 0, i, h, None) for i, h in enumerate(hits)]
-        # A memory demoted between the two passes is in both: keep its hot hit only.
-        hot_hit_ids = {h.id for h in hits}
-        merged += [(h.score, sim, 1, i, h, row) for i, (h, sim, row) in enumerate(warm) if h.id not in hot_hit_ids]
-        merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
+        seen = {h.id for h in hits}  # a memory that moved tiers between two passes keeps its first hit
+        if warm_shards:
+            warm = self._search_warm(ns, q, k, ctx, allowed, min_conf, now, explain)
+            merged += [(w.hit.score, w.similarity, 1, i, w.hit, w) for i, w in enumerate(warm) if w.hit.id not in seen]
+            seen.update(w.hit.id for w in warm)
+        best = max((m[1] for m in merged), default=-math.inf)
+        if cold_mode is True or (cold_mode == "auto" and (best < sc.cold_similarity_bar or len(merged) < k)):
+            if cold_mode is True:
+                note = "include_cold=True"
+            elif best < sc.cold_similarity_bar:
+                note = (f"hot and warm answered weakly: best similarity {best:.2f} < {sc.cold_similarity_bar:g} "
+                        "(policy scoring.cold_similarity_bar)" if merged else "hot and warm hold nothing that matches")
+            else:
+                note = f"hot and warm answered weakly: {len(merged)} of the {k} hits asked for"
+            cold = self._search_cold(ns, q, k, ctx, allowed, min_conf, now, explain, note)
+            merged += [(c.hit.score, c.similarity, 2, i, c.hit, c) for i, c in enumerate(cold) if c.hit.id not in seen]
+            if sc.similar_first:  # archived memories that match better than anything recent first
+                merged.sort(key=lambda m: (not (m[2] == 2 and m[1] > best), -m[0], -m[1], m[2], m[3]))
+            else:
+                merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
+        else:
+            merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
         top = merged[:k]
         if record_access:
-            hot_ids = [m[4].id for m in top if m[2] == 0]
-            moved_away: list[str] = []
-            if hot_ids:
-                with hot.lock.read(), hot.access_lock:
-                    # slots may have moved since the lock was released: look them up again
-                    slots = np.array([hot.slot_of[i] for i in hot_ids if i in hot.slot_of], np.int64)
-                    moved_away = [i for i in hot_ids if i not in hot.slot_of]
-                    if slots.size:
-                        record_accesses(slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
-                                        cp.thresholds, cp.conf_half_life)
-            used_warm = [m[5] for m in top if m[2] == 1]
-            if used_warm:
-                promoted = {r.rid for r in self._migrator.promote(ns, used_warm, now, access=True, kind="promote")}
-                moved_away += [r.id for r in used_warm if r.rid not in promoted]
-            pending = moved_away
-            for _ in range(16):  # hits that changed tier meanwhile: counted where they are now
-                if not pending:
-                    break
-                pending = self._count_accesses(ns, hot, pending, now, strict=False)
+            self._record_hits(ns, hot, top, now)
         result = [m[4] for m in top]
         if self._trace is not None:
             self._trace_search(now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, result)
         if explain and result:
             supersession.annotate_explains(self._catalog, ns, result)
         return result
+
+    def _record_hits(self, ns: str, hot: HotNamespace, top: list[tuple[Any, ...]], now: float) -> None:
+        """Count an access on each merged hit where it is: hot hits in place,
+        warm ones promoted to hot, cold ones reactivated (back to hot, with
+        the archived embedding the search already read)."""
+        cp = self._cp
+        hot_ids = [m[4].id for m in top if m[2] == 0]
+        moved_away: list[str] = []
+        if hot_ids:
+            with hot.lock.read(), hot.access_lock:
+                # slots may have moved since the lock was released: look them up again
+                slots = np.array([hot.slot_of[i] for i in hot_ids if i in hot.slot_of], np.int64)
+                moved_away = [i for i in hot_ids if i not in hot.slot_of]
+                if slots.size:
+                    record_accesses(slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
+                                    cp.thresholds, cp.conf_half_life)
+        used_warm = [m[5].row for m in top if m[2] == 1]
+        if used_warm:
+            promoted = {r.rid for r in self._migrator.promote(ns, used_warm, now, access=True, kind="promote")}
+            moved_away += [r.id for r in used_warm if r.rid not in promoted]
+        used_cold = [m[5] for m in top if m[2] == 2]
+        if used_cold:
+            rows = [c.row for c in used_cold]
+            back = {r.rid for r in self._migrator.reactivate(
+                ns, rows, now, records={c.row.id: {"embedding": c.embedding} for c in used_cold})}
+            moved_away += [r.id for r in rows if r.rid not in back]
+        pending = moved_away
+        for _ in range(16):  # hits that changed tier meanwhile: counted where they are now
+            if not pending:
+                break
+            pending = self._count_accesses(ns, hot, pending, now, strict=False)
 
     def _trace_search(self, now: float, ns: str, q: np.ndarray, k: int, ctx_tags: Sequence[str],
                       memory_types: Any, min_conf: float, include_warm: bool, record_access: bool,
@@ -748,11 +864,10 @@ class TierStore:
                           hits=[h.id for h in hits])
 
     def _search_warm(self, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
-                     now: float, explain: bool) -> list[tuple[Hit, float, MemoryRow]]:
-        """Warm hits ``(hit, similarity, row)``: shard candidates, their live
-        rows from the catalog (a row left its shard when the catalog says so),
-        then the same fused rerank as the hot tier."""
-        cp = self._cp
+                     now: float, explain: bool) -> list[RowHit]:
+        """Warm hits: shard candidates, their live rows from the catalog (a
+        row left its shard when the catalog says so), then the same fused
+        rerank as the hot tier."""
         sc = self._policy.scoring
         want = max(k * sc.oversample, sc.min_candidates, k)
         shards = self._warm.shards(ns)
@@ -773,21 +888,28 @@ class TierStore:
                 cand_sims.append(sim)
             if not rows:
                 return []
-            F, I, tags = columns_from_rows(rows, self._type_idx, [self._vocab.ids(r.tags) for r in rows])
-            pick, scores, norm, raw = fused_rerank(
-                np.arange(len(rows), dtype=np.int64), np.array(cand_sims, np.float32), F, I, tags,
-                cp.params(now, min_conf, ctx), allowed, cp.w0_by_type, ctx.q_tags, ctx.rule_tags,
-                ctx.rule_mult, ctx.mask_tags, k,
-            )
-            if pick.shape[0] >= k or want >= largest:
-                break
+            picked, hits = self._ranker.rank(rows, cand_sims, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
+                                             now=now, explain=explain, tier="warm")
+            if len(picked) >= k or want >= largest:
+                return hits
             want *= 4
-        picked = [rows[j] for j in pick.tolist()]
-        source = HitRows([r.id for r in picked], scores.tolist(),
-                         list(map(cp.explain, raw.tolist(), norm.tolist(), scores.tolist(), repeat("warm")))
-                         if explain else None,
-                         [self._memory_from_row(r, now, with_embedding=False) for r in picked])
-        return [(Hit(source, i), float(raw[i, 0]), r) for i, r in enumerate(picked)]
+
+    def _search_cold(self, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
+                     now: float, explain: bool, note: str) -> list[RowHit]:
+        """Cold hits (see :func:`tierstore.tier_search.search_cold`); none when
+        the namespace has nothing archived."""
+        if not self._cold_searchable or self._cold_index.count(ns) == 0:
+            return []
+        errors: list[BaseException] = []
+        hits = search_cold(self._ranker, index=self._cold_index, catalog=self._catalog, cold=self._cold,
+                           cache=self._vector_cache, ns=ns, q=q, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
+                           now=now, explain=explain, note=note, errors=errors)
+        if errors:  # the search serves what it could read; the failures are counted and kept for stats
+            with self._cold_errors_lock:
+                self.cold_search_errors += len(errors)
+                self._cold_error_log.extend(f"{type(e).__name__}: {e}" for e in errors)
+                del self._cold_error_log[:-100]
+        return hits
 
     # ------------------------------------------------------------------ read / update
 
@@ -894,11 +1016,12 @@ class TierStore:
     def touch(self, ns: str, ids: str | Iterable[str]) -> None:
         """Count an access (the memories were used in a response): boosts their
         weight, refreshes TTLs that refresh on read. A warm memory moves back
-        to hot; a cold one is counted where it is (``restore`` brings it back).
+        to hot; a cold one is reactivated (read back from its archive, hot
+        again, a ``reactivate`` event).
         Unknown ids raise MemoryNotFoundError and nothing is counted. A memory
         that moves between tiers while it is counted (a concurrent sweep or
         restore) is counted where it went; one deleted meanwhile is not."""
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
         id_list = check_id_list(ids)
         if not id_list:
@@ -943,33 +1066,18 @@ class TierStore:
                             record_accesses(np.array([hot.slot_of[i] for i in here], np.int64), now, hot.F, hot.I,
                                             cp.boost_by_type, cp.refresh_by_type, cp.thresholds, cp.conf_half_life)
                     retry.extend(i for i in extra if i not in hot.slot_of)
-        for r in rows:
-            if r.tier == TIER_COLD:
-                try:
-                    counted = self._update_row(
-                        ns, r.id, lambda row, conn: self._access_in_catalog(row, conn, now)
-                        if row.tier == TIER_COLD else None)
-                except MemoryNotFoundError:
-                    if strict:
-                        raise
-                    continue
-                if counted is None:  # restored meanwhile: count it in the hot tier
-                    retry.append(r.id)
+        cold = {r.rid: r for r in rows if r.tier == TIER_COLD}
+        if cold:  # a used archived memory comes back: reactivated, its access counted in the hot tier
+            back = self._migrator.reactivate(ns, list(cold.values()), now)
+            extra = [r.id for r in rows if r.tier == TIER_COLD]
+            for r in back:
+                extra.remove(r.id)
+            if strict:  # deleted between the look and the count: as unknown as if it had never been
+                gone = [i for i in extra if self._catalog.get_row(ns, i) is None]
+                if gone:
+                    raise MemoryNotFoundError(f"no memory {gone[0]!r} in namespace {ns!r}")
+            retry.extend(extra)  # touched twice, or moved meanwhile: counted where it is now
         return retry
-
-    def _access_in_catalog(self, row: MemoryRow, conn: sqlite3.Connection, now: float) -> MemoryRow:
-        cp = self._cp
-        t_idx = self._policy.type_index(row.memory_type)
-        row.w_ref, row.t_ref = lifetime.access(cp, t_idx, row.w_ref, row.t_ref, row.half_life, now)
-        row.access_count += 1
-        row.last_accessed_at = max(row.last_accessed_at, now)
-        if cp.refresh_by_type[t_idx]:
-            row.ttl_anchor = max(row.ttl_anchor, now)
-        row.due_at = self._due_of(row)
-        self._catalog.write_state(conn, row)
-        if self.settings.access_log:
-            conn.execute(ACCESS_LOG_SQL, (row.ns, row.id, int(now // 86400), 1))
-        return row
 
     def _due_of(self, row: MemoryRow) -> float:
         return lifetime.due_at(self._cp, row.tier, row.pinned, row.w_ref, row.t_ref, row.half_life, row.expires_at,
@@ -998,7 +1106,7 @@ class TierStore:
 
     def _feedback(self, ns: str, id: str, *, positive: bool, strength: float, implicit: bool) -> Memory:
         """See :meth:`feedback`."""
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
         check_id(id)
         if not isinstance(positive, bool):
@@ -1062,7 +1170,7 @@ class TierStore:
     def pin(self, ns: str, id: str, pinned: bool = True) -> None:
         """Exempt a memory from every expiry (or, ``pinned=False``, end the
         exemption), in any tier. Durable when it returns."""
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
         check_id(id)
         if not isinstance(pinned, bool):
@@ -1114,7 +1222,7 @@ class TierStore:
         Until then a tombstone object in the object store names the memory, so
         that :meth:`rebuild_catalog` does not bring it back (if that write
         fails, the next sweep writes it)."""
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
         check_id(id)
         now = self._time.now()
@@ -1156,7 +1264,7 @@ class TierStore:
         """Set the namespace's active context. Memories matched by context rules
         get their TTL and half-life rescaled now (one kernel pass); searches
         without ``context_tags`` use this context."""
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
         new_tags = check_tags(tags, 1024)
         ctx = self._cp.context(new_tags)
@@ -1225,6 +1333,11 @@ class TierStore:
         for r in part:
             self._catalog.write_state(conn, r)
 
+    def namespaces(self) -> list[str]:
+        """The namespaces that hold at least one memory (any tier), sorted."""
+        self._check_open()
+        return self._catalog.namespaces()
+
     def get_context(self, ns: str) -> tuple[str, ...]:
         check_namespace(ns)
         return self._contexts.get(ns, ())
@@ -1252,6 +1365,8 @@ class TierStore:
 
     def flush(self) -> None:
         """Write every pending access update to the catalog and wait for it."""
+        if self._readonly:
+            return  # a reader records no access
         futures = []
         for hot in self._hot.loaded():
             with hot.access_lock:
@@ -1299,6 +1414,7 @@ class TierStore:
             raise InvalidInputError(f"dry_run must be True or False, got {dry_run!r}")
         if dry_run:
             return self._migrator.preview(max_items, time_budget_s)
+        self._check_writable()
         self._require_trusted_clock()
         with self._sweep_lock:
             return self._migrator.sweep(max_items, time_budget_s, progress)
@@ -1312,7 +1428,7 @@ class TierStore:
         Raises CorruptDataError, after rewriting the others, if an object's
         live records fail their checksums (the sweep skips such objects;
         ``verify`` reports them)."""
-        self._check_open()
+        self._check_writable()
         with self._sweep_lock:
             try:
                 return self._migrator.compact_archives(self._time.now(), everything=True, progress=progress,
@@ -1321,33 +1437,46 @@ class TierStore:
                 self._migrator.settle_tombstones()
 
     def restore(self, ns: str, *, ids: Iterable[str] | None = None, where: Mapping[str, Any] | None = None,
-                text: str | None = None, limit: int | None = None, progress: bool | None = False) -> list[str]:
+                text: str | None = None, query: Any = None, k: int | None = None, limit: int | None = None,
+                progress: bool | None = False) -> list[str]:
         """Bring archived memories back to the hot tier; returns their ids.
 
         ids: these memories (unknown ids raise MemoryNotFoundError; ones not
         cold are skipped). where: a filter — ``memory_type`` (one or a list),
         ``tags`` (all of), ``any_tags``, ``source``, ``created_after`` /
-        ``created_before``, ``archived_after`` / ``archived_before`` (seconds).
-        text: keywords, all required (SQLite FTS5 over archived text). limit:
-        at most this many. Content and embedding come back bit-identical; the
-        memory restarts its TTL, counts as recently used (recency, not the
-        access count) and keeps at least its type's initial weight.
+        ``created_before``, ``archived_after`` / ``archived_before`` (POSIX
+        seconds, a datetime or ISO 8601). text: keywords, any of them (SQLite
+        FTS5 with stemming), the best matches by BM25 first. query: a vector:
+        the ``k`` archived memories most similar to it (the cold index, then
+        their exact similarities; default ``k`` 5), among those the other
+        arguments select when given. limit: at most this many. Content and
+        embedding come back bit-identical; the memory restarts its TTL, counts
+        as recently used (recency, not the access count) and keeps at least
+        its type's initial weight.
         """
-        self._check_open()
+        self._check_writable()
         check_namespace(ns)
-        if ids is None and where is None and text is None:
-            raise InvalidInputError("restore needs ids, where or text")
+        if ids is None and where is None and text is None and query is None:
+            raise InvalidInputError("restore needs ids, where, text or query")
         id_list = None if ids is None else check_id_list(ids)
         if limit is not None:
             limit = check_positive_int(limit, "limit")
+        if k is not None:
+            if query is None:
+                raise InvalidInputError("restore k= goes with query= (restore by meaning); use limit= otherwise")
+            k = check_positive_int(k, "k")
+        q = None if query is None else check_vector(query, self.dim, "query")
+        if q is not None:
+            limit = min(k or 5, limit) if limit is not None else (k or 5)
         if where is not None and not isinstance(where, Mapping):
             raise InvalidInputError("restore where must be a dict")
         with self._sweep_lock:
             restored = self._migrator.restore(ns, ids=id_list, where=None if where is None else dict(where),
-                                              text=text, limit=limit, progress=progress)
+                                              text=text, query=q, limit=limit, progress=progress)
         if self._trace is not None:
             self._trace.write("restore", self._time.now(), ns=ns, ids=id_list,
-                              where=None if where is None else dict(where), text=text, limit=limit, restored=restored)
+                              where=None if where is None else dict(where), text=text,
+                              query=None if q is None else encode_vector(q), limit=limit, restored=restored)
         return restored
 
     def start_trace(self, path: str | os.PathLike[str]) -> None:
@@ -1367,7 +1496,7 @@ class TierStore:
         store alone (after the catalog was lost or damaged); memories whose
         tombstones say they were deleted stay out. Returns counts: objects,
         records, inserted, repointed, skipped, forgotten."""
-        self._check_open()
+        self._check_writable()
         with self._sweep_lock:
             return self._migrator.rebuild_cold_catalog(progress)
 
@@ -1377,7 +1506,7 @@ class TierStore:
         wall-clock time), each bounded by ``max_items`` and ``time_budget_s``.
         It comes back sooner while work remains and backs off after errors.
         Raises ClockSkewError if the clock failed the check at open."""
-        self._check_open()
+        self._check_writable()
         interval_s = _check_seconds(interval_s, "interval_s")
         max_items = check_positive_int(max_items, "max_items")
         time_budget_s = _check_seconds(time_budget_s, "time_budget_s")
@@ -1502,7 +1631,7 @@ class TierStore:
     def repair(self) -> Any:
         """Rebuild what the catalog can rebuild (warm shards, hot checkpoints,
         pending archive batches); returns what is still wrong."""
-        self._check_open()
+        self._check_writable()
         from . import integrity
 
         return integrity.repair(self)  # takes the sweep lock itself
@@ -1518,7 +1647,7 @@ class TierStore:
 
     def checkpoint(self) -> int:
         """Save every changed hot index to disk; returns how many were saved."""
-        self._check_open()
+        self._check_writable()
         return self._hot.checkpoint()
 
     def close(self) -> None:
@@ -1534,6 +1663,9 @@ class TierStore:
             with self._sweep_lock:  # what holds it finishes first (a sweep stops between batches)
                 self.stop_trace()
                 self._stop.set()
+                if self._readonly:
+                    self._catalog.close()
+                    return
                 self._flusher.join(timeout=30)
                 try:
                     self.flush()
@@ -1574,7 +1706,8 @@ def _lock(root: Path) -> int:
             raise StoreConfigError(f"the store at {root} is already open in this process: use that TierStore, "
                                    "or close it first") from None
         who = f"process {holder}" if holder.isdigit() else "another process"
-        raise StoreConfigError(f"the store at {root} is open in {who}; one process at a time") from None
+        raise StoreConfigError(f"the store at {root} is open in {who}; one writer at a time (readers beside it: "
+                               "TierStore.open(path, readonly=True); tierstore stats, verify and report)") from None
     os.ftruncate(lock_fd, 0)
     os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
     return lock_fd
@@ -1597,7 +1730,7 @@ def _remove_new_store(root: Path, made_dir: bool) -> None:
 
 
 def _open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
-               stored: str | None) -> tuple[ObjectStore, str | None]:
+               stored: str | None, create: bool = True) -> tuple[ObjectStore, str | None]:
     """The cold object store, and what the catalog should remember of it
     (JSON: URL, endpoint and region; never credentials)."""
     opts = dict(options or {})
@@ -1612,6 +1745,8 @@ def _open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
                 f"the store at {root} archives to an object store that was given as an object ({meta.get('repr')}); "
                 "pass cold= again")
         if url == "default":
+            if not create:  # a reader: a store that never archived has no directory, and gets none
+                return LocalObjectStore(root / "cold", create=False), None
             return open_object_store(root / "cold"), None if stored else json.dumps(meta)
         for k in ("endpoint_url", "region_name"):
             if meta.get(k) and k not in opts:

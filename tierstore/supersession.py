@@ -72,6 +72,15 @@ def describe(kind: str, similarity: float | None, key: str | None = None) -> str
 _LIVE = "NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.rid = m.rid)"
 
 
+def unsuperseded_rows(catalog: Any, rids: Sequence[int]) -> list[Any]:
+    """The catalog rows of ``rids`` that carry no mark (the order is the catalog's)."""
+    out: list[Any] = []
+    for i in range(0, len(rids), 500):
+        chunk = list(rids[i : i + 500])
+        out += catalog.select_rows(f"WHERE m.rid IN ({','.join('?' * len(chunk))}) AND {_LIVE}", chunk)
+    return out
+
+
 def live_of_key(conn: sqlite3.Connection, ns: str, key: str) -> tuple[int, str] | None:
     """``(rid, id)`` of the live memory of slot ``(ns, key)``, or ``None``."""
     r = conn.execute(f"SELECT m.rid, m.id FROM memories m WHERE m.ns = ? AND m.key = ? AND {_LIVE}"

@@ -28,11 +28,15 @@ def warm_up_kernels() -> None:
             due_times,
             flat_topk,
             fused_rerank,
+            hamming_topk,
             inner_products,
             pack_query,
             rank_and_gather,
             record_accesses,
             rescale_lifetimes,
+            sign_code,
+            sign_codes,
+            sign_scores,
             squared_length,
             top_candidates,
         )
@@ -74,4 +78,7 @@ def warm_up_kernels() -> None:
         rank_and_gather(q, slots.astype(np.uint64)[None], sims[None], F, I, tags, qf, qi, u8, 1.0, 0.0, 2)
         context_multipliers(tags, n, e32, e64)
         rescale_lifetimes(f, f, f, f, f, f, 1.0)
+        codes = sign_codes(X)  # the cold index
+        rows, _ = hamming_topk(sign_code(q), codes, 2, np.empty(0, np.int8))
+        sign_scores(q, codes, rows)
         _done = True

@@ -983,6 +983,9 @@ class Score:
     tiers_end: dict[str, int] = field(default_factory=dict)
     sweeps: dict[str, int] = field(default_factory=dict)
     per_question: list[dict[str, Any]] = field(default_factory=list)
+    hits: int = 0  # hits returned over all questions
+    cold_hits: int = 0  # of which found in the cold tier
+    reactivations: int = 0  # archived turns brought back because a search used them
     elapsed_s: float = 0.0
 
     def record(self, q: Question, ranked: list[str], stored: dict[str, str], k: int,
@@ -1030,6 +1033,7 @@ class Score:
         out["multi_evidence_questions"] = self.multi
         out.update(hot=self.tiers_end.get("hot", 0), warm=self.tiers_end.get("warm", 0),
                    cold=self.tiers_end.get("cold", 0), misses_by_tier=self.misses_by_tier, sweeps=self.sweeps,
+                   cold_hit_share=rate(self.cold_hits, self.hits), reactivations=self.reactivations,
                    elapsed_s=self.elapsed_s)
         return out
 
@@ -1079,6 +1083,13 @@ class TierVariant:
 TIERSTORE_ROWS: list[TierVariant] = [
     TierVariant("tierstore, default policy, turns as conversation"),
     TierVariant("tierstore, default policy, turns as fact", memory_type="fact"),
+    # the cold tier (issue 15): never searched (the behaviour before it), always, and "auto" at other bars
+    TierVariant("tierstore, turns as conversation, include_cold=false", search_kwargs={"include_cold": False}),
+    TierVariant("tierstore, turns as conversation, include_cold=true", search_kwargs={"include_cold": True}),
+    *(TierVariant(f"tierstore, turns as conversation, cold bar {b}", policy={"scoring": {"cold_similarity_bar": b}})
+      for b in (0.3, 0.4, 0.6, 0.7)),
+    TierVariant("tierstore, turns as conversation, similar_first=false (merge by score alone)",
+                policy={"scoring": {"similar_first": False}}),
 ]
 
 
@@ -1126,6 +1137,8 @@ def score_tierstore(wl: ConversationWorkload, tv: np.ndarray, qv: np.ndarray, cf
                         ns = f"u{q.user}"
                         hits = store.search(ns, qv[i], k=k, **variant.search_kwargs)
                         ranked = [h.id for h in hits]
+                        sc.hits += len(hits)
+                        sc.cold_hits += sum(h.memory.tier == "cold" for h in hits)
                         ev = {stored[t] for g in q.evidence for t in g}
                         miss_tier = None
                         if not ev & set(ranked[:k]):
@@ -1140,7 +1153,9 @@ def score_tierstore(wl: ConversationWorkload, tv: np.ndarray, qv: np.ndarray, cf
                     clock.set(nights[ni])
                     night()
                     ni += 1
-            sc.tiers_end = dict(store.stats().by_tier)
+            end = store.stats()
+            sc.tiers_end = dict(end.by_tier)
+            sc.reactivations = end.lifecycle["events"]["by_kind"]["reactivate"]
         finally:
             store.close()
     sc.sweeps = sweeps
@@ -1151,9 +1166,10 @@ def score_tierstore(wl: ConversationWorkload, tv: np.ndarray, qv: np.ndarray, cf
 # ------------------------------------------------------------------ the suite
 
 HEADER = ["scorer", "recall@10", "current", "current day 30", "old", "passing", "all-evidence@10",
-          "current evidence@1", "stale-hit@1", "stale-hit@1 day 30", "hot", "warm", "cold"]
+          "current evidence@1", "stale-hit@1", "stale-hit@1 day 30", "hot", "warm", "cold", "cold-hit share",
+          "reactivations"]
 MISS_HEADER = ["scorer", "category", "questions", "missed", "best evidence hot (outranked)",
-               "in warm (outranked)", "in cold (not searched)", "deleted"]
+               "in warm (outranked)", "in cold (not reached, or outranked)", "deleted"]
 
 
 def _f(v: float | None) -> str:
@@ -1164,7 +1180,8 @@ def _cells(rows: list[dict[str, Any]]) -> list[list[str]]:
     return [[r["scorer"], _f(r["recall_at_10"]), _f(r["recall_at_10_current"]), _f(r["recall_at_10_current_mid"]),
              _f(r["recall_at_10_old"]), _f(r["recall_at_10_passing"]), _f(r["all_evidence_at_10"]),
              _f(r["evidence_at_1_current"]), _f(r["stale_hit_at_1_current"]),
-             _f(r["stale_hit_at_1_current_mid"]), str(r["hot"]), str(r["warm"]), str(r["cold"])] for r in rows]
+             _f(r["stale_hit_at_1_current_mid"]), str(r["hot"]), str(r["warm"]), str(r["cold"]),
+             _f(r.get("cold_hit_share")), str(r.get("reactivations", 0))] for r in rows]
 
 
 def _miss_cells(rows: list[dict[str, Any]]) -> list[list[str]]:

@@ -481,6 +481,10 @@ class Score:
     guess_or_chatter_at1: int = 0
     footprint: list[int] = field(default_factory=list)  # in memory after each night (tierstore: after its sweep)
     peak: list[int] = field(default_factory=list)  # in memory at the end of each day, before any sweep
+    hits: int = 0  # hits returned (at most 5 a query)
+    cold_hits: int = 0  # of which found in the cold tier (tierstore's search reaching archived memories)
+    cold_first: int = 0  # queries whose first hit came from the cold tier
+    reactivations: int = 0  # archived memories brought back because they were used (tierstore)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def record(self, q: Query, ranked_ids: list[str]) -> None:
@@ -512,6 +516,9 @@ class Score:
             "hot_end": self.footprint[-1] if self.footprint else 0,
             "hot_mean": float(np.mean(self.peak or self.footprint)) if (self.peak or self.footprint) else 0.0,
             "hot_mean_after_sweep": float(np.mean(self.footprint)) if self.footprint else 0.0,
+            "cold_hit_share": self.cold_hits / max(1, self.hits),
+            "cold_at_1": self.cold_first / max(1, self.queries),
+            "reactivations": self.reactivations,
             **self.extra,
         }
 
@@ -616,6 +623,10 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
                         if novelty_half_life is None:
                             hits = store.search(f"u{q.user}", qv[i], k=k)
                             ids = [h.id for h in hits]
+                            sc.hits += len(hits)
+                            tiers = [h.memory.tier for h in hits]
+                            sc.cold_hits += tiers.count("cold")
+                            sc.cold_first += bool(tiers) and tiers[0] == "cold"
                         else:
                             now = clock.now()
                             floor = store.policy.scoring.floor
@@ -643,7 +654,9 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
                     clock.set(nights[ni])
                     night()
                     ni += 1
-            tiers_at_end = store.stats().by_tier
+            end = store.stats()
+            tiers_at_end = end.by_tier
+            sc.reactivations = end.lifecycle["events"]["by_kind"]["reactivate"]
         finally:
             store.close()
     sc.extra.update(warm_end=tiers_at_end.get("warm", 0), cold_end=tiers_at_end.get("cold", 0),
@@ -687,10 +700,16 @@ VARIANTS: list[tuple[str, dict[str, Any], float | None, float | None]] = [
     ("ts: record_access=false", {"scoring": {"record_access": False}}, None, None),
     ("ts: product x novelty 30d (emulated)", {"scoring": {"mode": "product"}}, 30 * DAY, None),
     ("ts: weighted_sum + 0.15 novelty 30d (emulated)", {}, 30 * DAY, 0.15),
+    # the cold tier (issue 15): never searched (the behaviour before it), always, and "auto" at other bars
+    ("ts: include_cold=false (cold never searched)", {"scoring": {"include_cold": False}}, None, None),
+    ("ts: include_cold=true (cold always searched)", {"scoring": {"include_cold": True}}, None, None),
+    *((f"ts: include_cold=auto, bar {b}", {"scoring": {"cold_similarity_bar": b}}, None, None)
+      for b in (0.3, 0.4, 0.6, 0.7)),
+    ("ts: similar_first=false (cold merged by score alone)", {"scoring": {"similar_first": False}}, None, None),
 ]
 
 HEADER = ["policy", "stale-hit@1", "live recall@5", "live@1", "long-lived recall@5", "noise@1", "hot at end",
-          "hot mean (daily peak)"]
+          "hot mean (daily peak)", "cold-hit share", "reactivations"]
 
 
 def run(cfg: BenchConfig) -> SuiteResult:
@@ -740,7 +759,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
 def _cells(rows: list[dict[str, Any]]) -> list[list[str]]:
     return [[r["policy"], f"{r['stale_hit_at_1']:.3f}", f"{r['live_recall_at_5']:.3f}", f"{r['live_at_1']:.3f}",
              f"{r['long_lived_recall_at_5']:.3f}", f"{r['noise_at_1']:.3f}", str(r["hot_end"]),
-             f"{r['hot_mean']:.0f}"] for r in rows]
+             f"{r['hot_mean']:.0f}", f"{r['cold_hit_share']:.3f}", str(r["reactivations"])] for r in rows]
 
 
 def render(rows: list[dict[str, Any]], markdown: bool = True) -> str:

@@ -66,17 +66,21 @@ def _unlink_quiet(path: str) -> None:
 class LocalObjectStore:
     """An :class:`~tierstore.objectstore.ObjectStore` backed by files under ``root``.
 
-    A key ``a/b/c`` is the file ``root/a/b/c``. The directory is created if missing.
+    A key ``a/b/c`` is the file ``root/a/b/c``. The directory is created if missing
+    (unless ``create=False``: a reader that must change nothing sees a missing
+    directory as an empty store).
     Thread- and process-safe: atomicity comes from rename and link, not from locks.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
         if not isinstance(root, (str, os.PathLike)):
             raise InvalidInputError(f"root must be a path, got {type(root).__name__}")
         self._root = Path(os.path.abspath(os.fspath(root)))
         # Orders directory creation against pruning within this process (see _write_temp);
         # file contents are never written under it.
         self._dir_lock = threading.Lock()
+        if not create:
+            return
         try:
             self._root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -1,0 +1,110 @@
+"""Search beyond the hot tier: candidates that are catalog rows (warm and
+cold memories), ranked by the same fused score as hot hits.
+
+The hot tier ranks its slots in one kernel call over its own columns
+(:mod:`tierstore.hot`). A warm or cold candidate is a catalog row: its
+columns are built from the row and the same ``fused_rerank`` kernel ranks it,
+so a hit's score means the same whatever tier it came from.
+
+The cold tier (:mod:`tierstore.cold_index`) is reached through its sign codes
+and rescored from the archived vectors: a cold hit's similarity is the exact
+cosine, like every other hit's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from itertools import repeat
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .catalog import MemoryRow
+from .cold import ColdTier, Location
+from .cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_vectors
+from .hot import columns_from_rows
+from .kernels import TIER_COLD, fused_rerank
+from .model import Hit, HitRows, Memory
+from .scoring import CompiledPolicy, QueryContext
+from .supersession import unsuperseded_rows
+from .tags import TagVocab
+
+
+@dataclass(frozen=True)
+class RowHit:
+    """A hit on a catalog row: the hit, its cosine similarity, the row, and
+    (cold hits) the archived embedding's bytes, for a reactivation."""
+
+    hit: Hit
+    similarity: float
+    row: MemoryRow
+    embedding: bytes | None = None
+
+
+@dataclass(frozen=True)
+class RowRanker:
+    """What ranking catalog rows needs from the store: the compiled policy,
+    the tag vocabulary, type indexes, and how a row becomes a Memory."""
+
+    cp: CompiledPolicy
+    vocab: TagVocab
+    type_idx: dict[str, int]
+    memory_of: Callable[[MemoryRow, float], Memory]  # (row, now) -> snapshot without the embedding
+
+    def rank(self, rows: Sequence[MemoryRow], sims: Sequence[float], *, k: int, ctx: QueryContext,
+             allowed: np.ndarray, min_conf: float, now: float, explain: bool, tier: str,
+             note: str | None = None) -> tuple[list[int], list[RowHit]]:
+        """The best ``k`` of ``rows`` (cosine ``sims``) by the fused score,
+        after the policy's filters and masks. Returns the picked positions and
+        their hits; ``note`` goes into each explanation (why the tier was
+        searched)."""
+        if not rows:
+            return [], []
+        cp = self.cp
+        F, I, tags = columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])
+        pick, scores, norm, raw = fused_rerank(
+            np.arange(len(rows), dtype=np.int64), np.asarray(sims, np.float32), F, I, tags,
+            cp.params(now, min_conf, ctx), allowed, cp.w0_by_type, ctx.q_tags, ctx.rule_tags,
+            ctx.rule_mult, ctx.mask_tags, k,
+        )
+        picked = pick.tolist()
+        chosen = [rows[j] for j in picked]
+        explains = None
+        if explain:
+            explains = list(map(cp.explain, raw.tolist(), norm.tolist(), scores.tolist(), repeat(tier)))
+            if note is not None:
+                explains = [replace(e, reached_because=note) for e in explains]
+        source = HitRows([r.id for r in chosen], scores.tolist(), explains, [self.memory_of(r, now) for r in chosen])
+        return picked, [RowHit(Hit(source, i), float(raw[i, 0]), r) for i, r in enumerate(chosen)]
+
+
+def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: ColdTier, cache: VectorCache, ns: str,
+                q: np.ndarray, k: int, ctx: QueryContext, allowed: np.ndarray, min_conf: float, now: float,
+                explain: bool, note: str, errors: list[BaseException]) -> list[RowHit]:
+    """The best ``k`` cold memories of ``ns`` for the unit query ``q``: the
+    cold index's candidates (``candidate_count(k)``), their catalog rows
+    (those still cold in ``ns``: the index may lag a restore by a moment;
+    and not superseded: a retired statement stays retired, ``restore``
+    reaches it),
+    their exact similarities from the archived vectors, then the fused
+    score. An archive object that cannot be read (missing, damaged, the
+    object store down) costs its candidates, not the search: the failures
+    are appended to ``errors``."""
+    rids, _ = index.candidates(ns, q, candidate_count(k))
+    if not rids.size:
+        return []
+    rows = [r for r in unsuperseded_rows(catalog, rids.tolist())
+            if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None]
+    if not rows:
+        return []
+    vectors = fetch_vectors(cold, [Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows],  # type: ignore[arg-type]
+                            cache, ids=[r.id for r in rows], errors=errors)
+    readable = np.flatnonzero(~np.isnan(vectors[:, 0])) if errors else np.arange(len(rows))
+    rows = [rows[i] for i in readable.tolist()]
+    vectors = vectors[readable]
+    if not rows:
+        return []
+    sims = exact_rescore(q, vectors)
+    picked, hits = ranker.rank(rows, sims.tolist(), k=k, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now,
+                               explain=explain, tier="cold", note=note)
+    return [replace(h, embedding=vectors[j].astype("<f4").tobytes()) for j, h in zip(picked, hits)]
