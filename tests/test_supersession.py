@@ -288,3 +288,19 @@ def test_a_crash_between_the_commit_and_the_damping_is_finished_at_open(tmp_path
         assert store._catalog.query("SELECT reason FROM events WHERE id = 'first' AND kind = 'supersede'") == [
             ("damping finished at open",)]
         assert store.sweep().archived == 1
+
+
+def test_candidates_are_found_through_the_hnsw_index_too(tmp_path, rng):
+    """Past the exact-search threshold a namespace has an hnswlib index: the
+    nearest memories come from it."""
+    from tierstore import HotSettings, Settings
+
+    policy = Policy.from_dict({"types": {"fact": {"supersede_above": BAR}}})
+    settings = Settings(hot=HotSettings(exact_threshold=16))
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0), policy=policy, settings=settings) as store:
+        ids = store.add_batch("u", [{"content": f"fact {i}", "embedding": unit(rng)} for i in range(40)])
+        assert store._hot.ensure("u").index is not None
+        target = store.get("u", ids[7]).embedding
+        new = store.add("u", "fact 7, restated", near(rng, target, 0.96))
+        marked = [i for i in ids if store.get("u", i).superseded_by is not None]
+        assert marked == [ids[7]] and store.get("u", ids[7]).superseded_by == new
