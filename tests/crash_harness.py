@@ -70,7 +70,7 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve()
-DIM = 8
+DIM = 64  # random unit vectors unrelated, as with real embeddings (automatic supersession pairs close ones)
 T0 = 1_700_000_000.0
 NAMESPACES = ("alpha", "beta", "gamma")
 TYPES = ("conversation", "conversation", "fact", "task")

@@ -133,7 +133,7 @@ def test_search_filters_and_context_tags(store, rng):
     q = unit(rng)
     same = q + 0.01 * unit(rng)
     t1 = store.add("a", "travel fact", same, tags=["travel"], memory_type="fact")
-    t2 = store.add("a", "plain fact", same, memory_type="fact")
+    t2 = store.add("a", "plain fact", same, memory_type="fact", tags=["misc"])  # no shared tag: not superseded
     c1 = store.add("a", "a chat", same, memory_type="conversation", confidence=0.3, source="ai_guess")
     hits = store.search("a", q, k=3, context_tags=["travel"], record_access=False)
     assert hits[0].id == t1  # identical vectors: the context overlap decides

@@ -34,7 +34,7 @@ def test_travel_versus_food_context(tmp_path, rng):
     v = unit(rng)
     travel = store.add("u", "budget 50k for Japan next summer", v, memory_type="preference", tags=["travel"])
     food = store.add("u", "likes ramen", v, memory_type="preference", tags=["food"])
-    neutral = store.add("u", "plain", v, memory_type="preference")
+    neutral = store.add("u", "plain", v, memory_type="preference", tags=["misc"])  # a tag of its own: no supersession
     base = {m: store.get("u", m) for m in (travel, food, neutral)}
     clock.advance(DAY)
     weight_before_switch = store.get("u", travel).weight
@@ -139,8 +139,8 @@ def test_confidence_decays_unless_reinforced(tmp_path, rng):
 def test_feedback_moves_the_due_time(tmp_path, rng):
     store = open_store(tmp_path)
     v = unit(rng)
-    ids = [store.add("u", f"pref {i}", v, memory_type="preference", confidence=0.7, source="ai_inference")
-           for i in range(2)]
+    ids = [store.add("u", f"pref {i}", v if i == 0 else unit(rng), memory_type="preference", confidence=0.7,
+                     source="ai_inference") for i in range(2)]
     before = store.get("u", ids[0]).due_at
     assert store.feedback("u", ids[0], positive=True).due_at > before
     assert store.feedback("u", ids[1], positive=False).due_at < before

@@ -212,8 +212,14 @@ def _default_types() -> dict[str, TypePolicy]:
         # Half-lives are shorter than TTLs on purpose: an unused memory leaves
         # the hot tier (demote at weight 0.3, ~1.7 half-lives) before it expires.
         "conversation": TypePolicy(HOUR, 20 * MINUTE, 0.5, 1.0, False),
-        "fact": TypePolicy(30 * DAY, 10 * DAY, 0.5, 1.0, True),
-        "preference": TypePolicy(7 * DAY, 3 * DAY, 0.5, 1.0, True),
+        # Automatic supersession of facts and preferences: bars measured on
+        # suite g (tagged: the shared-tag bar) and checked on suite h (untagged
+        # turns stored as facts: the plain bar); docs/benchmarks.md, issue 16.
+        # Off for conversation, task and opinion (not measured; a turn is not
+        # a statement that replaces another).
+        "fact": TypePolicy(30 * DAY, 10 * DAY, 0.5, 1.0, True, supersede_above=0.7, supersede_above_shared_tag=0.6),
+        "preference": TypePolicy(7 * DAY, 3 * DAY, 0.5, 1.0, True, supersede_above=0.7,
+                                 supersede_above_shared_tag=0.6),
         "task": TypePolicy(2 * DAY, DAY, 0.5, 1.0, False),
         "opinion": TypePolicy(3 * DAY, DAY, 0.5, 1.0, False),
     }
@@ -469,8 +475,15 @@ def _parse_type(name: str, data: Mapping[str, Any], base: TypePolicy | None) -> 
     )
     bar = (_similarity_bar(data["supersede_above"], f"{where}.supersede_above") if "supersede_above" in data
            else (base.supersede_above if base else None))
-    tag_bar = (_similarity_bar(data["supersede_above_shared_tag"], f"{where}.supersede_above_shared_tag")
-               if "supersede_above_shared_tag" in data else (base.supersede_above_shared_tag if base else None))
+    if "supersede_above_shared_tag" in data:
+        tag_bar = _similarity_bar(data["supersede_above_shared_tag"], f"{where}.supersede_above_shared_tag")
+    elif "supersede_above" in data:
+        # a bar given alone is the whole rule: "off" turns the type's automatic
+        # supersession off, a number replaces an inherited shared-tag bar above it
+        inherited = base.supersede_above_shared_tag if base else None
+        tag_bar = None if bar is None or inherited is None or inherited > bar else inherited
+    else:
+        tag_bar = base.supersede_above_shared_tag if base else None
     if bar is not None and tag_bar is not None and tag_bar > bar:
         raise PolicyError(f"{where}.supersede_above_shared_tag: must be at most supersede_above ({bar}), got {tag_bar}")
     return TypePolicy(ttl, half_life, boost, w0, refresh, bar, tag_bar)  # type: ignore[arg-type]

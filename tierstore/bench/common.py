@@ -231,12 +231,16 @@ def workdir(cfg: BenchConfig, name: str) -> Iterator[Path]:
 
 def open_store(path: Path, *, dim: int = DIM, clock: Any = None, ef: int = EF,
                exact_threshold: int | None = None) -> Any:
-    """A TierStore with the hnswlib parameters every suite compares against."""
-    from .. import HotSettings, ManualClock, Settings, TierStore
+    """A TierStore with the hnswlib parameters every suite compares against,
+    and the default policy without automatic supersession: the suites'
+    clustered vectors stand for related texts, not for statements that
+    replace each other (suites g and h measure supersession on text)."""
+    from .. import HotSettings, ManualClock, Policy, Settings, TierStore
 
     hot = HotSettings(hnsw_m=M, hnsw_ef_construction=EF_CONSTRUCTION, hnsw_ef_search=ef,
                       **({} if exact_threshold is None else {"exact_threshold": exact_threshold}))
-    return TierStore.open(path, dim=dim, clock=clock or ManualClock(), settings=Settings(hot=hot))
+    policy = Policy.from_dict({"types": {t: {"supersede_above": "off"} for t in ("fact", "preference")}})
+    return TierStore.open(path, dim=dim, clock=clock or ManualClock(), settings=Settings(hot=hot), policy=policy)
 
 
 def raw_index(vectors: np.ndarray, *, ef: int = EF, labels: np.ndarray | None = None, space: str = "ip",
