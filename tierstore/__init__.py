@@ -6,6 +6,7 @@
 
 from .clock import Clock, ManualClock, SystemClock
 from .errors import (
+    AuthError,
     ClockSkewError,
     CorruptDataError,
     DimensionMismatchError,
@@ -20,6 +21,7 @@ from .errors import (
     ObjectStoreError,
     PolicyError,
     ReadOnlyStoreError,
+    RemoteError,
     StoreClosedError,
     StoreConfigError,
     TierStoreError,
@@ -33,6 +35,7 @@ from .store import Settings, TierStore
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthError",
     "Clock",
     "ClockSkewError",
     "ConfidencePolicy",
@@ -57,6 +60,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "ReadOnlyStoreError",
+    "RemoteError",
     "ScoringPolicy",
     "Settings",
     "Stats",
