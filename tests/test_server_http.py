@@ -14,7 +14,7 @@ import urllib3
 
 from tierstore import ManualClock, TierStore
 from tierstore.client import RemoteStore
-from tierstore.errors import AuthError, CorruptDataError, InvalidInputError, RemoteError
+from tierstore.errors import AuthError, CorruptDataError, RemoteError
 from tierstore.server.app import Limits, build_app
 from tierstore.server.auth import Principal, TokenTable, is_loopback
 from tierstore.server.schema import GET_ROUTES, POST_ROUTES

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 from server_process import TOKEN, ServerProcess, child_env
 from tierstore import TierStore

@@ -204,7 +204,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                  insecure_no_auth=args.insecure_no_auth, embedder=args.embedder, limits=limits,
                  migrator=not args.no_migrator, migrator_interval_s=args.migrator_interval,
                  graceful_timeout_s=args.graceful_timeout, log_level=args.log_level, cold=args.cold,
-                 cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump)
+                 workers=args.workers, cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump)
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
@@ -332,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                          "(default 10000)")
     serve.add_argument("--max-sweep-seconds", type=float, default=None, help="time budget per sweep call "
                                                                              "(default 10 s)")
+    serve.add_argument("--workers", type=int, default=8,
+                       help="threads running the store's calls (searches in parallel, writes waiting for their commit)")
     serve.add_argument("--graceful-timeout", type=float, default=30.0,
                        help="on SIGTERM, seconds to let in-flight requests finish before closing")
     serve.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])

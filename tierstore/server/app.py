@@ -12,9 +12,12 @@ client gets the id and the class name, never a path or a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import math
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
@@ -48,6 +51,16 @@ class Limits:
     max_restore: int = 1000  # memories one restore brings back; its limit when it selects by where/text/query
     max_sweep_items: int = 10_000  # due memories one sweep call examines; its max_items when none is given
     max_sweep_seconds: float = 10.0  # one sweep call's time budget, seconds; its default too
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "max_k", "max_batch", "max_restore", "max_sweep_items"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"the limit {name} must be a positive integer, got {value!r}")
+        value = self.max_sweep_seconds
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise InvalidInputError(f"the limit max_sweep_seconds must be a positive, finite number of seconds, "
+                                    f"got {value!r}")
 
 
 class BodyTooLarge(Exception):
@@ -253,27 +266,85 @@ class _State:
     ready = False
 
 
-def _error_response(exc: BaseException, what: str) -> Response:
-    """A store error as the client may see it; anything else logged with an id
-    and answered with the id alone."""
+def _error(exc: BaseException, what: str) -> tuple[int, bytes]:
+    """A store error as the client may see it (status, JSON body); anything
+    else logged with an id and answered with the id alone."""
     if isinstance(exc, AuthError):
-        return JSONResponse(wire.error_body("AuthError", str(exc)), status_code=403)
+        return 403, wire.dumps(wire.error_body("AuthError", str(exc)))
     if isinstance(exc, BodyTooLarge):
-        return JSONResponse(wire.error_body("InvalidInputError", "the body is larger than this server's limit"),
-                            status_code=413)
+        return 413, wire.dumps(wire.error_body("InvalidInputError", "the body is larger than this server's limit"))
     status = wire.client_status(exc)
     if status is not None:
-        return Response(wire.dumps(wire.error_body(type(exc).__name__, str(exc))), status_code=status,
-                        media_type="application/json")
+        return status, wire.dumps(wire.error_body(type(exc).__name__, str(exc)))
     error_id = uuid.uuid4().hex[:12]
     log.error("%s failed (error id %s)", what, error_id, exc_info=exc)
     name = type(exc).__name__ if isinstance(exc, TierStoreError) else "RemoteError"
-    return JSONResponse(wire.error_body(name, f"the server failed ({name}); its log has the details under error "
-                                              f"id {error_id}"), status_code=500)
+    return 500, wire.dumps(wire.error_body(name, f"the server failed ({name}); its log has the details under error "
+                                                 f"id {error_id}"))
+
+
+def _error_response(exc: BaseException, what: str) -> Response:
+    status, data = _error(exc, what)
+    return Response(data, status_code=status, media_type="application/json")
+
+
+def check_workers(workers: Any) -> int:
+    """``workers`` (threads running the store's calls) if it is a positive integer; else InvalidInputError."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InvalidInputError(f"workers must be a positive integer (threads), got {workers!r}")
+    return workers
+
+
+class Calls:
+    """ASGI: the POST routes of :data:`CALLS`, straight from the server's
+    ASGI call to a worker thread and back (the store's calls block: group
+    commits, disk, the object store), without a framework's request objects
+    on the way: each hand-over costs a wake-up, which on a busy machine is
+    the bulk of a small request's time. Everything else goes to ``app``."""
+
+    def __init__(self, app: Any, store: TierStore, limits: Limits, workers: int) -> None:
+        self.app = app
+        self.store = store
+        self.limits = limits
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tierstore-call")
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        call = CALLS.get(scope["path"]) if scope["type"] == "http" else None
+        if call is None:
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        if scope["method"] != "POST":
+            await _send(send, 405, wire.error_body("RemoteError", f"no route {scope['method']} {path} (POST only)"))
+            return
+        try:
+            chunks = []
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return  # the client went away: nothing to answer
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+            raw = b"".join(chunks)
+            principal = scope["state"]["principal"]
+            store, limits = self.store, self.limits
+
+            def run() -> bytes:
+                return wire.dumps(call(store, principal, _parse(raw, path), limits))
+
+            data = await asyncio.get_running_loop().run_in_executor(self.executor, run)
+            status = 200
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an error response
+            status, data = _error(exc, path)
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(data)).encode())]})
+        await send({"type": "http.response.body", "body": data})
 
 
 def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = Limits(), mcp: Any = None,
-              close_store: bool = False, version: str = "", host: str = "127.0.0.1") -> Any:
+              close_store: bool = False, version: str = "", host: str = "127.0.0.1", workers: int = 8) -> Any:
     """The ASGI app serving ``store``.
 
     tokens: ``None`` serves without authentication (the caller checked that
@@ -281,26 +352,11 @@ def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = L
     :mod:`tierstore.server.mcp_tools`) mounted at ``/mcp`` (streamable HTTP,
     stateless, JSON responses). close_store: close the store when the app
     shuts down (after in-flight requests finished). host: the address served
-    (on loopback the MCP route also checks Host and Origin against DNS rebinding)."""
+    (on loopback the MCP route also checks Host and Origin against DNS rebinding).
+    workers: threads that run the store's calls (searches run in parallel;
+    writes wait for their group commit there, not on the event loop)."""
+    check_workers(workers)
     state = _State()
-
-    def post(path: str) -> Callable:
-        call = CALLS[path]
-
-        async def endpoint(request: Request) -> Response:
-            try:
-                raw = await request.body()
-                principal = request.state.principal
-
-                def run() -> bytes:
-                    return wire.dumps(call(store, principal, _parse(raw, path), limits))
-
-                data = await anyio.to_thread.run_sync(run)
-            except Exception as exc:  # noqa: BLE001 - every failure becomes an error response
-                return _error_response(exc, path)
-            return Response(data, media_type="application/json")
-
-        return endpoint
 
     async def stats(request: Request) -> Response:
         try:
@@ -352,8 +408,7 @@ def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = L
     gets = {"/v1/stats": stats, "/v1/namespaces": namespaces, "/v1/info": info, "/metrics": metrics,
             "/health": health, "/ready": ready}
     assert set(gets) == set(GET_ROUTES)
-    routes = [Route(path, post(path), methods=["POST"]) for path in POST_ROUTES]
-    routes += [Route(path, fn, methods=["GET"]) for path, fn in gets.items()]
+    routes = [Route(path, fn, methods=["GET"]) for path, fn in gets.items()]
     routes.append(Route("/openapi.json", openapi_json, methods=["GET"]))
     if mcp is not None:
         # the MCP SDK's own app is one route at /mcp plus a lifespan: take its routes, run its session manager
@@ -371,9 +426,11 @@ def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = L
                 yield
             finally:
                 state.ready = False
+        await anyio.to_thread.run_sync(calls.executor.shutdown)  # idle by now: uvicorn waited for the requests
         if close_store:  # in-flight requests have finished: flush accesses, checkpoint, close
             await anyio.to_thread.run_sync(store.close)
 
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={404: not_found, 405: not_found})
-    return Guard(app, tokens, limits.max_body_bytes)
+    calls = Calls(app, store, limits, workers)
+    return Guard(calls, tokens, limits.max_body_bytes)

@@ -14,5 +14,6 @@ def require(module: str, package: str | None = None, extra: str = "server") -> M
         return importlib.import_module(module)
     except ImportError as exc:
         raise MissingDependencyError(
-            f"{package or module} is not installed ({exc}); install the {extra!r} extra: pip install 'tierstore[{extra}]'"
+            f"{package or module} is not installed ({exc}); "
+            f"install the {extra!r} extra: pip install 'tierstore[{extra}]'"
         ) from None

