@@ -23,7 +23,6 @@ import numpy as np
 
 from . import errors
 from .errors import (
-    AuthError,
     ClockSkewError,
     DuplicateIdError,
     InvalidInputError,
@@ -48,25 +47,31 @@ def encode_vector(v: np.ndarray) -> dict[str, str]:
 
 def vector_out(v: Any) -> Any:
     """A vector argument as it goes on the wire: float32 arrays as base64
-    (exact bits); other numeric arrays as JSON numbers (float64 survives
-    exactly, as the store would convert it); text and anything else as
-    given, for the server's own checks to accept or refuse with the same
-    error the store raises."""
+    (exact bits); other numeric arrays and lists as JSON numbers (float64
+    survives exactly, as the store would convert it); a str as text. Anything
+    else goes in a form the server refuses with the error the store raises
+    for it (never as text, which the server would embed)."""
+    if isinstance(v, str) or v is None:
+        return v
     if isinstance(v, np.ndarray):
         if v.dtype == np.float32 and v.ndim == 1:
             return encode_vector(v)
-        if v.dtype.kind in "iuf":
+        if v.dtype.kind in "iufb":
             return v.tolist()
-        return v.tolist() if v.dtype.kind in "bU" else repr(v)
+        return {"unsupported": f"array of {v.dtype}"}
     if isinstance(v, (list, tuple)):
         return [x.item() if isinstance(x, np.generic) else x for x in v]
-    return v
+    if isinstance(v, (int, float, np.generic)) and not isinstance(v, (complex, np.complexfloating)):
+        return v.item() if isinstance(v, np.generic) else v
+    return {"unsupported": type(v).__name__}
 
 
 def vector_in(v: Any, what: str) -> Any:
     """A vector from the wire: ``{"base64": ...}`` decoded to float32; a list
     or a str passed on (the store checks lists, and embeds text)."""
     if isinstance(v, dict):
+        if "unsupported" in v:  # what the client could not send as numbers (complex, bytes, objects)
+            raise InvalidVectorError(f"{what} must hold real numbers, got {v['unsupported']}")
         if set(v) != {"base64"} or not isinstance(v["base64"], str):
             raise InvalidVectorError(f"{what} as an object must be {{\"base64\": \"<little-endian float32>\"}}")
         try:
