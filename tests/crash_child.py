@@ -2,7 +2,7 @@
 TIERSTORE_CRASH_AT so that it is SIGKILLed at a chosen point.
 
 usage: crash_child.py PATH OP NOW [ARG]
-OP: sweep | restore-all | add | search-warm | compact-cold
+OP: sweep | restore-all | add | add-key | search-warm | compact-cold
 """
 
 import sys
@@ -19,6 +19,8 @@ elif op == "restore-all":
     store.restore("crash", where={"memory_type": "conversation"})
 elif op == "add":
     store.add("crash", "added just before the crash", np.ones(store.dim), id="late")
+elif op == "add-key":  # supersedes the live memory of the slot "slot"
+    store.add("crash", "the slot's new value", np.ones(store.dim), id="late", key="slot")
 elif op == "compact-cold":
     store.compact_cold()
 elif op == "search-warm":

@@ -27,9 +27,8 @@ class TestRemoteStore(StoreAPITests):
 
 
 # Every method both have: the same parameters (names, kinds, defaults) and the
-# same return annotation. ("add" and "get_by_key" join this list when the
-# store has add(..., key=) and get_by_key.)
-MIRRORED = ["add_batch", "search", "get", "touch", "feedback", "pin", "delete", "set_context", "get_context",
+# same return annotation.
+MIRRORED = ["add", "get_by_key", "add_batch", "search", "get", "touch", "feedback", "pin", "delete", "set_context", "get_context",
             "namespaces", "restore", "sweep", "stats", "metrics_text", "now", "close"]
 
 

@@ -90,8 +90,11 @@ def test_suite_h_runs_and_scores(tmp_path):
         for key, v in r.items():
             if key.startswith(("recall", "evidence_at", "stale_hit", "all_evidence")):
                 assert v is None or 0.0 <= v <= 1.0, (r["scorer"], key, v)
-        # every stored turn is in exactly one tier, unless a sweep deleted it
-        assert r["hot"] + r["warm"] + r["cold"] == turns - r.get("sweeps", {}).get("deleted", 0)
+        # every stored memory is in exactly one tier, unless a sweep deleted it; a re-said turn is
+        # deduplicated into the memory of its first saying (not when the policy turns dedupe off)
+        assert r["hot"] + r["warm"] + r["cold"] == r["memories"] - r.get("sweeps", {}).get("deleted", 0)
+        assert r["memories"] == turns if "dedupe off" in r["scorer"] or "plain" in r["scorer"] \
+            else r["memories"] < turns
         misses = sum(sum(m.values()) for m in r["misses_by_tier"].values())
         assert misses == round(r["questions"] * (1 - r["recall_at_10"]))
     plain = rows["plain similarity (no forgetting)"]

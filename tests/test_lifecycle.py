@@ -39,9 +39,10 @@ def test_conversation_falls_due_before_fact(store, clock, rng):
 
 def test_low_confidence_falls_due_before_high_confidence(store, rng):
     v = unit(rng)
+    # two namespaces: in one, the second add would be the same memory said again (dedupe)
     low = store.add("bob", "user might like blue", v, memory_type="preference", confidence=0.2, source="ai_inference")
-    high = store.add("bob", "user might like blue", v, memory_type="preference", confidence=0.95, source="ai_inference")
-    m_low, m_high = store.get("bob", low), store.get("bob", high)
+    high = store.add("ann", "user might like blue", v, memory_type="preference", confidence=0.95, source="ai_inference")
+    m_low, m_high = store.get("bob", low), store.get("ann", high)
     assert m_low.confidence < m_high.confidence
     assert m_low.expires_at < m_high.expires_at
     assert m_low.due_at < m_high.due_at

@@ -80,6 +80,16 @@ def test_an_mcp_session_adds_searches_updates_restores_and_deletes(store):
                 {"deleted": False}
             assert "MemoryNotFoundError" in error_text(await c.call_tool("get_memory", {"namespace": "alice",
                                                                                        "memory_id": chat}))
+            job = result(await c.call_tool("add_memory", {"namespace": "bob", "content": "Bob works at Acme",
+                                                          "key": "employer"}))["id"]
+            new_job = result(await c.call_tool("add_memory", {"namespace": "bob", "content": "Bob joined Initech",
+                                                              "key": "employer"}))["id"]
+            old_job = result(await c.call_tool("get_memory", {"namespace": "bob", "memory_id": job}))
+            assert old_job["superseded_by"] == new_job and old_job["key"] == "employer"
+            assert "InvalidKeyError" in error_text(await c.call_tool(
+                "add_memory", {"namespace": "bob", "content": "Bob quit", "key": "em ployer"}))
+            assert result(await c.call_tool("delete_memory", {"namespace": "bob", "memory_id": job}))["deleted"]
+            assert result(await c.call_tool("delete_memory", {"namespace": "bob", "memory_id": new_job}))["deleted"]
             bad = await c.call_tool("add_memory", {"namespace": "alice", "content": "x", "confidence": 1.5})
             assert "InvalidConfidenceError" in error_text(bad)
             assert "InvalidNamespaceError" in error_text(await c.call_tool(

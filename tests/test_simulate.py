@@ -222,3 +222,14 @@ def test_policy_changes_directions():
     assert got == {("ttl", "fact TTL 30 d → 7 d", -1), ("half_life", "fact half-life 10 d → 20 d", 1),
                    ("demote", "demote threshold 0.3 → 0.4", -1)}
     assert policy_changes(a, b, {"task"}) == [c for c in policy_changes(a, b) if c.memory_type is None]
+
+
+def test_policy_changes_name_supersession_and_dedupe():
+    a = Policy.default()
+    b = Policy.from_dict({"dedupe": "off", "types": {"preference": {"supersede_above": 0.5}},
+                          "supersession": {"confidence_margin": 0.3}})
+    texts = {c.text: c.direction for c in policy_changes(a, b)}
+    bar = a.types["preference"].supersede_above
+    assert texts[f"preference automatic supersession bar {'off' if bar is None else bar} → 0.5"] == -1
+    assert texts["dedupe exact → off"] == 0 and "supersession confidence margin 0.1 → 0.3" in texts
+    assert policy_changes(a, b, types={"fact"}) == [c for c in policy_changes(a, b) if c.memory_type is None]

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 import numpy as np
 
 from . import faults
+from .dedupe import content_hash
 from .errors import ReadOnlyStoreError, StoreClosedError
 
 T = TypeVar("T")
@@ -81,6 +82,8 @@ CREATE TABLE IF NOT EXISTS memories (
     cold_key         TEXT,              -- archive object holding the record
     cold_offset      INTEGER,
     cold_length      INTEGER,
+    key              TEXT,              -- the memory's slot (add(key=...)), NULL: none
+    content_hash     INTEGER,           -- dedupe.content_hash(content): finds exact duplicates
     UNIQUE (ns, id)
 );
 -- A sweep reads only what is due: this index answers "due_at <= now" in order.
@@ -153,7 +156,18 @@ CREATE TABLE IF NOT EXISTS access_log (
     PRIMARY KEY (ns, id, day)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS events_ns_id ON events (ns, id);
-""" + """
+-- What replaced what: one row per superseded memory while the mark holds (see
+-- tierstore/supersession.py). Keyed by rid, which is never reused, so a mark
+-- left by a deleted memory can never fall on a new one with the same id.
+CREATE TABLE IF NOT EXISTS supersessions (
+    rid               INTEGER PRIMARY KEY, -- the superseded memory (memories.rid)
+    ns                TEXT    NOT NULL,
+    by_id             TEXT    NOT NULL,    -- the memory that superseded it
+    kind              TEXT    NOT NULL,    -- explicit | key | auto
+    similarity        REAL,                -- auto: the cosine of the two
+    t                 REAL    NOT NULL,
+    prior_ttl_seconds REAL                 -- its per-memory TTL before (NULL: the type's), back on reversal
+);
 -- The cold search index (tierstore/cold_index.py): a sign code per cold
 -- memory, written in the transaction that archives it. A memory that leaves
 -- the cold tier, or the catalog, takes its code with it (the triggers), so no
@@ -170,14 +184,25 @@ CREATE TRIGGER IF NOT EXISTS cold_codes_forget AFTER DELETE ON memories
 BEGIN DELETE FROM cold_codes WHERE rid = OLD.rid; END;
 """
 
+
+# Columns and indexes added after the first release: created by upgrade_schema
+# on stores written by earlier code (CREATE TABLE IF NOT EXISTS leaves an
+# existing table as it is), and on new stores alike.
+ADDED_COLUMNS = (("key", "TEXT"), ("content_hash", "INTEGER"))
+ADDED_INDEXES = """
+CREATE INDEX IF NOT EXISTS memories_key ON memories (ns, key) WHERE key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS memories_content ON memories (ns, content_hash);
+-- rows without a hash (written before the upgrade, or by earlier code since): hashed at open
+CREATE INDEX IF NOT EXISTS memories_unhashed ON memories (rid) WHERE content_hash IS NULL;
+"""
+
 # The cold_codes table alone, for code that keeps codes in a database of its own (tests, benchmarks).
 COLD_CODES_SCHEMA = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS cold_codes"):SCHEMA.index("CREATE TRIGGER")]
 
 
-def upgrade_schema(conn: sqlite3.Connection) -> None:
-    """Bring a catalog written by an earlier version up to this one, in place
-    (idempotent). The keyword index gained stemming: it is rebuilt with the
-    porter tokenizer from the cold rows' text."""
+def _stem_cold_text(conn: sqlite3.Connection) -> None:
+    """The keyword index gained stemming: rebuild it with the porter
+    tokenizer from the cold rows' text (idempotent)."""
     (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'cold_text'").fetchone()
     if "porter" not in sql:
         conn.execute("BEGIN IMMEDIATE")
@@ -201,8 +226,11 @@ MEMORY_COLUMNS = (
     "rid", "ns", "id", "content", "embedding", "memory_type", "source", "tags", "created_at",
     "last_accessed_at", "access_count", "conf_llm", "conf_rule", "conf_feedback", "confidence",
     "t_conf", "ttl_seconds", "pinned", "tier", "w_ref", "t_ref", "half_life", "ttl", "ttl_anchor",
-    "ctx_mult", "due_at", "shard", "cold_key", "cold_offset", "cold_length",
+    "ctx_mult", "due_at", "shard", "cold_key", "cold_offset", "cold_length", "key",
 )
+# Columns written by an insert: every one but the rid, and the content hash
+# (derived from the content, never read back into a MemoryRow).
+INSERT_COLUMNS = (*MEMORY_COLUMNS[1:], "content_hash")
 _SELECT_MEMORY = "SELECT " + ", ".join(MEMORY_COLUMNS) + " FROM memories"
 
 # The state that changes after creation, written back by flushes.
@@ -246,6 +274,7 @@ class MemoryRow:
     cold_key: str | None = None
     cold_offset: int | None = None
     cold_length: int | None = None
+    key: str | None = None
 
     @classmethod
     def from_sql(cls, r: Sequence[Any]) -> "MemoryRow":
@@ -256,7 +285,7 @@ class MemoryRow:
             ttl_seconds=r[16], pinned=bool(r[17]), tier=r[18], w_ref=r[19], t_ref=r[20],
             half_life=r[21], ttl=math.inf if r[22] is None else r[22], ttl_anchor=r[23],
             ctx_mult=r[24], due_at=math.inf if r[25] is None else r[25], shard=r[26],
-            cold_key=r[27], cold_offset=r[28], cold_length=r[29],
+            cold_key=r[27], cold_offset=r[28], cold_length=r[29], key=r[30],
         )
 
     def vector(self) -> np.ndarray | None:
@@ -267,6 +296,42 @@ class MemoryRow:
     @property
     def expires_at(self) -> float:
         return self.ttl_anchor + self.ttl
+
+
+def upgrade_schema(conn: sqlite3.Connection, chunk: int = 10_000) -> None:
+    """Bring a store written by earlier code up to this schema, in place:
+    add the missing columns of :data:`ADDED_COLUMNS`, create the indexes of
+    :data:`ADDED_INDEXES`, and hash the content of rows that have no
+    ``content_hash`` (in chunks, one transaction each: an interrupted upgrade
+    resumes at the next open); rebuild the keyword index with stemming.
+    ``conn`` is in autocommit mode; idempotent."""
+    _stem_cold_text(conn)
+    have = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for name, sql_type in ADDED_COLUMNS:
+            if name not in have:
+                conn.execute(f"ALTER TABLE memories ADD COLUMN {name} {sql_type}")
+        for statement in ADDED_INDEXES.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    while True:
+        rows = conn.execute("SELECT rid, content FROM memories WHERE content_hash IS NULL LIMIT ?",
+                            (chunk,)).fetchall()
+        if not rows:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("UPDATE memories SET content_hash = ? WHERE rid = ?",
+                             [(content_hash(text), rid) for rid, text in rows])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
 
 def stack_embeddings(blobs: Sequence[bytes | None], dim: int) -> np.ndarray:
@@ -294,7 +359,7 @@ def insert_params(row: MemoryRow) -> tuple[Any, ...]:
         row.conf_llm, row.conf_rule, row.conf_feedback, row.confidence, row.t_conf, row.ttl_seconds,
         int(row.pinned), row.tier, row.w_ref, row.t_ref, row.half_life, sql_time(row.ttl),
         row.ttl_anchor, row.ctx_mult, sql_time(row.due_at), row.shard, row.cold_key,
-        row.cold_offset, row.cold_length,
+        row.cold_offset, row.cold_length, row.key, content_hash(row.content),
     )
 
 
@@ -308,8 +373,7 @@ def state_params(row: MemoryRow) -> tuple[Any, ...]:
 
 
 INSERT_SQL = (
-    "INSERT INTO memories (" + ", ".join(MEMORY_COLUMNS[1:]) + ") VALUES ("
-    + ", ".join("?" * (len(MEMORY_COLUMNS) - 1)) + ")"
+    "INSERT INTO memories (" + ", ".join(INSERT_COLUMNS) + ") VALUES (" + ", ".join("?" * len(INSERT_COLUMNS)) + ")"
 )
 
 UPDATE_STATE_SQL = (

@@ -40,6 +40,10 @@ class PolicyError(InvalidInputError):
     """A policy document is invalid; the message names the offending key."""
 
 
+class InvalidKeyError(InvalidInputError):
+    """A memory's ``key`` (its slot) is not a string of 1-128 letters, digits and ``_ . : / - @ # +``."""
+
+
 class DuplicateIdError(InvalidInputError):
     """A memory with this id already exists in the namespace."""
 

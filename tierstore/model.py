@@ -16,7 +16,12 @@ class Memory:
     current (decayed) confidence in [0, 1]; ``weight`` is the decayed weight at
     the time of the snapshot; ``expires_at``/``due_at`` are ``None`` for never.
     ``embedding`` is the stored (L2-normalised) vector; search hits leave it
-    ``None`` (use :meth:`TierStore.get`)."""
+    ``None`` (use :meth:`TierStore.get`). ``key`` is the memory's slot
+    (``add(key=...)``) and ``superseded_by`` the id of the memory that
+    superseded it (explicitly, by key or automatically), while that holds;
+    both are filled by :meth:`TierStore.get` and :meth:`TierStore.get_by_key`,
+    and left ``None`` on search hits (an explained hit's ``explain`` carries
+    ``superseded_by``)."""
 
     id: str
     namespace: str
@@ -35,6 +40,8 @@ class Memory:
     expires_at: float | None
     due_at: float | None
     embedding: np.ndarray | None = field(default=None, repr=False, compare=False)
+    key: str | None = None
+    superseded_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +54,11 @@ class Explain:
     weights (weighted-sum mode). ``terms``: each factor's contribution; in
     weighted-sum mode they sum to ``score``, in product mode their product is
     ``score``. ``reached_because``: for a cold hit, why the search reached the
-    cold tier (hot and warm answered weakly, or ``include_cold=True``)."""
+    cold tier (hot and warm answered weakly, or ``include_cold=True``).
+    ``superseded_by``: the id of the memory that superseded this one, if one
+    did; ``supersession`` says how (``"explicit"``, ``"key <key>"`` or
+    ``"auto, similarity 0.930"``): a superseded memory was damped and expires
+    at the next sweep, which is why it ranks low."""
 
     mode: str
     raw: dict[str, float]
@@ -57,11 +68,17 @@ class Explain:
     score: float
     tier: str
     reached_because: str | None = None  # a cold hit: why the search went to the cold tier
+    superseded_by: str | None = None
+    supersession: str | None = None
 
     def __str__(self) -> str:
         parts = " ".join(f"{k}={self.normalised[k]:.3f}" for k in self.normalised)
-        why = f" ({self.reached_because})" if self.reached_because else ""
-        return f"{self.mode} score={self.score:.4f} [{parts}] tier={self.tier}{why}"
+        out = f"{self.mode} score={self.score:.4f} [{parts}] tier={self.tier}"
+        if self.reached_because:
+            out += f" ({self.reached_because})"
+        if self.superseded_by is not None:
+            out += f" superseded_by={self.superseded_by} ({self.supersession})"
+        return out
 
 
 class Hit:
@@ -100,6 +117,11 @@ class Hit:
     @property
     def memory(self) -> Memory:
         return self._source.memory(self._j)
+
+    def _set_explain(self, explain: Explain) -> None:
+        """Replace this hit's explanation (the store adds what a search's
+        columns do not hold, e.g. a supersession)."""
+        self._source.explains[self._j] = explain
 
     def __repr__(self) -> str:
         return f"Hit(id={self.id!r}, score={self.score:.6g}, tier={self.memory.tier!r}, content={self.memory.content[:40]!r})"

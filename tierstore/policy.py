@@ -21,6 +21,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Mapping
 
+from .dedupe import DEDUPE_MODES
 from .errors import PolicyError
 
 MINUTE = 60.0
@@ -41,6 +42,11 @@ class TypePolicy:
     boost: weight added by each access.
     initial_weight: weight at creation (W0).
     refresh_on_read: whether an access restarts the TTL.
+    supersede_above: automatic supersession (see :mod:`tierstore.auto_supersession`):
+    a new memory of this type whose cosine similarity to a live one of the
+    same type is at least this supersedes it (``None``: off).
+    supersede_above_shared_tag: the same when the two share a tag (``None``:
+    ``supersede_above`` applies to them too); at most ``supersede_above``.
     """
 
     ttl_seconds: float | None
@@ -48,6 +54,8 @@ class TypePolicy:
     boost: float = 0.5
     initial_weight: float = 1.0
     refresh_on_read: bool = False
+    supersede_above: float | None = None
+    supersede_above_shared_tag: float | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,20 @@ class ConfidencePolicy:
     ttl_floor: float = 0.25
     half_life_floor: float = 0.5
     decay_half_life_seconds: float | None = 180 * DAY
+
+
+@dataclass(frozen=True)
+class SupersessionPolicy:
+    """Rules of automatic supersession common to every type (the per-type
+    similarity bars are in :class:`TypePolicy`).
+
+    confidence_margin: a new memory supersedes a live one automatically only
+    if its confidence is at least the older one's current confidence minus
+    this: a guess (confidence 0.5) never retires a user's statement (0.95),
+    while a restatement need not beat a statement confirmed by feedback.
+    """
+
+    confidence_margin: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -208,6 +230,10 @@ class Policy:
     mask_rules: tuple[MaskRule, ...] = ()
     mask_tag_prefix: str = "_ignore_in_context_"
     scoring: ScoringPolicy = field(default_factory=ScoringPolicy)
+    # re-adding the same content (normalised) in the same namespace and type
+    # reinforces the existing memory: "exact", or "off" (see tierstore.dedupe)
+    dedupe: str = "exact"
+    supersession: SupersessionPolicy = field(default_factory=SupersessionPolicy)
 
     # -- construction -------------------------------------------------------
 
@@ -264,6 +290,8 @@ class Policy:
                     "boost": t.boost,
                     "initial_weight": t.initial_weight,
                     "refresh_on_read": t.refresh_on_read,
+                    "supersede_above": t.supersede_above,
+                    "supersede_above_shared_tag": t.supersede_above_shared_tag,
                 }
                 for name, t in self.types.items()
             },
@@ -281,6 +309,8 @@ class Policy:
             "mask": [{"when": r.when, "tags": list(r.tags)} for r in self.mask_rules],
             "mask_tag_prefix": self.mask_tag_prefix,
             "scoring": _scoring_to_dict(self.scoring),
+            "dedupe": self.dedupe,
+            "supersession": asdict(self.supersession),
         }
         return out
 
@@ -414,7 +444,8 @@ def _tags(value: Any, key: str) -> tuple[str, ...]:
 def _parse_type(name: str, data: Mapping[str, Any], base: TypePolicy | None) -> TypePolicy:
     where = f"types.{name}"
     data = _mapping(data, where)
-    _check_keys(data, {"ttl", "half_life", "boost", "initial_weight", "refresh_on_read"}, where)
+    _check_keys(data, {"ttl", "half_life", "boost", "initial_weight", "refresh_on_read", "supersede_above",
+                       "supersede_above_shared_tag"}, where)
     if base is None:
         for required in ("ttl", "half_life"):
             if required not in data:
@@ -436,7 +467,22 @@ def _parse_type(name: str, data: Mapping[str, Any], base: TypePolicy | None) -> 
         if "refresh_on_read" in data
         else (base.refresh_on_read if base else False)
     )
-    return TypePolicy(ttl, half_life, boost, w0, refresh)  # type: ignore[arg-type]
+    bar = (_similarity_bar(data["supersede_above"], f"{where}.supersede_above") if "supersede_above" in data
+           else (base.supersede_above if base else None))
+    tag_bar = (_similarity_bar(data["supersede_above_shared_tag"], f"{where}.supersede_above_shared_tag")
+               if "supersede_above_shared_tag" in data else (base.supersede_above_shared_tag if base else None))
+    if bar is not None and tag_bar is not None and tag_bar > bar:
+        raise PolicyError(f"{where}.supersede_above_shared_tag: must be at most supersede_above ({bar}), got {tag_bar}")
+    return TypePolicy(ttl, half_life, boost, w0, refresh, bar, tag_bar)  # type: ignore[arg-type]
+
+
+def _similarity_bar(value: Any, key: str) -> float | None:
+    """A cosine bar in (0, 1], or ``"off"`` / ``false`` / ``None`` (TOML has no null)."""
+    if value is None or value is False or (isinstance(value, str) and value.strip().lower() == "off"):
+        return None
+    if isinstance(value, str):
+        raise PolicyError(f"{key}: expected a cosine similarity in (0, 1] or \"off\", got {value!r}")
+    return _number(value, key, lo=0.0, hi=1.0, lo_open=True)
 
 
 def _confidence_to_dict(c: ConfidencePolicy) -> dict[str, Any]:
@@ -455,7 +501,8 @@ def _scoring_to_dict(s: ScoringPolicy) -> dict[str, Any]:
 
 def _parse_policy(data: Mapping[str, Any]) -> Policy:
     data = _mapping(data, "policy")
-    _check_keys(data, {"types", "thresholds", "confidence", "context", "mask", "mask_tag_prefix", "scoring"}, "")
+    _check_keys(data, {"types", "thresholds", "confidence", "context", "mask", "mask_tag_prefix", "scoring", "dedupe",
+                       "supersession"}, "")
     default = Policy()
 
     types: dict[str, TypePolicy] = dict(default.types)
@@ -590,6 +637,21 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
                 values[k] = _number(v, key, lo=0.0)
         scoring = ScoringPolicy(**values)
 
+    dedupe = default.dedupe
+    if "dedupe" in data:
+        if data["dedupe"] not in DEDUPE_MODES:
+            raise PolicyError(f"dedupe: expected one of {', '.join(DEDUPE_MODES)}, got {data['dedupe']!r}")
+        dedupe = data["dedupe"]
+
+    supersession = default.supersession
+    if "supersession" in data:
+        sd = _mapping(data["supersession"], "supersession")
+        _check_keys(sd, {f.name for f in fields(SupersessionPolicy)}, "supersession")
+        values = asdict(supersession)
+        for k, v in sd.items():
+            values[k] = _number(v, f"supersession.{k}", lo=0.0, hi=1.0)
+        supersession = SupersessionPolicy(**values)
+
     return Policy(
         types=types,
         thresholds=thresholds,
@@ -598,4 +660,6 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
         mask_rules=tuple(masks),
         mask_tag_prefix=prefix,
         scoring=scoring,
+        dedupe=dedupe,
+        supersession=supersession,
     )

@@ -90,6 +90,9 @@ class SimResult:
     skipped_types: dict[str, int] = field(default_factory=dict)  # types of the memories skipped ops named
     types_seen: set[str] = field(default_factory=set, repr=False)
     id_types: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
+    # recorded id -> the id this replay's store gave it, where they differ (a
+    # re-added memory the policy deduplicates returns the existing memory's id)
+    id_map: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
     lifecycle: dict[str, Any] = field(default_factory=dict, repr=False)
     start: float = 0.0
     end: float = 0.0
@@ -361,6 +364,7 @@ def _replay(path: Path, res: SimResult, root: Path, interval: float, bar: Progre
                 res.promotes += count
         res.lifecycle = lifecycle_metrics(store)
     res.id_types.clear()  # only needed during the replay
+    res.id_map.clear()
     res.elapsed_s = time.perf_counter() - started
 
 
@@ -377,16 +381,27 @@ def _existing(store: Any, ns: str, ids: Sequence[str]) -> list[str]:
 
 def _apply(store: Any, rec: dict[str, Any], res: SimResult) -> None:
     """Replay one record. Raises MemoryNotFoundError/DuplicateIdError when it
-    names a memory the replay does not have (or already has)."""
+    names a memory the replay does not have (or already has). Recorded ids
+    are read through ``res.id_map``: under a policy that deduplicates, an add
+    may return an existing memory's id, which later records mean."""
     op, ns = rec["op"], rec["ns"]
+
+    def mapped(ids: Any) -> Any:
+        if isinstance(ids, str):
+            return res.id_map.get((ns, ids), ids)
+        return None if ids is None else [res.id_map.get((ns, i), i) for i in ids]
+
+    rec = {**rec, **{f: mapped(rec[f]) for f in ("id", "ids", "stale", "live") if rec.get(f) is not None}}
     if op == "add":
         mtype = rec.get("memory_type", "fact")
         mid = store.add(ns, rec["content"], decode_vector(rec["embedding"]), memory_type=mtype,
                         confidence=rec.get("confidence", 0.8), source=rec.get("source", "user_declaration"),
                         tags=rec.get("tags") or (), ttl_seconds=rec.get("ttl_seconds"),
-                        pinned=rec.get("pinned", False), id=rec.get("id"),
+                        pinned=rec.get("pinned", False), id=rec.get("id"), key=rec.get("key"),
                         # a memory this policy already deleted has nothing left to supersede
-                        supersedes=[i for i in rec.get("supersedes") or () if store.get(ns, i) is not None])
+                        supersedes=[i for i in mapped(rec.get("supersedes") or []) if store.get(ns, i) is not None])
+        if rec.get("id") is not None and mid != rec["id"]:
+            res.id_map[(ns, rec["id"])] = mid
         res.types_seen.add(mtype)
         res.id_types[(ns, mid)] = mtype
     elif op == "search":
@@ -455,15 +470,17 @@ def _apply(store: Any, rec: dict[str, Any], res: SimResult) -> None:
 
 # Which policy parameters drive each metric (to explain a difference).
 _CAUSES = {
-    "hot": ("half_life", "ttl", "demote", "archive", "boost", "initial_weight", "refresh", "confidence", "context"),
-    "archived": ("ttl", "half_life", "archive", "delete", "delete_below_confidence", "refresh", "confidence"),
+    "hot": ("half_life", "ttl", "demote", "archive", "boost", "initial_weight", "refresh", "confidence", "context",
+            "supersession", "dedupe"),
+    "archived": ("ttl", "half_life", "archive", "delete", "delete_below_confidence", "refresh", "confidence",
+                 "supersession", "dedupe"),
     "deleted": ("delete", "delete_below_confidence", "ttl", "half_life", "confidence"),
     "demoted": ("half_life", "demote", "archive", "ttl", "boost", "initial_weight"),
-    "reactivations": ("demote", "archive", "half_life", "ttl", "boost", "refresh"),
+    "reactivations": ("demote", "archive", "half_life", "ttl", "boost", "refresh", "dedupe"),
     "search": ("scoring", "half_life", "ttl", "demote", "archive", "boost", "initial_weight", "refresh",
-               "confidence", "context", "mask"),
-    "survival": ("ttl", "half_life", "archive", "delete", "refresh", "boost", "confidence"),
-    "skipped": ("delete", "delete_below_confidence", "ttl", "half_life"),
+               "confidence", "context", "mask", "supersession", "dedupe"),
+    "survival": ("ttl", "half_life", "archive", "delete", "refresh", "boost", "confidence", "supersession"),
+    "skipped": ("delete", "delete_below_confidence", "ttl", "half_life", "dedupe"),
 }
 _PER_TYPE = ("half_life", "ttl", "boost", "initial_weight", "refresh", "type")
 
@@ -539,6 +556,23 @@ def policy_changes(a: Policy, b: Policy, types: set[str] | None = None) -> list[
         out.append(Change("context", "context rules", 0))
     if a.mask_rules != b.mask_rules or a.mask_tag_prefix != b.mask_tag_prefix:
         out.append(Change("mask", "mask rules", 0))
+    for name in sorted(set(a.types) & set(b.types)):
+        if types is not None and name not in types:
+            continue
+        ta, tb = a.types[name], b.types[name]
+        for field, label in (("supersede_above", "automatic supersession bar"),
+                             ("supersede_above_shared_tag", "automatic supersession bar with a shared tag")):
+            x, y = getattr(ta, field), getattr(tb, field)
+            if x != y:
+                # a lower bar (or one turned on) retires more memories: it forgets sooner
+                xv, yv = 2.0 if x is None else x, 2.0 if y is None else y
+                out.append(Change("supersession", f"{name} {label} {'off' if x is None else x} → "
+                                  f"{'off' if y is None else y}", -1 if yv < xv else 1, name))
+    if a.supersession != b.supersession:
+        out.append(Change("supersession", "supersession confidence margin "
+                          f"{a.supersession.confidence_margin:g} → {b.supersession.confidence_margin:g}", 0))
+    if a.dedupe != b.dedupe:
+        out.append(Change("dedupe", f"dedupe {a.dedupe} → {b.dedupe}", 0))
     return out
 
 

@@ -10,13 +10,15 @@ import shutil
 import sqlite3
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import embedding as _embedding, lifetime, ownership, tombstones
+from . import auto_supersession, dedupe, lifetime, ownership, supersession, tombstones
+from . import embedding as _embedding
 from .catalog import (
     ACCESS_LOG_SQL,
     EVENT_SQL,
@@ -35,6 +37,7 @@ from .cold_index import ColdIndex, VectorCache
 from .migrator import MARK_PURGE_SQL, Migrator
 from .errors import (
     ClockSkewError,
+    CorruptDataError,
     DuplicateIdError,
     InvalidInputError,
     MemoryNotFoundError,
@@ -70,6 +73,7 @@ from .validation import (
     check_content,
     check_id,
     check_id_list,
+    check_key,
     check_namespace,
     check_positive_int,
     check_str,
@@ -86,7 +90,8 @@ def _opt(x: float) -> float | None:
 
 
 _ADD_KEYS = {"content", "embedding", "memory_type", "confidence", "source", "tags", "ttl_seconds", "pinned", "id",
-             "supersedes"}
+             "supersedes", "key"}
+_KEEP = object()  # _set_lifetime: leave the per-memory TTL as it is
 
 
 @dataclass(frozen=True)
@@ -272,6 +277,7 @@ class TierStore:
                 _remove_new_store(root, made_dir)
             raise
         store._save_clock()
+        store._repair_supersessions()
         if changed:
             store._reapply_policy()
         if catalog.get_meta("due_times") != _DUE_TIMES_VERSION:
@@ -383,7 +389,8 @@ class TierStore:
 
     def add(self, ns: str, content: str, embedding: Any = None, *, memory_type: str = "fact", confidence: float = 0.8,
             source: str = "user_declaration", tags: Iterable[str] = (), ttl_seconds: float | None = None,
-            pinned: bool = False, id: str | None = None, supersedes: Iterable[str] = ()) -> str:
+            pinned: bool = False, id: str | None = None, supersedes: Iterable[str] = (),
+            key: str | None = None) -> str:
         """Store one memory and return its id. Durable when it returns.
 
         embedding: ``dim`` finite numbers, not all zero (stored L2-normalised);
@@ -396,16 +403,29 @@ class TierStore:
         so it ranks low at once and the next sweep archives it (or deletes it,
         if its confidence fell to the delete bar) even if it is used
         meanwhile; a ``supersede`` event records the pair. Unknown ids raise
-        MemoryNotFoundError and nothing is added.
+        MemoryNotFoundError and nothing is added. key: a slot (1-128 letters,
+        digits, ``_ . : / - @ # +``): the slot's live memory, if any, is
+        superseded exactly as by ``supersedes``; :meth:`get_by_key` reads the
+        slot. A ``supersedes`` that names another slot's memory, or not this
+        slot's live one, raises InvalidInputError and nothing changes.
+
+        By policy (see docs/policy.md): re-adding the content of a live memory
+        (normalised) with the same type and key reinforces that memory and
+        returns *its* id (``dedupe``; a cold one is restored first), and a new
+        memory very similar to live ones of its type supersedes them
+        (``types.<t>.supersede_above``), softly: they are marked, damped, due
+        at the next sweep, and explicit positive feedback takes it back.
         """
         item = {"content": content, "embedding": embedding, "memory_type": memory_type, "confidence": confidence,
                 "source": source, "tags": tags, "ttl_seconds": ttl_seconds, "pinned": pinned, "id": id,
-                "supersedes": supersedes}
+                "supersedes": supersedes, "key": key}
         return self._add(ns, [item])[0]
 
     def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         """Store many memories in one transaction (dicts with :meth:`add`'s
-        keys). All or nothing: one invalid item rejects the batch."""
+        keys). All or nothing: one invalid item rejects the batch. Items take
+        effect in order: a later item with an earlier one's key supersedes it,
+        a later duplicate reinforces it and returns its id."""
         if isinstance(items, Mapping) or not isinstance(items, Sequence):
             raise InvalidInputError("add_batch expects a list of dicts")
         for i, item in enumerate(items):
@@ -428,37 +448,78 @@ class TierStore:
         now = self._time.now()
         rows, vectors = self._prepare_rows(ns, items, now)
         hot = self._hot.ensure(ns)
-        superseded = self._check_supersedes(ns, items, rows)
+        superseded = dict(self._check_supersedes(ns, items, rows))
+        similar = self._similar_live(ns, hot, rows, vectors)
+        dedupe_on = self._policy.dedupe == "exact"
+        conf_half_life = self._cp.conf_half_life
 
-        def insert(conn: sqlite3.Connection) -> list[int]:
-            rids = []
-            for row in rows:
-                try:
-                    cur = conn.execute(INSERT_SQL, insert_params(row))
-                except sqlite3.IntegrityError:
-                    raise DuplicateIdError(f"a memory with id {row.id!r} already exists in namespace {ns!r}") from None
-                rids.append(int(cur.lastrowid))  # type: ignore[arg-type]
-                conn.execute(EVENT_SQL, (now, ns, row.id, "create", None, "hot", "add", row.w_ref, row.confidence, 0,
-                                         row.memory_type))
-            return rids
+        def insert(conn: sqlite3.Connection) -> tuple[list[int | dedupe.Duplicate], list[supersession.Mark]]:
+            # Items take effect in order, all in this transaction: a key's live
+            # memory, a duplicate or a candidate may be an earlier item.
+            outcome: list[int | dedupe.Duplicate] = []
+            marks: list[supersession.Mark] = []
+            for i, row in enumerate(rows):
+                where = "" if len(rows) == 1 else f"item {i}: "
+                olds = superseded.get(row.id, [])
+                live = supersession.check_key_agrees(conn, ns, row.key, olds, where)
+                dup = dedupe.find_duplicate(conn, ns, row.memory_type, row.key, row.content) if dedupe_on else None
+                if dup is not None:
+                    outcome.append(dup)
+                    new_id = dup.id  # a duplicate is not new: it supersedes only what the caller names
+                else:
+                    try:
+                        cur = conn.execute(INSERT_SQL, insert_params(row))
+                    except sqlite3.IntegrityError:
+                        raise DuplicateIdError(f"a memory with id {row.id!r} already exists in namespace {ns!r}") from None
+                    outcome.append(int(cur.lastrowid))  # type: ignore[arg-type]
+                    conn.execute(EVENT_SQL, (now, ns, row.id, "create", None, "hot", "add", row.w_ref, row.confidence,
+                                             0, row.memory_type))
+                    new_id = row.id
+                wanted = supersession.named_marks(new_id, olds, row.key, live, include_live=dup is None)
+                if dup is None and similar[i]:
+                    new = auto_supersession.NewMemory(row.id, row.memory_type, row.tags, row.confidence)
+                    wanted += auto_supersession.decide(conn, ns, new, similar[i], olds, self._policy, now,
+                                                       conf_half_life)
+                marks += supersession.record_all(conn, ns, wanted, now)
+            return outcome, marks
 
-        rids = self._catalog.write(insert)
+        outcome, marks = self._catalog.write(insert)
         crash_point("add.after_commit")
-        for row, rid in zip(rows, rids):
+        added = [(row, v) for row, v, out in zip(rows, vectors, outcome) if not isinstance(out, dedupe.Duplicate)]
+        for (row, _), rid in zip(added, [o for o in outcome if not isinstance(o, dedupe.Duplicate)]):
             row.rid = rid
-        with hot.lock.write():
-            hot.add_rows(rows, vectors)
-        for new_id, old_ids in superseded:
-            for old_id in old_ids:
-                self._supersede(ns, old_id, new_id, now)
+        if added:
+            with hot.lock.write():
+                hot.add_rows([r for r, _ in added], np.stack([v for _, v in added]))
+        for mark in marks:
+            self._supersede(ns, mark.old_id, mark.new_id, now, mark)
+        for row, out in zip(rows, outcome):
+            if isinstance(out, dedupe.Duplicate):
+                self._reinforce(ns, out, row, now)
+        ids = [out.id if isinstance(out, dedupe.Duplicate) else row.id for row, out in zip(rows, outcome)]
         if self._trace is not None:
-            olds = dict(superseded)
-            for r, v in zip(rows, vectors):
-                self._trace.write("add", now, ns=ns, id=r.id, content=r.content, embedding=encode_vector(v),
+            for r, v, mid in zip(rows, vectors, ids):
+                self._trace.write("add", now, ns=ns, id=mid, content=r.content, embedding=encode_vector(v),
                                   memory_type=r.memory_type, confidence=r.conf_llm, source=r.source,
                                   tags=list(r.tags), ttl_seconds=r.ttl_seconds, pinned=r.pinned,
-                                  supersedes=olds.get(r.id, []))
-        return [r.id for r in rows]
+                                  supersedes=superseded.get(r.id, []), key=r.key)
+        return ids
+
+    def _similar_live(self, ns: str, hot: HotNamespace, rows: Sequence[MemoryRow],
+                      vectors: np.ndarray) -> list[dict[str, float]]:
+        """Per row: ids of live hot and warm memories (and earlier rows) of
+        its type at or above its type's lowest supersession bar, with their
+        cosine. Read before the add's transaction; the rule is applied in it."""
+        floors = [auto_supersession.bars_for(self._policy, r.memory_type).lowest for r in rows]
+        if all(f is None for f in floors):
+            return [{} for _ in rows]
+        types = [r.memory_type for r in rows]
+        found = auto_supersession.similar_in_hot(hot, vectors, [self._type_idx[t] for t in types], floors)
+        for part in (auto_supersession.similar_in_warm(self._warm, self._catalog, ns, vectors, types, floors),
+                     auto_supersession.similar_in_batch(vectors, [r.id for r in rows], types, floors)):
+            for mine, more in zip(found, part):
+                mine.update(more)
+        return found
 
     def _check_supersedes(self, ns: str, items: Sequence[Mapping[str, Any]],
                           rows: Sequence[MemoryRow]) -> list[tuple[str, list[str]]]:
@@ -478,48 +539,148 @@ class TierStore:
             out.append((row.id, old_ids))
         return out
 
-    def _supersede(self, ns: str, old_id: str, new_id: str, now: float) -> None:
-        """Negative feedback of strength 1, then a TTL of 0: the memory is
-        expired and stays so (an access that refreshes the TTL restarts it at
-        0; confidence and context scaling keep 0 at 0); logs a ``supersede``
-        event."""
+    def _supersede(self, ns: str, old_id: str, new_id: str, now: float, mark: supersession.Mark | None = None) -> None:
+        """Negative feedback of strength 1 (implicit, softer, for automatic
+        supersession), then a TTL of 0: the memory is expired and stays so (an
+        access that refreshes the TTL restarts it at 0; confidence and context
+        scaling keep 0 at 0); logs a ``supersede`` event."""
+        auto = mark is not None and mark.kind == "auto"
         try:
-            self._feedback(ns, old_id, positive=False, strength=1.0, implicit=False)
+            self._feedback(ns, old_id, positive=False, strength=1.0, implicit=auto)
         except MemoryNotFoundError:
             return  # deleted meanwhile: nothing left to supersede
+        reason = f"by {new_id}" if mark is None or mark.kind == "explicit" else f"by {new_id} ({mark.describe()})"
+        self._set_lifetime(ns, old_id, now, override=0.0, anchor=lambda a: min(a, now), kind="supersede",
+                           reason=reason)
+
+    def _set_lifetime(self, ns: str, id: str, now: float, *, override: Any = _KEEP, anchor: Any = None,
+                      kind: str, reason: str, extra: Any = None) -> bool:
+        """Change one memory's per-memory TTL (``override``: seconds, ``None``
+        for the type's, ``_KEEP``) and/or its TTL anchor (``anchor``: old ->
+        new), in whichever tier it is; its effective TTL and due time follow.
+        Logs an event ``kind``/``reason``; ``extra(conn)`` runs in the same
+        transaction. Returns False if the memory is gone."""
+        cp = self._cp
         hot = self._hot.ensure(ns)
         fut = None
         with hot.lock.read():
-            slot = hot.slot_of.get(old_id)
+            slot = hot.slot_of.get(id)
             if slot is not None:
                 with hot.access_lock:
                     F = hot.F
-                    F[C.F_TTL_OVERRIDE, slot] = 0.0
-                    F[C.F_TTL, slot] = 0.0
-                    F[C.F_TTL_ANCHOR, slot] = min(F[C.F_TTL_ANCHOR, slot], now)
+                    if override is not _KEEP:
+                        F[C.F_TTL_OVERRIDE, slot] = math.nan if override is None else override
+                        F[C.F_TTL, slot] = cp.ttl(int(hot.I[C.I_TYPE, slot]), float(F[C.F_CONF, slot]), override,
+                                                  float(F[C.F_CTX_MULT, slot]))
+                    if anchor is not None:
+                        F[C.F_TTL_ANCHOR, slot] = anchor(float(F[C.F_TTL_ANCHOR, slot]))
                     self._refresh_due(hot, slot)
-                    event = (now, ns, old_id, "supersede", "hot", "hot", f"by {new_id}", float(F[C.F_W_REF, slot]),
+                    event = (now, ns, id, kind, "hot", "hot", reason, float(F[C.F_W_REF, slot]),
                              float(F[C.F_CONF, slot]), int(hot.I[C.I_ACCESS_COUNT, slot]),
-                             self._cp.type_names[int(hot.I[C.I_TYPE, slot])])
-                    fut = self._submit_dirty(hot, extra=lambda conn: conn.execute(EVENT_SQL, event))
+                             cp.type_names[int(hot.I[C.I_TYPE, slot])])
+
+                    def write(conn: sqlite3.Connection, event: Any = event) -> None:
+                        conn.execute(EVENT_SQL, event)
+                        if extra is not None:
+                            extra(conn)
+
+                    fut = self._submit_dirty(hot, extra=write)
         if fut is not None:
             fut.result()
-            return
+            return True
 
         def change(row: MemoryRow, conn: sqlite3.Connection) -> MemoryRow:
-            row.ttl_seconds, row.ttl = 0.0, 0.0
-            row.ttl_anchor = min(row.ttl_anchor, now)
+            if override is not _KEEP:
+                row.ttl_seconds = override
+                row.ttl = cp.ttl(self._policy.type_index(row.memory_type), row.confidence, override, row.ctx_mult)
+            if anchor is not None:
+                row.ttl_anchor = anchor(row.ttl_anchor)
             row.due_at = self._due_of(row)
             self._catalog.write_state(conn, row)
             tier = TIER_NAMES[row.tier]
-            conn.execute(EVENT_SQL, (now, ns, old_id, "supersede", tier, tier, f"by {new_id}", row.w_ref,
-                                     row.confidence, row.access_count, row.memory_type))
+            conn.execute(EVENT_SQL, (now, ns, id, kind, tier, tier, reason, row.w_ref, row.confidence,
+                                     row.access_count, row.memory_type))
+            if extra is not None:
+                extra(conn)
             return row
 
         try:
-            self._update_row(ns, old_id, change)
+            self._update_row(ns, id, change)
         except MemoryNotFoundError:
-            return
+            return False
+        return True
+
+    def _reinforce(self, ns: str, dup: dedupe.Duplicate, again: MemoryRow, now: float) -> None:
+        """A re-added memory (``again``: the add that repeated it). An
+        archived one is restored first (it was said again, so it is wanted:
+        the same id comes back hot, as ``restore`` would bring it; if the
+        object store cannot be read, it is reinforced where it is). Its
+        confidence signals become the surer of the two (the assistant's guess,
+        now said by the user, is as sure as the user); then an implicit
+        positive feedback (weight + boost, confidence re-fused, nudged up and
+        its decay restarted) and its TTL restarted from now (a ``reinforce``
+        event)."""
+        if dup.tier == TIER_COLD:
+            try:
+                with self._sweep_lock:
+                    self._migrator.restore(ns, ids=[dup.id], where=None, text=None, query=None, limit=None,
+                                           progress=False)
+            except (ObjectStoreError, CorruptDataError):
+                pass  # still cold: reinforced there; restore() can bring it back later
+        self._raise_confidence_signals(ns, dup.id, again.conf_llm, again.conf_rule)
+        try:
+            self._feedback(ns, dup.id, positive=True, strength=1.0, implicit=True)
+        except MemoryNotFoundError:
+            return  # deleted meanwhile
+        self._set_lifetime(ns, dup.id, now, anchor=lambda a: max(a, now), kind="reinforce", reason="re-added")
+
+    def _raise_confidence_signals(self, ns: str, id: str, llm: float | None, rule: float | None) -> None:
+        """Each confidence signal of memory ``id`` becomes at least ``llm`` /
+        ``rule`` (the next feedback re-fuses them), in its hot columns and in
+        the catalog. Durable when it returns."""
+        def higher(current: float | None, new: float | None) -> float | None:
+            if new is None or (current is not None and not math.isnan(current) and current >= new):
+                return None  # nothing to raise
+            return new
+
+        hot = self._hot.ensure(ns)
+        with hot.lock.read():
+            slot = hot.slot_of.get(id)
+            if slot is not None:
+                with hot.access_lock:
+                    for row, new in ((C.F_CONF_LLM, llm), (C.F_CONF_RULE, rule)):
+                        value = higher(float(hot.F[row, slot]), new)
+                        if value is not None:
+                            hot.F[row, slot] = value
+
+        # the signals are not state the flush writes: the catalog row is updated here, in every tier
+        def write(conn: sqlite3.Connection) -> None:
+            r = conn.execute("SELECT conf_llm, conf_rule FROM memories WHERE ns = ? AND id = ?", (ns, id)).fetchone()
+            if r is None:
+                return
+            conn.execute("UPDATE memories SET conf_llm = coalesce(?, conf_llm), conf_rule = coalesce(?, conf_rule)"
+                         " WHERE ns = ? AND id = ?", (higher(r[0], llm), higher(r[1], rule), ns, id))
+
+        self._catalog.write(write)
+
+    def _reverse_auto_supersession(self, ns: str, id: str) -> bool:
+        """Take back an automatic supersession of ``id`` (explicit positive
+        feedback said it still holds): the mark goes, its per-memory TTL is
+        what it was before, and an archived memory is restored. Returns
+        whether there was one to take back."""
+        mark = supersession.auto_mark(self._catalog, ns, id)
+        if mark is None:
+            return False
+        now = self._time.now()
+        done = self._set_lifetime(ns, id, now, override=mark.prior_ttl_seconds, kind="unsupersede",
+                                  reason=f"positive feedback (was superseded by {mark.by_id})",
+                                  extra=lambda conn: supersession.clear(conn, mark.rid))
+        row = self._catalog.get_row(ns, id)
+        if done and row is not None and row.tier == TIER_COLD:
+            with self._sweep_lock:
+                self._migrator.restore(ns, ids=[id], where=None, text=None, query=None, limit=None,
+                                       progress=False)
+        return done
 
     def _prepare_rows(self, ns: str, items: Sequence[Mapping[str, Any]], now: float) -> tuple[list[MemoryRow], np.ndarray]:
         cp, pol = self._cp, self._policy
@@ -543,6 +704,7 @@ class TierStore:
                     raise InvalidInputError(f"pinned must be True or False, got {pinned!r}")
                 mid = item.get("id")
                 mid = uuid.uuid4().hex if mid is None else check_id(mid)
+                key = check_key(item.get("key"))
             except InvalidInputError as exc:
                 if where:
                     raise type(exc)(where + str(exc)) from None
@@ -561,7 +723,7 @@ class TierStore:
                 memory_type=memory_type, source=source, tags=tags, created_at=now, last_accessed_at=now,
                 access_count=0, conf_llm=conf_llm, conf_rule=conf_rule, conf_feedback=None, confidence=conf,
                 t_conf=now, ttl_seconds=ttl_override, pinned=pinned, tier=TIER_HOT, w_ref=w0, t_ref=now,
-                half_life=half_life, ttl=ttl, ttl_anchor=now, ctx_mult=ctx_mult, due_at=math.inf,
+                half_life=half_life, ttl=ttl, ttl_anchor=now, ctx_mult=ctx_mult, due_at=math.inf, key=key,
             ))
         due = due_times(
             np.full(len(rows), TIER_HOT, np.int64), np.array([int(r.pinned) for r in rows], np.int64),
@@ -598,7 +760,10 @@ class TierStore:
         ``scoring.include_cold``, "auto" by default). A cold hit has
         ``memory.tier == "cold"``, its explanation says why the cold tier was
         reached, and if its access is recorded it is reactivated (back to hot).
-        explain: attach each hit's factor breakdown.
+        A superseded memory is never a cold hit: it was retired for a
+        reason, and ``restore`` still reaches it. explain: attach each hit's
+        factor breakdown (and, for a superseded memory, what superseded it
+        and how).
         """
         # Written for speed: this runs per query, and after hnswlib's search
         # every Python step runs with cold caches.
@@ -654,6 +819,8 @@ class TierStore:
         if hot_alone:
             if self._trace is not None:
                 self._trace_search(now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, hits)
+            if explain and hits:
+                supersession.annotate_explains(self._catalog, ns, hits)
             return hits
         # Merge with the warm and cold tiers: the best k of all by (score, similarity).
         raw = ranked.raw
@@ -686,6 +853,8 @@ class TierStore:
         result = [m[4] for m in top]
         if self._trace is not None:
             self._trace_search(now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, result)
+        if explain and result:
+            supersession.annotate_explains(self._catalog, ns, result)
         return result
 
     def _record_hits(self, ns: str, hot: HotNamespace, top: list[tuple[Any, ...]], now: float) -> None:
@@ -779,7 +948,32 @@ class TierStore:
     # ------------------------------------------------------------------ read / update
 
     def get(self, ns: str, id: str) -> Memory | None:
-        """The memory, from any tier, without counting an access; ``None`` if absent."""
+        """The memory, from any tier, without counting an access; ``None`` if
+        absent. Carries its ``key`` and, if it was superseded, ``superseded_by``."""
+        memory = self._get(ns, id)
+        return None if memory is None else self._with_mark(memory)
+
+    def _with_mark(self, memory: Memory) -> Memory:
+        """``memory`` with its key and ``superseded_by`` (one catalog read)."""
+        info = supersession.marks_of(self._catalog, memory.namespace, [memory.id]).get(memory.id)
+        if info is None:
+            return memory
+        return replace(memory, key=info.key, superseded_by=info.superseded_by)
+
+    def get_by_key(self, ns: str, key: str) -> Memory | None:
+        """The live memory of slot ``(ns, key)`` (``add(..., key=key)``), from
+        any tier, without counting an access; ``None`` if the slot is empty
+        (never used, or its memory was deleted or superseded without a
+        successor in the slot)."""
+        self._check_open()
+        check_namespace(ns)
+        key = check_key(key)
+        if key is None:
+            raise InvalidInputError("get_by_key needs a key, got None")
+        mid = supersession.live_id_of_key(self._catalog, ns, key)
+        return None if mid is None else self.get(ns, mid)
+
+    def _get(self, ns: str, id: str) -> Memory | None:
         self._check_open()
         check_namespace(ns)
         check_id(id)
@@ -930,8 +1124,15 @@ class TierStore:
         ``boost·strength``; negative lowers the signal and scales the weight by
         ``1 - negative_weight_penalty·strength``. The memory's half-life, TTL
         and due time are recomputed for its new confidence. ``strength`` in
-        (0, 1]. Durable when it returns; returns the updated memory."""
+        (0, 1]. Durable when it returns; returns the updated memory. Explicit
+        positive feedback on a memory that was superseded *automatically*
+        takes that back (see :mod:`tierstore.auto_supersession`): the mark
+        goes, its TTL is what it was, and an archived one is restored."""
         memory = self._feedback(ns, id, positive=positive, strength=strength, implicit=implicit)
+        if positive and not implicit and self._reverse_auto_supersession(ns, id):
+            memory = self.get(ns, id) or memory
+        else:
+            memory = self._with_mark(memory)
         if self._trace is not None:
             self._trace.write("feedback", self._time.now(), ns=ns, id=id, positive=positive, strength=strength,
                               implicit=implicit)
@@ -1385,6 +1586,29 @@ class TierStore:
             self._catalog.write(lambda conn, updates=updates: conn.executemany(
                 "UPDATE memories SET w_ref = ?, t_ref = ?, half_life = ?, ttl = ?, due_at = ? WHERE rid = ?",
                 updates))
+
+    def _repair_supersessions(self) -> None:
+        """At open: drop the marks of memories that are gone, and finish the
+        damping of marked memories a crash left without it (the add had
+        committed, its ``_supersede`` had not run): their TTL becomes 0 from
+        the mark's time, as it would have (the negative feedback is not
+        repeated)."""
+        def fix(conn: sqlite3.Connection) -> None:
+            supersession.prune_orphans(conn)
+            for rid, marked_at in supersession.undamped(conn):
+                r = conn.execute("SELECT " + ", ".join(MEMORY_COLUMNS) + " FROM memories WHERE rid = ?",
+                                 (rid,)).fetchone()
+                row = MemoryRow.from_sql(r)
+                row.ttl_seconds, row.ttl = 0.0, 0.0
+                row.ttl_anchor = min(row.ttl_anchor, marked_at)
+                row.due_at = self._due_of(row)
+                self._catalog.write_state(conn, row)
+                tier = TIER_NAMES[row.tier]
+                conn.execute(EVENT_SQL, (self._time.now(), row.ns, row.id, "supersede", tier, tier,
+                                         "damping finished at open", row.w_ref, row.confidence, row.access_count,
+                                         row.memory_type))
+
+        self._catalog.write(fix)
 
     def _repair_never_due(self) -> None:
         """Give a due time to memories stored as never due that are not pinned.

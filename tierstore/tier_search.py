@@ -26,6 +26,7 @@ from .hot import columns_from_rows
 from .kernels import TIER_COLD, fused_rerank
 from .model import Hit, HitRows, Memory
 from .scoring import CompiledPolicy, QueryContext
+from .supersession import unsuperseded_rows
 from .tags import TagVocab
 
 
@@ -82,7 +83,9 @@ def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: Cold
                 explain: bool, note: str, errors: list[BaseException]) -> list[RowHit]:
     """The best ``k`` cold memories of ``ns`` for the unit query ``q``: the
     cold index's candidates (``candidate_count(k)``), their catalog rows
-    (those still cold in ``ns``: the index may lag a restore by a moment),
+    (those still cold in ``ns``: the index may lag a restore by a moment;
+    and not superseded: a retired statement stays retired, ``restore``
+    reaches it),
     their exact similarities from the archived vectors, then the fused
     score. An archive object that cannot be read (missing, damaged, the
     object store down) costs its candidates, not the search: the failures
@@ -90,7 +93,7 @@ def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: Cold
     rids, _ = index.candidates(ns, q, candidate_count(k))
     if not rids.size:
         return []
-    rows = [r for r in catalog.get_rows_by_rid(rids.tolist())
+    rows = [r for r in unsuperseded_rows(catalog, rids.tolist())
             if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None]
     if not rows:
         return []

@@ -14,12 +14,18 @@ from .errors import (
     DimensionMismatchError,
     InvalidConfidenceError,
     InvalidInputError,
+    InvalidKeyError,
     InvalidNamespaceError,
     InvalidVectorError,
 )
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 ID_MAX_LEN = 256
+KEY_MAX_LEN = 128
+# A key names a slot ("home_city", "project:sparrow/deadline", "住所"): letters and
+# digits of any script and a few separators; no spaces or control characters, so
+# that a key is one word in logs, URLs and the command line.
+KEY_RE = re.compile(r"[\w.:/@#+-]{1,%d}" % KEY_MAX_LEN)
 TAG_MAX_LEN = 128
 
 
@@ -136,6 +142,21 @@ def check_id(value: Any) -> str:
     if not isinstance(value, str) or not value or len(value) > ID_MAX_LEN or "\x00" in value:
         raise InvalidInputError(f"invalid memory id {value!r}: expected a non-empty string of at most {ID_MAX_LEN} characters")
     return _text(value, f"memory id {value!r}")
+
+
+def check_key(value: Any) -> str | None:
+    """A memory's slot: ``None``, or 1-128 characters of letters, digits
+    (any script) and ``_ . : / - @ # +``."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidKeyError(f"key must be a string or None, got {type(value).__name__}")
+    if not KEY_RE.fullmatch(value):
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise InvalidKeyError(
+            f"invalid key {shown!r} ({len(value)} characters): expected 1-{KEY_MAX_LEN} characters of letters, "
+            "digits and _ . : / - @ # + (no spaces)")
+    return _text(value, f"key {value!r}")
 
 
 def check_tags(tags: Any, max_tags: int) -> tuple[str, ...]:

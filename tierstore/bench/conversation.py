@@ -987,6 +987,8 @@ class Score:
     cold_hits: int = 0  # of which found in the cold tier
     reactivations: int = 0  # archived turns brought back because a search used them
     elapsed_s: float = 0.0
+    memories: int = 0  # distinct memories the turns were stored as (fewer than the turns when deduplicated)
+    retired: dict[str, Any] = field(default_factory=dict)  # supersession outcome: see retirement()
 
     def record(self, q: Question, ranked: list[str], stored: dict[str, str], k: int,
                miss_tier: str | None = None) -> bool:
@@ -1034,7 +1036,8 @@ class Score:
         out.update(hot=self.tiers_end.get("hot", 0), warm=self.tiers_end.get("warm", 0),
                    cold=self.tiers_end.get("cold", 0), misses_by_tier=self.misses_by_tier, sweeps=self.sweeps,
                    cold_hit_share=rate(self.cold_hits, self.hits), reactivations=self.reactivations,
-                   elapsed_s=self.elapsed_s)
+                   elapsed_s=self.elapsed_s, memories=self.memories,
+                   wrongly_retired=self.retired.get("wrong_share") if self.retired else None, retired=self.retired)
         return out
 
 
@@ -1056,6 +1059,7 @@ def score_plain(wl: ConversationWorkload, tv: np.ndarray, qv: np.ndarray, k: int
         order = np.argsort(-sims, kind="stable")[:k]
         sc.record(q, [wl.turns[int(idx[o])].id for o in order], stored, k)
     sc.tiers_end = {"hot": len(wl.turns), "warm": 0, "cold": 0}  # keeps everything, in memory
+    sc.memories = len(wl.turns)
     sc.elapsed_s = time.perf_counter() - t0
     return sc
 
@@ -1078,8 +1082,8 @@ class TierVariant:
     add_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
-# The rows of the suite. Later policies (cold-tier search, supersession, dedupe) are added here as
-# variants; the two below are what a new agent gets today.
+# The rows of the suite: what a new agent gets by default, and the default
+# before deduplication (issue 16) for comparison.
 TIERSTORE_ROWS: list[TierVariant] = [
     TierVariant("tierstore, default policy, turns as conversation"),
     TierVariant("tierstore, default policy, turns as fact", memory_type="fact"),
@@ -1090,7 +1094,62 @@ TIERSTORE_ROWS: list[TierVariant] = [
       for b in (0.3, 0.4, 0.6, 0.7)),
     TierVariant("tierstore, turns as conversation, similar_first=false (merge by score alone)",
                 policy={"scoring": {"similar_first": False}}),
+    TierVariant("tierstore, turns as conversation, dedupe off", policy={"dedupe": "off"}),
 ]
+
+# The supersession bar sweep (``--set h.sweep=true``): turns as fact (automatic
+# supersession is off for conversation), the default policy with each bar.
+SWEEP_BARS: tuple[float | str, ...] = ("off", 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55)
+
+
+def sweep_rows() -> list[TierVariant]:
+    return [TierVariant(f"turns as fact, supersede_above={b}", memory_type="fact",
+                        policy={"types": {"fact": {"supersede_above": b, "supersede_above_shared_tag": "off"}}})
+            for b in SWEEP_BARS]
+
+
+def retirement(wl: ConversationWorkload, stored: dict[str, str], superseded_by: dict[str, str | None]
+               ) -> dict[str, Any]:
+    """How supersession went against the ground truth (see suite g's
+    ``retirement``). *Facts*: the memories holding a turn that states an
+    attribute's value (statements, echoes, restatements, old and passing
+    details). A fact is **wrongly retired** if it was marked superseded while
+    still true: no turn stating a newer value of its attribute had been said
+    by the time the superseding turn was; of those, **by a restatement**: the
+    superseding turn states the same value (nothing is lost: the newer turn
+    says it). **Stale retired**: of the facts a newer value replaced by the
+    end, the share that were marked."""
+    turn = {tr.id: tr for tr in wl.turns}
+    said: dict[tuple[int, str], list[tuple[float, int]]] = {}  # (user, attribute) -> (t, version)
+    holders: dict[str, list[Turn]] = {}
+    for tr in wl.turns:
+        if tr.attribute is not None:
+            said.setdefault((tr.user, tr.attribute), []).append((tr.t, tr.version))
+            holders.setdefault(stored[tr.id], []).append(tr)
+
+    def newer_by(tr: Turn, t: float) -> bool:
+        return any(ts <= t and v > tr.version for ts, v in said[(tr.user, tr.attribute)])  # type: ignore[index]
+
+    wrong = restated = stale = stale_marked = marked = 0
+    for mid, trs in holders.items():
+        replaced = all(newer_by(tr, float("inf")) for tr in trs)
+        stale += replaced
+        by = superseded_by.get(mid)
+        if by is None:
+            continue
+        marked += 1
+        stale_marked += replaced
+        y = turn.get(by)
+        t = y.t if y is not None else float("inf")
+        if not all(newer_by(tr, t) for tr in trs):
+            wrong += 1
+            if y is not None and any(y.attribute == tr.attribute and y.version == tr.version for tr in trs):
+                restated += 1
+    n = len(holders)
+    return {"facts": n, "marked": marked, "wrong": wrong, "wrong_share": wrong / max(1, n),
+            "wrong_by_restatement": restated, "wrong_other": wrong - restated,
+            "wrong_other_share": (wrong - restated) / max(1, n), "stale": stale, "stale_retired": stale_marked,
+            "stale_retired_share": stale_marked / max(1, stale)}
 
 
 def score_tierstore(wl: ConversationWorkload, tv: np.ndarray, qv: np.ndarray, cfg: BenchConfig,
@@ -1156,8 +1215,16 @@ def score_tierstore(wl: ConversationWorkload, tv: np.ndarray, qv: np.ndarray, cf
             end = store.stats()
             sc.tiers_end = dict(end.by_tier)
             sc.reactivations = end.lifecycle["events"]["by_kind"]["reactivate"]
+            marks: dict[str, str | None] = {}
+            for tr in wl.turns:
+                mid = stored[tr.id]
+                if tr.attribute is not None and mid not in marks:
+                    got = store.get(f"u{tr.user}", mid)
+                    marks[mid] = None if got is None else got.superseded_by
         finally:
             store.close()
+    sc.memories = len(set(stored.values()))
+    sc.retired = retirement(wl, stored, marks)
     sc.sweeps = sweeps
     sc.elapsed_s = time.perf_counter() - t0
     return sc
@@ -1166,8 +1233,11 @@ def score_tierstore(wl: ConversationWorkload, tv: np.ndarray, qv: np.ndarray, cf
 # ------------------------------------------------------------------ the suite
 
 HEADER = ["scorer", "recall@10", "current", "current day 30", "old", "passing", "all-evidence@10",
-          "current evidence@1", "stale-hit@1", "stale-hit@1 day 30", "hot", "warm", "cold", "cold-hit share",
-          "reactivations"]
+          "current evidence@1", "stale-hit@1", "stale-hit@1 day 30", "hot", "warm", "cold", "memories", "cold-hit share",
+          "reactivations", "wrongly retired"]
+SWEEP_HEADER = ["supersede_above", "recall@10", "current", "current day 30", "old", "passing", "all-evidence@10",
+                "current evidence@1", "stale-hit@1", "stale-hit@1 day 30", "wrongly retired",
+                "of which restated", "stale retired"]
 MISS_HEADER = ["scorer", "category", "questions", "missed", "best evidence hot (outranked)",
                "in warm (outranked)", "in cold (not reached, or outranked)", "deleted"]
 
@@ -1180,8 +1250,18 @@ def _cells(rows: list[dict[str, Any]]) -> list[list[str]]:
     return [[r["scorer"], _f(r["recall_at_10"]), _f(r["recall_at_10_current"]), _f(r["recall_at_10_current_mid"]),
              _f(r["recall_at_10_old"]), _f(r["recall_at_10_passing"]), _f(r["all_evidence_at_10"]),
              _f(r["evidence_at_1_current"]), _f(r["stale_hit_at_1_current"]),
-             _f(r["stale_hit_at_1_current_mid"]), str(r["hot"]), str(r["warm"]), str(r["cold"]),
-             _f(r.get("cold_hit_share")), str(r.get("reactivations", 0))] for r in rows]
+             _f(r["stale_hit_at_1_current_mid"]), str(r["hot"]), str(r["warm"]), str(r["cold"]), str(r["memories"]),
+             _f(r.get("cold_hit_share")), str(r.get("reactivations", 0)), _retired(r)] for r in rows]
+
+
+def _retired(r: dict[str, Any]) -> str:
+    ret = r.get("retired") or {}
+    return f"{ret['wrong_share']:.3f} ({ret['wrong']}/{ret['facts']})" if ret else "—"
+
+
+def _sweep_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
+    return [[str(r["supersede_above"]), *_cells([r])[0][1:10], _retired(r), str(r["retired"]["wrong_by_restatement"]),
+             f"{r['retired']['stale_retired_share']:.3f}"] for r in rows]
 
 
 def _miss_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
@@ -1208,6 +1288,15 @@ def run(cfg: BenchConfig) -> SuiteResult:
     embed_s = time.perf_counter() - t0
     scores = [score_plain(wl, tv, qv, k)] + [score_tierstore(wl, tv, qv, cfg, v, k) for v in TIERSTORE_ROWS]
     rows = [s.row() for s in scores]
+    if cfg.size("h.sweep", False, False):
+        srows = []
+        for v in sweep_rows():
+            r = score_tierstore(wl, tv, qv, cfg, v, k).row()
+            r["supersede_above"] = v.policy["types"]["fact"]["supersede_above"]  # type: ignore[index]
+            srows.append(r)
+        res.data["sweep_rows"] = srows
+        res.tables.append(("automatic supersession: bar sweep, turns as fact (default policy otherwise)",
+                           SWEEP_HEADER, _sweep_cells(srows)))
     res.data["rows"] = rows
     res.data["per_question"] = {s.name: s.per_question for s in scores}
     res.data["variants"] = [{"name": v.name, "memory_type": v.memory_type, "policy": v.policy,
@@ -1229,5 +1318,9 @@ def run(cfg: BenchConfig) -> SuiteResult:
         "all-evidence@10: questions whose answer needs two turns (pet kind and name, diagnosis and medication) with "
         "both among the 10; current evidence@1: the first hit states the current value; stale-hit@1: the first hit "
         "states an earlier value (0 also when nothing about the attribute is found: read it beside recall); "
-        "hot/warm/cold: memories per tier after the last night and the questions (plain similarity keeps all).")
+        "hot/warm/cold: memories per tier after the last night and the questions (plain similarity keeps all); "
+        "memories: the distinct memories the turns were stored as (a re-said turn is deduplicated); wrongly "
+        "retired: the share of fact-bearing memories marked superseded while still true (see retirement()); of "
+        "which restated: superseded by a turn stating the same value; stale retired: the share of replaced "
+        "values that were marked.")
     return res

@@ -485,22 +485,32 @@ class Score:
     cold_hits: int = 0  # of which found in the cold tier (tierstore's search reaching archived memories)
     cold_first: int = 0  # queries whose first hit came from the cold tier
     reactivations: int = 0  # archived memories brought back because they were used (tierstore)
+    memories: int = 0  # memories given to the scorer
+    retired: dict[str, Any] = field(default_factory=dict)  # supersession outcome (tierstore rows): see retirement()
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def record(self, q: Query, ranked_ids: list[str]) -> None:
+    def record(self, q: Query, ranked_ids: list[str], stored: dict[str, str] | None = None) -> None:
+        """Score one answer. ``stored``: workload id -> the id the store
+        returned for it, where they differ (a re-added text the store
+        deduplicated into an earlier memory): that memory is then the answer,
+        and never stale."""
         self.queries += 1
         top = ranked_ids[0] if ranked_ids else None
-        if q.live in ranked_ids[:5]:
+        live, stale = q.live, q.stale
+        if stored:
+            live = stored.get(q.live, q.live)
+            stale = frozenset(stored.get(i, i) for i in q.stale) - {live}
+        if live in ranked_ids[:5]:
             self.live_at5 += 1
-        if top == q.live:
+        if top == live:
             self.live_at1 += 1
         if q.kind == "slot" and q.stale:
             self.slot_drift_queries += 1
-            if top in q.stale:
+            if top in stale:
                 self.stale_at1 += 1
         if q.kind in ("long", "pinned"):
             self.long_queries += 1
-            if q.live in ranked_ids[:5]:
+            if live in ranked_ids[:5]:
                 self.long_at5 += 1
         if top is not None and ("-chat" in top or "-guess" in top):
             self.guess_or_chatter_at1 += 1
@@ -519,6 +529,8 @@ class Score:
             "cold_hit_share": self.cold_hits / max(1, self.hits),
             "cold_at_1": self.cold_first / max(1, self.queries),
             "reactivations": self.reactivations,
+            "hot_share": (self.footprint[-1] / self.memories) if self.footprint and self.memories else None,
+            "wrongly_retired": self.retired.get("wrong_share") if self.retired else None,
             **self.extra,
         }
 
@@ -556,18 +568,77 @@ def score_peers(wl: Workload, mv: np.ndarray, qv: np.ndarray, k: int = 5) -> dic
         for name in PEERS:
             scores[name].footprint.append(count)
         ni += 1
+    for sc in scores.values():
+        sc.memories = count
     return scores
+
+
+def retirement(wl: Workload, stored: dict[str, str], superseded_by: dict[str, str | None]) -> dict[str, Any]:
+    """How supersession went against the ground truth.
+
+    ``stored``: workload id -> the store's id (the same, unless deduplicated);
+    ``superseded_by``: store id -> what superseded it (``None``: nothing), for
+    the memories holding a fact. *Facts* are the slot statements and the
+    long-lived and pinned facts. A fact is **wrongly retired** if it was
+    marked superseded while it was still true: the long-lived and pinned
+    facts always are; a slot statement is true until a later statement of its
+    slot has been added, and the mark is taken to be made when the
+    superseding memory was added. **Stale retired**: of the statements a later
+    one replaced (by the end), the share that were marked."""
+    by_id = {m.id: m for m in wl.mems}
+    statements: dict[tuple[int, str], list[float]] = {}
+    for m in wl.mems:
+        if m.kind == "slot" and m.slot is not None:
+            statements.setdefault((m.user, m.slot), []).append(m.t)
+    items: dict[str, list[Mem]] = {}
+    for m in wl.mems:
+        if m.kind in ("slot", "long", "pinned"):
+            items.setdefault(stored.get(m.id, m.id), []).append(m)
+
+    def true_at(mems: list[Mem], t: float) -> bool:
+        for x in mems:
+            if x.kind != "slot":
+                return True
+            if x.t <= t and not any(x.t < t2 <= t for t2 in statements[(x.user, x.slot)]):  # type: ignore[index]
+                return True
+        return False
+
+    wrong = stale = stale_marked = marked = 0
+    wrong_ids = []
+    for mid, mems in items.items():
+        by = superseded_by.get(mid)
+        replaced = any(x.kind == "slot" and any(t2 > x.t for t2 in statements[(x.user, x.slot)])  # type: ignore[index]
+                       for x in mems) and not any(x.kind != "slot" for x in mems)
+        stale += replaced
+        if by is None:
+            continue
+        marked += 1
+        stale_marked += replaced
+        y = by_id.get(by)
+        t = y.t if y is not None else math.inf
+        if true_at(mems, t):
+            wrong += 1
+            wrong_ids.append(mid)
+    n = len(items)
+    return {"facts": n, "marked": marked, "wrong": wrong, "wrong_share": wrong / max(1, n),
+            "stale": stale, "stale_retired": stale_marked, "stale_retired_share": stale_marked / max(1, stale),
+            "wrong_ids": wrong_ids[:50]}
 
 
 def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConfig, k: int = 5,
                     policy: Any = None, name: str = "tierstore", novelty_half_life: float | None = None,
-                    novelty_weight: float | None = None, supersedes: bool = False) -> Score:
+                    novelty_weight: float | None = None, supersedes: bool = False, key: bool = False,
+                    tags: bool = True) -> Score:
     """Run the workload through a real TierStore.
 
     ``supersedes``: the agent says what a new statement replaces — a slot's
     new value is added with ``supersedes=[the slot's previous statement]``
     (the API an agent uses when the user says "I moved to Osaka"); the peers
-    have no such call.
+    have no such call. ``key``: the agent names the slot instead — every slot
+    statement is added with ``key=<slot>`` (``home``, ``job``, ...).
+    ``tags``: the memories carry their topic as a tag (as the workload has
+    them; no query passes a context, so tags change no score, only whether
+    automatic supersession may cross topics); ``False`` leaves them out.
 
     ``novelty_half_life`` emulates a proposed scoring factor that tierstore
     does not have: novelty ``2^(-age / novelty_half_life)`` (age since
@@ -580,13 +651,14 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
     ``k``."""
     from .. import ManualClock, TierStore
 
-    sc = Score(name)
+    sc = Score(name, memories=len(wl.mems))
     nights = _midnights(wl.days)
     ni = 0
     tiers_at_end: dict[str, int] = {}
     misses: dict[str, int] = {}  # long-lived / pinned queries that missed, by the tier the fact was in
     sweeps = {"demoted": 0, "archived": 0, "deleted": 0}
-    latest: dict[tuple[int, str], str] = {}  # (user, slot) -> the slot's current statement
+    latest: dict[tuple[int, str], str] = {}  # (user, slot) -> the store's id of the slot's current statement
+    stored: dict[str, str] = {}  # workload id -> store id, where the store returned another (deduplicated)
     with workdir(cfg, "forgetting") as d:
         clock = ManualClock(T0)
         store = TierStore.open(d / "store", dim=mv.shape[1], clock=clock, policy=policy)
@@ -595,8 +667,8 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
                 sc.peak.append(store.stats().by_tier["hot"])  # the day's peak: before the night's sweep
                 while True:
                     r = store.sweep()
-                    for key in sweeps:
-                        sweeps[key] += getattr(r, key)
+                    for key_ in sweeps:
+                        sweeps[key_] += getattr(r, key_)
                     if r.remaining_due == 0 or r.examined == 0:
                         break
                 sc.footprint.append(store.stats().by_tier["hot"])
@@ -611,13 +683,20 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
                     if kind == "add":
                         m = wl.mems[i]
                         old: list[str] = []
+                        slot_key = None
                         if m.kind == "slot" and m.slot is not None:
                             prev = latest.get((m.user, m.slot))
                             if supersedes and prev is not None and store.get(f"u{m.user}", prev) is not None:
                                 old = [prev]
-                            latest[(m.user, m.slot)] = m.id
-                        store.add(f"u{m.user}", m.text, mv[i], memory_type=m.memory_type, confidence=m.confidence,
-                                  source=m.source, tags=list(m.topics), pinned=m.pinned, id=m.id, supersedes=old)
+                            slot_key = m.slot if key else None
+                        got = store.add(f"u{m.user}", m.text, mv[i], memory_type=m.memory_type,
+                                        confidence=m.confidence, source=m.source,
+                                        tags=list(m.topics) if tags else [], pinned=m.pinned, id=m.id,
+                                        supersedes=[o for o in old if o != m.id], key=slot_key)
+                        if got != m.id:
+                            stored[m.id] = got
+                        if m.kind == "slot" and m.slot is not None:
+                            latest[(m.user, m.slot)] = got
                     else:
                         q = wl.queries[i]
                         if novelty_half_life is None:
@@ -642,9 +721,10 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
                             ids = [mid for _, _, mid in scored[:k]]
                             if ids:
                                 store.touch(f"u{q.user}", ids)
-                        sc.record(q, ids)
-                        if q.kind in ("long", "pinned") and q.live not in ids[:5]:
-                            m = store.get(f"u{q.user}", q.live)  # where was the missed fact? (not an access)
+                        sc.record(q, ids, stored)
+                        live = stored.get(q.live, q.live)
+                        if q.kind in ("long", "pinned") and live not in ids[:5]:
+                            m = store.get(f"u{q.user}", live)  # where was the missed fact? (not an access)
                             tier = "gone" if m is None else m.tier
                             misses[tier] = misses.get(tier, 0) + 1
                         if ids:
@@ -657,10 +737,20 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
             end = store.stats()
             tiers_at_end = end.by_tier
             sc.reactivations = end.lifecycle["events"]["by_kind"]["reactivate"]
+            marks: dict[str, str | None] = {}
+            gone = 0
+            for m in wl.mems:
+                if m.kind in ("slot", "long", "pinned"):
+                    mid = stored.get(m.id, m.id)
+                    got_m = store.get(f"u{m.user}", mid)
+                    gone += got_m is None
+                    marks[mid] = None if got_m is None else got_m.superseded_by
         finally:
             store.close()
+    sc.retired = retirement(wl, stored, marks)
+    sc.retired["facts_gone_at_end"] = gone
     sc.extra.update(warm_end=tiers_at_end.get("warm", 0), cold_end=tiers_at_end.get("cold", 0),
-                    long_lived_misses_by_tier=misses, **sweeps)
+                    long_lived_misses_by_tier=misses, deduplicated=len(stored), retired=sc.retired, **sweeps)
     return sc
 
 
@@ -709,7 +799,24 @@ VARIANTS: list[tuple[str, dict[str, Any], float | None, float | None]] = [
 ]
 
 HEADER = ["policy", "stale-hit@1", "live recall@5", "live@1", "long-lived recall@5", "noise@1", "hot at end",
-          "hot mean (daily peak)", "cold-hit share", "reactivations"]
+          "hot mean (daily peak)", "hot share", "cold-hit share", "reactivations",
+          "wrongly retired"]
+
+# The supersession bar sweep (``--set g.sweep=true``): the default policy with
+# automatic supersession of facts and preferences at each bar, the memories
+# tagged with their topic (as the workload has them) and untagged (an agent
+# that does not tag: similarity alone decides); then bars for memories that
+# share a tag, beside the default bar.
+SWEEP_BARS: tuple[float | str, ...] = ("off", 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55)
+SHARED_TAG_BARS: tuple[float, ...] = (0.75, 0.7, 0.65, 0.6, 0.55, 0.5)
+SWEEP_TYPES = ("fact", "preference")
+SWEEP_HEADER = ["supersede_above", "shared tag", "tags", "stale-hit@1", "live@1", "live recall@5",
+                "long-lived recall@5", "noise@1", "hot share", "wrongly retired", "stale retired"]
+
+
+def bar_policy(above: float | str, shared_tag: float | str = "off") -> dict[str, Any]:
+    """The default policy with these automatic-supersession bars for :data:`SWEEP_TYPES`."""
+    return {"types": {t: {"supersede_above": above, "supersede_above_shared_tag": shared_tag} for t in SWEEP_TYPES}}
 
 
 def run(cfg: BenchConfig) -> SuiteResult:
@@ -721,9 +828,10 @@ def run(cfg: BenchConfig) -> SuiteResult:
     emb = make_embedder(kind)
     mv, qv = embed_workload(wl, emb, cfg)
     peers = score_peers(wl, mv, qv)
-    ts = score_tierstore(wl, mv, qv, cfg)
+    ts = score_tierstore(wl, mv, qv, cfg, name="tierstore (default policy, no hints)")
+    ts_key = score_tierstore(wl, mv, qv, cfg, name="tierstore + key=", key=True)
     ts_sup = score_tierstore(wl, mv, qv, cfg, name="tierstore + supersedes", supersedes=True)
-    rows = [s.row() for s in [*peers.values(), ts, ts_sup]]
+    rows = [s.row() for s in [*peers.values(), ts, ts_key, ts_sup]]
     res.data["rows"] = rows
     table = _cells(rows)
     res.tables.append((f"forgetting quality — {users} users x {days} days, {len(wl.mems)} memories, "
@@ -734,7 +842,29 @@ def run(cfg: BenchConfig) -> SuiteResult:
                      tierstore_sweeps={k: ts.extra[k] for k in ("demoted", "archived", "deleted")},
                      tierstore_long_lived_misses_by_tier=ts.extra["long_lived_misses_by_tier"],
                      tierstore_end_tiers={"hot": ts.footprint[-1] if ts.footprint else 0,
-                                          "warm": ts.extra["warm_end"], "cold": ts.extra["cold_end"]})
+                                          "warm": ts.extra["warm_end"], "cold": ts.extra["cold_end"]},
+                     retired={s.name: s.retired for s in (ts, ts_key, ts_sup)})
+    if cfg.size("g.sweep", False, False):
+        from ..policy import Policy
+
+        srows = []
+        default_bars = {t: (Policy.default().types[t].supersede_above, Policy.default().types[t].supersede_above_shared_tag)
+                        for t in SWEEP_TYPES}
+        configs = [(b, "off", tagged) for tagged in (True, False) for b in SWEEP_BARS]
+        base = default_bars["fact"][0] if default_bars["fact"][0] is not None else "off"
+        configs += [(base, b, True) for b in SHARED_TAG_BARS]
+        for above, shared, tagged in configs:
+            if above != "off" and shared != "off" and shared > above:  # type: ignore[operator]
+                continue
+            v = score_tierstore(wl, mv, qv, cfg, policy=Policy.from_dict(bar_policy(above, shared)),
+                                name=f"g sweep {above}/{shared}/{'tags' if tagged else 'no tags'}", tags=tagged)
+            r = v.row()
+            r.update(supersede_above=above, shared_tag=shared, tagged=tagged, retired=v.retired)
+            srows.append(r)
+        res.data["sweep_rows"] = srows
+        res.data["default_bars"] = default_bars
+        res.tables.append(("automatic supersession: bar sweep (fact and preference; default policy otherwise; "
+                           "no hints)", SWEEP_HEADER, sweep_cells(srows)))
     if cfg.size("g.variants", True, False):
         from ..policy import Policy
 
@@ -752,14 +882,33 @@ def run(cfg: BenchConfig) -> SuiteResult:
                      "queries; long-lived recall@5: the same for the rarely asked long-lived and pinned facts; "
                      "noise@1: first hit is chatter or a guess; hot at end: memories held in memory after the last "
                      "night (tierstore: its hot tier after the nightly sweep; the peers keep everything); hot mean: "
-                     "the mean over the 90 days of the count at the end of each day, before the night's sweep.")
+                     "the mean over the 90 days of the count at the end of each day, before the night's sweep; hot "
+                     "share: hot at end / memories given; wrongly retired: the share of facts (slot statements, "
+                     "long-lived and pinned facts) marked superseded while still true (see retirement()); stale "
+                     "retired: the share of replaced slot statements that were marked superseded.")
     return res
+
+
+def _share(r: dict[str, Any]) -> str:
+    v = r.get("wrongly_retired")
+    if v is None:
+        return "—"
+    ret = r.get("retired") or {}
+    return f"{v:.3f} ({ret.get('wrong', 0)}/{ret.get('facts', 0)})" if ret else f"{v:.3f}"
 
 
 def _cells(rows: list[dict[str, Any]]) -> list[list[str]]:
     return [[r["policy"], f"{r['stale_hit_at_1']:.3f}", f"{r['live_recall_at_5']:.3f}", f"{r['live_at_1']:.3f}",
              f"{r['long_lived_recall_at_5']:.3f}", f"{r['noise_at_1']:.3f}", str(r["hot_end"]),
-             f"{r['hot_mean']:.0f}", f"{r['cold_hit_share']:.3f}", str(r["reactivations"])] for r in rows]
+             f"{r['hot_mean']:.0f}", "—" if r.get("hot_share") is None else f"{r['hot_share']:.3f}",
+             f"{r['cold_hit_share']:.3f}", str(r["reactivations"]), _share(r)] for r in rows]
+
+
+def sweep_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
+    return [[str(r["supersede_above"]), str(r["shared_tag"]), "yes" if r["tagged"] else "no",
+             f"{r['stale_hit_at_1']:.3f}", f"{r['live_at_1']:.3f}", f"{r['live_recall_at_5']:.3f}",
+             f"{r['long_lived_recall_at_5']:.3f}", f"{r['noise_at_1']:.3f}", f"{r['hot_share']:.3f}", _share(r),
+             f"{r['retired']['stale_retired_share']:.3f}"] for r in rows]
 
 
 def render(rows: list[dict[str, Any]], markdown: bool = True) -> str:

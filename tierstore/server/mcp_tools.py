@@ -38,7 +38,7 @@ def _memory(m: Any) -> dict[str, Any]:
     return {"id": m.id, "namespace": m.namespace, "content": m.content, "memory_type": m.memory_type,
             "tags": list(m.tags), "confidence": round(m.confidence, 4), "pinned": m.pinned, "tier": m.tier,
             "created_at": m.created_at, "last_accessed_at": m.last_accessed_at, "access_count": m.access_count,
-            "expires_at": m.expires_at}
+            "expires_at": m.expires_at, "key": m.key, "superseded_by": m.superseded_by}
 
 
 def build_mcp(store: "TierStore", *, max_k: int = 100) -> Any:
@@ -82,13 +82,15 @@ def build_mcp(store: "TierStore", *, max_k: int = 100) -> Any:
     async def add_memory(namespace: str, content: str, ctx: Context,
                          memory_type: str = "fact", confidence: float = 0.8, tags: list[str] | None = None,
                          pinned: bool = False, ttl_seconds: float | None = None,
-                         source: str = "user_declaration") -> dict[str, Any]:
+                         source: str = "user_declaration", key: str | None = None) -> dict[str, Any]:
         """Remember something. memory_type: fact, preference, task, opinion or conversation (it sets how long
         the memory lives). confidence in [0, 1]: how sure you are. pinned: never expires. ttl_seconds overrides
-        the type's lifetime. Returns the new memory's id."""
+        the type's lifetime. key: a slot such as "home_city" or "employer": the slot's current memory is
+        replaced (marked superseded_by the new one, and retired). Re-adding what is already remembered
+        reinforces it and returns its id. Returns the memory's id."""
         mid = await call(ctx, namespace, lambda ns: store.add(
             ns, content, memory_type=memory_type, confidence=confidence, tags=tags or (), pinned=pinned,
-            ttl_seconds=ttl_seconds, source=source))
+            ttl_seconds=ttl_seconds, source=source, key=key))
         return {"id": mid}
 
     @server.tool()

@@ -32,6 +32,7 @@ from tierstore.errors import (
     DuplicateIdError,
     InvalidConfidenceError,
     InvalidInputError,
+    InvalidKeyError,
     InvalidNamespaceError,
     InvalidVectorError,
     MemoryNotFoundError,
@@ -85,6 +86,9 @@ BAD_ADDS = [
     (dict(content=None), InvalidInputError),
     (dict(pinned="yes"), InvalidInputError),
     (dict(supersedes=["nobody"]), MemoryNotFoundError),
+    (dict(key=""), InvalidKeyError),
+    (dict(key="home city"), InvalidKeyError),
+    (dict(key=5), InvalidKeyError),
 ]
 
 
@@ -324,6 +328,40 @@ class StoreAPITests:
         new = api.add("alice", "moved to Osaka", v + 0.01 * unit(rng), supersedes=[old])
         assert api.get("alice", old).confidence < api.get("alice", new).confidence
         assert api.search("alice", v, k=1, record_access=False)[0].id == new
+
+    def test_a_key_is_a_slot_and_the_superseded_memory_says_by_whom(self, api: Any,
+                                                                     rng: np.random.Generator) -> None:
+        va, vb = unit(rng), unit(rng)  # unrelated vectors: only the key links the two statements
+        a = api.add("alice", "Alice lives in Lisbon", va, key="home_city")
+        b = api.add("alice", "Alice moved to Osaka", vb, key="home_city")
+        old, new = api.get("alice", a), api.get("alice", b)
+        assert old.key == new.key == "home_city"
+        assert old.superseded_by == b and new.superseded_by is None and old.ttl_seconds == 0
+        got = api.get_by_key("alice", "home_city")
+        assert isinstance(got, Memory) and got.id == b and got.superseded_by is None
+        assert api.get_by_key("alice", "work") is None and api.get_by_key("bob", "home_city") is None
+        hits = api.search("alice", va, k=2, record_access=False, explain=True)
+        expl = {h.id: h.explain for h in hits}
+        assert expl[a].superseded_by == b and expl[a].supersession == "key home_city"
+        assert expl[b].superseded_by is None and expl[b].supersession is None
+        with pytest.raises(InvalidKeyError):
+            api.get_by_key("alice", "home city")
+        with pytest.raises(InvalidInputError):  # supersedes and key disagree: nothing added
+            api.add("alice", "Alice moved to Kyoto", unit(rng), key="home_city", supersedes=[a])
+        assert api.get_by_key("alice", "home_city").id == b and api.stats(lifecycle=False).total == 2
+
+    def test_re_adding_the_same_content_returns_the_existing_id(self, api: Any, rng: np.random.Generator) -> None:
+        first = api.add("alice", "Alice prefers window seats", unit(rng), memory_type="preference", id="seats")
+        before = api.get("alice", first)
+        assert api.add("alice", "alice prefers  window seats.", unit(rng), memory_type="preference") == first
+        retried = api.add("alice", "Alice prefers window seats", unit(rng), memory_type="preference", id="seats")
+        assert retried == first
+        assert api.stats(lifecycle=False).total == 1 and api.get("alice", first).weight > before.weight
+        with pytest.raises(DuplicateIdError):  # the same id for other content is still an error
+            api.add("alice", "Alice prefers aisle seats", unit(rng), memory_type="preference", id="seats")
+        ids = api.add_batch("alice", [{"content": "note", "embedding": unit(rng)},
+                                      {"content": "Note.", "embedding": unit(rng)}])
+        assert ids[0] == ids[1] != first and api.stats(lifecycle=False).total == 2
 
     # -- lifecycle -----------------------------------------------------------------------
 
