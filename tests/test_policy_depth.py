@@ -238,7 +238,7 @@ def test_supersedes_retires_the_old_statement(tmp_path, rng):
     assert report.archived + report.deleted == 1
     m = store.get("u", old)
     assert m is None or m.tier == "cold"
-    assert [h.id for h in store.search("u", v, k=2, record_access=False)] == [new]
+    assert [h.id for h in store.search("u", v, k=2, record_access=False, include_cold=False)] == [new]
     events = store._catalog.query("SELECT id, kind, reason FROM events WHERE kind = 'supersede'")
     assert events == [("home-1", "supersede", "by home-2")]
     store.close()

@@ -6,6 +6,7 @@
 
 from .clock import Clock, ManualClock, SystemClock
 from .errors import (
+    AuthError,
     ClockSkewError,
     CorruptDataError,
     DimensionMismatchError,
@@ -21,6 +22,7 @@ from .errors import (
     ObjectStoreError,
     PolicyError,
     ReadOnlyStoreError,
+    RemoteError,
     StoreClosedError,
     StoreConfigError,
     TierStoreError,
@@ -34,6 +36,7 @@ from .store import Settings, TierStore
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthError",
     "Clock",
     "ClockSkewError",
     "ConfidencePolicy",
@@ -59,6 +62,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "ReadOnlyStoreError",
+    "RemoteError",
     "ScoringPolicy",
     "Settings",
     "Stats",

@@ -1,5 +1,5 @@
 """The ``tierstore`` command: demo, bench, sweep, restore, stats, report, simulate, verify, rebuild-catalog,
-compact-cold."""
+compact-cold, serve, mcp."""
 
 from __future__ import annotations
 
@@ -189,6 +189,47 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cold_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    options = {k: v for k, v in (("endpoint_url", args.endpoint_url), ("region_name", args.region)) if v}
+    return options or None
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .server.run import serve
+
+    limits = {name: getattr(args, name) for name in ("max_body_bytes", "max_k", "max_batch", "max_restore",
+                                                     "max_sweep_items", "max_sweep_seconds")
+              if getattr(args, name) is not None}
+    return serve(args.path, dim=args.dim, host=args.host, port=args.port, token_file=args.token_file,
+                 insecure_no_auth=args.insecure_no_auth, embedder=args.embedder, limits=limits,
+                 migrator=not args.no_migrator, migrator_interval_s=args.migrator_interval,
+                 graceful_timeout_s=args.graceful_timeout, log_level=args.log_level, cold=args.cold,
+                 workers=args.workers, cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump)
+
+
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    from .server.run import serve_mcp_stdio
+
+    return serve_mcp_stdio(args.path, dim=args.dim, embedder=args.embedder, migrator=not args.no_migrator,
+                           migrator_interval_s=args.migrator_interval, cold=args.cold,
+                           cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump)
+
+
+def _server_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help="store directory (created if new; then --embedder gives its dimension)")
+    p.add_argument("--dim", type=int, default=None, help="vector dimension, to create a store without an embedder")
+    p.add_argument("--embedder", default=None,
+                   help="text in: 'minilm' (extra embed) or 'module:function' (list[str] -> float32 (n, dim)); "
+                        "the MCP tools need one")
+    p.add_argument("--cold", default=None, help="object store for archives (file:///dir or s3://bucket/prefix)")
+    p.add_argument("--endpoint-url", default=None, help="S3 endpoint (MinIO, Ceph, moto, ...)")
+    p.add_argument("--region", default=None, help="S3 region")
+    p.add_argument("--allow-clock-jump", action="store_true",
+                   help="sweep even if this machine's clock disagrees with the store's own record of time")
+    p.add_argument("--no-migrator", action="store_true", help="do not run the background migrator")
+    p.add_argument("--migrator-interval", type=float, default=60.0, help="seconds between background sweeps")
+
+
 def main(argv: list[str] | None = None) -> int:
     from . import __version__
 
@@ -269,6 +310,37 @@ def main(argv: list[str] | None = None) -> int:
     simulate.add_argument("--dim", type=int, default=None, help="vector dimension (default: the trace's)")
     simulate.add_argument("--json", action="store_true")
 
+    serve = sub.add_parser("serve", help="serve one store to many processes: HTTP JSON API and MCP (extra server)",
+                           description="One process owns the store and serves it: the HTTP API under /v1, "
+                                       "Prometheus text at /metrics, /health, /ready, /openapi.json, and with an "
+                                       "embedder the MCP tools at /mcp. Clients send 'Authorization: Bearer "
+                                       "<token>'. See docs/server.md.")
+    _server_args(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    serve.add_argument("--port", type=int, default=8765, help="port (0: any free one; the first line says which)")
+    serve.add_argument("--token-file", default=None,
+                       help="tokens, one a line, each optionally followed by its namespace prefixes "
+                            "('TOKEN acme.,acme-'); also $TIERSTORE_TOKEN")
+    serve.add_argument("--insecure-no-auth", action="store_true", help="no tokens (refused unless on loopback)")
+    serve.add_argument("--max-body-bytes", type=int, default=None, help="request body limit (default 16 MiB)")
+    serve.add_argument("--max-k", type=int, default=None, help="largest search/restore k (default 1000)")
+    serve.add_argument("--max-batch", type=int, default=None,
+                       help="most items per add_batch, ids per touch or restore (default 1000)")
+    serve.add_argument("--max-restore", type=int, default=None, help="most memories one restore brings back "
+                                                                     "(default 1000)")
+    serve.add_argument("--max-sweep-items", type=int, default=None, help="most due memories per sweep call "
+                                                                         "(default 10000)")
+    serve.add_argument("--max-sweep-seconds", type=float, default=None, help="time budget per sweep call "
+                                                                             "(default 10 s)")
+    serve.add_argument("--workers", type=int, default=8,
+                       help="threads running the store's calls (searches in parallel, writes waiting for their commit)")
+    serve.add_argument("--graceful-timeout", type=float, default=30.0,
+                       help="on SIGTERM, seconds to let in-flight requests finish before closing")
+    serve.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+
+    mcp = sub.add_parser("mcp", help="the MCP tools over stdio, for desktop agents (extra server; needs --embedder)")
+    _server_args(mcp)
+
     args = parser.parse_args(argv)
     try:
         return _dispatch(args)
@@ -292,7 +364,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             return run_from_args(args)
         handler = {"sweep": _cmd_sweep, "restore": _cmd_restore, "stats": _cmd_stats,
-                   "rebuild-catalog": _cmd_rebuild, "compact-cold": _cmd_compact, "verify": _cmd_verify, "report": _cmd_report, "simulate": _cmd_simulate}[args.command]
+                   "rebuild-catalog": _cmd_rebuild, "compact-cold": _cmd_compact, "verify": _cmd_verify, "report": _cmd_report, "simulate": _cmd_simulate,
+                   "serve": _cmd_serve, "mcp": _cmd_mcp}[args.command]
         return handler(args)
     except TierStoreError as exc:
         print(f"tierstore {args.command}: {exc}", file=sys.stderr)

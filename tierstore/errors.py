@@ -90,3 +90,13 @@ class ObjectNotFoundError(ObjectStoreError, KeyError):
 
 class MissingDependencyError(TierStoreError, ImportError):
     """An optional dependency is not installed; the message says which extra to install."""
+
+
+class AuthError(TierStoreError, PermissionError):
+    """A server refused the request's token (HTTP 401: missing or unknown) or
+    its namespace (403: outside the token's tenant prefixes)."""
+
+
+class RemoteError(TierStoreError):
+    """A server failed (a 5xx whose details stay in its log), could not be
+    reached, or answered outside its API (see :mod:`tierstore.client`)."""

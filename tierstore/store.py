@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import auto_supersession, dedupe, lifetime, ownership, supersession, tombstones
+from . import embedding as _embedding
 from .catalog import (
     ACCESS_LOG_SQL,
     EVENT_SQL,
@@ -116,8 +117,10 @@ class TierStore:
 
     def __init__(self, *, path: Path, dim: int, policy: Policy, clock: Clock, settings: Settings,
                  catalog: Catalog, lock_fd: int, cold: ObjectStore, clock_check: ClockCheck,
-                 allow_clock_jump: bool = False, store_id: str = "", readonly: bool = False) -> None:
+                 allow_clock_jump: bool = False, store_id: str = "", readonly: bool = False,
+                 embedder: _embedding.Embedder | None = None) -> None:
         self.path = path
+        self._embedder = embedder
         self.dim = dim
         self._vector_shape = (dim,)
         self.clock = clock
@@ -173,7 +176,8 @@ class TierStore:
     def open(cls, path: str | os.PathLike[str], *, dim: int | None = None, policy: Policy | None = None,
              cold: str | os.PathLike[str] | ObjectStore | None = None, cold_options: Mapping[str, Any] | None = None,
              clock: Clock | None = None, settings: Settings | None = None,
-             allow_clock_jump: bool = False, take_over_cold: bool = False, readonly: bool = False) -> "TierStore":
+             allow_clock_jump: bool = False, take_over_cold: bool = False, readonly: bool = False,
+             embedder: Any = None) -> "TierStore":
         """Open the store at ``path`` or create it.
 
         dim: vector dimension, required to create a store (then fixed).
@@ -198,11 +202,23 @@ class TierStore:
         a store never creates or writes anything, takes no lock, and serves
         ``get``, ``search`` (without recording accesses), ``stats``,
         ``verify``, ``metrics_text`` and the report; every call that would
-        change something raises ReadOnlyStoreError.
+        change something raises ReadOnlyStoreError. embedder: text in — a
+        callable ``list[str] -> float32 (n, dim)`` or ``"minilm"`` (extra
+        ``embed``); then ``add``/``add_batch`` embed the content when no
+        embedding is given (or embed a str given as the embedding), and
+        ``search``/``restore(query=)`` take text (see :mod:`tierstore.embedding`).
+        ``dim`` defaults to the embedder's. The embedder's name and dim are
+        recorded; opening with another one raises StoreConfigError.
         """
+        emb = _embedding.resolve(embedder)
+        if emb is not None:
+            if dim is None:
+                dim = emb.dim
+            elif check_positive_int(dim, "dim") != emb.dim:
+                raise StoreConfigError(f"dim={dim} but the embedder {emb.name!r} makes vectors of dimension {emb.dim}")
         if readonly:
             return cls._open_readonly(Path(path), dim=dim, policy=policy, cold=cold, cold_options=cold_options,
-                                      clock=clock, settings=settings)
+                                      clock=clock, settings=settings, embedder=emb)
         root = Path(path)
         made_dir = not root.exists()
         fresh = not (root / "catalog.sqlite").exists()
@@ -222,6 +238,8 @@ class TierStore:
             dim = check_positive_int(dim, "dim")
             if stored_dim is not None and int(stored_dim) != dim:
                 raise StoreConfigError(f"the store at {root} has dimension {stored_dim}, opened with dim={dim}")
+            if emb is not None:
+                _embedding.check_against_record(emb, catalog.get_meta("embedder"), str(root))
             stored_policy = catalog.get_meta("policy")
             effective = policy or (Policy.from_json(stored_policy) if stored_policy else Policy.default())
             types_in_use = {r[0] for r in catalog.query("SELECT DISTINCT memory_type FROM memories")}
@@ -242,13 +260,15 @@ class TierStore:
             meta = {"dim": str(dim), "policy": effective.to_json(), "schema_version": "1", "store_id": store_id}
             if cold_meta is not None:
                 meta["cold"] = cold_meta
+            if emb is not None:
+                meta["embedder"] = emb.record()
             catalog.set_meta(meta)
             warm_up_kernels()
             clock = clock or SystemClock()
             check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
             store = cls(path=root, dim=dim, policy=effective, clock=clock, settings=settings,
                         catalog=catalog, lock_fd=lock_fd, cold=cold_store, clock_check=check,
-                        allow_clock_jump=allow_clock_jump, store_id=store_id)
+                        allow_clock_jump=allow_clock_jump, store_id=store_id, embedder=emb)
         except BaseException:
             if catalog is not None:
                 catalog.close()
@@ -271,7 +291,7 @@ class TierStore:
     @classmethod
     def _open_readonly(cls, root: Path, *, dim: int | None, policy: Policy | None, cold: Any,
                        cold_options: Mapping[str, Any] | None, clock: Clock | None,
-                       settings: Settings | None) -> "TierStore":
+                       settings: Settings | None, embedder: _embedding.Embedder | None = None) -> "TierStore":
         """A reader beside the store's writer: no lock, no writes, nothing created."""
         if not (root / "catalog.sqlite").is_file():
             raise StoreConfigError(f"there is no tierstore store at {root}")
@@ -283,6 +303,11 @@ class TierStore:
                 raise StoreConfigError(f"the store at {root} was never completely created")
             if dim is not None and check_positive_int(dim, "dim") != int(stored_dim):
                 raise StoreConfigError(f"the store at {root} has dimension {stored_dim}, opened with dim={dim}")
+            if embedder is not None:
+                if embedder.dim != int(stored_dim):
+                    raise StoreConfigError(f"the store at {root} has dimension {stored_dim}; the embedder "
+                                           f"{embedder.name!r} makes vectors of dimension {embedder.dim}")
+                _embedding.check_against_record(embedder, catalog.get_meta("embedder"), str(root))
             effective = Policy.from_json(stored_policy)
             if policy is not None and policy.to_json() != stored_policy:
                 raise StoreConfigError("a read-only open cannot apply a different policy (it would recompute "
@@ -293,10 +318,15 @@ class TierStore:
             check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
             return cls(path=root, dim=int(stored_dim), policy=effective, clock=clock, settings=settings or Settings(),
                        catalog=catalog, lock_fd=-1, cold=cold_store, clock_check=check,
-                       store_id=catalog.get_meta("store_id") or "", readonly=True)
+                       store_id=catalog.get_meta("store_id") or "", readonly=True, embedder=embedder)
         except BaseException:
             catalog.close()
             raise
+
+    @property
+    def embedder(self) -> _embedding.Embedder | None:
+        """The embedder text is turned into vectors with (``None``: vectors only)."""
+        return self._embedder
 
     @property
     def readonly(self) -> bool:
@@ -357,13 +387,14 @@ class TierStore:
 
     # ------------------------------------------------------------------ add
 
-    def add(self, ns: str, content: str, embedding: Any, *, memory_type: str = "fact", confidence: float = 0.8,
+    def add(self, ns: str, content: str, embedding: Any = None, *, memory_type: str = "fact", confidence: float = 0.8,
             source: str = "user_declaration", tags: Iterable[str] = (), ttl_seconds: float | None = None,
             pinned: bool = False, id: str | None = None, supersedes: Iterable[str] = (),
             key: str | None = None) -> str:
         """Store one memory and return its id. Durable when it returns.
 
-        embedding: ``dim`` finite numbers, not all zero (stored L2-normalised).
+        embedding: ``dim`` finite numbers, not all zero (stored L2-normalised);
+        with an embedder, ``None`` (the content's embedding) or a text to embed.
         confidence: the caller's estimate in [0, 1], fused with the source's
         default (see :class:`ConfidencePolicy`). ttl_seconds: overrides the
         type's TTL. pinned: never expires. supersedes: ids of memories of the
@@ -403,7 +434,7 @@ class TierStore:
             unknown = set(item) - _ADD_KEYS
             if unknown:
                 raise InvalidInputError(f"add_batch item {i}: unknown keys {sorted(unknown)}")
-            for required in ("content", "embedding"):
+            for required in ("content",):  # an absent embedding: the embedder's, or a clear error
                 if required not in item:
                     raise InvalidInputError(f"add_batch item {i}: missing {required!r}")
         return self._add(ns, items)
@@ -413,6 +444,7 @@ class TierStore:
         check_namespace(ns)
         if not items:
             return []
+        items = _embedding.fill_embeddings(self._embedder, items)  # text in: one batched call of the model
         now = self._time.now()
         rows, vectors = self._prepare_rows(ns, items, now)
         hot = self._hot.ensure(ns)
@@ -712,8 +744,8 @@ class TierStore:
                explain: bool = False) -> list[Hit]:
         """The ``k`` best memories for ``query``, ranked by the policy's fused score.
 
-        query: a finite, non-zero vector of the store's dimension, compared by
-        cosine (its length does not matter; a contiguous float32 array is the
+        query: a finite, non-zero vector of the store's dimension (or, with an
+        embedder, a text), compared by cosine (its length does not matter; a contiguous float32 array is the
         fast path, anything else is converted first). context_tags: the
         query's context (defaults to the namespace's active context); memories
         sharing tags score higher, context rules and masks apply.
@@ -739,6 +771,8 @@ class TierStore:
             raise StoreClosedError("the store is closed")
         if ns not in self._valid_ns:
             self._valid_ns.add(check_namespace(ns))
+        if type(query) is str:
+            query = _embedding.embed_query(self._embedder, query)
         if (type(query) is np.ndarray and query.dtype is F32 and query.shape == self._vector_shape
                 and query.flags.c_contiguous):
             # As given: the rerank kernel measures the query's length (in cache
@@ -1446,7 +1480,7 @@ class TierStore:
         ``tags`` (all of), ``any_tags``, ``source``, ``created_after`` /
         ``created_before``, ``archived_after`` / ``archived_before`` (POSIX
         seconds, a datetime or ISO 8601). text: keywords, any of them (SQLite
-        FTS5 with stemming), the best matches by BM25 first. query: a vector:
+        FTS5 with stemming), the best matches by BM25 first. query: a vector (a text with an embedder):
         the ``k`` archived memories most similar to it (the cold index, then
         their exact similarities; default ``k`` 5), among those the other
         arguments select when given. limit: at most this many. Content and
@@ -1465,7 +1499,7 @@ class TierStore:
             if query is None:
                 raise InvalidInputError("restore k= goes with query= (restore by meaning); use limit= otherwise")
             k = check_positive_int(k, "k")
-        q = None if query is None else check_vector(query, self.dim, "query")
+        q = None if query is None else check_vector(_embedding.embed_query(self._embedder, query), self.dim, "query")
         if q is not None:
             limit = min(k or 5, limit) if limit is not None else (k or 5)
         if where is not None and not isinstance(where, Mapping):

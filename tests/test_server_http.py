@@ -1,0 +1,285 @@
+"""The HTTP API as a client that is not RemoteStore sees it: wire forms, bad
+input, auth and tenants, limits, errors that leak nothing, OpenAPI."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+import urllib3
+
+from tierstore import ManualClock, TierStore
+from tierstore.client import RemoteStore
+from tierstore.errors import AuthError, CorruptDataError, RemoteError
+from tierstore.server.app import Limits, build_app
+from tierstore.server.auth import Principal, TokenTable, is_loopback
+from tierstore.server.schema import GET_ROUTES, POST_ROUTES
+from tierstore.testing.embedders import DIM, T0, hash_embed
+from tierstore.testing.live_server import ThreadedServer
+from tierstore.validation import check_vector
+
+ADMIN = "admin-token-0123456789abcdef"
+ACME = "acme-token-0123456789abcdef0"
+
+
+@pytest.fixture
+def store(tmp_path) -> Iterator[TierStore]:
+    with TierStore.open(tmp_path / "store", embedder=hash_embed, clock=ManualClock(T0)) as s:
+        yield s
+
+
+@pytest.fixture
+def server(store) -> Iterator[str]:
+    tokens = TokenTable([(ADMIN, Principal("admin")), (ACME, Principal("acme", ("acme.", "acme-")))])
+    limits = Limits(max_body_bytes=200_000, max_k=50, max_batch=20, max_restore=10, max_sweep_items=100,
+                    max_sweep_seconds=2.0)
+    with ThreadedServer(build_app(store, tokens=tokens, limits=limits)) as url:
+        yield url
+
+
+def call(url: str, path: str, body: Any = None, *, token: str | None = ADMIN, raw: bytes | None = None,
+         method: str = "POST", headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    hdrs = {"content-type": "application/json", **(headers or {})}
+    if token is not None:
+        hdrs["authorization"] = f"Bearer {token}"
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    resp = urllib3.request(method, url + path, body=data, headers=hdrs, retries=False)
+    try:
+        return resp.status, json.loads(resp.data)
+    except ValueError:
+        return resp.status, resp.data.decode()
+
+
+def b64(v: np.ndarray) -> dict[str, str]:
+    return {"base64": base64.b64encode(np.asarray(v, "<f4").tobytes()).decode()}
+
+
+def unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+# ---------------------------------------------------------------- wire forms
+
+
+def test_vectors_as_json_arrays_base64_or_text(server, store):
+    v = unit(1)
+    s, a = call(server, "/v1/add", {"ns": "n", "content": "as list", "embedding": v.tolist(), "id": "a"})
+    assert (s, a) == (200, {"id": "a"})
+    s, _ = call(server, "/v1/add", {"ns": "n", "content": "as base64", "embedding": b64(v), "id": "b"})
+    s2, _ = call(server, "/v1/add", {"ns": "n", "content": "lives in tokyo", "id": "c"})  # text: the embedder
+    assert s == s2 == 200
+    np.testing.assert_array_equal(store.get("n", "b").embedding, check_vector(v, DIM))  # as a local add stores it
+    np.testing.assert_allclose(store.get("n", "a").embedding, v, rtol=1e-6)
+    s, body = call(server, "/v1/search", {"ns": "n", "query": b64(v), "k": 2, "record_access": False})
+    assert s == 200 and {h["id"] for h in body["hits"]} == {"a", "b"}
+    hit = body["hits"][0]
+    assert set(hit) == {"id", "score", "memory", "explain"} and hit["explain"] is None
+    assert hit["memory"]["embedding"] is None and hit["memory"]["tier"] == "hot"
+    s, body = call(server, "/v1/search", {"ns": "n", "query": "where is tokyo", "k": 1})
+    assert body["hits"][0]["id"] == "c"
+    s, body = call(server, "/v1/get", {"ns": "n", "id": "b"})
+    got = np.frombuffer(base64.b64decode(body["memory"]["embedding"]["base64"]), "<f4")
+    np.testing.assert_array_equal(got, store.get("n", "b").embedding)  # exact bits both ways
+
+
+@pytest.mark.parametrize("raw,fragment", [
+    (b"{bad json", "not valid JSON"),
+    (b"", "not valid JSON"),
+    (b"[1, 2]", "expected a JSON object"),
+    (b"\xff\xfe{}", "not valid JSON"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'{"ns": "n", "content": "x", "colour": "red"}', "unknown field"),
+    (b'{"ns": "n"}', "missing field"),
+    (b'{"ns": "n", "content": "x", "embedding": {"base64": "!!!"}}', "base64"),
+    (b'{"ns": "n", "content": "x", "embedding": {"base64": "AAA="}}', "float32"),
+    (b'{"ns": "n", "content": "x", "embedding": {"b64": "AAAA"}}', "base64"),
+    (b'{"ns": "n", "content": "x", "embedding": [1, 2, 3]}', "dimension"),
+    (b'{"ns": "n", "content": "x", "embedding": [NaN' + b", 1" * (DIM - 1) + b"]}", "NaN"),
+    (b'{"ns": "n", "content": "x", "confidence": 1e999}', "confidence"),
+    (b'{"ns": "n", "content": "x", "confidence": ' + b"9" * 5000 + b"}", "not valid JSON"),
+    (b'{"ns": "../x", "content": "x"}', "namespace"),
+])
+def test_malformed_requests_get_a_4xx_that_says_why_and_change_nothing(server, store, raw, fragment):
+    status, body = call(server, "/v1/add", raw=raw)
+    assert 400 <= status < 500
+    assert fragment in body["error"]["message"], body
+    assert store.namespaces() == [] and store.stats(lifecycle=False).total == 0
+
+
+def test_huge_bodies_are_refused_before_they_are_read(server, store):
+    big = json.dumps({"ns": "n", "content": "x" * 300_000}).encode()
+    status, body = call(server, "/v1/add", raw=big)
+    assert status == 413 and "limit" in body["error"]["message"]
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        yield b'{"ns": "n", "content": "'
+        for _ in range(40):
+            yield b"y" * 10_000
+        yield b'"}'
+
+    resp = urllib3.PoolManager().urlopen("POST", server + "/v1/add", body=chunks(), chunked=True,
+                                         headers={"authorization": f"Bearer {ADMIN}"}, retries=False)
+    assert resp.status == 413
+    assert store.stats(lifecycle=False).total == 0
+
+
+def test_limits_on_k_batches_and_work(server, store):
+    v = unit(2).tolist()
+    call(server, "/v1/add", {"ns": "n", "content": "x", "embedding": v})
+    status, body = call(server, "/v1/search", {"ns": "n", "query": v, "k": 51})
+    assert status == 400 and "limit of 50" in body["error"]["message"] and "--max-k" in body["error"]["message"]
+    assert call(server, "/v1/search", {"ns": "n", "query": v, "k": 50})[0] == 200
+    items = [{"content": f"m{i}", "embedding": v} for i in range(21)]
+    status, body = call(server, "/v1/add_batch", {"ns": "n", "items": items})
+    assert status == 400 and "21 items" in body["error"]["message"]
+    assert call(server, "/v1/touch", {"ns": "n", "ids": ["a"] * 21})[1]["error"]["type"] == "InvalidInputError"
+    assert call(server, "/v1/restore", {"ns": "n", "text": "x", "limit": 11})[0] == 400
+    assert call(server, "/v1/sweep", {"max_items": 101})[0] == 400
+    status, body = call(server, "/v1/sweep", {})
+    assert status == 200 and body["report"]["examined"] == 0
+    assert store.stats(lifecycle=False).total == 1
+
+
+# ---------------------------------------------------------------- auth and tenants
+
+
+def test_tokens_are_required_and_checked(server):
+    for token, why in [(None, "missing bearer token"), ("wrong-token-0123456789abcdef", "unknown bearer token")]:
+        status, body = call(server, "/v1/get", {"ns": "n", "id": "x"}, token=token)
+        assert status == 401 and body["error"]["type"] == "AuthError" and why in body["error"]["message"]
+    status, body = call(server, "/v1/get", {"ns": "n", "id": "x"}, token=None,
+                        headers={"authorization": f"Basic {ADMIN}"})
+    assert status == 401 and "Bearer" in body["error"]["message"]
+    resp = urllib3.request("GET", server + "/metrics", retries=False)
+    assert resp.status == 401 and resp.headers["www-authenticate"].startswith("Bearer")
+    for path in ("/health", "/ready", "/openapi.json"):  # probes and the schema need no token
+        assert urllib3.request("GET", server + path, retries=False).status == 200
+    with pytest.raises(AuthError, match="unknown bearer token"):
+        RemoteStore(server, token="wrong-token-0123456789abcdef")
+
+
+def test_a_tenant_token_reaches_only_its_namespaces(server, store):
+    store.add("alice", "not acme's", unit(3), id="secret")
+    acme = RemoteStore(server, token=ACME)
+    mid = acme.add("acme.bob", "acme memory", unit(4))
+    acme.add("acme-carol", "another", unit(5))
+    assert acme.get("acme.bob", mid).content == "acme memory"
+    assert acme.namespaces() == ["acme-carol", "acme.bob"]  # alice is not listed
+    for fn in (lambda: acme.get("alice", "secret"), lambda: acme.search("alice", unit(3)),
+               lambda: acme.delete("alice", "secret"), lambda: acme.touch("alice", ["secret"]),
+               lambda: acme.add("acmex", "prefix is 'acme.' not 'acme'", unit(6)),
+               lambda: acme.sweep(), lambda: acme.stats(), lambda: acme.metrics_text()):
+        with pytest.raises(AuthError):
+            fn()
+    assert store.get("alice", "secret").access_count == 0 and store.namespaces() == ["acme-carol", "acme.bob",
+                                                                                       "alice"]
+    admin = RemoteStore(server, token=ADMIN)
+    assert admin.namespaces() == ["acme-carol", "acme.bob", "alice"] and admin.stats().total == 3
+
+
+def test_token_file_env_and_loopback(tmp_path):
+    f = tmp_path / "tokens"
+    f.write_text("# operators and tenants\n" + ADMIN + "\n" + ACME + "   acme.,acme-   # tenant acme\n\n")
+    table = TokenTable.load(f, env={"TIERSTORE_TOKEN": "env-token-0123456789abcdef"})
+    assert len(table) == 3
+    assert table.lookup(f"Bearer {ACME}").prefixes == ("acme.", "acme-")
+    assert table.lookup(f"bearer {ADMIN}").prefixes is None
+    assert table.lookup("Bearer env-token-0123456789abcdef").name == "TIERSTORE_TOKEN"
+    with pytest.raises(AuthError):
+        table.lookup(f"Bearer {ADMIN[:-1]}")
+    (tmp_path / "short").write_text("abc\n")
+    with pytest.raises(Exception, match="at least 16"):
+        TokenTable.load(tmp_path / "short", env={})
+    with pytest.raises(Exception, match="cannot read the token file"):
+        TokenTable.load(tmp_path / "missing", env={})
+    assert [is_loopback(h) for h in ("127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost", "0.0.0.0",
+                                     "192.168.1.4", "example.com")] == [True] * 5 + [False] * 3
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_internal_errors_leak_no_path_or_trace(server, store, caplog, monkeypatch):
+    secret_path = str(store.path / "catalog.sqlite")
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise CorruptDataError(f"checksum mismatch in {secret_path} at byte 42")
+
+    monkeypatch.setattr(store, "get", broken)
+    with caplog.at_level(logging.ERROR, logger="tierstore.server"):
+        status, body = call(server, "/v1/get", {"ns": "n", "id": "x"})
+    assert status == 500
+    assert body["error"]["type"] == "CorruptDataError"
+    message = body["error"]["message"]
+    assert secret_path not in message and "Traceback" not in message and str(store.path) not in message
+    error_id = message.rsplit(" ", 1)[-1]
+    assert any(error_id in r.getMessage() and r.exc_info for r in caplog.records)  # the log has the details
+    with pytest.raises(CorruptDataError) as info:
+        RemoteStore(server, token=ADMIN).get("n", "x")  # the client raises the store's class
+    assert secret_path not in str(info.value)
+
+    monkeypatch.setattr(store, "get", lambda *a, **k: 1 / 0)
+    status, body = call(server, "/v1/get", {"ns": "n", "id": "x"})
+    assert status == 500 and body["error"]["type"] == "RemoteError" and "ZeroDivision" not in str(body)
+
+
+def test_unknown_routes_and_methods_answer_json(server):
+    status, body = call(server, "/v1/nothing", {})
+    assert status == 404 and body["error"]["type"] == "RemoteError"
+    status, body = call(server, "/v1/add", method="GET")
+    assert status == 405 and "GET /v1/add" in body["error"]["message"]
+
+
+def test_client_errors_when_the_server_is_gone():
+    with pytest.raises(RemoteError, match="cannot reach"):
+        RemoteStore("http://127.0.0.1:9", timeout=2.0)  # port 9 (discard): nothing listens
+
+
+# ---------------------------------------------------------------- schema, metrics, probes
+
+
+def test_openapi_describes_every_route_as_served(server):
+    status, doc = call(server, "/openapi.json", method="GET", token=None)
+    assert status == 200 and doc["openapi"].startswith("3.")
+    assert set(doc["paths"]) == set(POST_ROUTES) | set(GET_ROUTES)
+    schemas = doc["components"]["schemas"]
+    for path, (model, _, _) in POST_ROUTES.items():
+        ref = doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        props = schemas[ref.rsplit("/", 1)[1]]["properties"]
+        assert set(props) == set(model.model_fields), path  # the fields the server accepts, no more, no less
+        required = {n for n, f in model.model_fields.items() if f.is_required()}
+        assert set(schemas[ref.rsplit("/", 1)[1]].get("required", [])) == required
+    # and the server enforces exactly that: an unknown field is refused on every route
+    for path in POST_ROUTES:
+        status, body = call(server, path, {"ns": "n", "not_a_field": 1})
+        assert status == 400 and "unknown field" in body["error"]["message"], path
+
+
+def test_metrics_health_and_readiness(server, store):
+    store.add("n", "x", unit(7))
+    resp = urllib3.request("GET", server + "/metrics", headers={"authorization": f"Bearer {ADMIN}"})
+    assert resp.status == 200 and resp.headers["content-type"].startswith("text/plain")
+    assert 'tierstore_memories{tier="hot",type="fact"} 1' in resp.data.decode()
+    assert call(server, "/health", method="GET", token=None) == (200, {"status": "ok"})
+    assert call(server, "/ready", method="GET", token=None) == (200, {"ready": True})
+    info = call(server, "/v1/info", method="GET")[1]
+    assert (info["dim"], info["embedder"], info["now"]) == (DIM, "hash_embed-32", T0)
+
+
+def test_ready_says_no_once_the_store_is_closed(server, store):
+    store.close()
+    assert call(server, "/ready", method="GET", token=None) == (503, {"ready": False})
+    status, body = call(server, "/v1/get", {"ns": "n", "id": "x"})
+    assert status == 503 and body["error"]["type"] == "StoreClosedError"
+
+
+def test_a_server_without_auth_serves_everyone(store):
+    with ThreadedServer(build_app(store, tokens=None)) as url:
+        remote = RemoteStore(url)
+        assert remote.add("n", "no token needed", unit(8)) and remote.stats().total == 1
+

@@ -1,0 +1,436 @@
+"""The HTTP JSON API over ASGI (Starlette), and the MCP server mounted beside it.
+
+A transport only: each route parses its body (which fields, vectors from
+the wire), authorises (token, tenant prefixes), applies the server's limits
+(body size, ``k``, batch size, work per sweep or restore), calls one
+:class:`TierStore` method and encodes what it returns. The store decides
+everything else, and its errors go back as ``{"error": {"type", "message"}}``
+with the class name, so :class:`tierstore.client.RemoteStore` raises the same
+exception a local call would. Internal errors are logged with an id; the
+client gets the id and the class name, never a path or a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from .. import wire
+from ..errors import AuthError, InvalidInputError, TierStoreError
+from .auth import EVERYONE, Principal, TokenTable
+from .schema import GET_ROUTES, POST_ROUTES, AddItem, Body, openapi
+
+if TYPE_CHECKING:
+    from ..store import TierStore
+
+log = logging.getLogger("tierstore.server")
+
+PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json"})  # probes and the schema: no token needed
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounded work per request. One comment per value."""
+
+    max_body_bytes: int = 16 << 20  # request body; a batch of 1000 x 384 floats as JSON text is ~8 MB
+    max_k: int = 1000  # search k and restore k
+    max_batch: int = 1000  # items per add_batch, ids per touch or restore
+    max_restore: int = 1000  # memories one restore brings back; its limit when it selects by where/text/query
+    max_sweep_items: int = 10_000  # due memories one sweep call examines; its max_items when none is given
+    max_sweep_seconds: float = 10.0  # one sweep call's time budget, seconds; its default too
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "max_k", "max_batch", "max_restore", "max_sweep_items"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"the limit {name} must be a positive integer, got {value!r}")
+        value = self.max_sweep_seconds
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise InvalidInputError(f"the limit max_sweep_seconds must be a positive, finite number of seconds, "
+                                    f"got {value!r}")
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class Guard:
+    """ASGI middleware: the bearer token (401 without a known one) and the body size (413).
+
+    The principal goes to ``scope["state"]["principal"]`` (``request.state.principal``)."""
+
+    def __init__(self, app: Any, tokens: TokenTable | None, max_body_bytes: int) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.max_body = max_body_bytes
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        principal = EVERYONE
+        if self.tokens is not None and scope["path"] not in PUBLIC_PATHS:
+            try:
+                principal = self.tokens.lookup((headers.get(b"authorization") or b"").decode("latin-1"))
+            except AuthError as exc:
+                await _send(send, 401, wire.error_body("AuthError", str(exc)),
+                            [(b"www-authenticate", b'Bearer realm="tierstore"')])
+                return
+        scope.setdefault("state", {})["principal"] = principal
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            await _send(send, 413, wire.error_body(
+                "InvalidInputError", f"the body is larger than this server's limit of {self.max_body} bytes"))
+            return
+        seen = 0
+
+        async def counted() -> dict:  # a chunked body has no length: count it as it comes
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_body:
+                raise BodyTooLarge()
+            return message
+
+        await self.app(scope, counted, send)
+
+
+async def _send(send: Callable, status: int, body: Any, extra: list[tuple[bytes, bytes]] = ()) -> None:
+    data = wire.dumps(body)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
+                            *extra]})
+    await send({"type": "http.response.body", "body": data})
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def _fields(body: Any, model: type[Body], where: str) -> dict[str, Any]:
+    """The fields of a JSON object that ``model`` allows (all of its required
+    ones present), values as they came: the store checks them."""
+    if not isinstance(body, dict):
+        raise InvalidInputError(f"{where}: expected a JSON object, got {type(body).__name__}")
+    known = model.model_fields
+    unknown = sorted(set(body) - set(known))
+    if unknown:
+        raise InvalidInputError(f"{where}: unknown field(s) {unknown}; expected some of {sorted(known)}")
+    missing = [name for name, f in known.items() if f.is_required() and name not in body]
+    if missing:
+        raise InvalidInputError(f"{where}: missing field(s) {missing}")
+    return dict(body)
+
+
+def _parse(raw: bytes, path: str) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        raise InvalidInputError("the body is nested too deeply to be parsed") from None
+    except ValueError as exc:  # JSONDecodeError, bad UTF-8, an integer with too many digits
+        raise InvalidInputError(f"the body is not valid JSON: {exc}") from None
+    return _fields(body, POST_ROUTES[path][0], path)
+
+
+def _at_most(value: Any, limit: int | float, what: str, flag: str) -> None:
+    """Refuse a number above the server's limit (other values: the store checks them)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > limit:
+        raise InvalidInputError(f"{what}={value} is above this server's limit of {limit} ({flag})")
+
+
+def _count_at_most(values: Any, limit: int, what: str, flag: str) -> None:
+    if isinstance(values, list) and len(values) > limit:
+        raise InvalidInputError(f"{len(values)} {what} is above this server's limit of {limit} ({flag})")
+
+
+# ------------------------------------------------------------------ the calls
+# Each runs in a worker thread: parse, authorise, limit, call the store, encode.
+
+
+def _add(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    ns = p.check_namespace(a.pop("ns"))
+    if "embedding" in a:
+        a["embedding"] = wire.vector_in(a["embedding"], "embedding")
+    return {"id": store.add(ns, a.pop("content"), **a)}
+
+
+def _add_batch(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    ns = p.check_namespace(a["ns"])
+    items = a["items"]
+    _count_at_most(items, lim.max_batch, "items", "--max-batch")
+    if isinstance(items, list):
+        items = [_fields(item, AddItem, f"items[{i}]") for i, item in enumerate(items)]
+        for i, item in enumerate(items):
+            if "embedding" in item:
+                item["embedding"] = wire.vector_in(item["embedding"], f"items[{i}].embedding")
+    return {"ids": store.add_batch(ns, items)}
+
+
+def _search(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    ns = p.check_namespace(a.pop("ns"))
+    _at_most(a.get("k"), lim.max_k, "k", "--max-k")
+    hits = store.search(ns, wire.vector_in(a.pop("query"), "query"), **a)
+    return {"hits": [wire.hit_to_wire(h) for h in hits]}
+
+
+def _get(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    m = store.get(p.check_namespace(a["ns"]), a["id"])
+    return {"memory": None if m is None else wire.memory_to_wire(m)}
+
+
+def _get_by_key(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    m = store.get_by_key(p.check_namespace(a["ns"]), a["key"])  # type: ignore[attr-defined]
+    return {"memory": None if m is None else wire.memory_to_wire(m)}
+
+
+def _touch(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    ns = p.check_namespace(a["ns"])
+    _count_at_most(a["ids"], lim.max_batch, "ids", "--max-batch")
+    store.touch(ns, a["ids"])
+    return {}
+
+
+def _feedback(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    ns = p.check_namespace(a.pop("ns"))
+    return {"memory": wire.memory_to_wire(store.feedback(ns, a.pop("id"), **a))}
+
+
+def _pin(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    ns = p.check_namespace(a.pop("ns"))
+    store.pin(ns, a.pop("id"), **a)
+    return {}
+
+
+def _delete(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    return {"deleted": store.delete(p.check_namespace(a["ns"]), a["id"])}
+
+
+def _set_context(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    store.set_context(p.check_namespace(a["ns"]), a["tags"])
+    return {}
+
+
+def _get_context(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    return {"tags": list(store.get_context(p.check_namespace(a["ns"])))}
+
+
+def _restore(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    ns = p.check_namespace(a.pop("ns"))
+    _count_at_most(a.get("ids"), lim.max_batch, "ids", "--max-batch")
+    _at_most(a.get("k"), lim.max_k, "k", "--max-k")
+    _at_most(a.get("limit"), lim.max_restore, "limit", "--max-restore")
+    if a.get("limit") is None and a.get("ids") is None:
+        a["limit"] = lim.max_restore  # a filter, text or query selects at most this many
+    if "query" in a:
+        a["query"] = wire.vector_in(a["query"], "query")
+    return {"ids": store.restore(ns, **a)}
+
+
+def _sweep(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    p.check_store_wide("sweep")
+    _at_most(a.get("max_items"), lim.max_sweep_items, "max_items", "--max-sweep-items")
+    _at_most(a.get("time_budget_s"), lim.max_sweep_seconds, "time_budget_s", "--max-sweep-seconds")
+    if a.get("max_items") is None:
+        a["max_items"] = lim.max_sweep_items
+    if a.get("time_budget_s") is None:
+        a["time_budget_s"] = lim.max_sweep_seconds
+    return {"report": store.sweep(**a).as_dict()}
+
+
+CALLS: dict[str, Callable[[TierStore, Principal, dict[str, Any], Limits], Any]] = {
+    "/v1/add": _add, "/v1/add_batch": _add_batch, "/v1/search": _search, "/v1/get": _get,
+    "/v1/get_by_key": _get_by_key, "/v1/touch": _touch, "/v1/feedback": _feedback, "/v1/pin": _pin,
+    "/v1/delete": _delete, "/v1/set_context": _set_context, "/v1/get_context": _get_context,
+    "/v1/restore": _restore, "/v1/sweep": _sweep,
+}
+assert set(CALLS) == set(POST_ROUTES), "every route has a schema and a call"
+
+
+# ------------------------------------------------------------------ the app
+
+
+class _State:
+    ready = False
+
+
+def _error(exc: BaseException, what: str) -> tuple[int, bytes]:
+    """A store error as the client may see it (status, JSON body); anything
+    else logged with an id and answered with the id alone."""
+    if isinstance(exc, AuthError):
+        return 403, wire.dumps(wire.error_body("AuthError", str(exc)))
+    if isinstance(exc, BodyTooLarge):
+        return 413, wire.dumps(wire.error_body("InvalidInputError", "the body is larger than this server's limit"))
+    status = wire.client_status(exc)
+    if status is not None:
+        return status, wire.dumps(wire.error_body(type(exc).__name__, str(exc)))
+    error_id = uuid.uuid4().hex[:12]
+    log.error("%s failed (error id %s)", what, error_id, exc_info=exc)
+    name = type(exc).__name__ if isinstance(exc, TierStoreError) else "RemoteError"
+    return 500, wire.dumps(wire.error_body(name, f"the server failed ({name}); its log has the details under error "
+                                                 f"id {error_id}"))
+
+
+def _error_response(exc: BaseException, what: str) -> Response:
+    status, data = _error(exc, what)
+    return Response(data, status_code=status, media_type="application/json")
+
+
+def check_workers(workers: Any) -> int:
+    """``workers`` (threads running the store's calls) if it is a positive integer; else InvalidInputError."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InvalidInputError(f"workers must be a positive integer (threads), got {workers!r}")
+    return workers
+
+
+class Calls:
+    """ASGI: the POST routes of :data:`CALLS`, straight from the server's
+    ASGI call to a worker thread and back (the store's calls block: group
+    commits, disk, the object store), without a framework's request objects
+    on the way: each hand-over costs a wake-up, which on a busy machine is
+    the bulk of a small request's time. Everything else goes to ``app``."""
+
+    def __init__(self, app: Any, store: TierStore, limits: Limits, workers: int) -> None:
+        self.app = app
+        self.store = store
+        self.limits = limits
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tierstore-call")
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        call = CALLS.get(scope["path"]) if scope["type"] == "http" else None
+        if call is None:
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        if scope["method"] != "POST":
+            await _send(send, 405, wire.error_body("RemoteError", f"no route {scope['method']} {path} (POST only)"))
+            return
+        try:
+            chunks = []
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return  # the client went away: nothing to answer
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+            raw = b"".join(chunks)
+            principal = scope["state"]["principal"]
+            store, limits = self.store, self.limits
+
+            def run() -> bytes:
+                return wire.dumps(call(store, principal, _parse(raw, path), limits))
+
+            data = await asyncio.get_running_loop().run_in_executor(self.executor, run)
+            status = 200
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an error response
+            status, data = _error(exc, path)
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(data)).encode())]})
+        await send({"type": "http.response.body", "body": data})
+
+
+def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = Limits(), mcp: Any = None,
+              close_store: bool = False, version: str = "", host: str = "127.0.0.1", workers: int = 8) -> Any:
+    """The ASGI app serving ``store``.
+
+    tokens: ``None`` serves without authentication (the caller checked that
+    it binds to loopback only). mcp: an MCPServer (see
+    :mod:`tierstore.server.mcp_tools`) mounted at ``/mcp`` (streamable HTTP,
+    stateless, JSON responses). close_store: close the store when the app
+    shuts down (after in-flight requests finished). host: the address served
+    (on loopback the MCP route also checks Host and Origin against DNS rebinding).
+    workers: threads that run the store's calls (searches run in parallel;
+    writes wait for their group commit there, not on the event loop)."""
+    check_workers(workers)
+    state = _State()
+
+    async def stats(request: Request) -> Response:
+        try:
+            request.state.principal.check_store_wide("stats")
+            lifecycle = request.query_params.get("lifecycle", "true").lower() not in ("false", "0", "no")
+            data = await anyio.to_thread.run_sync(lambda: wire.dumps({"stats": store.stats(lifecycle=lifecycle)
+                                                                      .as_dict()}))
+        except Exception as exc:  # noqa: BLE001
+            return _error_response(exc, "/v1/stats")
+        return Response(data, media_type="application/json")
+
+    async def namespaces(request: Request) -> Response:
+        try:
+            names = await anyio.to_thread.run_sync(store.namespaces)
+        except Exception as exc:  # noqa: BLE001
+            return _error_response(exc, "/v1/namespaces")
+        return JSONResponse({"namespaces": request.state.principal.visible(names)})
+
+    async def info(request: Request) -> Response:
+        emb = store.embedder
+        return JSONResponse({"api": wire.API_VERSION, "version": version, "dim": store.dim,
+                             "embedder": None if emb is None else emb.name, "now": store.now()})
+
+    async def metrics(request: Request) -> Response:
+        try:
+            request.state.principal.check_store_wide("metrics")
+            text = await anyio.to_thread.run_sync(store.metrics_text)
+        except Exception as exc:  # noqa: BLE001
+            return _error_response(exc, "/metrics")
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def ready(request: Request) -> Response:
+        ok = state.ready and not getattr(store, "_closed", False)
+        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+
+    doc = openapi(version)
+
+    async def openapi_json(request: Request) -> Response:
+        return JSONResponse(doc)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 404)
+        return JSONResponse(wire.error_body("RemoteError", f"no route {request.method} {request.url.path}"),
+                            status_code=status)
+
+    gets = {"/v1/stats": stats, "/v1/namespaces": namespaces, "/v1/info": info, "/metrics": metrics,
+            "/health": health, "/ready": ready}
+    assert set(gets) == set(GET_ROUTES)
+    routes = [Route(path, fn, methods=["GET"]) for path, fn in gets.items()]
+    routes.append(Route("/openapi.json", openapi_json, methods=["GET"]))
+    if mcp is not None:
+        # the MCP SDK's own app is one route at /mcp plus a lifespan: take its routes, run its session manager
+        mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
+                                          max_request_body_size=limits.max_body_bytes, host=host)
+        routes += list(mcp_app.routes)
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            if mcp is not None:
+                await stack.enter_async_context(mcp.session_manager.run())
+            state.ready = True
+            try:
+                yield
+            finally:
+                state.ready = False
+        await anyio.to_thread.run_sync(calls.executor.shutdown)  # idle by now: uvicorn waited for the requests
+        if close_store:  # in-flight requests have finished: flush accesses, checkpoint, close
+            await anyio.to_thread.run_sync(store.close)
+
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={404: not_found, 405: not_found})
+    calls = Calls(app, store, limits, workers)
+    return Guard(calls, tokens, limits.max_body_bytes)

@@ -1,0 +1,19 @@
+"""The ``server`` extra's imports, with an install hint when one is missing."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from ..errors import MissingDependencyError
+
+
+def require(module: str, package: str | None = None, extra: str = "server") -> ModuleType:
+    """Import ``module`` or raise MissingDependencyError naming the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"{package or module} is not installed ({exc}); "
+            f"install the {extra!r} extra: pip install 'tierstore[{extra}]'"
+        ) from None

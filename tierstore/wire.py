@@ -1,0 +1,180 @@
+"""The HTTP API's JSON vocabulary, shared by the server and :class:`RemoteStore`.
+
+One module so that the two sides cannot drift: how a vector, a
+:class:`Memory`, a :class:`Hit`, an :class:`Explain`, a :class:`SweepReport`,
+:class:`Stats` and an error travel as JSON, and back.
+
+Vectors: a JSON array of numbers, or ``{"base64": "..."}`` holding
+little-endian float32 bytes (exact, and a quarter of the size of decimal
+text). A JSON string where a vector goes is *text*, embedded by the server's
+embedder. Errors: ``{"error": {"type": "<class in tierstore.errors>",
+"message": "..."}}`` with the status of :func:`status_of`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import errors
+from .errors import (
+    ClockSkewError,
+    DuplicateIdError,
+    InvalidInputError,
+    InvalidVectorError,
+    MemoryNotFoundError,
+    ReadOnlyStoreError,
+    RemoteError,
+    StoreClosedError,
+    TierStoreError,
+)
+from .model import Explain, Hit, Memory, Stats, SweepReport
+
+API_VERSION = "v1"
+
+# ------------------------------------------------------------------ vectors
+
+
+def encode_vector(v: np.ndarray) -> dict[str, str]:
+    """A float32 vector as ``{"base64": little-endian float32}``."""
+    return {"base64": base64.b64encode(np.ascontiguousarray(v, dtype="<f4").tobytes()).decode("ascii")}
+
+
+def vector_out(v: Any) -> Any:
+    """A vector argument as it goes on the wire: float32 arrays as base64
+    (exact bits); other numeric arrays and lists as JSON numbers (float64
+    survives exactly, as the store would convert it); a str as text. Anything
+    else goes in a form the server refuses with the error the store raises
+    for it (never as text, which the server would embed)."""
+    if isinstance(v, str) or v is None:
+        return v
+    if isinstance(v, np.ndarray):
+        if v.dtype == np.float32 and v.ndim == 1:
+            return encode_vector(v)
+        if v.dtype.kind in "iufb":
+            return v.tolist()
+        return {"unsupported": f"array of {v.dtype}"}
+    if isinstance(v, (list, tuple)):
+        return [x.item() if isinstance(x, np.generic) else x for x in v]
+    if isinstance(v, (int, float, np.generic)) and not isinstance(v, (complex, np.complexfloating)):
+        return v.item() if isinstance(v, np.generic) else v
+    return {"unsupported": type(v).__name__}
+
+
+def vector_in(v: Any, what: str) -> Any:
+    """A vector from the wire: ``{"base64": ...}`` decoded to float32; a list
+    or a str passed on (the store checks lists, and embeds text)."""
+    if isinstance(v, dict):
+        if "unsupported" in v:  # what the client could not send as numbers (complex, bytes, objects)
+            raise InvalidVectorError(f"{what} must hold real numbers, got {v['unsupported']}")
+        if set(v) != {"base64"} or not isinstance(v["base64"], str):
+            raise InvalidVectorError(f"{what} as an object must be {{\"base64\": \"<little-endian float32>\"}}")
+        try:
+            raw = base64.b64decode(v["base64"], validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidVectorError(f"{what}: not valid base64") from None
+        if len(raw) % 4:
+            raise InvalidVectorError(f"{what}: {len(raw)} bytes is not a whole number of float32 values")
+        return np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    return v
+
+
+def array_from_wire(v: Any) -> np.ndarray | None:
+    """An embedding the server sent (base64 float32) as a numpy array."""
+    if v is None:
+        return None
+    return np.frombuffer(base64.b64decode(v["base64"]), dtype="<f4").astype(np.float32)
+
+
+# ------------------------------------------------------------------ records
+
+_MEMORY_FIELDS = [f.name for f in dataclasses.fields(Memory)]
+
+
+def memory_to_wire(m: Memory) -> dict[str, Any]:
+    out = {name: getattr(m, name) for name in _MEMORY_FIELDS}
+    out["tags"] = list(m.tags)
+    out["embedding"] = None if m.embedding is None else encode_vector(m.embedding)
+    return out
+
+
+def memory_from_wire(d: Mapping[str, Any]) -> Memory:
+    fields = dict(d)
+    fields["tags"] = tuple(fields["tags"])
+    fields["embedding"] = array_from_wire(fields.get("embedding"))
+    return Memory(**fields)
+
+
+def explain_to_wire(e: Explain | None) -> dict[str, Any] | None:
+    return None if e is None else dataclasses.asdict(e)
+
+
+def explain_from_wire(d: Mapping[str, Any] | None) -> Explain | None:
+    return None if d is None else Explain(**d)
+
+
+def hit_to_wire(h: Hit) -> dict[str, Any]:
+    return {"id": h.id, "score": h.score, "memory": memory_to_wire(h.memory), "explain": explain_to_wire(h.explain)}
+
+
+def hit_from_wire(d: Mapping[str, Any]) -> Hit:
+    return Hit.of(d["id"], d["score"], memory_from_wire(d["memory"]), explain_from_wire(d.get("explain")))
+
+
+def sweep_report_from_wire(d: Mapping[str, Any]) -> SweepReport:
+    return SweepReport(**d)
+
+
+def stats_from_wire(d: Mapping[str, Any]) -> Stats:
+    return Stats(**d)
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON. NaN and infinities are written as Python's json writes
+    them (``NaN``, ``Infinity``): both ends of this API read them back."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+# ------------------------------------------------------------------ errors
+
+# Errors a client caused (or may act on): their messages name its input, not
+# the server's files, so they go back as they are. Order matters: the first
+# class an error is an instance of decides its status.
+CLIENT_ERRORS: list[tuple[type[TierStoreError], int]] = [
+    (MemoryNotFoundError, 404),
+    (DuplicateIdError, 409),
+    (InvalidInputError, 400),
+    (ReadOnlyStoreError, 409),
+    (ClockSkewError, 409),
+    (StoreClosedError, 503),
+]
+
+
+def client_status(exc: BaseException) -> int | None:
+    """The HTTP status of an error whose message may go to the client, or None (an internal error)."""
+    for cls, status in CLIENT_ERRORS:
+        if isinstance(exc, cls):
+            return status
+    return None
+
+
+def error_body(type_name: str, message: str) -> dict[str, Any]:
+    return {"error": {"type": type_name, "message": message}}
+
+
+def error_from_wire(status: int, body: Any) -> TierStoreError:
+    """The exception a response stands for: the same ``tierstore.errors``
+    class the store raised, with its message."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        return RemoteError(f"the server answered {status} without an error body")
+    name, message = err.get("type"), str(err.get("message", ""))
+    cls = getattr(errors, name, None) if isinstance(name, str) else None
+    if isinstance(cls, type) and issubclass(cls, TierStoreError):
+        return cls(message)
+    return RemoteError(f"{name}: {message}" if name else message)
