@@ -400,6 +400,11 @@ class TierStore:
         keys). All or nothing: one invalid item rejects the batch. Items take
         effect in order: a later item with an earlier one's key supersedes it,
         a later duplicate reinforces it and returns its id."""
+        self._check_items(items)
+        return self._add(ns, items)
+
+    @staticmethod
+    def _check_items(items: Any) -> None:
         if isinstance(items, Mapping) or not isinstance(items, Sequence):
             raise InvalidInputError("add_batch expects a list of dicts")
         for i, item in enumerate(items):
@@ -411,7 +416,16 @@ class TierStore:
             for required in ("content", "embedding"):
                 if required not in item:
                     raise InvalidInputError(f"add_batch item {i}: missing {required!r}")
-        return self._add(ns, items)
+
+    def check_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> None:
+        """Raise the InvalidInputError :meth:`add_batch` would raise for
+        ``items`` before writing (their fields and ids within the batch;
+        not a clash with an existing id), and change nothing."""
+        self._check_open()
+        check_namespace(ns)
+        self._check_items(items)
+        if items:
+            self._prepare_rows(ns, items, self._time.now())
 
     def _add(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         self._check_writable()

@@ -1,0 +1,3 @@
+"""Adapters for agent frameworks: :mod:`.langchain` (extra ``langchain``) and
+:mod:`.langgraph` (extra ``langgraph``). Each imports its framework lazily,
+raising MissingDependencyError naming the extra when it is absent."""
