@@ -142,3 +142,19 @@ def test_a_store_without_the_metadata_column_gains_it_at_open(tmp_path, rng):
         assert store.get("m", old).metadata is None
         new = store.add("m", "after", unit(rng), metadata={"k": "v"})
         assert store.get("m", new).metadata == {"k": "v"}
+
+
+def test_memories_lists_a_namespace_in_order_from_every_tier(store, clock, rng):
+    ids = [store.add("m", f"note {i}", unit(rng), metadata={"i": i}) for i in range(3)]
+    chat = store.add("m", "chat", unit(rng), memory_type="conversation")
+    store.add("other", "elsewhere", unit(rng))
+    store.search("m", store.get("m", ids[0]).embedding, k=1, record_access=True)  # an unflushed access
+    listed = store.memories("m")
+    assert [m.id for m in listed] == [*ids, chat] and [m.metadata for m in listed[:3]] == [{"i": i} for i in range(3)]
+    assert listed[0].access_count == 1 and listed[0].embedding is None
+    clock.advance(2 * HOUR)
+    store.sweep()  # the conversation goes cold
+    listed = store.memories("m", with_embedding=True)
+    assert [m.tier for m in listed] == ["hot", "hot", "hot", "cold"]
+    assert listed[1].embedding is not None and listed[3].embedding is None
+    assert store.memories("empty") == []

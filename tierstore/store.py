@@ -961,6 +961,28 @@ class TierStore:
         mid = supersession.live_id_of_key(self._catalog, ns, key)
         return None if mid is None else self.get(ns, mid)
 
+    def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
+        """Every memory of ``ns``, from any tier, in the order they were added,
+        without counting an access (``Memory.key``/``superseded_by`` are not
+        filled: use :meth:`get`). ``with_embedding``: include the stored
+        vectors (cold memories have none in the catalog: ``None``). Reads the
+        whole namespace: meant for listings and exports, not per query."""
+        self._check_open()
+        check_namespace(ns)
+        now = self._time.now()
+        rows = self._catalog.select_rows("WHERE m.ns = ? ORDER BY m.rid", (ns,))
+        hot = self._hot.get(ns)
+        out = []
+        for row in rows:
+            memory = None
+            if hot is not None and row.tier == TIER_HOT:
+                with hot.lock.read():
+                    slot = hot.slot_of.get(row.id)
+                    if slot is not None:  # its live state (accesses not yet flushed)
+                        memory = hot.memory(slot, self._cp, now, with_embedding=with_embedding)
+            out.append(memory if memory is not None else self._memory_from_row(row, now, with_embedding))
+        return out
+
     def _get(self, ns: str, id: str) -> Memory | None:
         self._check_open()
         check_namespace(ns)
