@@ -112,11 +112,8 @@ class StoreMachine(RuleBasedStateMachine):
         return self.live[keys[n % len(keys)]] if keys else None
 
     def _item(self, ns: str, vec, content: str, mtype: str, conf: float, pinned: bool, explicit: int | None):
-        if explicit is not None:
-            mid = SHARED_IDS[explicit % len(SHARED_IDS)]
-        else:
-            self.counter += 1
-            mid = f"m{self.counter}"
+        self.counter += 1  # in the content too: every add's text differs, so none is deduplicated
+        mid = SHARED_IDS[explicit % len(SHARED_IDS)] if explicit is not None else f"m{self.counter}"
         return {"id": mid, "content": f"{content} #{self.counter}", "embedding": np.array(vec, np.float32),
                 "memory_type": mtype, "confidence": conf, "pinned": pinned}
 

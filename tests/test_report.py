@@ -17,6 +17,7 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import DIM
 from test_lifecycle_metrics import D, D0, DAY, POLICY, script
 from tierstore import ManualClock, TierStore
 from tierstore.cli import main
@@ -48,7 +49,7 @@ def scripted_master(tmp_path_factory):
     """The scripted lifecycle, run once per module (it takes seconds); tests get copies."""
     clock = ManualClock(D0)
     path = tmp_path_factory.mktemp("report") / "scripted-store"
-    with TierStore.open(path, dim=16, policy=POLICY, clock=clock) as store:
+    with TierStore.open(path, dim=DIM, policy=POLICY, clock=clock) as store:
         script(store, clock, np.random.default_rng(5))
         metrics = json.loads(json.dumps(lifecycle_metrics(store)))  # a JSON round trip, like a saved dict
     return path, metrics
@@ -148,7 +149,7 @@ def test_report_of_a_one_day_store(tmp_path, rng):
 
     t0 = 1_764_633_600.0 + 8 * 3600  # 2025-12-02 08:00 UTC
     clock = ManualClock(t0)
-    with TierStore.open(tmp_path / "s", dim=16, clock=clock) as store:
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
         for hour in range(10):
             store.add("u", f"chat {hour}", unit(rng), memory_type="conversation")
             store.add("u", f"fact {hour}", unit(rng), memory_type="fact")

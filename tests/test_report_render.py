@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import DIM
 from test_lifecycle_metrics import D0, POLICY, script
 from tierstore import ManualClock, TierStore
 from tierstore.report import DPI, PLOTS, WIDTH_IN, write_report
@@ -70,7 +71,7 @@ def report_dir(tmp_path_factory) -> Path:
     """The report of the scripted lifecycle (every plot has data)."""
     root = tmp_path_factory.mktemp("render")
     clock = ManualClock(D0)
-    with TierStore.open(root / "store", dim=16, policy=POLICY, clock=clock) as store:
+    with TierStore.open(root / "store", dim=DIM, policy=POLICY, clock=clock) as store:
         script(store, clock, np.random.default_rng(5))
         return write_report(store, root / "report").parent
 

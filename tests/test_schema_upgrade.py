@@ -40,6 +40,7 @@ def make_old_store(path, rng) -> dict[str, bytes]:
         conn.execute("DROP TABLE supersessions")
         conn.execute("ALTER TABLE memories DROP COLUMN key")
         conn.execute("ALTER TABLE memories DROP COLUMN content_hash")
+        conn.execute("ALTER TABLE memories DROP COLUMN metadata")
         (policy,) = conn.execute("SELECT value FROM meta WHERE key = 'policy'").fetchone()
         old = json.loads(policy)
         for k in NEW_POLICY_KEYS:
@@ -60,7 +61,7 @@ def test_a_store_of_the_previous_schema_is_upgraded_at_open(tmp_path, rng):
     with TierStore.open(path, clock=clock) as store:
         conn = sqlite3.connect(path / "catalog.sqlite")
         cols = [r[1] for r in conn.execute("PRAGMA table_info(memories)")]
-        assert cols == OLD_COLUMNS + ["key", "content_hash"]
+        assert cols == OLD_COLUMNS + ["key", "content_hash", "metadata"]
         indexes = {r[1] for r in conn.execute("PRAGMA index_list(memories)")}
         assert {"memories_key", "memories_content", "memories_unhashed"} <= indexes
         assert conn.execute("SELECT count(*) FROM memories WHERE content_hash IS NULL").fetchone() == (0,)

@@ -4,7 +4,8 @@ An archive object is::
 
     MAGIC (8 bytes "TSARCH01")
     frame(header)                 msgpack map: format, version, namespace, key, created_at, dim, count
-    frame(record) * count         msgpack map per memory (every field, embedding as raw float32 bytes)
+    frame(record) * count         msgpack map per memory (every field, embedding as raw float32 bytes;
+                                  ``metadata``, JSON text or nil, is absent from records of earlier code)
     frame(index)                  msgpack map: ids, offsets, lengths (of the record frames)
     index offset (u64 LE) + END (8 bytes "TSAEND01")
 
@@ -17,6 +18,7 @@ type-checked before use.
 
 from __future__ import annotations
 
+import json
 import struct
 import zlib
 from dataclasses import dataclass
@@ -59,6 +61,10 @@ RECORD_FIELDS: dict[str, tuple[type, ...]] = {
     "ttl_anchor": (float, int),
     "ctx_mult": (float, int),
     "archived_at": (float, int),
+}
+# Fields added later, absent from records written before them: name -> types.
+OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {
+    "metadata": (str, type(None)),  # the caller's metadata, compact JSON text
 }
 
 
@@ -145,6 +151,14 @@ def check_record(rec: Any, where: str, dim: int) -> dict[str, Any]:
                                f"expected {4 * dim}")
     if not all(isinstance(t, str) for t in rec["tags"]):
         raise CorruptDataError(f"{where}: record {rec['id']!r} has a non-string tag")
+    for name, types in OPTIONAL_FIELDS.items():
+        if not isinstance(rec.get(name), types):
+            raise CorruptDataError(f"{where}: record field {name!r} has type {type(rec[name]).__name__}")
+    if rec.get("metadata") is not None:
+        try:
+            json.loads(rec["metadata"])
+        except ValueError:
+            raise CorruptDataError(f"{where}: record {rec['id']!r} has metadata that is not JSON") from None
     return rec
 
 

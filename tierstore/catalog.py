@@ -84,6 +84,7 @@ CREATE TABLE IF NOT EXISTS memories (
     cold_length      INTEGER,
     key              TEXT,              -- the memory's slot (add(key=...)), NULL: none
     content_hash     INTEGER,           -- dedupe.content_hash(content): finds exact duplicates
+    metadata         TEXT,              -- the caller's free-form metadata, compact JSON; NULL: none
     UNIQUE (ns, id)
 );
 -- A sweep reads only what is due: this index answers "due_at <= now" in order.
@@ -188,7 +189,7 @@ BEGIN DELETE FROM cold_codes WHERE rid = OLD.rid; END;
 # Columns and indexes added after the first release: created by upgrade_schema
 # on stores written by earlier code (CREATE TABLE IF NOT EXISTS leaves an
 # existing table as it is), and on new stores alike.
-ADDED_COLUMNS = (("key", "TEXT"), ("content_hash", "INTEGER"))
+ADDED_COLUMNS = (("key", "TEXT"), ("content_hash", "INTEGER"), ("metadata", "TEXT"))
 ADDED_INDEXES = """
 CREATE INDEX IF NOT EXISTS memories_key ON memories (ns, key) WHERE key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS memories_content ON memories (ns, content_hash);
@@ -226,7 +227,7 @@ MEMORY_COLUMNS = (
     "rid", "ns", "id", "content", "embedding", "memory_type", "source", "tags", "created_at",
     "last_accessed_at", "access_count", "conf_llm", "conf_rule", "conf_feedback", "confidence",
     "t_conf", "ttl_seconds", "pinned", "tier", "w_ref", "t_ref", "half_life", "ttl", "ttl_anchor",
-    "ctx_mult", "due_at", "shard", "cold_key", "cold_offset", "cold_length", "key",
+    "ctx_mult", "due_at", "shard", "cold_key", "cold_offset", "cold_length", "key", "metadata",
 )
 # Columns written by an insert: every one but the rid, and the content hash
 # (derived from the content, never read back into a MemoryRow).
@@ -275,6 +276,7 @@ class MemoryRow:
     cold_offset: int | None = None
     cold_length: int | None = None
     key: str | None = None
+    metadata: str | None = None  # compact JSON text (validation.check_metadata), None: none
 
     @classmethod
     def from_sql(cls, r: Sequence[Any]) -> "MemoryRow":
@@ -285,7 +287,7 @@ class MemoryRow:
             ttl_seconds=r[16], pinned=bool(r[17]), tier=r[18], w_ref=r[19], t_ref=r[20],
             half_life=r[21], ttl=math.inf if r[22] is None else r[22], ttl_anchor=r[23],
             ctx_mult=r[24], due_at=math.inf if r[25] is None else r[25], shard=r[26],
-            cold_key=r[27], cold_offset=r[28], cold_length=r[29], key=r[30],
+            cold_key=r[27], cold_offset=r[28], cold_length=r[29], key=r[30], metadata=r[31],
         )
 
     def vector(self) -> np.ndarray | None:
@@ -359,7 +361,7 @@ def insert_params(row: MemoryRow) -> tuple[Any, ...]:
         row.conf_llm, row.conf_rule, row.conf_feedback, row.confidence, row.t_conf, row.ttl_seconds,
         int(row.pinned), row.tier, row.w_ref, row.t_ref, row.half_life, sql_time(row.ttl),
         row.ttl_anchor, row.ctx_mult, sql_time(row.due_at), row.shard, row.cold_key,
-        row.cold_offset, row.cold_length, row.key, content_hash(row.content),
+        row.cold_offset, row.cold_length, row.key, row.metadata, content_hash(row.content),
     )
 
 

@@ -231,13 +231,13 @@ class RemoteStore:
     def add(self, ns: str, content: str, embedding: Any = None, *, memory_type: str = "fact", confidence: float = 0.8,
             source: str = "user_declaration", tags: Iterable[str] = (), ttl_seconds: float | None = None,
             pinned: bool = False, id: str | None = None, supersedes: Iterable[str] = (),
-            key: str | None = None) -> str:
+            key: str | None = None, metadata: Mapping[str, Any] | None = None) -> str:
         """:meth:`TierStore.add`; without an embedding the server's embedder embeds the content."""
         body: dict[str, Any] = {"ns": ns, "content": content, "memory_type": memory_type, "confidence": confidence,
                                 "source": source, "tags": _seq(tags), "pinned": pinned, "supersedes": _seq(supersedes)}
         if embedding is not None:
             body["embedding"] = wire.vector_out(embedding)
-        for name, value in (("ttl_seconds", ttl_seconds), ("id", id), ("key", key)):
+        for name, value in (("ttl_seconds", ttl_seconds), ("id", id), ("key", key), ("metadata", metadata)):
             if value is not None:  # left out when absent: the store's default is the same
                 body[name] = value
         return self._post("/v1/add", body)["id"]

@@ -56,7 +56,7 @@ def record_from_row(row: MemoryRow, archived_at: float) -> dict[str, Any]:
         "confidence": row.confidence, "t_conf": row.t_conf, "ttl_seconds": row.ttl_seconds,
         "pinned": bool(row.pinned), "w_ref": row.w_ref, "t_ref": row.t_ref, "half_life": row.half_life,
         "ttl": None if row.ttl == float("inf") else row.ttl, "ttl_anchor": row.ttl_anchor,
-        "ctx_mult": row.ctx_mult, "archived_at": float(archived_at),
+        "ctx_mult": row.ctx_mult, "archived_at": float(archived_at), "metadata": row.metadata,
     }
 
 

@@ -96,6 +96,7 @@ class SlotStrings(NamedTuple):
     contents: list[str]
     sources: list[str]
     tags: list[tuple[str, ...]]
+    metadata: list[str | None]  # compact JSON text, parsed when a Memory is built
 
 
 class HotSnapshot:
@@ -157,6 +158,7 @@ class HotSnapshot:
             expires_at=expires if math.isfinite(expires) else None,
             due_at=due if math.isfinite(due) else None,
             embedding=embedding,
+            metadata=None if (meta := strings.metadata[s]) is None else json.loads(meta),
         )
 
 
@@ -211,7 +213,8 @@ class HotNamespace:
         self.contents: list[str] = []
         self.sources: list[str] = []
         self.tag_names: list[tuple[str, ...]] = []
-        self.strings = SlotStrings(name, self.ids, self.contents, self.sources, self.tag_names)
+        self.metadata: list[str | None] = []
+        self.strings = SlotStrings(name, self.ids, self.contents, self.sources, self.tag_names, self.metadata)
         self.slot_of: dict[str, int] = {}
         self.vectors: np.ndarray | None = np.zeros((0, dim), np.float32)
         self.index: hnswlib.Index | None = None
@@ -275,6 +278,7 @@ class HotNamespace:
             self.contents.append("")
             self.sources.append("")
             self.tag_names.append(())
+            self.metadata.append(None)
         F, I, tags = columns_from_rows(rows, self._type_idx, tag_ids)
         self.F[:, slot_arr] = F
         self.I[:, slot_arr] = I
@@ -286,6 +290,7 @@ class HotNamespace:
             self.contents[s] = r.content
             self.sources[s] = r.source
             self.tag_names[s] = tuple(r.tags)
+            self.metadata[s] = r.metadata
             self.slot_of[r.id] = s
         if vectors is not None:
             if self.index is not None:
@@ -359,6 +364,7 @@ class HotNamespace:
         contents = [self.contents[s] for s in live.tolist()]
         sources = [self.sources[s] for s in live.tolist()]
         tag_names = [self.tag_names[s] for s in live.tolist()]
+        metadata = [self.metadata[s] for s in live.tolist()]
         self.n = self.live = self.cap = 0
         self.F = np.zeros((C.NF, 0))
         self.I = np.zeros((C.NI, 0), np.int64)
@@ -372,8 +378,8 @@ class HotNamespace:
         self.I[:, :k] = I
         self.tags[:k] = tags
         self.rids[:k] = rids
-        self.ids, self.contents, self.sources, self.tag_names = ids, contents, sources, tag_names
-        self.strings = SlotStrings(self.name, ids, contents, sources, tag_names)
+        self.ids, self.contents, self.sources, self.tag_names, self.metadata = ids, contents, sources, tag_names, metadata
+        self.strings = SlotStrings(self.name, ids, contents, sources, tag_names, metadata)
         self.slot_of = {mid: i for i, mid in enumerate(ids) if mid is not None}
         self.vectors[:k] = vecs
         self.n = self.live = k

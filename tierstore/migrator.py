@@ -1094,7 +1094,7 @@ def _row_from_record(rec: dict[str, Any], key: str, entry: Any) -> MemoryRow:
         t_ref=float(rec["t_ref"]), half_life=float(rec["half_life"]),
         ttl=math.inf if rec["ttl"] is None else float(rec["ttl"]), ttl_anchor=float(rec["ttl_anchor"]),
         ctx_mult=float(rec["ctx_mult"]), due_at=math.inf, cold_key=key, cold_offset=entry.offset,
-        cold_length=entry.length,
+        cold_length=entry.length, metadata=rec.get("metadata"),
     )
 
 

@@ -16,7 +16,9 @@ class Memory:
     current (decayed) confidence in [0, 1]; ``weight`` is the decayed weight at
     the time of the snapshot; ``expires_at``/``due_at`` are ``None`` for never.
     ``embedding`` is the stored (L2-normalised) vector; search hits leave it
-    ``None`` (use :meth:`TierStore.get`). ``key`` is the memory's slot
+    ``None`` (use :meth:`TierStore.get`). ``metadata`` is the caller's
+    free-form JSON (``add(metadata=...)``, a fresh dict per snapshot; ``None``
+    when none was given), on every snapshot, hits included. ``key`` is the memory's slot
     (``add(key=...)``) and ``superseded_by`` the id of the memory that
     superseded it (explicitly, by key or automatically), while that holds;
     both are filled by :meth:`TierStore.get` and :meth:`TierStore.get_by_key`,
@@ -42,6 +44,7 @@ class Memory:
     embedding: np.ndarray | None = field(default=None, repr=False, compare=False)
     key: str | None = None
     superseded_by: str | None = None
+    metadata: dict[str, Any] | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -398,6 +398,7 @@ def _apply(store: Any, rec: dict[str, Any], res: SimResult) -> None:
                         confidence=rec.get("confidence", 0.8), source=rec.get("source", "user_declaration"),
                         tags=rec.get("tags") or (), ttl_seconds=rec.get("ttl_seconds"),
                         pinned=rec.get("pinned", False), id=rec.get("id"), key=rec.get("key"),
+                        metadata=rec.get("metadata"),
                         # a memory this policy already deleted has nothing left to supersede
                         supersedes=[i for i in mapped(rec.get("supersedes") or []) if store.get(ns, i) is not None])
         if rec.get("id") is not None and mid != rec["id"]:

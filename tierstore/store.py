@@ -74,6 +74,7 @@ from .validation import (
     check_id,
     check_id_list,
     check_key,
+    check_metadata,
     check_namespace,
     check_positive_int,
     check_str,
@@ -90,7 +91,7 @@ def _opt(x: float) -> float | None:
 
 
 _ADD_KEYS = {"content", "embedding", "memory_type", "confidence", "source", "tags", "ttl_seconds", "pinned", "id",
-             "supersedes", "key"}
+             "supersedes", "key", "metadata"}
 _KEEP = object()  # _set_lifetime: leave the per-memory TTL as it is
 
 
@@ -390,7 +391,7 @@ class TierStore:
     def add(self, ns: str, content: str, embedding: Any = None, *, memory_type: str = "fact", confidence: float = 0.8,
             source: str = "user_declaration", tags: Iterable[str] = (), ttl_seconds: float | None = None,
             pinned: bool = False, id: str | None = None, supersedes: Iterable[str] = (),
-            key: str | None = None) -> str:
+            key: str | None = None, metadata: Mapping[str, Any] | None = None) -> str:
         """Store one memory and return its id. Durable when it returns.
 
         embedding: ``dim`` finite numbers, not all zero (stored L2-normalised);
@@ -408,6 +409,10 @@ class TierStore:
         superseded exactly as by ``supersedes``; :meth:`get_by_key` reads the
         slot. A ``supersedes`` that names another slot's memory, or not this
         slot's live one, raises InvalidInputError and nothing changes.
+        metadata: the caller's free-form JSON (a dict with string keys; at most
+        64 KiB as compact JSON, see ``validation.check_metadata``), kept as
+        given through every tier and archive, read back as ``Memory.metadata``;
+        not used for ranking or lifetimes.
 
         By policy (see docs/policy.md): re-adding the content of a live memory
         (normalised) with the same type and key reinforces that memory and
@@ -418,7 +423,7 @@ class TierStore:
         """
         item = {"content": content, "embedding": embedding, "memory_type": memory_type, "confidence": confidence,
                 "source": source, "tags": tags, "ttl_seconds": ttl_seconds, "pinned": pinned, "id": id,
-                "supersedes": supersedes, "key": key}
+                "supersedes": supersedes, "key": key, "metadata": metadata}
         return self._add(ns, [item])[0]
 
     def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -426,6 +431,11 @@ class TierStore:
         keys). All or nothing: one invalid item rejects the batch. Items take
         effect in order: a later item with an earlier one's key supersedes it,
         a later duplicate reinforces it and returns its id."""
+        self._check_items(items)
+        return self._add(ns, items)
+
+    @staticmethod
+    def _check_items(items: Any) -> None:
         if isinstance(items, Mapping) or not isinstance(items, Sequence):
             raise InvalidInputError("add_batch expects a list of dicts")
         for i, item in enumerate(items):
@@ -437,7 +447,16 @@ class TierStore:
             for required in ("content",):  # an absent embedding: the embedder's, or a clear error
                 if required not in item:
                     raise InvalidInputError(f"add_batch item {i}: missing {required!r}")
-        return self._add(ns, items)
+
+    def check_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> None:
+        """Raise the InvalidInputError :meth:`add_batch` would raise for
+        ``items`` before writing (their fields and ids within the batch;
+        not a clash with an existing id), and change nothing."""
+        self._check_open()
+        check_namespace(ns)
+        self._check_items(items)
+        if items:
+            self._prepare_rows(ns, items, self._time.now())
 
     def _add(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         self._check_writable()
@@ -502,7 +521,8 @@ class TierStore:
                 self._trace.write("add", now, ns=ns, id=mid, content=r.content, embedding=encode_vector(v),
                                   memory_type=r.memory_type, confidence=r.conf_llm, source=r.source,
                                   tags=list(r.tags), ttl_seconds=r.ttl_seconds, pinned=r.pinned,
-                                  supersedes=superseded.get(r.id, []), key=r.key)
+                                  supersedes=superseded.get(r.id, []), key=r.key,
+                                  metadata=None if r.metadata is None else json.loads(r.metadata))
         return ids
 
     def _similar_live(self, ns: str, hot: HotNamespace, rows: Sequence[MemoryRow],
@@ -705,6 +725,7 @@ class TierStore:
                 mid = item.get("id")
                 mid = uuid.uuid4().hex if mid is None else check_id(mid)
                 key = check_key(item.get("key"))
+                metadata = check_metadata(item.get("metadata"))
             except InvalidInputError as exc:
                 if where:
                     raise type(exc)(where + str(exc)) from None
@@ -724,6 +745,7 @@ class TierStore:
                 access_count=0, conf_llm=conf_llm, conf_rule=conf_rule, conf_feedback=None, confidence=conf,
                 t_conf=now, ttl_seconds=ttl_override, pinned=pinned, tier=TIER_HOT, w_ref=w0, t_ref=now,
                 half_life=half_life, ttl=ttl, ttl_anchor=now, ctx_mult=ctx_mult, due_at=math.inf, key=key,
+                metadata=metadata,
             ))
         due = due_times(
             np.full(len(rows), TIER_HOT, np.int64), np.array([int(r.pinned) for r in rows], np.int64),
@@ -973,6 +995,28 @@ class TierStore:
         mid = supersession.live_id_of_key(self._catalog, ns, key)
         return None if mid is None else self.get(ns, mid)
 
+    def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
+        """Every memory of ``ns``, from any tier, in the order they were added,
+        without counting an access (``Memory.key``/``superseded_by`` are not
+        filled: use :meth:`get`). ``with_embedding``: include the stored
+        vectors (cold memories have none in the catalog: ``None``). Reads the
+        whole namespace: meant for listings and exports, not per query."""
+        self._check_open()
+        check_namespace(ns)
+        now = self._time.now()
+        rows = self._catalog.select_rows("WHERE m.ns = ? ORDER BY m.rid", (ns,))
+        hot = self._hot.get(ns)
+        out = []
+        for row in rows:
+            memory = None
+            if hot is not None and row.tier == TIER_HOT:
+                with hot.lock.read():
+                    slot = hot.slot_of.get(row.id)
+                    if slot is not None:  # its live state (accesses not yet flushed)
+                        memory = hot.memory(slot, self._cp, now, with_embedding=with_embedding)
+            out.append(memory if memory is not None else self._memory_from_row(row, now, with_embedding))
+        return out
+
     def _get(self, ns: str, id: str) -> Memory | None:
         self._check_open()
         check_namespace(ns)
@@ -1009,6 +1053,7 @@ class TierStore:
             expires_at=expires if math.isfinite(expires) else None,
             due_at=row.due_at if math.isfinite(row.due_at) else None,
             embedding=row.vector() if with_embedding else None,
+            metadata=None if row.metadata is None else json.loads(row.metadata),
         )
 
     def _split(self, ns: str, hot: HotNamespace, ids: Sequence[str]) -> tuple[list[int], list[MemoryRow]]:

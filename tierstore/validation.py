@@ -3,9 +3,10 @@ before anything is written, so bad input never changes the store."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -240,3 +241,52 @@ def check_id_list(ids: Any) -> list[str]:
     if not isinstance(ids, Iterable):
         raise InvalidInputError(f"ids must be a string or a list of strings, got {type(ids).__name__}")
     return [check_id(i) for i in ids]
+
+
+METADATA_MAX_BYTES = 65_536  # a memory's metadata, as compact UTF-8 JSON
+METADATA_MAX_DEPTH = 32  # nesting of dicts and lists
+
+
+def check_metadata(value: Any, max_bytes: int = METADATA_MAX_BYTES) -> str | None:
+    """A memory's free-form metadata: ``None`` or a mapping with string keys
+    whose values are JSON (``None``, bool, int, finite float, str, lists and
+    tuples of them, mappings with string keys), at most ``max_bytes`` bytes as
+    compact UTF-8 JSON. Returns that JSON text (``None`` for none); a tuple
+    reads back as a list. Raises InvalidInputError naming the offending path."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"metadata must be a dict with string keys, got {type(value).__name__}")
+    _check_json(value, "metadata", 0)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise InvalidInputError(f"metadata is {size} bytes as JSON, more than the limit of {max_bytes}")
+    return text
+
+
+def _check_json(value: Any, path: str, depth: int) -> None:
+    if depth > METADATA_MAX_DEPTH:
+        raise InvalidInputError(f"{path}: nested deeper than {METADATA_MAX_DEPTH} levels")
+    if value is None or isinstance(value, (bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInputError(f"{path}: {value!r} is not a finite number (JSON has no NaN or infinity)")
+        return
+    if isinstance(value, str):
+        _text(value, path)
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InvalidInputError(f"{path}: key {k!r} is not a string (JSON keys are strings)")
+            _text(k, f"{path} key {k[:40]!r}")
+            _check_json(v, f"{path}[{k[:40]!r}]", depth + 1)
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_json(v, f"{path}[{i}]", depth + 1)
+        return
+    raise InvalidInputError(f"{path}: {type(value).__name__} is not JSON (expected None, bool, int, float, str, "
+                            "list or dict)")

@@ -235,7 +235,7 @@ class StoreAPITests:
         q = unit(rng)
         same = q + 0.01 * unit(rng)
         t1 = api.add("a", "travel fact", same, tags=["travel"], memory_type="fact")
-        t2 = api.add("a", "plain fact", same, memory_type="fact")
+        t2 = api.add("a", "plain fact", same, memory_type="fact", tags=["misc"])  # no shared tag: not superseded
         c1 = api.add("a", "a chat", same, memory_type="conversation", confidence=0.3, source="ai_guess")
         assert api.search("a", q, k=3, context_tags=["travel"], record_access=False)[0].id == t1
         assert [h.id for h in api.search("a", q, k=3, memory_types=["conversation"], record_access=False)] == [c1]

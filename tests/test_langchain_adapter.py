@@ -1,0 +1,82 @@
+"""What LangChain's standard suites do not pin down: the metadata keys that
+set store fields, no store field leaking into Document.metadata, bad input
+changing nothing, the retriever counting use and honouring its options."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from tierstore import ManualClock, Policy, TierStore
+from tierstore.errors import InvalidInputError, StoreConfigError, UnknownMemoryTypeError
+from tierstore.integrations.langchain import FieldMap, TierStoreRetriever, TierStoreVectorStore, adapter_policy
+
+EMB = DeterministicFakeEmbedding(size=8)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = TierStore.open(tmp_path / "s", dim=8, clock=ManualClock(1_700_000_000.0), policy=adapter_policy())
+    yield s
+    s.close()
+
+
+def test_mapped_metadata_keys_set_store_fields_and_metadata_stays_exact(store):
+    vs = TierStoreVectorStore(store, EMB, namespace="n", fields=FieldMap(
+        memory_type="kind", confidence="conf", tags="labels", ttl_seconds="ttl", pinned="pin"))
+    meta = {"kind": "preference", "conf": 0.9, "labels": ["travel"], "ttl": 120.0, "pin": False, "other": {"a": 1}}
+    (mid,) = vs.add_documents([Document(page_content="likes window seats", metadata=meta)])
+    m = store.get("n", mid)
+    assert (m.memory_type, m.tags, m.ttl_seconds, m.pinned) == ("preference", ("travel",), 120.0, False)
+    assert m.confidence > 0.5
+    (doc,) = vs.similarity_search("likes window seats", k=1)
+    assert doc.metadata == meta and doc.id == mid  # exactly the caller's keys, nothing of the store's
+    (pinned,) = vs.add_texts(["allergic to peanuts"], [{"pin": True}])
+    assert store.get("n", pinned).pinned and vs.get_by_ids([pinned])[0].metadata == {"pin": True}
+
+
+def test_bad_input_changes_nothing_even_when_replacing(store):
+    vs = TierStoreVectorStore(store, EMB, namespace="n", fields=FieldMap(memory_type="kind"))
+    vs.add_texts(["kept"], ids=["a"])
+    with pytest.raises(UnknownMemoryTypeError):
+        vs.add_texts(["new a", "b"], [{}, {"kind": "no-such-type"}], ids=["a", "b"])
+    with pytest.raises(InvalidInputError):
+        vs.add_texts(["new a"], [{"x": float("nan")}], ids=["a"])
+    assert [d.page_content for d in vs.get_by_ids(["a", "b"])] == ["kept"] and store.stats().total == 1
+    with pytest.raises(InvalidInputError, match="unknown search arguments"):
+        vs.similarity_search("kept", k=1, filter={"x": 1})
+    with pytest.raises(InvalidInputError):
+        vs.delete()
+    with pytest.raises(InvalidInputError):
+        vs.add_texts(["x", "y"], ids=["only one"])
+
+
+def test_a_later_document_with_the_same_id_wins_within_one_call(store):
+    vs = TierStoreVectorStore(store, EMB, namespace="n")
+    assert vs.add_texts(["first", "second"], ids=["same", "same"]) == ["same", "same"]
+    assert [d.page_content for d in vs.get_by_ids(["same"])] == ["second"] and store.stats().total == 1
+
+
+def test_a_deduplicating_store_or_an_unknown_type_is_refused(tmp_path, store):
+    with TierStore.open(tmp_path / "d", dim=8) as deduping:
+        with pytest.raises(StoreConfigError, match="dedupe"):
+            TierStoreVectorStore(deduping, EMB)
+    with TierStore.open(tmp_path / "a", dim=8, policy=Policy.from_dict({"dedupe": "off"})) as superseding:
+        with pytest.raises(StoreConfigError, match="supersedes similar memories automatically"):
+            TierStoreVectorStore(superseding, EMB)
+    with pytest.raises(UnknownMemoryTypeError):
+        TierStoreVectorStore(store, EMB, memory_type="nope")
+
+
+def test_retriever_counts_use_filters_types_and_vector_store_does_not(store):
+    vs = TierStoreVectorStore(store, EMB, namespace="n")
+    vs.add_texts(["alice lives in lisbon"], ids=["home"])
+    vs.add_texts(["said hello"], [{}], ids=["chat"])
+    store.add("n", "a chat turn", EMB.embed_query("a chat turn"), memory_type="conversation", id="turn")
+    vs.similarity_search("alice lives in lisbon", k=2)
+    assert store.get("n", "home").access_count == 0
+    r = TierStoreRetriever(vectorstore=vs, k=3, memory_types=["fact"])
+    assert {d.id for d in r.invoke("alice lives in lisbon")} == {"home", "chat"}  # not the conversation
+    assert store.get("n", "home").access_count == 1
+    assert [d.id for d in r.invoke("a chat turn", k=1, memory_types=["conversation"])] == ["turn"]

@@ -1,0 +1,251 @@
+"""TierStoreStore against LangGraph's own stores: a differential test with
+InMemoryStore (hypothesis), TTL behaviour beside SqliteStore, a graph whose
+node uses the store, and the namespace mapping."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TypedDict
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore, GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
+from langgraph.store.memory import InMemoryStore
+from langgraph.store.sqlite import SqliteStore
+
+from tierstore import ManualClock, Policy, TierStore
+from tierstore.errors import InvalidInputError, InvalidNamespaceError, StoreConfigError
+from tierstore.integrations.langchain import adapter_policy
+from tierstore.integrations.langgraph import TierStoreStore
+from tierstore.integrations.langgraph import namespaces as nsmap
+
+DIM = 8
+EMB = DeterministicFakeEmbedding(size=DIM)
+INDEX = {"dims": DIM, "embed": EMB, "fields": ["text"]}
+# Every namespace of the test holds an anchor item the ops never touch:
+# InMemoryStore keeps a namespace listed once it was read or emptied
+# (LangGraph's SQLite store does not, nor do we: test_emptied_namespace...).
+NAMESPACES = sorted([("a",), ("a", "b_1"), ("a", "b_1", "c"), ("ü", "x y"), ("z", "a")])
+KEYS = ["k0", "k1", "k2", "k3"]
+WORDS = ["alice lives in lisbon", "bob plays chess", "lisbon", "chess club", "weather in porto", "porto"]
+
+values = st.fixed_dictionaries({"text": st.sampled_from(WORDS), "n": st.integers(0, 4),
+                                "s": st.sampled_from(["x", "y"]),
+                                "tags": st.lists(st.sampled_from(["p", "q"]), max_size=2)})
+# Each item's text names it, so no two live items share a vector: InMemoryStore's
+# scores of equal vectors can differ in the last bit (one BLAS call for all),
+# which would make the order of ties arbitrary.
+puts = st.builds(lambda ns, k, v, idx: PutOp(ns, k, {**v, "text": f"{v['text']} {k} {'/'.join(ns)}"}, index=idx),
+                 st.sampled_from(NAMESPACES), st.sampled_from(KEYS), values, st.sampled_from([None, False]))
+deletes = st.builds(lambda ns, k: PutOp(ns, k, None), st.sampled_from(NAMESPACES), st.sampled_from(KEYS))
+gets = st.builds(GetOp, st.sampled_from(NAMESPACES), st.sampled_from(KEYS + ["anchor", "missing"]))
+filters = st.one_of(
+    st.none(), st.fixed_dictionaries({"n": st.integers(0, 4)}), st.fixed_dictionaries({"s": st.sampled_from("xy")}),
+    st.builds(lambda op, x: {"n": {op: x}}, st.sampled_from(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]),
+              st.integers(0, 4)),
+    st.builds(lambda t: {"tags": t}, st.lists(st.sampled_from(["p", "q"]), max_size=2)),
+    st.builds(lambda a, b: {"n": {"$gte": a}, "s": {"$ne": b}}, st.integers(0, 4), st.sampled_from("xy")))
+prefixes = st.sampled_from([(), ("a",), ("a", "b_1"), ("ü",), ("z", "a"), ("nope",)])
+searches = st.builds(SearchOp, prefixes, filters, st.integers(1, 5), st.integers(0, 3),
+                     st.one_of(st.none(), st.sampled_from(WORDS + ["lisbon chess"])))
+paths = st.lists(st.sampled_from(["a", "b_1", "*", "c", "ü", "x y", "z"]), min_size=1, max_size=2).map(tuple)
+conditions = st.lists(st.builds(MatchCondition, st.sampled_from(["prefix", "suffix"]), paths), max_size=2)
+listings = st.builds(lambda c, d, lim, off: ListNamespacesOp(tuple(c) or None, d, lim, off), conditions,
+                     st.one_of(st.none(), st.integers(1, 3)), st.integers(1, 6), st.integers(0, 2))
+batches = st.lists(st.one_of(puts, puts, deletes, gets, searches, searches, listings), min_size=1, max_size=3)
+
+
+def _plain(result: Any) -> Any:
+    """A result without timestamps (the two stores' clocks differ), scores rounded."""
+    if isinstance(result, list):
+        return [_plain(r) for r in result]
+    if result is None or isinstance(result, tuple):
+        return result
+    out = (tuple(result.namespace), result.key, result.value)
+    if hasattr(result, "score"):
+        out += (None if result.score is None else round(result.score, 5),)
+    return out
+
+
+@pytest.fixture(scope="module")
+def shared_store(tmp_path_factory):
+    store = TierStore.open(tmp_path_factory.mktemp("lg") / "s", dim=DIM, policy=adapter_policy())
+    yield store
+    store.close()
+
+
+_examples = iter(range(10**9))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(batches, min_size=1, max_size=8))
+def test_differential_against_in_memory_store(shared_store, program):
+    # one TierStore for every example, a fresh prefix (so fresh namespaces) each
+    ours = TierStoreStore(shared_store, index=INDEX, ranking="similarity", prefix=f"e{next(_examples)}")
+    ref = InMemoryStore(index=INDEX)
+    for s in (ours, ref):
+        for ns in NAMESPACES:
+            s.put(ns, "anchor", {"text": f"anchor {'/'.join(ns)}", "n": 0, "s": "x", "tags": []})
+    for ops in program:
+        assert _plain(ours.batch(ops)) == _plain(ref.batch(ops)), ops
+    final = [SearchOp(p, None, 100, 0, None) for p in [(), ("a",)]] + [ListNamespacesOp(None, None, 100, 0)]
+    assert _plain(ours.batch(final)) == _plain(ref.batch(final))
+
+
+def test_fused_ranking_returns_the_same_items(tmp_path):
+    with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store:
+        ours = TierStoreStore(store, index=INDEX)  # ranking="fused", the default
+        ref = InMemoryStore(index=INDEX)
+        for s in (ours, ref):
+            for i, w in enumerate(WORDS):
+                s.put(("docs",), f"d{i}", {"text": w})
+        for q in WORDS:
+            got = ours.search(("docs",), query=q, limit=len(WORDS))
+            want = [i.key for i in ref.search(("docs",), query=q, limit=len(WORDS)) if i.score > 0]
+            # fresh and unused, the fused score orders by similarity; a negative
+            # cosine counts as 0 in it, so those rank by recency after the rest
+            assert [i.key for i in got][: len(want)] == want and len(got) == len(WORDS)
+            assert all(0.0 <= i.score <= 1.0 for i in got)
+
+
+def test_emptied_namespace_is_not_listed_as_in_sqlite_store(tmp_path):
+    with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store, \
+            SqliteStore.from_conn_string(":memory:") as ref:
+        ref.setup()
+        ours = TierStoreStore(store)
+        for s in (ours, ref):
+            s.put(("u", "a"), "k", {"v": 1})
+            s.put(("u", "b"), "k", {"v": 2})
+            s.delete(("u", "a"), "k")
+            s.get(("never", "written"), "k")
+        assert ours.list_namespaces() == ref.list_namespaces() == [("u", "b")]
+
+
+def _ttl_scenario(store: BaseStore) -> list[Any]:
+    """Real time (SqliteStore reads its clock in SQL): TTLs of 3 s, checks
+    a second or more from every expiry (SQLite keeps whole seconds)."""
+    seen = []
+    store.put(("t",), "a", {"v": "a"}, ttl=0.05)
+    store.put(("t",), "b", {"v": "b"}, ttl=0.05)
+    store.put(("t",), "c", {"v": "c"})  # no TTL: never expires
+    seen.append(sorted(i.key for i in store.search(("t",), refresh_ttl=False)))
+    time.sleep(1.8)
+    seen.append(store.get(("t",), "b", refresh_ttl=True).value)  # b now expires 3 s from here
+    seen.append(store.get(("t",), "a", refresh_ttl=False).value)  # a does not
+    time.sleep(2.2)  # a expired 0.8 s ago, b has 0.8 s left
+    seen.append(store.sweep_ttl())
+    seen.append(sorted(i.key for i in store.search(("t",), refresh_ttl=False)))
+    seen.append(store.get(("t",), "a") is None)
+    time.sleep(1.8)
+    seen.append(store.sweep_ttl())
+    seen.append(sorted(i.key for i in store.search(("t",), refresh_ttl=False)))
+    return seen
+
+
+def test_ttl_semantics_match_sqlite_store(tmp_path):
+    ttl = {"refresh_on_read": True}
+    with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store, \
+            SqliteStore.from_conn_string(str(tmp_path / "ref.sqlite"), ttl=ttl) as ref:
+        ref.setup()
+        ours = TierStoreStore(store, ttl=ttl)
+        want = _ttl_scenario(ref)
+        got = _ttl_scenario(ours)
+        assert want == [["a", "b", "c"], {"v": "b"}, {"v": "a"}, 1, ["b", "c"], True, 1, ["c"]]
+        assert got == want
+        # beyond LangGraph: the expired items were archived, and come back
+        assert {m.id: m.tier for m in store.memories(nsmap.encode("lg", ("t",)))} == {"a": "cold", "b": "cold",
+                                                                                      "c": "hot"}
+        assert store.restore(nsmap.encode("lg", ("t",)), ids=["a"]) == ["a"]
+        assert ours.get(("t",), "a").value == {"v": "a"}
+
+
+def test_default_ttl_omit_expired_and_the_sweeper(tmp_path):
+    clock = ManualClock(1_700_000_000.0)
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock, policy=adapter_policy()) as store:
+        ours = TierStoreStore(store, ttl={"default_ttl": 10, "omit_expired": True, "refresh_on_read": False})
+        ours.put(("t",), "x", {"v": 1})  # default TTL: 10 minutes
+        ours.put(("t",), "y", {"v": 2}, ttl=None)  # explicitly none
+        clock.advance(9 * 60)
+        assert ours.get(("t",), "x").value == {"v": 1}  # not refreshed (refresh_on_read False)
+        clock.advance(2 * 60)
+        assert ours.get(("t",), "x") is None  # expired, not yet swept: omitted
+        assert [i.key for i in ours.search(("t",))] == ["y"]
+        assert store.get(nsmap.encode("lg", ("t",)), "x").tier == "hot"
+        ours.start_ttl_sweeper(sweep_interval_minutes=0.001)
+        for _ in range(200):
+            if store.get(nsmap.encode("lg", ("t",)), "x").tier == "cold":
+                break
+            time.sleep(0.05)
+        assert ours.stop_ttl_sweeper()
+        assert store.get(nsmap.encode("lg", ("t",)), "x").tier == "cold"
+
+
+class State(TypedDict):
+    user: str
+    message: str
+    recalled: list[str]
+
+
+def test_a_graph_node_uses_the_store(tmp_path):
+    def remember_and_recall(state: State, *, store: BaseStore) -> dict[str, Any]:
+        ns = ("memories", state["user"])
+        store.put(ns, f"m{len(store.search(ns, limit=100))}", {"text": state["message"]})
+        return {"recalled": [i.value["text"] for i in store.search(ns, query=state["message"], limit=2)]}
+
+    builder = StateGraph(State)
+    builder.add_node("remember_and_recall", remember_and_recall)
+    builder.add_edge(START, "remember_and_recall")
+    builder.add_edge("remember_and_recall", END)
+    with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store:
+        graph = builder.compile(store=TierStoreStore(store, index=INDEX))
+        graph.invoke({"user": "alice", "message": "alice lives in lisbon", "recalled": []})
+        graph.invoke({"user": "bob", "message": "bob plays chess", "recalled": []})
+        out = graph.invoke({"user": "alice", "message": "lisbon", "recalled": []})
+        assert out["recalled"][0] == "lisbon" and set(out["recalled"]) == {"lisbon", "alice lives in lisbon"}
+        assert sorted(store.namespaces()) == ["lg.memories.alice", "lg.memories.bob"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=6).filter(lambda s: "." not in s and "\x00" not in s),
+                min_size=1, max_size=4).map(tuple),
+       st.lists(st.text(min_size=1, max_size=6).filter(lambda s: "." not in s and "\x00" not in s),
+                min_size=1, max_size=4).map(tuple))
+def test_namespace_mapping_is_reversible_and_injective(a, b):
+    try:
+        ea = nsmap.encode("lg", a)
+    except InvalidNamespaceError:
+        assert len("lg" + "".join("." + nsmap.encode_label(x) for x in a)) > 128
+        return
+    assert nsmap.decode("lg", ea) == a
+    if a != b:
+        try:
+            assert nsmap.encode("lg", b) != ea
+        except InvalidNamespaceError:
+            pass
+
+
+def test_bad_input_is_refused_and_changes_nothing(tmp_path):
+    with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store:
+        ours = TierStoreStore(store, index=INDEX)
+        ours.put(("u",), "k", {"text": "kept"})
+        for bad in [lambda: ours.batch([PutOp(("u", "a.b"), "k", {"x": 1})]),
+                    lambda: ours.batch([PutOp(("u",), "k", {"x": float("nan")})]),
+                    lambda: ours.batch([PutOp(("u",), "k", {"x": object()})]),
+                    lambda: ours.batch([PutOp(("u",), "k", {"text": "x"}, ttl=-1)]),
+                    lambda: ours.search(("u",), filter={"x": {"$regex": "a"}}),
+                    lambda: ours.batch([PutOp(tuple(["long" * 10] * 4), "k", {"x": 1})])]:
+            with pytest.raises((InvalidInputError, InvalidNamespaceError)):
+                bad()
+        assert ours.get(("u",), "k").value == {"text": "kept"} and store.stats().total == 1
+        with pytest.raises(StoreConfigError, match="dims"):
+            TierStoreStore(store, index={"dims": DIM + 1, "embed": EMB})
+    with TierStore.open(tmp_path / "d", dim=DIM) as deduping:
+        with pytest.raises(StoreConfigError, match="dedupe"):
+            TierStoreStore(deduping)
+    with TierStore.open(tmp_path / "a", dim=DIM, policy=Policy.from_dict({"dedupe": "off"})) as superseding:
+        with pytest.raises(StoreConfigError, match="supersedes similar memories automatically"):
+            TierStoreStore(superseding)

@@ -1,0 +1,20 @@
+"""LangChain adapters (extra ``langchain``): a ``VectorStore`` over one
+namespace of a :class:`~tierstore.TierStore`, and a retriever ranking by the
+store's fused score. See docs/integrations.md."""
+
+from __future__ import annotations
+
+try:
+    import langchain_core  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    from ...errors import MissingDependencyError
+
+    raise MissingDependencyError(
+        "tierstore.integrations.langchain needs langchain-core: pip install 'tierstore[langchain]'") from exc
+
+from .fields import FieldMap
+from .retriever import TierStoreRetriever
+from ..policy import adapter_policy
+from .vectorstore import TierStoreVectorStore
+
+__all__ = ["FieldMap", "TierStoreRetriever", "TierStoreVectorStore", "adapter_policy"]

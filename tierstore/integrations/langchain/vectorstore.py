@@ -1,0 +1,187 @@
+"""``TierStoreVectorStore``: a LangChain ``VectorStore`` over one namespace of a TierStore."""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+
+from ...errors import InvalidInputError
+from ...store import TierStore
+from ...validation import check_namespace
+from ..policy import adapter_policy, check_adapter_policy
+from .fields import FieldMap
+
+# search() keywords passed through to TierStore.search
+SEARCH_OPTIONS = frozenset({"context_tags", "memory_types", "min_confidence", "include_warm", "include_cold",
+                            "record_access"})
+
+
+class TierStoreVectorStore(VectorStore):
+    """Documents of one namespace of ``store``, embedded by ``embedding``.
+
+    ``Document.page_content`` is the memory's content, ``Document.metadata``
+    its metadata (stored whole, returned exactly: no store field is added),
+    ``Document.id`` its id. Adding a document whose id exists replaces it
+    (the old memory is deleted, then the new one added: not atomic — a crash
+    between the two loses the old version too). ``fields`` chooses metadata
+    keys that set each memory's type, confidence, tags, TTL and pin;
+    ``memory_type`` and ``source`` are the defaults.
+
+    Searches rank by the store's fused score (similarity, recency,
+    confidence, context, weight; see docs/policy.md), which orders fresh,
+    unused documents by similarity. They do not count as use unless
+    ``record_access=True`` (the retriever's default). The store's policy
+    must keep every document under its own id (no duplicate merging, no
+    automatic supersession: see :func:`~tierstore.integrations.adapter_policy`).
+    Async methods are LangChain's defaults (the sync ones in
+    an executor); the store is thread-safe."""
+
+    def __init__(self, store: TierStore, embedding: Embeddings, *, namespace: str = "langchain",
+                 fields: FieldMap | None = None, memory_type: str = "fact", source: str = "langchain",
+                 record_access: bool = False, owns_store: bool = False) -> None:
+        if not isinstance(store, TierStore):
+            raise InvalidInputError(f"store must be a TierStore, got {type(store).__name__}")
+        check_adapter_policy(store.policy, "a vector store")
+        store.policy.type_index(memory_type)  # UnknownMemoryTypeError now, not at the first add
+        self.store = store
+        self.namespace = check_namespace(namespace)
+        self._embedding = embedding
+        self.fields = fields if fields is not None else FieldMap()
+        if not isinstance(self.fields, FieldMap):
+            raise InvalidInputError(f"fields must be a FieldMap, got {type(fields).__name__}")
+        self.memory_type = memory_type
+        self.source = source
+        self.record_access = record_access
+        self._owns_store = owns_store
+
+    @property
+    def embeddings(self) -> Embeddings:
+        return self._embedding
+
+    def close(self) -> None:
+        """Close the store if this vector store opened it (:meth:`from_texts` without ``store``)."""
+        if self._owns_store:
+            self.store.close()
+
+    # -- writes -------------------------------------------------------------
+
+    def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *,
+                  ids: list[str] | None = None, **kwargs: Any) -> list[str]:
+        """Embed and store ``texts``; returns their ids (given, or new UUIDs).
+        An id that exists is replaced; within one call, a later text with the
+        same id wins."""
+        if kwargs:
+            raise InvalidInputError(f"add_texts: unknown arguments {sorted(kwargs)}")
+        texts = list(texts)
+        n = len(texts)
+        if metadatas is not None and len(metadatas) != n:
+            raise InvalidInputError(f"add_texts: {len(metadatas)} metadatas for {n} texts")
+        if ids is not None and len(ids) != n:
+            raise InvalidInputError(f"add_texts: {len(ids)} ids for {n} texts")
+        if n == 0:
+            return []
+        out_ids = [uuid.uuid4().hex if ids is None or ids[i] is None else ids[i] for i in range(n)]
+        last = {mid: i for i, mid in enumerate(out_ids)}  # a later text with the same id wins
+        keep = sorted(last.values())
+        vectors = np.asarray(self._embedding.embed_documents([texts[i] for i in keep]), dtype=np.float32)
+        items = []
+        for j, i in enumerate(keep):
+            meta = {} if metadatas is None or metadatas[i] is None else metadatas[i]
+            item: dict[str, Any] = {"content": texts[i], "embedding": vectors[j], "id": out_ids[i],
+                                    "memory_type": self.memory_type, "source": self.source, "metadata": meta}
+            item.update(self.fields.store_fields(meta))
+            items.append(item)
+        existing = [item["id"] for item in items if self.store.get(self.namespace, item["id"]) is not None]
+        if existing:
+            # check the whole batch before deleting anything: bad input changes nothing
+            self.store.check_batch(self.namespace, items)
+            for mid in existing:
+                self.store.delete(self.namespace, mid)
+        self.store.add_batch(self.namespace, items)
+        return out_ids
+
+    def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+        """Store ``documents`` (``ids=`` or each ``Document.id``; the documents are not changed)."""
+        ids = kwargs.pop("ids", None)
+        if ids is None:
+            ids = [doc.id for doc in documents]
+        return self.add_texts([d.page_content for d in documents], [d.metadata for d in documents],
+                              ids=list(ids), **kwargs)
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        """Delete the documents ``ids`` (ids not there are skipped). Returns True."""
+        if kwargs:
+            raise InvalidInputError(f"delete: unknown arguments {sorted(kwargs)}")
+        if ids is None:
+            raise InvalidInputError("delete needs the ids to delete (deleting a whole namespace is not supported)")
+        for mid in ids:
+            self.store.delete(self.namespace, mid)
+        return True
+
+    # -- reads --------------------------------------------------------------
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The documents with these ids, in that order; missing ids are skipped. Counts no use."""
+        out = []
+        for mid in ids:
+            m = self.store.get(self.namespace, mid)
+            if m is not None:
+                out.append(Document(id=m.id, page_content=m.content, metadata=m.metadata or {}))
+        return out
+
+    def similarity_search_with_score_by_vector(self, embedding: Sequence[float], k: int = 4,
+                                               **kwargs: Any) -> list[tuple[Document, float]]:
+        """The ``k`` best documents for a query vector with their fused scores
+        (higher is better). ``kwargs``: :meth:`TierStore.search`'s
+        ``context_tags``, ``memory_types``, ``min_confidence``,
+        ``include_warm``, ``include_cold``, ``record_access``."""
+        unknown = set(kwargs) - SEARCH_OPTIONS
+        if unknown:
+            raise InvalidInputError(f"unknown search arguments {sorted(unknown)}; known: {sorted(SEARCH_OPTIONS)}")
+        if "record_access" not in kwargs:
+            kwargs["record_access"] = self.record_access
+        q = np.asarray(embedding, dtype=np.float32)
+        hits = self.store.search(self.namespace, q, k=k, **kwargs)
+        out = []
+        for h in hits:
+            m = h.memory
+            meta = m.metadata
+            out.append((Document(id=h.id, page_content=m.content, metadata={} if meta is None else meta), h.score))
+        return out
+
+    def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
+        return [d for d, _ in self.similarity_search_with_score_by_vector(embedding, k, **kwargs)]
+
+    def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
+        return self.similarity_search_with_score_by_vector(self._embedding.embed_query(query), k, **kwargs)
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        return [d for d, _ in self.similarity_search_with_score(query, k, **kwargs)]
+
+    def _select_relevance_score_fn(self) -> Callable[[float], float]:
+        """The fused score is already a relevance in [0, 1] (weighted-sum and product modes)."""
+        return lambda score: score
+
+    @classmethod
+    def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, *,
+                   ids: list[str] | None = None, store: TierStore | None = None, path: str | None = None,
+                   **kwargs: Any) -> "TierStoreVectorStore":
+        """A vector store holding ``texts``. Without ``store``, opens a new one
+        at ``path`` (a temporary directory if ``None``) with
+        :func:`adapter_policy` and the embedding's dimension, closed by
+        :meth:`close`. Other ``kwargs`` go to the constructor."""
+        owns = store is None
+        if store is None:
+            dim = len(embedding.embed_query(texts[0] if texts else "dimension"))
+            store = TierStore.open(path if path is not None else tempfile.mkdtemp(prefix="tierstore-"), dim=dim,
+                                   policy=adapter_policy())
+        vs = cls(store, embedding, owns_store=owns, **kwargs)
+        vs.add_texts(texts, metadatas, ids=ids)
+        return vs
+

@@ -1,0 +1,17 @@
+"""LangGraph adapter (extra ``langgraph``): :class:`TierStoreStore`, a
+``BaseStore`` with TTLs, search and namespaces over a TierStore. See
+docs/integrations.md."""
+
+from __future__ import annotations
+
+try:
+    import langgraph.store.base  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    from ...errors import MissingDependencyError
+
+    raise MissingDependencyError(
+        "tierstore.integrations.langgraph needs langgraph-checkpoint: pip install 'tierstore[langgraph]'") from exc
+
+from .store import TierStoreStore
+
+__all__ = ["TierStoreStore"]

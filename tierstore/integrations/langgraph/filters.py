@@ -1,0 +1,62 @@
+"""LangGraph search filters over an item's value: equality (nested dicts and
+lists compared as JSON) and the operators ``$eq $ne $gt $gte $lt $lte``."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ...errors import InvalidInputError
+
+OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+
+
+def check_filter(flt: Any) -> Mapping[str, Any] | None:
+    """``None`` or a mapping whose operators are known."""
+    if flt is None:
+        return None
+    if not isinstance(flt, Mapping):
+        raise InvalidInputError(f"a search filter is a dict, got {type(flt).__name__}")
+    _check_ops(flt)
+    return flt
+
+
+def _check_ops(value: Any) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str) and k.startswith("$") and k not in OPERATORS:
+                raise InvalidInputError(f"unsupported filter operator {k!r}; supported: {', '.join(OPERATORS)}")
+            _check_ops(v)
+
+
+def matches(value: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:
+    """Whether an item's ``value`` passes ``flt`` (every key must match)."""
+    return not flt or all(_compare(value.get(k), f) for k, f in flt.items())
+
+
+def _compare(item: Any, f: Any) -> bool:
+    if isinstance(f, Mapping):
+        if any(isinstance(k, str) and k.startswith("$") for k in f):
+            return all(_apply(item, op, arg) for op, arg in f.items())
+        return isinstance(item, Mapping) and all(_compare(item.get(k), v) for k, v in f.items())
+    if isinstance(f, (list, tuple)):
+        return (isinstance(item, (list, tuple)) and len(item) == len(f)
+                and all(_compare(i, v) for i, v in zip(item, f)))
+    return item == f
+
+
+def _apply(item: Any, op: str, arg: Any) -> bool:
+    if op == "$eq":
+        return item == arg
+    if op == "$ne":
+        return item != arg
+    try:  # ordering compares numbers; a missing or non-numeric value does not match
+        a, b = float(item), float(arg)
+    except (TypeError, ValueError):
+        return False
+    if op == "$gt":
+        return a > b
+    if op == "$gte":
+        return a >= b
+    if op == "$lt":
+        return a < b
+    return a <= b

@@ -1,0 +1,44 @@
+"""The policy a framework adapter needs: every item kept under its own id.
+
+LangChain's vector stores and LangGraph's stores promise that what is put
+under an id is what is read back under it. Two of tierstore's default
+behaviours break that promise and are turned off for the adapters' store:
+merging exact duplicates (``dedupe``: a document with another's content would
+be stored under the other's id) and automatic supersession (a document very
+similar to another would retire it). Explicit supersession stays available
+to code that calls the store itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import StoreConfigError
+from ..policy import Policy
+
+
+def adapter_policy(**overrides: Any) -> Policy:
+    """The default policy with ``dedupe = "off"`` and automatic supersession
+    off for every memory type. ``overrides`` are further
+    :meth:`Policy.from_dict` keys (``types`` given there are merged over the
+    supersession settings)."""
+    types = {name: {"supersede_above": "off"} for name in Policy.default().types}
+    for name, spec in dict(overrides.pop("types", {})).items():
+        types[name] = {**types.get(name, {}), **spec}
+    return Policy.from_dict({"dedupe": "off", "types": types, **overrides})
+
+
+def check_adapter_policy(policy: Policy, what: str) -> None:
+    """Raise :class:`StoreConfigError` unless ``policy`` keeps every item
+    under its own id (see the module doc); ``what`` names the adapter."""
+    if policy.dedupe != "off":
+        raise StoreConfigError(
+            f"the store's policy merges duplicates (dedupe={policy.dedupe!r}): {what} needs every item kept under "
+            "its own id; open the store with policy=tierstore.integrations.adapter_policy()")
+    auto = sorted(name for name, t in policy.types.items()
+                  if t.supersede_above is not None or t.supersede_above_shared_tag is not None)
+    if auto:
+        raise StoreConfigError(
+            f"the store's policy supersedes similar memories automatically (types {', '.join(auto)}): {what} "
+            "needs every item kept under its own id; open the store with "
+            "policy=tierstore.integrations.adapter_policy()")
