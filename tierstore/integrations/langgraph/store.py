@@ -34,7 +34,7 @@ from ...model import Memory
 from ...store import TierStore
 from ...validation import check_metadata
 from ..policy import check_adapter_policy
-from . import namespaces as nsmap
+from .namespaces import check_labels, check_prefix, decode, encode
 from .filters import check_filter, matches
 
 Ranking = Literal["fused", "similarity"]
@@ -83,7 +83,7 @@ class TierStoreStore(BaseStore):
                                    "refresh_ttl needs one that does (the default 'fact' does)")
         check_adapter_policy(policy, "a LangGraph store")
         self.store = store
-        self.prefix = nsmap.check_prefix(prefix)
+        self.prefix = check_prefix(prefix)
         self.ranking = ranking
         self.memory_type = memory_type
         self.source = source
@@ -120,7 +120,7 @@ class TierStoreStore(BaseStore):
             elif isinstance(op, ListNamespacesOp):
                 results.append(self._list_namespaces(op))
             elif isinstance(op, PutOp):
-                nsmap.check_labels(op.namespace)
+                check_labels(op.namespace)
                 puts[(op.namespace, op.key)] = op
                 results.append(None)
             else:
@@ -146,7 +146,7 @@ class TierStoreStore(BaseStore):
         return not (self._omit_expired() and m.expires_at is not None and m.expires_at <= now)
 
     def _get(self, op: GetOp) -> Item | None:
-        ns = nsmap.encode(self.prefix, op.namespace)
+        ns = encode(self.prefix, op.namespace)
         m = self.store.get(ns, op.key) if op.key else None
         if m is None or m.metadata is None or not self._visible(m, self.store.now()):
             return None
@@ -164,7 +164,7 @@ class TierStoreStore(BaseStore):
         """``(tierstore namespace, LangGraph namespace)`` of this prefix, sorted by the tuple."""
         out = []
         for ns in self.store.namespaces():
-            labels = nsmap.decode(self.prefix, ns)
+            labels = decode(self.prefix, ns)
             if labels is not None:
                 out.append((ns, labels))
         return sorted(out, key=lambda p: p[1])
@@ -176,7 +176,7 @@ class TierStoreStore(BaseStore):
         return sorted(ms, key=lambda m: m.metadata["seq"])  # type: ignore[index]
 
     def _search(self, op: SearchOp, query_vector: Sequence[float] | None) -> list[SearchItem]:
-        nsmap.check_labels(op.namespace_prefix, allow_empty=True)
+        check_labels(op.namespace_prefix, allow_empty=True)
         flt = check_filter(op.filter)
         if not isinstance(op.limit, int) or not isinstance(op.offset, int) or op.limit < 0 or op.offset < 0:
             raise InvalidInputError(f"limit and offset must be non-negative integers, got {op.limit!r}, {op.offset!r}")
@@ -235,7 +235,7 @@ class TierStoreStore(BaseStore):
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         now = self.store.now()
         for cond in op.match_conditions or ():
-            nsmap.check_labels(tuple(cond.path), allow_empty=True)
+            check_labels(tuple(cond.path), allow_empty=True)
         names = [t for ns, t in self._namespaces() if self._items_of(ns, now, with_embedding=False)]
         if op.match_conditions:
             names = [t for t in names if all(_matches(c, t) for c in op.match_conditions)]
@@ -258,7 +258,7 @@ class TierStoreStore(BaseStore):
         vectors = iter(self.embeddings.embed_documents(flat)) if flat else iter(())  # type: ignore[union-attr]
         now = self.store.now()
         for op, ts in zip(puts, texts):
-            ns = nsmap.encode(self.prefix, op.namespace)
+            ns = encode(self.prefix, op.namespace)
             old = self.store.get(ns, op.key) if op.key else None
             if op.value is None:
                 if old is not None:
