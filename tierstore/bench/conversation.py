@@ -1091,7 +1091,7 @@ TIERSTORE_ROWS: list[TierVariant] = [
     TierVariant("tierstore, turns as conversation, include_cold=false", search_kwargs={"include_cold": False}),
     TierVariant("tierstore, turns as conversation, include_cold=true", search_kwargs={"include_cold": True}),
     *(TierVariant(f"tierstore, turns as conversation, cold bar {b}", policy={"scoring": {"cold_similarity_bar": b}})
-      for b in (0.3, 0.4, 0.6, 0.7)),
+      for b in (0.3, 0.4, 0.5, 0.7)),
     TierVariant("tierstore, turns as conversation, similar_first=false (merge by score alone)",
                 policy={"scoring": {"similar_first": False}}),
     TierVariant("tierstore, turns as conversation, dedupe off", policy={"dedupe": "off"}),

@@ -794,7 +794,7 @@ VARIANTS: list[tuple[str, dict[str, Any], float | None, float | None]] = [
     ("ts: include_cold=false (cold never searched)", {"scoring": {"include_cold": False}}, None, None),
     ("ts: include_cold=true (cold always searched)", {"scoring": {"include_cold": True}}, None, None),
     *((f"ts: include_cold=auto, bar {b}", {"scoring": {"cold_similarity_bar": b}}, None, None)
-      for b in (0.3, 0.4, 0.6, 0.7)),
+      for b in (0.3, 0.4, 0.5, 0.7)),
     ("ts: similar_first=false (cold merged by score alone)", {"scoring": {"similar_first": False}}, None, None),
 ]
 
