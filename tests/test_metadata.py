@@ -26,6 +26,8 @@ def test_metadata_round_trips_hot_warm_cold_restore(store, clock, rng):
     # a search hit carries it too, and each snapshot gets its own dict
     hit = store.search("m", v, k=1, record_access=False)[0]
     assert hit.id == a and hit.memory.metadata == META
+    # read from the hit without building its Memory: the same values (a hot hit parses a fresh dict)
+    assert hit.content == "a fact with metadata" and hit.metadata == META and hit.metadata is not hit.metadata
     hit.memory.metadata["page"] = 99
     assert store.get("m", a).metadata == META
     clock.advance(20 * DAY)  # unused facts decay below the demote threshold
@@ -33,12 +35,14 @@ def test_metadata_round_trips_hot_warm_cold_restore(store, clock, rng):
     assert store.get("m", a).tier == "warm" and store.get("m", a).metadata == META
     warm_hit = store.search("m", v, k=1, record_access=False, include_cold=False)[0]
     assert warm_hit.memory.tier == "warm" and warm_hit.memory.metadata == META
+    assert (warm_hit.content, warm_hit.metadata) == (warm_hit.memory.content, META)
     clock.advance(20 * DAY)  # past the 30-day TTL: archived
     assert store.sweep().archived == 2
     m = store.get("m", a)
     assert m.tier == "cold" and m.metadata == META
     cold_hit = store.search("m", v, k=1, record_access=False, include_cold=True)[0]
     assert cold_hit.memory.tier == "cold" and cold_hit.memory.metadata == META
+    assert (cold_hit.content, cold_hit.metadata) == (cold_hit.memory.content, META)
     assert store.restore("m", ids=[a]) == [a]
     m = store.get("m", a)
     assert m.tier == "hot" and m.metadata == META and store.get("m", b).metadata is None

@@ -134,6 +134,15 @@ class HotSnapshot:
             m = built[j] = self.build(j)
         return m
 
+    def content(self, j: int) -> str:
+        """Hit j's text, without building its Memory."""
+        return self.strings.contents[int(self.ri[C.R_SLOT, j])]
+
+    def metadata(self, j: int) -> dict[str, Any] | None:
+        """Hit j's metadata (a fresh dict; ``None``: none), without building its Memory."""
+        meta = self.strings.metadata[int(self.ri[C.R_SLOT, j])]
+        return None if meta is None else json.loads(meta)
+
     def build(self, j: int, embedding: np.ndarray | None = None) -> Memory:
         created, last_access, ttl, anchor, due, override = self.rf[C.R_F:, j].tolist()  # C.SNAPSHOT_F
         type_idx, access_count, pinned = self.ri[C.R_I:, j].tolist()  # C.SNAPSHOT_I

@@ -121,6 +121,16 @@ class Hit:
     def memory(self) -> Memory:
         return self._source.memory(self._j)
 
+    @property
+    def content(self) -> str:
+        """``memory.content``, read without building the Memory (cheaper for a hot hit)."""
+        return self._source.content(self._j)
+
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        """``memory.metadata``, read without building the Memory (a hot hit parses it anew each time)."""
+        return self._source.metadata(self._j)
+
     def _set_explain(self, explain: Explain) -> None:
         """Replace this hit's explanation (the store adds what a search's
         columns do not hold, e.g. a supersession)."""
@@ -152,6 +162,12 @@ class HitRows:
 
     def memory(self, j: int) -> Memory:
         return self.memories[j]
+
+    def content(self, j: int) -> str:
+        return self.memories[j].content
+
+    def metadata(self, j: int) -> dict[str, Any] | None:
+        return self.memories[j].metadata
 
 
 @dataclass

@@ -150,9 +150,8 @@ class TierStoreVectorStore(VectorStore):
         hits = self.store.search(self.namespace, q, k=k, **kwargs)
         out = []
         for h in hits:
-            m = h.memory
-            meta = m.metadata
-            out.append((Document(id=h.id, page_content=m.content, metadata={} if meta is None else meta), h.score))
+            meta = h.metadata  # read from the hit: building each Memory would cost more than the search
+            out.append((Document(id=h.id, page_content=h.content, metadata={} if meta is None else meta), h.score))
         return out
 
     def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
