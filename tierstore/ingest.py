@@ -127,7 +127,7 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def similar_live(eng: Engine, ns: str, hot: HotNamespace, rows: Sequence[MemoryRow],
-                  vectors: np.ndarray) -> list[dict[str, float]]:
+                 vectors: np.ndarray) -> list[dict[str, float]]:
     """Per row: ids of live hot and warm memories (and earlier rows) of
     its type at or above its type's lowest supersession bar, with their
     cosine. Read before the add's transaction; the rule is applied in it."""
@@ -145,7 +145,7 @@ def similar_live(eng: Engine, ns: str, hot: HotNamespace, rows: Sequence[MemoryR
 
 
 def check_supersedes(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]],
-                      rows: Sequence[MemoryRow]) -> list[tuple[str, list[str]]]:
+                     rows: Sequence[MemoryRow]) -> list[tuple[str, list[str]]]:
     """``(new id, [superseded ids])`` per item that supersedes something;
     every superseded id must already exist in the namespace."""
     out = []

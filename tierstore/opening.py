@@ -140,7 +140,7 @@ def remove_new_store(root: Path, made_dir: bool) -> None:
 
 
 def open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
-               stored: str | None, create: bool = True) -> tuple[ObjectStore, str | None]:
+              stored: str | None, create: bool = True) -> tuple[ObjectStore, str | None]:
     """The cold object store, and what the catalog should remember of it
     (JSON: URL, endpoint and region; never credentials)."""
     opts = dict(options or {})

@@ -157,8 +157,8 @@ def record_hits(eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ..
 
 
 def trace_search(eng: Engine, now: float, ns: str, q: np.ndarray, k: int, ctx_tags: Sequence[str],
-                  memory_types: Any, min_conf: float, include_warm: bool, record_access: bool,
-                  hits: list[Hit]) -> None:
+                 memory_types: Any, min_conf: float, include_warm: bool, record_access: bool,
+                 hits: list[Hit]) -> None:
     assert eng._trace is not None
     eng._trace.write("search", now, ns=ns, query=encode_vector(q), k=k, context_tags=list(ctx_tags),
                       memory_types=None if memory_types is None else list(memory_types),
@@ -168,7 +168,7 @@ def trace_search(eng: Engine, now: float, ns: str, q: np.ndarray, k: int, ctx_ta
 
 
 def search_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
-                 now: float, explain: bool) -> list[RowHit]:
+                now: float, explain: bool) -> list[RowHit]:
     """Warm hits: shard candidates, their live rows from the catalog (a
     row left its shard when the catalog says so), then the same fused
     rerank as the hot tier."""
@@ -201,7 +201,7 @@ def search_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: 
 
 
 def search_cold(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
-                 now: float, explain: bool, note: str) -> list[RowHit]:
+                now: float, explain: bool, note: str) -> list[RowHit]:
     """Cold hits (see :func:`tierstore.tier_search.search_cold`); none when
     the namespace has nothing archived."""
     if not eng._cold_searchable or eng._cold_index.count(ns) == 0:

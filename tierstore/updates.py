@@ -33,7 +33,7 @@ _KEEP = object()  # set_lifetime: leave the per-memory TTL as it is
 
 
 def set_lifetime(eng: Engine, ns: str, id: str, now: float, *, override: Any = _KEEP, anchor: Any = None,
-                  kind: str, reason: str, extra: Any = None) -> bool:
+                 kind: str, reason: str, extra: Any = None) -> bool:
     """Change one memory's per-memory TTL (``override``: seconds, ``None``
     for the type's, ``_KEEP``) and/or its TTL anchor (``anchor``: old ->
     new), in whichever tier it is; its effective TTL and due time follow.
@@ -132,7 +132,7 @@ def touch(eng: Engine, ns: str, ids: str | Iterable[str]) -> None:
 
 
 def count_accesses(eng: Engine, ns: str, hot: HotNamespace, id_list: list[str], now: float,
-                    strict: bool) -> list[str]:
+                   strict: bool) -> list[str]:
     """One access per occurrence of an id, in the tier the memory is in.
     Returns the occurrences whose memory moved meanwhile (count them again).
     ``strict``: an unknown id raises MemoryNotFoundError before anything is
