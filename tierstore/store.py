@@ -36,6 +36,7 @@ __all__ = ["Settings", "TierStore"]
 
 def _delegated(name: str, settable: bool = False) -> property:
     """A property reading (and, ``settable``, writing) the engine's attribute ``name``."""
+
     def get(self: "TierStore") -> Any:
         return getattr(self._engine, name)
 
@@ -85,7 +86,6 @@ class TierStore:
     _trace = _delegated("_trace", settable=True)
 
     # ------------------------------------------------------------------ open
-
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, dim: int | None = None, policy: Policy | None = None,
@@ -239,7 +239,6 @@ class TierStore:
             catalog.close()
             raise
 
-
     @property
     def embedder(self) -> _embedding.Embedder | None:
         """The embedder text is turned into vectors with (``None``: vectors only)."""
@@ -319,6 +318,7 @@ class TierStore:
                         "source": source, "tags": tags, "ttl_seconds": ttl_seconds, "pinned": pinned, "id": id,
                         "supersedes": supersedes, "key": key, "metadata": metadata}
         return ingest.add(self._engine, ns, [item])[0]
+
     def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         """Store many memories in one transaction (dicts with :meth:`add`'s
         keys). All or nothing: one invalid item rejects the batch. Items take
@@ -326,6 +326,7 @@ class TierStore:
         a later duplicate reinforces it and returns its id."""
         ingest.check_items(items)
         return ingest.add(self._engine, ns, items)
+
     def check_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> None:
         """Raise the InvalidInputError :meth:`add_batch` would raise for
         ``items`` before writing (their fields and ids within the batch;
@@ -335,6 +336,7 @@ class TierStore:
         ingest.check_items(items)
         if items:
             ingest.prepare_rows(self._engine, ns, items, self._engine._time.now())
+
     # ------------------------------------------------------------------ search
 
     def search(self, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
@@ -367,18 +369,21 @@ class TierStore:
         return retrieval.search(self._engine, ns, query, k=k, context_tags=context_tags, memory_types=memory_types,
                                 min_confidence=min_confidence, include_warm=include_warm, include_cold=include_cold,
                                 record_access=record_access, explain=explain)
+
     # ------------------------------------------------------------------ read / update
 
     def get(self, ns: str, id: str) -> Memory | None:
         """The memory, from any tier, without counting an access; ``None`` if
         absent. Carries its ``key`` and, if it was superseded, ``superseded_by``."""
         return reads.get(self._engine, ns, id)
+
     def get_by_key(self, ns: str, key: str) -> Memory | None:
         """The live memory of slot ``(ns, key)`` (``add(..., key=key)``), from
         any tier, without counting an access; ``None`` if the slot is empty
         (never used, or its memory was deleted or superseded without a
         successor in the slot)."""
         return reads.get_by_key(self._engine, ns, key)
+
     def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
         """Every memory of ``ns``, from any tier, in the order they were added,
         without counting an access (``Memory.key``/``superseded_by`` are not
@@ -386,6 +391,7 @@ class TierStore:
         vectors (cold memories have none in the catalog: ``None``). Reads the
         whole namespace: meant for listings and exports, not per query."""
         return reads.memories(self._engine, ns, with_embedding=with_embedding)
+
     def touch(self, ns: str, ids: str | Iterable[str]) -> None:
         """Count an access (the memories were used in a response): boosts their
         weight, refreshes TTLs that refresh on read. A warm memory moves back
@@ -395,6 +401,7 @@ class TierStore:
         that moves between tiers while it is counted (a concurrent sweep or
         restore) is counted where it went; one deleted meanwhile is not."""
         updates.touch(self._engine, ns, ids)
+
     def feedback(self, ns: str, id: str, *, positive: bool, strength: float = 1.0, implicit: bool = False) -> Memory:
         """Explicit (or, with ``implicit=True``, a smaller implicit) feedback on
         a memory in any tier. Positive feedback raises the feedback confidence
@@ -407,10 +414,12 @@ class TierStore:
         takes that back (see :mod:`tierstore.auto_supersession`): the mark
         goes, its TTL is what it was, and an archived one is restored."""
         return updates.feedback(self._engine, ns, id, positive=positive, strength=strength, implicit=implicit)
+
     def pin(self, ns: str, id: str, pinned: bool = True) -> None:
         """Exempt a memory from every expiry (or, ``pinned=False``, end the
         exemption), in any tier. Durable when it returns."""
         updates.pin(self._engine, ns, id, pinned)
+
     def delete(self, ns: str, id: str) -> bool:
         """Forget a memory for good, from any tier. Returns False if there was none.
 
@@ -421,6 +430,7 @@ class TierStore:
         that :meth:`rebuild_catalog` does not bring it back (if that write
         fails, the next sweep writes it)."""
         return updates.delete(self._engine, ns, id)
+
     # ------------------------------------------------------------------ context
 
     def set_context(self, ns: str, tags: Iterable[str]) -> None:
@@ -428,6 +438,7 @@ class TierStore:
         get their TTL and half-life rescaled now (one kernel pass); searches
         without ``context_tags`` use this context."""
         updates.set_context(self._engine, ns, tags)
+
     def namespaces(self) -> list[str]:
         """The namespaces that hold at least one memory (any tier), sorted."""
         self._check_open()
@@ -442,6 +453,7 @@ class TierStore:
     def flush(self) -> None:
         """Write every pending access update to the catalog and wait for it."""
         self._engine.flush()
+
     # ------------------------------------------------------------------ sweep
 
     def sweep(self, *, max_items: int | None = None, time_budget_s: float | None = None,
@@ -630,6 +642,7 @@ class TierStore:
         on raise StoreClosedError; a sweep under way stops after its current
         batch, and a restore, verify or repair under way is waited for."""
         self._engine.close()
+
 
 def _check_seconds(value: Any, what: str, *, optional: bool = False) -> Any:
     """A positive, finite number of seconds (or None when ``optional``)."""
