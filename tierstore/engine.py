@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import embedding as _embedding
-from . import lifetime
+from . import lifetime, ownership
 from .catalog import ACCESS_LOG_SQL, UPDATE_STATE_SQL, Catalog, MemoryRow
 from .clock import Clock
 from .cold import ColdTier
@@ -37,7 +37,6 @@ from .kernels import TIER_HOT
 from .kernels import columns as C
 from .model import TIER_NAMES, Memory, SweepReport
 from .objectstore import ObjectStore
-from . import ownership
 from .policy import Policy
 from .scoring import CompiledPolicy
 from .storetime import ClockCheck, StoreClock
@@ -59,7 +58,6 @@ class Settings:
     sweep_batch: int = 1000  # due rows read per migrator batch
     access_log: bool = True  # count accesses per memory and day in the catalog (access_log table)
     preload_hot: bool = False  # load every namespace's hot tier at open (default: at its first use)
-
 
 
 class Engine:
