@@ -30,6 +30,7 @@ import pytest
 
 from conftest import DIM, T0, unit
 from tierstore import ManualClock, MemoryNotFoundError, Settings, TierStore
+from tierstore import retrieval
 
 RUN_S = 3.0
 MAX_RUN_S = 30.0
@@ -257,15 +258,16 @@ def test_touch_counts_an_access_on_a_cold_memory_restored_meanwhile(tmp_path, rn
         mid = store.add("ns", "a chat", unit(rng), memory_type="conversation", confidence=0.9)
         clock.advance(2 * HOUR)
         assert store.sweep().archived == 1
-        update_row = store._update_row
+        engine = store._engine
+        update_row = engine._update_row
 
         def racing_update_row(ns, id, change):
             store.restore(ns, ids=[id])  # another thread restores it first
             return update_row(ns, id, change)
 
-        store._update_row = racing_update_row
+        engine._update_row = racing_update_row
         store.touch("ns", [mid])
-        store._update_row = update_row
+        engine._update_row = update_row
         store.flush()
         m = store.get("ns", mid)
         assert m.tier == "hot" and m.access_count == 1
@@ -293,7 +295,7 @@ def test_touch_on_a_memory_deleted_meanwhile_raises_not_found(tmp_path, rng):
         assert store.get("ns", mid) is None
 
 
-def test_search_never_returns_a_memory_twice_when_it_is_demoted_meanwhile(tmp_path, rng):
+def test_search_never_returns_a_memory_twice_when_it_is_demoted_meanwhile(tmp_path, rng, monkeypatch):
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
         store.add("ns", "an old fact", unit(rng), memory_type="fact")
@@ -302,15 +304,15 @@ def test_search_never_returns_a_memory_twice_when_it_is_demoted_meanwhile(tmp_pa
         v = unit(rng)
         mid = store.add("ns", "a fresh fact", v, memory_type="fact")
         clock.advance(20 * DAY)  # due for demotion, not swept yet
-        search_warm = store._search_warm
+        search_warm = retrieval.search_warm
 
         def racing_search_warm(*args, **kwargs):
             assert store.sweep().demoted == 1  # a concurrent sweep, between the two passes
             return search_warm(*args, **kwargs)
 
-        store._search_warm = racing_search_warm
+        monkeypatch.setattr(retrieval, "search_warm", racing_search_warm)
         hits = store.search("ns", v, k=5, record_access=False)
-        store._search_warm = search_warm
+        monkeypatch.undo()
         ids = [h.id for h in hits]
         assert mid in ids
         assert len(ids) == len(set(ids)), f"{mid} returned {ids.count(mid)} times"

@@ -281,7 +281,8 @@ def test_background_migrator_backs_off_during_an_outage_and_completes_after(tmp_
         proxy.set_fault("503")
         starts: list[float] = []
         ends: list[float] = []
-        sweep = store.sweep
+        engine = store._engine
+        sweep = engine.sweep
 
         def timed_sweep(**kwargs):
             starts.append(time.monotonic())
@@ -290,7 +291,7 @@ def test_background_migrator_backs_off_during_an_outage_and_completes_after(tmp_
             finally:
                 ends.append(time.monotonic())
 
-        store.sweep = timed_sweep  # type: ignore[method-assign]  # the migrator calls store.sweep
+        engine.sweep = timed_sweep  # type: ignore[method-assign]  # the migrator calls the engine's sweep
         interval = 0.05
         store.start_migrator(interval_s=interval, max_items=1000, time_budget_s=5.0)
         deadline = time.monotonic() + 30

@@ -36,20 +36,19 @@ is reported in ``in_flight``, not as a problem: the next sweep finishes it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from . import tombstones
 from .cold import Location
+from .engine import Engine, engine_of
 from .cold_index import encode_codes
 from .errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from .hot import HotNamespace
 from .kernels import TIER_COLD, TIER_WARM
 from .model import SweepReport
 
-if TYPE_CHECKING:
-    from .store import TierStore
 
 __all__ = ["IntegrityReport", "Problem", "repair", "verify"]
 
@@ -94,14 +93,16 @@ class IntegrityReport:
                 "problems": rows(self.problems), "in_flight": rows(self.in_flight)}
 
 
-def verify(store: "TierStore") -> IntegrityReport:
-    """Check everything listed in the module docstring; change nothing."""
+def verify(store: Any) -> IntegrityReport:
+    """Check everything listed in the module docstring; change nothing.
+    ``store``: a TierStore or its engine."""
+    store = engine_of(store)
     store._check_open()
     with store._sweep_lock:
         return _verify(store)
 
 
-def _verify(store: "TierStore") -> IntegrityReport:
+def _verify(store: "Engine") -> IntegrityReport:
     """:func:`verify`, the sweep lock held by the caller."""
     report = IntegrityReport()
     _verify_catalog(store, report)
@@ -113,11 +114,12 @@ def _verify(store: "TierStore") -> IntegrityReport:
     return report
 
 
-def repair(store: "TierStore", *, now: float | None = None) -> IntegrityReport:
+def repair(store: Any, *, now: float | None = None) -> IntegrityReport:
     """Verify, rebuild what the catalog can rebuild, and verify again.
 
     Returns the final report (what is still wrong) with ``repaired`` listing
     what was done. Holds the sweep lock, so no sweep runs meanwhile."""
+    store = engine_of(store)
     store._check_open()
     now = store.now() if now is None else now
     done: list[str] = []
@@ -175,7 +177,7 @@ def repair(store: "TierStore", *, now: float | None = None) -> IntegrityReport:
 # -- the checks ---------------------------------------------------------------------------
 
 
-def _verify_catalog(store: "TierStore", report: IntegrityReport) -> None:
+def _verify_catalog(store: "Engine", report: IntegrityReport) -> None:
     cat = store._catalog
     result = [r[0] for r in cat.query("PRAGMA quick_check")]
     if result != ["ok"]:
@@ -200,7 +202,7 @@ def _verify_catalog(store: "TierStore", report: IntegrityReport) -> None:
     report.checked["memories"] = int(cat.query_one("SELECT count(*) FROM memories")[0])  # type: ignore[index]
 
 
-def _verify_warm(store: "TierStore", report: IntegrityReport) -> None:
+def _verify_warm(store: "Engine", report: IntegrityReport) -> None:
     n = 0
     for (ns,) in store._catalog.query("SELECT DISTINCT ns FROM shards ORDER BY ns"):  # shards change only under the sweep lock
         for info in store._warm.shards(ns):
@@ -211,7 +213,7 @@ def _verify_warm(store: "TierStore", report: IntegrityReport) -> None:
     report.checked["warm_shards"] = n
 
 
-def _verify_hot(store: "TierStore", report: IntegrityReport) -> None:
+def _verify_hot(store: "Engine", report: IntegrityReport) -> None:
     hot = store._hot
     n = 0
     if not hot.directory.exists():
@@ -236,7 +238,7 @@ def _verify_hot(store: "TierStore", report: IntegrityReport) -> None:
     report.checked["hot_checkpoints"] = n
 
 
-def _verify_tombstones(store: "TierStore", report: IntegrityReport) -> None:
+def _verify_tombstones(store: "Engine", report: IntegrityReport) -> None:
     """Every tombstone the catalog says was written is in the object store and
     parses (a rebuild stops at a damaged one)."""
     rows = store._catalog.query("SELECT key FROM tombstones WHERE state = 'written' ORDER BY key")
@@ -254,7 +256,7 @@ _COLD_SQL = ("SELECT ns, id, cold_key, cold_offset, cold_length FROM memories WH
              " AND cold_offset IS NOT NULL AND cold_length IS NOT NULL")
 
 
-def _verify_cold(store: "TierStore", report: IntegrityReport) -> None:
+def _verify_cold(store: "Engine", report: IntegrityReport) -> None:
     by_key: dict[str, list[tuple[str, str, Location]]] = {}
     for ns, mid, key, off, length in store._catalog.query(_COLD_SQL + " ORDER BY cold_key, cold_offset",
                                                           (TIER_COLD,)):
@@ -304,7 +306,7 @@ _STRAY_CODES_SQL = ("SELECT c.rid FROM cold_codes c LEFT JOIN memories m ON m.ri
                     " WHERE m.rid IS NULL OR m.tier != ? OR m.ns != c.ns OR length(c.code) != ?")
 
 
-def _verify_cold_codes(store: "TierStore", report: IntegrityReport) -> None:
+def _verify_cold_codes(store: "Engine", report: IntegrityReport) -> None:
     """Every cold memory has a cold-index code of the right size, and no code
     belongs to anything else (a memory without one cannot be found by search).
     Codes missing from a store archived before the index are interrupted
@@ -332,7 +334,7 @@ def _verify_cold_codes(store: "TierStore", report: IntegrityReport) -> None:
     report.checked["cold_codes"] = int(cat.query_one("SELECT count(*) FROM cold_codes")[0])  # type: ignore[index]
 
 
-def _drop_bad_codes(store: "TierStore", conn: Any, wrong: Sequence[str]) -> int:
+def _drop_bad_codes(store: "Engine", conn: Any, wrong: Sequence[str]) -> int:
     """Delete stray codes and those of ``wrong`` (``ns/id``) memories; backfill writes them again."""
     bad = [r for (r,) in conn.execute(_STRAY_CODES_SQL, (TIER_COLD, 8 * int(store._cold_index.words)))]
     for name in wrong:

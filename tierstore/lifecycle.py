@@ -17,12 +17,11 @@ import json
 import math
 import sqlite3
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
+from .engine import Engine, engine_of
 from .errors import InvalidInputError
 
-if TYPE_CHECKING:
-    from .store import TierStore
 
 DAY = 86400.0
 TIERS = ("hot", "warm", "cold")
@@ -134,15 +133,15 @@ def _median(xs: Sequence[float]) -> float | None:
     return float(s[m]) if len(s) % 2 else (s[m - 1] + s[m]) / 2.0
 
 
-def _table_exists(store: "TierStore", name: str) -> bool:
+def _table_exists(store: "Engine", name: str) -> bool:
     return store._catalog.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) is not None
 
 
-def folded_state(store: "TierStore") -> dict[str, Any]:
+def folded_state(store: Any) -> dict[str, Any]:
     """What compaction folded so far: ``cutoff`` (seconds or None), dropped
     ``events`` per kind, net ``tiers`` change of dropped transitions, and the
     same per memory type (``tiers_by_type``)."""
-    return _parse_folded(store._catalog.get_meta(FOLD_META))
+    return _parse_folded(engine_of(store)._catalog.get_meta(FOLD_META))
 
 
 def _parse_folded(raw: str | None) -> dict[str, Any]:
@@ -166,7 +165,7 @@ def _parse_folded(raw: str | None) -> dict[str, Any]:
     return base
 
 
-def _now(store: "TierStore", now: float | None) -> float:
+def _now(store: "Engine", now: float | None) -> float:
     if now is None:
         return float(store.now())
     if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
@@ -177,7 +176,7 @@ def _now(store: "TierStore", now: float | None) -> float:
 # ---------------------------------------------------------------------------
 # metrics
 
-def lifecycle_metrics(store: "TierStore", *, now: float | None = None, reactivation_days: float = 7.0) -> dict[str, Any]:
+def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days: float = 7.0) -> dict[str, Any]:
     """Lifecycle metrics of a store from its event log and access log.
 
     now: evaluate as of this time (seconds; default the store's clock): events
@@ -194,8 +193,9 @@ def lifecycle_metrics(store: "TierStore", *, now: float | None = None, reactivat
     rate: per type mean and the top 10), ``tiers`` (daily hot/warm/cold counts
     rebuilt from the events; ``by_type``: per type at ``now``), ``policy``
     (each type's TTL, half-life, boost, initial weight; the thresholds) and
-    ``compaction``.
+    ``compaction``. ``store``: a TierStore or its engine.
     """
+    store = engine_of(store)
     store._check_open()
     now = _now(store, now)
     if isinstance(reactivation_days, bool) or not isinstance(reactivation_days, (int, float)) \
@@ -359,7 +359,7 @@ def _reactivation(react: list[tuple[str, str, bool, float | None]], open_count: 
     return out
 
 
-def _value(store: "TierStore", now: float, types: dict[tuple[str, str], str],
+def _value(store: "Engine", now: float, types: dict[tuple[str, str], str],
            feedback: dict[tuple[str, str], list[int]]) -> dict[str, Any]:
     """Memory value = retrievals × positive-feedback rate (seed §5.4).
 
@@ -461,7 +461,7 @@ def _tier_series(day_deltas: dict[int, list[int]], type_deltas: dict[str, list[i
     return {"days": days, **{t: series[i] for i, t in enumerate(TIERS)}, "by_type": by_type}
 
 
-def _policy_summary(store: "TierStore") -> dict[str, Any]:
+def _policy_summary(store: "Engine") -> dict[str, Any]:
     pol = store.policy
     return {
         "types": {
@@ -489,7 +489,7 @@ def tier_at(metrics: Mapping[str, Any], t: float) -> dict[str, int]:
 # ---------------------------------------------------------------------------
 # compaction
 
-def compact_events(store: "TierStore", *, older_than_s: float,
+def compact_events(store: Any, *, older_than_s: float,
                    keep_kinds: Iterable[str] = DEFAULT_KEEP_KINDS) -> int:
     """Drop event rows older than ``older_than_s`` seconds (before ``now -
     older_than_s``) whose kind is not in ``keep_kinds``, and fold old
@@ -516,6 +516,7 @@ def compact_events(store: "TierStore", *, older_than_s: float,
     longer enter the survival statistics; metrics asked ``now=`` before the
     cutoff see folded counts as if they were already there.
     """
+    store = engine_of(store)
     store._check_open()
     if isinstance(older_than_s, bool) or not isinstance(older_than_s, (int, float)) \
             or not (math.isfinite(older_than_s) and older_than_s > 0):

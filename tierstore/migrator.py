@@ -57,7 +57,7 @@ from .progress import Progress
 from .validation import check_str, check_tags, check_time
 
 if TYPE_CHECKING:
-    from .store import TierStore
+    from .engine import Engine
 
 # The state a sweep classified; a move commits only if the row still has it.
 # A batch whose object holds a stale record (its memory deleted, restored, or
@@ -83,7 +83,7 @@ def _sql_inf(x: float) -> float | None:
 
 
 class Migrator:
-    def __init__(self, store: "TierStore") -> None:
+    def __init__(self, store: "Engine") -> None:
         self.s = store
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
+from .engine import engine_of
 from .errors import MissingDependencyError
 from .lifecycle import EVENT_KINDS, folded_state
 from .model import TIER_NAMES
 
-if TYPE_CHECKING:
-    from .store import TierStore
 
 
 @dataclass
@@ -48,11 +47,12 @@ class Family:
         return self.name + "_total" if self.kind == "counter" else self.name
 
 
-def families(store: "TierStore") -> list[Family]:
+def families(store: Any) -> list[Family]:
     """The metric families of ``store`` now (flushes pending accesses first)."""
     # The gauges are stats()'s numbers, read with the same queries here rather
     # than through stats(), which may grow costlier (lifecycle metrics) than a
     # scrape should be.
+    store = engine_of(store)
     store.flush()
     q = store._catalog.query
     by_type: dict[str, dict[str, int]] = {}
@@ -120,9 +120,10 @@ def render(fams: list[Family]) -> str:
     return "\n".join(out) + "\n"
 
 
-def metrics_text(store: "TierStore") -> str:
+def metrics_text(store: Any) -> str:
     """The store's metrics in the Prometheus text exposition format (0.0.4,
     ``Content-Type: text/plain; version=0.0.4``)."""
+    store = engine_of(store)
     store._check_open()
     return render(families(store))
 
@@ -132,7 +133,7 @@ class TierStoreCollector:
     ``REGISTRY.register(TierStoreCollector(store))``. Needs the extra
     ``prometheus``; every scrape reads the catalog once."""
 
-    def __init__(self, store: "TierStore") -> None:
+    def __init__(self, store: Any) -> None:
         try:
             from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
         except ImportError:

@@ -1,112 +1,49 @@
-"""TierStore: the public API (DESIGN §1)."""
+"""TierStore: the public API (DESIGN §1) — a facade that validates arguments
+and delegates to the engine's parts: :mod:`tierstore.ingest` (add),
+:mod:`tierstore.retrieval` (search across tiers), :mod:`tierstore.reads`,
+:mod:`tierstore.updates` (touch, feedback, pin, delete, context),
+:mod:`tierstore.opening` and the migrator. The shared state is a
+:class:`tierstore.engine.Engine`; no module imports this one but the
+package's callers (CLI, server, integrations)."""
 
 from __future__ import annotations
 
-import fcntl
-import json
 import math
 import os
-import shutil
-import sqlite3
-import threading
 import uuid
-from dataclasses import dataclass, field, replace
-from itertools import repeat
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-import numpy as np
-
-from . import auto_supersession, dedupe, lifetime, ownership, supersession, tombstones
 from . import embedding as _embedding
-from .catalog import (
-    ACCESS_LOG_SQL,
-    EVENT_SQL,
-    INSERT_SQL,
-    MEMORY_COLUMNS,
-    UPDATE_STATE_SQL,
-    Catalog,
-    MemoryRow,
-    insert_params,
-)
-from .catalog import sql_time as _sql_time
+from . import ingest, integrity, opening, ownership, reads, retrieval, updates
+from .catalog import Catalog
 from .clock import Clock, SystemClock
-from .storetime import ClockCheck, ClockRecord, StoreClock, check_clock
-from .cold import ColdTier
-from .cold_index import ColdIndex, VectorCache
-from .migrator import MARK_PURGE_SQL, Migrator
-from .errors import (
-    ClockSkewError,
-    CorruptDataError,
-    DuplicateIdError,
-    InvalidInputError,
-    MemoryNotFoundError,
-    ObjectStoreError,
-    ReadOnlyStoreError,
-    StoreClosedError,
-    StoreConfigError,
-)
-from .hot import HotNamespace, HotSettings, HotTier
-from .kernels import (
-    TIER_COLD,
-    TIER_HOT,
-    TIER_WARM,
-    context_multipliers,
-    decayed_weight,
-    due_times,
-    record_accesses,
-    rescale_lifetimes,
-)
-from .kernels import columns as C
-from .model import TIER_NAMES, Hit, Memory, Stats, SweepReport
-from .objectstore import LocalObjectStore, ObjectStore, open_object_store, url_without_userinfo
-from .policy import Policy
-from .scoring import CompiledPolicy
-from .tier_search import RowHit, RowRanker, search_cold
-from .faults import crash_point
+from .engine import Engine, Settings
+from .errors import InvalidInputError, ObjectStoreError, StoreConfigError
 from .lifecycle import lifecycle_metrics
-from .tags import TagVocab
+from .migrator import Migrator
+from .model import TIER_NAMES, Hit, Memory, Stats, SweepReport
+from .objectstore import ObjectStore
+from .policy import Policy
+from .prometheus import metrics_text
+from .storetime import ClockCheck, ClockRecord, check_clock
 from .trace import TraceWriter, encode_vector
-from .validation import (
-    F32,
-    check_confidence,
-    check_content,
-    check_id,
-    check_id_list,
-    check_key,
-    check_metadata,
-    check_namespace,
-    check_positive_int,
-    check_str,
-    check_tags,
-    check_ttl,
-    check_vector,
-)
-from .warm import WarmSettings, WarmTier
+from .validation import check_id_list, check_namespace, check_positive_int, check_vector
 from .warmup import warm_up_kernels
 
-def _opt(x: float) -> float | None:
-    """NaN (an absent value in the float columns) as None."""
-    return None if math.isnan(x) else float(x)
+__all__ = ["Settings", "TierStore"]
 
 
-_ADD_KEYS = {"content", "embedding", "memory_type", "confidence", "source", "tags", "ttl_seconds", "pinned", "id",
-             "supersedes", "key", "metadata"}
-_KEEP = object()  # _set_lifetime: leave the per-memory TTL as it is
+def _delegated(name: str, settable: bool = False) -> property:
+    """A property reading (and, ``settable``, writing) the engine's attribute ``name``."""
 
+    def get(self: "TierStore") -> Any:
+        return getattr(self._engine, name)
 
-@dataclass(frozen=True)
-class Settings:
-    """Engine settings (not lifecycle policy). One comment per value."""
+    def set_(self: "TierStore", value: Any) -> None:
+        setattr(self._engine, name, value)
 
-    hot: HotSettings = field(default_factory=HotSettings)
-    warm: WarmSettings = field(default_factory=WarmSettings)
-    synchronous: str = "NORMAL"  # SQLite: NORMAL survives a process crash, FULL also power loss
-    flush_interval_s: float = 1.0  # access updates reach the catalog at least this often
-    max_tags_per_memory: int = 64  # tags beyond this are rejected
-    sweep_batch: int = 1000  # due rows read per migrator batch
-    access_log: bool = True  # count accesses per memory and day in the catalog (access_log table)
-    preload_hot: bool = False  # load every namespace's hot tier at open (default: at its first use)
+    return property(get, set_ if settable else None, doc=f"The engine's ``{name}``.")
 
 
 class TierStore:
@@ -120,56 +57,33 @@ class TierStore:
                  catalog: Catalog, lock_fd: int, cold: ObjectStore, clock_check: ClockCheck,
                  allow_clock_jump: bool = False, store_id: str = "", readonly: bool = False,
                  embedder: _embedding.Embedder | None = None) -> None:
-        self.path = path
-        self._embedder = embedder
-        self.dim = dim
-        self._vector_shape = (dim,)
-        self.clock = clock
-        record = clock_check.record
-        self._time = StoreClock(clock, -math.inf if record is None else record.high_water)
-        self._clock_check = clock_check
-        # A clock that failed the check at open may not sweep, and its readings
-        # are not remembered (the next open must see the same disagreement).
-        self._clock_trusted = (clock_check.ok or allow_clock_jump) and not readonly
-        self._clock_saved = record
-        self._readonly = readonly
-        # a reader of a store an earlier version wrote may find no cold index (it cannot create it)
-        self._cold_searchable = catalog.has_table("cold_codes")
-        self.settings = settings
-        self._catalog = catalog
-        self._lock_fd = lock_fd
-        self._vocab = TagVocab()
-        self._policy = policy
-        self._cp = CompiledPolicy(policy, self._vocab)
-        self._hot = HotTier(path / "hot", dim, settings.hot, self._vocab, policy.type_names, catalog)
-        self._warm = WarmTier(path / "warm", dim, settings.warm, catalog)
-        if not readonly:
-            self._warm.remove_orphans()
-        self._cold = ColdTier(cold, dim)
-        self._cold_index = ColdIndex(catalog.query, dim)
-        self._vector_cache = VectorCache()
-        # archive objects a cold search could not read (it served the rest): a count and the last 100
-        self.cold_search_errors = 0
-        self._cold_error_log: list[str] = []
-        self._cold_errors_lock = threading.Lock()
-        self.store_id = store_id
-        self._ownership = ownership.PrefixOwnership(cold, store_id)
-        self._migrator = Migrator(self)
-        self._type_idx = {t: i for i, t in enumerate(policy.type_names)}
-        self._ranker = RowRanker(self._cp, self._vocab, self._type_idx,
-                                 lambda row, now: self._memory_from_row(row, now, with_embedding=False))
-        self._trace: TraceWriter | None = None
-        self._valid_ns: set[str] = set()  # namespaces that passed check_namespace (search fast path)
-        self._contexts: dict[str, tuple[str, ...]] = {
-            ns: tuple(json.loads(tags)) for ns, tags in catalog.query("SELECT ns, tags FROM contexts")
-        }
-        self._closed = False
-        self._close_lock = threading.Lock()
-        self._sweep_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._flusher = threading.Thread(target=self._flush_loop, name="tierstore-access-flusher", daemon=True)
-        if not readonly:  # a reader records nothing to flush
-            self._flusher.start()
+        self._engine = Engine(path=path, dim=dim, policy=policy, clock=clock, settings=settings, catalog=catalog,
+                              lock_fd=lock_fd, cold=cold, clock_check=clock_check,
+                              allow_clock_jump=allow_clock_jump, store_id=store_id, readonly=readonly,
+                              embedder=embedder, migrator=Migrator)
+
+    # the engine's state, as the store's attributes (tests and tools read the underscored ones)
+    path = _delegated("path")
+    dim = _delegated("dim")
+    clock = _delegated("clock")
+    settings = _delegated("settings")
+    store_id = _delegated("store_id")
+    cold_search_errors = _delegated("cold_search_errors")
+    _catalog = _delegated("_catalog")
+    _hot = _delegated("_hot")
+    _warm = _delegated("_warm")
+    _cold = _delegated("_cold")
+    _cold_index = _delegated("_cold_index")
+    _vector_cache = _delegated("_vector_cache")
+    _migrator = _delegated("_migrator")
+    _ownership = _delegated("_ownership")
+    _time = _delegated("_time")
+    _cp = _delegated("_cp")
+    _policy = _delegated("_policy", settable=True)
+    _contexts = _delegated("_contexts")
+    _closed = _delegated("_closed")
+    _sweep_lock = _delegated("_sweep_lock")
+    _trace = _delegated("_trace", settable=True)
 
     # ------------------------------------------------------------------ open
 
@@ -226,7 +140,7 @@ class TierStore:
         if fresh and dim is None:
             raise StoreConfigError(f"there is no tierstore store at {root} (to create one, give dim=)")
         root.mkdir(parents=True, exist_ok=True)
-        lock_fd = _lock(root)
+        lock_fd = opening.lock(root)
         catalog: Catalog | None = None
         try:
             settings = settings or Settings()
@@ -250,7 +164,7 @@ class TierStore:
                     f"the policy does not define memory types used in the store: {', '.join(missing)}"
                 )
             changed = stored_policy is not None and stored_policy != effective.to_json()
-            cold_store, cold_meta = _open_cold(root, cold, cold_options, catalog.get_meta("cold"))
+            cold_store, cold_meta = opening.open_cold(root, cold, cold_options, catalog.get_meta("cold"))
             store_id = catalog.get_meta("store_id") or uuid.uuid4().hex
             # The object store is reached before anything is written: a wrong bucket,
             # missing credentials or another store's prefix is an error now, not later.
@@ -275,18 +189,19 @@ class TierStore:
                 catalog.close()
             os.close(lock_fd)
             if fresh:  # a store this call was creating: leave nothing behind
-                _remove_new_store(root, made_dir)
+                opening.remove_new_store(root, made_dir)
             raise
-        store._save_clock()
-        store._repair_supersessions()
+        eng = store._engine
+        eng._save_clock()
+        opening.repair_supersessions(eng)
         if changed:
-            store._reapply_policy()
-        if catalog.get_meta("due_times") != _DUE_TIMES_VERSION:
-            store._repair_never_due()
-            catalog.set_meta({"due_times": _DUE_TIMES_VERSION})
+            opening.reapply_policy(eng)
+        if catalog.get_meta("due_times") != opening.DUE_TIMES_VERSION:
+            opening.repair_never_due(eng)
+            catalog.set_meta({"due_times": opening.DUE_TIMES_VERSION})
         if settings.preload_hot:
             for ns in catalog.namespaces():
-                store._hot.ensure(ns)
+                eng._hot.ensure(ns)
         return store
 
     @classmethod
@@ -313,7 +228,7 @@ class TierStore:
             if policy is not None and policy.to_json() != stored_policy:
                 raise StoreConfigError("a read-only open cannot apply a different policy (it would recompute "
                                        "every memory's lifetime); open it for writing, or without policy=")
-            cold_store, _ = _open_cold(root, cold, cold_options, catalog.get_meta("cold"), create=False)
+            cold_store, _ = opening.open_cold(root, cold, cold_options, catalog.get_meta("cold"), create=False)
             warm_up_kernels()
             clock = clock or SystemClock()
             check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
@@ -327,17 +242,18 @@ class TierStore:
     @property
     def embedder(self) -> _embedding.Embedder | None:
         """The embedder text is turned into vectors with (``None``: vectors only)."""
-        return self._embedder
+        return self._engine.embedder
 
     @property
     def readonly(self) -> bool:
         """Opened with ``readonly=True``: it changes nothing."""
-        return self._readonly
+        return self._engine.readonly
 
     def _check_writable(self) -> None:
-        self._check_open()
-        if self._readonly:
-            raise ReadOnlyStoreError("the store was opened read-only (readonly=True): it changes nothing")
+        self._engine._check_writable()
+
+    def _check_open(self) -> None:
+        self._engine._check_open()
 
     def __enter__(self) -> "TierStore":
         return self
@@ -351,40 +267,17 @@ class TierStore:
 
     @property
     def policy(self) -> Policy:
-        return self._policy
+        return self._engine.policy
 
     def now(self) -> float:
         """Store time, POSIX seconds: the clock's reading, never earlier than
         the latest time the store has seen (see :mod:`tierstore.storetime`)."""
-        return self._time.now()
+        return self._engine._time.now()
 
     @property
     def clock_check(self) -> ClockCheck:
         """How the clock given at open compared with the store's record."""
-        return self._clock_check
-
-    def _require_trusted_clock(self) -> None:
-        if not self._clock_trusted:
-            raise ClockSkewError(self._clock_check.reason())
-
-    def _save_clock(self) -> None:
-        """Remember the high-water mark and the clock's offset (after a
-        trusted open, then at most once a second, and at close)."""
-        if not self._clock_trusted:
-            return
-        self._time.now()
-        rec = self._time.record()
-        saved = self._clock_saved
-        if saved is not None and rec.high_water - saved.high_water < 1.0 and abs(rec.offset - saved.offset) < 1.0:
-            return
-        self._catalog.submit(lambda conn: conn.execute(
-            "INSERT INTO meta (key, value) VALUES ('clock', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (rec.to_json(),)))
-        self._clock_saved = rec
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosedError("the store is closed")
+        return self._engine.clock_check
 
     # ------------------------------------------------------------------ add
 
@@ -422,31 +315,17 @@ class TierStore:
         at the next sweep, and explicit positive feedback takes it back.
         """
         item = {"content": content, "embedding": embedding, "memory_type": memory_type, "confidence": confidence,
-                "source": source, "tags": tags, "ttl_seconds": ttl_seconds, "pinned": pinned, "id": id,
-                "supersedes": supersedes, "key": key, "metadata": metadata}
-        return self._add(ns, [item])[0]
+                        "source": source, "tags": tags, "ttl_seconds": ttl_seconds, "pinned": pinned, "id": id,
+                        "supersedes": supersedes, "key": key, "metadata": metadata}
+        return ingest.add(self._engine, ns, [item])[0]
 
     def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         """Store many memories in one transaction (dicts with :meth:`add`'s
         keys). All or nothing: one invalid item rejects the batch. Items take
         effect in order: a later item with an earlier one's key supersedes it,
         a later duplicate reinforces it and returns its id."""
-        self._check_items(items)
-        return self._add(ns, items)
-
-    @staticmethod
-    def _check_items(items: Any) -> None:
-        if isinstance(items, Mapping) or not isinstance(items, Sequence):
-            raise InvalidInputError("add_batch expects a list of dicts")
-        for i, item in enumerate(items):
-            if not isinstance(item, Mapping):
-                raise InvalidInputError(f"add_batch item {i} is not a dict")
-            unknown = set(item) - _ADD_KEYS
-            if unknown:
-                raise InvalidInputError(f"add_batch item {i}: unknown keys {sorted(unknown)}")
-            for required in ("content",):  # an absent embedding: the embedder's, or a clear error
-                if required not in item:
-                    raise InvalidInputError(f"add_batch item {i}: missing {required!r}")
+        ingest.check_items(items)
+        return ingest.add(self._engine, ns, items)
 
     def check_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> None:
         """Raise the InvalidInputError :meth:`add_batch` would raise for
@@ -454,309 +333,9 @@ class TierStore:
         not a clash with an existing id), and change nothing."""
         self._check_open()
         check_namespace(ns)
-        self._check_items(items)
+        ingest.check_items(items)
         if items:
-            self._prepare_rows(ns, items, self._time.now())
-
-    def _add(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
-        self._check_writable()
-        check_namespace(ns)
-        if not items:
-            return []
-        items = _embedding.fill_embeddings(self._embedder, items)  # text in: one batched call of the model
-        now = self._time.now()
-        rows, vectors = self._prepare_rows(ns, items, now)
-        hot = self._hot.ensure(ns)
-        superseded = dict(self._check_supersedes(ns, items, rows))
-        similar = self._similar_live(ns, hot, rows, vectors)
-        dedupe_on = self._policy.dedupe == "exact"
-        conf_half_life = self._cp.conf_half_life
-
-        def insert(conn: sqlite3.Connection) -> tuple[list[int | dedupe.Duplicate], list[supersession.Mark]]:
-            # Items take effect in order, all in this transaction: a key's live
-            # memory, a duplicate or a candidate may be an earlier item.
-            outcome: list[int | dedupe.Duplicate] = []
-            marks: list[supersession.Mark] = []
-            for i, row in enumerate(rows):
-                where = "" if len(rows) == 1 else f"item {i}: "
-                olds = superseded.get(row.id, [])
-                live = supersession.check_key_agrees(conn, ns, row.key, olds, where)
-                dup = dedupe.find_duplicate(conn, ns, row.memory_type, row.key, row.content) if dedupe_on else None
-                if dup is not None:
-                    outcome.append(dup)
-                    new_id = dup.id  # a duplicate is not new: it supersedes only what the caller names
-                else:
-                    try:
-                        cur = conn.execute(INSERT_SQL, insert_params(row))
-                    except sqlite3.IntegrityError:
-                        raise DuplicateIdError(f"a memory with id {row.id!r} already exists in namespace {ns!r}") from None
-                    outcome.append(int(cur.lastrowid))  # type: ignore[arg-type]
-                    conn.execute(EVENT_SQL, (now, ns, row.id, "create", None, "hot", "add", row.w_ref, row.confidence,
-                                             0, row.memory_type))
-                    new_id = row.id
-                wanted = supersession.named_marks(new_id, olds, row.key, live, include_live=dup is None)
-                if dup is None and similar[i]:
-                    new = auto_supersession.NewMemory(row.id, row.memory_type, row.tags, row.confidence)
-                    wanted += auto_supersession.decide(conn, ns, new, similar[i], olds, self._policy, now,
-                                                       conf_half_life)
-                marks += supersession.record_all(conn, ns, wanted, now)
-            return outcome, marks
-
-        outcome, marks = self._catalog.write(insert)
-        crash_point("add.after_commit")
-        added = [(row, v) for row, v, out in zip(rows, vectors, outcome) if not isinstance(out, dedupe.Duplicate)]
-        for (row, _), rid in zip(added, [o for o in outcome if not isinstance(o, dedupe.Duplicate)]):
-            row.rid = rid
-        if added:
-            with hot.lock.write():
-                hot.add_rows([r for r, _ in added], np.stack([v for _, v in added]))
-        for mark in marks:
-            self._supersede(ns, mark.old_id, mark.new_id, now, mark)
-        for row, out in zip(rows, outcome):
-            if isinstance(out, dedupe.Duplicate):
-                self._reinforce(ns, out, row, now)
-        ids = [out.id if isinstance(out, dedupe.Duplicate) else row.id for row, out in zip(rows, outcome)]
-        if self._trace is not None:
-            for r, v, mid in zip(rows, vectors, ids):
-                self._trace.write("add", now, ns=ns, id=mid, content=r.content, embedding=encode_vector(v),
-                                  memory_type=r.memory_type, confidence=r.conf_llm, source=r.source,
-                                  tags=list(r.tags), ttl_seconds=r.ttl_seconds, pinned=r.pinned,
-                                  supersedes=superseded.get(r.id, []), key=r.key,
-                                  metadata=None if r.metadata is None else json.loads(r.metadata))
-        return ids
-
-    def _similar_live(self, ns: str, hot: HotNamespace, rows: Sequence[MemoryRow],
-                      vectors: np.ndarray) -> list[dict[str, float]]:
-        """Per row: ids of live hot and warm memories (and earlier rows) of
-        its type at or above its type's lowest supersession bar, with their
-        cosine. Read before the add's transaction; the rule is applied in it."""
-        floors = [auto_supersession.bars_for(self._policy, r.memory_type).lowest for r in rows]
-        if all(f is None for f in floors):
-            return [{} for _ in rows]
-        types = [r.memory_type for r in rows]
-        found = auto_supersession.similar_in_hot(hot, vectors, [self._type_idx[t] for t in types], floors)
-        for part in (auto_supersession.similar_in_warm(self._warm, self._catalog, ns, vectors, types, floors),
-                     auto_supersession.similar_in_batch(vectors, [r.id for r in rows], types, floors)):
-            for mine, more in zip(found, part):
-                mine.update(more)
-        return found
-
-    def _check_supersedes(self, ns: str, items: Sequence[Mapping[str, Any]],
-                          rows: Sequence[MemoryRow]) -> list[tuple[str, list[str]]]:
-        """``(new id, [superseded ids])`` per item that supersedes something;
-        every superseded id must already exist in the namespace."""
-        out = []
-        for item, row in zip(items, rows):
-            olds = item.get("supersedes") or ()
-            if not olds:
-                continue
-            old_ids = check_id_list(olds)
-            if row.id in old_ids:
-                raise InvalidInputError(f"memory {row.id!r} cannot supersede itself")
-            for old_id in old_ids:
-                if self.get(ns, old_id) is None:
-                    raise MemoryNotFoundError(f"no memory {old_id!r} in namespace {ns!r} to supersede")
-            out.append((row.id, old_ids))
-        return out
-
-    def _supersede(self, ns: str, old_id: str, new_id: str, now: float, mark: supersession.Mark | None = None) -> None:
-        """Negative feedback of strength 1 (implicit, softer, for automatic
-        supersession), then a TTL of 0: the memory is expired and stays so (an
-        access that refreshes the TTL restarts it at 0; confidence and context
-        scaling keep 0 at 0); logs a ``supersede`` event."""
-        auto = mark is not None and mark.kind == "auto"
-        try:
-            self._feedback(ns, old_id, positive=False, strength=1.0, implicit=auto)
-        except MemoryNotFoundError:
-            return  # deleted meanwhile: nothing left to supersede
-        reason = f"by {new_id}" if mark is None or mark.kind == "explicit" else f"by {new_id} ({mark.describe()})"
-        self._set_lifetime(ns, old_id, now, override=0.0, anchor=lambda a: min(a, now), kind="supersede",
-                           reason=reason)
-
-    def _set_lifetime(self, ns: str, id: str, now: float, *, override: Any = _KEEP, anchor: Any = None,
-                      kind: str, reason: str, extra: Any = None) -> bool:
-        """Change one memory's per-memory TTL (``override``: seconds, ``None``
-        for the type's, ``_KEEP``) and/or its TTL anchor (``anchor``: old ->
-        new), in whichever tier it is; its effective TTL and due time follow.
-        Logs an event ``kind``/``reason``; ``extra(conn)`` runs in the same
-        transaction. Returns False if the memory is gone."""
-        cp = self._cp
-        hot = self._hot.ensure(ns)
-        fut = None
-        with hot.lock.read():
-            slot = hot.slot_of.get(id)
-            if slot is not None:
-                with hot.access_lock:
-                    F = hot.F
-                    if override is not _KEEP:
-                        F[C.F_TTL_OVERRIDE, slot] = math.nan if override is None else override
-                        F[C.F_TTL, slot] = cp.ttl(int(hot.I[C.I_TYPE, slot]), float(F[C.F_CONF, slot]), override,
-                                                  float(F[C.F_CTX_MULT, slot]))
-                    if anchor is not None:
-                        F[C.F_TTL_ANCHOR, slot] = anchor(float(F[C.F_TTL_ANCHOR, slot]))
-                    self._refresh_due(hot, slot)
-                    event = (now, ns, id, kind, "hot", "hot", reason, float(F[C.F_W_REF, slot]),
-                             float(F[C.F_CONF, slot]), int(hot.I[C.I_ACCESS_COUNT, slot]),
-                             cp.type_names[int(hot.I[C.I_TYPE, slot])])
-
-                    def write(conn: sqlite3.Connection, event: Any = event) -> None:
-                        conn.execute(EVENT_SQL, event)
-                        if extra is not None:
-                            extra(conn)
-
-                    fut = self._submit_dirty(hot, extra=write)
-        if fut is not None:
-            fut.result()
-            return True
-
-        def change(row: MemoryRow, conn: sqlite3.Connection) -> MemoryRow:
-            if override is not _KEEP:
-                row.ttl_seconds = override
-                row.ttl = cp.ttl(self._policy.type_index(row.memory_type), row.confidence, override, row.ctx_mult)
-            if anchor is not None:
-                row.ttl_anchor = anchor(row.ttl_anchor)
-            row.due_at = self._due_of(row)
-            self._catalog.write_state(conn, row)
-            tier = TIER_NAMES[row.tier]
-            conn.execute(EVENT_SQL, (now, ns, id, kind, tier, tier, reason, row.w_ref, row.confidence,
-                                     row.access_count, row.memory_type))
-            if extra is not None:
-                extra(conn)
-            return row
-
-        try:
-            self._update_row(ns, id, change)
-        except MemoryNotFoundError:
-            return False
-        return True
-
-    def _reinforce(self, ns: str, dup: dedupe.Duplicate, again: MemoryRow, now: float) -> None:
-        """A re-added memory (``again``: the add that repeated it). An
-        archived one is restored first (it was said again, so it is wanted:
-        the same id comes back hot, as ``restore`` would bring it; if the
-        object store cannot be read, it is reinforced where it is). Its
-        confidence signals become the surer of the two (the assistant's guess,
-        now said by the user, is as sure as the user); then an implicit
-        positive feedback (weight + boost, confidence re-fused, nudged up and
-        its decay restarted) and its TTL restarted from now (a ``reinforce``
-        event)."""
-        if dup.tier == TIER_COLD:
-            try:
-                with self._sweep_lock:
-                    self._migrator.restore(ns, ids=[dup.id], where=None, text=None, query=None, limit=None,
-                                           progress=False)
-            except (ObjectStoreError, CorruptDataError):
-                pass  # still cold: reinforced there; restore() can bring it back later
-        self._raise_confidence_signals(ns, dup.id, again.conf_llm, again.conf_rule)
-        try:
-            self._feedback(ns, dup.id, positive=True, strength=1.0, implicit=True)
-        except MemoryNotFoundError:
-            return  # deleted meanwhile
-        self._set_lifetime(ns, dup.id, now, anchor=lambda a: max(a, now), kind="reinforce", reason="re-added")
-
-    def _raise_confidence_signals(self, ns: str, id: str, llm: float | None, rule: float | None) -> None:
-        """Each confidence signal of memory ``id`` becomes at least ``llm`` /
-        ``rule`` (the next feedback re-fuses them), in its hot columns and in
-        the catalog. Durable when it returns."""
-        def higher(current: float | None, new: float | None) -> float | None:
-            if new is None or (current is not None and not math.isnan(current) and current >= new):
-                return None  # nothing to raise
-            return new
-
-        hot = self._hot.ensure(ns)
-        with hot.lock.read():
-            slot = hot.slot_of.get(id)
-            if slot is not None:
-                with hot.access_lock:
-                    for row, new in ((C.F_CONF_LLM, llm), (C.F_CONF_RULE, rule)):
-                        value = higher(float(hot.F[row, slot]), new)
-                        if value is not None:
-                            hot.F[row, slot] = value
-
-        # the signals are not state the flush writes: the catalog row is updated here, in every tier
-        def write(conn: sqlite3.Connection) -> None:
-            r = conn.execute("SELECT conf_llm, conf_rule FROM memories WHERE ns = ? AND id = ?", (ns, id)).fetchone()
-            if r is None:
-                return
-            conn.execute("UPDATE memories SET conf_llm = coalesce(?, conf_llm), conf_rule = coalesce(?, conf_rule)"
-                         " WHERE ns = ? AND id = ?", (higher(r[0], llm), higher(r[1], rule), ns, id))
-
-        self._catalog.write(write)
-
-    def _reverse_auto_supersession(self, ns: str, id: str) -> bool:
-        """Take back an automatic supersession of ``id`` (explicit positive
-        feedback said it still holds): the mark goes, its per-memory TTL is
-        what it was before, and an archived memory is restored. Returns
-        whether there was one to take back."""
-        mark = supersession.auto_mark(self._catalog, ns, id)
-        if mark is None:
-            return False
-        now = self._time.now()
-        done = self._set_lifetime(ns, id, now, override=mark.prior_ttl_seconds, kind="unsupersede",
-                                  reason=f"positive feedback (was superseded by {mark.by_id})",
-                                  extra=lambda conn: supersession.clear(conn, mark.rid))
-        row = self._catalog.get_row(ns, id)
-        if done and row is not None and row.tier == TIER_COLD:
-            with self._sweep_lock:
-                self._migrator.restore(ns, ids=[id], where=None, text=None, query=None, limit=None,
-                                       progress=False)
-        return done
-
-    def _prepare_rows(self, ns: str, items: Sequence[Mapping[str, Any]], now: float) -> tuple[list[MemoryRow], np.ndarray]:
-        cp, pol = self._cp, self._policy
-        ctx = cp.context(self._contexts.get(ns, ()))
-        rows: list[MemoryRow] = []
-        vectors = np.empty((len(items), self.dim), np.float32)
-        seen: set[str] = set()
-        for i, item in enumerate(items):
-            where = "" if len(items) == 1 else f"item {i}: "
-            try:
-                content = check_content(item["content"])
-                vectors[i] = check_vector(item["embedding"], self.dim)
-                memory_type = check_str(item.get("memory_type", "fact"), "memory_type")
-                type_idx = pol.type_index(memory_type)
-                conf_llm = check_confidence(item.get("confidence", 0.8))
-                source = check_str(item.get("source", "user_declaration"), "source")
-                tags = check_tags(item.get("tags", ()), self.settings.max_tags_per_memory)
-                ttl_override = check_ttl(item.get("ttl_seconds"))
-                pinned = item.get("pinned", False)
-                if not isinstance(pinned, bool):
-                    raise InvalidInputError(f"pinned must be True or False, got {pinned!r}")
-                mid = item.get("id")
-                mid = uuid.uuid4().hex if mid is None else check_id(mid)
-                key = check_key(item.get("key"))
-                metadata = check_metadata(item.get("metadata"))
-            except InvalidInputError as exc:
-                if where:
-                    raise type(exc)(where + str(exc)) from None
-                raise
-            if mid in seen:
-                raise DuplicateIdError(f"{where}id {mid!r} appears twice in the batch")
-            seen.add(mid)
-            conf_rule = pol.rule_confidence(source)
-            conf = pol.fuse_confidence(conf_llm, conf_rule, None)
-            ctx_mult = cp.ttl_multiplier(ctx, self._vocab.ids(tags))
-            half_life = cp.half_life(type_idx, conf, ctx_mult)
-            ttl = cp.ttl(type_idx, conf, ttl_override, ctx_mult)
-            w0 = float(cp.w0_by_type[type_idx])
-            rows.append(MemoryRow(
-                rid=-1, ns=ns, id=mid, content=content, embedding=vectors[i].astype("<f4").tobytes(),
-                memory_type=memory_type, source=source, tags=tags, created_at=now, last_accessed_at=now,
-                access_count=0, conf_llm=conf_llm, conf_rule=conf_rule, conf_feedback=None, confidence=conf,
-                t_conf=now, ttl_seconds=ttl_override, pinned=pinned, tier=TIER_HOT, w_ref=w0, t_ref=now,
-                half_life=half_life, ttl=ttl, ttl_anchor=now, ctx_mult=ctx_mult, due_at=math.inf, key=key,
-                metadata=metadata,
-            ))
-        due = due_times(
-            np.full(len(rows), TIER_HOT, np.int64), np.array([int(r.pinned) for r in rows], np.int64),
-            np.array([r.w_ref for r in rows]), np.array([r.t_ref for r in rows]),
-            np.array([r.half_life for r in rows]), np.array([r.ttl_anchor + r.ttl for r in rows]),
-            np.array([r.confidence for r in rows]), np.array([r.t_conf for r in rows]),
-            cp.conf_half_life, cp.thresholds,
-        )
-        for r, d in zip(rows, due.tolist()):
-            r.due_at = d
-        return rows, vectors
+            ingest.prepare_rows(self._engine, ns, items, self._engine._time.now())
 
     # ------------------------------------------------------------------ search
 
@@ -787,213 +366,23 @@ class TierStore:
         factor breakdown (and, for a superseded memory, what superseded it
         and how).
         """
-        # Written for speed: this runs per query, and after hnswlib's search
-        # every Python step runs with cold caches.
-        if self._closed:
-            raise StoreClosedError("the store is closed")
-        if ns not in self._valid_ns:
-            self._valid_ns.add(check_namespace(ns))
-        if type(query) is str:
-            query = _embedding.embed_query(self._embedder, query)
-        if (type(query) is np.ndarray and query.dtype is F32 and query.shape == self._vector_shape
-                and query.flags.c_contiguous):
-            # As given: the rerank kernel measures the query's length (in cache
-            # after the candidate search); the hot tier checks and normalises
-            # a zero, NaN, inf or oddly scaled one the kernel does not rank.
-            q = query
-        else:
-            q = check_vector(query, self.dim, "query")
-        if type(k) is not int or k < 1:
-            k = check_positive_int(k, "k")
-        min_conf = min_confidence if type(min_confidence) is float and 0.0 <= min_confidence <= 1.0 \
-            else check_confidence(min_confidence, "min_confidence")
-        cp = self._cp
-        allowed = cp.all_types if memory_types is None else cp.type_allowed(list(memory_types))
-        ctx_tags = (check_tags(context_tags, 1024) if context_tags else ()) or self._contexts.get(ns, ())
-        ctx = cp.context(ctx_tags) if ctx_tags else cp.empty_context
-        if record_access is None:
-            record_access = self._policy.scoring.record_access and not self._readonly
-        elif record_access and self._readonly:
-            raise ReadOnlyStoreError("the store was opened read-only: search(record_access=True) would change it")
-        if include_cold is not None and not (include_cold == "auto" or type(include_cold) is bool):
-            raise InvalidInputError(f"include_cold must be True, False, 'auto' or None, got {include_cold!r}")
-        now = self._time.now()
-        hot = self._hot.ensure(ns)
-        if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
-            k = max(1, min(k, hot.live + sum(info.count for info in self._warm.shards(ns))
-                           + (self._cold_index.count(ns) if self._cold_searchable else 0)))
-        sc = self._policy.scoring
-        cold_mode = sc.include_cold if include_cold is None else include_cold
-        with hot.lock.read():
-            ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
-            hits = hot.hits(ranked, cp, explain)
-            warm_shards = include_warm and bool(self._warm.shards(ns))
-            # hot alone answers when there is no warm tier to merge and the cold
-            # tier is not wanted: off, or "auto" with k hits, one as similar as the bar
-            hot_alone = not warm_shards and (cold_mode is False or (
-                cold_mode == "auto" and len(hits) >= k and ranked.rf[C.R_RAW].max() >= sc.cold_similarity_bar))
-            if record_access and hits and hot_alone:
-                with hot.access_lock:
-                    record_accesses(ranked.slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
-                                    cp.thresholds, cp.conf_half_life)
-        if q is query and (not hot_alone or self._trace is not None):
-            q = check_vector(query, self.dim, "query")  # the other tiers and the trace take unit vectors
-        if hot_alone:
-            if self._trace is not None:
-                self._trace_search(now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, hits)
-            if explain and hits:
-                supersession.annotate_explains(self._catalog, ns, hits)
-            return hits
-        # Merge with the warm and cold tiers: the best k of all by (score, similarity).
-        raw = ranked.raw
-        merged = [(h.score, float(raw[i, 0]), 0, i, h, None) for i, h in enumerate(hits)]
-        seen = {h.id for h in hits}  # a memory that moved tiers between two passes keeps its first hit
-        if warm_shards:
-            warm = self._search_warm(ns, q, k, ctx, allowed, min_conf, now, explain)
-            merged += [(w.hit.score, w.similarity, 1, i, w.hit, w) for i, w in enumerate(warm) if w.hit.id not in seen]
-            seen.update(w.hit.id for w in warm)
-        best = max((m[1] for m in merged), default=-math.inf)
-        if cold_mode is True or (cold_mode == "auto" and (best < sc.cold_similarity_bar or len(merged) < k)):
-            if cold_mode is True:
-                note = "include_cold=True"
-            elif best < sc.cold_similarity_bar:
-                note = (f"hot and warm answered weakly: best similarity {best:.2f} < {sc.cold_similarity_bar:g} "
-                        "(policy scoring.cold_similarity_bar)" if merged else "hot and warm hold nothing that matches")
-            else:
-                note = f"hot and warm answered weakly: {len(merged)} of the {k} hits asked for"
-            cold = self._search_cold(ns, q, k, ctx, allowed, min_conf, now, explain, note)
-            merged += [(c.hit.score, c.similarity, 2, i, c.hit, c) for i, c in enumerate(cold) if c.hit.id not in seen]
-            if sc.similar_first:  # archived memories that match better than anything recent first
-                merged.sort(key=lambda m: (not (m[2] == 2 and m[1] > best), -m[0], -m[1], m[2], m[3]))
-            else:
-                merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
-        else:
-            merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
-        top = merged[:k]
-        if record_access:
-            self._record_hits(ns, hot, top, now)
-        result = [m[4] for m in top]
-        if self._trace is not None:
-            self._trace_search(now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, result)
-        if explain and result:
-            supersession.annotate_explains(self._catalog, ns, result)
-        return result
-
-    def _record_hits(self, ns: str, hot: HotNamespace, top: list[tuple[Any, ...]], now: float) -> None:
-        """Count an access on each merged hit where it is: hot hits in place,
-        warm ones promoted to hot, cold ones reactivated (back to hot, with
-        the archived embedding the search already read)."""
-        cp = self._cp
-        hot_ids = [m[4].id for m in top if m[2] == 0]
-        moved_away: list[str] = []
-        if hot_ids:
-            with hot.lock.read(), hot.access_lock:
-                # slots may have moved since the lock was released: look them up again
-                slots = np.array([hot.slot_of[i] for i in hot_ids if i in hot.slot_of], np.int64)
-                moved_away = [i for i in hot_ids if i not in hot.slot_of]
-                if slots.size:
-                    record_accesses(slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
-                                    cp.thresholds, cp.conf_half_life)
-        used_warm = [m[5].row for m in top if m[2] == 1]
-        if used_warm:
-            promoted = {r.rid for r in self._migrator.promote(ns, used_warm, now, access=True, kind="promote")}
-            moved_away += [r.id for r in used_warm if r.rid not in promoted]
-        used_cold = [m[5] for m in top if m[2] == 2]
-        if used_cold:
-            rows = [c.row for c in used_cold]
-            back = {r.rid for r in self._migrator.reactivate(
-                ns, rows, now, records={c.row.id: {"embedding": c.embedding} for c in used_cold})}
-            moved_away += [r.id for r in rows if r.rid not in back]
-        pending = moved_away
-        for _ in range(16):  # hits that changed tier meanwhile: counted where they are now
-            if not pending:
-                break
-            pending = self._count_accesses(ns, hot, pending, now, strict=False)
-
-    def _trace_search(self, now: float, ns: str, q: np.ndarray, k: int, ctx_tags: Sequence[str],
-                      memory_types: Any, min_conf: float, include_warm: bool, record_access: bool,
-                      hits: list[Hit]) -> None:
-        assert self._trace is not None
-        self._trace.write("search", now, ns=ns, query=encode_vector(q), k=k, context_tags=list(ctx_tags),
-                          memory_types=None if memory_types is None else list(memory_types),
-                          min_confidence=min_conf, include_warm=include_warm, record_access=record_access,
-                          hits=[h.id for h in hits])
-
-    def _search_warm(self, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
-                     now: float, explain: bool) -> list[RowHit]:
-        """Warm hits: shard candidates, their live rows from the catalog (a
-        row left its shard when the catalog says so), then the same fused
-        rerank as the hot tier."""
-        sc = self._policy.scoring
-        want = max(k * sc.oversample, sc.min_candidates, k)
-        shards = self._warm.shards(ns)
-        if not shards:  # a concurrent sweep archived or merged them away since the caller looked
-            return []
-        largest = max(info.count for info in shards)
-        while True:
-            rids, sims = self._warm.candidates(ns, q, want)
-            rows_by_rid = {r.rid: r for r in self._catalog.get_rows_by_rid(np.unique(rids).tolist())}
-            seen: set[int] = set()
-            rows, cand_sims = [], []
-            for rid, sim in zip(rids.tolist(), sims.tolist()):
-                r = rows_by_rid.get(rid)
-                if r is None or r.tier != TIER_WARM or r.ns != ns or rid in seen:
-                    continue
-                seen.add(rid)
-                rows.append(r)
-                cand_sims.append(sim)
-            if not rows:
-                return []
-            picked, hits = self._ranker.rank(rows, cand_sims, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
-                                             now=now, explain=explain, tier="warm")
-            if len(picked) >= k or want >= largest:
-                return hits
-            want *= 4
-
-    def _search_cold(self, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
-                     now: float, explain: bool, note: str) -> list[RowHit]:
-        """Cold hits (see :func:`tierstore.tier_search.search_cold`); none when
-        the namespace has nothing archived."""
-        if not self._cold_searchable or self._cold_index.count(ns) == 0:
-            return []
-        errors: list[BaseException] = []
-        hits = search_cold(self._ranker, index=self._cold_index, catalog=self._catalog, cold=self._cold,
-                           cache=self._vector_cache, ns=ns, q=q, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
-                           now=now, explain=explain, note=note, errors=errors)
-        if errors:  # the search serves what it could read; the failures are counted and kept for stats
-            with self._cold_errors_lock:
-                self.cold_search_errors += len(errors)
-                self._cold_error_log.extend(f"{type(e).__name__}: {e}" for e in errors)
-                del self._cold_error_log[:-100]
-        return hits
+        return retrieval.search(self._engine, ns, query, k=k, context_tags=context_tags, memory_types=memory_types,
+                                min_confidence=min_confidence, include_warm=include_warm, include_cold=include_cold,
+                                record_access=record_access, explain=explain)
 
     # ------------------------------------------------------------------ read / update
 
     def get(self, ns: str, id: str) -> Memory | None:
         """The memory, from any tier, without counting an access; ``None`` if
         absent. Carries its ``key`` and, if it was superseded, ``superseded_by``."""
-        memory = self._get(ns, id)
-        return None if memory is None else self._with_mark(memory)
-
-    def _with_mark(self, memory: Memory) -> Memory:
-        """``memory`` with its key and ``superseded_by`` (one catalog read)."""
-        info = supersession.marks_of(self._catalog, memory.namespace, [memory.id]).get(memory.id)
-        if info is None:
-            return memory
-        return replace(memory, key=info.key, superseded_by=info.superseded_by)
+        return reads.get(self._engine, ns, id)
 
     def get_by_key(self, ns: str, key: str) -> Memory | None:
         """The live memory of slot ``(ns, key)`` (``add(..., key=key)``), from
         any tier, without counting an access; ``None`` if the slot is empty
         (never used, or its memory was deleted or superseded without a
         successor in the slot)."""
-        self._check_open()
-        check_namespace(ns)
-        key = check_key(key)
-        if key is None:
-            raise InvalidInputError("get_by_key needs a key, got None")
-        mid = supersession.live_id_of_key(self._catalog, ns, key)
-        return None if mid is None else self.get(ns, mid)
+        return reads.get_by_key(self._engine, ns, key)
 
     def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
         """Every memory of ``ns``, from any tier, in the order they were added,
@@ -1001,96 +390,7 @@ class TierStore:
         filled: use :meth:`get`). ``with_embedding``: include the stored
         vectors (cold memories have none in the catalog: ``None``). Reads the
         whole namespace: meant for listings and exports, not per query."""
-        self._check_open()
-        check_namespace(ns)
-        now = self._time.now()
-        rows = self._catalog.select_rows("WHERE m.ns = ? ORDER BY m.rid", (ns,))
-        hot = self._hot.get(ns)
-        out = []
-        for row in rows:
-            memory = None
-            if hot is not None and row.tier == TIER_HOT:
-                with hot.lock.read():
-                    slot = hot.slot_of.get(row.id)
-                    if slot is not None:  # its live state (accesses not yet flushed)
-                        memory = hot.memory(slot, self._cp, now, with_embedding=with_embedding)
-            out.append(memory if memory is not None else self._memory_from_row(row, now, with_embedding))
-        return out
-
-    def _get(self, ns: str, id: str) -> Memory | None:
-        self._check_open()
-        check_namespace(ns)
-        check_id(id)
-        now = self._time.now()
-        hot = self._hot.get(ns)
-        if hot is not None:
-            with hot.lock.read():
-                slot = hot.slot_of.get(id)
-                if slot is not None:
-                    return hot.memory(slot, self._cp, now, with_embedding=True)
-        row = self._catalog.get_row(ns, id)
-        if row is None:
-            return None
-        if row.tier == TIER_HOT and hot is None:
-            return self._memory_from_row(row, now)
-        if row.tier == TIER_HOT:
-            # added or moved after we looked: read again from memory
-            hot = self._hot.ensure(ns)
-            with hot.lock.read():
-                slot = hot.slot_of.get(id)
-                if slot is not None:
-                    return hot.memory(slot, self._cp, now, with_embedding=True)
-        return self._memory_from_row(row, now)
-
-    def _memory_from_row(self, row: MemoryRow, now: float, with_embedding: bool = True) -> Memory:
-        conf = lifetime.confidence_at(row.confidence, row.t_conf, self._cp.conf_half_life, now)
-        expires = row.expires_at
-        return Memory(
-            id=row.id, namespace=row.ns, content=row.content, memory_type=row.memory_type,
-            created_at=row.created_at, last_accessed_at=row.last_accessed_at, access_count=row.access_count,
-            confidence=conf, source=row.source, tags=row.tags, ttl_seconds=row.ttl_seconds, pinned=row.pinned,
-            tier=TIER_NAMES[row.tier], weight=lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now),
-            expires_at=expires if math.isfinite(expires) else None,
-            due_at=row.due_at if math.isfinite(row.due_at) else None,
-            embedding=row.vector() if with_embedding else None,
-            metadata=None if row.metadata is None else json.loads(row.metadata),
-        )
-
-    def _split(self, ns: str, hot: HotNamespace, ids: Sequence[str]) -> tuple[list[int], list[MemoryRow]]:
-        """Hot slots of ``ids`` and the catalog rows of the others (warm or
-        cold), with multiplicity. Raises MemoryNotFoundError, before anything
-        changes, if an id is nowhere. Hold ``hot.lock.read()``."""
-        slots: list[int] = []
-        others: list[str] = []
-        for mid in ids:
-            slot = hot.slot_of.get(mid)
-            if slot is None:
-                others.append(mid)
-            else:
-                slots.append(slot)
-        rows: list[MemoryRow] = []
-        if others:
-            uniq = sorted(set(others))
-            found = {r.id: r for r in self._catalog.select_rows(
-                f"WHERE m.ns = ? AND m.id IN ({','.join('?' * len(uniq))})", (ns, *uniq))}
-            for mid in others:
-                r = found.get(mid)
-                if r is None or r.tier == TIER_HOT:
-                    # TIER_HOT here: added to the catalog but not yet to the index (a racing add)
-                    raise MemoryNotFoundError(f"no memory {mid!r} in namespace {ns!r}")
-                rows.append(r)
-        return slots, rows
-
-    def _update_row(self, ns: str, id: str, change: Any) -> MemoryRow:
-        """Read-modify-write one catalog row inside a transaction:
-        ``change(row, conn)`` writes its update and returns the new row."""
-        def write(conn: sqlite3.Connection) -> MemoryRow:
-            row = self._catalog.row_in(conn, ns, id)
-            if row is None:
-                raise MemoryNotFoundError(f"no memory {id!r} in namespace {ns!r}")
-            return change(row, conn)
-
-        return self._catalog.write(write)
+        return reads.memories(self._engine, ns, with_embedding=with_embedding)
 
     def touch(self, ns: str, ids: str | Iterable[str]) -> None:
         """Count an access (the memories were used in a response): boosts their
@@ -1100,67 +400,7 @@ class TierStore:
         Unknown ids raise MemoryNotFoundError and nothing is counted. A memory
         that moves between tiers while it is counted (a concurrent sweep or
         restore) is counted where it went; one deleted meanwhile is not."""
-        self._check_writable()
-        check_namespace(ns)
-        id_list = check_id_list(ids)
-        if not id_list:
-            return
-        now = self._time.now()
-        hot = self._hot.ensure(ns)
-        pending = self._count_accesses(ns, hot, id_list, now, strict=True)
-        for _ in range(16):  # each round, a memory that moved again; bounded so a livelock cannot hang
-            if not pending:
-                break
-            pending = self._count_accesses(ns, hot, pending, now, strict=False)
-        if self._trace is not None:
-            self._trace.write("touch", now, ns=ns, ids=id_list)
-
-    def _count_accesses(self, ns: str, hot: HotNamespace, id_list: list[str], now: float,
-                        strict: bool) -> list[str]:
-        """One access per occurrence of an id, in the tier the memory is in.
-        Returns the occurrences whose memory moved meanwhile (count them again).
-        ``strict``: an unknown id raises MemoryNotFoundError before anything is
-        counted; otherwise ids deleted meanwhile are dropped."""
-        cp = self._cp
-        with hot.lock.read():
-            if not strict:
-                id_list = [i for i in id_list if i in hot.slot_of or self._catalog.get_row(ns, i) is not None]
-            slots, rows = self._split(ns, hot, id_list)
-            if slots:
-                with hot.access_lock:
-                    record_accesses(np.array(slots, np.int64), now, hot.F, hot.I, cp.boost_by_type,
-                                    cp.refresh_by_type, cp.thresholds, cp.conf_half_life)
-        retry: list[str] = []
-        warm = {r.rid: r for r in rows if r.tier == TIER_WARM}
-        if warm:
-            moved = self._migrator.promote(ns, list(warm.values()), now, access=True, kind="promote")
-            extra = [r.id for r in rows if r.tier == TIER_WARM]
-            for r in moved:
-                extra.remove(r.id)
-            if extra:  # touched twice in one call, or promoted by someone else, or moved elsewhere
-                with hot.lock.read():
-                    here = [i for i in extra if i in hot.slot_of]
-                    if here:
-                        with hot.access_lock:
-                            record_accesses(np.array([hot.slot_of[i] for i in here], np.int64), now, hot.F, hot.I,
-                                            cp.boost_by_type, cp.refresh_by_type, cp.thresholds, cp.conf_half_life)
-                    retry.extend(i for i in extra if i not in hot.slot_of)
-        cold = {r.rid: r for r in rows if r.tier == TIER_COLD}
-        if cold:  # a used archived memory comes back: reactivated, its access counted in the hot tier
-            back = self._migrator.reactivate(ns, list(cold.values()), now)
-            extra = [r.id for r in rows if r.tier == TIER_COLD]
-            for r in back:
-                extra.remove(r.id)
-            if strict:  # deleted between the look and the count: as unknown as if it had never been
-                gone = [i for i in extra if self._catalog.get_row(ns, i) is None]
-                if gone:
-                    raise MemoryNotFoundError(f"no memory {gone[0]!r} in namespace {ns!r}")
-            retry.extend(extra)  # touched twice, or moved meanwhile: counted where it is now
-        return retry
-
-    def _due_of(self, row: MemoryRow) -> float:
-        return lifetime.due_at(self._cp, row.tier, row.pinned, row.w_ref, row.t_ref, row.half_life, row.expires_at,
-                               row.confidence, row.t_conf)
+        updates.touch(self._engine, ns, ids)
 
     def feedback(self, ns: str, id: str, *, positive: bool, strength: float = 1.0, implicit: bool = False) -> Memory:
         """Explicit (or, with ``implicit=True``, a smaller implicit) feedback on
@@ -1173,124 +413,12 @@ class TierStore:
         positive feedback on a memory that was superseded *automatically*
         takes that back (see :mod:`tierstore.auto_supersession`): the mark
         goes, its TTL is what it was, and an archived one is restored."""
-        memory = self._feedback(ns, id, positive=positive, strength=strength, implicit=implicit)
-        if positive and not implicit and self._reverse_auto_supersession(ns, id):
-            memory = self.get(ns, id) or memory
-        else:
-            memory = self._with_mark(memory)
-        if self._trace is not None:
-            self._trace.write("feedback", self._time.now(), ns=ns, id=id, positive=positive, strength=strength,
-                              implicit=implicit)
-        return memory
-
-    def _feedback(self, ns: str, id: str, *, positive: bool, strength: float, implicit: bool) -> Memory:
-        """See :meth:`feedback`."""
-        self._check_writable()
-        check_namespace(ns)
-        check_id(id)
-        if not isinstance(positive, bool):
-            raise InvalidInputError(f"positive must be True or False, got {positive!r}")
-        if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not (0.0 < float(strength) <= 1.0):
-            raise InvalidInputError(f"strength must be in (0, 1], got {strength!r}")
-        if not isinstance(implicit, bool):
-            raise InvalidInputError(f"implicit must be True or False, got {implicit!r}")
-        strength = float(strength)
-        now = self._time.now()
-        cp = self._cp
-        reason = ("implicit " if implicit else "") + ("positive" if positive else "negative")
-        hot = self._hot.ensure(ns)
-        fut = None
-        with hot.lock.read():
-            slot = hot.slot_of.get(id)
-            if slot is not None:
-                with hot.access_lock:
-                    F, I = hot.F, hot.I
-                    out = lifetime.apply_feedback(
-                        cp, type_idx=int(I[C.I_TYPE, slot]), conf_llm=_opt(F[C.F_CONF_LLM, slot]),
-                        conf_rule=_opt(F[C.F_CONF_RULE, slot]), conf_feedback=_opt(F[C.F_CONF_FEEDBACK, slot]),
-                        confidence=float(F[C.F_CONF, slot]), t_conf=float(F[C.F_T_CONF, slot]),
-                        w_ref=float(F[C.F_W_REF, slot]), t_ref=float(F[C.F_T_REF, slot]),
-                        half_life=float(F[C.F_HALF_LIFE, slot]), ctx_mult=float(F[C.F_CTX_MULT, slot]),
-                        ttl_override=_opt(F[C.F_TTL_OVERRIDE, slot]), positive=positive, strength=strength,
-                        implicit=implicit, now=now)
-                    F[C.F_CONF_FEEDBACK, slot] = out.conf_feedback
-                    F[C.F_CONF, slot] = out.confidence
-                    F[C.F_T_CONF, slot] = out.t_conf
-                    F[C.F_W_REF, slot] = out.w_ref
-                    F[C.F_T_REF, slot] = out.t_ref
-                    F[C.F_HALF_LIFE, slot] = out.half_life
-                    F[C.F_TTL, slot] = out.ttl
-                    self._refresh_due(hot, slot)
-                    event = (now, ns, id, "feedback", "hot", "hot", reason, out.w_ref, out.confidence,
-                             int(I[C.I_ACCESS_COUNT, slot]), cp.type_names[int(I[C.I_TYPE, slot])])
-                    fut = self._submit_dirty(hot, extra=lambda conn: conn.execute(EVENT_SQL, event))
-                memory = hot.memory(slot, cp, now)
-        if fut is not None:
-            fut.result()
-            return memory
-
-        def change(row: MemoryRow, conn: sqlite3.Connection) -> MemoryRow:
-            out = lifetime.apply_feedback(
-                cp, type_idx=self._policy.type_index(row.memory_type), conf_llm=row.conf_llm, conf_rule=row.conf_rule,
-                conf_feedback=row.conf_feedback, confidence=row.confidence, t_conf=row.t_conf, w_ref=row.w_ref,
-                t_ref=row.t_ref, half_life=row.half_life, ctx_mult=row.ctx_mult, ttl_override=row.ttl_seconds,
-                positive=positive, strength=strength, implicit=implicit, now=now)
-            row.conf_feedback, row.confidence, row.t_conf = out.conf_feedback, out.confidence, out.t_conf
-            row.w_ref, row.t_ref, row.half_life, row.ttl = out.w_ref, out.t_ref, out.half_life, out.ttl
-            row.due_at = self._due_of(row)
-            self._catalog.write_state(conn, row)
-            tier = TIER_NAMES[row.tier]
-            conn.execute(EVENT_SQL, (now, ns, id, "feedback", tier, tier, reason, out.w_ref, out.confidence,
-                                     row.access_count, row.memory_type))
-            return row
-
-        return self._memory_from_row(self._update_row(ns, id, change), now)
+        return updates.feedback(self._engine, ns, id, positive=positive, strength=strength, implicit=implicit)
 
     def pin(self, ns: str, id: str, pinned: bool = True) -> None:
         """Exempt a memory from every expiry (or, ``pinned=False``, end the
         exemption), in any tier. Durable when it returns."""
-        self._check_writable()
-        check_namespace(ns)
-        check_id(id)
-        if not isinstance(pinned, bool):
-            raise InvalidInputError(f"pinned must be True or False, got {pinned!r}")
-        now = self._time.now()
-        kind = "pin" if pinned else "unpin"
-        hot = self._hot.ensure(ns)
-        fut = None
-        with hot.lock.read():
-            slot = hot.slot_of.get(id)
-            if slot is not None:
-                with hot.access_lock:
-                    hot.I[C.I_PINNED, slot] = 1 if pinned else 0
-                    self._refresh_due(hot, slot)
-                    event = (now, ns, id, kind, "hot", "hot", "explicit", None, float(hot.F[C.F_CONF, slot]),
-                             int(hot.I[C.I_ACCESS_COUNT, slot]), self._cp.type_names[int(hot.I[C.I_TYPE, slot])])
-                    fut = self._submit_dirty(hot, extra=lambda conn: conn.execute(EVENT_SQL, event))
-        if fut is not None:
-            fut.result()
-        else:
-            self._update_row(ns, id, lambda row, conn: self._pin_in_catalog(row, conn, pinned, now))
-        if self._trace is not None:
-            self._trace.write("pin", now, ns=ns, id=id, pinned=pinned)
-
-    def _pin_in_catalog(self, row: MemoryRow, conn: sqlite3.Connection, pinned: bool, now: float) -> MemoryRow:
-        row.pinned = pinned
-        row.due_at = self._due_of(row)
-        self._catalog.write_state(conn, row)
-        tier = TIER_NAMES[row.tier]
-        conn.execute(EVENT_SQL, (now, row.ns, row.id, "pin" if pinned else "unpin", tier, tier, "explicit", None,
-                                 row.confidence, row.access_count, row.memory_type))
-        return row
-
-    def _refresh_due(self, hot: HotNamespace, s: int) -> None:
-        """Recompute slot ``s``'s due time and mark it dirty (hold access_lock)."""
-        F, I = hot.F, hot.I
-        F[C.F_DUE, s] = lifetime.due_at(
-            self._cp, TIER_HOT, bool(I[C.I_PINNED, s]), F[C.F_W_REF, s], F[C.F_T_REF, s], F[C.F_HALF_LIFE, s],
-            F[C.F_TTL_ANCHOR, s] + F[C.F_TTL, s], F[C.F_CONF, s], F[C.F_T_CONF, s],
-        )
-        I[C.I_DIRTY, s] = 1
+        updates.pin(self._engine, ns, id, pinned)
 
     def delete(self, ns: str, id: str) -> bool:
         """Forget a memory for good, from any tier. Returns False if there was none.
@@ -1301,41 +429,7 @@ class TierStore:
         Until then a tombstone object in the object store names the memory, so
         that :meth:`rebuild_catalog` does not bring it back (if that write
         fails, the next sweep writes it)."""
-        self._check_writable()
-        check_namespace(ns)
-        check_id(id)
-        now = self._time.now()
-        self._hot.ensure(ns)
-
-        def write(conn: sqlite3.Connection) -> tuple[MemoryRow | None, str | None]:
-            row = self._catalog.row_in(conn, ns, id)
-            if row is None:
-                return None, None
-            conn.execute("DELETE FROM memories WHERE rid = ?", (row.rid,))
-            conn.execute("DELETE FROM cold_text WHERE rowid = ?", (row.rid,))
-            if row.cold_key:
-                conn.execute(MARK_PURGE_SQL, (row.cold_key,))
-            has_record = row.cold_key is not None or row.rid in tombstones.stale_rids(conn, ns)
-            stone = tombstones.note_deletion(conn, ns, id, now) if has_record else None
-            conn.execute(EVENT_SQL, (now, ns, id, "delete", TIER_NAMES[row.tier], None, "explicit",
-                                     lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now), row.confidence,
-                                     row.access_count, row.memory_type))
-            return row, stone
-
-        with self._hot.guard(ns) as space:
-            row, stone = self._catalog.write(write)
-            crash_point("delete.after_commit")
-            if row is not None and space is not None:
-                slot = space.slot_of.get(id)
-                if slot is not None:
-                    space.remove([slot])
-        if stone is not None:
-            self._migrator.write_tombstones()
-        if row is not None and row.cold_key:
-            self._migrator.collect_archives({row.cold_key})
-        if self._trace is not None and row is not None:
-            self._trace.write("delete", now, ns=ns, id=id)
-        return row is not None
+        return updates.delete(self._engine, ns, id)
 
     # ------------------------------------------------------------------ context
 
@@ -1343,74 +437,7 @@ class TierStore:
         """Set the namespace's active context. Memories matched by context rules
         get their TTL and half-life rescaled now (one kernel pass); searches
         without ``context_tags`` use this context."""
-        self._check_writable()
-        check_namespace(ns)
-        new_tags = check_tags(tags, 1024)
-        ctx = self._cp.context(new_tags)
-        now = self._time.now()
-        hot = self._hot.ensure(ns)
-        cp = self._cp
-        with hot.lock.read():
-            with hot.access_lock:
-                n = hot.n
-                mult = context_multipliers(hot.tags, n, ctx.ttl_tags, ctx.ttl_mult)
-                old = hot.F[C.F_CTX_MULT, :n]
-                changed = np.flatnonzero((mult != old) & (hot.I[C.I_ALIVE, :n] != 0))
-                if changed.size:
-                    F = hot.F
-                    w, t, h, ttl = rescale_lifetimes(F[C.F_W_REF, changed], F[C.F_T_REF, changed],
-                                                     F[C.F_HALF_LIFE, changed], F[C.F_TTL, changed],
-                                                     old[changed], mult[changed], now)
-                    F[C.F_W_REF, changed] = w
-                    F[C.F_T_REF, changed] = t
-                    F[C.F_HALF_LIFE, changed] = h
-                    F[C.F_TTL, changed] = ttl
-                    F[C.F_CTX_MULT, changed] = mult[changed]
-                    F[C.F_DUE, changed] = due_times(
-                        np.full(changed.size, TIER_HOT, np.int64), hot.I[C.I_PINNED, changed], w, t, h,
-                        F[C.F_TTL_ANCHOR, changed] + ttl, F[C.F_CONF, changed], F[C.F_T_CONF, changed],
-                        cp.conf_half_life, cp.thresholds,
-                    )
-                    hot.I[C.I_DIRTY, changed] = 1
-                def write(conn: sqlite3.Connection) -> None:
-                    conn.execute("INSERT INTO contexts (ns, tags) VALUES (?, ?)"
-                                 " ON CONFLICT(ns) DO UPDATE SET tags = excluded.tags", (ns, json.dumps(list(new_tags))))
-                    self._rescale_cold_rows(conn, ns, ctx, now)
-
-                fut = self._submit_dirty(hot, extra=write)
-                self._contexts[ns] = new_tags
-        if fut is not None:
-            fut.result()
-        if self._trace is not None:
-            self._trace.write("set_context", now, ns=ns, tags=list(new_tags))
-
-    def _rescale_cold_rows(self, conn: sqlite3.Connection, ns: str, ctx: Any, now: float) -> None:
-        """The warm and cold rows' share of a context change (inside the
-        context's transaction): the same rescaling as the hot tier's."""
-        rows = [MemoryRow.from_sql(r) for r in conn.execute(
-            "SELECT " + ", ".join(MEMORY_COLUMNS) + " FROM memories WHERE ns = ? AND tier != ?", (ns, TIER_HOT))]
-        if not rows:
-            return
-        cp = self._cp
-        mult = np.array([cp.ttl_multiplier(ctx, self._vocab.ids(r.tags)) for r in rows])
-        old = np.array([r.ctx_mult for r in rows])
-        changed = np.flatnonzero(mult != old)
-        if not changed.size:
-            return
-        part = [rows[i] for i in changed.tolist()]
-        w, t, h, ttl = rescale_lifetimes(np.array([r.w_ref for r in part]), np.array([r.t_ref for r in part]),
-                                         np.array([r.half_life for r in part]), np.array([r.ttl for r in part]),
-                                         old[changed], mult[changed], now)
-        for r, wi, ti, hi, ttli, m in zip(part, w.tolist(), t.tolist(), h.tolist(), ttl.tolist(),
-                                          mult[changed].tolist()):
-            r.w_ref, r.t_ref, r.half_life, r.ttl, r.ctx_mult = wi, ti, hi, ttli, m
-        for tier in (TIER_WARM, TIER_COLD):
-            sel = [r for r in part if r.tier == tier]
-            if sel:
-                for r, d in zip(sel, self._migrator.due_in_tier(sel, tier).tolist()):
-                    r.due_at = d
-        for r in part:
-            self._catalog.write_state(conn, r)
+        updates.set_context(self._engine, ns, tags)
 
     def namespaces(self) -> list[str]:
         """The namespaces that hold at least one memory (any tier), sorted."""
@@ -1419,52 +446,13 @@ class TierStore:
 
     def get_context(self, ns: str) -> tuple[str, ...]:
         check_namespace(ns)
-        return self._contexts.get(ns, ())
+        return self._engine._contexts.get(ns, ())
 
     # ------------------------------------------------------------------ flush
 
-    def _submit_dirty(self, hot: HotNamespace, extra: Any = None) -> Any:
-        """Queue the namespace's dirty state for the catalog (hold access_lock,
-        so queue order is the order the state was taken in)."""
-        rows, accesses = hot.take_dirty()
-        if not rows and extra is None:
-            return None
-        if not self.settings.access_log:
-            accesses = []
-
-        def write(conn: sqlite3.Connection) -> None:
-            if rows:
-                conn.executemany(UPDATE_STATE_SQL, rows)
-            if accesses:
-                conn.executemany(ACCESS_LOG_SQL, accesses)
-            if extra is not None:
-                extra(conn)
-
-        return self._catalog.submit(write)
-
     def flush(self) -> None:
         """Write every pending access update to the catalog and wait for it."""
-        if self._readonly:
-            return  # a reader records no access
-        futures = []
-        for hot in self._hot.loaded():
-            with hot.access_lock:
-                fut = self._submit_dirty(hot)
-            if fut is not None:
-                futures.append(fut)
-        for fut in futures:
-            fut.result()
-
-    def _flush_loop(self) -> None:
-        interval = self.settings.flush_interval_s
-        while not self._stop.wait(interval):
-            try:
-                self.flush()
-                self._save_clock()
-            except StoreClosedError:
-                return
-            except Exception:  # noqa: BLE001 - retried on the next tick; close() flushes again
-                pass
+        self._engine.flush()
 
     # ------------------------------------------------------------------ sweep
 
@@ -1493,10 +481,7 @@ class TierStore:
             raise InvalidInputError(f"dry_run must be True or False, got {dry_run!r}")
         if dry_run:
             return self._migrator.preview(max_items, time_budget_s)
-        self._check_writable()
-        self._require_trusted_clock()
-        with self._sweep_lock:
-            return self._migrator.sweep(max_items, time_budget_s, progress)
+        return self._engine.sweep(max_items, time_budget_s, progress)
 
     def compact_cold(self, *, progress: bool | None = False) -> int:
         """Rewrite every archive object that holds records of memories no
@@ -1544,7 +529,7 @@ class TierStore:
             if query is None:
                 raise InvalidInputError("restore k= goes with query= (restore by meaning); use limit= otherwise")
             k = check_positive_int(k, "k")
-        q = None if query is None else check_vector(_embedding.embed_query(self._embedder, query), self.dim, "query")
+        q = None if query is None else check_vector(_embedding.embed_query(self.embedder, query), self.dim, "query")
         if q is not None:
             limit = min(k or 5, limit) if limit is not None else (k or 5)
         if where is not None and not isinstance(where, Mapping):
@@ -1566,9 +551,7 @@ class TierStore:
         self._trace = TraceWriter(path)
 
     def stop_trace(self) -> None:
-        if self._trace is not None:
-            self._trace.close()
-            self._trace = None
+        self._engine.stop_trace()
 
     def rebuild_catalog(self, *, progress: bool | None = False) -> dict[str, int]:
         """Rebuild the cold catalog from the archive objects in the object
@@ -1589,82 +572,12 @@ class TierStore:
         interval_s = _check_seconds(interval_s, "interval_s")
         max_items = check_positive_int(max_items, "max_items")
         time_budget_s = _check_seconds(time_budget_s, "time_budget_s")
-        self._require_trusted_clock()
+        self._engine._require_trusted_clock()
         self._migrator.start(interval_s, max_items, time_budget_s)
 
     def stop_migrator(self, timeout: float = 30.0) -> None:
         """Stop the background migrator (waits for a running sweep)."""
         self._migrator.stop(timeout)
-
-    # ------------------------------------------------------------------ policy
-
-    def _reapply_policy(self, chunk: int = 100_000) -> None:
-        """Recompute every memory's half-life, TTL and due time under the
-        current policy (after it changed), in chunks, with the kernels.
-        Weights are rebased at now so the past is unchanged."""
-        cp = self._cp
-        now = self._time.now()
-        last = 0
-        while True:
-            rows = self._catalog.query(
-                "SELECT rid, memory_type, confidence, ttl_seconds, ctx_mult, w_ref, t_ref, half_life, tier, pinned,"
-                " ttl_anchor, t_conf FROM memories WHERE rid > ? ORDER BY rid LIMIT ?", (last, chunk))
-            if not rows:
-                return
-            last = rows[-1][0]
-            cols = list(zip(*rows))
-            rid = np.array(cols[0], np.int64)
-            t_idx = np.array([self._type_idx[t] for t in cols[1]], np.int64)
-            conf = np.array(cols[2], np.float64)
-            override = np.array([math.nan if x is None else x for x in cols[3]], np.float64)
-            ctx_mult = np.array(cols[4], np.float64)
-            w = decayed_weight(np.array(cols[5], np.float64), np.array(cols[6], np.float64),
-                               np.array(cols[7], np.float64), now)
-            h = cp.half_lives(t_idx, conf, ctx_mult)
-            ttl = cp.ttls(t_idx, conf, override, ctx_mult)
-            t_ref = np.full(len(rows), now)
-            due = due_times(np.array(cols[8], np.int64), np.array(cols[9], np.int64), w, t_ref, h,
-                            np.array(cols[10], np.float64) + ttl, conf, np.array(cols[11], np.float64),
-                            cp.conf_half_life, cp.thresholds)
-            updates = [(wi, now, hi, _sql_time(ti), _sql_time(di), ri) for wi, hi, ti, di, ri in
-                       zip(w.tolist(), h.tolist(), ttl.tolist(), due.tolist(), rid.tolist())]
-            self._catalog.write(lambda conn, updates=updates: conn.executemany(
-                "UPDATE memories SET w_ref = ?, t_ref = ?, half_life = ?, ttl = ?, due_at = ? WHERE rid = ?",
-                updates))
-
-    def _repair_supersessions(self) -> None:
-        """At open: drop the marks of memories that are gone, and finish the
-        damping of marked memories a crash left without it (the add had
-        committed, its ``_supersede`` had not run): their TTL becomes 0 from
-        the mark's time, as it would have (the negative feedback is not
-        repeated)."""
-        def fix(conn: sqlite3.Connection) -> None:
-            supersession.prune_orphans(conn)
-            for rid, marked_at in supersession.undamped(conn):
-                r = conn.execute("SELECT " + ", ".join(MEMORY_COLUMNS) + " FROM memories WHERE rid = ?",
-                                 (rid,)).fetchone()
-                row = MemoryRow.from_sql(r)
-                row.ttl_seconds, row.ttl = 0.0, 0.0
-                row.ttl_anchor = min(row.ttl_anchor, marked_at)
-                row.due_at = self._due_of(row)
-                self._catalog.write_state(conn, row)
-                tier = TIER_NAMES[row.tier]
-                conn.execute(EVENT_SQL, (self._time.now(), row.ns, row.id, "supersede", tier, tier,
-                                         "damping finished at open", row.w_ref, row.confidence, row.access_count,
-                                         row.memory_type))
-
-        self._catalog.write(fix)
-
-    def _repair_never_due(self) -> None:
-        """Give a due time to memories stored as never due that are not pinned.
-        Versions before due times version 2 stored a memory whose weight or
-        confidence was already past a threshold when its state was set (e.g.
-        after negative feedback) as never due, so no sweep looked at it
-        again. Runs once per store (one scan of the catalog)."""
-        rows = self._catalog.select_rows("WHERE m.due_at IS NULL AND m.pinned = 0")
-        updates = [(due, r.rid) for r in rows if math.isfinite(due := self._due_of(r))]
-        if updates:
-            self._catalog.write(lambda conn: conn.executemany("UPDATE memories SET due_at = ? WHERE rid = ?", updates))
 
     # ------------------------------------------------------------------ stats
 
@@ -1695,7 +608,7 @@ class TierStore:
             due_now=self._catalog.count_due(self._time.now()),
             hot_loaded={h.name: ("hnsw" if h.index is not None else "exact") for h in self._hot.loaded()},
             catalog_commits=self._catalog.commits,
-            lifecycle=lifecycle_metrics(self) if lifecycle else {},
+            lifecycle=lifecycle_metrics(self._engine) if lifecycle else {},
         )
 
     def verify(self) -> Any:
@@ -1703,24 +616,18 @@ class TierStore:
         against their checksums; changes nothing. Returns an
         :class:`tierstore.integrity.IntegrityReport`."""
         self._check_open()
-        from . import integrity
-
-        return integrity.verify(self)
+        return integrity.verify(self._engine)
 
     def repair(self) -> Any:
         """Rebuild what the catalog can rebuild (warm shards, hot checkpoints,
         pending archive batches); returns what is still wrong."""
         self._check_writable()
-        from . import integrity
-
-        return integrity.repair(self)  # takes the sweep lock itself
+        return integrity.repair(self._engine)  # takes the sweep lock itself
 
     def metrics_text(self) -> str:
         """Counters and gauges in the Prometheus text exposition format."""
         self._check_open()
-        from .prometheus import metrics_text
-
-        return metrics_text(self)
+        return metrics_text(self._engine)
 
     # ------------------------------------------------------------------ close
 
@@ -1734,28 +641,7 @@ class TierStore:
         release the store. Idempotent. Calls made from other threads from now
         on raise StoreClosedError; a sweep under way stops after its current
         batch, and a restore, verify or repair under way is waited for."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True  # new calls are refused from here on
-            self._migrator.stop()
-            with self._sweep_lock:  # what holds it finishes first (a sweep stops between batches)
-                self.stop_trace()
-                self._stop.set()
-                if self._readonly:
-                    self._catalog.close()
-                    return
-                self._flusher.join(timeout=30)
-                try:
-                    self.flush()
-                    self._clock_trusted and self._save_clock()
-                    self._hot.checkpoint()
-                finally:
-                    self._catalog.close()
-                    try:
-                        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-                    finally:
-                        os.close(self._lock_fd)
+        self._engine.close()
 
 
 def _check_seconds(value: Any, what: str, *, optional: bool = False) -> Any:
@@ -1766,75 +652,3 @@ def _check_seconds(value: Any, what: str, *, optional: bool = False) -> Any:
         raise InvalidInputError(f"{what} must be a positive, finite number of seconds, got {value!r}")
     return float(value)
 
-
-# Version 2: a threshold already crossed when a memory's state was set makes it
-# due at that time (version 1 stored such memories as never due).
-_DUE_TIMES_VERSION = "2"
-
-
-def _lock(root: Path) -> int:
-    """Take the store's LOCK (an flock, released by the kernel if the process
-    dies) and write our pid in it; the error names the holder."""
-    lock_fd = os.open(root / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(lock_fd, 32, 0).decode("ascii", "replace").strip()
-        os.close(lock_fd)
-        if holder == str(os.getpid()):
-            raise StoreConfigError(f"the store at {root} is already open in this process: use that TierStore, "
-                                   "or close it first") from None
-        who = f"process {holder}" if holder.isdigit() else "another process"
-        raise StoreConfigError(f"the store at {root} is open in {who}; one writer at a time (readers beside it: "
-                               "TierStore.open(path, readonly=True); tierstore stats, verify and report)") from None
-    os.ftruncate(lock_fd, 0)
-    os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
-    return lock_fd
-
-
-def _remove_new_store(root: Path, made_dir: bool) -> None:
-    """Undo what a failed open of a new store created: its catalog, LOCK and
-    tier directories, and the directory itself if the open made it."""
-    for name in ("catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm", "LOCK"):
-        (root / name).unlink(missing_ok=True)
-    for sub in ("hot", "warm", "cold"):
-        d = root / sub
-        if d.is_dir() and not any(p.is_file() and p.name != ownership.OWNER_KEY for p in d.rglob("*")):
-            shutil.rmtree(d, ignore_errors=True)
-    if made_dir:
-        try:
-            root.rmdir()
-        except OSError:
-            pass  # something else was put there meanwhile: leave it
-
-
-def _open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
-               stored: str | None, create: bool = True) -> tuple[ObjectStore, str | None]:
-    """The cold object store, and what the catalog should remember of it
-    (JSON: URL, endpoint and region; never credentials)."""
-    opts = dict(options or {})
-    remembered = {k: opts[k] for k in ("endpoint_url", "region_name") if opts.get(k)}
-    if isinstance(remembered.get("endpoint_url"), str):  # never a password from the URL's user info
-        remembered["endpoint_url"] = url_without_userinfo(remembered["endpoint_url"])
-    if cold is None:
-        meta = json.loads(stored) if stored else {"url": "default"}
-        url = meta.get("url")
-        if url is None:
-            raise StoreConfigError(
-                f"the store at {root} archives to an object store that was given as an object ({meta.get('repr')}); "
-                "pass cold= again")
-        if url == "default":
-            if not create:  # a reader: a store that never archived has no directory, and gets none
-                return LocalObjectStore(root / "cold", create=False), None
-            return open_object_store(root / "cold"), None if stored else json.dumps(meta)
-        for k in ("endpoint_url", "region_name"):
-            if meta.get(k) and k not in opts:
-                opts[k] = meta[k]
-        return open_object_store(url, **opts), None
-    if isinstance(cold, (str, os.PathLike)):
-        target = os.fspath(cold)
-        if "://" not in target:
-            target = Path(target).resolve().as_uri()
-        store = open_object_store(target, **opts)
-        return store, json.dumps({"url": target, **remembered})
-    return open_object_store(cold), json.dumps({"url": None, "repr": type(cold).__name__})

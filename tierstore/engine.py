@@ -1,0 +1,337 @@
+"""The engine: the state a store shares between its parts — catalog, hot,
+warm and cold tiers, policy (and its compiled form), store time, locks,
+settings, the migrator — and the few operations every part uses (checks of
+state, the hot tier's dirty state reaching the catalog, reading a catalog row
+as a Memory, read-modify-write of a row).
+
+:class:`tierstore.store.TierStore` is the facade over it: it validates and
+delegates to the modules named for what they do (:mod:`~tierstore.ingest`,
+:mod:`~tierstore.retrieval`, :mod:`~tierstore.reads`,
+:mod:`~tierstore.updates`, :mod:`~tierstore.opening`), and these, like the
+migrator, integrity checks, lifecycle metrics and Prometheus export, take the
+engine, never the facade. Attribute names are those ``TierStore`` had
+(underscored: not API).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from . import embedding as _embedding
+from . import lifetime, ownership
+from .catalog import ACCESS_LOG_SQL, UPDATE_STATE_SQL, Catalog, MemoryRow
+from .clock import Clock
+from .cold import ColdTier
+from .cold_index import ColdIndex, VectorCache
+from .errors import ClockSkewError, MemoryNotFoundError, ReadOnlyStoreError, StoreClosedError
+from .hot import HotNamespace, HotSettings, HotTier
+from .kernels import TIER_HOT
+from .kernels import columns as C
+from .model import TIER_NAMES, Memory, SweepReport
+from .objectstore import ObjectStore
+from .policy import Policy
+from .scoring import CompiledPolicy
+from .storetime import ClockCheck, StoreClock
+from .tags import TagVocab
+from .tier_search import RowRanker
+from .trace import TraceWriter
+from .warm import WarmSettings, WarmTier
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Engine settings (not lifecycle policy). One comment per value."""
+
+    hot: HotSettings = field(default_factory=HotSettings)
+    warm: WarmSettings = field(default_factory=WarmSettings)
+    synchronous: str = "NORMAL"  # SQLite: NORMAL survives a process crash, FULL also power loss
+    flush_interval_s: float = 1.0  # access updates reach the catalog at least this often
+    max_tags_per_memory: int = 64  # tags beyond this are rejected
+    sweep_batch: int = 1000  # due rows read per migrator batch
+    access_log: bool = True  # count accesses per memory and day in the catalog (access_log table)
+    preload_hot: bool = False  # load every namespace's hot tier at open (default: at its first use)
+
+
+class Engine:
+    """A store's shared state and common operations (see the module doc)."""
+
+    def __init__(self, *, path: Path, dim: int, policy: Policy, clock: Clock, settings: Settings,
+                 catalog: Catalog, lock_fd: int, cold: ObjectStore, clock_check: ClockCheck,
+                 allow_clock_jump: bool = False, store_id: str = "", readonly: bool = False,
+                 embedder: _embedding.Embedder | None = None,
+                 migrator: Callable[["Engine"], Any] | None = None) -> None:
+        self.path = path
+        self._embedder = embedder
+        self.dim = dim
+        self._vector_shape = (dim,)
+        self.clock = clock
+        record = clock_check.record
+        self._time = StoreClock(clock, -math.inf if record is None else record.high_water)
+        self._clock_check = clock_check
+        # A clock that failed the check at open may not sweep, and its readings
+        # are not remembered (the next open must see the same disagreement).
+        self._clock_trusted = (clock_check.ok or allow_clock_jump) and not readonly
+        self._clock_saved = record
+        self._readonly = readonly
+        # a reader of a store an earlier version wrote may find no cold index (it cannot create it)
+        self._cold_searchable = catalog.has_table("cold_codes")
+        self.settings = settings
+        self._catalog = catalog
+        self._lock_fd = lock_fd
+        self._vocab = TagVocab()
+        self._policy = policy
+        self._cp = CompiledPolicy(policy, self._vocab)
+        self._hot = HotTier(path / "hot", dim, settings.hot, self._vocab, policy.type_names, catalog)
+        self._warm = WarmTier(path / "warm", dim, settings.warm, catalog)
+        if not readonly:
+            self._warm.remove_orphans()
+        self._cold = ColdTier(cold, dim)
+        self._cold_index = ColdIndex(catalog.query, dim)
+        self._vector_cache = VectorCache()
+        # archive objects a cold search could not read (it served the rest): a count and the last 100
+        self.cold_search_errors = 0
+        self._cold_error_log: list[str] = []
+        self._cold_errors_lock = threading.Lock()
+        self.store_id = store_id
+        self._ownership = ownership.PrefixOwnership(cold, store_id)
+        # built by the caller (the migrator module builds on the engine, not the other way round)
+        self._migrator: Any = None if migrator is None else migrator(self)
+        self._type_idx = {t: i for i, t in enumerate(policy.type_names)}
+        self._ranker = RowRanker(self._cp, self._vocab, self._type_idx,
+                                 lambda row, now: self._memory_from_row(row, now, with_embedding=False))
+        self._trace: TraceWriter | None = None
+        self._valid_ns: set[str] = set()  # namespaces that passed check_namespace (search fast path)
+        self._contexts: dict[str, tuple[str, ...]] = {
+            ns: tuple(json.loads(tags)) for ns, tags in catalog.query("SELECT ns, tags FROM contexts")
+        }
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._sweep_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._flusher = threading.Thread(target=self._flush_loop, name="tierstore-access-flusher", daemon=True)
+        if not readonly:  # a reader records nothing to flush
+            self._flusher.start()
+
+
+    @property
+    def embedder(self) -> _embedding.Embedder | None:
+        """The embedder text is turned into vectors with (``None``: vectors only)."""
+        return self._embedder
+
+    @property
+    def readonly(self) -> bool:
+        """Opened with ``readonly=True``: it changes nothing."""
+        return self._readonly
+
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._readonly:
+            raise ReadOnlyStoreError("the store was opened read-only (readonly=True): it changes nothing")
+
+
+    @property
+    def policy(self) -> Policy:
+        return self._policy
+
+    def now(self) -> float:
+        """Store time, POSIX seconds: the clock's reading, never earlier than
+        the latest time the store has seen (see :mod:`tierstore.storetime`)."""
+        return self._time.now()
+
+    @property
+    def clock_check(self) -> ClockCheck:
+        """How the clock given at open compared with the store's record."""
+        return self._clock_check
+
+    def _require_trusted_clock(self) -> None:
+        if not self._clock_trusted:
+            raise ClockSkewError(self._clock_check.reason())
+
+    def _save_clock(self) -> None:
+        """Remember the high-water mark and the clock's offset (after a
+        trusted open, then at most once a second, and at close)."""
+        if not self._clock_trusted:
+            return
+        self._time.now()
+        rec = self._time.record()
+        saved = self._clock_saved
+        if saved is not None and rec.high_water - saved.high_water < 1.0 and abs(rec.offset - saved.offset) < 1.0:
+            return
+        self._catalog.submit(lambda conn: conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('clock', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (rec.to_json(),)))
+        self._clock_saved = rec
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+
+
+    def _memory_from_row(self, row: MemoryRow, now: float, with_embedding: bool = True) -> Memory:
+        conf = lifetime.confidence_at(row.confidence, row.t_conf, self._cp.conf_half_life, now)
+        expires = row.expires_at
+        return Memory(
+            id=row.id, namespace=row.ns, content=row.content, memory_type=row.memory_type,
+            created_at=row.created_at, last_accessed_at=row.last_accessed_at, access_count=row.access_count,
+            confidence=conf, source=row.source, tags=row.tags, ttl_seconds=row.ttl_seconds, pinned=row.pinned,
+            tier=TIER_NAMES[row.tier], weight=lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now),
+            expires_at=expires if math.isfinite(expires) else None,
+            due_at=row.due_at if math.isfinite(row.due_at) else None,
+            embedding=row.vector() if with_embedding else None,
+            metadata=None if row.metadata is None else json.loads(row.metadata),
+        )
+
+    def _split(self, ns: str, hot: HotNamespace, ids: Sequence[str]) -> tuple[list[int], list[MemoryRow]]:
+        """Hot slots of ``ids`` and the catalog rows of the others (warm or
+        cold), with multiplicity. Raises MemoryNotFoundError, before anything
+        changes, if an id is nowhere. Hold ``hot.lock.read()``."""
+        slots: list[int] = []
+        others: list[str] = []
+        for mid in ids:
+            slot = hot.slot_of.get(mid)
+            if slot is None:
+                others.append(mid)
+            else:
+                slots.append(slot)
+        rows: list[MemoryRow] = []
+        if others:
+            uniq = sorted(set(others))
+            found = {r.id: r for r in self._catalog.select_rows(
+                f"WHERE m.ns = ? AND m.id IN ({','.join('?' * len(uniq))})", (ns, *uniq))}
+            for mid in others:
+                r = found.get(mid)
+                if r is None or r.tier == TIER_HOT:
+                    # TIER_HOT here: added to the catalog but not yet to the index (a racing add)
+                    raise MemoryNotFoundError(f"no memory {mid!r} in namespace {ns!r}")
+                rows.append(r)
+        return slots, rows
+
+    def _update_row(self, ns: str, id: str, change: Any) -> MemoryRow:
+        """Read-modify-write one catalog row inside a transaction:
+        ``change(row, conn)`` writes its update and returns the new row."""
+        def write(conn: sqlite3.Connection) -> MemoryRow:
+            row = self._catalog.row_in(conn, ns, id)
+            if row is None:
+                raise MemoryNotFoundError(f"no memory {id!r} in namespace {ns!r}")
+            return change(row, conn)
+
+        return self._catalog.write(write)
+
+
+    def _due_of(self, row: MemoryRow) -> float:
+        return lifetime.due_at(self._cp, row.tier, row.pinned, row.w_ref, row.t_ref, row.half_life, row.expires_at,
+                               row.confidence, row.t_conf)
+
+
+    def _refresh_due(self, hot: HotNamespace, s: int) -> None:
+        """Recompute slot ``s``'s due time and mark it dirty (hold access_lock)."""
+        F, I = hot.F, hot.I
+        F[C.F_DUE, s] = lifetime.due_at(
+            self._cp, TIER_HOT, bool(I[C.I_PINNED, s]), F[C.F_W_REF, s], F[C.F_T_REF, s], F[C.F_HALF_LIFE, s],
+            F[C.F_TTL_ANCHOR, s] + F[C.F_TTL, s], F[C.F_CONF, s], F[C.F_T_CONF, s],
+        )
+        I[C.I_DIRTY, s] = 1
+
+
+    def _submit_dirty(self, hot: HotNamespace, extra: Any = None) -> Any:
+        """Queue the namespace's dirty state for the catalog (hold access_lock,
+        so queue order is the order the state was taken in)."""
+        rows, accesses = hot.take_dirty()
+        if not rows and extra is None:
+            return None
+        if not self.settings.access_log:
+            accesses = []
+
+        def write(conn: sqlite3.Connection) -> None:
+            if rows:
+                conn.executemany(UPDATE_STATE_SQL, rows)
+            if accesses:
+                conn.executemany(ACCESS_LOG_SQL, accesses)
+            if extra is not None:
+                extra(conn)
+
+        return self._catalog.submit(write)
+
+    def flush(self) -> None:
+        """Write every pending access update to the catalog and wait for it."""
+        if self._readonly:
+            return  # a reader records no access
+        futures = []
+        for hot in self._hot.loaded():
+            with hot.access_lock:
+                fut = self._submit_dirty(hot)
+            if fut is not None:
+                futures.append(fut)
+        for fut in futures:
+            fut.result()
+
+    def _flush_loop(self) -> None:
+        interval = self.settings.flush_interval_s
+        while not self._stop.wait(interval):
+            try:
+                self.flush()
+                self._save_clock()
+            except StoreClosedError:
+                return
+            except Exception:  # noqa: BLE001 - retried on the next tick; close() flushes again
+                pass
+
+
+    def sweep(self, max_items: int | None = None, time_budget_s: float | None = None,
+              progress: bool | None = False) -> SweepReport:
+        """One sweep under the sweep lock, with validated arguments (the
+        facade's ``sweep`` and the background migrator call this)."""
+        self._check_writable()
+        self._require_trusted_clock()
+        with self._sweep_lock:
+            return self._migrator.sweep(max_items, time_budget_s, progress)
+
+    def stop_trace(self) -> None:
+        if self._trace is not None:
+            self._trace.close()
+            self._trace = None
+
+    def close(self) -> None:
+        """Flush access updates, checkpoint hot indexes, close the catalog and
+        release the store. Idempotent. Calls made from other threads from now
+        on raise StoreClosedError; a sweep under way stops after its current
+        batch, and a restore, verify or repair under way is waited for."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True  # new calls are refused from here on
+            self._migrator.stop()
+            with self._sweep_lock:  # what holds it finishes first (a sweep stops between batches)
+                self.stop_trace()
+                self._stop.set()
+                if self._readonly:
+                    self._catalog.close()
+                    return
+                self._flusher.join(timeout=30)
+                try:
+                    self.flush()
+                    self._clock_trusted and self._save_clock()
+                    self._hot.checkpoint()
+                finally:
+                    self._catalog.close()
+                    try:
+                        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                    finally:
+                        os.close(self._lock_fd)
+
+
+
+def engine_of(store: Any) -> Engine:
+    """The engine of a :class:`~tierstore.store.TierStore` (or ``store`` itself,
+    an engine): the public functions of integrity, lifecycle and prometheus
+    take either."""
+    return getattr(store, "_engine", store)

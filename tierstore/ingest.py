@@ -1,0 +1,295 @@
+"""Ingest: ``add`` and ``add_batch`` — validating items into catalog rows, the
+insert transaction, explicit, keyed and automatic supersession, and the
+dedupe hook (a re-added memory is reinforced, not stored twice)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import uuid
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import auto_supersession, dedupe, supersession
+from . import embedding as _embedding
+from .catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params
+from .errors import CorruptDataError, DuplicateIdError, InvalidInputError, MemoryNotFoundError, ObjectStoreError
+from .hot import HotNamespace
+from .kernels import TIER_COLD, TIER_HOT, due_times
+from .kernels import columns as C
+from .faults import crash_point
+from .trace import encode_vector
+from .validation import (
+    check_confidence,
+    check_content,
+    check_id,
+    check_id_list,
+    check_key,
+    check_metadata,
+    check_namespace,
+    check_str,
+    check_tags,
+    check_ttl,
+    check_vector,
+)
+from .engine import Engine
+from .reads import get
+from .updates import apply_feedback, set_lifetime
+
+_ADD_KEYS = {"content", "embedding", "memory_type", "confidence", "source", "tags", "ttl_seconds", "pinned", "id",
+             "supersedes", "key", "metadata"}
+
+
+def check_items(items: Any) -> None:
+    """``add_batch``'s items: a list of dicts with ``add``'s keys, each with content."""
+    if isinstance(items, Mapping) or not isinstance(items, Sequence):
+        raise InvalidInputError("add_batch expects a list of dicts")
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise InvalidInputError(f"add_batch item {i} is not a dict")
+        unknown = set(item) - _ADD_KEYS
+        if unknown:
+            raise InvalidInputError(f"add_batch item {i}: unknown keys {sorted(unknown)}")
+        for required in ("content",):  # an absent embedding: the embedder's, or a clear error
+            if required not in item:
+                raise InvalidInputError(f"add_batch item {i}: missing {required!r}")
+
+
+def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
+    eng._check_writable()
+    check_namespace(ns)
+    if not items:
+        return []
+    items = _embedding.fill_embeddings(eng._embedder, items)  # text in: one batched call of the model
+    now = eng._time.now()
+    rows, vectors = prepare_rows(eng, ns, items, now)
+    hot = eng._hot.ensure(ns)
+    superseded = dict(check_supersedes(eng, ns, items, rows))
+    similar = similar_live(eng, ns, hot, rows, vectors)
+    dedupe_on = eng._policy.dedupe == "exact"
+    conf_half_life = eng._cp.conf_half_life
+
+    def insert(conn: sqlite3.Connection) -> tuple[list[int | dedupe.Duplicate], list[supersession.Mark]]:
+        # Items take effect in order, all in this transaction: a key's live
+        # memory, a duplicate or a candidate may be an earlier item.
+        outcome: list[int | dedupe.Duplicate] = []
+        marks: list[supersession.Mark] = []
+        for i, row in enumerate(rows):
+            where = "" if len(rows) == 1 else f"item {i}: "
+            olds = superseded.get(row.id, [])
+            live = supersession.check_key_agrees(conn, ns, row.key, olds, where)
+            dup = dedupe.find_duplicate(conn, ns, row.memory_type, row.key, row.content) if dedupe_on else None
+            if dup is not None:
+                outcome.append(dup)
+                new_id = dup.id  # a duplicate is not new: it supersedes only what the caller names
+            else:
+                try:
+                    cur = conn.execute(INSERT_SQL, insert_params(row))
+                except sqlite3.IntegrityError:
+                    raise DuplicateIdError(f"a memory with id {row.id!r} already exists in namespace {ns!r}") from None
+                outcome.append(int(cur.lastrowid))  # type: ignore[arg-type]
+                conn.execute(EVENT_SQL, (now, ns, row.id, "create", None, "hot", "add", row.w_ref, row.confidence,
+                                         0, row.memory_type))
+                new_id = row.id
+            wanted = supersession.named_marks(new_id, olds, row.key, live, include_live=dup is None)
+            if dup is None and similar[i]:
+                new = auto_supersession.NewMemory(row.id, row.memory_type, row.tags, row.confidence)
+                wanted += auto_supersession.decide(conn, ns, new, similar[i], olds, eng._policy, now,
+                                                   conf_half_life)
+            marks += supersession.record_all(conn, ns, wanted, now)
+        return outcome, marks
+
+    outcome, marks = eng._catalog.write(insert)
+    crash_point("add.after_commit")
+    added = [(row, v) for row, v, out in zip(rows, vectors, outcome) if not isinstance(out, dedupe.Duplicate)]
+    for (row, _), rid in zip(added, [o for o in outcome if not isinstance(o, dedupe.Duplicate)]):
+        row.rid = rid
+    if added:
+        with hot.lock.write():
+            hot.add_rows([r for r, _ in added], np.stack([v for _, v in added]))
+    for mark in marks:
+        supersede(eng, ns, mark.old_id, mark.new_id, now, mark)
+    for row, out in zip(rows, outcome):
+        if isinstance(out, dedupe.Duplicate):
+            reinforce(eng, ns, out, row, now)
+    ids = [out.id if isinstance(out, dedupe.Duplicate) else row.id for row, out in zip(rows, outcome)]
+    if eng._trace is not None:
+        for r, v, mid in zip(rows, vectors, ids):
+            eng._trace.write("add", now, ns=ns, id=mid, content=r.content, embedding=encode_vector(v),
+                              memory_type=r.memory_type, confidence=r.conf_llm, source=r.source,
+                              tags=list(r.tags), ttl_seconds=r.ttl_seconds, pinned=r.pinned,
+                              supersedes=superseded.get(r.id, []), key=r.key,
+                              metadata=None if r.metadata is None else json.loads(r.metadata))
+    return ids
+
+
+
+def similar_live(eng: Engine, ns: str, hot: HotNamespace, rows: Sequence[MemoryRow],
+                 vectors: np.ndarray) -> list[dict[str, float]]:
+    """Per row: ids of live hot and warm memories (and earlier rows) of
+    its type at or above its type's lowest supersession bar, with their
+    cosine. Read before the add's transaction; the rule is applied in it."""
+    floors = [auto_supersession.bars_for(eng._policy, r.memory_type).lowest for r in rows]
+    if all(f is None for f in floors):
+        return [{} for _ in rows]
+    types = [r.memory_type for r in rows]
+    found = auto_supersession.similar_in_hot(hot, vectors, [eng._type_idx[t] for t in types], floors)
+    for part in (auto_supersession.similar_in_warm(eng._warm, eng._catalog, ns, vectors, types, floors),
+                 auto_supersession.similar_in_batch(vectors, [r.id for r in rows], types, floors)):
+        for mine, more in zip(found, part):
+            mine.update(more)
+    return found
+
+
+
+def check_supersedes(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]],
+                     rows: Sequence[MemoryRow]) -> list[tuple[str, list[str]]]:
+    """``(new id, [superseded ids])`` per item that supersedes something;
+    every superseded id must already exist in the namespace."""
+    out = []
+    for item, row in zip(items, rows):
+        olds = item.get("supersedes") or ()
+        if not olds:
+            continue
+        old_ids = check_id_list(olds)
+        if row.id in old_ids:
+            raise InvalidInputError(f"memory {row.id!r} cannot supersede itself")
+        for old_id in old_ids:
+            if get(eng, ns, old_id) is None:
+                raise MemoryNotFoundError(f"no memory {old_id!r} in namespace {ns!r} to supersede")
+        out.append((row.id, old_ids))
+    return out
+
+
+
+def supersede(eng: Engine, ns: str, old_id: str, new_id: str, now: float, mark: supersession.Mark | None = None) -> None:
+    """Negative feedback of strength 1 (implicit, softer, for automatic
+    supersession), then a TTL of 0: the memory is expired and stays so (an
+    access that refreshes the TTL restarts it at 0; confidence and context
+    scaling keep 0 at 0); logs a ``supersede`` event."""
+    auto = mark is not None and mark.kind == "auto"
+    try:
+        apply_feedback(eng, ns, old_id, positive=False, strength=1.0, implicit=auto)
+    except MemoryNotFoundError:
+        return  # deleted meanwhile: nothing left to supersede
+    reason = f"by {new_id}" if mark is None or mark.kind == "explicit" else f"by {new_id} ({mark.describe()})"
+    set_lifetime(eng, ns, old_id, now, override=0.0, anchor=lambda a: min(a, now), kind="supersede",
+                       reason=reason)
+
+
+
+def reinforce(eng: Engine, ns: str, dup: dedupe.Duplicate, again: MemoryRow, now: float) -> None:
+    """A re-added memory (``again``: the add that repeated it). An
+    archived one is restored first (it was said again, so it is wanted:
+    the same id comes back hot, as ``restore`` would bring it; if the
+    object store cannot be read, it is reinforced where it is). Its
+    confidence signals become the surer of the two (the assistant's guess,
+    now said by the user, is as sure as the user); then an implicit
+    positive feedback (weight + boost, confidence re-fused, nudged up and
+    its decay restarted) and its TTL restarted from now (a ``reinforce``
+    event)."""
+    if dup.tier == TIER_COLD:
+        try:
+            with eng._sweep_lock:
+                eng._migrator.restore(ns, ids=[dup.id], where=None, text=None, query=None, limit=None,
+                                       progress=False)
+        except (ObjectStoreError, CorruptDataError):
+            pass  # still cold: reinforced there; restore() can bring it back later
+    raise_confidence_signals(eng, ns, dup.id, again.conf_llm, again.conf_rule)
+    try:
+        apply_feedback(eng, ns, dup.id, positive=True, strength=1.0, implicit=True)
+    except MemoryNotFoundError:
+        return  # deleted meanwhile
+    set_lifetime(eng, ns, dup.id, now, anchor=lambda a: max(a, now), kind="reinforce", reason="re-added")
+
+
+
+def raise_confidence_signals(eng: Engine, ns: str, id: str, llm: float | None, rule: float | None) -> None:
+    """Each confidence signal of memory ``id`` becomes at least ``llm`` /
+    ``rule`` (the next feedback re-fuses them), in its hot columns and in
+    the catalog. Durable when it returns."""
+    def higher(current: float | None, new: float | None) -> float | None:
+        if new is None or (current is not None and not math.isnan(current) and current >= new):
+            return None  # nothing to raise
+        return new
+
+    hot = eng._hot.ensure(ns)
+    with hot.lock.read():
+        slot = hot.slot_of.get(id)
+        if slot is not None:
+            with hot.access_lock:
+                for row, new in ((C.F_CONF_LLM, llm), (C.F_CONF_RULE, rule)):
+                    value = higher(float(hot.F[row, slot]), new)
+                    if value is not None:
+                        hot.F[row, slot] = value
+
+    # the signals are not state the flush writes: the catalog row is updated here, in every tier
+    def write(conn: sqlite3.Connection) -> None:
+        r = conn.execute("SELECT conf_llm, conf_rule FROM memories WHERE ns = ? AND id = ?", (ns, id)).fetchone()
+        if r is None:
+            return
+        conn.execute("UPDATE memories SET conf_llm = coalesce(?, conf_llm), conf_rule = coalesce(?, conf_rule)"
+                     " WHERE ns = ? AND id = ?", (higher(r[0], llm), higher(r[1], rule), ns, id))
+
+    eng._catalog.write(write)
+
+
+
+def prepare_rows(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], now: float) -> tuple[list[MemoryRow], np.ndarray]:
+    cp, pol = eng._cp, eng._policy
+    ctx = cp.context(eng._contexts.get(ns, ()))
+    rows: list[MemoryRow] = []
+    vectors = np.empty((len(items), eng.dim), np.float32)
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        where = "" if len(items) == 1 else f"item {i}: "
+        try:
+            content = check_content(item["content"])
+            vectors[i] = check_vector(item["embedding"], eng.dim)
+            memory_type = check_str(item.get("memory_type", "fact"), "memory_type")
+            type_idx = pol.type_index(memory_type)
+            conf_llm = check_confidence(item.get("confidence", 0.8))
+            source = check_str(item.get("source", "user_declaration"), "source")
+            tags = check_tags(item.get("tags", ()), eng.settings.max_tags_per_memory)
+            ttl_override = check_ttl(item.get("ttl_seconds"))
+            pinned = item.get("pinned", False)
+            if not isinstance(pinned, bool):
+                raise InvalidInputError(f"pinned must be True or False, got {pinned!r}")
+            mid = item.get("id")
+            mid = uuid.uuid4().hex if mid is None else check_id(mid)
+            key = check_key(item.get("key"))
+            metadata = check_metadata(item.get("metadata"))
+        except InvalidInputError as exc:
+            if where:
+                raise type(exc)(where + str(exc)) from None
+            raise
+        if mid in seen:
+            raise DuplicateIdError(f"{where}id {mid!r} appears twice in the batch")
+        seen.add(mid)
+        conf_rule = pol.rule_confidence(source)
+        conf = pol.fuse_confidence(conf_llm, conf_rule, None)
+        ctx_mult = cp.ttl_multiplier(ctx, eng._vocab.ids(tags))
+        half_life = cp.half_life(type_idx, conf, ctx_mult)
+        ttl = cp.ttl(type_idx, conf, ttl_override, ctx_mult)
+        w0 = float(cp.w0_by_type[type_idx])
+        rows.append(MemoryRow(
+            rid=-1, ns=ns, id=mid, content=content, embedding=vectors[i].astype("<f4").tobytes(),
+            memory_type=memory_type, source=source, tags=tags, created_at=now, last_accessed_at=now,
+            access_count=0, conf_llm=conf_llm, conf_rule=conf_rule, conf_feedback=None, confidence=conf,
+            t_conf=now, ttl_seconds=ttl_override, pinned=pinned, tier=TIER_HOT, w_ref=w0, t_ref=now,
+            half_life=half_life, ttl=ttl, ttl_anchor=now, ctx_mult=ctx_mult, due_at=math.inf, key=key,
+            metadata=metadata,
+        ))
+    due = due_times(
+        np.full(len(rows), TIER_HOT, np.int64), np.array([int(r.pinned) for r in rows], np.int64),
+        np.array([r.w_ref for r in rows]), np.array([r.t_ref for r in rows]),
+        np.array([r.half_life for r in rows]), np.array([r.ttl_anchor + r.ttl for r in rows]),
+        np.array([r.confidence for r in rows]), np.array([r.t_conf for r in rows]),
+        cp.conf_half_life, cp.thresholds,
+    )
+    for r, d in zip(rows, due.tolist()):
+        r.due_at = d
+    return rows, vectors
+

@@ -1,0 +1,171 @@
+"""What opening a store does besides constructing it: the LOCK, the cold
+object store, undoing a failed create, and the catalog upkeep run at open
+(a changed policy reapplied, supersession marks and due times repaired)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import ownership, supersession
+from .catalog import EVENT_SQL, MEMORY_COLUMNS, MemoryRow
+from .catalog import sql_time as _sql_time
+from .kernels import decayed_weight, due_times
+from .model import TIER_NAMES
+from .engine import Engine
+from .errors import StoreConfigError
+from .objectstore import LocalObjectStore, ObjectStore, open_object_store, url_without_userinfo
+
+
+def reapply_policy(eng: Engine, chunk: int = 100_000) -> None:
+    """Recompute every memory's half-life, TTL and due time under the
+    current policy (after it changed), in chunks, with the kernels.
+    Weights are rebased at now so the past is unchanged."""
+    cp = eng._cp
+    now = eng._time.now()
+    last = 0
+    while True:
+        rows = eng._catalog.query(
+            "SELECT rid, memory_type, confidence, ttl_seconds, ctx_mult, w_ref, t_ref, half_life, tier, pinned,"
+            " ttl_anchor, t_conf FROM memories WHERE rid > ? ORDER BY rid LIMIT ?", (last, chunk))
+        if not rows:
+            return
+        last = rows[-1][0]
+        cols = list(zip(*rows))
+        rid = np.array(cols[0], np.int64)
+        t_idx = np.array([eng._type_idx[t] for t in cols[1]], np.int64)
+        conf = np.array(cols[2], np.float64)
+        override = np.array([math.nan if x is None else x for x in cols[3]], np.float64)
+        ctx_mult = np.array(cols[4], np.float64)
+        w = decayed_weight(np.array(cols[5], np.float64), np.array(cols[6], np.float64),
+                           np.array(cols[7], np.float64), now)
+        h = cp.half_lives(t_idx, conf, ctx_mult)
+        ttl = cp.ttls(t_idx, conf, override, ctx_mult)
+        t_ref = np.full(len(rows), now)
+        due = due_times(np.array(cols[8], np.int64), np.array(cols[9], np.int64), w, t_ref, h,
+                        np.array(cols[10], np.float64) + ttl, conf, np.array(cols[11], np.float64),
+                        cp.conf_half_life, cp.thresholds)
+        updates = [(wi, now, hi, _sql_time(ti), _sql_time(di), ri) for wi, hi, ti, di, ri in
+                   zip(w.tolist(), h.tolist(), ttl.tolist(), due.tolist(), rid.tolist())]
+        eng._catalog.write(lambda conn, updates=updates: conn.executemany(
+            "UPDATE memories SET w_ref = ?, t_ref = ?, half_life = ?, ttl = ?, due_at = ? WHERE rid = ?",
+            updates))
+
+
+
+def repair_supersessions(eng: Engine) -> None:
+    """At open: drop the marks of memories that are gone, and finish the
+    damping of marked memories a crash left without it (the add had
+    committed, its ``_supersede`` had not run): their TTL becomes 0 from
+    the mark's time, as it would have (the negative feedback is not
+    repeated)."""
+    def fix(conn: sqlite3.Connection) -> None:
+        supersession.prune_orphans(conn)
+        for rid, marked_at in supersession.undamped(conn):
+            r = conn.execute("SELECT " + ", ".join(MEMORY_COLUMNS) + " FROM memories WHERE rid = ?",
+                             (rid,)).fetchone()
+            row = MemoryRow.from_sql(r)
+            row.ttl_seconds, row.ttl = 0.0, 0.0
+            row.ttl_anchor = min(row.ttl_anchor, marked_at)
+            row.due_at = eng._due_of(row)
+            eng._catalog.write_state(conn, row)
+            tier = TIER_NAMES[row.tier]
+            conn.execute(EVENT_SQL, (eng._time.now(), row.ns, row.id, "supersede", tier, tier,
+                                     "damping finished at open", row.w_ref, row.confidence, row.access_count,
+                                     row.memory_type))
+
+    eng._catalog.write(fix)
+
+
+
+def repair_never_due(eng: Engine) -> None:
+    """Give a due time to memories stored as never due that are not pinned.
+    Versions before due times version 2 stored a memory whose weight or
+    confidence was already past a threshold when its state was set (e.g.
+    after negative feedback) as never due, so no sweep looked at it
+    again. Runs once per store (one scan of the catalog)."""
+    rows = eng._catalog.select_rows("WHERE m.due_at IS NULL AND m.pinned = 0")
+    updates = [(due, r.rid) for r in rows if math.isfinite(due := eng._due_of(r))]
+    if updates:
+        eng._catalog.write(lambda conn: conn.executemany("UPDATE memories SET due_at = ? WHERE rid = ?", updates))
+
+
+# Version 2: a threshold already crossed when a memory's state was set makes it
+# due at that time (version 1 stored such memories as never due).
+DUE_TIMES_VERSION = "2"
+
+
+def lock(root: Path) -> int:
+    """Take the store's LOCK (an flock, released by the kernel if the process
+    dies) and write our pid in it; the error names the holder."""
+    lock_fd = os.open(root / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(lock_fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(lock_fd)
+        if holder == str(os.getpid()):
+            raise StoreConfigError(f"the store at {root} is already open in this process: use that TierStore, "
+                                   "or close it first") from None
+        who = f"process {holder}" if holder.isdigit() else "another process"
+        raise StoreConfigError(f"the store at {root} is open in {who}; one writer at a time (readers beside it: "
+                               "TierStore.open(path, readonly=True); tierstore stats, verify and report)") from None
+    os.ftruncate(lock_fd, 0)
+    os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
+    return lock_fd
+
+
+def remove_new_store(root: Path, made_dir: bool) -> None:
+    """Undo what a failed open of a new store created: its catalog, LOCK and
+    tier directories, and the directory itself if the open made it."""
+    for name in ("catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm", "LOCK"):
+        (root / name).unlink(missing_ok=True)
+    for sub in ("hot", "warm", "cold"):
+        d = root / sub
+        if d.is_dir() and not any(p.is_file() and p.name != ownership.OWNER_KEY for p in d.rglob("*")):
+            shutil.rmtree(d, ignore_errors=True)
+    if made_dir:
+        try:
+            root.rmdir()
+        except OSError:
+            pass  # something else was put there meanwhile: leave it
+
+
+def open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
+              stored: str | None, create: bool = True) -> tuple[ObjectStore, str | None]:
+    """The cold object store, and what the catalog should remember of it
+    (JSON: URL, endpoint and region; never credentials)."""
+    opts = dict(options or {})
+    remembered = {k: opts[k] for k in ("endpoint_url", "region_name") if opts.get(k)}
+    if isinstance(remembered.get("endpoint_url"), str):  # never a password from the URL's user info
+        remembered["endpoint_url"] = url_without_userinfo(remembered["endpoint_url"])
+    if cold is None:
+        meta = json.loads(stored) if stored else {"url": "default"}
+        url = meta.get("url")
+        if url is None:
+            raise StoreConfigError(
+                f"the store at {root} archives to an object store that was given as an object ({meta.get('repr')}); "
+                "pass cold= again")
+        if url == "default":
+            if not create:  # a reader: a store that never archived has no directory, and gets none
+                return LocalObjectStore(root / "cold", create=False), None
+            return open_object_store(root / "cold"), None if stored else json.dumps(meta)
+        for k in ("endpoint_url", "region_name"):
+            if meta.get(k) and k not in opts:
+                opts[k] = meta[k]
+        return open_object_store(url, **opts), None
+    if isinstance(cold, (str, os.PathLike)):
+        target = os.fspath(cold)
+        if "://" not in target:
+            target = Path(target).resolve().as_uri()
+        store = open_object_store(target, **opts)
+        return store, json.dumps({"url": target, **remembered})
+    return open_object_store(cold), json.dumps({"url": None, "repr": type(cold).__name__})

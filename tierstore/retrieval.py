@@ -1,0 +1,219 @@
+"""Search across tiers: the hot tier first, then the warm shards and the cold
+index when they are wanted, merged by (score, similarity); recording the
+hits' accesses where they are."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from . import supersession
+from . import embedding as _embedding
+from .errors import InvalidInputError, ReadOnlyStoreError, StoreClosedError
+from .hot import HotNamespace
+from .kernels import TIER_WARM, record_accesses
+from .kernels import columns as C
+from .model import Hit
+from . import tier_search
+from .tier_search import RowHit
+from .trace import encode_vector
+from .validation import F32, check_confidence, check_namespace, check_positive_int, check_tags, check_vector
+from .engine import Engine
+from .updates import count_accesses
+
+
+def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
+           memory_types: Iterable[str] | None = None, min_confidence: float = 0.0, include_warm: bool = True,
+           include_cold: bool | str | None = None, record_access: bool | None = None,
+           explain: bool = False) -> list[Hit]:
+    """See :meth:`TierStore.search`."""
+    # Written for speed: this runs per query, and after hnswlib's search
+    # every Python step runs with cold caches.
+    if eng._closed:
+        raise StoreClosedError("the store is closed")
+    if ns not in eng._valid_ns:
+        eng._valid_ns.add(check_namespace(ns))
+    if type(query) is str:
+        query = _embedding.embed_query(eng._embedder, query)
+    if (type(query) is np.ndarray and query.dtype is F32 and query.shape == eng._vector_shape
+            and query.flags.c_contiguous):
+        # As given: the rerank kernel measures the query's length (in cache
+        # after the candidate search); the hot tier checks and normalises
+        # a zero, NaN, inf or oddly scaled one the kernel does not rank.
+        q = query
+    else:
+        q = check_vector(query, eng.dim, "query")
+    if type(k) is not int or k < 1:
+        k = check_positive_int(k, "k")
+    min_conf = min_confidence if type(min_confidence) is float and 0.0 <= min_confidence <= 1.0 \
+        else check_confidence(min_confidence, "min_confidence")
+    cp = eng._cp
+    allowed = cp.all_types if memory_types is None else cp.type_allowed(list(memory_types))
+    ctx_tags = (check_tags(context_tags, 1024) if context_tags else ()) or eng._contexts.get(ns, ())
+    ctx = cp.context(ctx_tags) if ctx_tags else cp.empty_context
+    if record_access is None:
+        record_access = eng._policy.scoring.record_access and not eng._readonly
+    elif record_access and eng._readonly:
+        raise ReadOnlyStoreError("the store was opened read-only: search(record_access=True) would change it")
+    if include_cold is not None and not (include_cold == "auto" or type(include_cold) is bool):
+        raise InvalidInputError(f"include_cold must be True, False, 'auto' or None, got {include_cold!r}")
+    now = eng._time.now()
+    hot = eng._hot.ensure(ns)
+    if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
+        k = max(1, min(k, hot.live + sum(info.count for info in eng._warm.shards(ns))
+                       + (eng._cold_index.count(ns) if eng._cold_searchable else 0)))
+    sc = eng._policy.scoring
+    cold_mode = sc.include_cold if include_cold is None else include_cold
+    with hot.lock.read():
+        ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
+        hits = hot.hits(ranked, cp, explain)
+        warm_shards = include_warm and bool(eng._warm.shards(ns))
+        # hot alone answers when there is no warm tier to merge and the cold
+        # tier is not wanted: off, or "auto" with k hits, one as similar as the bar
+        hot_alone = not warm_shards and (cold_mode is False or (
+            cold_mode == "auto" and len(hits) >= k and ranked.rf[C.R_RAW].max() >= sc.cold_similarity_bar))
+        if record_access and hits and hot_alone:
+            with hot.access_lock:
+                record_accesses(ranked.slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
+                                cp.thresholds, cp.conf_half_life)
+    if q is query and (not hot_alone or eng._trace is not None):
+        q = check_vector(query, eng.dim, "query")  # the other tiers and the trace take unit vectors
+    if hot_alone:
+        if eng._trace is not None:
+            trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, hits)
+        if explain and hits:
+            supersession.annotate_explains(eng._catalog, ns, hits)
+        return hits
+    # Merge with the warm and cold tiers: the best k of all by (score, similarity).
+    raw = ranked.raw
+    merged = [(h.score, float(raw[i, 0]), 0, i, h, None) for i, h in enumerate(hits)]
+    seen = {h.id for h in hits}  # a memory that moved tiers between two passes keeps its first hit
+    if warm_shards:
+        warm = search_warm(eng, ns, q, k, ctx, allowed, min_conf, now, explain)
+        merged += [(w.hit.score, w.similarity, 1, i, w.hit, w) for i, w in enumerate(warm) if w.hit.id not in seen]
+        seen.update(w.hit.id for w in warm)
+    best = max((m[1] for m in merged), default=-math.inf)
+    if cold_mode is True or (cold_mode == "auto" and (best < sc.cold_similarity_bar or len(merged) < k)):
+        if cold_mode is True:
+            note = "include_cold=True"
+        elif best < sc.cold_similarity_bar:
+            note = (f"hot and warm answered weakly: best similarity {best:.2f} < {sc.cold_similarity_bar:g} "
+                    "(policy scoring.cold_similarity_bar)" if merged else "hot and warm hold nothing that matches")
+        else:
+            note = f"hot and warm answered weakly: {len(merged)} of the {k} hits asked for"
+        cold = search_cold(eng, ns, q, k, ctx, allowed, min_conf, now, explain, note)
+        merged += [(c.hit.score, c.similarity, 2, i, c.hit, c) for i, c in enumerate(cold) if c.hit.id not in seen]
+        if sc.similar_first:  # archived memories that match better than anything recent first
+            merged.sort(key=lambda m: (not (m[2] == 2 and m[1] > best), -m[0], -m[1], m[2], m[3]))
+        else:
+            merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
+    else:
+        merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
+    top = merged[:k]
+    if record_access:
+        record_hits(eng, ns, hot, top, now)
+    result = [m[4] for m in top]
+    if eng._trace is not None:
+        trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, result)
+    if explain and result:
+        supersession.annotate_explains(eng._catalog, ns, result)
+    return result
+
+
+
+def record_hits(eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ...]], now: float) -> None:
+    """Count an access on each merged hit where it is: hot hits in place,
+    warm ones promoted to hot, cold ones reactivated (back to hot, with
+    the archived embedding the search already read)."""
+    cp = eng._cp
+    hot_ids = [m[4].id for m in top if m[2] == 0]
+    moved_away: list[str] = []
+    if hot_ids:
+        with hot.lock.read(), hot.access_lock:
+            # slots may have moved since the lock was released: look them up again
+            slots = np.array([hot.slot_of[i] for i in hot_ids if i in hot.slot_of], np.int64)
+            moved_away = [i for i in hot_ids if i not in hot.slot_of]
+            if slots.size:
+                record_accesses(slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
+                                cp.thresholds, cp.conf_half_life)
+    used_warm = [m[5].row for m in top if m[2] == 1]
+    if used_warm:
+        promoted = {r.rid for r in eng._migrator.promote(ns, used_warm, now, access=True, kind="promote")}
+        moved_away += [r.id for r in used_warm if r.rid not in promoted]
+    used_cold = [m[5] for m in top if m[2] == 2]
+    if used_cold:
+        rows = [c.row for c in used_cold]
+        back = {r.rid for r in eng._migrator.reactivate(
+            ns, rows, now, records={c.row.id: {"embedding": c.embedding} for c in used_cold})}
+        moved_away += [r.id for r in rows if r.rid not in back]
+    pending = moved_away
+    for _ in range(16):  # hits that changed tier meanwhile: counted where they are now
+        if not pending:
+            break
+        pending = count_accesses(eng, ns, hot, pending, now, strict=False)
+
+
+
+def trace_search(eng: Engine, now: float, ns: str, q: np.ndarray, k: int, ctx_tags: Sequence[str],
+                 memory_types: Any, min_conf: float, include_warm: bool, record_access: bool,
+                 hits: list[Hit]) -> None:
+    assert eng._trace is not None
+    eng._trace.write("search", now, ns=ns, query=encode_vector(q), k=k, context_tags=list(ctx_tags),
+                      memory_types=None if memory_types is None else list(memory_types),
+                      min_confidence=min_conf, include_warm=include_warm, record_access=record_access,
+                      hits=[h.id for h in hits])
+
+
+
+def search_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
+                now: float, explain: bool) -> list[RowHit]:
+    """Warm hits: shard candidates, their live rows from the catalog (a
+    row left its shard when the catalog says so), then the same fused
+    rerank as the hot tier."""
+    sc = eng._policy.scoring
+    want = max(k * sc.oversample, sc.min_candidates, k)
+    shards = eng._warm.shards(ns)
+    if not shards:  # a concurrent sweep archived or merged them away since the caller looked
+        return []
+    largest = max(info.count for info in shards)
+    while True:
+        rids, sims = eng._warm.candidates(ns, q, want)
+        rows_by_rid = {r.rid: r for r in eng._catalog.get_rows_by_rid(np.unique(rids).tolist())}
+        seen: set[int] = set()
+        rows, cand_sims = [], []
+        for rid, sim in zip(rids.tolist(), sims.tolist()):
+            r = rows_by_rid.get(rid)
+            if r is None or r.tier != TIER_WARM or r.ns != ns or rid in seen:
+                continue
+            seen.add(rid)
+            rows.append(r)
+            cand_sims.append(sim)
+        if not rows:
+            return []
+        picked, hits = eng._ranker.rank(rows, cand_sims, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
+                                         now=now, explain=explain, tier="warm")
+        if len(picked) >= k or want >= largest:
+            return hits
+        want *= 4
+
+
+
+def search_cold(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
+                now: float, explain: bool, note: str) -> list[RowHit]:
+    """Cold hits (see :func:`tierstore.tier_search.search_cold`); none when
+    the namespace has nothing archived."""
+    if not eng._cold_searchable or eng._cold_index.count(ns) == 0:
+        return []
+    errors: list[BaseException] = []
+    hits = tier_search.search_cold(eng._ranker, index=eng._cold_index, catalog=eng._catalog, cold=eng._cold,
+                       cache=eng._vector_cache, ns=ns, q=q, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
+                       now=now, explain=explain, note=note, errors=errors)
+    if errors:  # the search serves what it could read; the failures are counted and kept for stats
+        with eng._cold_errors_lock:
+            eng.cold_search_errors += len(errors)
+            eng._cold_error_log.extend(f"{type(e).__name__}: {e}" for e in errors)
+            del eng._cold_error_log[:-100]
+    return hits
+
