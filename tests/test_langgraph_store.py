@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from typing import Any, TypedDict
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
