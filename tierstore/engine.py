@@ -31,7 +31,12 @@ from .catalog import ACCESS_LOG_SQL, UPDATE_STATE_SQL, Catalog, MemoryRow
 from .clock import Clock
 from .cold import ColdTier
 from .cold_index import ColdIndex, VectorCache
-from .errors import ClockSkewError, MemoryNotFoundError, ReadOnlyStoreError, StoreClosedError
+from .errors import (
+    ClockSkewError,
+    MemoryNotFoundError,
+    ReadOnlyStoreError,
+    StoreClosedError,
+)
 from .hot import HotNamespace, HotSettings, HotTier
 from .kernels import TIER_HOT
 from .kernels import columns as C

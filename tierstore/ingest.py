@@ -15,12 +15,21 @@ import numpy as np
 from . import auto_supersession, dedupe, supersession
 from . import embedding as _embedding
 from .catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params
-from .errors import CorruptDataError, DuplicateIdError, InvalidInputError, MemoryNotFoundError, ObjectStoreError
+from .engine import Engine
+from .errors import (
+    CorruptDataError,
+    DuplicateIdError,
+    InvalidInputError,
+    MemoryNotFoundError,
+    ObjectStoreError,
+)
+from .faults import crash_point
 from .hot import HotNamespace
 from .kernels import TIER_COLD, TIER_HOT, due_times
 from .kernels import columns as C
-from .faults import crash_point
+from .reads import get
 from .trace import encode_vector
+from .updates import apply_feedback, set_lifetime
 from .validation import (
     check_confidence,
     check_content,
@@ -34,9 +43,6 @@ from .validation import (
     check_ttl,
     check_vector,
 )
-from .engine import Engine
-from .reads import get
-from .updates import apply_feedback, set_lifetime
 
 _ADD_KEYS = {"content", "embedding", "memory_type", "confidence", "source", "tags", "ttl_seconds", "pinned", "id",
              "supersedes", "key", "metadata"}

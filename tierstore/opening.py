@@ -1,6 +1,8 @@
-"""What opening a store does besides constructing it: the LOCK, the cold
-object store, undoing a failed create, and the catalog upkeep run at open
-(a changed policy reapplied, supersession marks and due times repaired)."""
+"""Opening a store: for writing (the LOCK, the catalog and its checks, the
+cold object store reached and claimed, undoing a failed create) or read-only
+beside a writer, the facade's constructor called to build it, and the
+catalog upkeep run at open (a changed policy reapplied, supersession marks
+and due times repaired)."""
 
 from __future__ import annotations
 
@@ -10,19 +12,33 @@ import math
 import os
 import shutil
 import sqlite3
+import uuid
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 
 from . import ownership, supersession
-from .catalog import EVENT_SQL, MEMORY_COLUMNS, MemoryRow
+from .catalog import EVENT_SQL, MEMORY_COLUMNS, Catalog, MemoryRow
 from .catalog import sql_time as _sql_time
+from .clock import Clock, SystemClock
+from .embedding import Embedder, check_against_record
+from .engine import Engine, Settings
+from .errors import ObjectStoreError, StoreConfigError
 from .kernels import decayed_weight, due_times
 from .model import TIER_NAMES
-from .engine import Engine
-from .errors import StoreConfigError
-from .objectstore import LocalObjectStore, ObjectStore, open_object_store, url_without_userinfo
+from .objectstore import (
+    LocalObjectStore,
+    ObjectStore,
+    open_object_store,
+    url_without_userinfo,
+)
+from .policy import Policy
+from .storetime import ClockRecord, check_clock
+from .validation import check_positive_int
+from .warmup import warm_up_kernels
+
+T = TypeVar("T")  # the store the facade's constructor makes
 
 
 def reapply_policy(eng: Engine, chunk: int = 100_000) -> None:
@@ -169,3 +185,122 @@ def open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
         store = open_object_store(target, **opts)
         return store, json.dumps({"url": target, **remembered})
     return open_object_store(cold), json.dumps({"url": None, "repr": type(cold).__name__})
+
+
+def open_writable(make: Callable[..., T], root: Path, *, dim: int | None, policy: Policy | None, cold: Any,
+                  cold_options: Mapping[str, Any] | None, clock: Clock | None, settings: Settings,
+                  allow_clock_jump: bool, take_over_cold: bool, embedder: Embedder | None) -> tuple[T, bool]:
+    """Open (or create) the store at ``root`` for writing: the lock, the
+    catalog, the checks against what it recorded (dim, embedder, policy
+    types), the object store reached and claimed, the meta written; then
+    ``make(...)`` (the facade's constructor) builds the store. Returns it and
+    whether the policy changed. A failure closes what was opened, and a
+    store this call was creating leaves nothing behind."""
+    made_dir = not root.exists()
+    fresh = not (root / "catalog.sqlite").exists()
+    if fresh and dim is None:
+        raise StoreConfigError(f"there is no tierstore store at {root} (to create one, give dim=)")
+    root.mkdir(parents=True, exist_ok=True)
+    lock_fd = lock(root)
+    catalog: Catalog | None = None
+    try:
+        catalog = Catalog(root / "catalog.sqlite", synchronous=settings.synchronous)
+        stored_dim = catalog.get_meta("dim")
+        if dim is None:
+            if stored_dim is None:
+                raise StoreConfigError(f"there is no tierstore store at {root} (to create one, give dim=)")
+            dim = int(stored_dim)
+        dim = check_positive_int(dim, "dim")
+        if stored_dim is not None and int(stored_dim) != dim:
+            raise StoreConfigError(f"the store at {root} has dimension {stored_dim}, opened with dim={dim}")
+        if embedder is not None:
+            check_against_record(embedder, catalog.get_meta("embedder"), str(root))
+        stored_policy = catalog.get_meta("policy")
+        effective = policy or (Policy.from_json(stored_policy) if stored_policy else Policy.default())
+        types_in_use = {r[0] for r in catalog.query("SELECT DISTINCT memory_type FROM memories")}
+        missing = sorted(types_in_use - set(effective.type_names))
+        if missing:
+            raise StoreConfigError(
+                f"the policy does not define memory types used in the store: {', '.join(missing)}"
+            )
+        changed = stored_policy is not None and stored_policy != effective.to_json()
+        cold_store, cold_meta = open_cold(root, cold, cold_options, catalog.get_meta("cold"))
+        store_id = catalog.get_meta("store_id") or uuid.uuid4().hex
+        # The object store is reached before anything is written: a wrong bucket,
+        # missing credentials or another store's prefix is an error now, not later.
+        try:
+            ownership.claim(cold_store, store_id, root, take_over=take_over_cold)
+        except ObjectStoreError as exc:
+            raise StoreConfigError(f"cannot reach the object store for archives, {cold_store!r}: {exc}") from exc
+        meta = {"dim": str(dim), "policy": effective.to_json(), "schema_version": "1", "store_id": store_id}
+        if cold_meta is not None:
+            meta["cold"] = cold_meta
+        if embedder is not None:
+            meta["embedder"] = embedder.record()
+        catalog.set_meta(meta)
+        warm_up_kernels()
+        clock = clock or SystemClock()
+        check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
+        store = make(path=root, dim=dim, policy=effective, clock=clock, settings=settings,
+                     catalog=catalog, lock_fd=lock_fd, cold=cold_store, clock_check=check,
+                     allow_clock_jump=allow_clock_jump, store_id=store_id, embedder=embedder)
+    except BaseException:
+        if catalog is not None:
+            catalog.close()
+        os.close(lock_fd)
+        if fresh:  # a store this call was creating: leave nothing behind
+            remove_new_store(root, made_dir)
+        raise
+    return store, changed
+
+
+def finish_open(eng: Engine, *, policy_changed: bool) -> None:
+    """What an open does once the store exists: the clock recorded, the
+    supersessions a crash left half done finished, a changed policy applied
+    to every memory, old due times repaired, the hot tier preloaded."""
+    catalog = eng._catalog
+    eng._save_clock()
+    repair_supersessions(eng)
+    if policy_changed:
+        reapply_policy(eng)
+    if catalog.get_meta("due_times") != DUE_TIMES_VERSION:
+        repair_never_due(eng)
+        catalog.set_meta({"due_times": DUE_TIMES_VERSION})
+    if eng.settings.preload_hot:
+        for ns in catalog.namespaces():
+            eng._hot.ensure(ns)
+
+
+def open_readonly(make: Callable[..., T], root: Path, *, dim: int | None, policy: Policy | None, cold: Any,
+                  cold_options: Mapping[str, Any] | None, clock: Clock | None, settings: Settings | None,
+                  embedder: Embedder | None) -> T:
+    """A reader beside the store's writer: no lock, no writes, nothing created."""
+    if not (root / "catalog.sqlite").is_file():
+        raise StoreConfigError(f"there is no tierstore store at {root}")
+    catalog = Catalog(root / "catalog.sqlite", readonly=True)
+    try:
+        stored_dim = catalog.get_meta("dim")
+        stored_policy = catalog.get_meta("policy")
+        if stored_dim is None or stored_policy is None:
+            raise StoreConfigError(f"the store at {root} was never completely created")
+        if dim is not None and check_positive_int(dim, "dim") != int(stored_dim):
+            raise StoreConfigError(f"the store at {root} has dimension {stored_dim}, opened with dim={dim}")
+        if embedder is not None:
+            if embedder.dim != int(stored_dim):
+                raise StoreConfigError(f"the store at {root} has dimension {stored_dim}; the embedder "
+                                       f"{embedder.name!r} makes vectors of dimension {embedder.dim}")
+            check_against_record(embedder, catalog.get_meta("embedder"), str(root))
+        effective = Policy.from_json(stored_policy)
+        if policy is not None and policy.to_json() != stored_policy:
+            raise StoreConfigError("a read-only open cannot apply a different policy (it would recompute "
+                                   "every memory's lifetime); open it for writing, or without policy=")
+        cold_store, _ = open_cold(root, cold, cold_options, catalog.get_meta("cold"), create=False)
+        warm_up_kernels()
+        clock = clock or SystemClock()
+        check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
+        return make(path=root, dim=int(stored_dim), policy=effective, clock=clock, settings=settings or Settings(),
+                    catalog=catalog, lock_fd=-1, cold=cold_store, clock_check=check,
+                    store_id=catalog.get_meta("store_id") or "", readonly=True, embedder=embedder)
+    except BaseException:
+        catalog.close()
+        raise

@@ -1,17 +1,17 @@
-"""Reads of single memories and listings, from any tier, without counting an
-access."""
+"""Reads of single memories, listings and the store's counts (stats), from
+any tier, without counting an access."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-
 from . import supersession
+from .engine import Engine
 from .errors import InvalidInputError
 from .kernels import TIER_HOT
-from .model import Memory
+from .lifecycle import lifecycle_metrics
+from .model import TIER_NAMES, Memory, Stats
 from .validation import check_id, check_key, check_namespace
-from .engine import Engine
 
 
 def get(eng: Engine, ns: str, id: str) -> Memory | None:
@@ -87,3 +87,28 @@ def get_memory(eng: Engine, ns: str, id: str) -> Memory | None:
                 return hot.memory(slot, eng._cp, now, with_embedding=True)
     return eng._memory_from_row(row, now)
 
+
+def stats(eng: Engine, *, lifecycle: bool) -> Stats:
+    """See :meth:`TierStore.stats` (after a flush: the catalog holds every change)."""
+    by_tier = {name: 0 for name in TIER_NAMES}
+    by_type: dict[str, dict[str, int]] = {}
+    total = 0
+    for mtype, tier, count in eng._catalog.query(
+        "SELECT memory_type, tier, count(*) FROM memories GROUP BY memory_type, tier"
+    ):
+        by_tier[TIER_NAMES[tier]] += count
+        by_type.setdefault(mtype, {name: 0 for name in TIER_NAMES})[TIER_NAMES[tier]] = count
+        total += count
+    pinned = eng._catalog.query_one("SELECT count(*) FROM memories WHERE pinned = 1")
+    namespaces = eng._catalog.query_one("SELECT count(DISTINCT ns) FROM memories")
+    return Stats(
+        total=total,
+        by_tier=by_tier,
+        by_type=by_type,
+        namespaces=int(namespaces[0]) if namespaces else 0,
+        pinned=int(pinned[0]) if pinned else 0,
+        due_now=eng._catalog.count_due(eng._time.now()),
+        hot_loaded={h.name: ("hnsw" if h.index is not None else "exact") for h in eng._hot.loaded()},
+        catalog_commits=eng._catalog.commits,
+        lifecycle=lifecycle_metrics(eng) if lifecycle else {},
+    )

@@ -9,19 +9,25 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from . import supersession
 from . import embedding as _embedding
+from . import supersession, tier_search
+from .engine import Engine
 from .errors import InvalidInputError, ReadOnlyStoreError, StoreClosedError
 from .hot import HotNamespace
 from .kernels import TIER_WARM, record_accesses
 from .kernels import columns as C
 from .model import Hit
-from . import tier_search
 from .tier_search import RowHit
 from .trace import encode_vector
-from .validation import F32, check_confidence, check_namespace, check_positive_int, check_tags, check_vector
-from .engine import Engine
 from .updates import count_accesses
+from .validation import (
+    F32,
+    check_confidence,
+    check_namespace,
+    check_positive_int,
+    check_tags,
+    check_vector,
+)
 
 
 def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),

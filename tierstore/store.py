@@ -10,26 +10,23 @@ from __future__ import annotations
 
 import math
 import os
-import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import embedding as _embedding
-from . import ingest, integrity, opening, ownership, reads, retrieval, updates
+from . import ingest, integrity, opening, reads, retrieval, updates
 from .catalog import Catalog
-from .clock import Clock, SystemClock
+from .clock import Clock
 from .engine import Engine, Settings
-from .errors import InvalidInputError, ObjectStoreError, StoreConfigError
-from .lifecycle import lifecycle_metrics
+from .errors import InvalidInputError, StoreConfigError
 from .migrator import Migrator
-from .model import TIER_NAMES, Hit, Memory, Stats, SweepReport
+from .model import Hit, Memory, Stats, SweepReport
 from .objectstore import ObjectStore
 from .policy import Policy
 from .prometheus import metrics_text
-from .storetime import ClockCheck, ClockRecord, check_clock
+from .storetime import ClockCheck
 from .trace import TraceWriter, encode_vector
 from .validation import check_id_list, check_namespace, check_positive_int, check_vector
-from .warmup import warm_up_kernels
 
 __all__ = ["Settings", "TierStore"]
 
@@ -132,112 +129,14 @@ class TierStore:
             elif check_positive_int(dim, "dim") != emb.dim:
                 raise StoreConfigError(f"dim={dim} but the embedder {emb.name!r} makes vectors of dimension {emb.dim}")
         if readonly:
-            return cls._open_readonly(Path(path), dim=dim, policy=policy, cold=cold, cold_options=cold_options,
-                                      clock=clock, settings=settings, embedder=emb)
-        root = Path(path)
-        made_dir = not root.exists()
-        fresh = not (root / "catalog.sqlite").exists()
-        if fresh and dim is None:
-            raise StoreConfigError(f"there is no tierstore store at {root} (to create one, give dim=)")
-        root.mkdir(parents=True, exist_ok=True)
-        lock_fd = opening.lock(root)
-        catalog: Catalog | None = None
-        try:
-            settings = settings or Settings()
-            catalog = Catalog(root / "catalog.sqlite", synchronous=settings.synchronous)
-            stored_dim = catalog.get_meta("dim")
-            if dim is None:
-                if stored_dim is None:
-                    raise StoreConfigError(f"there is no tierstore store at {root} (to create one, give dim=)")
-                dim = int(stored_dim)
-            dim = check_positive_int(dim, "dim")
-            if stored_dim is not None and int(stored_dim) != dim:
-                raise StoreConfigError(f"the store at {root} has dimension {stored_dim}, opened with dim={dim}")
-            if emb is not None:
-                _embedding.check_against_record(emb, catalog.get_meta("embedder"), str(root))
-            stored_policy = catalog.get_meta("policy")
-            effective = policy or (Policy.from_json(stored_policy) if stored_policy else Policy.default())
-            types_in_use = {r[0] for r in catalog.query("SELECT DISTINCT memory_type FROM memories")}
-            missing = sorted(types_in_use - set(effective.type_names))
-            if missing:
-                raise StoreConfigError(
-                    f"the policy does not define memory types used in the store: {', '.join(missing)}"
-                )
-            changed = stored_policy is not None and stored_policy != effective.to_json()
-            cold_store, cold_meta = opening.open_cold(root, cold, cold_options, catalog.get_meta("cold"))
-            store_id = catalog.get_meta("store_id") or uuid.uuid4().hex
-            # The object store is reached before anything is written: a wrong bucket,
-            # missing credentials or another store's prefix is an error now, not later.
-            try:
-                ownership.claim(cold_store, store_id, root, take_over=take_over_cold)
-            except ObjectStoreError as exc:
-                raise StoreConfigError(f"cannot reach the object store for archives, {cold_store!r}: {exc}") from exc
-            meta = {"dim": str(dim), "policy": effective.to_json(), "schema_version": "1", "store_id": store_id}
-            if cold_meta is not None:
-                meta["cold"] = cold_meta
-            if emb is not None:
-                meta["embedder"] = emb.record()
-            catalog.set_meta(meta)
-            warm_up_kernels()
-            clock = clock or SystemClock()
-            check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
-            store = cls(path=root, dim=dim, policy=effective, clock=clock, settings=settings,
-                        catalog=catalog, lock_fd=lock_fd, cold=cold_store, clock_check=check,
-                        allow_clock_jump=allow_clock_jump, store_id=store_id, embedder=emb)
-        except BaseException:
-            if catalog is not None:
-                catalog.close()
-            os.close(lock_fd)
-            if fresh:  # a store this call was creating: leave nothing behind
-                opening.remove_new_store(root, made_dir)
-            raise
-        eng = store._engine
-        eng._save_clock()
-        opening.repair_supersessions(eng)
-        if changed:
-            opening.reapply_policy(eng)
-        if catalog.get_meta("due_times") != opening.DUE_TIMES_VERSION:
-            opening.repair_never_due(eng)
-            catalog.set_meta({"due_times": opening.DUE_TIMES_VERSION})
-        if settings.preload_hot:
-            for ns in catalog.namespaces():
-                eng._hot.ensure(ns)
+            return opening.open_readonly(cls, Path(path), dim=dim, policy=policy, cold=cold,
+                                         cold_options=cold_options, clock=clock, settings=settings, embedder=emb)
+        store, policy_changed = opening.open_writable(
+            cls, Path(path), dim=dim, policy=policy, cold=cold, cold_options=cold_options, clock=clock,
+            settings=settings or Settings(), allow_clock_jump=allow_clock_jump, take_over_cold=take_over_cold,
+            embedder=emb)
+        opening.finish_open(store._engine, policy_changed=policy_changed)
         return store
-
-    @classmethod
-    def _open_readonly(cls, root: Path, *, dim: int | None, policy: Policy | None, cold: Any,
-                       cold_options: Mapping[str, Any] | None, clock: Clock | None,
-                       settings: Settings | None, embedder: _embedding.Embedder | None = None) -> "TierStore":
-        """A reader beside the store's writer: no lock, no writes, nothing created."""
-        if not (root / "catalog.sqlite").is_file():
-            raise StoreConfigError(f"there is no tierstore store at {root}")
-        catalog = Catalog(root / "catalog.sqlite", readonly=True)
-        try:
-            stored_dim = catalog.get_meta("dim")
-            stored_policy = catalog.get_meta("policy")
-            if stored_dim is None or stored_policy is None:
-                raise StoreConfigError(f"the store at {root} was never completely created")
-            if dim is not None and check_positive_int(dim, "dim") != int(stored_dim):
-                raise StoreConfigError(f"the store at {root} has dimension {stored_dim}, opened with dim={dim}")
-            if embedder is not None:
-                if embedder.dim != int(stored_dim):
-                    raise StoreConfigError(f"the store at {root} has dimension {stored_dim}; the embedder "
-                                           f"{embedder.name!r} makes vectors of dimension {embedder.dim}")
-                _embedding.check_against_record(embedder, catalog.get_meta("embedder"), str(root))
-            effective = Policy.from_json(stored_policy)
-            if policy is not None and policy.to_json() != stored_policy:
-                raise StoreConfigError("a read-only open cannot apply a different policy (it would recompute "
-                                       "every memory's lifetime); open it for writing, or without policy=")
-            cold_store, _ = opening.open_cold(root, cold, cold_options, catalog.get_meta("cold"), create=False)
-            warm_up_kernels()
-            clock = clock or SystemClock()
-            check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
-            return cls(path=root, dim=int(stored_dim), policy=effective, clock=clock, settings=settings or Settings(),
-                       catalog=catalog, lock_fd=-1, cold=cold_store, clock_check=check,
-                       store_id=catalog.get_meta("store_id") or "", readonly=True, embedder=embedder)
-        except BaseException:
-            catalog.close()
-            raise
 
     @property
     def embedder(self) -> _embedding.Embedder | None:
@@ -588,28 +487,7 @@ class TierStore:
         memory value, tier sizes over time; these read the whole event log."""
         self._check_open()
         self.flush()
-        by_tier = {name: 0 for name in TIER_NAMES}
-        by_type: dict[str, dict[str, int]] = {}
-        total = 0
-        for mtype, tier, count in self._catalog.query(
-            "SELECT memory_type, tier, count(*) FROM memories GROUP BY memory_type, tier"
-        ):
-            by_tier[TIER_NAMES[tier]] += count
-            by_type.setdefault(mtype, {name: 0 for name in TIER_NAMES})[TIER_NAMES[tier]] = count
-            total += count
-        pinned = self._catalog.query_one("SELECT count(*) FROM memories WHERE pinned = 1")
-        namespaces = self._catalog.query_one("SELECT count(DISTINCT ns) FROM memories")
-        return Stats(
-            total=total,
-            by_tier=by_tier,
-            by_type=by_type,
-            namespaces=int(namespaces[0]) if namespaces else 0,
-            pinned=int(pinned[0]) if pinned else 0,
-            due_now=self._catalog.count_due(self._time.now()),
-            hot_loaded={h.name: ("hnsw" if h.index is not None else "exact") for h in self._hot.loaded()},
-            catalog_commits=self._catalog.commits,
-            lifecycle=lifecycle_metrics(self._engine) if lifecycle else {},
-        )
+        return reads.stats(self._engine, lifecycle=lifecycle)
 
     def verify(self) -> Any:
         """Check the catalog, warm shards, hot checkpoints and archive objects

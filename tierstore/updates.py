@@ -13,16 +13,25 @@ import numpy as np
 
 from . import lifetime, supersession, tombstones
 from .catalog import EVENT_SQL, MEMORY_COLUMNS, MemoryRow
-from .migrator import MARK_PURGE_SQL
-from .errors import InvalidInputError, MemoryNotFoundError
-from .hot import HotNamespace
-from .kernels import TIER_COLD, TIER_HOT, TIER_WARM, context_multipliers, due_times, record_accesses, rescale_lifetimes
-from .kernels import columns as C
-from .model import TIER_NAMES, Memory
-from .faults import crash_point
-from .validation import check_id, check_id_list, check_namespace, check_tags
 from .engine import Engine
+from .errors import InvalidInputError, MemoryNotFoundError
+from .faults import crash_point
+from .hot import HotNamespace
+from .kernels import (
+    TIER_COLD,
+    TIER_HOT,
+    TIER_WARM,
+    context_multipliers,
+    due_times,
+    record_accesses,
+    rescale_lifetimes,
+)
+from .kernels import columns as C
+from .migrator import MARK_PURGE_SQL
+from .model import TIER_NAMES, Memory
 from .reads import get, with_mark
+from .validation import check_id, check_id_list, check_namespace, check_tags
+
 
 def _opt(x: float) -> float | None:
     """NaN (an absent value in the float columns) as None."""
