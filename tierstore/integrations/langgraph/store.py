@@ -271,14 +271,20 @@ class TierStoreStore(BaseStore):
                                        or not math.isfinite(op.ttl)):
                 raise InvalidInputError(f"ttl is a positive number of minutes, got {op.ttl!r}")
             keep = old is not None and old.tier != "cold" and old.metadata is not None and "seq" in old.metadata
+            # As InMemoryStore: a put with index=False leaves the vector an earlier put made
+            stale = (not vs and op.index is False and keep and old.metadata.get("indexed")  # type: ignore[union-attr]
+                     and old.embedding is not None)  # type: ignore[union-attr]
             created = old.metadata["created_at"] if keep else now  # type: ignore[index]
             meta = {"value": op.value, "created_at": created, "updated_at": now,
                     "seq": old.metadata["seq"] if keep else self._next_seq(),  # type: ignore[index]
-                    "indexed": bool(vs), "ttl": op.ttl}
+                    "indexed": bool(vs) or bool(stale), "ttl": op.ttl}
             check_metadata(meta)  # JSON values only: InvalidInputError before anything changes
             if vs:
                 emb = np.mean([v / np.linalg.norm(v) for v in vs], axis=0)
                 content = "\n".join(ts)
+            elif stale:
+                emb = old.embedding  # type: ignore[union-attr]
+                content = old.content  # type: ignore[union-attr]
             else:
                 emb = self._placeholder
                 content = json.dumps(op.value, ensure_ascii=False, sort_keys=True)
