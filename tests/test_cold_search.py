@@ -87,7 +87,7 @@ def test_auto_leaves_the_cold_tier_alone_when_hot_answers_well(world, monkeypatc
 def test_a_used_cold_hit_is_reactivated(world):
     store, clock, ids, vecs, hot_id, _ = world
     before = store.get("u", ids[3])
-    hits = store.search("u", vecs[3], k=1)  # the default policy records an access on every hit
+    hits = store.search("u", vecs[3], k=1, record_access=True)  # asked for: cold hits too
     assert hits[0].id == ids[3] and hits[0].memory.tier == "cold"  # the hit shows where it was found
     after = store.get("u", ids[3])
     assert after.tier == "hot" and after.access_count == before.access_count + 1
@@ -279,3 +279,60 @@ def test_an_archived_memory_that_matches_better_than_anything_hot_ranks_first(tm
                 assert hits[0].id == old
             else:
                 assert hits[0].id != old and cold.score < hits[0].score  # by the score alone, it loses
+
+
+def test_archived_memories_are_ordered_by_relevance_not_by_their_last_use(tmp_path):
+    """cold_order: among archived memories, a greeting re-said every day (its
+    last use recent) does not outrank the detail said once that matches the
+    question better; with cold_order = "fused" the use factors decide."""
+    e = np.eye(DIM, dtype=np.float32)
+    query = e[0]
+    detail = unit(0.6 * e[0] + 0.8 * e[1])  # cosine 0.6 with the query
+    greeting = unit(0.45 * e[0] + 0.893 * e[2])  # cosine 0.45
+    for order in ("relevance", "fused"):
+        clock = ManualClock(T0)
+        # recency weighs 0.15 here (the default weighed it so before issue 15's second round), so that
+        # the whole score prefers the greeting
+        policy = Policy.from_dict({"scoring": {"cold_order": order, "weights": {"similarity": 0.55, "recency": 0.15}}})
+        with TierStore.open(tmp_path / order, dim=DIM, clock=clock, policy=policy) as store:
+            d = store.add("u", "parked on level 3", detail, memory_type="conversation")
+            g = store.add("u", "good morning!", greeting, memory_type="conversation")
+            for _ in range(30):  # said again every day after it was archived: dedupe brings it back
+                clock.advance(DAY)
+                store.sweep()
+                assert store.add("u", "good morning!", greeting, memory_type="conversation") == g
+            clock.advance(2 * HOUR)
+            store.sweep()
+            assert store.get("u", d).tier == store.get("u", g).tier == "cold"
+            hits = store.search("u", query, k=1, record_access=False, explain=True)
+            sims = {h.id: h.explain.raw["similarity"] for h in
+                    store.search("u", query, k=2, record_access=False, explain=True)}
+            assert sims[d] > sims[g]  # the detail matches better...
+            if order == "relevance":
+                assert hits[0].id == d
+            else:  # ...but the greeting's recent use outweighs it in the whole score
+                assert hits[0].id == g
+
+
+def test_cold_hits_come_back_hot_when_used_not_when_returned(world, tmp_path):
+    """record_access_cold: off by default, a search that records accesses
+    (the policy's record_access) leaves its cold hits archived; touch brings
+    one back; with the policy's record_access_cold on, the search does."""
+    store, clock, ids, vecs = world[0], world[1], world[2], world[3]
+    assert store.policy.scoring.record_access and not store.policy.scoring.record_access_cold
+    hits = store.search("u", vecs[3], k=2)
+    assert hits[0].id == ids[3] and hits[0].memory.tier == "cold"
+    assert store.get("u", ids[3]).tier == "cold" and store.get("u", ids[3]).access_count == 0
+    store.touch("u", ids[3])  # used: back hot
+    assert store.get("u", ids[3]).tier == "hot"
+    policy = Policy.from_dict({"scoring": {"record_access_cold": True}})
+    assert Policy.from_dict(policy.to_dict()).scoring.record_access_cold is True
+    with pytest.raises(PolicyError, match="scoring.record_access_cold"):
+        Policy.from_dict({"scoring": {"record_access_cold": "no"}})
+    with pytest.raises(PolicyError, match="scoring.cold_order"):
+        Policy.from_dict({"scoring": {"cold_order": "newest"}})
+    store.close()
+    with TierStore.open(tmp_path / "s", clock=clock, policy=policy) as s2:
+        hits = s2.search("u", vecs[5], k=2)
+        assert hits[0].id == ids[5] and hits[0].memory.tier == "cold"
+        assert s2.get("u", ids[5]).tier == "hot"  # the search counted it: reactivated

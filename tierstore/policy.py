@@ -31,6 +31,7 @@ WEEK = 7 * DAY
 
 SCORING_MODES = ("product", "weighted_sum")
 SCORE_FACTORS = ("similarity", "recency", "confidence", "context", "weight")
+USE_FACTORS = ("recency", "weight")  # the factors that say how recently and how much a memory was used
 
 
 @dataclass(frozen=True)
@@ -175,10 +176,18 @@ class ScoringPolicy:
     # overrule similarity, so rarely asked long-lived facts lose (recall@5
     # 0.42 against 0.82) — the seed's own warning about multiplying factors.
     mode: str = "weighted_sum"
+    # Recency 0.05 (it was 0.15): with automatic supersession retiring
+    # replaced statements, recency no longer has to tell a new value from an
+    # old one, and at 0.15 a fact used yesterday outranked a rarely asked one
+    # that matched the question clearly better (suite g: long-lived recall@5
+    # 0.893 -> 0.992, live@1 0.749 -> 0.806, stale hits 0.058 -> 0.063;
+    # suite h, with record_access_cold off: recall@10 0.818 -> 0.907,
+    # stale-hit@1 0.140 -> 0.293 — docs/benchmarks.md, "Recency weight", has
+    # every value tried).
     weights: Mapping[str, float] = field(
         default_factory=lambda: {
-            "similarity": 0.55,
-            "recency": 0.15,
+            "similarity": 0.65,
+            "recency": 0.05,
             "confidence": 0.15,
             "context": 0.10,
             "weight": 0.05,
@@ -192,6 +201,12 @@ class ScoringPolicy:
     oversample: int = 2
     min_candidates: int = 20
     record_access: bool = True
+    # Whether that access recording also reaches cold hits, which brings each
+    # back hot (a reactivation). False (the default): a cold hit comes back
+    # when it is used (touch) or restored, not because a search
+    # returned it — otherwise every search that reaches the archive pulls its
+    # k hits back into memory (suite h: 15 % of all turns hot at the end).
+    record_access_cold: bool = False
     # Whether a search reaches the cold tier (archived memories, through their
     # codes and exact vectors): "auto" when the best hot or warm hit's cosine
     # similarity is below cold_similarity_bar (hot and warm answered weakly),
@@ -206,6 +221,14 @@ class ScoringPolicy:
     # matches better than anything recent is not buried under recent hits that
     # match worse (their recency and weight outweigh similarity otherwise).
     similar_first: bool = True
+    # How archived memories are ordered among themselves (the cold pass's
+    # choice of its k, and the similar-first group): "fused" (the default)
+    # by the whole score; "relevance" leaves the use factors (recency,
+    # weight) out, so that a memory re-used in passing (a greeting said every
+    # day, deduplicated) does not outrank the one that answers — at the price
+    # of newer statements no longer coming before older ones (suite h:
+    # stale-hit@1 0.293 -> 0.400 at the same recall; docs/benchmarks.md).
+    cold_order: str = "fused"
 
 
 def _default_types() -> dict[str, TypePolicy]:
@@ -633,7 +656,7 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
                 values["weights"] = w
             elif k == "recency_half_life":
                 values["recency_half_life_seconds"] = parse_duration(v, key)
-            elif k in ("record_access", "similar_first"):
+            elif k in ("record_access", "record_access_cold", "similar_first"):
                 values[k] = _bool(v, key)
             elif k == "include_cold":
                 if not (v == "auto" or isinstance(v, bool)):
@@ -641,6 +664,10 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
                 values["include_cold"] = v
             elif k == "cold_similarity_bar":
                 values[k] = _number(v, key, lo=-1.0, hi=1.0)
+            elif k == "cold_order":
+                if v not in ("relevance", "fused"):
+                    raise PolicyError(f"{key}: expected \"relevance\" or \"fused\", got {v!r}")
+                values[k] = v
             elif k in ("oversample", "min_candidates"):
                 if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                     raise PolicyError(f"{key}: expected an integer >= 1, got {v!r}")

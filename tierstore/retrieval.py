@@ -59,10 +59,14 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     allowed = cp.all_types if memory_types is None else cp.type_allowed(list(memory_types))
     ctx_tags = (check_tags(context_tags, 1024) if context_tags else ()) or eng._contexts.get(ns, ())
     ctx = cp.context(ctx_tags) if ctx_tags else cp.empty_context
-    if record_access is None:
+    asked_access = record_access  # the trace keeps what was asked: a replay under another policy applies its own
+    if record_access is None:  # the policy's: hot and warm hits, cold ones only with record_access_cold
         record_access = eng._policy.scoring.record_access and not eng._readonly
+        access_cold = eng._policy.scoring.record_access_cold
     elif record_access and eng._readonly:
         raise ReadOnlyStoreError("the store was opened read-only: search(record_access=True) would change it")
+    else:
+        access_cold = True  # asked for: every hit was used
     if include_cold is not None and not (include_cold == "auto" or type(include_cold) is bool):
         raise InvalidInputError(f"include_cold must be True, False, 'auto' or None, got {include_cold!r}")
     now = eng._time.now()
@@ -88,7 +92,7 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         q = check_vector(query, eng.dim, "query")  # the other tiers and the trace take unit vectors
     if hot_alone:
         if eng._trace is not None:
-            trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, hits)
+            trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, hits)
         if explain and hits:
             supersession.annotate_explains(eng._catalog, ns, hits)
         return hits
@@ -111,28 +115,30 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
             note = f"hot and warm answered weakly: {len(merged)} of the {k} hits asked for"
         cold = search_cold(eng, ns, q, k, ctx, allowed, min_conf, now, explain, note)
         merged += [(c.hit.score, c.similarity, 2, i, c.hit, c) for i, c in enumerate(cold) if c.hit.id not in seen]
-        if sc.similar_first:  # archived memories that match better than anything recent first
-            merged.sort(key=lambda m: (not (m[2] == 2 and m[1] > best), -m[0], -m[1], m[2], m[3]))
+        if sc.similar_first:  # archived memories that match better than anything recent first, in the cold order
+            merged.sort(key=lambda m: (False, -m[5].order, m[3]) if m[2] == 2 and m[1] > best
+                        else (True, -m[0], -m[1], m[2], m[3]))
         else:
             merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
     else:
         merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
     top = merged[:k]
     if record_access:
-        record_hits(eng, ns, hot, top, now)
+        record_hits(eng, ns, hot, top, now, access_cold)
     result = [m[4] for m in top]
     if eng._trace is not None:
-        trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, record_access, result)
+        trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, result)
     if explain and result:
         supersession.annotate_explains(eng._catalog, ns, result)
     return result
 
 
 
-def record_hits(eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ...]], now: float) -> None:
+def record_hits(eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ...]], now: float,
+                access_cold: bool) -> None:
     """Count an access on each merged hit where it is: hot hits in place,
-    warm ones promoted to hot, cold ones reactivated (back to hot, with
-    the archived embedding the search already read)."""
+    warm ones promoted to hot, cold ones (when ``access_cold``) reactivated
+    (back to hot, with the archived embedding the search already read)."""
     cp = eng._cp
     hot_ids = [m[4].id for m in top if m[2] == 0]
     moved_away: list[str] = []
@@ -148,7 +154,7 @@ def record_hits(eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ..
     if used_warm:
         promoted = {r.rid for r in eng._migrator.promote(ns, used_warm, now, access=True, kind="promote")}
         moved_away += [r.id for r in used_warm if r.rid not in promoted]
-    used_cold = [m[5] for m in top if m[2] == 2]
+    used_cold = [m[5] for m in top if m[2] == 2] if access_cold else []
     if used_cold:
         rows = [c.row for c in used_cold]
         back = {r.rid for r in eng._migrator.reactivate(
@@ -163,7 +169,7 @@ def record_hits(eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ..
 
 
 def trace_search(eng: Engine, now: float, ns: str, q: np.ndarray, k: int, ctx_tags: Sequence[str],
-                 memory_types: Any, min_conf: float, include_warm: bool, record_access: bool,
+                 memory_types: Any, min_conf: float, include_warm: bool, record_access: bool | None,
                  hits: list[Hit]) -> None:
     assert eng._trace is not None
     eng._trace.write("search", now, ns=ns, query=encode_vector(q), k=k, context_tags=list(ctx_tags),

@@ -14,7 +14,7 @@ import numpy as np
 from .kernels import columns as C
 from .kernels import pack_query
 from .model import Explain
-from .policy import SCORE_FACTORS, Policy
+from .policy import SCORE_FACTORS, USE_FACTORS, Policy
 from .tags import TagVocab
 
 _EMPTY_I32 = np.empty(0, np.int32)
@@ -81,6 +81,13 @@ class CompiledPolicy:
         for i, f in enumerate(SCORE_FACTORS):
             base[C.P_WEIGHTS + i] = self.weights[f]
         self._base_params = base
+        self.cold_by_relevance = sc.cold_order == "relevance"
+        # relevance: the fused score without the use factors (recency, weight)
+        keep = [f not in USE_FACTORS for f in SCORE_FACTORS]
+        self._relevance_mask = np.array(keep)
+        kept = sum(w for w, k in zip(self._weight_values, keep) if k)
+        self._relevance_weights = np.array([w / kept if k and kept > 0 else 0.0
+                                            for w, k in zip(self._weight_values, keep)])
         self.all_types = np.ones(len(types), np.uint8)  # type_allowed(None); callers only read it
         self._contexts: OrderedDict[frozenset[str], QueryContext] = OrderedDict()
         self._lock = threading.Lock()
@@ -208,6 +215,17 @@ class CompiledPolicy:
         for t in tag_ids:
             m *= lookup.get(t, 1.0)
         return m
+
+    def relevance(self, norm: np.ndarray) -> np.ndarray:
+        """The fused score of each row of normalised factors ``norm`` (n, 5)
+        without the use factors (recency and weight): in weighted-sum mode the
+        other factors' weighted mean (their weights renormalised), in product
+        mode their product. In [0, 1]."""
+        if norm.shape[0] == 0:
+            return np.empty(0)
+        if self.mode == "product":
+            return np.prod(norm[:, self._relevance_mask], axis=1)
+        return norm @ self._relevance_weights
 
     # -- explanations -------------------------------------------------------
 

@@ -250,9 +250,13 @@ class TierStore:
         query's context (defaults to the namespace's active context); memories
         sharing tags score higher, context rules and masks apply.
         memory_types / min_confidence filter. include_warm: also search the
-        warm tier and merge. record_access: count an access on every hit
-        (``None``: the policy's ``scoring.record_access``); a warm hit whose
-        access is recorded moves back to hot. include_cold: also search the
+        warm tier and merge. record_access: ``True`` counts an access on
+        every hit; ``None`` follows the policy: ``scoring.record_access`` for
+        hot and warm hits, and for cold hits only with
+        ``scoring.record_access_cold`` (off by default: an archived memory
+        comes back when it is used (``touch``) or restored, not
+        because a search returned it). A warm hit whose access is recorded
+        moves back to hot. include_cold: also search the
         cold tier (archived memories, by their codes, rescored from their
         archived vectors): ``True``, ``False``, or ``"auto"`` — only when the
         best hot or warm hit's similarity is below the policy's

@@ -39,6 +39,7 @@ class RowHit:
     similarity: float
     row: MemoryRow
     embedding: bytes | None = None
+    order: float = 0.0  # how it ranks among its tier's hits: the score, or (cold) the relevance
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,12 @@ class RowRanker:
 
     def rank(self, rows: Sequence[MemoryRow], sims: Sequence[float], *, k: int, ctx: QueryContext,
              allowed: np.ndarray, min_conf: float, now: float, explain: bool, tier: str,
-             note: str | None = None) -> tuple[list[int], list[RowHit]]:
+             note: str | None = None, by_relevance: bool = False) -> tuple[list[int], list[RowHit]]:
         """The best ``k`` of ``rows`` (cosine ``sims``) by the fused score,
-        after the policy's filters and masks. Returns the picked positions and
-        their hits; ``note`` goes into each explanation (why the tier was
-        searched)."""
+        after the policy's filters and masks (``by_relevance``: by the fused
+        score without the use factors, :meth:`CompiledPolicy.relevance`; each
+        hit's ``order``). Returns the picked positions and their hits;
+        ``note`` goes into each explanation (why the tier was searched)."""
         if not rows:
             return [], []
         cp = self.cp
@@ -65,8 +67,13 @@ class RowRanker:
         pick, scores, norm, raw = fused_rerank(
             np.arange(len(rows), dtype=np.int64), np.asarray(sims, np.float32), F, I, tags,
             cp.params(now, min_conf, ctx), allowed, cp.w0_by_type, ctx.q_tags, ctx.rule_tags,
-            ctx.rule_mult, ctx.mask_tags, k,
+            ctx.rule_mult, ctx.mask_tags, len(rows) if by_relevance else k,
         )
+        order = scores
+        if by_relevance:  # all ranked by the kernel; keep the k most relevant (ties: the better score)
+            rel = cp.relevance(norm)
+            best = np.lexsort((-scores, -rel))[:k]
+            pick, scores, norm, raw, order = pick[best], scores[best], norm[best], raw[best], rel[best]
         picked = pick.tolist()
         chosen = [rows[j] for j in picked]
         explains = None
@@ -75,7 +82,8 @@ class RowRanker:
             if note is not None:
                 explains = [replace(e, reached_because=note) for e in explains]
         source = HitRows([r.id for r in chosen], scores.tolist(), explains, [self.memory_of(r, now) for r in chosen])
-        return picked, [RowHit(Hit(source, i), float(raw[i, 0]), r) for i, r in enumerate(chosen)]
+        orders = order.tolist()
+        return picked, [RowHit(Hit(source, i), float(raw[i, 0]), r, order=orders[i]) for i, r in enumerate(chosen)]
 
 
 def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: ColdTier, cache: VectorCache, ns: str,
@@ -87,7 +95,7 @@ def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: Cold
     and not superseded: a retired statement stays retired, ``restore``
     reaches it),
     their exact similarities from the archived vectors, then the fused
-    score. An archive object that cannot be read (missing, damaged, the
+    score (policy ``scoring.cold_order``: without the use factors). An archive object that cannot be read (missing, damaged, the
     object store down) costs its candidates, not the search: the failures
     are appended to ``errors``."""
     rids, _ = index.candidates(ns, q, candidate_count(k))
@@ -106,5 +114,5 @@ def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: Cold
         return []
     sims = exact_rescore(q, vectors)
     picked, hits = ranker.rank(rows, sims.tolist(), k=k, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now,
-                               explain=explain, tier="cold", note=note)
+                               explain=explain, tier="cold", note=note, by_relevance=ranker.cp.cold_by_relevance)
     return [replace(h, embedding=vectors[j].astype("<f4").tobytes()) for j, h in zip(picked, hits)]

@@ -52,7 +52,7 @@ import numpy as np
 
 from ..progress import Progress
 from .common import BenchConfig, SuiteResult, workdir
-from .forgetting import Hashing, make_embedder
+from .forgetting import Hashing, former_weights, make_embedder
 
 DAY = 86400.0
 HOUR = 3600.0
@@ -1095,6 +1095,15 @@ TIERSTORE_ROWS: list[TierVariant] = [
     TierVariant("tierstore, turns as conversation, similar_first=false (merge by score alone)",
                 policy={"scoring": {"similar_first": False}}),
     TierVariant("tierstore, turns as conversation, dedupe off", policy={"dedupe": "off"}),
+    # issue 15's second round: the recency weight, cold hits reactivated by search, the cold order
+    TierVariant("tierstore, turns as conversation, the scoring before this run (recency weight 0.15, "
+                "record_access_cold=true)",
+                policy={"scoring": {"weights": former_weights(0.15), "record_access_cold": True}}),
+    *(TierVariant(f"tierstore, turns as conversation, recency weight {r}",
+                  policy={"scoring": {"weights": former_weights(r)}}) for r in (0.15, 0.10, 0.08, 0.02)),
+    TierVariant("tierstore, turns as conversation, record_access_cold=true",
+                policy={"scoring": {"record_access_cold": True}}),
+    TierVariant("tierstore, turns as conversation, cold_order=relevance", policy={"scoring": {"cold_order": "relevance"}}),
 ]
 
 # The supersession bar sweep (``--set h.sweep=true``): turns as fact (automatic

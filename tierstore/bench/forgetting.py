@@ -779,6 +779,13 @@ def check_langchain_formula(samples: int = 50) -> str:
     return f"langchain_tw formula matches TimeWeightedVectorStoreRetriever._get_combined_score (max |diff| {worst:.1e})"
 
 
+def former_weights(recency: float) -> dict[str, float]:
+    """The default scoring weights with this recency weight, similarity taking
+    the rest of their 0.70 (0.15 gives the weights before issue 15's second round)."""
+    return {"similarity": round(0.70 - recency, 2), "recency": recency, "confidence": 0.15, "context": 0.10,
+            "weight": 0.05}
+
+
 # tierstore policy variants scored beside the default (reported apart, never as "tierstore")
 # (name, policy dict, emulated novelty half-life in seconds or None)
 # (name, policy dict, emulated novelty half-life in seconds or None, novelty weight for weighted-sum mode)
@@ -796,6 +803,13 @@ VARIANTS: list[tuple[str, dict[str, Any], float | None, float | None]] = [
     *((f"ts: include_cold=auto, bar {b}", {"scoring": {"cold_similarity_bar": b}}, None, None)
       for b in (0.3, 0.4, 0.5, 0.7)),
     ("ts: similar_first=false (cold merged by score alone)", {"scoring": {"similar_first": False}}, None, None),
+    # issue 15's second round: the recency weight (similarity + recency kept at 0.70), cold hits reactivated by
+    # search, archived memories ordered without the use factors
+    *((f"ts: recency weight {r}" + (" (the default before this run)" if r == 0.15 else ""),
+       {"scoring": {"weights": former_weights(r)}}, None, None) for r in (0.15, 0.10, 0.08, 0.02)),
+    ("ts: record_access_cold=true (the default before this run)", {"scoring": {"record_access_cold": True}},
+     None, None),
+    ("ts: cold_order=relevance", {"scoring": {"cold_order": "relevance"}}, None, None),
 ]
 
 HEADER = ["policy", "stale-hit@1", "live recall@5", "live@1", "long-lived recall@5", "noise@1", "hot at end",
