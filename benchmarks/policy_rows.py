@@ -49,16 +49,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--type", default="conversation", help="h: the memory type turns are stored as")
     ap.add_argument("--cache", type=Path, default=None, help="vector cache (default: .bench-vectors-<suite>.npz)")
     ap.add_argument("--json", type=Path, default=None, help="write the rows here")
+    ap.add_argument("--seed", type=int, default=0, help="the suites' --seed (another set of users)")
     args = ap.parse_args(argv)
     rows_in = json.loads(args.rows)
     for name, spec in rows_in:  # bad input fails before any work
         if spec is not None:
             Policy.from_dict(spec)
     cfg = BenchConfig(progress=sys.stderr.isatty())
-    cache = args.cache or Path(f".bench-vectors-{args.suite}.npz")
+    cache = args.cache or Path(f".bench-vectors-{args.suite}-{args.seed}.npz")
     out = []
     if args.suite == "g":
-        wl = drift_workload(40, 90, seed=61)
+        wl = drift_workload(40, 90, seed=args.seed + 61)
         mv, qv = vectors("g", wl, cache, cfg)
         for name, spec in rows_in:
             t = time.perf_counter()
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"long-lived misses {r.get('long_lived_misses_by_tier')} ({time.perf_counter() - t:.0f} s)",
                   flush=True)
     else:
-        wl = conversation_workload(30, 60, seed=83)
+        wl = conversation_workload(30, 60, seed=args.seed + 83)
         tv, qv = vectors("h", wl, cache, cfg)
         for name, spec in rows_in:
             t = time.perf_counter()
