@@ -5,6 +5,7 @@ and the record format — against moto's server over real HTTP."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 import numpy as np
 import pytest
@@ -139,3 +140,103 @@ def test_fence_losing_the_race_sees_the_old_owners_record(bucket: Bucket) -> Non
     with pytest.raises(LogConflictError) as info:
         log.append(0, kind="fence", epoch=2, owner="new", t=2.0, ops=[])
     assert info.value.record.ops == [{"rid": "late"}] and info.value.record.epoch == 1
+
+
+# ------------------------------------------------------------------ shards (without Ray)
+
+from tierstore.cluster.errors import NotOwnerError  # noqa: E402
+from tierstore.cluster.shard import Shard  # noqa: E402
+from tierstore.errors import MemoryNotFoundError  # noqa: E402
+
+DIM = 8
+
+
+def _shard(bucket: Bucket, name: str, tmp_path) -> Shard:
+    return Shard(name, bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "shards"))
+
+
+def _vec(rng: np.random.Generator) -> np.ndarray:
+    return rng.standard_normal(DIM).astype(np.float32)
+
+
+def test_takeover_replays_the_same_state_and_fences_the_old_owner(bucket: Bucket, tmp_path) -> None:
+    rng = np.random.default_rng(7)
+    a = _shard(bucket, "a", tmp_path)
+    assert a.acquire([0]) == {0: 1}
+    ids = [a.write(0, f"r{i}", "add", "ns1", [f"memory {i}", _vec(rng)], {"memory_type": "fact"}) for i in range(12)]
+    a.write(0, "fb", "feedback", "ns1", [ids[3]], {"positive": True})
+    a.write(0, "del", "delete", "ns1", [ids[5]], {})
+    with pytest.raises(MemoryNotFoundError):  # bad input: an error, nothing logged
+        a.write(0, "bad", "pin", "ns1", ["nope"], {})
+    q = _vec(rng)
+    # ids in rank order (scores move a little with the wall clock between the two searches)
+    before = [h.memory.id for h in a.read(0, "search", "ns1", [q], {"k": 5, "record_access": False})]
+    state_a = a.read(0, "memories", "ns1", [], {"with_embedding": True})
+    # a retried write returns its first answer and adds nothing
+    assert a.write(0, "r2", "add", "ns1", ["memory 2", _vec(rng)], {}) == ids[2]
+    b = _shard(bucket, "b", tmp_path)
+    assert b.acquire([0]) == {0: 2}
+    after = [h.memory.id for h in b.read(0, "search", "ns1", [q], {"k": 5, "record_access": False})]
+    assert after == before
+    state_b = b.read(0, "memories", "ns1", [], {"with_embedding": True})
+    assert [m.id for m in state_b] == [m.id for m in state_a]
+    for ma, mb in zip(state_a, state_b):  # the same memories, times, weights, confidences, vectors
+        # confidence and weight are decayed to the time of reading: equal up to the seconds between the reads
+        fields = [f.name for f in dataclasses.fields(ma) if f.name not in ("embedding", "confidence", "weight")]
+        assert {f: getattr(ma, f) for f in fields} == {f: getattr(mb, f) for f in fields}
+        assert mb.confidence == pytest.approx(ma.confidence, rel=1e-5)
+        assert mb.weight == pytest.approx(ma.weight, rel=1e-5)
+        assert np.array_equal(ma.embedding, mb.embedding)
+    assert b.read(0, "get", "ns1", [ids[5]], {}) is None
+    assert len(b.read(0, "memories", "ns1", [], {})) == 11
+    assert b.write(0, "r2", "add", "ns1", ["memory 2", _vec(rng)], {}) == ids[2]  # the answer survived failover
+    # the old owner, still running, is fenced at its next write and stops serving the slot
+    with pytest.raises(FencedError):
+        a.write(0, "z1", "add", "ns1", ["zombie", _vec(rng)], {})
+    with pytest.raises(NotOwnerError):
+        a.read(0, "get", "ns1", [ids[0]], {})
+    assert 0 in a.lost and a.owned() == []
+    assert all(m.content != "zombie" for m in b.read(0, "memories", "ns1", [], {}))
+    b.close()
+    a.close()
+
+
+def test_release_then_take_hands_over_cleanly(bucket: Bucket, tmp_path) -> None:
+    rng = np.random.default_rng(3)
+    a = _shard(bucket, "a", tmp_path)
+    a.acquire([1, 2])
+    mid = a.write(1, "x", "add", "ns", ["hello", _vec(rng)], {"key": "city"})
+    a.release([1])
+    assert a.owned() == [2]
+    assert read_lease(bucket, 1).owner == ""
+    with pytest.raises(NotOwnerError):
+        a.write(1, "y", "add", "ns", ["again", _vec(rng)], {})
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([1])
+    assert b.read(1, "get_by_key", "ns", ["city"], {}).id == mid
+    b.close()
+    a.close()
+
+
+def test_concurrent_writers_share_log_objects(bucket: Bucket, tmp_path) -> None:
+    import threading
+
+    a = _shard(bucket, "a", tmp_path)
+    a.acquire([3])
+    rng = np.random.default_rng(5)
+    vecs = [_vec(rng) for _ in range(64)]
+
+    def writer(w: int) -> None:
+        for i in range(8):
+            a.write(3, f"w{w}-{i}", "add", "ns", [f"m {w} {i}", vecs[w * 8 + i]], {})
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    c = a.counters()
+    assert c["acked"] == 64
+    assert c["commits"] < 64  # group commit: concurrent writers shared PUTs
+    assert len(a.read(3, "memories", "ns", [], {})) == 64
+    a.close()
