@@ -151,8 +151,9 @@ from tierstore.errors import MemoryNotFoundError  # noqa: E402
 DIM = 8
 
 
-def _shard(bucket: Bucket, name: str, tmp_path) -> Shard:
-    return Shard(name, bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "shards"))
+def _shard(bucket: Bucket, name: str, tmp_path, snapshot_every: int = 0) -> Shard:
+    return Shard(name, bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "shards"),
+                 snapshot_every=snapshot_every)
 
 
 def _vec(rng: np.random.Generator) -> np.ndarray:
@@ -240,3 +241,48 @@ def test_concurrent_writers_share_log_objects(bucket: Bucket, tmp_path) -> None:
     assert c["commits"] < 64  # group commit: concurrent writers shared PUTs
     assert len(a.read(3, "memories", "ns", [], {})) == 64
     a.close()
+
+
+def test_a_new_owner_starts_from_the_latest_snapshot(bucket: Bucket, tmp_path) -> None:
+    rng = np.random.default_rng(9)
+    a = _shard(bucket, "a", tmp_path, snapshot_every=4)
+    a.acquire([2])  # the fence is record 0
+    ids = [a.write(2, f"r{i}", "add", "ns", [f"m {i}", _vec(rng)], {"key": f"k{i % 3}"}) for i in range(9)]
+    a.write(2, "fb", "feedback", "ns", [ids[8]], {"positive": True})  # record 10
+    q = _vec(rng)
+    before = [h.memory.id for h in a.read(2, "search", "ns", [q], {"k": 5, "record_access": False})]
+    c = a.counters()
+    assert c["snapshots"] == 2 and not c["snapshot_errors"]  # after records 0-3 and 0-7
+    assert [k.rsplit("/", 1)[1] for k in bucket.list("slots/00002/snap/")] == ["000000000004", "000000000008"]
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([2])
+    assert b.counters()["replayed"] == 3  # records 8-10, not all 10 writes
+    assert [h.memory.id for h in b.read(2, "search", "ns", [q], {"k": 5, "record_access": False})] == before
+    assert b.read(2, "get_by_key", "ns", ["k0"], {}).id == ids[6]
+    assert b.read(2, "get", "ns", [ids[0]], {}).superseded_by == ids[3]
+    assert b.write(2, "r1", "add", "ns", ["m 1", _vec(rng)], {}) == ids[1]  # an answer kept in the snapshot
+    assert b.write(2, "fb", "feedback", "ns", [ids[8]], {"positive": True}).id == ids[8]
+    assert len(b.read(2, "memories", "ns", [], {})) == 9
+    # a release snapshots too: the next owner replays nothing
+    b.release([2])
+    c2 = _shard(bucket, "c", tmp_path)
+    c2.acquire([2])
+    assert c2.counters()["replayed"] == 0
+    assert [h.memory.id for h in c2.read(2, "search", "ns", [q], {"k": 5, "record_access": False})] == before
+    for shard in (a, b, c2):
+        shard.close()
+
+
+def test_a_corrupt_snapshot_is_passed_over(bucket: Bucket, tmp_path) -> None:
+    rng = np.random.default_rng(2)
+    a = _shard(bucket, "a", tmp_path, snapshot_every=3)
+    a.acquire([1])
+    ids = [a.write(1, f"r{i}", "add", "ns", [f"m {i}", _vec(rng)], {}) for i in range(7)]
+    keys = bucket.list("slots/00001/snap/")
+    assert len(keys) == 2
+    bucket.put(keys[-1], b"\x00 not msgpack")
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([1])
+    assert sorted(m.id for m in b.read(1, "memories", "ns", [], {})) == sorted(ids)
+    a.close()
+    b.close()

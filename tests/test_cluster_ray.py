@@ -54,7 +54,8 @@ def cluster(moto_server, tmp_path_factory):
     try:
         c = Cluster(bucket=bucket, s3_options={"endpoint_url": moto_server.endpoint_url, "region_name": "us-east-1"},
                     dim=DIM, shards=4, num_slots=SLOTS, root=str(tmp_path_factory.mktemp("shards")),
-                    name="tierstore-test", call_timeout_s=20.0)
+                    name="tierstore-test", call_timeout_s=20.0,
+                    snapshot_every=5)  # small, so that takeovers start from a snapshot and replay a tail
         yield c
     finally:
         if c is not None:
@@ -149,6 +150,9 @@ def test_failover_loses_no_acknowledged_write(cluster: Cluster) -> None:
         assert [h.memory.id for h in cluster.search(ns, queries[ns], k=5)] == top5_before[ns], ns
         moved_untouched += cluster.slot_of(ns) in victim_slots
     assert moved_untouched > 0  # the check covered replayed slots, not only untouched shards
+    counters = cluster.counters().values()
+    assert sum(c["snapshots"] for c in counters) > 0 and not any(c["snapshot_errors"] for c in counters)
+    assert sum(c["replayed"] for c in counters) > 0
     _state.update(acked=acked, queries=queries, top5_before=top5_before)
 
 

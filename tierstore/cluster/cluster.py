@@ -68,13 +68,16 @@ class Cluster:
     policy: the stores' (fixed for the cluster's life). root: the shards'
     local directory (a cache). call_timeout_s: a call not answered by then has
     its shard pinged; one that does not answer the ping is declared dead.
+    snapshot_every: a slot's log records between its snapshots (and one at
+    every release); a new owner replays only the records after the newest.
     """
 
     def __init__(self, address: str | None = None, *, bucket: str | BucketConfig | None = None,
                  s3_options: Mapping[str, Any] | None = None, prefix: str = "", dim: int | None = None,
                  shards: int = 0, num_slots: int = DEFAULT_SLOTS, root: str | None = None,
                  policy: Policy | None = None, name: str = "tierstore", num_cpus: int | None = None,
-                 call_timeout_s: float = 30.0, retry_for_s: float = 60.0, spread: bool = True) -> None:
+                 call_timeout_s: float = 30.0, retry_for_s: float = 60.0, spread: bool = True,
+                 snapshot_every: int = 100) -> None:
         ray = _ray()
         self._rayexc = ray.exceptions
         if not ray.is_initialized():
@@ -102,6 +105,7 @@ class Cluster:
             self.dim, self.num_slots, self._bucket = info["dim"], info["num_slots"], info["bucket"]
             self._policy = info["policy"]
             self._root = info["root"]
+            self._snapshot_every = info["snapshot_every"]
         else:
             if bucket is None or dim is None:
                 raise InvalidInputError("a new cluster needs bucket= and dim=")
@@ -112,6 +116,7 @@ class Cluster:
             self._bucket.open()  # a wrong bucket or endpoint fails here, before any actor starts
             self._policy = policy
             self._root = root or os.path.join(tempfile.gettempdir(), f"tierstore-cluster-{name}")
+            self._snapshot_every = int(snapshot_every)
         for _ in range(check_positive_int(shards, "shards") if shards else 0):
             self._start_shard()
         if not self._handles:
@@ -142,7 +147,8 @@ class Cluster:
         if self._spread:
             options["scheduling_strategy"] = "SPREAD"  # one per node where there are nodes
         handle = ray.remote(_ShardActor).options(**options).remote(
-            shard_name, self._bucket, dim=self.dim, num_slots=self.num_slots, root=self._root, policy=self._policy)
+            shard_name, self._bucket, dim=self.dim, num_slots=self.num_slots, root=self._root, policy=self._policy,
+            snapshot_every=self._snapshot_every)
         ray.get(handle.ping.remote(), timeout=120)
         self._handles[shard_name] = handle
         return shard_name
@@ -460,9 +466,11 @@ class _ShardActor(Shard):
     """The shard as Ray sees it: with ``info`` for routers that connect later."""
 
     def __init__(self, name: str, bucket: BucketConfig, *, dim: int, num_slots: int, root: str,
-                 policy: Policy | None = None) -> None:
-        super().__init__(name, bucket, dim=dim, num_slots=num_slots, root=root, policy=policy)
-        self._info = {"dim": dim, "num_slots": num_slots, "bucket": bucket, "policy": policy, "root": root}
+                 policy: Policy | None = None, snapshot_every: int = 100) -> None:
+        super().__init__(name, bucket, dim=dim, num_slots=num_slots, root=root, policy=policy,
+                         snapshot_every=snapshot_every)
+        self._info = {"dim": dim, "num_slots": num_slots, "bucket": bucket, "policy": policy, "root": root,
+                      "snapshot_every": snapshot_every}
 
     def info(self) -> dict[str, Any]:
         return dict(self._info)

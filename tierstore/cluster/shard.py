@@ -27,6 +27,7 @@ from .errors import FencedError, NotOwnerError
 from .lease import release_lease, take_lease
 from .slotlog import LogConflictError, SlotLog
 from .slotstore import READ_OPS, WRITE_OPS, SlotClock, SlotStore
+from .snapshot import latest_snapshot, write_files
 
 __all__ = ["Shard"]
 
@@ -41,7 +42,7 @@ class Shard:
     """
 
     def __init__(self, name: str, bucket: BucketConfig, *, dim: int, num_slots: int, root: str,
-                 policy: Policy | None = None, acquire_threads: int = 4) -> None:
+                 policy: Policy | None = None, acquire_threads: int = 4, snapshot_every: int = 100) -> None:
         self.name = name
         self.dim = dim
         self.num_slots = num_slots
@@ -53,6 +54,7 @@ class Shard:
         self._slots: dict[int, SlotStore] = {}
         self._lock = threading.Lock()
         self._acquire_threads = acquire_threads
+        self.snapshot_every = snapshot_every  # log records between a slot's snapshots (0: only at release)
         self.lost: list[int] = []  # slots given up after a fence or a failed append
 
     # ------------------------------------------------------------------ introspection
@@ -73,6 +75,8 @@ class Shard:
             slots = list(self._slots.values())
         return {"name": self.name, "owned": len(slots), "acked": sum(s.acked for s in slots),
                 "commits": sum(s.commits for s in slots), "replayed": sum(s.replayed for s in slots),
+                "snapshots": sum(s.snapshots for s in slots),
+                "snapshot_errors": [e for s in slots for e in s.snapshot_errors],
                 "lost": list(self.lost), **self.bucket.counters()}
 
     def epochs(self) -> dict[int, int]:
@@ -102,13 +106,25 @@ class Shard:
             self._discard(old)
         lease = take_lease(self.bucket, slot, self.name)
         log = SlotLog(self.bucket, slot)
-        records = log.replay_from(0)
-        first = next(records, None)
-        clock = SlotClock(first.t if first is not None else time.time())
         path = self.root / f"slot-{slot:05d}"
         shutil.rmtree(path, ignore_errors=True)
-        store = TierStore.open(path, dim=self.dim, policy=self.policy, clock=clock)
-        state = SlotStore(slot, store, clock, log, lease, self.name, self._lost)
+        snap = latest_snapshot(self.bucket, slot)
+        if snap is not None:
+            write_files(path, snap.files)
+        records = log.replay_from(0 if snap is None else snap.seq)
+        first = next(records, None)
+        # the store opens at the time its first replayed write (or the snapshot) was made
+        clock = SlotClock(snap.t if snap is not None else first.t if first is not None else time.time())
+
+        def reopen() -> TierStore:
+            return TierStore.open(path, dim=self.dim, policy=self.policy, clock=clock)
+
+        store = reopen()
+        state = SlotStore(slot, store, clock, log, lease, self.name, self._lost, path=path, reopen=reopen,
+                          snapshot_every=self.snapshot_every)
+        if snap is not None:
+            state.next_seq = state.snap_seq = snap.seq
+            state.load_answers(snap.answers)
         try:
             if first is not None:
                 state.replay(first)
@@ -145,6 +161,10 @@ class Shard:
             if state is None:
                 continue
             state.quiesce()
+            try:
+                state.snapshot(reopen=False)  # the next owner replays little
+            except Exception as exc:  # noqa: BLE001 - it replays more instead
+                state.snapshot_errors.append(f"{type(exc).__name__}: {exc}")
             release_lease(self.bucket, state.lease)  # False: someone took it already; nothing to undo
             self._discard(state)
 

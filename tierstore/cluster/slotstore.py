@@ -20,13 +20,15 @@ import collections
 import threading
 import time
 import uuid
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 from ..errors import InvalidInputError, ObjectStoreError, StoreClosedError
 from ..store import TierStore
 from .errors import FencedError, NotOwnerError
 from .lease import Lease
 from .slotlog import LogRecord, SlotLog
+from .snapshot import Snapshot, decode_answer, encode_answer, read_files, snapshot_key
 
 __all__ = ["WRITE_OPS", "READ_OPS", "SlotClock", "SlotStore"]
 
@@ -35,8 +37,12 @@ WRITE_OPS = frozenset({"add", "add_batch", "touch", "feedback", "pin", "delete",
 #: Calls that only read (served by the owner's local store).
 READ_OPS = frozenset({"search", "get", "get_by_key", "memories", "get_context", "check_batch"})
 # Answers kept per slot for retried requests; older ones are forgotten (a retry
-# that late would apply again: documented in docs/cluster.md).
+# that late would apply again: documented in docs/cluster.md). A snapshot keeps
+# the newest _SNAPSHOT_ANSWERS of them.
 _MAX_ANSWERS = 100_000
+_SNAPSHOT_ANSWERS = 10_000
+# A read that meets the store closed for a snapshot tries again this often.
+_READ_RETRIES = 50
 
 
 class SlotClock:
@@ -75,6 +81,12 @@ class SlotClock:
 
     def unpin(self) -> None:
         self._pinned = None
+
+    @property
+    def last(self) -> float:
+        """The latest time this clock has told."""
+        with self._lock:
+            return max(self._last, self._pinned or self._last)
 
 
 def _prepare(op: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
@@ -133,9 +145,14 @@ class SlotStore:
     """A slot this shard owns (under ``lease``): its store, log and group commit."""
 
     def __init__(self, slot: int, store: TierStore, clock: SlotClock, log: SlotLog, lease: Lease,
-                 owner: str, on_lost: Any) -> None:
+                 owner: str, on_lost: Any, *, path: Path, reopen: Callable[[], TierStore],
+                 snapshot_every: int = 0) -> None:
         self.slot = slot
         self.store = store
+        self.path = path
+        self._reopen = reopen
+        self.snapshot_every = snapshot_every  # log records between snapshots (0: only at release)
+        self.snap_seq = 0  # the newest snapshot covers the records before this one
         self.clock = clock
         self.log = log
         self.lease = lease
@@ -151,6 +168,8 @@ class SlotStore:
         self.acked = 0  # writes acknowledged
         self.commits = 0  # log objects of writes (each one PUT, bar retries)
         self.replayed = 0  # writes replayed when the slot was taken
+        self.snapshots = 0  # snapshots written
+        self.snapshot_errors: list[str] = []
 
     # ------------------------------------------------------------------ replay
 
@@ -201,9 +220,13 @@ class SlotStore:
                                 e.finish(error=exc)
                     finally:
                         self._cv.acquire()
-                        self._leading = False
                         for e in batch:
                             self._inflight.pop(e.rid, None)
+                        if self._snapshot_due():
+                            # still leading: the slot's writes wait for the snapshot, its waiters need not
+                            threading.Thread(target=self._snapshot_then_lead_no_more, daemon=True).start()
+                        else:
+                            self._leading = False
                         self._cv.notify_all()
                 else:
                     self._cv.wait(1.0)
@@ -257,6 +280,50 @@ class SlotStore:
         for e in applied:
             e.finish(result=e.result)
 
+    def _snapshot_due(self) -> bool:
+        return bool(self.live and self.snapshot_every and self.next_seq - self.snap_seq >= self.snapshot_every)
+
+    def _snapshot_then_lead_no_more(self) -> None:
+        try:
+            self.snapshot(reopen=True)
+        except Exception as exc:  # noqa: BLE001 - a missed snapshot only makes the next replay longer
+            self.snapshot_errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            with self._cv:
+                self._leading = False
+                self._cv.notify_all()
+
+    def snapshot(self, *, reopen: bool) -> bool:
+        """Write a snapshot of the slot as of ``next_seq`` (no commit may be in
+        flight: the caller leads the group commit or quiesced the slot).
+        ``reopen``: serve on afterwards (else the store stays closed).
+        Returns False if there was nothing new to snapshot."""
+        if self.next_seq <= self.snap_seq:
+            return False
+        seq = self.next_seq
+        self.store.close()  # a consistent copy: no open transaction, indexes checkpointed
+        try:
+            files = read_files(self.path)
+        finally:
+            if reopen:
+                try:
+                    self.store = self._reopen()
+                except Exception as exc:  # noqa: BLE001 - the slot cannot serve: hand it back
+                    self._lose(exc, [])
+                    raise
+        with self._cv:
+            answers = [(rid, enc) for rid, a in list(self._answers.items())[-_SNAPSHOT_ANSWERS:]
+                       if (enc := encode_answer(a)) is not None]
+        snap = Snapshot(self.slot, seq, self.lease.epoch, self.owner, self.clock.last, files, answers)
+        self.log.bucket.put_new(snapshot_key(self.slot, seq), snap.encode())  # None: that prefix is saved already
+        self.snap_seq = seq
+        self.snapshots += 1
+        return True
+
+    def load_answers(self, answers: list[tuple[str, Any]]) -> None:
+        for rid, doc in answers:
+            self._remember(rid, decode_answer(doc))
+
     def _lose(self, exc: BaseException, applied: list[_Entry]) -> None:
         self.live = False
         for e in applied:
@@ -277,9 +344,11 @@ class SlotStore:
             self._cv.notify_all()
 
     def read(self, op: str, ns: str | None, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if not self.live:
-            raise NotOwnerError(self.slot)
-        try:
-            return apply(self.store, op, ns, args, kwargs)
-        except StoreClosedError:
-            raise NotOwnerError(self.slot) from None
+        for _ in range(_READ_RETRIES):
+            if not self.live:
+                raise NotOwnerError(self.slot)
+            try:
+                return apply(self.store, op, ns, args, kwargs)
+            except StoreClosedError:
+                time.sleep(0.01)  # closed for a snapshot: reopened in a moment
+        raise NotOwnerError(self.slot)
