@@ -286,3 +286,11 @@ def test_a_corrupt_snapshot_is_passed_over(bucket: Bucket, tmp_path) -> None:
     assert sorted(m.id for m in b.read(1, "memories", "ns", [], {})) == sorted(ids)
     a.close()
     b.close()
+
+
+def test_serve_takes_a_path_or_a_cluster_not_both(capsys) -> None:
+    from tierstore.cli import main
+
+    assert main(["serve"]) == 2
+    assert main(["serve", "some/path", "--cluster", "auto"]) == 2
+    assert "--cluster ADDRESS" in capsys.readouterr().err

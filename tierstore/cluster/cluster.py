@@ -408,6 +408,37 @@ class Cluster:
     def flush(self) -> None:
         """Nothing to do: every write is durable in the bucket when it returns."""
 
+    @property
+    def embedder(self) -> None:
+        """Vectors only: the cluster does not embed text (yet)."""
+        return None
+
+    @property
+    def readonly(self) -> bool:
+        return False
+
+    def now(self) -> float:
+        """This router's wall-clock time, POSIX seconds (each slot keeps its own store time)."""
+        return time.time()
+
+    def stats(self, *, lifecycle: bool = True) -> Any:
+        """Not offered by the cluster yet (it would merge every slot's
+        statistics); :meth:`counters` has the cluster's own figures."""
+        raise ClusterError("stats is not offered by a cluster yet: see Cluster.counters()")
+
+    def metrics_text(self) -> str:
+        """The shards' counters in the Prometheus text format."""
+        lines = []
+        for metric, key, what in (("tierstore_cluster_slots_owned", "owned", "slots the shard owns"),
+                                  ("tierstore_cluster_acked_writes_total", "acked", "writes acknowledged"),
+                                  ("tierstore_cluster_log_appends_total", "commits", "log objects appended"),
+                                  ("tierstore_cluster_snapshots_total", "snapshots", "snapshots written"),
+                                  ("tierstore_cluster_s3_puts_total", "puts", "PUT requests sent")):
+            lines += [f"# HELP {metric} {what}", f"# TYPE {metric} {'gauge' if key == 'owned' else 'counter'}"]
+            for name, c in sorted(self.counters().items()):
+                lines.append(f'{metric}{{shard="{name}"}} {c[key]}')
+        return "\n".join(lines) + "\n"
+
     def counters(self) -> dict[str, dict[str, Any]]:
         """Per shard: acknowledged writes, log objects, replayed writes, bucket requests."""
         ray = _ray()
