@@ -134,9 +134,21 @@ def overhead(cluster, args, rng, root: Path) -> dict:
     store = TierStore.open(root / "embedded", dim=DIM)
     ids = store.add_batch("bench-ns", items)
     cids = cluster.add_batch("bench-ns", items)
+    import ray
+
+    owner = cluster.handle(cluster.owner_of("bench-ns"))
+    slot = cluster.slot_of("bench-ns")
     emb_s, clu_s, diff_s, emb_g, clu_g, diff_g = [], [], [], [], [], []
+    ping, direct = [], []
     for i in range(args.samples):
         q = _vec(rng)
+        # the floor: an empty actor call; then the owner's read without the router
+        t = time.perf_counter()
+        ray.get(owner.ping.remote())
+        ping.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        ray.get(owner.read.remote(slot, "search", "bench-ns", [q], {"k": 5, "record_access": False}))
+        direct.append(time.perf_counter() - t)
         t = time.perf_counter()
         store.search("bench-ns", q, k=5, record_access=False)
         a = time.perf_counter() - t
@@ -155,7 +167,9 @@ def overhead(cluster, args, rng, root: Path) -> dict:
     store.close()
     ms = lambda xs: round(1000 * statistics.median(xs), 3)  # noqa: E731
     return {"samples": args.samples, "memories": args.memories,
-            "search_p50_ms": {"embedded": ms(emb_s), "cluster": ms(clu_s), "overhead": ms(diff_s)},
+            "search_p50_ms": {"embedded": ms(emb_s), "cluster": ms(clu_s), "overhead": ms(diff_s),
+                              "actor_direct": ms(direct)},
+            "ray_ping_p50_ms": ms(ping),
             "get_p50_ms": {"embedded": ms(emb_g), "cluster": ms(clu_g), "overhead": ms(diff_g)},
             "search_p99_ms": {"embedded": round(1000 * _p(emb_s, 0.99), 3),
                               "cluster": round(1000 * _p(clu_s, 0.99), 3)}}

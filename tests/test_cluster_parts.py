@@ -73,6 +73,8 @@ def test_records_round_trip_arrays_exactly() -> None:
         unpack(b"\xc1garbage")
     with pytest.raises(TypeError):
         pack({"x": object()})
+    with pytest.raises(TypeError):  # its bytes would be pointers
+        pack(np.array([1, "a"], dtype=object))
 
 
 # ------------------------------------------------------------------ lease

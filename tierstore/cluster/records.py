@@ -18,6 +18,8 @@ _EXT_NDARRAY = 1
 
 def _default(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject or obj.dtype.fields is not None:
+            raise TypeError(f"cannot encode a numpy array of dtype {obj.dtype} in a cluster record")
         arr = np.ascontiguousarray(obj)
         if arr.dtype.byteorder == ">":
             arr = arr.astype(arr.dtype.newbyteorder("<"))

@@ -25,6 +25,7 @@ from ..store import TierStore
 from .bucket import BucketConfig
 from .errors import FencedError, NotOwnerError
 from .lease import release_lease, take_lease
+from .records import unpack
 from .slotlog import LogConflictError, SlotLog
 from .slotstore import READ_OPS, WRITE_OPS, SlotClock, SlotStore
 from .snapshot import latest_snapshot, write_files
@@ -201,6 +202,15 @@ class Shard:
         if op not in READ_OPS:
             raise ValueError(f"not a read: {op!r}")
         return self._state(slot).read(op, ns, list(args), dict(kwargs))
+
+    def call(self, packed: bytes) -> Any:
+        """A read or write packed by the router as one msgpack argument
+        (``[kind, slot, rid, op, ns, args, kwargs]``): Ray serialises one
+        bytes argument in a fraction of the time of five Python objects."""
+        kind, slot, rid, op, ns, args, kwargs = unpack(packed, "routed call")
+        if kind == "write":
+            return self.write(slot, rid, op, ns, args, kwargs)
+        return self.read(slot, op, ns, args, kwargs)
 
     def namespaces(self) -> list[str]:
         with self._lock:
