@@ -21,8 +21,10 @@ class) and a local Ray (``num_cpus=2``), then:
    and of the per-round difference.
 3. **PUTs per acknowledged write**: a mixed load (8 threads, 30 % adds, 70 %
    searches) over all namespaces, and again over 4 namespaces (concurrent
-   writers meet in the same slot, so group commits are shared). Counts every
-   PUT the shards sent (log appends, snapshots, leases, fences) and the log
+   writers meet in the same slot, so group commits are shared); then both
+   again with 50 ms added before every PUT (what a remote store costs; on
+   loopback a PUT is over before a second writer arrives). Counts every PUT
+   the shards sent (log appends, snapshots, leases, fences) and the log
    appends alone.
 
 moto answers on loopback in about a millisecond: the timings say what the
@@ -136,6 +138,8 @@ def overhead(cluster, args, rng, root: Path) -> dict:
     cids = cluster.add_batch("bench-ns", items)
     import ray
 
+    from tierstore.cluster.records import pack
+
     owner = cluster.handle(cluster.owner_of("bench-ns"))
     slot = cluster.slot_of("bench-ns")
     emb_s, clu_s, diff_s, emb_g, clu_g, diff_g = [], [], [], [], [], []
@@ -147,7 +151,7 @@ def overhead(cluster, args, rng, root: Path) -> dict:
         ray.get(owner.ping.remote())
         ping.append(time.perf_counter() - t)
         t = time.perf_counter()
-        ray.get(owner.read.remote(slot, "search", "bench-ns", [q], {"k": 5, "record_access": False}))
+        ray.get(owner.call.remote(pack(["read", slot, "", "search", "bench-ns", [q], {"k": 5, "record_access": False}])))
         direct.append(time.perf_counter() - t)
         t = time.perf_counter()
         store.search("bench-ns", q, k=5, record_access=False)
@@ -246,6 +250,13 @@ def main(argv: list[str] | None = None) -> int:
         namespaces = [f"mix-{i:04d}" for i in range(args.shards * args.per_shard)]
         results["puts_spread"] = puts_per_write(cluster, namespaces, args.ops, "spread")
         results["puts_hot"] = puts_per_write(cluster, namespaces[:4], args.ops, "hot")
+        # the same two loads with 50 ms added to every PUT: a remote store's latency, which group commit amortises
+        for name in cluster.shards:
+            ray.get(cluster.handle(name).set_put_delay.remote(0.05))
+        results["puts_spread_50ms"] = puts_per_write(cluster, namespaces, args.ops // 2, "spread50")
+        results["puts_hot_50ms"] = puts_per_write(cluster, namespaces[:4], args.ops // 2, "hot50")
+        for name in cluster.shards:
+            ray.get(cluster.handle(name).set_put_delay.remote(0.0))
         results["failover"] = failover(cluster, args, rng)
         for name in cluster.shards:
             ray.kill(cluster.handle(name))

@@ -296,3 +296,41 @@ def test_serve_takes_a_path_or_a_cluster_not_both(capsys) -> None:
     assert main(["serve"]) == 2
     assert main(["serve", "some/path", "--cluster", "auto"]) == 2
     assert "--cluster ADDRESS" in capsys.readouterr().err
+
+
+def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(bucket: Bucket, tmp_path,
+                                                                               monkeypatch) -> None:
+    from tierstore.cluster.errors import SlotLostError
+    from tierstore.errors import ObjectStoreError
+
+    rng = np.random.default_rng(4)
+    a = _shard(bucket, "a", tmp_path)
+    a.acquire([0])
+    first = a.write(0, "r1", "add", "ns", ["one", _vec(rng)], {})
+    real_put_new = Bucket.put_new
+
+    def down(self, key, data):  # the store is unreachable: nothing lands
+        raise ObjectStoreError("injected: connection refused")
+
+    monkeypatch.setattr(Bucket, "put_new", down)
+    monkeypatch.setattr("tierstore.cluster.slotlog._APPEND_BACKOFF_S", 0.0)
+    with pytest.raises(SlotLostError):
+        a.write(0, "r2", "add", "ns", ["two", _vec(rng)], {})
+    assert a.owned() == [] and 0 in a.lost  # local state was ahead of the log: dropped
+
+    def lost_answer(self, key, data):  # the put lands, its answer does not come back
+        real_put_new(self, key, data)
+        raise ObjectStoreError("injected: read timeout")
+
+    monkeypatch.setattr(Bucket, "put_new", real_put_new)
+    a.acquire([0])  # taken again, replayed from the bucket: "two" never landed
+    assert [m.content for m in a.read(0, "memories", "ns", [], {})] == ["one"]
+    monkeypatch.setattr(Bucket, "put_new", lost_answer)
+    second = a.write(0, "r2", "add", "ns", ["two", _vec(rng)], {})  # the append finds its own record: acknowledged
+    monkeypatch.setattr(Bucket, "put_new", real_put_new)
+    assert a.write(0, "r2", "add", "ns", ["two", _vec(rng)], {}) == second  # and a retry applies nothing
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([0])
+    assert [m.id for m in b.read(0, "memories", "ns", [], {})] == [first, second]
+    a.close()
+    b.close()

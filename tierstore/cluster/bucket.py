@@ -54,6 +54,9 @@ class Bucket:
         self.puts = 0
         self.gets = 0
         self.lists = 0
+        # added before every PUT, seconds: benchmarks use it to stand in for a remote
+        # store's latency on a loopback server (0 in use)
+        self.put_delay_s = 0.0
         from botocore.exceptions import BotoCoreError, ClientError
 
         self._errors = (BotoCoreError, ClientError)
@@ -87,6 +90,8 @@ class Bucket:
     def _conditional_put(self, key: str, data: bytes, **condition: str) -> str | None:
         for attempt in range(_CONFLICT_RETRIES):
             self._count("puts")
+            if self.put_delay_s:
+                time.sleep(self.put_delay_s)
             try:
                 resp = self._client.put_object(Bucket=self.config.bucket, Key=self._base + key, Body=data,
                                                **condition)
@@ -111,7 +116,7 @@ class Bucket:
         return self._conditional_put(key, data, IfMatch=etag)
 
     def put(self, key: str, data: bytes) -> None:
-        """An unconditional put (snapshots: their keys are never reused)."""
+        """An unconditional put (tests: a damaged object)."""
         self._count("puts")
         try:
             self._client.put_object(Bucket=self.config.bucket, Key=self._base + key, Body=data)

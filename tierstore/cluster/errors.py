@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import TierStoreError
 
-__all__ = ["ClusterError", "FencedError", "NotOwnerError"]
+__all__ = ["ClusterError", "FencedError", "NotOwnerError", "SlotLostError"]
 
 
 class ClusterError(TierStoreError):
@@ -27,3 +27,10 @@ class FencedError(NotOwnerError):
     """A write met a log record of a newer owner (HTTP 412 on the create-only
     append): this shard lost the slot, the write was not acknowledged, and the
     shard stops serving the slot."""
+
+
+class SlotLostError(NotOwnerError):
+    """A write could not be made durable (the bucket kept failing, or the
+    answer was lost): whether its log PUT landed is unknown, so the shard
+    dropped the slot. The router has the slot taken and replayed afresh and
+    retries with the same request id: applied once either way."""

@@ -80,6 +80,10 @@ class Shard:
                 "snapshot_errors": [e for s in slots for e in s.snapshot_errors],
                 "lost": list(self.lost), **self.bucket.counters()}
 
+    def set_put_delay(self, seconds: float) -> None:
+        """Add ``seconds`` before each PUT (benchmarks: a remote store's latency on loopback)."""
+        self.bucket.put_delay_s = float(seconds)
+
     def epochs(self) -> dict[int, int]:
         with self._lock:
             return {s: st.lease.epoch for s, st in self._slots.items() if st.live}
@@ -107,7 +111,9 @@ class Shard:
             self._discard(old)
         lease = take_lease(self.bucket, slot, self.name)
         log = SlotLog(self.bucket, slot)
-        path = self.root / f"slot-{slot:05d}"
+        # a directory per tenure: a dropped predecessor's files are removed in the
+        # background and must never be this one's
+        path = self.root / f"slot-{slot:05d}-e{lease.epoch}"
         shutil.rmtree(path, ignore_errors=True)
         snap = latest_snapshot(self.bucket, slot)
         if snap is not None:
@@ -172,7 +178,7 @@ class Shard:
     def _discard(self, state: SlotStore) -> None:
         state.quiesce()
         state.store.close()
-        shutil.rmtree(self.root / f"slot-{state.slot:05d}", ignore_errors=True)
+        shutil.rmtree(state.path, ignore_errors=True)
 
     def _lost(self, slot: int, state: SlotStore) -> None:
         """A slot's log refused our write (fenced) or could not be written: stop

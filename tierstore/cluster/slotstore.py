@@ -23,9 +23,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..errors import InvalidInputError, ObjectStoreError, StoreClosedError
+from ..errors import InvalidInputError, StoreClosedError
 from ..store import TierStore
-from .errors import FencedError, NotOwnerError
+from .errors import FencedError, NotOwnerError, SlotLostError
 from .lease import Lease
 from .slotlog import LogRecord, SlotLog
 from .snapshot import Snapshot, decode_answer, encode_answer, read_files, snapshot_key
@@ -268,7 +268,7 @@ class SlotStore:
         except Exception as exc:  # noqa: BLE001
             # the local store is ahead of the log (the put may or may not have
             # landed): drop the slot; the router has it taken and replayed afresh
-            err = ObjectStoreError(f"slot {self.slot}: the write could not be made durable: {exc}")
+            err = SlotLostError(self.slot, f"slot {self.slot}: the write could not be made durable: {exc}")
             self._lose(err, applied)
             return
         self.next_seq += 1
