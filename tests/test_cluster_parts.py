@@ -334,3 +334,16 @@ def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(b
     assert [m.id for m in b.read(0, "memories", "ns", [], {})] == [first, second]
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize("kwargs", [{"dim": 0}, {"dim": 8, "shards": -1}, {"dim": 8, "num_slots": 0},
+                                    {"dim": 8, "call_timeout_s": 0}, {"dim": 8, "snapshot_every": -2},
+                                    {"dim": 8, "bucket": 3}])
+def test_cluster_rejects_bad_arguments_before_starting_anything(kwargs) -> None:
+    ray = pytest.importorskip("ray")
+    from tierstore.cluster import Cluster
+
+    was_running = ray.is_initialized()
+    with pytest.raises(InvalidInputError):
+        Cluster(**{"bucket": "some-bucket", **kwargs})
+    assert ray.is_initialized() == was_running

@@ -22,7 +22,7 @@ import uuid
 from dataclasses import fields
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..errors import InvalidInputError, TierStoreError
+from ..errors import InvalidInputError, StoreConfigError, TierStoreError
 from ..model import Hit, Memory, SweepReport
 from ..policy import Policy
 from ..validation import check_namespace, check_positive_int
@@ -79,6 +79,19 @@ class Cluster:
                  policy: Policy | None = None, name: str = "tierstore", num_cpus: int | None = None,
                  call_timeout_s: float = 30.0, retry_for_s: float = 60.0, spread: bool = True,
                  snapshot_every: int = 100) -> None:
+        # every argument checked before Ray starts: bad input changes nothing
+        if dim is not None:
+            dim = check_positive_int(dim, "dim")
+        num_slots = check_slots(num_slots)
+        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 0:
+            raise InvalidInputError(f"shards must be an int >= 0, got {shards!r}")
+        for what, value in (("call_timeout_s", call_timeout_s), ("retry_for_s", retry_for_s)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise InvalidInputError(f"{what} must be a positive number of seconds, got {value!r}")
+        if isinstance(snapshot_every, bool) or not isinstance(snapshot_every, int) or snapshot_every < 0:
+            raise InvalidInputError(f"snapshot_every must be an int >= 0, got {snapshot_every!r}")
+        if bucket is not None and not isinstance(bucket, (str, BucketConfig)):
+            raise InvalidInputError(f"bucket must be a name or a BucketConfig, got {type(bucket).__name__}")
         ray = _ray()
         self._rayexc = ray.exceptions
         if not ray.is_initialized():
@@ -100,6 +113,18 @@ class Cluster:
         self.retry_for_s = float(retry_for_s)
         self._spread = spread
         self.failovers: list[dict[str, Any]] = []  # what each failover moved and how long it took
+        try:
+            self._connect(bucket, s3_options, prefix, dim, shards, num_slots, root, policy, snapshot_every)
+        except BaseException:
+            if self._started_ray:
+                ray.shutdown()
+            raise
+
+    def _connect(self, bucket: str | BucketConfig | None, s3_options: Mapping[str, Any] | None, prefix: str,
+                 dim: int | None, shards: int, num_slots: int, root: str | None, policy: Policy | None,
+                 snapshot_every: int) -> None:
+        """Find the running shards (or check the new cluster's bucket), start ``shards`` more, place the slots."""
+        ray = _ray()
         self._discover()
         if self._handles:
             info = ray.get(next(iter(self._handles.values())).info.remote(), timeout=_PING_TIMEOUT_S)
@@ -107,18 +132,20 @@ class Cluster:
             self._policy = info["policy"]
             self._root = info["root"]
             self._snapshot_every = info["snapshot_every"]
+            if dim is not None and dim != self.dim:
+                raise StoreConfigError(f"the cluster {self.name!r} running here has dim={self.dim}, not {dim}")
         else:
             if bucket is None or dim is None:
                 raise InvalidInputError("a new cluster needs bucket= and dim=")
-            self.dim = check_positive_int(dim, "dim")
-            self.num_slots = check_slots(num_slots)
+            self.dim = dim
+            self.num_slots = num_slots
             self._bucket = bucket if isinstance(bucket, BucketConfig) else \
                 BucketConfig(bucket, prefix, dict(s3_options or {}))
-            self._bucket.open()  # a wrong bucket or endpoint fails here, before any actor starts
+            self._bucket.open().list("slots/00000/lease")  # a wrong bucket or endpoint fails here, before any actor
+            self._snapshot_every = snapshot_every
             self._policy = policy
-            self._root = root or os.path.join(tempfile.gettempdir(), f"tierstore-cluster-{name}")
-            self._snapshot_every = int(snapshot_every)
-        for _ in range(check_positive_int(shards, "shards") if shards else 0):
+            self._root = root or os.path.join(tempfile.gettempdir(), f"tierstore-cluster-{self.name}")
+        for _ in range(shards):
             self._start_shard()
         if not self._handles:
             raise InvalidInputError("no shard: pass shards=N to start some")
