@@ -23,7 +23,8 @@ class) and a local Ray (``num_cpus=2``), then:
    searches) over all namespaces, and again over 4 namespaces (concurrent
    writers meet in the same slot, so group commits are shared); then both
    again with 50 ms added before every PUT (what a remote store costs; on
-   loopback a PUT is over before a second writer arrives). Counts every PUT
+   loopback a PUT is over before a second writer arrives), and 8 threads
+   writing only, to one namespace, with the 50 ms (the most sharing). Counts every PUT
    the shards sent (log appends, snapshots, leases, fences) and the log
    appends alone.
 
@@ -179,7 +180,7 @@ def overhead(cluster, args, rng, root: Path) -> dict:
                               "cluster": round(1000 * _p(clu_s, 0.99), 3)}}
 
 
-def puts_per_write(cluster, namespaces: list[str], ops: int, label: str) -> dict:
+def puts_per_write(cluster, namespaces: list[str], ops: int, label: str, write_share: float = 0.3) -> dict:
     before = cluster.counters()
     acked = [0]
     lock = threading.Lock()
@@ -189,7 +190,7 @@ def puts_per_write(cluster, namespaces: list[str], ops: int, label: str) -> dict
         g = np.random.default_rng(1000 + w)
         for i in range(ops):
             ns = r.choice(namespaces)
-            if r.random() < 0.3:
+            if r.random() < write_share:
                 cluster.add(ns, f"{label} {w} {i}", _vec(g))
                 with lock:
                     acked[0] += 1
@@ -208,7 +209,8 @@ def puts_per_write(cluster, namespaces: list[str], ops: int, label: str) -> dict
     puts = sum(after[n]["puts"] - before[n]["puts"] for n in common)
     commits = sum(after[n]["commits"] - before[n]["commits"] for n in common)
     snaps = sum(after[n]["snapshots"] - before[n]["snapshots"] for n in common)
-    return {"namespaces": len(namespaces), "threads": 8, "calls": 8 * ops, "acked_writes": acked[0],
+    return {"namespaces": len(namespaces), "threads": 8, "calls": 8 * ops, "write_share": write_share,
+            "acked_writes": acked[0],
             "puts": puts, "log_appends": commits, "snapshots": snaps,
             "puts_per_acked_write": round(puts / max(acked[0], 1), 3),
             "log_appends_per_acked_write": round(commits / max(acked[0], 1), 3),
@@ -255,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             ray.get(cluster.handle(name).set_put_delay.remote(0.05))
         results["puts_spread_50ms"] = puts_per_write(cluster, namespaces, args.ops // 2, "spread50")
         results["puts_hot_50ms"] = puts_per_write(cluster, namespaces[:4], args.ops // 2, "hot50")
+        results["puts_one_ns_writes_only_50ms"] = puts_per_write(cluster, namespaces[:1], args.ops // 4, "one50",
+                                                                 write_share=1.0)
         for name in cluster.shards:
             ray.get(cluster.handle(name).set_put_delay.remote(0.0))
         results["failover"] = failover(cluster, args, rng)
