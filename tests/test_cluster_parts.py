@@ -296,6 +296,8 @@ def test_serve_takes_a_path_or_a_cluster_not_both(capsys) -> None:
     assert main(["serve"]) == 2
     assert main(["serve", "some/path", "--cluster", "auto"]) == 2
     assert "--cluster ADDRESS" in capsys.readouterr().err
+    assert main(["serve", "--cluster", "auto", "--embedder", "minilm"]) == 2
+    assert "--embedder cannot be used with --cluster" in capsys.readouterr().err
 
 
 def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(bucket: Bucket, tmp_path,

@@ -203,6 +203,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if (args.path is None) == (args.cluster is None):
         print("tierstore serve: give a store path, or --cluster ADDRESS (not both)", file=sys.stderr)
         return 2
+    if args.cluster is not None:
+        clash = [f"--{n.replace('_', '-')}" for n in ("dim", "embedder", "cold", "endpoint_url", "region")
+                 if getattr(args, n) is not None]
+        if clash:  # the cluster's shards have their own settings
+            print(f"tierstore serve: {', '.join(clash)} cannot be used with --cluster", file=sys.stderr)
+            return 2
     return serve(args.path, dim=args.dim, host=args.host, port=args.port, token_file=args.token_file,
                  insecure_no_auth=args.insecure_no_auth, embedder=args.embedder, limits=limits,
                  migrator=not args.no_migrator, migrator_interval_s=args.migrator_interval,
