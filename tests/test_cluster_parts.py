@@ -349,3 +349,50 @@ def test_cluster_rejects_bad_arguments_before_starting_anything(kwargs) -> None:
     with pytest.raises(InvalidInputError):
         Cluster(**{"bucket": "some-bucket", **kwargs})
     assert ray.is_initialized() == was_running
+
+
+def test_sealed_warm_shards_are_uploaded_once_and_downloaded(bucket: Bucket, tmp_path) -> None:
+    import time
+
+    from tierstore.cluster.snapshot import is_sealed, latest_snapshot
+
+    rng = np.random.default_rng(8)
+    a = _shard(bucket, "a", tmp_path)
+    a.acquire([0])
+    vectors = {}
+    for mt in ("fact", "conversation", "preference"):
+        items = [{"content": f"{mt} {i}", "embedding": _vec(rng), "memory_type": mt} for i in range(40)]
+        for mid, item in zip(a.write(0, f"add-{mt}", "add_batch", "ns", [items], {}), items):
+            vectors[mid] = item["embedding"]
+    a._slots[0].clock._last = time.time() + 5 * 86400  # the slot's time runs 5 days ahead: the sweep demotes
+    report = a.write(0, "sweep", "sweep", None, [], {"max_items": 1000})
+    assert report.demoted > 0
+    warm = [m.id for m in a.read(0, "memories", "ns", [], {}) if m.tier == "warm"]
+    assert len(warm) == report.demoted
+    hits_before = [h.memory.id for h in a.read(0, "search", "ns", [vectors[warm[0]]], {"k": 5, "record_access": False})]
+    assert hits_before[0] == warm[0]
+    a.release([0])  # snapshot: the warm shard's files go to blobs, once
+    blobs = bucket.list("slots/00000/blobs/")
+    snap = latest_snapshot(bucket, 0)
+    assert len(blobs) == len(snap.refs) >= 3 and not any(is_sealed(p) for p in snap.files)
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([0])
+    assert b.counters()["replayed"] == 0  # downloaded, not rebuilt
+    state = b._slots[0]
+    assert all((state.path / rel).is_file() for rel in snap.refs)
+    assert [m.id for m in b.read(0, "memories", "ns", [], {}) if m.tier == "warm"] == warm
+    assert [h.memory.id for h in b.read(0, "search", "ns", [vectors[warm[0]]],
+                                        {"k": 5, "record_access": False})] == hits_before
+    b.write(0, "later", "add", "ns", ["later", _vec(rng)], {})
+    b.release([0])  # a second snapshot of the same shard uploads no blob
+    assert bucket.list("slots/00000/blobs/") == blobs
+    assert len(bucket.list("slots/00000/snap/")) == 2
+    # a blob gone: the next owner replays the whole log instead, and gets the same memories
+    bucket._client.delete_object(Bucket=bucket.config.bucket, Key=bucket._base + blobs[0])
+    c = _shard(bucket, "c", tmp_path)
+    c.acquire([0])
+    assert c.counters()["replayed"] == 5  # all of it: 3 batches, the sweep (at its own time), 1 add
+    assert sorted(m.id for m in c.read(0, "memories", "ns", [], {}) if m.tier == "warm") == sorted(warm)
+    a.close()
+    b.close()
+    c.close()

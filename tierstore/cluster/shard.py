@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..errors import CorruptDataError
 from ..policy import Policy
 from ..store import TierStore
 from .bucket import BucketConfig
@@ -28,7 +29,7 @@ from .lease import release_lease, take_lease
 from .records import unpack
 from .slotlog import LogConflictError, SlotLog
 from .slotstore import READ_OPS, WRITE_OPS, SlotClock, SlotStore
-from .snapshot import latest_snapshot, write_files
+from .snapshot import latest_snapshot, materialize
 
 __all__ = ["Shard"]
 
@@ -117,7 +118,11 @@ class Shard:
         shutil.rmtree(path, ignore_errors=True)
         snap = latest_snapshot(self.bucket, slot)
         if snap is not None:
-            write_files(path, snap.files)
+            try:
+                materialize(self.bucket, snap, path)
+            except CorruptDataError:  # a blob it names is gone or damaged: replay the whole log instead
+                shutil.rmtree(path, ignore_errors=True)
+                snap = None
         records = log.replay_from(0 if snap is None else snap.seq)
         first = next(records, None)
         # the store opens at the time its first replayed write (or the snapshot) was made
@@ -132,6 +137,7 @@ class Shard:
         if snap is not None:
             state.next_seq = state.snap_seq = snap.seq
             state.load_answers(snap.answers)
+            state.uploaded.update(snap.refs.values())
         try:
             if first is not None:
                 state.replay(first)

@@ -28,7 +28,7 @@ from ..store import TierStore
 from .errors import FencedError, NotOwnerError, SlotLostError
 from .lease import Lease
 from .slotlog import LogRecord, SlotLog
-from .snapshot import Snapshot, decode_answer, encode_answer, read_files, snapshot_key
+from .snapshot import Snapshot, decode_answer, encode_answer, read_files, snapshot_key, split_sealed
 
 __all__ = ["WRITE_OPS", "READ_OPS", "SlotClock", "SlotStore"]
 
@@ -169,6 +169,7 @@ class SlotStore:
         self.commits = 0  # log objects of writes (each one PUT, bar retries)
         self.replayed = 0  # writes replayed when the slot was taken
         self.snapshots = 0  # snapshots written
+        self.uploaded: set[str] = set()  # SHA-256 of the sealed warm files known to be in the bucket
         self.snapshot_errors: list[str] = []
 
     # ------------------------------------------------------------------ replay
@@ -314,7 +315,8 @@ class SlotStore:
         with self._cv:
             answers = [(rid, enc) for rid, a in list(self._answers.items())[-_SNAPSHOT_ANSWERS:]
                        if (enc := encode_answer(a)) is not None]
-        snap = Snapshot(self.slot, seq, self.lease.epoch, self.owner, self.clock.last, files, answers)
+        refs = split_sealed(self.log.bucket, self.slot, files, self.uploaded)
+        snap = Snapshot(self.slot, seq, self.lease.epoch, self.owner, self.clock.last, files, answers, refs)
         self.log.bucket.put_new(snapshot_key(self.slot, seq), snap.encode())  # None: that prefix is saved already
         self.snap_seq = seq
         self.snapshots += 1

@@ -11,13 +11,20 @@ written create-only (a second one for the same prefix is not needed) and
 stamped with the writer's epoch for the record. Log objects before a
 snapshot are kept (deleting them safely needs a rule this version does not
 have: a new owner might be replaying them from an older snapshot).
+
+Sealed warm shards (``warm/<ns>/<name>/<file>``: written once, renamed into
+place, never changed) are not inlined: each file is uploaded once, by its
+SHA-256, as ``slots/<slot>/blobs/<sha256>``, and a snapshot names it. A new
+owner downloads them (checked against their hash) instead of rebuilding the
+shards, and later snapshots of the same shards upload nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +34,8 @@ from ..model import Memory, SweepReport
 from .bucket import Bucket
 from .records import pack, unpack
 
-__all__ = ["Snapshot", "decode_answer", "encode_answer", "latest_snapshot", "read_files", "write_files",
-           "snapshot_key"]
+__all__ = ["Snapshot", "blob_key", "decode_answer", "encode_answer", "is_sealed", "latest_snapshot",
+           "materialize", "read_files", "snapshot_key", "split_sealed", "write_files"]
 
 _SEQ_DIGITS = 12
 _SKIP = {"LOCK"}  # the process lock: never copied
@@ -36,6 +43,31 @@ _SKIP = {"LOCK"}  # the process lock: never copied
 
 def snapshot_key(slot: int, seq: int) -> str:
     return f"slots/{slot:05d}/snap/{seq:0{_SEQ_DIGITS}d}"
+
+
+def blob_key(slot: int, digest: str) -> str:
+    return f"slots/{slot:05d}/blobs/{digest}"
+
+
+def is_sealed(rel: str) -> bool:
+    """A file of a sealed warm shard (``warm/<ns>/<name>/<file>``, not a ``.tmp-`` one)."""
+    parts = rel.split("/")
+    return len(parts) == 4 and parts[0] == "warm" and not parts[2].startswith(".tmp-")
+
+
+def split_sealed(bucket: Bucket, slot: int, files: dict[str, bytes], uploaded: set[str]) -> dict[str, str]:
+    """Take the sealed warm shards' files out of ``files``, upload each one
+    not in ``uploaded`` (hashes known to be in the bucket; updated), and
+    return relative path -> SHA-256 for the snapshot to name."""
+    refs: dict[str, str] = {}
+    for rel in [r for r in files if is_sealed(r)]:
+        data = files.pop(rel)
+        digest = hashlib.sha256(data).hexdigest()
+        if digest not in uploaded:
+            bucket.put_new(blob_key(slot, digest), data)  # None: already there (same bytes, same key)
+            uploaded.add(digest)
+        refs[rel] = digest
+    return refs
 
 
 @dataclass
@@ -47,11 +79,12 @@ class Snapshot:
     t: float  # the slot's store time when it was taken, POSIX seconds
     files: dict[str, bytes]  # relative path -> bytes (uncompressed)
     answers: list[tuple[str, Any]]  # (request id, encoded answer), oldest first
+    refs: dict[str, str] = field(default_factory=dict)  # relative path -> SHA-256 of a blob (sealed warm files)
 
     def encode(self) -> bytes:
         return pack({"v": 1, "slot": self.slot, "seq": self.seq, "epoch": self.epoch, "owner": self.owner,
                      "t": self.t, "files": {p: zlib.compress(b, 1) for p, b in self.files.items()},
-                     "answers": [[rid, a] for rid, a in self.answers]})
+                     "answers": [[rid, a] for rid, a in self.answers], "refs": self.refs})
 
     @classmethod
     def decode(cls, body: bytes, what: str) -> "Snapshot":
@@ -59,7 +92,8 @@ class Snapshot:
         try:
             files = {str(p): zlib.decompress(b) for p, b in doc["files"].items()}
             return cls(int(doc["slot"]), int(doc["seq"]), int(doc["epoch"]), str(doc["owner"]), float(doc["t"]),
-                       files, [(str(r), a) for r, a in doc["answers"]])
+                       files, [(str(r), a) for r, a in doc["answers"]],
+                       {str(p): str(d) for p, d in (doc.get("refs") or {}).items()})
         except (KeyError, TypeError, ValueError, zlib.error) as exc:
             raise CorruptDataError(f"{what}: not a slot snapshot ({exc})") from None
 
@@ -85,6 +119,22 @@ def write_files(root: Path, files: dict[str, bytes]) -> None:
             raise CorruptDataError(f"snapshot file {rel!r} points outside the slot directory")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+
+
+def materialize(bucket: Bucket, snap: Snapshot, root: Path) -> None:
+    """Lay the snapshot's files out under the empty ``root``: the inlined
+    ones, and the sealed warm files downloaded from their blobs (each
+    checked against its hash; CorruptDataError if one is missing or wrong)."""
+    files = dict(snap.files)
+    for rel, digest in snap.refs.items():
+        key = blob_key(snap.slot, digest)
+        got = bucket.get(key)
+        if got is None:
+            raise CorruptDataError(f"{key}: named by snapshot {snap.seq} of slot {snap.slot}, missing")
+        if hashlib.sha256(got[0]).hexdigest() != digest:
+            raise CorruptDataError(f"{key}: its bytes do not hash to its name")
+        files[rel] = got[0]
+    write_files(root, files)
 
 
 def latest_snapshot(bucket: Bucket, slot: int) -> Snapshot | None:
