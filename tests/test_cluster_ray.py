@@ -247,4 +247,13 @@ def test_http_api_serves_the_cluster(cluster: Cluster) -> None:
         assert remote.delete("http-ns", mid) is True
         assert remote.get("http-ns", mid) is None
         assert 'tierstore_cluster_acked_writes_total{shard="' in remote.metrics_text()
+        # an access is recorded only when asked, as a logged touch
+        other = remote.add("http-ns", "read me", v)
+        remote.search("http-ns", v, k=1)
+        assert cluster.get("http-ns", other).access_count == 0
+        cluster.search("http-ns", v, k=1, record_access=True)
+        assert cluster.get("http-ns", other).access_count == 1
+        # a sweep over HTTP (the server always gives a time budget): every slot, or the rest next time
+        report = remote.sweep(max_items=100)
+        assert report.errors == [] and report.examined >= 0
         remote.close()

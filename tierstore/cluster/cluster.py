@@ -109,6 +109,7 @@ class Cluster:
         self._dead: set[str] = set()
         self._table: dict[int, str] = {}
         self._generation = 0
+        self._sweep_cursor = 0  # the slot the next budgeted sweep starts at
         self.call_timeout_s = float(call_timeout_s)
         self.retry_for_s = float(retry_for_s)
         self._spread = spread
@@ -417,18 +418,35 @@ class Cluster:
 
     def sweep(self, *, max_items: int | None = None, time_budget_s: float | None = None,
               progress: bool | None = False, dry_run: bool = False) -> SweepReport:
-        """A sweep of every slot (each a logged write at one store time, so a
-        replay sweeps the same); ``max_items`` per slot. ``time_budget_s`` is
-        refused (where it stops would depend on the machine) and so is
-        ``dry_run`` (not offered by the cluster yet)."""
-        if time_budget_s is not None or dry_run:
-            raise InvalidInputError("a cluster sweep takes max_items only (no time_budget_s, no dry_run)")
+        """Sweep the slots, one after another: each slot's sweep is a logged
+        write at one store time (so a replay sweeps the same), bounded by
+        ``max_items`` (per slot). ``time_budget_s`` bounds the whole call
+        between slots: the slots not reached are swept first by the next call,
+        and ``remaining_due`` is then at least 1. ``dry_run`` is not offered."""
+        if dry_run:
+            raise InvalidInputError("a cluster sweep has no dry run yet")
         if max_items is not None:
             max_items = check_positive_int(max_items, "max_items")
+        if time_budget_s is not None and (isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float))
+                                          or not 0 < time_budget_s < float("inf")):
+            raise InvalidInputError(f"time_budget_s must be a positive number of seconds, got {time_budget_s!r}")
         started = time.monotonic()
-        reports = [self._call("", "write", "sweep", [], {"max_items": max_items}, slot=s)
-                   for s in range(self.num_slots)]
-        return _merge_reports(reports, time.monotonic() - started)
+        reports: list[SweepReport] = []
+        skipped = 0
+        with self._lock:
+            first = self._sweep_cursor
+        for i in range(self.num_slots):
+            slot = (first + i) % self.num_slots
+            if time_budget_s is not None and reports and time.monotonic() - started >= time_budget_s:
+                skipped = self.num_slots - i
+                with self._lock:
+                    self._sweep_cursor = slot
+                break
+            reports.append(self._call("", "write", "sweep", [], {"max_items": max_items}, slot=slot))
+        total = _merge_reports(reports, time.monotonic() - started)
+        if skipped:
+            total.remaining_due = max(total.remaining_due, 1)
+        return total
 
     def namespaces(self) -> list[str]:
         """Every namespace holding memories, over all shards, sorted."""
