@@ -293,8 +293,8 @@ class Cluster:
 
     # ------------------------------------------------------------------ calls
 
-    def _call(self, ns: str, kind: str, op: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
-              *, slot: int | None = None) -> Any:
+    def _call(self, ns: str | None, kind: str, op: str, args: Sequence[Any] = (),
+              kwargs: Mapping[str, Any] | None = None, *, slot: int | None = None) -> Any:
         ray = _ray()
         if slot is None:
             slot = slot_of(check_namespace(ns), self.num_slots)
@@ -442,7 +442,7 @@ class Cluster:
                 with self._lock:
                     self._sweep_cursor = slot
                 break
-            reports.append(self._call("", "write", "sweep", [], {"max_items": max_items}, slot=slot))
+            reports.append(self._call(None, "write", "sweep", [], {"max_items": max_items}, slot=slot))
         total = _merge_reports(reports, time.monotonic() - started)
         if skipped:
             total.remaining_due = max(total.remaining_due, 1)
