@@ -23,6 +23,7 @@ import os
 import random
 import signal
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -190,7 +191,7 @@ def test_zombie_owner_is_fenced(cluster: Cluster) -> None:
     pid = cluster.shard_pids()[zombie]
     os.kill(pid, signal.SIGSTOP)
     try:
-        assert cluster.check_shards(timeout_s=3.0) == [zombie]
+        assert cluster.check_shards(timeout_s=3.0, kill=False) == [zombie]  # kept alive: a node cut off
     finally:
         os.kill(pid, signal.SIGCONT)
     _extra_handles[zombie] = handle
@@ -220,6 +221,26 @@ def test_zombie_owner_is_fenced(cluster: Cluster) -> None:
         contents = [m.content for m in cluster.memories(ns)]
         assert f"{ns} after the move" in contents
         assert not any("zombie" in c for c in contents)
+    ray.kill(handle)
+    _extra_handles.pop(zombie)
+
+
+def test_a_second_router_finds_the_running_shards(cluster: Cluster) -> None:
+    from tierstore.errors import StoreConfigError
+
+    deadline = time.monotonic() + 30
+    while "tierstore-shard-0" in {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)}:
+        assert time.monotonic() < deadline, "the killed zombie's name lingers"
+        time.sleep(0.2)
+    other = Cluster(name="tierstore-test")  # Ray is up: it connects, finds the shards, reads their settings
+    assert other.shards == cluster.shards and other.dim == DIM and other.num_slots == SLOTS
+    assert other.slot_table() == cluster.slot_table()
+    for ns, mid, content in _state["acked"][:50]:
+        assert other.get(ns, mid).content == content
+    mid = other.add("second-router", "from the second router", np.ones(DIM, np.float32))
+    assert cluster.get("second-router", mid).content == "from the second router"
+    with pytest.raises(StoreConfigError):
+        Cluster(name="tierstore-test", dim=DIM + 1)
 
 
 def test_http_api_serves_the_cluster(cluster: Cluster) -> None:

@@ -226,9 +226,10 @@ class Cluster:
                 ray.kill(handle)
             self._place()
 
-    def check_shards(self, timeout_s: float = _PING_TIMEOUT_S) -> list[str]:
+    def check_shards(self, timeout_s: float = _PING_TIMEOUT_S, *, kill: bool = True) -> list[str]:
         """Ping every shard; fail over the ones that do not answer within
-        ``timeout_s``. Returns the shards declared dead."""
+        ``timeout_s`` (and, ``kill``, have Ray kill them). Returns the shards
+        declared dead."""
         ray = _ray()
         with self._lock:
             pings = {name: h.ping.remote() for name, h in self._handles.items()}
@@ -239,16 +240,25 @@ class Cluster:
             except Exception:  # noqa: BLE001 - no answer, for whatever reason: not a member
                 dead.append(name)
         for name in dead:
-            self._fail_over(name)
+            self._fail_over(name, kill=kill)
         return dead
 
-    def _fail_over(self, shard: str) -> None:
+    def _fail_over(self, shard: str, *, kill: bool = True) -> None:
+        """Declare ``shard`` dead and have the others take its slots. ``kill``:
+        also have Ray kill its process, so that no router finds it alive
+        again (one cut off from Ray keeps running: fencing stops its writes)."""
+        ray = _ray()
         with self._lock:
             if shard not in self._handles:
                 return  # another thread did it
             started = time.monotonic()
-            self._handles.pop(shard)
+            handle = self._handles.pop(shard)
             self._dead.add(shard)
+            if kill:
+                try:
+                    ray.kill(handle, no_restart=True)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
             moved = [s for s, owner in self._table.items() if owner == shard]
             self._place()
             self.failovers.append({"shard": shard, "slots": len(moved), "seconds": time.monotonic() - started})
