@@ -200,11 +200,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     limits = {name: getattr(args, name) for name in ("max_body_bytes", "max_k", "max_batch", "max_restore",
                                                      "max_sweep_items", "max_sweep_seconds")
               if getattr(args, name) is not None}
+    if (args.path is None) == (args.cluster is None):
+        print("tierstore serve: give a store path, or --cluster ADDRESS (not both)", file=sys.stderr)
+        return 2
+    if args.cluster is not None:
+        clash = [f"--{n.replace('_', '-')}" for n in ("dim", "embedder", "cold", "endpoint_url", "region")
+                 if getattr(args, n) is not None]
+        if clash:  # the cluster's shards have their own settings
+            print(f"tierstore serve: {', '.join(clash)} cannot be used with --cluster", file=sys.stderr)
+            return 2
     return serve(args.path, dim=args.dim, host=args.host, port=args.port, token_file=args.token_file,
                  insecure_no_auth=args.insecure_no_auth, embedder=args.embedder, limits=limits,
                  migrator=not args.no_migrator, migrator_interval_s=args.migrator_interval,
                  graceful_timeout_s=args.graceful_timeout, log_level=args.log_level, cold=args.cold,
-                 workers=args.workers, cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump)
+                 workers=args.workers, cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump,
+                 cluster=args.cluster)
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
@@ -215,8 +225,9 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
                            cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump)
 
 
-def _server_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", help="store directory (created if new; then --embedder gives its dimension)")
+def _server_args(p: argparse.ArgumentParser, *, path_optional: bool = False) -> None:
+    p.add_argument("path", nargs="?" if path_optional else None,
+                   help="store directory (created if new; then --embedder gives its dimension)")
     p.add_argument("--dim", type=int, default=None, help="vector dimension, to create a store without an embedder")
     p.add_argument("--embedder", default=None,
                    help="text in: 'minilm' (extra embed) or 'module:function' (list[str] -> float32 (n, dim)); "
@@ -315,7 +326,10 @@ def main(argv: list[str] | None = None) -> int:
                                        "Prometheus text at /metrics, /health, /ready, /openapi.json, and with an "
                                        "embedder the MCP tools at /mcp. Clients send 'Authorization: Bearer "
                                        "<token>'. See docs/server.md.")
-    _server_args(serve)
+    _server_args(serve, path_optional=True)
+    serve.add_argument("--cluster", default=None, metavar="ADDRESS",
+                       help="serve a tierstore cluster instead of a path: the Ray address its shards run at "
+                            "(extra cluster; see docs/cluster.md)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     serve.add_argument("--port", type=int, default=8765, help="port (0: any free one; the first line says which)")
     serve.add_argument("--token-file", default=None,

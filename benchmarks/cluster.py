@@ -1,0 +1,280 @@
+"""tierstore.cluster on one machine: failover time, per-call overhead over the
+embedded store, and S3 PUTs per acknowledged write (issue 19).
+
+    .venv/bin/python benchmarks/cluster.py                # the figures in docs/benchmarks.md
+    .venv/bin/python benchmarks/cluster.py --quick        # smaller, for a smoke run
+
+Starts moto's standalone server on a free loopback port (the tests' fixture
+class) and a local Ray (``num_cpus=2``), then:
+
+1. **Failover**: ``--shards`` shards, ``--per-shard`` namespaces per shard on
+   average (``--memories`` each). One shard's process is SIGKILLed; the clock
+   runs from the kill until every namespace it owned answered a read again
+   (the first read meets the dead actor, the router fails it over: the
+   survivors take its slots' leases, download the newest snapshots, replay the
+   log tails, fence). Then every acknowledged write is read back (lost count),
+   and a zombie (a shard SIGSTOPped, declared dead, SIGCONTed) tries one write
+   per slot it had (accepted count).
+2. **Per-call overhead**: one namespace of ``--memories`` memories loaded
+   into an embedded TierStore and into the cluster; ``--samples`` rounds,
+   interleaved, of the same ``search`` (k=5) and ``get`` on each; p50 of each
+   and of the per-round difference.
+3. **PUTs per acknowledged write**: a mixed load (8 threads, 30 % adds, 70 %
+   searches) over all namespaces, and again over 4 namespaces (concurrent
+   writers meet in the same slot, so group commits are shared); then both
+   again with 50 ms added before every PUT (what a remote store costs; on
+   loopback a PUT is over before a second writer arrives), and 8 threads
+   writing only, to one namespace, with the 50 ms (the most sharing). Counts every PUT
+   the shards sent (log appends, snapshots, leases, fences) and the log
+   appends alone.
+
+moto answers on loopback in about a millisecond: the timings say what the
+code costs, not what S3 would (a real PUT is 20-200 ms, which is what group
+commit amortises).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from s3_fixtures import _AWS_ENV, MotoServer, _free_port  # noqa: E402
+
+from tierstore import TierStore  # noqa: E402
+
+DIM = 64
+
+
+def _vec(rng: np.random.Generator) -> np.ndarray:
+    return rng.standard_normal(DIM).astype(np.float32)
+
+
+def _p(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def failover(cluster, args, rng) -> dict:
+    namespaces = [f"user-{i:04d}" for i in range(args.shards * args.per_shard)]
+    acked: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def load(part: list[str]) -> None:
+        g = np.random.default_rng(hash(part[0]) & 0xFFFF)
+        for ns in part:
+            ids = cluster.add_batch(ns, [{"content": f"{ns} {j}", "embedding": _vec(g)} for j in range(args.memories)])
+            with lock:
+                acked.extend((ns, i) for i in ids)
+
+    threads = [threading.Thread(target=load, args=(namespaces[i::8],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    victim = cluster.shards[1]
+    victim_ns = [ns for ns in namespaces if cluster.owner_of(ns) == victim]
+    pid = cluster.shard_pids()[victim]
+    os.kill(pid, signal.SIGKILL)
+    t0 = time.perf_counter()
+    first = None
+    for ns in victim_ns:
+        cluster.get(ns, "no-such-id")  # a read that must reach the slot's (new) owner
+        if first is None:
+            first = time.perf_counter() - t0
+    served = time.perf_counter() - t0
+    lost = sum(1 for ns, mid in acked if cluster.get(ns, mid) is None)
+    out = {"shards": args.shards, "namespaces": len(namespaces), "memories_per_ns": args.memories,
+           "victim_namespaces": len(victim_ns), "victim_slots": cluster.failovers[-1]["slots"],
+           "served_again_s": round(served, 3), "first_read_s": round(first or 0.0, 3),
+           "router_failover_s": round(cluster.failovers[-1]["seconds"], 3),
+           "acked_writes": len(acked), "acked_lost": lost}
+    # a zombie: paused, declared dead, resumed; every write it tries must be refused
+    zombie = cluster.shards[0]
+    handle = cluster.handle(zombie)
+    zslots = sorted(s for s, o in cluster.slot_table().items() if o == zombie)
+    zpid = cluster.shard_pids()[zombie]
+    os.kill(zpid, signal.SIGSTOP)
+    try:
+        cluster.check_shards(timeout_s=3.0, kill=False)  # kept alive, as a node cut off from Ray would be
+    finally:
+        os.kill(zpid, signal.SIGCONT)
+    import ray
+
+    accepted = 0
+    ns_of = {}
+    for ns in namespaces:
+        ns_of.setdefault(cluster.slot_of(ns), ns)
+    for s in zslots:
+        if s not in ns_of:
+            continue
+        try:
+            ray.get(handle.write.remote(s, uuid.uuid4().hex, "add", ns_of[s], ["zombie", _vec(rng)], {}), timeout=60)
+            accepted += 1
+        except ray.exceptions.RayTaskError:
+            pass
+    ray.kill(handle)
+    out.update(zombie_writes_tried=sum(1 for s in zslots if s in ns_of), zombie_writes_accepted=accepted)
+    return out
+
+
+def overhead(cluster, args, rng, root: Path) -> dict:
+    items = [{"content": f"memory {j}", "embedding": _vec(rng)} for j in range(args.memories)]
+    store = TierStore.open(root / "embedded", dim=DIM)
+    ids = store.add_batch("bench-ns", items)
+    cids = cluster.add_batch("bench-ns", items)
+    import ray
+
+    from tierstore.cluster.records import pack
+
+    owner = cluster.handle(cluster.owner_of("bench-ns"))
+    slot = cluster.slot_of("bench-ns")
+    emb_s, clu_s, diff_s, emb_g, clu_g, diff_g = [], [], [], [], [], []
+    ping, direct = [], []
+    for i in range(args.samples):
+        q = _vec(rng)
+        # the floor: an empty actor call; then the owner's read without the router
+        t = time.perf_counter()
+        ray.get(owner.ping.remote())
+        ping.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        packed = pack(["read", slot, "", "search", "bench-ns", [q], {"k": 5, "record_access": False}])
+        ray.get(owner.call.remote(packed))
+        direct.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        store.search("bench-ns", q, k=5, record_access=False)
+        a = time.perf_counter() - t
+        t = time.perf_counter()
+        cluster.search("bench-ns", q, k=5)
+        b = time.perf_counter() - t
+        emb_s.append(a), clu_s.append(b), diff_s.append(b - a)
+        j = i % len(ids)
+        t = time.perf_counter()
+        store.get("bench-ns", ids[j])
+        a = time.perf_counter() - t
+        t = time.perf_counter()
+        cluster.get("bench-ns", cids[j])
+        b = time.perf_counter() - t
+        emb_g.append(a), clu_g.append(b), diff_g.append(b - a)
+    store.close()
+    ms = lambda xs: round(1000 * statistics.median(xs), 3)  # noqa: E731
+    return {"samples": args.samples, "memories": args.memories,
+            "search_p50_ms": {"embedded": ms(emb_s), "cluster": ms(clu_s), "overhead": ms(diff_s),
+                              "actor_direct": ms(direct)},
+            "ray_ping_p50_ms": ms(ping),
+            "get_p50_ms": {"embedded": ms(emb_g), "cluster": ms(clu_g), "overhead": ms(diff_g)},
+            "search_p99_ms": {"embedded": round(1000 * _p(emb_s, 0.99), 3),
+                              "cluster": round(1000 * _p(clu_s, 0.99), 3)}}
+
+
+def puts_per_write(cluster, namespaces: list[str], ops: int, label: str, write_share: float = 0.3) -> dict:
+    before = cluster.counters()
+    acked = [0]
+    lock = threading.Lock()
+
+    def worker(w: int) -> None:
+        r = random.Random(w)
+        g = np.random.default_rng(1000 + w)
+        for i in range(ops):
+            ns = r.choice(namespaces)
+            if r.random() < write_share:
+                cluster.add(ns, f"{label} {w} {i}", _vec(g))
+                with lock:
+                    acked[0] += 1
+            else:
+                cluster.search(ns, _vec(g), k=5)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    after = cluster.counters()
+    common = set(before) & set(after)
+    puts = sum(after[n]["puts"] - before[n]["puts"] for n in common)
+    commits = sum(after[n]["commits"] - before[n]["commits"] for n in common)
+    snaps = sum(after[n]["snapshots"] - before[n]["snapshots"] for n in common)
+    return {"namespaces": len(namespaces), "threads": 8, "calls": 8 * ops, "write_share": write_share,
+            "acked_writes": acked[0],
+            "puts": puts, "log_appends": commits, "snapshots": snaps,
+            "puts_per_acked_write": round(puts / max(acked[0], 1), 3),
+            "log_appends_per_acked_write": round(commits / max(acked[0], 1), 3),
+            "calls_per_s": round(8 * ops / elapsed, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shards", type=int, default=4)
+    ap.add_argument("--per-shard", type=int, default=100)
+    ap.add_argument("--memories", type=int, default=20)
+    ap.add_argument("--samples", type=int, default=1000)
+    ap.add_argument("--ops", type=int, default=100, help="calls per thread in the mixed loads")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.per_shard, args.memories, args.samples, args.ops = 25, 5, 200, 30
+    os.environ.update(_AWS_ENV)
+    os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    root = Path(tempfile.mkdtemp(prefix="tierstore-cluster-bench-"))
+    server = MotoServer(_free_port(MotoServer.host), root / "moto.log")
+    server.start()
+    import ray
+
+    from tierstore.cluster import Cluster
+
+    results: dict = {}
+    try:
+        server.client().create_bucket(Bucket="bench")
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="tierstore-bench")
+        t = time.perf_counter()
+        cluster = Cluster(bucket="bench", s3_options={"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
+                          dim=DIM, shards=args.shards, root=str(root / "shards"), name="tierstore-bench")
+        results["start_s"] = round(time.perf_counter() - t, 1)
+        rng = np.random.default_rng(0)
+        results["overhead"] = overhead(cluster, args, rng, root)
+        namespaces = [f"mix-{i:04d}" for i in range(args.shards * args.per_shard)]
+        results["puts_spread"] = puts_per_write(cluster, namespaces, args.ops, "spread")
+        results["puts_hot"] = puts_per_write(cluster, namespaces[:4], args.ops, "hot")
+        # the same two loads with 50 ms added to every PUT: a remote store's latency, which group commit amortises
+        for name in cluster.shards:
+            ray.get(cluster.handle(name).set_put_delay.remote(0.05))
+        results["puts_spread_50ms"] = puts_per_write(cluster, namespaces, args.ops // 2, "spread50")
+        results["puts_hot_50ms"] = puts_per_write(cluster, namespaces[:4], args.ops // 2, "hot50")
+        results["puts_one_ns_writes_only_50ms"] = puts_per_write(cluster, namespaces[:1], args.ops // 4, "one50",
+                                                                 write_share=1.0)
+        for name in cluster.shards:
+            ray.get(cluster.handle(name).set_put_delay.remote(0.0))
+        results["failover"] = failover(cluster, args, rng)
+        for name in cluster.shards:
+            ray.kill(cluster.handle(name))
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,398 @@
+"""tierstore.cluster's parts without Ray: slots and rendezvous placement, the
+lease (conditional puts), the slot log (create-only appends, fencing, replay)
+and the record format — against moto's server over real HTTP."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import numpy as np
+import pytest
+
+pytest.importorskip("boto3")
+
+from tierstore.cluster.bucket import Bucket, BucketConfig
+from tierstore.cluster.errors import FencedError
+from tierstore.cluster.lease import read_lease, release_lease, take_lease
+from tierstore.cluster.records import pack, unpack
+from tierstore.cluster.slotlog import LogConflictError, SlotLog
+from tierstore.cluster.slots import check_slots, placement, rendezvous, slot_of
+from tierstore.errors import CorruptDataError, InvalidInputError
+
+
+@pytest.fixture
+def bucket(moto_server, s3_bucket) -> Bucket:
+    return BucketConfig(s3_bucket, "c1", {"endpoint_url": moto_server.endpoint_url,
+                                          "region_name": "us-east-1"}).open()
+
+
+# ------------------------------------------------------------------ slots
+
+def test_slot_of_is_stable_and_spread() -> None:
+    assert slot_of("alice", 64) == slot_of("alice", 64)  # not Python's salted hash()
+    counts = collections.Counter(slot_of(f"user-{i}", 64) for i in range(6400))
+    assert len(counts) == 64 and max(counts.values()) < 2 * 100  # ~100 each
+
+
+def test_rendezvous_moves_only_the_new_shards_slots() -> None:
+    before = placement(64, ["a", "b", "c"])
+    after = placement(64, ["a", "b", "c", "d"])
+    moved = {s for s in range(64) if before[s] != after[s]}
+    assert moved and all(after[s] == "d" for s in moved)
+    assert 6 <= len(moved) <= 28  # about a quarter
+
+
+def test_rendezvous_on_removal_moves_only_the_removed_shards_slots() -> None:
+    before = placement(64, ["a", "b", "c", "d"])
+    after = placement(64, ["a", "b", "d"])
+    for s in range(64):
+        if before[s] != "c":
+            assert after[s] == before[s]
+        else:
+            assert after[s] in ("a", "b", "d")
+    assert placement(64, ["d", "a", "b"]) == after  # order of the shard list does not matter
+
+
+def test_placement_rejects_bad_input() -> None:
+    with pytest.raises(InvalidInputError):
+        rendezvous(3, [])
+    for bad in (0, -1, 1.5, True, 70000):
+        with pytest.raises(InvalidInputError):
+            check_slots(bad)
+
+
+# ------------------------------------------------------------------ records
+
+def test_records_round_trip_arrays_exactly() -> None:
+    v = np.random.default_rng(1).standard_normal(17).astype(np.float32)
+    doc = unpack(pack({"v": v, "t": (1, 2), "s": "x", "b": b"\x00"}))
+    assert doc["v"].dtype == np.float32 and np.array_equal(doc["v"], v)
+    assert doc["t"] == [1, 2] and doc["b"] == b"\x00"
+    with pytest.raises(CorruptDataError):
+        unpack(b"\xc1garbage")
+    with pytest.raises(TypeError):
+        pack({"x": object()})
+    with pytest.raises(TypeError):  # its bytes would be pointers
+        pack(np.array([1, "a"], dtype=object))
+
+
+# ------------------------------------------------------------------ lease
+
+def test_lease_create_then_cas_bumps_the_epoch(bucket: Bucket) -> None:
+    assert read_lease(bucket, 5) is None
+    first = take_lease(bucket, 5, "shard-a")
+    assert (first.owner, first.epoch) == ("shard-a", 1)
+    second = take_lease(bucket, 5, "shard-b")
+    assert (second.owner, second.epoch) == ("shard-b", 2)
+    assert read_lease(bucket, 5).nonce == second.nonce
+    # the first owner's stale ETag: its release is refused and changes nothing (412)
+    assert release_lease(bucket, first) is False
+    assert read_lease(bucket, 5).owner == "shard-b"
+    assert release_lease(bucket, second) is True
+    released = read_lease(bucket, 5)
+    assert released.owner == "" and released.epoch == 2
+    assert take_lease(bucket, 5, "shard-c").epoch == 3
+
+
+def test_conditional_puts_answer_412(bucket: Bucket) -> None:
+    etag = bucket.put_new("k", b"1")
+    assert etag is not None
+    assert bucket.put_new("k", b"2") is None  # If-None-Match: *
+    assert bucket.put_cas("k", b"3", '"0000"') is None  # If-Match with a wrong ETag
+    assert bucket.get("k")[0] == b"1"
+    assert bucket.put_cas("k", b"4", etag) is not None
+    assert bucket.get("k")[0] == b"4"
+
+
+# ------------------------------------------------------------------ log
+
+def test_log_appends_replay_in_order(bucket: Bucket) -> None:
+    log = SlotLog(bucket, 7)
+    for seq in range(5):
+        log.append(seq, kind="ops", epoch=1, owner="a", t=100.0 + seq, ops=[{"rid": f"r{seq}", "op": "add"}])
+    records = list(log.replay_from(0))
+    assert [r.seq for r in records] == [0, 1, 2, 3, 4]
+    assert [r.ops[0]["rid"] for r in records] == ["r0", "r1", "r2", "r3", "r4"]
+    assert [r.seq for r in log.replay_from(3)] == [3, 4]
+    assert list(SlotLog(bucket, 8).replay_from(0)) == []  # another slot's log is its own
+
+
+def test_log_replay_stops_at_a_gap(bucket: Bucket) -> None:
+    log = SlotLog(bucket, 1)
+    log.append(0, kind="ops", epoch=1, owner="a", t=1.0, ops=[])
+    log.append(2, kind="ops", epoch=1, owner="a", t=1.0, ops=[])
+    assert [r.seq for r in log.replay_from(0)] == [0]
+
+
+def test_zombie_append_after_fence_is_rejected(bucket: Bucket) -> None:
+    log = SlotLog(bucket, 2)
+    log.append(0, kind="ops", epoch=1, owner="old", t=1.0, ops=[])
+    # the new owner replayed to seq 0 and fenced at 1
+    log.append(1, kind="fence", epoch=2, owner="new", t=2.0, ops=[])
+    with pytest.raises(FencedError) as info:
+        log.append(1, kind="ops", epoch=1, owner="old", t=3.0, ops=[{"rid": "z"}])
+    assert info.value.slot == 2
+    assert [r.kind for r in log.replay_from(0)] == ["ops", "fence"]  # nothing of the zombie's landed
+
+
+def test_fence_losing_the_race_sees_the_old_owners_record(bucket: Bucket) -> None:
+    log = SlotLog(bucket, 3)
+    log.append(0, kind="ops", epoch=1, owner="old", t=1.0, ops=[{"rid": "late"}])
+    with pytest.raises(LogConflictError) as info:
+        log.append(0, kind="fence", epoch=2, owner="new", t=2.0, ops=[])
+    assert info.value.record.ops == [{"rid": "late"}] and info.value.record.epoch == 1
+
+
+# ------------------------------------------------------------------ shards (without Ray)
+
+from tierstore.cluster.errors import NotOwnerError  # noqa: E402
+from tierstore.cluster.shard import Shard  # noqa: E402
+from tierstore.errors import MemoryNotFoundError  # noqa: E402
+
+DIM = 8
+
+
+def _shard(bucket: Bucket, name: str, tmp_path, snapshot_every: int = 0) -> Shard:
+    return Shard(name, bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "shards"),
+                 snapshot_every=snapshot_every)
+
+
+def _vec(rng: np.random.Generator) -> np.ndarray:
+    return rng.standard_normal(DIM).astype(np.float32)
+
+
+def test_takeover_replays_the_same_state_and_fences_the_old_owner(bucket: Bucket, tmp_path) -> None:
+    rng = np.random.default_rng(7)
+    a = _shard(bucket, "a", tmp_path)
+    assert a.acquire([0]) == {0: 1}
+    ids = [a.write(0, f"r{i}", "add", "ns1", [f"memory {i}", _vec(rng)], {"memory_type": "fact"}) for i in range(12)]
+    a.write(0, "fb", "feedback", "ns1", [ids[3]], {"positive": True})
+    a.write(0, "del", "delete", "ns1", [ids[5]], {})
+    with pytest.raises(MemoryNotFoundError):  # bad input: an error, nothing logged
+        a.write(0, "bad", "pin", "ns1", ["nope"], {})
+    q = _vec(rng)
+    # ids in rank order (scores move a little with the wall clock between the two searches)
+    before = [h.memory.id for h in a.read(0, "search", "ns1", [q], {"k": 5, "record_access": False})]
+    state_a = a.read(0, "memories", "ns1", [], {"with_embedding": True})
+    # a retried write returns its first answer and adds nothing
+    assert a.write(0, "r2", "add", "ns1", ["memory 2", _vec(rng)], {}) == ids[2]
+    b = _shard(bucket, "b", tmp_path)
+    assert b.acquire([0]) == {0: 2}
+    after = [h.memory.id for h in b.read(0, "search", "ns1", [q], {"k": 5, "record_access": False})]
+    assert after == before
+    state_b = b.read(0, "memories", "ns1", [], {"with_embedding": True})
+    assert [m.id for m in state_b] == [m.id for m in state_a]
+    for ma, mb in zip(state_a, state_b):  # the same memories, times, weights, confidences, vectors
+        # confidence and weight are decayed to the time of reading: equal up to the seconds between the reads
+        fields = [f.name for f in dataclasses.fields(ma) if f.name not in ("embedding", "confidence", "weight")]
+        assert {f: getattr(ma, f) for f in fields} == {f: getattr(mb, f) for f in fields}
+        assert mb.confidence == pytest.approx(ma.confidence, rel=1e-5)
+        assert mb.weight == pytest.approx(ma.weight, rel=1e-5)
+        assert np.array_equal(ma.embedding, mb.embedding)
+    assert b.read(0, "get", "ns1", [ids[5]], {}) is None
+    assert len(b.read(0, "memories", "ns1", [], {})) == 11
+    assert b.write(0, "r2", "add", "ns1", ["memory 2", _vec(rng)], {}) == ids[2]  # the answer survived failover
+    # the old owner, still running, is fenced at its next write and stops serving the slot
+    with pytest.raises(FencedError):
+        a.write(0, "z1", "add", "ns1", ["zombie", _vec(rng)], {})
+    with pytest.raises(NotOwnerError):
+        a.read(0, "get", "ns1", [ids[0]], {})
+    assert 0 in a.lost and a.owned() == []
+    assert all(m.content != "zombie" for m in b.read(0, "memories", "ns1", [], {}))
+    b.close()
+    a.close()
+
+
+def test_release_then_take_hands_over_cleanly(bucket: Bucket, tmp_path) -> None:
+    rng = np.random.default_rng(3)
+    a = _shard(bucket, "a", tmp_path)
+    a.acquire([1, 2])
+    mid = a.write(1, "x", "add", "ns", ["hello", _vec(rng)], {"key": "city"})
+    a.release([1])
+    assert a.owned() == [2]
+    assert read_lease(bucket, 1).owner == ""
+    with pytest.raises(NotOwnerError):
+        a.write(1, "y", "add", "ns", ["again", _vec(rng)], {})
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([1])
+    assert b.read(1, "get_by_key", "ns", ["city"], {}).id == mid
+    b.close()
+    a.close()
+
+
+def test_concurrent_writers_share_log_objects(bucket: Bucket, tmp_path) -> None:
+    import threading
+
+    a = _shard(bucket, "a", tmp_path)
+    a.acquire([3])
+    rng = np.random.default_rng(5)
+    vecs = [_vec(rng) for _ in range(64)]
+
+    def writer(w: int) -> None:
+        for i in range(8):
+            a.write(3, f"w{w}-{i}", "add", "ns", [f"m {w} {i}", vecs[w * 8 + i]], {})
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    c = a.counters()
+    assert c["acked"] == 64
+    assert c["commits"] < 64  # group commit: concurrent writers shared PUTs
+    assert len(a.read(3, "memories", "ns", [], {})) == 64
+    a.close()
+
+
+def test_a_new_owner_starts_from_the_latest_snapshot(bucket: Bucket, tmp_path) -> None:
+    rng = np.random.default_rng(9)
+    a = _shard(bucket, "a", tmp_path, snapshot_every=4)
+    a.acquire([2])  # the fence is record 0
+    ids = [a.write(2, f"r{i}", "add", "ns", [f"m {i}", _vec(rng)], {"key": f"k{i % 3}"}) for i in range(9)]
+    a.write(2, "fb", "feedback", "ns", [ids[8]], {"positive": True})  # record 10
+    q = _vec(rng)
+    before = [h.memory.id for h in a.read(2, "search", "ns", [q], {"k": 5, "record_access": False})]
+    c = a.counters()
+    assert c["snapshots"] == 2 and not c["snapshot_errors"]  # after records 0-3 and 0-7
+    assert [k.rsplit("/", 1)[1] for k in bucket.list("slots/00002/snap/")] == ["000000000004", "000000000008"]
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([2])
+    assert b.counters()["replayed"] == 3  # records 8-10, not all 10 writes
+    assert [h.memory.id for h in b.read(2, "search", "ns", [q], {"k": 5, "record_access": False})] == before
+    assert b.read(2, "get_by_key", "ns", ["k0"], {}).id == ids[6]
+    assert b.read(2, "get", "ns", [ids[0]], {}).superseded_by == ids[3]
+    assert b.write(2, "r1", "add", "ns", ["m 1", _vec(rng)], {}) == ids[1]  # an answer kept in the snapshot
+    assert b.write(2, "fb", "feedback", "ns", [ids[8]], {"positive": True}).id == ids[8]
+    assert len(b.read(2, "memories", "ns", [], {})) == 9
+    # a release snapshots too: the next owner replays nothing
+    b.release([2])
+    c2 = _shard(bucket, "c", tmp_path)
+    c2.acquire([2])
+    assert c2.counters()["replayed"] == 0
+    assert [h.memory.id for h in c2.read(2, "search", "ns", [q], {"k": 5, "record_access": False})] == before
+    for shard in (a, b, c2):
+        shard.close()
+
+
+def test_a_corrupt_snapshot_is_passed_over(bucket: Bucket, tmp_path) -> None:
+    rng = np.random.default_rng(2)
+    a = _shard(bucket, "a", tmp_path, snapshot_every=3)
+    a.acquire([1])
+    ids = [a.write(1, f"r{i}", "add", "ns", [f"m {i}", _vec(rng)], {}) for i in range(7)]
+    keys = bucket.list("slots/00001/snap/")
+    assert len(keys) == 2
+    bucket.put(keys[-1], b"\x00 not msgpack")
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([1])
+    assert sorted(m.id for m in b.read(1, "memories", "ns", [], {})) == sorted(ids)
+    a.close()
+    b.close()
+
+
+def test_serve_takes_a_path_or_a_cluster_not_both(capsys) -> None:
+    from tierstore.cli import main
+
+    assert main(["serve"]) == 2
+    assert main(["serve", "some/path", "--cluster", "auto"]) == 2
+    assert "--cluster ADDRESS" in capsys.readouterr().err
+    assert main(["serve", "--cluster", "auto", "--embedder", "minilm"]) == 2
+    assert "--embedder cannot be used with --cluster" in capsys.readouterr().err
+
+
+def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(bucket: Bucket, tmp_path,
+                                                                               monkeypatch) -> None:
+    from tierstore.cluster.errors import SlotLostError
+    from tierstore.errors import ObjectStoreError
+
+    rng = np.random.default_rng(4)
+    a = _shard(bucket, "a", tmp_path)
+    a.acquire([0])
+    first = a.write(0, "r1", "add", "ns", ["one", _vec(rng)], {})
+    real_put_new = Bucket.put_new
+
+    def down(self, key, data):  # the store is unreachable: nothing lands
+        raise ObjectStoreError("injected: connection refused")
+
+    monkeypatch.setattr(Bucket, "put_new", down)
+    monkeypatch.setattr("tierstore.cluster.slotlog._APPEND_BACKOFF_S", 0.0)
+    with pytest.raises(SlotLostError):
+        a.write(0, "r2", "add", "ns", ["two", _vec(rng)], {})
+    assert a.owned() == [] and 0 in a.lost  # local state was ahead of the log: dropped
+
+    def lost_answer(self, key, data):  # the put lands, its answer does not come back
+        real_put_new(self, key, data)
+        raise ObjectStoreError("injected: read timeout")
+
+    monkeypatch.setattr(Bucket, "put_new", real_put_new)
+    a.acquire([0])  # taken again, replayed from the bucket: "two" never landed
+    assert [m.content for m in a.read(0, "memories", "ns", [], {})] == ["one"]
+    monkeypatch.setattr(Bucket, "put_new", lost_answer)
+    second = a.write(0, "r2", "add", "ns", ["two", _vec(rng)], {})  # the append finds its own record: acknowledged
+    monkeypatch.setattr(Bucket, "put_new", real_put_new)
+    assert a.write(0, "r2", "add", "ns", ["two", _vec(rng)], {}) == second  # and a retry applies nothing
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([0])
+    assert [m.id for m in b.read(0, "memories", "ns", [], {})] == [first, second]
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("kwargs", [{"dim": 0}, {"dim": 8, "shards": -1}, {"dim": 8, "num_slots": 0},
+                                    {"dim": 8, "call_timeout_s": 0}, {"dim": 8, "snapshot_every": -2},
+                                    {"dim": 8, "bucket": 3}])
+def test_cluster_rejects_bad_arguments_before_starting_anything(kwargs) -> None:
+    ray = pytest.importorskip("ray")
+    from tierstore.cluster import Cluster
+
+    was_running = ray.is_initialized()
+    with pytest.raises(InvalidInputError):
+        Cluster(**{"bucket": "some-bucket", **kwargs})
+    assert ray.is_initialized() == was_running
+
+
+def test_sealed_warm_shards_are_uploaded_once_and_downloaded(bucket: Bucket, tmp_path) -> None:
+    import time
+
+    from tierstore.cluster.snapshot import is_sealed, latest_snapshot
+
+    rng = np.random.default_rng(8)
+    a = _shard(bucket, "a", tmp_path)
+    a.acquire([0])
+    vectors = {}
+    for mt in ("fact", "conversation", "preference"):
+        items = [{"content": f"{mt} {i}", "embedding": _vec(rng), "memory_type": mt} for i in range(40)]
+        for mid, item in zip(a.write(0, f"add-{mt}", "add_batch", "ns", [items], {}), items):
+            vectors[mid] = item["embedding"]
+    a._slots[0].clock._last = time.time() + 5 * 86400  # the slot's time runs 5 days ahead: the sweep demotes
+    report = a.write(0, "sweep", "sweep", None, [], {"max_items": 1000})
+    assert report.demoted > 0
+    warm = [m.id for m in a.read(0, "memories", "ns", [], {}) if m.tier == "warm"]
+    assert len(warm) == report.demoted
+    hits_before = [h.memory.id for h in a.read(0, "search", "ns", [vectors[warm[0]]], {"k": 5, "record_access": False})]
+    assert hits_before[0] == warm[0]
+    a.release([0])  # snapshot: the warm shard's files go to blobs, once
+    blobs = bucket.list("slots/00000/blobs/")
+    snap = latest_snapshot(bucket, 0)
+    assert len(blobs) == len(snap.refs) >= 3 and not any(is_sealed(p) for p in snap.files)
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([0])
+    assert b.counters()["replayed"] == 0  # downloaded, not rebuilt
+    state = b._slots[0]
+    assert all((state.path / rel).is_file() for rel in snap.refs)
+    assert [m.id for m in b.read(0, "memories", "ns", [], {}) if m.tier == "warm"] == warm
+    assert [h.memory.id for h in b.read(0, "search", "ns", [vectors[warm[0]]],
+                                        {"k": 5, "record_access": False})] == hits_before
+    b.write(0, "later", "add", "ns", ["later", _vec(rng)], {})
+    b.release([0])  # a second snapshot of the same shard uploads no blob
+    assert bucket.list("slots/00000/blobs/") == blobs
+    assert len(bucket.list("slots/00000/snap/")) == 2
+    # a blob gone: the next owner replays the whole log instead, and gets the same memories
+    bucket._client.delete_object(Bucket=bucket.config.bucket, Key=bucket._base + blobs[0])
+    c = _shard(bucket, "c", tmp_path)
+    c.acquire([0])
+    assert c.counters()["replayed"] == 5  # all of it: 3 batches, the sweep (at its own time), 1 add
+    assert sorted(m.id for m in c.read(0, "memories", "ns", [], {}) if m.tier == "warm") == sorted(warm)
+    a.close()
+    b.close()
+    c.close()

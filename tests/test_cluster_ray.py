@@ -1,0 +1,280 @@
+"""tierstore.cluster on a local Ray cluster with moto's S3 server on loopback.
+
+One Ray instance and one cluster for the module (starting Ray and shard
+processes is most of the time); the tests run in file order on it:
+
+1. 4 shards, 400 namespaces, a bounded mixed load from 8 threads; one shard's
+   process is SIGKILLed mid-load. Every acknowledged write is readable after,
+   nothing is duplicated, the untouched namespaces' top-5 are unchanged, and
+   only the dead shard's slots moved.
+2. Scale-up from the 3 survivors to 4: only the slots rendezvous hashing gives
+   the new shard move, and their data comes along.
+3. A zombie: a shard paused (SIGSTOP) is declared dead, its slots are taken
+   over; resumed (SIGCONT), every write it still tries is rejected (the log's
+   412, FencedError), none lands, and it serves those slots no more.
+
+Wall-clock limits are not asserted (the failover time is measured by
+benchmarks/cluster.py); waits have generous timeouts.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("boto3")
+
+from tierstore.cluster import Cluster, FencedError, NotOwnerError  # noqa: E402
+
+DIM = 16
+NAMESPACES = [f"user-{i:03d}" for i in range(400)]
+PER_NS = 4
+SLOTS = 64
+
+
+def _vec(rng: np.random.Generator) -> np.ndarray:
+    return rng.standard_normal(DIM).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def cluster(moto_server, tmp_path_factory):
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    client = moto_server.client()
+    bucket = f"ts-cluster-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="tierstore-test")
+    c = None
+    try:
+        c = Cluster(bucket=bucket, s3_options={"endpoint_url": moto_server.endpoint_url, "region_name": "us-east-1"},
+                    dim=DIM, shards=4, num_slots=SLOTS, root=str(tmp_path_factory.mktemp("shards")),
+                    name="tierstore-test", call_timeout_s=20.0,
+                    snapshot_every=5)  # small, so that takeovers start from a snapshot and replay a tail
+        yield c
+    finally:
+        if c is not None:
+            for name in c.shards:
+                ray.kill(c.handle(name))
+        for name, handle in _extra_handles.items():
+            ray.kill(handle)
+        ray.shutdown()
+
+
+_extra_handles: dict[str, object] = {}  # shards taken out of the cluster, killed at the end
+_state: dict[str, object] = {}  # what one test leaves for the next
+
+
+def test_failover_loses_no_acknowledged_write(cluster: Cluster) -> None:
+    assert len(cluster.shards) == 4
+    rng = np.random.default_rng(11)
+    base = {ns: [{"content": f"{ns} base {j}", "embedding": _vec(rng)} for j in range(PER_NS)] for ns in NAMESPACES}
+    queries = {ns: _vec(rng) for ns in NAMESPACES}
+
+    def load_base(part: list[str]) -> None:
+        for ns in part:
+            cluster.add_batch(ns, base[ns])
+
+    threads = [threading.Thread(target=load_base, args=(NAMESPACES[i::8],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    top5_before = {ns: [h.memory.id for h in cluster.search(ns, queries[ns], k=5)] for ns in NAMESPACES}
+
+    table_before = cluster.slot_table()
+    victim = "shard-1"
+    victim_slots = {s for s, owner in table_before.items() if owner == victim}
+    assert victim_slots
+    victim_pid = cluster.shard_pids()[victim]
+
+    written = NAMESPACES[:200]  # the load writes these; the other 200 must keep their top-5
+    acked: list[tuple[str, str, str]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    killed = threading.Event()
+    writes_per_thread = 30
+
+    def worker(w: int) -> None:
+        r = random.Random(w)
+        g = np.random.default_rng(100 + w)
+        try:
+            for i in range(writes_per_thread):
+                ns = r.choice(written)
+                content = f"{ns} load {w} {i}"
+                mid = cluster.add(ns, content, _vec(g), tags=["load"])
+                with lock:
+                    acked.append((ns, mid, content))
+                    if len(acked) == 90 and not killed.is_set():
+                        os.kill(victim_pid, signal.SIGKILL)
+                        killed.set()
+                cluster.search(r.choice(NAMESPACES), _vec(g), k=5)
+                cluster.get(ns, mid)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors[:3]
+    assert killed.is_set() and len(acked) == 8 * writes_per_thread
+
+    # the dead shard is out, and only its slots moved
+    assert victim not in cluster.shards and len(cluster.shards) == 3
+    table_after = cluster.slot_table()
+    assert {s for s in table_before if table_before[s] != table_after[s]} == victim_slots
+    assert [f["shard"] for f in cluster.failovers] == [victim]
+
+    # every acknowledged write is readable, and none is there twice
+    for ns, mid, content in acked:
+        m = cluster.get(ns, mid)
+        assert m is not None and m.content == content, (ns, mid)
+    expected: dict[str, int] = {}
+    for ns, _, _ in acked:
+        expected[ns] = expected.get(ns, 0) + 1
+    for ns in written:
+        contents = [m.content for m in cluster.memories(ns)]
+        assert len(contents) == len(set(contents)), ns
+        assert len(contents) == PER_NS + expected.get(ns, 0), ns
+
+    # the namespaces the load did not write keep their top-5, on whichever shard they are now
+    moved_untouched = 0
+    for ns in NAMESPACES[200:]:
+        assert [h.memory.id for h in cluster.search(ns, queries[ns], k=5)] == top5_before[ns], ns
+        moved_untouched += cluster.slot_of(ns) in victim_slots
+    assert moved_untouched > 0  # the check covered replayed slots, not only untouched shards
+    counters = cluster.counters().values()
+    assert sum(c["snapshots"] for c in counters) > 0 and not any(c["snapshot_errors"] for c in counters)
+    assert sum(c["replayed"] for c in counters) > 0
+    _state.update(acked=acked, queries=queries, top5_before=top5_before)
+
+
+def test_scale_up_moves_only_the_new_shards_slots(cluster: Cluster) -> None:
+    assert len(cluster.shards) == 3
+    before = cluster.slot_table()
+    counts_before = {ns: len(cluster.memories(ns)) for ns in NAMESPACES[::7]}
+    new = cluster.add_shard()
+    after = cluster.slot_table()
+    moved = {s for s in before if before[s] != after[s]}
+    assert moved and all(after[s] == new for s in moved)
+    assert set(ray.get(cluster.handle(new).owned.remote())) == moved
+    for name in cluster.shards:  # every shard owns exactly what the table says
+        assert set(ray.get(cluster.handle(name).owned.remote())) == {s for s, o in after.items() if o == name}
+    assert {ns: len(cluster.memories(ns)) for ns in NAMESPACES[::7]} == counts_before
+    for ns, mid, content in _state["acked"]:
+        if cluster.slot_of(ns) in moved:
+            assert cluster.get(ns, mid).content == content
+    top5_before, queries = _state["top5_before"], _state["queries"]
+    for ns in NAMESPACES[200:]:
+        if cluster.slot_of(ns) in moved:
+            assert [h.memory.id for h in cluster.search(ns, queries[ns], k=5)] == top5_before[ns], ns
+
+
+def test_zombie_owner_is_fenced(cluster: Cluster) -> None:
+    assert len(cluster.shards) == 4
+    zombie = cluster.shards[0]
+    handle = cluster.handle(zombie)
+    slots = sorted(s for s, owner in cluster.slot_table().items() if owner == zombie)
+    by_slot = {}
+    for ns in NAMESPACES:
+        by_slot.setdefault(cluster.slot_of(ns), ns)
+    targets = [(s, by_slot[s]) for s in slots if s in by_slot]
+    assert targets
+    pid = cluster.shard_pids()[zombie]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert cluster.check_shards(timeout_s=3.0, kill=False) == [zombie]  # kept alive: a node cut off
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    _extra_handles[zombie] = handle
+    assert zombie not in cluster.shards
+    rng = np.random.default_rng(5)
+    # the new owners serve the slots, and take writes
+    for s, ns in targets:
+        assert cluster.slot_table()[s] != zombie
+        cluster.add(ns, f"{ns} after the move", _vec(rng))
+    # the zombie, resumed, still believes it owns them: every write it tries is refused
+    rejected = 0
+    for s, ns in targets:
+        ref = handle.write.remote(s, uuid.uuid4().hex, "add", ns, [f"{ns} zombie write", _vec(rng)], {})
+        with pytest.raises(ray.exceptions.RayTaskError) as info:
+            ray.get(ref, timeout=60)
+        assert isinstance(info.value.cause, FencedError), info.value.cause
+        rejected += 1
+    assert rejected == len(targets)
+    # ... and it stops serving them
+    assert set(ray.get(handle.owned.remote(), timeout=60)).isdisjoint(s for s, _ in targets)
+    s, ns = targets[0]
+    with pytest.raises(ray.exceptions.RayTaskError) as info:
+        ray.get(handle.read.remote(s, "memories", ns, [], {}), timeout=60)
+    assert isinstance(info.value.cause, NotOwnerError)
+    # none of its writes landed: the owners' state (rebuilt from the bucket) has none
+    for s, ns in targets:
+        contents = [m.content for m in cluster.memories(ns)]
+        assert f"{ns} after the move" in contents
+        assert not any("zombie" in c for c in contents)
+    ray.kill(handle)
+    _extra_handles.pop(zombie)
+
+
+def test_a_second_router_finds_the_running_shards(cluster: Cluster) -> None:
+    from tierstore.errors import StoreConfigError
+
+    deadline = time.monotonic() + 30
+    while "tierstore-shard-0" in {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)}:
+        assert time.monotonic() < deadline, "the killed zombie's name lingers"
+        time.sleep(0.2)
+    other = Cluster(name="tierstore-test")  # Ray is up: it connects, finds the shards, reads their settings
+    assert other.shards == cluster.shards and other.dim == DIM and other.num_slots == SLOTS
+    assert other.slot_table() == cluster.slot_table()
+    for ns, mid, content in _state["acked"][:50]:
+        assert other.get(ns, mid).content == content
+    mid = other.add("second-router", "from the second router", np.ones(DIM, np.float32))
+    assert cluster.get("second-router", mid).content == "from the second router"
+    with pytest.raises(StoreConfigError):
+        Cluster(name="tierstore-test", dim=DIM + 1)
+
+
+def test_http_api_serves_the_cluster(cluster: Cluster) -> None:
+    """What ``tierstore serve --cluster ADDRESS`` serves: the HTTP app over a Cluster."""
+    pytest.importorskip("uvicorn")
+    from tierstore.client import RemoteStore
+    from tierstore.errors import InvalidNamespaceError, MemoryNotFoundError
+    from tierstore.server.app import build_app
+    from tierstore.testing.live_server import ThreadedServer
+
+    rng = np.random.default_rng(21)
+    with ThreadedServer(build_app(cluster, tokens=None)) as url:
+        remote = RemoteStore(url)
+        assert remote.dim == DIM
+        v = _vec(rng)
+        mid = remote.add("http-ns", "over http", v, tags=["web"])
+        assert remote.get("http-ns", mid).content == "over http"
+        assert cluster.get("http-ns", mid).content == "over http"  # the same cluster
+        assert remote.search("http-ns", v, k=1)[0].memory.id == mid
+        assert "http-ns" in remote.namespaces()
+        with pytest.raises(MemoryNotFoundError):
+            remote.touch("http-ns", ["no-such-id"])
+        with pytest.raises(InvalidNamespaceError):
+            remote.add("bad namespace!", "x", v)
+        assert remote.delete("http-ns", mid) is True
+        assert remote.get("http-ns", mid) is None
+        assert 'tierstore_cluster_acked_writes_total{shard="' in remote.metrics_text()
+        # an access is recorded only when asked, as a logged touch
+        other = remote.add("http-ns", "read me", v)
+        remote.search("http-ns", v, k=1)
+        assert cluster.get("http-ns", other).access_count == 0
+        cluster.search("http-ns", v, k=1, record_access=True)
+        assert cluster.get("http-ns", other).access_count == 1
+        # a sweep over HTTP (the server always gives a time budget): every slot, or the rest next time
+        report = remote.sweep(max_items=100)
+        assert report.errors == [] and report.examined >= 0
+        remote.close()

@@ -1,0 +1,570 @@
+"""The router: :class:`Cluster` offers :class:`TierStore`'s API and sends each
+call to the shard that owns the namespace's slot.
+
+The slot table is rendezvous hashing over the live shards (the same table on
+every router). A call that meets a dead shard (Ray reports the actor died, or
+it does not answer a ping) marks it dead, has the survivors take its slots
+(lease CAS, replay, fence) and retries; a call that meets a shard which does
+not own the slot (it was moved, or fenced) refreshes the table and retries.
+Every write carries a request id minted here, so a retry never applies twice
+(the owner returns the first answer, also after a failover). Who is alive is
+the router's view; what keeps two owners from both writing is the bucket's
+conditional puts, never that view.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import fields
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..errors import InvalidInputError, StoreConfigError, TierStoreError
+from ..model import Hit, Memory, SweepReport
+from ..policy import Policy
+from ..validation import check_namespace, check_positive_int
+from .bucket import BucketConfig
+from .errors import ClusterError, NotOwnerError
+from .records import pack
+from .shard import Shard
+from .slots import DEFAULT_SLOTS, check_slots, placement, slot_of
+
+__all__ = ["Cluster"]
+
+_ACTOR_PREFIX = "tierstore-"
+_PING_TIMEOUT_S = 5.0
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - the extra is missing
+        from ..errors import MissingDependencyError
+
+        raise MissingDependencyError("tierstore.cluster needs ray: install tierstore[cluster]") from exc
+    return ray
+
+
+def _listify(value: Any) -> Any:
+    """Iterables (tags, ids) as lists: generators do not travel to actors."""
+    if value is None or isinstance(value, (str, bytes, Mapping)):
+        return value
+    if hasattr(value, "__iter__") and not hasattr(value, "dtype"):
+        return list(value)
+    return value
+
+
+class Cluster:
+    """Namespaces sharded over Ray actors; the bucket is the system of record.
+
+    address: a Ray cluster (``"auto"``, ``"ray://host:10001"``, ...);
+    ``None`` starts a local Ray (with ``num_cpus``). bucket: where slots keep
+    their leases and logs (a name, with ``s3_options`` such as
+    ``endpoint_url``, and ``prefix``; or a :class:`BucketConfig`). shards: how
+    many shard actors to start now (beside any already running under this
+    ``name`` in the Ray cluster, which are found and used). dim, num_slots,
+    policy: the stores' (fixed for the cluster's life). root: the shards'
+    local directory (a cache). call_timeout_s: a call not answered by then has
+    its shard pinged; one that does not answer the ping is declared dead.
+    snapshot_every: a slot's log records between its snapshots (and one at
+    every release); a new owner replays only the records after the newest.
+    """
+
+    def __init__(self, address: str | None = None, *, bucket: str | BucketConfig | None = None,
+                 s3_options: Mapping[str, Any] | None = None, prefix: str = "", dim: int | None = None,
+                 shards: int = 0, num_slots: int = DEFAULT_SLOTS, root: str | None = None,
+                 policy: Policy | None = None, name: str = "tierstore", num_cpus: int | None = None,
+                 call_timeout_s: float = 30.0, retry_for_s: float = 60.0, spread: bool = True,
+                 snapshot_every: int = 100) -> None:
+        # every argument checked before Ray starts: bad input changes nothing
+        if dim is not None:
+            dim = check_positive_int(dim, "dim")
+        num_slots = check_slots(num_slots)
+        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 0:
+            raise InvalidInputError(f"shards must be an int >= 0, got {shards!r}")
+        for what, value in (("call_timeout_s", call_timeout_s), ("retry_for_s", retry_for_s)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise InvalidInputError(f"{what} must be a positive number of seconds, got {value!r}")
+        if isinstance(snapshot_every, bool) or not isinstance(snapshot_every, int) or snapshot_every < 0:
+            raise InvalidInputError(f"snapshot_every must be an int >= 0, got {snapshot_every!r}")
+        if bucket is not None and not isinstance(bucket, (str, BucketConfig)):
+            raise InvalidInputError(f"bucket must be a name or a BucketConfig, got {type(bucket).__name__}")
+        ray = _ray()
+        self._rayexc = ray.exceptions
+        if not ray.is_initialized():
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            kwargs: dict[str, Any] = {"namespace": name, "include_dashboard": False, "log_to_driver": False}
+            if address is None and num_cpus is not None:
+                kwargs["num_cpus"] = num_cpus
+            ray.init(address=address, **kwargs)
+            self._started_ray = True
+        else:
+            self._started_ray = False
+        self.name = name
+        self._lock = threading.RLock()
+        self._handles: dict[str, Any] = {}
+        self._dead: set[str] = set()
+        self._table: dict[int, str] = {}
+        self._generation = 0
+        self._sweep_cursor = 0  # the slot the next budgeted sweep starts at
+        self.call_timeout_s = float(call_timeout_s)
+        self.retry_for_s = float(retry_for_s)
+        self._spread = spread
+        self.failovers: list[dict[str, Any]] = []  # what each failover moved and how long it took
+        try:
+            self._connect(bucket, s3_options, prefix, dim, shards, num_slots, root, policy, snapshot_every)
+        except BaseException:
+            if self._started_ray:
+                ray.shutdown()
+            raise
+
+    def _connect(self, bucket: str | BucketConfig | None, s3_options: Mapping[str, Any] | None, prefix: str,
+                 dim: int | None, shards: int, num_slots: int, root: str | None, policy: Policy | None,
+                 snapshot_every: int) -> None:
+        """Find the running shards (or check the new cluster's bucket), start ``shards`` more, place the slots."""
+        ray = _ray()
+        self._discover()
+        if self._handles:
+            info = ray.get(next(iter(self._handles.values())).info.remote(), timeout=_PING_TIMEOUT_S)
+            self.dim, self.num_slots, self._bucket = info["dim"], info["num_slots"], info["bucket"]
+            self._policy = info["policy"]
+            self._root = info["root"]
+            self._snapshot_every = info["snapshot_every"]
+            if dim is not None and dim != self.dim:
+                raise StoreConfigError(f"the cluster {self.name!r} running here has dim={self.dim}, not {dim}")
+        else:
+            if bucket is None or dim is None:
+                raise InvalidInputError("a new cluster needs bucket= and dim=")
+            self.dim = dim
+            self.num_slots = num_slots
+            self._bucket = bucket if isinstance(bucket, BucketConfig) else \
+                BucketConfig(bucket, prefix, dict(s3_options or {}))
+            self._bucket.open().list("slots/00000/lease")  # a wrong bucket or endpoint fails here, before any actor
+            self._snapshot_every = snapshot_every
+            self._policy = policy
+            self._root = root or os.path.join(tempfile.gettempdir(), f"tierstore-cluster-{self.name}")
+        for _ in range(shards):
+            self._start_shard()
+        if not self._handles:
+            raise InvalidInputError("no shard: pass shards=N to start some")
+        with self._lock:
+            self._place()
+
+    # ------------------------------------------------------------------ membership
+
+    def _discover(self) -> None:
+        ray = _ray()
+        for entry in ray.util.list_named_actors(all_namespaces=True):
+            if entry.get("namespace") != self.name or not entry["name"].startswith(_ACTOR_PREFIX):
+                continue
+            try:
+                handle = ray.get_actor(entry["name"], namespace=self.name)
+                ray.get(handle.ping.remote(), timeout=_PING_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - a dead or unreachable shard is not a member
+                continue
+            self._handles[entry["name"][len(_ACTOR_PREFIX):]] = handle
+
+    def _start_shard(self) -> str:
+        ray = _ray()
+        used = {int(n.split("-")[-1]) for n in (*self._handles, *self._dead) if n.split("-")[-1].isdigit()}
+        shard_name = f"shard-{max(used, default=-1) + 1}"
+        options: dict[str, Any] = {"name": _ACTOR_PREFIX + shard_name, "namespace": self.name, "num_cpus": 0,
+                                   "max_concurrency": 32, "max_restarts": 0, "lifetime": "detached"}
+        if self._spread:
+            options["scheduling_strategy"] = "SPREAD"  # one per node where there are nodes
+        handle = ray.remote(_ShardActor).options(**options).remote(
+            shard_name, self._bucket, dim=self.dim, num_slots=self.num_slots, root=self._root, policy=self._policy,
+            snapshot_every=self._snapshot_every)
+        ray.get(handle.ping.remote(), timeout=120)
+        self._handles[shard_name] = handle
+        return shard_name
+
+    @property
+    def shards(self) -> list[str]:
+        """The live shards' names."""
+        with self._lock:
+            return sorted(self._handles)
+
+    def slot_table(self) -> dict[int, str]:
+        """Slot -> owning shard, as this router routes."""
+        with self._lock:
+            return dict(self._table)
+
+    def handle(self, shard: str) -> Any:
+        """The Ray actor handle of a shard (tests and tools)."""
+        with self._lock:
+            return self._handles[shard]
+
+    def slot_of(self, ns: str) -> int:
+        return slot_of(check_namespace(ns), self.num_slots)
+
+    def owner_of(self, ns: str) -> str:
+        with self._lock:
+            return self._table[self.slot_of(ns)]
+
+    def add_shard(self) -> str:
+        """Start one more shard: it takes the slots rendezvous hashing gives it
+        (their old owners release them first); no other slot moves."""
+        with self._lock:
+            shard = self._start_shard()
+            self._place()
+            return shard
+
+    def remove_shard(self, shard: str, *, graceful: bool = True) -> None:
+        """Take a shard out: its slots go to the others. ``graceful``: it
+        releases them first (an orderly scale-down); otherwise it is treated
+        as dead (its slots are taken over and its later writes are fenced)."""
+        ray = _ray()
+        with self._lock:
+            handle = self._handles.pop(shard)
+            self._dead.add(shard)
+            if graceful:
+                ray.get(handle.close.remote(), timeout=max(self.call_timeout_s, 60.0))
+                ray.kill(handle)
+            self._place()
+
+    def check_shards(self, timeout_s: float = _PING_TIMEOUT_S, *, kill: bool = True) -> list[str]:
+        """Ping every shard; fail over the ones that do not answer within
+        ``timeout_s`` (and, ``kill``, have Ray kill them). Returns the shards
+        declared dead."""
+        ray = _ray()
+        with self._lock:
+            pings = {name: h.ping.remote() for name, h in self._handles.items()}
+        dead = []
+        for name, ref in pings.items():
+            try:
+                ray.get(ref, timeout=timeout_s)
+            except Exception:  # noqa: BLE001 - no answer, for whatever reason: not a member
+                dead.append(name)
+        for name in dead:
+            self._fail_over(name, kill=kill)
+        return dead
+
+    def _fail_over(self, shard: str, *, kill: bool = True) -> None:
+        """Declare ``shard`` dead and have the others take its slots. ``kill``:
+        also have Ray kill its process, so that no router finds it alive
+        again (one cut off from Ray keeps running: fencing stops its writes)."""
+        ray = _ray()
+        with self._lock:
+            if shard not in self._handles:
+                return  # another thread did it
+            started = time.monotonic()
+            handle = self._handles.pop(shard)
+            self._dead.add(shard)
+            if kill:
+                try:
+                    ray.kill(handle, no_restart=True)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+            moved = [s for s, owner in self._table.items() if owner == shard]
+            self._place()
+            self.failovers.append({"shard": shard, "slots": len(moved), "seconds": time.monotonic() - started})
+
+    def _place(self) -> None:
+        """Make the shards own what the table says: releases, then takes (caller holds the lock)."""
+        ray = _ray()
+        for _ in range(8):
+            if not self._handles:
+                raise ClusterError("no live shard")
+            table = placement(self.num_slots, self._handles)
+            try:
+                owned = {n: ray.get(h.owned.remote(), timeout=self.call_timeout_s) for n, h in self._handles.items()}
+                release = {n: [s for s in owned[n] if table[s] != n] for n in owned}
+                ray.get([self._handles[n].release.remote(s) for n, s in release.items() if s],
+                        timeout=self.call_timeout_s)
+                take = {n: [s for s, owner in table.items() if owner == n and s not in owned[n]] for n in owned}
+                ray.get([self._handles[n].acquire.remote(s) for n, s in take.items() if s],
+                        timeout=max(self.call_timeout_s, 120.0))
+            except (self._rayexc.RayActorError, self._rayexc.GetTimeoutError):
+                for n, h in list(self._handles.items()):
+                    if not self._answers(h):
+                        self._handles.pop(n)
+                        self._dead.add(n)
+                continue
+            except self._rayexc.RayTaskError as exc:
+                if isinstance(exc.cause, NotOwnerError):  # a race with another taker: look again
+                    continue
+                raise
+            self._table = table
+            self._generation += 1
+            return
+        raise ClusterError("could not place the slots on the live shards after 8 tries")
+
+    def _answers(self, handle: Any) -> bool:
+        ray = _ray()
+        try:
+            ray.get(handle.ping.remote(), timeout=_PING_TIMEOUT_S)
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
+    # ------------------------------------------------------------------ calls
+
+    def _call(self, ns: str | None, kind: str, op: str, args: Sequence[Any] = (),
+              kwargs: Mapping[str, Any] | None = None, *, slot: int | None = None) -> Any:
+        ray = _ray()
+        if slot is None:
+            slot = slot_of(check_namespace(ns), self.num_slots)
+        rid = uuid.uuid4().hex if kind == "write" else ""
+        args, kwargs = [_listify(a) for a in args], {k: _listify(v) for k, v in (kwargs or {}).items()}
+        try:  # one msgpack argument is much cheaper for Ray than five objects (see Shard.call)
+            packed: bytes | None = pack([kind, slot, rid, op, ns, args, kwargs])
+        except (TypeError, ValueError, OverflowError):
+            packed = None  # e.g. a datetime in restore(where=...): Ray serialises it
+
+        deadline = time.monotonic() + self.retry_for_s
+        while True:
+            with self._lock:
+                shard = self._table.get(slot)
+                handle = self._handles.get(shard) if shard is not None else None
+                generation = self._generation
+            try:
+                if handle is None:
+                    raise NotOwnerError(slot, f"slot {slot} has no live owner")
+                if packed is not None:
+                    ref = handle.call.remote(packed)
+                elif kind == "write":
+                    ref = handle.write.remote(slot, rid, op, ns, args, kwargs)
+                else:
+                    ref = handle.read.remote(slot, op, ns, args, kwargs)
+                return ray.get(ref, timeout=self.call_timeout_s)
+            except NotOwnerError:
+                self._refresh(generation)
+            except self._rayexc.RayTaskError as exc:
+                cause = exc.cause
+                if isinstance(cause, NotOwnerError):
+                    self._refresh(generation)
+                elif isinstance(cause, (TierStoreError, ValueError, TypeError, KeyError)):
+                    raise cause.with_traceback(None) from None
+                else:
+                    raise
+            except self._rayexc.RayActorError:
+                self._fail_over(shard)
+            except self._rayexc.GetTimeoutError:
+                if not self._answers(handle):
+                    self._fail_over(shard)
+            if time.monotonic() > deadline:
+                raise ClusterError(f"slot {slot}: no owner answered within {self.retry_for_s} s")
+            time.sleep(0.02)
+
+    def _refresh(self, generation: int) -> None:
+        with self._lock:
+            if self._generation == generation:  # nobody placed meanwhile: do it
+                self._place()
+
+    # ------------------------------------------------------------------ TierStore's API
+
+    def add(self, ns: str, content: str, embedding: Any = None, *, memory_type: str = "fact",
+            confidence: float = 0.8, source: str = "user_declaration", tags: Iterable[str] = (),
+            ttl_seconds: float | None = None, pinned: bool = False, id: str | None = None,
+            supersedes: Iterable[str] = (), key: str | None = None,
+            metadata: Mapping[str, Any] | None = None) -> str:
+        """:meth:`TierStore.add`: acknowledged once durable in the bucket."""
+        return self._call(ns, "write", "add", [content, embedding], {
+            "memory_type": memory_type, "confidence": confidence, "source": source, "tags": tags,
+            "ttl_seconds": ttl_seconds, "pinned": pinned, "id": id, "supersedes": supersedes, "key": key,
+            "metadata": None if metadata is None else dict(metadata)})
+
+    def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
+        """:meth:`TierStore.add_batch`: all or nothing, one log record."""
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
+            raise InvalidInputError("add_batch items must be a list of dicts")
+        wire = [{k: _listify(v) for k, v in item.items()} if isinstance(item, Mapping) else item for item in items]
+        return self._call(ns, "write", "add_batch", [wire])
+
+    def search(self, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
+               memory_types: Iterable[str] | None = None, min_confidence: float = 0.0, include_warm: bool = True,
+               include_cold: bool | str | None = None, record_access: bool | None = None,
+               explain: bool = False) -> list[Hit]:
+        """:meth:`TierStore.search`. An access is a write (a log append), so it
+        is recorded only when asked: ``record_access=True`` searches, then
+        touches the hits (durably); ``None`` means False here."""
+        hits = self._call(ns, "read", "search", [query], {
+            "k": k, "context_tags": context_tags, "memory_types": memory_types, "min_confidence": min_confidence,
+            "include_warm": include_warm, "include_cold": include_cold, "record_access": False, "explain": explain})
+        if record_access and hits:
+            self.touch(ns, [h.memory.id for h in hits])
+        return hits
+
+    def get(self, ns: str, id: str) -> Memory | None:
+        return self._call(ns, "read", "get", [id])
+
+    def get_by_key(self, ns: str, key: str) -> Memory | None:
+        return self._call(ns, "read", "get_by_key", [key])
+
+    def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
+        return self._call(ns, "read", "memories", [], {"with_embedding": with_embedding})
+
+    def check_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> None:
+        self._call(ns, "read", "check_batch", [list(items) if isinstance(items, Sequence) else items])
+
+    def get_context(self, ns: str) -> tuple[str, ...]:
+        return tuple(self._call(ns, "read", "get_context"))
+
+    def touch(self, ns: str, ids: str | Iterable[str]) -> None:
+        self._call(ns, "write", "touch", [ids])
+
+    def feedback(self, ns: str, id: str, *, positive: bool, strength: float = 1.0, implicit: bool = False) -> Memory:
+        return self._call(ns, "write", "feedback", [id],
+                          {"positive": positive, "strength": strength, "implicit": implicit})
+
+    def pin(self, ns: str, id: str, pinned: bool = True) -> None:
+        self._call(ns, "write", "pin", [id, pinned])
+
+    def delete(self, ns: str, id: str) -> bool:
+        return self._call(ns, "write", "delete", [id])
+
+    def set_context(self, ns: str, tags: Iterable[str]) -> None:
+        self._call(ns, "write", "set_context", [tags])
+
+    def restore(self, ns: str, *, ids: Iterable[str] | None = None, where: Mapping[str, Any] | None = None,
+                text: str | None = None, query: Any = None, k: int | None = None, limit: int | None = None,
+                progress: bool | None = False) -> list[str]:
+        return self._call(ns, "write", "restore", [], {"ids": ids, "where": None if where is None else dict(where),
+                                                       "text": text, "query": query, "k": k, "limit": limit})
+
+    def sweep(self, *, max_items: int | None = None, time_budget_s: float | None = None,
+              progress: bool | None = False, dry_run: bool = False) -> SweepReport:
+        """Sweep the slots, one after another: each slot's sweep is a logged
+        write at one store time (so a replay sweeps the same), bounded by
+        ``max_items`` (per slot). ``time_budget_s`` bounds the whole call
+        between slots: the slots not reached are swept first by the next call,
+        and ``remaining_due`` is then at least 1. ``dry_run`` is not offered."""
+        if dry_run:
+            raise InvalidInputError("a cluster sweep has no dry run yet")
+        if max_items is not None:
+            max_items = check_positive_int(max_items, "max_items")
+        if time_budget_s is not None and (isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float))
+                                          or not 0 < time_budget_s < float("inf")):
+            raise InvalidInputError(f"time_budget_s must be a positive number of seconds, got {time_budget_s!r}")
+        started = time.monotonic()
+        reports: list[SweepReport] = []
+        skipped = 0
+        with self._lock:
+            first = self._sweep_cursor
+        for i in range(self.num_slots):
+            slot = (first + i) % self.num_slots
+            if time_budget_s is not None and reports and time.monotonic() - started >= time_budget_s:
+                skipped = self.num_slots - i
+                with self._lock:
+                    self._sweep_cursor = slot
+                break
+            reports.append(self._call(None, "write", "sweep", [], {"max_items": max_items}, slot=slot))
+        total = _merge_reports(reports, time.monotonic() - started)
+        if skipped:
+            total.remaining_due = max(total.remaining_due, 1)
+        return total
+
+    def namespaces(self) -> list[str]:
+        """Every namespace holding memories, over all shards, sorted."""
+        ray = _ray()
+        with self._lock:
+            handles = list(self._handles.values())
+        names: set[str] = set()
+        for part in ray.get([h.namespaces.remote() for h in handles], timeout=self.call_timeout_s):
+            names.update(part)
+        return sorted(names)
+
+    def flush(self) -> None:
+        """Nothing to do: every write is durable in the bucket when it returns."""
+
+    @property
+    def embedder(self) -> None:
+        """Vectors only: the cluster does not embed text (yet)."""
+        return None
+
+    @property
+    def readonly(self) -> bool:
+        return False
+
+    def now(self) -> float:
+        """This router's wall-clock time, POSIX seconds (each slot keeps its own store time)."""
+        return time.time()
+
+    def stats(self, *, lifecycle: bool = True) -> Any:
+        """Not offered by the cluster yet (it would merge every slot's
+        statistics); :meth:`counters` has the cluster's own figures."""
+        raise ClusterError("stats is not offered by a cluster yet: see Cluster.counters()")
+
+    def metrics_text(self) -> str:
+        """The shards' counters in the Prometheus text format."""
+        lines = []
+        for metric, key, what in (("tierstore_cluster_slots_owned", "owned", "slots the shard owns"),
+                                  ("tierstore_cluster_acked_writes_total", "acked", "writes acknowledged"),
+                                  ("tierstore_cluster_log_appends_total", "commits", "log objects appended"),
+                                  ("tierstore_cluster_snapshots_total", "snapshots", "snapshots written"),
+                                  ("tierstore_cluster_s3_puts_total", "puts", "PUT requests sent")):
+            lines += [f"# HELP {metric} {what}", f"# TYPE {metric} {'gauge' if key == 'owned' else 'counter'}"]
+            for name, c in sorted(self.counters().items()):
+                lines.append(f'{metric}{{shard="{name}"}} {c[key]}')
+        return "\n".join(lines) + "\n"
+
+    def counters(self) -> dict[str, dict[str, Any]]:
+        """Per shard: acknowledged writes, log objects, replayed writes, bucket requests."""
+        ray = _ray()
+        with self._lock:
+            handles = dict(self._handles)
+        return {n: ray.get(h.counters.remote(), timeout=self.call_timeout_s) for n, h in handles.items()}
+
+    def shard_pids(self) -> dict[str, int]:
+        ray = _ray()
+        with self._lock:
+            handles = dict(self._handles)
+        return {n: ray.get(h.pid.remote(), timeout=self.call_timeout_s) for n, h in handles.items()}
+
+    def close(self) -> None:
+        """Forget the cluster here (the shards keep running for other routers)."""
+
+    def shutdown(self) -> None:
+        """Stop every shard (each releases its slots first) and, if this
+        router started Ray, Ray too. The bucket keeps everything."""
+        ray = _ray()
+        with self._lock:
+            for name, handle in list(self._handles.items()):
+                try:
+                    ray.get(handle.close.remote(), timeout=60)
+                except Exception:  # noqa: BLE001 - a dead shard has nothing to release
+                    pass
+                ray.kill(handle)
+                self._handles.pop(name)
+        if self._started_ray:
+            ray.shutdown()
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _merge_reports(reports: list[SweepReport], elapsed: float) -> SweepReport:
+    """The per-slot sweep reports summed into one."""
+    total = SweepReport(now=max((r.now for r in reports), default=time.time()))
+    for f in fields(SweepReport):
+        if f.name in ("examined", "kept", "demoted", "archived", "deleted", "compacted", "remaining_due"):
+            setattr(total, f.name, sum(getattr(r, f.name) for r in reports))
+    for r in reports:
+        total.errors.extend(r.errors)
+        for t, counts in r.by_type.items():
+            into = total.by_type.setdefault(t, {})
+            for key, n in counts.items():
+                into[key] = into.get(key, 0) + n
+    total.elapsed_s = elapsed
+    return total
+
+
+class _ShardActor(Shard):
+    """The shard as Ray sees it: with ``info`` for routers that connect later."""
+
+    def __init__(self, name: str, bucket: BucketConfig, *, dim: int, num_slots: int, root: str,
+                 policy: Policy | None = None, snapshot_every: int = 100) -> None:
+        super().__init__(name, bucket, dim=dim, num_slots=num_slots, root=root, policy=policy,
+                         snapshot_every=snapshot_every)
+        self._info = {"dim": dim, "num_slots": num_slots, "bucket": bucket, "policy": policy, "root": root,
+                      "snapshot_every": snapshot_every}
+
+    def info(self) -> dict[str, Any]:
+        return dict(self._info)

@@ -1,0 +1,36 @@
+"""The cluster's own exceptions (the store's are re-raised as they are)."""
+
+from __future__ import annotations
+
+from ..errors import TierStoreError
+
+__all__ = ["ClusterError", "FencedError", "NotOwnerError", "SlotLostError"]
+
+
+class ClusterError(TierStoreError):
+    """The cluster could not serve a call (no live shard, retries exhausted)."""
+
+
+class NotOwnerError(ClusterError):
+    """The shard does not own the slot (never did, released it, or was fenced):
+    the router refreshes its slot table and retries."""
+
+    def __init__(self, slot: int, message: str = "") -> None:
+        super().__init__(message or f"this shard does not own slot {slot}")
+        self.slot = slot
+
+    def __reduce__(self) -> tuple[object, ...]:  # Ray ships exceptions across processes
+        return (type(self), (self.slot, str(self)))
+
+
+class FencedError(NotOwnerError):
+    """A write met a log record of a newer owner (HTTP 412 on the create-only
+    append): this shard lost the slot, the write was not acknowledged, and the
+    shard stops serving the slot."""
+
+
+class SlotLostError(NotOwnerError):
+    """A write could not be made durable (the bucket kept failing, or the
+    answer was lost): whether its log PUT landed is unknown, so the shard
+    dropped the slot. The router has the slot taken and replayed afresh and
+    retries with the same request id: applied once either way."""

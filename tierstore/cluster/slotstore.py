@@ -1,0 +1,356 @@
+"""One owned slot: a local :class:`TierStore` that is a cache of the slot's
+log in the bucket, and the group commit that makes a write durable there
+before it is acknowledged.
+
+Determinism is what makes the local store a cache: a write is applied at a
+store time ``t`` pinned for its whole group commit (the :class:`SlotClock`),
+with its memory ids chosen before it is applied, and the log record carries
+``t``, the ids and the call's arguments. A new owner replays the records at
+the same times, in the same order, and gets the same memories, weights and
+due times: the same top-k. Writes that fail (bad input changes nothing) are
+not logged. Each write carries a request id; its answer is kept, so a retried
+write (Ray calls are at-least-once) returns the original answer instead of
+applying twice, also on a new owner after a failover (the replay recomputes
+the answers).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ..errors import InvalidInputError, StoreClosedError
+from ..store import TierStore
+from .errors import FencedError, NotOwnerError, SlotLostError
+from .lease import Lease
+from .slotlog import LogRecord, SlotLog
+from .snapshot import Snapshot, decode_answer, encode_answer, read_files, snapshot_key, split_sealed
+
+__all__ = ["WRITE_OPS", "READ_OPS", "SlotClock", "SlotStore"]
+
+#: Calls that change a slot: logged, group-committed, idempotent by request id.
+WRITE_OPS = frozenset({"add", "add_batch", "touch", "feedback", "pin", "delete", "set_context", "restore", "sweep"})
+#: Calls that only read (served by the owner's local store).
+READ_OPS = frozenset({"search", "get", "get_by_key", "memories", "get_context", "check_batch"})
+# Answers kept per slot for retried requests; older ones are forgotten (a retry
+# that late would apply again: documented in docs/cluster.md). A snapshot keeps
+# the newest _SNAPSHOT_ANSWERS of them.
+_MAX_ANSWERS = 100_000
+_SNAPSHOT_ANSWERS = 10_000
+# A read that meets the store closed for a snapshot tries again this often.
+_READ_RETRIES = 50
+
+
+class SlotClock:
+    """Store time for one slot: the wall clock, except while pinned.
+
+    Pinned while a group commit applies (or a record replays), so every part of
+    a write sees the one time the log records. Never runs backwards: a pin for a
+    live commit is at or after every time already read, so no memory is dated
+    before its own past (thread-safe)."""
+
+    def __init__(self, start: float) -> None:
+        self._lock = threading.Lock()
+        self._last = float(start)
+        self._pinned: float | None = float(start)
+
+    def now(self) -> float:
+        pinned = self._pinned
+        if pinned is not None:
+            return pinned
+        with self._lock:
+            self._last = max(time.time(), self._last)
+            return self._last
+
+    def pin_now(self) -> float:
+        """Pin at the current time (never before any time read); returns it."""
+        with self._lock:
+            self._last = max(time.time(), self._last)
+            self._pinned = self._last
+            return self._last
+
+    def pin(self, t: float) -> None:
+        """Pin at ``t`` (a replayed record's time)."""
+        with self._lock:
+            self._last = max(self._last, t)
+            self._pinned = t
+
+    def unpin(self) -> None:
+        self._pinned = None
+
+    @property
+    def last(self) -> float:
+        """The latest time this clock has told."""
+        with self._lock:
+            return max(self._last, self._pinned or self._last)
+
+
+def _prepare(op: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """The call as it is logged: memory ids chosen now (so a replay makes the
+    same ids), nothing that depends on wall time or a terminal."""
+    if op == "add" and kwargs.get("id") is None:
+        kwargs = {**kwargs, "id": uuid.uuid4().hex}
+    elif op == "add_batch":
+        items = args[0]
+        if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+            raise InvalidInputError("add_batch items must be a list of dicts")
+        prepared = []
+        for item in items:
+            if not isinstance(item, Mapping):
+                raise InvalidInputError(f"add_batch items must be dicts, got {type(item).__name__}")
+            item = dict(item)
+            if item.get("id") is None:
+                item["id"] = uuid.uuid4().hex
+            prepared.append(item)
+        args = [prepared]
+    elif op in ("sweep", "restore"):
+        if kwargs.get("time_budget_s") is not None:
+            # a time budget stops at a point that depends on the machine: a replay would differ
+            raise InvalidInputError("in a cluster, sweep takes max_items, not time_budget_s")
+        if kwargs.get("dry_run"):
+            raise InvalidInputError("a dry-run sweep is a read: the cluster routes it as one")
+        kwargs = {**kwargs, "progress": False}
+    return args, kwargs
+
+
+def apply(store: TierStore, op: str, ns: str | None, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Call ``op`` on the store (``ns`` first unless it is ``None``)."""
+    fn = getattr(store, op)
+    return fn(*args, **kwargs) if ns is None else fn(ns, *args, **kwargs)
+
+
+class _Entry:
+    """One write waiting for its group commit."""
+
+    __slots__ = ("rid", "op", "ns", "args", "kwargs", "done", "result", "error")
+
+    def __init__(self, rid: str, op: str, ns: str | None, args: list[Any], kwargs: dict[str, Any]) -> None:
+        self.rid, self.op, self.ns, self.args, self.kwargs = rid, op, ns, args, kwargs
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def finish(self, result: Any = None, error: BaseException | None = None) -> None:
+        self.result, self.error, self.done = result, error, True
+
+    def record(self) -> dict[str, Any]:
+        return {"rid": self.rid, "op": self.op, "ns": self.ns, "args": self.args, "kwargs": self.kwargs}
+
+
+class SlotStore:
+    """A slot this shard owns (under ``lease``): its store, log and group commit."""
+
+    def __init__(self, slot: int, store: TierStore, clock: SlotClock, log: SlotLog, lease: Lease,
+                 owner: str, on_lost: Any, *, path: Path, reopen: Callable[[], TierStore],
+                 snapshot_every: int = 0) -> None:
+        self.slot = slot
+        self.store = store
+        self.path = path
+        self._reopen = reopen
+        self.snapshot_every = snapshot_every  # log records between snapshots (0: only at release)
+        self.snap_seq = 0  # the newest snapshot covers the records before this one
+        self.clock = clock
+        self.log = log
+        self.lease = lease
+        self.owner = owner
+        self.next_seq = 0
+        self.live = True  # False once released, fenced, or its log could not be written
+        self._on_lost = on_lost
+        self._answers: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        self._cv = threading.Condition()
+        self._queue: list[_Entry] = []
+        self._inflight: dict[str, _Entry] = {}
+        self._leading = False
+        self.acked = 0  # writes acknowledged
+        self.commits = 0  # log objects of writes (each one PUT, bar retries)
+        self.replayed = 0  # writes replayed when the slot was taken
+        self.snapshots = 0  # snapshots written
+        self.uploaded: set[str] = set()  # SHA-256 of the sealed warm files known to be in the bucket
+        self.snapshot_errors: list[str] = []
+
+    # ------------------------------------------------------------------ replay
+
+    def replay(self, record: LogRecord) -> None:
+        """Apply a log record at its own time (a fence only advances the sequence)."""
+        if record.kind == "ops":
+            self.clock.pin(record.t)
+            try:
+                for op in record.ops:
+                    result = apply(self.store, op["op"], op["ns"], list(op["args"]), dict(op["kwargs"]))
+                    self._remember(op["rid"], result)
+                    self.replayed += 1
+            finally:
+                self.clock.unpin()
+        self.next_seq = record.seq + 1
+
+    def _remember(self, rid: str, result: Any) -> None:
+        self._answers[rid] = result
+        if len(self._answers) > _MAX_ANSWERS:
+            self._answers.popitem(last=False)
+
+    # ------------------------------------------------------------------ writes
+
+    def write(self, rid: str, op: str, ns: str | None, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Apply a write, make it durable in the log (group commit) and return
+        its answer; the answer it had if ``rid`` was already applied."""
+        with self._cv:
+            if rid in self._answers:
+                return self._answers[rid]
+            entry = self._inflight.get(rid)
+            if entry is None:
+                if not self.live:
+                    raise NotOwnerError(self.slot)
+                args, kwargs = _prepare(op, args, kwargs)
+                entry = _Entry(rid, op, ns, args, kwargs)
+                self._queue.append(entry)
+                self._inflight[rid] = entry
+            while not entry.done:
+                if not self._leading and self._queue:
+                    batch, self._queue = self._queue, []
+                    self._leading = True
+                    self._cv.release()
+                    try:
+                        self._commit(batch)
+                    except BaseException as exc:  # noqa: BLE001 - every waiter must be told
+                        for e in batch:
+                            if not e.done:
+                                e.finish(error=exc)
+                    finally:
+                        self._cv.acquire()
+                        for e in batch:
+                            self._inflight.pop(e.rid, None)
+                        if self._snapshot_due():
+                            # still leading: the slot's writes wait for the snapshot, its waiters need not
+                            threading.Thread(target=self._snapshot_then_lead_no_more, daemon=True).start()
+                        else:
+                            self._leading = False
+                        self._cv.notify_all()
+                else:
+                    self._cv.wait(1.0)
+        if entry.error is not None:
+            raise entry.error
+        return entry.result
+
+    def _commit(self, batch: list[_Entry]) -> None:
+        """Lead one group commit: apply the batch in order at one pinned time,
+        append one log object, then acknowledge."""
+        if not self.live:
+            for e in batch:
+                e.finish(error=NotOwnerError(self.slot))
+            return
+        applied: list[_Entry] = []
+        t = self.clock.pin_now()
+        try:
+            for e in batch:
+                try:
+                    result = apply(self.store, e.op, e.ns, e.args, e.kwargs)
+                except StoreClosedError:
+                    e.finish(error=NotOwnerError(self.slot))
+                except Exception as exc:  # noqa: BLE001 - bad input: the store changed nothing, nothing logged
+                    e.finish(error=exc)
+                else:
+                    e.result = result
+                    applied.append(e)
+        finally:
+            self.clock.unpin()
+        if not applied:
+            return
+        try:
+            self.log.append(self.next_seq, kind="ops", epoch=self.lease.epoch, owner=self.owner, t=t,
+                            ops=[e.record() for e in applied])
+        except FencedError as exc:
+            # a newer owner fenced the log: these writes never happened for anyone
+            self._lose(exc, applied)
+            return
+        except Exception as exc:  # noqa: BLE001
+            # the local store is ahead of the log (the put may or may not have
+            # landed): drop the slot; the router has it taken and replayed afresh
+            err = SlotLostError(self.slot, f"slot {self.slot}: the write could not be made durable: {exc}")
+            self._lose(err, applied)
+            return
+        self.next_seq += 1
+        self.commits += 1
+        with self._cv:
+            for e in applied:
+                self._remember(e.rid, e.result)
+        self.acked += len(applied)
+        for e in applied:
+            e.finish(result=e.result)
+
+    def _snapshot_due(self) -> bool:
+        return bool(self.live and self.snapshot_every and self.next_seq - self.snap_seq >= self.snapshot_every)
+
+    def _snapshot_then_lead_no_more(self) -> None:
+        try:
+            self.snapshot(reopen=True)
+        except Exception as exc:  # noqa: BLE001 - a missed snapshot only makes the next replay longer
+            self.snapshot_errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            with self._cv:
+                self._leading = False
+                self._cv.notify_all()
+
+    def snapshot(self, *, reopen: bool) -> bool:
+        """Write a snapshot of the slot as of ``next_seq`` (no commit may be in
+        flight: the caller leads the group commit or quiesced the slot).
+        ``reopen``: serve on afterwards (else the store stays closed).
+        Returns False if there was nothing new to snapshot."""
+        if self.next_seq <= self.snap_seq:
+            return False
+        seq = self.next_seq
+        self.store.close()  # a consistent copy: no open transaction, indexes checkpointed
+        try:
+            files = read_files(self.path)
+        finally:
+            if reopen:
+                try:
+                    self.store = self._reopen()
+                except Exception as exc:  # noqa: BLE001 - the slot cannot serve: hand it back
+                    self._lose(exc, [])
+                    raise
+        with self._cv:
+            answers = [(rid, enc) for rid, a in list(self._answers.items())[-_SNAPSHOT_ANSWERS:]
+                       if (enc := encode_answer(a)) is not None]
+        refs = split_sealed(self.log.bucket, self.slot, files, self.uploaded)
+        snap = Snapshot(self.slot, seq, self.lease.epoch, self.owner, self.clock.last, files, answers, refs)
+        self.log.bucket.put_new(snapshot_key(self.slot, seq), snap.encode())  # None: that prefix is saved already
+        self.snap_seq = seq
+        self.snapshots += 1
+        return True
+
+    def load_answers(self, answers: list[tuple[str, Any]]) -> None:
+        for rid, doc in answers:
+            self._remember(rid, decode_answer(doc))
+
+    def _lose(self, exc: BaseException, applied: list[_Entry]) -> None:
+        self.live = False
+        for e in applied:
+            e.finish(error=exc)
+        self._on_lost(self.slot, self)
+
+    # ------------------------------------------------------------------ release
+
+    def quiesce(self) -> None:
+        """Refuse new writes and wait until the group commit under way is done."""
+        with self._cv:
+            self.live = False
+            while self._leading:
+                self._cv.wait(1.0)
+            for e in self._queue:
+                e.finish(error=NotOwnerError(self.slot))
+            self._queue = []
+            self._cv.notify_all()
+
+    def read(self, op: str, ns: str | None, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        for _ in range(_READ_RETRIES):
+            if not self.live:
+                raise NotOwnerError(self.slot)
+            try:
+                return apply(self.store, op, ns, args, kwargs)
+            except StoreClosedError:
+                time.sleep(0.01)  # closed for a snapshot: reopened in a moment
+        raise NotOwnerError(self.slot)
