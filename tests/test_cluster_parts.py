@@ -148,6 +148,7 @@ def test_fence_losing_the_race_sees_the_old_owners_record(bucket: Bucket) -> Non
 
 from tierstore.cluster.errors import NotOwnerError  # noqa: E402
 from tierstore.cluster.shard import Shard  # noqa: E402
+from tierstore.cluster.stats import sum_stats  # noqa: E402
 from tierstore.errors import MemoryNotFoundError  # noqa: E402
 
 DIM = 8
@@ -396,3 +397,18 @@ def test_sealed_warm_shards_are_uploaded_once_and_downloaded(bucket: Bucket, tmp
     a.close()
     b.close()
     c.close()
+
+
+def test_a_shards_stats_sum_its_slots(bucket: Bucket, tmp_path) -> None:
+    rng = np.random.default_rng(11)
+    a = _shard(bucket, "a", tmp_path)
+    a.acquire([0, 1])
+    for i in range(5):
+        a.write(0, f"s0-{i}", "add", "n0", [f"zero {i}", _vec(rng)], {"memory_type": "fact"})
+    for i in range(3):
+        a.write(1, f"s1-{i}", "add", "n1", [f"one {i}", _vec(rng)], {"memory_type": "task", "pinned": i == 0})
+    got = a.stats()
+    assert got["total"] == 8 and got["namespaces"] == 2 and got["pinned"] == 1
+    assert got["by_type"]["fact"]["hot"] == 5 and got["by_type"]["task"]["hot"] == 3
+    assert sum_stats([got, got]).total == 16  # what a router does with its shards' answers
+    a.close()

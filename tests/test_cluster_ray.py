@@ -144,6 +144,10 @@ def test_failover_loses_no_acknowledged_write(cluster: Cluster) -> None:
         contents = [m.content for m in cluster.memories(ns)]
         assert len(contents) == len(set(contents)), ns
         assert len(contents) == PER_NS + expected.get(ns, 0), ns
+    # the counts over all shards: every memory once, in every namespace
+    stats = cluster.stats()
+    assert stats.total == PER_NS * len(NAMESPACES) + len(acked) and stats.namespaces == len(NAMESPACES)
+    assert sum(stats.by_tier.values()) == stats.total
 
     # the namespaces the load did not write keep their top-5, on whichever shard they are now
     moved_untouched = 0

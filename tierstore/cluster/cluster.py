@@ -23,7 +23,7 @@ from dataclasses import fields
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import InvalidInputError, StoreConfigError, TierStoreError
-from ..model import Hit, Memory, SweepReport
+from ..model import Hit, Memory, Stats, SweepReport
 from ..policy import Policy
 from ..validation import check_namespace, check_positive_int
 from .bucket import BucketConfig
@@ -31,6 +31,7 @@ from .errors import ClusterError, NotOwnerError
 from .records import pack
 from .shard import Shard
 from .slots import DEFAULT_SLOTS, check_slots, placement, slot_of
+from .stats import sum_stats
 
 __all__ = ["Cluster"]
 
@@ -468,6 +469,17 @@ class Cluster:
             names.update(part)
         return sorted(names)
 
+    def stats(self, *, lifecycle: bool = False) -> Stats:
+        """:meth:`TierStore.stats` summed over the shards (each slot's store
+        counted by its owner). Lifecycle metrics are per store and not offered
+        here: ``lifecycle=True`` is refused."""
+        if lifecycle is not False:
+            raise InvalidInputError("a cluster's stats have no lifecycle metrics: call stats(lifecycle=False)")
+        ray = _ray()
+        with self._lock:
+            handles = list(self._handles.values())
+        return sum_stats(ray.get([h.stats.remote() for h in handles], timeout=self.call_timeout_s))
+
     def flush(self) -> None:
         """Nothing to do: every write is durable in the bucket when it returns."""
 
@@ -483,11 +495,6 @@ class Cluster:
     def now(self) -> float:
         """This router's wall-clock time, POSIX seconds (each slot keeps its own store time)."""
         return time.time()
-
-    def stats(self, *, lifecycle: bool = True) -> Any:
-        """Not offered by the cluster yet (it would merge every slot's
-        statistics); :meth:`counters` has the cluster's own figures."""
-        raise ClusterError("stats is not offered by a cluster yet: see Cluster.counters()")
 
     def metrics_text(self) -> str:
         """The shards' counters in the Prometheus text format."""

@@ -30,6 +30,7 @@ from .records import unpack
 from .slotlog import LogConflictError, SlotLog
 from .slotstore import READ_OPS, WRITE_OPS, SlotClock, SlotStore
 from .snapshot import latest_snapshot, materialize
+from .stats import sum_stats
 
 __all__ = ["Shard"]
 
@@ -234,6 +235,18 @@ class Shard:
             except Exception:  # noqa: BLE001 - a slot closed meanwhile is another shard's to list
                 continue
         return sorted(names)
+
+    def stats(self) -> dict[str, Any]:
+        """The counts of the slots this shard serves, summed (``Stats.as_dict``, no lifecycle)."""
+        with self._lock:
+            states = [s for s in self._slots.values() if s.live]
+        parts = []
+        for state in states:
+            try:
+                parts.append(state.store.stats(lifecycle=False).as_dict())
+            except Exception:  # noqa: BLE001 - a slot closed meanwhile is counted by its new owner
+                continue
+        return sum_stats(parts).as_dict()
 
     def close(self) -> None:
         """Release every slot (a clean shutdown)."""
