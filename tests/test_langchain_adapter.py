@@ -80,3 +80,33 @@ def test_retriever_counts_use_filters_types_and_vector_store_does_not(store):
     assert {d.id for d in r.invoke("alice lives in lisbon")} == {"home", "chat"}  # not the conversation
     assert store.get("n", "home").access_count == 1
     assert [d.id for d in r.invoke("a chat turn", k=1, memory_types=["conversation"])] == ["turn"]
+
+
+def test_replacing_a_document_never_hides_it_from_a_concurrent_reader(store):
+    """add_documents over an existing id is one transaction (TierStore.upsert_batch):
+    a reader in another thread finds the document, old or new, at every read."""
+    import threading
+
+    vs = TierStoreVectorStore(store, EMB, namespace="n")
+    vs.add_texts(["version 0"], [{"v": 0}], ids=["doc"])
+    stop = threading.Event()
+    gaps: list[int] = []
+    reads = [0]
+
+    def reader() -> None:
+        while not stop.is_set():
+            docs = vs.get_by_ids(["doc"])
+            if len(docs) != 1 or docs[0].metadata.get("v") is None:
+                gaps.append(reads[0])
+            reads[0] += 1
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for i in range(1, 100):
+            vs.add_documents([Document(page_content=f"version {i}", metadata={"v": i}, id="doc")])
+    finally:
+        stop.set()
+        t.join()
+    assert reads[0] > 0 and gaps == []
+    assert vs.get_by_ids(["doc"])[0].metadata == {"v": 99} and store.stats().total == 1

@@ -28,8 +28,8 @@ class TierStoreVectorStore(VectorStore):
     ``Document.page_content`` is the memory's content, ``Document.metadata``
     its metadata (stored whole, returned exactly: no store field is added),
     ``Document.id`` its id. Adding a document whose id exists replaces it
-    (the old memory is deleted, then the new one added: not atomic — a crash
-    between the two loses the old version too). ``fields`` chooses metadata
+    atomically (:meth:`TierStore.upsert_batch`: a concurrent reader or a
+    crash sees the old version or the new one). ``fields`` chooses metadata
     keys that set each memory's type, confidence, tags, TTL and pin;
     ``memory_type`` and ``source`` are the defaults.
 
@@ -73,9 +73,9 @@ class TierStoreVectorStore(VectorStore):
 
     def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *,
                   ids: list[str] | None = None, **kwargs: Any) -> list[str]:
-        """Embed and store ``texts``; returns their ids (given, or new UUIDs).
-        An id that exists is replaced; within one call, a later text with the
-        same id wins."""
+        """Embed and store ``texts`` in one transaction; returns their ids
+        (given, or new UUIDs). An id that exists is replaced, atomically;
+        within one call, a later text with the same id wins."""
         if kwargs:
             raise InvalidInputError(f"add_texts: unknown arguments {sorted(kwargs)}")
         texts = list(texts)
@@ -97,13 +97,8 @@ class TierStoreVectorStore(VectorStore):
                                     "memory_type": self.memory_type, "source": self.source, "metadata": meta}
             item.update(self.fields.store_fields(meta))
             items.append(item)
-        existing = [item["id"] for item in items if self.store.get(self.namespace, item["id"]) is not None]
-        if existing:
-            # check the whole batch before deleting anything: bad input changes nothing
-            self.store.check_batch(self.namespace, items)
-            for mid in existing:
-                self.store.delete(self.namespace, mid)
-        self.store.add_batch(self.namespace, items)
+        # one transaction: existing ids replaced, new ones added, or (bad input) nothing changed
+        self.store.upsert_batch(self.namespace, items)
         return out_ids
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
