@@ -88,7 +88,6 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
         # memory, a duplicate or a candidate may be an earlier item.
         outcome: list[int | dedupe.Duplicate] = []
         marks: list[supersession.Mark] = []
-        del forgotten[:]  # the list of this attempt only
         for i, row in enumerate(rows):
             where = "" if len(rows) == 1 else f"item {i}: "
             if replace:
