@@ -2,7 +2,7 @@
 TIERSTORE_CRASH_AT so that it is SIGKILLed at a chosen point.
 
 usage: crash_child.py PATH OP NOW [ARG]
-OP: sweep | restore-all | add | add-key | search-warm | compact-cold
+OP: sweep | restore-all | add | add-key | upsert | search-warm | compact-cold
 """
 
 import sys
@@ -21,6 +21,9 @@ elif op == "add":
     store.add("crash", "added just before the crash", np.ones(store.dim), id="late")
 elif op == "add-key":  # supersedes the live memory of the slot "slot"
     store.add("crash", "the slot's new value", np.ones(store.dim), id="late", key="slot")
+elif op == "upsert":  # replaces the memory "late"
+    store.upsert_batch("crash", [{"content": "replaced just before the crash", "embedding": np.ones(store.dim),
+                                  "id": "late"}])
 elif op == "compact-cold":
     store.compact_cold()
 elif op == "search-warm":

@@ -7,6 +7,8 @@ import math
 import sqlite3
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import DIM, T0, unit
 from tierstore import ManualClock, TierStore
@@ -162,3 +164,23 @@ def test_memories_lists_a_namespace_in_order_from_every_tier(store, clock, rng):
     assert [m.tier for m in listed] == ["hot", "hot", "hot", "cold"]
     assert listed[1].embedding is not None and listed[3].embedding is None
     assert store.memories("empty") == []
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12)
+
+
+@given(st.dictionaries(st.text(max_size=5), _json_values, max_size=5))
+def test_load_metadata_reads_back_exactly_what_json_reads(meta):
+    """load_metadata (orjson when installed) returns what json.loads returns, types included:
+    integers beyond 64 bits stay exact integers, floats the same floats."""
+    import json
+
+    from tierstore.validation import check_metadata, load_metadata
+
+    text = check_metadata(meta)
+    got, want = load_metadata(text), json.loads(text)
+    assert got == want and repr(got) == repr(want)

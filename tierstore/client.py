@@ -8,20 +8,22 @@ server sends the class name of the store's error; the same class from
     store = TierStore.open("./mem", embedder="minilm")
     store = RemoteStore("http://127.0.0.1:8765", token=os.environ["TIERSTORE_TOKEN"])
 
-Over a pool of keep-alive HTTP/1.1 connections (the standard library's
-``http.client``; no dependency), thread-safe: one RemoteStore serves many
-threads. Two more errors are remote-only:
-:class:`AuthError` (token refused, or a namespace outside the token's
-tenant) and :class:`RemoteError` (server unreachable, or it failed: the
-details are in its log). A request is retried only when its connection
+Over a pool of keep-alive HTTP/1.1 connections (plain sockets and a
+small response parser, see :class:`_Connection`; no dependency),
+thread-safe: one RemoteStore serves many threads. Two more errors are
+remote-only: :class:`AuthError` (token refused, or a namespace outside the
+token's tenant) and :class:`RemoteError` (server unreachable, or it
+failed: the details are in its log). A request is retried only when its connection
 could not be made: a write whose answer was lost is never sent twice.
 
-Why not urllib3 or httpx: on loopback a small request's time is mostly
-wake-ups (client, the server's event loop, its worker thread, and back),
-and both write a request's headers and its body in two ``send()`` calls,
-so the server wakes twice; here they go in one. Measured in
-docs/benchmarks.md ("Serving"): about 0.5-1 ms of a search's 3 ms on this
-machine.
+Why not urllib3, httpx or http.client: on loopback a small request's time
+is mostly wake-ups (client, the server's event loop, its worker thread,
+and back) and the client's own Python. urllib3 and httpx write a
+request's headers and its body in two ``send()`` calls, so the server
+wakes twice; http.client too, and it parses response headers with the
+email package. Here a request is one ``send()`` of a head built once per
+route, and a response is read by a parser of a few lines. Measured in
+docs/benchmarks.md ("Serving").
 
 What differs: the server bounds work per request (``k``, batch sizes, a
 sweep's items and seconds, a restore's count: see docs/server.md), the
@@ -32,11 +34,11 @@ accepted and ignored.
 from __future__ import annotations
 
 import datetime as _dt
-import http.client
 import json
 import os
 import select
 import socket
+import ssl
 import threading
 import time
 from typing import Any, Iterable, Mapping, Sequence
@@ -73,27 +75,132 @@ def _seq(x: Any) -> Any:
         return x
 
 
-class _Connection(http.client.HTTPConnection):
-    """An HTTP/1.1 connection that sends a request's headers and body in one
-    ``send()`` (http.client sends them apart: two segments, two wake-ups of
-    the server for one request), with TCP_NODELAY."""
+class _ProtocolError(OSError):
+    """A response this client cannot read (reported as a RemoteError)."""
+
+
+_NO_BODY = frozenset({204, 304})
+_MAX_HEAD = 64 << 10  # bytes of status line and headers
+
+
+class _Connection:
+    """One keep-alive HTTP/1.1 connection, TCP_NODELAY.
+
+    A request goes out in one ``sendall`` (head and body together: one
+    segment, one wake-up of the server), and the response is read by a
+    small parser: status, ``Content-Length`` (or chunked, or to the end),
+    ``Connection: close``. Measured against http.client on loopback
+    (docs/benchmarks.md, "Serving"): its header parsing (the email
+    package) and one ``putheader`` call per header were most of the
+    client's own time per search."""
+
+    def __init__(self, host: str, port: int, timeout: float, tls: ssl.SSLContext | None) -> None:
+        self.sock: socket.socket | None = None
+        self._host, self._port, self._timeout, self._tls = host, port, timeout, tls
+        self._buf = bytearray()
 
     def connect(self) -> None:
-        super().connect()
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = socket.create_connection((self._host, self._port), timeout=self._timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tls is not None:
+                sock = self._tls.wrap_socket(sock, server_hostname=self._host)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
 
-    def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
-        if isinstance(message_body, bytes):
-            self._buffer.extend((b"", b""))  # type: ignore[attr-defined]
-            head = b"\r\n".join(self._buffer)  # type: ignore[attr-defined]
-            del self._buffer[:]  # type: ignore[attr-defined]
-            self.send(head + message_body)
-            return
-        super()._send_output(message_body, encode_chunked)  # type: ignore[misc]
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
 
+    def request(self, head: bytes, body: bytes | None) -> tuple[int, bytes, bool]:
+        """Send one request (``head`` ends with the blank line); returns
+        ``(status, body, the server will close the connection)``."""
+        assert self.sock is not None
+        self.sock.sendall(head + body if body else head)
+        return self._response()
 
-class _TLSConnection(_Connection, http.client.HTTPSConnection):
-    pass
+    def _fill(self) -> None:
+        assert self.sock is not None
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise _ProtocolError("the server closed the connection before it answered")
+        self._buf += chunk
+
+    def _response(self) -> tuple[int, bytes, bool]:
+        buf = self._buf
+        while True:
+            end = buf.find(b"\r\n\r\n")
+            if end >= 0:
+                break
+            if len(buf) > _MAX_HEAD:
+                raise _ProtocolError("the response's headers are too long")
+            self._fill()
+        lines = buf[:end].decode("latin-1").split("\r\n")
+        del buf[: end + 4]
+        version, _, rest = lines[0].partition(" ")
+        if not version.startswith("HTTP/1.") or not rest[:3].isdigit():
+            raise _ProtocolError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+        status = int(rest[:3])
+        length: int | None = None
+        chunked = False
+        close = version == "HTTP/1.0"
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            name = name.strip().lower()
+            if name == "content-length":
+                if not value.strip().isdigit():
+                    raise _ProtocolError(f"bad Content-Length {value.strip()!r}")
+                length = int(value)
+            elif name == "transfer-encoding":
+                chunked = "chunked" in value.lower()
+            elif name == "connection":
+                tokens = value.lower()
+                close = "close" in tokens or (close and "keep-alive" not in tokens)
+        if 100 <= status < 200:
+            return self._response()  # an interim response (not asked for): the real one follows
+        if status in _NO_BODY:
+            return status, b"", close
+        if chunked:
+            return status, self._chunked(), close
+        if length is None:  # the body runs to the end of the connection
+            assert self.sock is not None
+            while chunk := self.sock.recv(65536):
+                buf += chunk
+            data = bytes(buf)
+            buf.clear()
+            return status, data, True
+        while len(buf) < length:
+            self._fill()
+        data = bytes(buf[:length])
+        del buf[:length]
+        return status, data, close
+
+    def _chunked(self) -> bytes:
+        buf, out = self._buf, bytearray()
+        while True:
+            while (eol := buf.find(b"\r\n")) < 0:
+                self._fill()
+            size_text = buf[:eol].split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise _ProtocolError(f"bad chunk size {bytes(size_text[:20])!r}") from None
+            del buf[: eol + 2]
+            if size == 0:  # trailers, then a blank line
+                while (eol := buf.find(b"\r\n")) != 0:
+                    if eol < 0:
+                        self._fill()
+                    else:
+                        del buf[: eol + 2]
+                del buf[:2]
+                return bytes(out)
+            while len(buf) < size + 2:
+                self._fill()
+            out += buf[:size]
+            del buf[: size + 2]
 
 
 class _Pool:
@@ -104,13 +211,18 @@ class _Pool:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidInputError(f"expected an http:// or https:// URL, got {url!r}")
-        self._cls = _TLSConnection if parts.scheme == "https" else _Connection
-        self._host, self._port = parts.hostname, parts.port
+        self._tls = ssl.create_default_context() if parts.scheme == "https" else None
+        self._host = parts.hostname
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        default_port = self._port == (443 if parts.scheme == "https" else 80)
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        self._host_header = host if default_port else f"{host}:{self._port}"
         self._prefix = parts.path.rstrip("/")
         self._timeout = timeout
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(size)
+        self._heads: dict[tuple[str, str, bool], bytes] = {}
 
     def _take(self) -> _Connection:
         with self._lock:
@@ -121,7 +233,7 @@ class _Pool:
                 if sock is not None and not select.select([sock], [], [], 0)[0]:
                     return conn
                 conn.close()
-        conn = self._cls(self._host, self._port, timeout=self._timeout)
+        conn = _Connection(self._host, self._port, self._timeout, self._tls)
         for attempt in range(4):  # nothing was sent yet: a refused connection may be retried
             try:
                 conn.connect()
@@ -132,22 +244,34 @@ class _Pool:
                 time.sleep(0.05 * 2 ** attempt)
         raise AssertionError("unreachable")
 
+    def _head(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> bytes:
+        """The request's status line and headers, built once per method and path (headers are fixed per
+        RemoteStore); only Content-Length changes."""
+        key = (method, path, body is not None)
+        head = self._heads.get(key)
+        if head is None:
+            lines = [f"{method} {self._prefix}{path} HTTP/1.1", f"Host: {self._host_header}",
+                     "Accept-Encoding: identity", *(f"{k}: {v}" for k, v in headers.items())]
+            head = self._heads[key] = ("\r\n".join(lines) + "\r\n").encode("latin-1")
+        if body is None:
+            return head + b"\r\n"
+        return head + b"Content-Length: %d\r\n\r\n" % len(body)
+
     def request(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        head = self._head(method, path, body, headers)
         with self._slots:
             conn = self._take()
             try:
-                conn.request(method, self._prefix + path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
+                status, data, close = conn.request(head, body)
             except BaseException:
                 conn.close()
                 raise
-            if resp.will_close:
+            if close:
                 conn.close()
             else:
                 with self._lock:
                     self._idle.append(conn)
-            return resp.status, data
+            return status, data
 
     def close(self) -> None:
         with self._lock:
@@ -187,7 +311,7 @@ class RemoteStore:
         data = None if body is None else json.dumps(body, separators=(",", ":"), default=_jsonable).encode()
         try:
             status, raw = self._pool.request(method, path, data, self._headers)
-        except (OSError, http.client.HTTPException) as exc:
+        except OSError as exc:
             raise RemoteError(f"cannot reach the tierstore server at {self.url}: {type(exc).__name__}: {exc}") \
                 from None
         if 200 <= status < 300:

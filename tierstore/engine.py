@@ -48,6 +48,7 @@ from .storetime import ClockCheck, StoreClock
 from .tags import TagVocab
 from .tier_search import RowRanker
 from .trace import TraceWriter
+from .validation import load_metadata
 from .warm import WarmSettings, WarmTier
 
 
@@ -192,7 +193,7 @@ class Engine:
             expires_at=expires if math.isfinite(expires) else None,
             due_at=row.due_at if math.isfinite(row.due_at) else None,
             embedding=row.vector() if with_embedding else None,
-            metadata=None if row.metadata is None else json.loads(row.metadata),
+            metadata=None if row.metadata is None else load_metadata(row.metadata),
         )
 
     def _split(self, ns: str, hot: HotNamespace, ids: Sequence[str]) -> tuple[list[int], list[MemoryRow]]:

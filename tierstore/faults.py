@@ -25,6 +25,7 @@ POINTS = (
     "add.after_commit",  # the add is durable, the hot index does not hold it yet
     "demote.after_commit",  # migrator._demote: rows are warm in the catalog, still in the hot index
     "delete.after_commit",  # store.delete: the row is gone, the hot slot and the archive object remain
+    "replace.after_commit",  # upsert_batch: the new versions are committed, the hot index holds the old ones
     "compact.after_intent",  # migrator.compact_archives: the new batch is recorded, no object yet
     "compact.after_put",  # the new object is written, the catalog still points at the old one
     "compact.after_commit",  # the catalog points at the new object, the old one remains

@@ -42,7 +42,7 @@ from .model import Explain, Hit, Memory
 from .rwlock import RWLock
 from .scoring import CompiledPolicy, QueryContext
 from .tags import TagVocab
-from .validation import check_vector
+from .validation import check_vector, load_metadata
 
 _INITIAL_CAPACITY = 64
 
@@ -141,7 +141,7 @@ class HotSnapshot:
     def metadata(self, j: int) -> dict[str, Any] | None:
         """Hit j's metadata (a fresh dict; ``None``: none), without building its Memory."""
         meta = self.strings.metadata[int(self.ri[C.R_SLOT, j])]
-        return None if meta is None else json.loads(meta)
+        return None if meta is None else load_metadata(meta)
 
     def build(self, j: int, embedding: np.ndarray | None = None) -> Memory:
         created, last_access, ttl, anchor, due, override = self.rf[C.R_F:, j].tolist()  # C.SNAPSHOT_F
@@ -167,7 +167,7 @@ class HotSnapshot:
             expires_at=expires if math.isfinite(expires) else None,
             due_at=due if math.isfinite(due) else None,
             embedding=embedding,
-            metadata=None if (meta := strings.metadata[s]) is None else json.loads(meta),
+            metadata=None if (meta := strings.metadata[s]) is None else load_metadata(meta),
         )
 
 

@@ -8,7 +8,7 @@ import json
 import math
 import sqlite3
 import uuid
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from .kernels import TIER_COLD, TIER_HOT, due_times
 from .kernels import columns as C
 from .reads import get
 from .trace import encode_vector
-from .updates import apply_feedback, set_lifetime
+from .updates import apply_feedback, forget_row, set_lifetime
 from .validation import (
     check_confidence,
     check_content,
@@ -63,7 +63,10 @@ def check_items(items: Any) -> None:
                 raise InvalidInputError(f"add_batch item {i}: missing {required!r}")
 
 
-def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
+def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bool = False) -> list[str]:
+    """Insert ``items`` (see :meth:`TierStore.add_batch`). ``replace``: an
+    item whose id exists replaces that memory in the same transaction (see
+    :meth:`TierStore.upsert_batch`)."""
     eng._check_writable()
     check_namespace(ns)
     if not items:
@@ -73,9 +76,12 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
     rows, vectors = prepare_rows(eng, ns, items, now)
     hot = eng._hot.ensure(ns)
     superseded = dict(check_supersedes(eng, ns, items, rows))
-    similar = similar_live(eng, ns, hot, rows, vectors)
-    dedupe_on = eng._policy.dedupe == "exact"
+    # a replaced memory's old version is gone by the time the rule applies: never a candidate
+    similar = similar_live(eng, ns, hot, rows, vectors, exclude={r.id for r in rows} if replace else set())
+    # a replacement is stored under its id: never merged into a duplicate
+    dedupe_on = eng._policy.dedupe == "exact" and not replace
     conf_half_life = eng._cp.conf_half_life
+    forgotten: list[tuple[MemoryRow, str | None]] = []  # replaced versions and their tombstones (replace only)
 
     def insert(conn: sqlite3.Connection) -> tuple[list[int | dedupe.Duplicate], list[supersession.Mark]]:
         # Items take effect in order, all in this transaction: a key's live
@@ -84,6 +90,10 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         marks: list[supersession.Mark] = []
         for i, row in enumerate(rows):
             where = "" if len(rows) == 1 else f"item {i}: "
+            if replace:
+                old = eng._catalog.row_in(conn, ns, row.id)
+                if old is not None:
+                    forgotten.append((old, forget_row(conn, old, now, "replaced")))
             olds = superseded.get(row.id, [])
             live = supersession.check_key_agrees(conn, ns, row.key, olds, where)
             dup = dedupe.find_duplicate(conn, ns, row.memory_type, row.key, row.content) if dedupe_on else None
@@ -107,14 +117,30 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
             marks += supersession.record_all(conn, ns, wanted, now)
         return outcome, marks
 
-    outcome, marks = eng._catalog.write(insert)
-    crash_point("add.after_commit")
-    added = [(row, v) for row, v, out in zip(rows, vectors, outcome) if not isinstance(out, dedupe.Duplicate)]
-    for (row, _), rid in zip(added, [o for o in outcome if not isinstance(o, dedupe.Duplicate)]):
-        row.rid = rid
-    if added:
-        with hot.lock.write():
-            hot.add_rows([r for r, _ in added], np.stack([v for _, v in added]))
+    if replace:
+        # The namespace's write lock from before the commit until the hot
+        # tier holds the new versions: a reader sees the old version or the
+        # new one, never neither (see TierStore.upsert_batch).
+        with eng._hot.guard(ns) as space:
+            outcome, marks = eng._catalog.write(insert)
+            crash_point("replace.after_commit")
+            added = _added(rows, vectors, outcome)
+            if space is not None:  # else the namespace loads from the catalog, which has the new versions
+                space.remove([space.slot_of[r.id] for r, _ in forgotten if r.id in space.slot_of])
+                if added:
+                    space.add_rows([r for r, _ in added], np.stack([v for _, v in added]))
+        if any(stone is not None for _, stone in forgotten):
+            eng._migrator.write_tombstones()
+        cold_keys = {r.cold_key for r, _ in forgotten if r.cold_key}
+        if cold_keys:
+            eng._migrator.collect_archives(cold_keys)
+    else:
+        outcome, marks = eng._catalog.write(insert)
+        crash_point("add.after_commit")
+        added = _added(rows, vectors, outcome)
+        if added:
+            with hot.lock.write():
+                hot.add_rows([r for r, _ in added], np.stack([v for _, v in added]))
     for mark in marks:
         supersede(eng, ns, mark.old_id, mark.new_id, now, mark)
     for row, out in zip(rows, outcome):
@@ -122,6 +148,8 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
             reinforce(eng, ns, out, row, now)
     ids = [out.id if isinstance(out, dedupe.Duplicate) else row.id for row, out in zip(rows, outcome)]
     if eng._trace is not None:
+        for old, _ in forgotten:  # replayed as the delete and the add it amounts to
+            eng._trace.write("delete", now, ns=ns, id=old.id)
         for r, v, mid in zip(rows, vectors, ids):
             eng._trace.write("add", now, ns=ns, id=mid, content=r.content, embedding=encode_vector(v),
                               memory_type=r.memory_type, confidence=r.conf_llm, source=r.source,
@@ -132,20 +160,36 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 
+def _added(rows: Sequence[MemoryRow], vectors: np.ndarray,
+           outcome: Sequence[int | dedupe.Duplicate]) -> list[tuple[MemoryRow, np.ndarray]]:
+    """The rows inserted (not merged into a duplicate) with their vectors; each row gets its new rid."""
+    added = []
+    for row, v, out in zip(rows, vectors, outcome):
+        if not isinstance(out, dedupe.Duplicate):
+            row.rid = out
+            added.append((row, v))
+    return added
+
+
+
 def similar_live(eng: Engine, ns: str, hot: HotNamespace, rows: Sequence[MemoryRow],
-                 vectors: np.ndarray) -> list[dict[str, float]]:
+                 vectors: np.ndarray, exclude: Collection[str] = ()) -> list[dict[str, float]]:
     """Per row: ids of live hot and warm memories (and earlier rows) of
     its type at or above its type's lowest supersession bar, with their
-    cosine. Read before the add's transaction; the rule is applied in it."""
+    cosine. Read before the add's transaction; the rule is applied in it.
+    ``exclude``: ids of live memories not to return (earlier rows still count)."""
     floors = [auto_supersession.bars_for(eng._policy, r.memory_type).lowest for r in rows]
     if all(f is None for f in floors):
         return [{} for _ in rows]
     types = [r.memory_type for r in rows]
     found = auto_supersession.similar_in_hot(hot, vectors, [eng._type_idx[t] for t in types], floors)
-    for part in (auto_supersession.similar_in_warm(eng._warm, eng._catalog, ns, vectors, types, floors),
-                 auto_supersession.similar_in_batch(vectors, [r.id for r in rows], types, floors)):
-        for mine, more in zip(found, part):
-            mine.update(more)
+    for mine, more in zip(found, auto_supersession.similar_in_warm(eng._warm, eng._catalog, ns, vectors, types,
+                                                                    floors)):
+        mine.update(more)
+    if exclude:
+        found = [{mid: sim for mid, sim in mine.items() if mid not in exclude} for mine in found]
+    for mine, more in zip(found, auto_supersession.similar_in_batch(vectors, [r.id for r in rows], types, floors)):
+        mine.update(more)
     return found
 
 

@@ -226,6 +226,32 @@ class TierStore:
         ingest.check_items(items)
         return ingest.add(self._engine, ns, items)
 
+    def upsert_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Store many memories under their ids in one transaction (dicts with
+        :meth:`add`'s keys); returns their ids. An item whose id names a
+        memory of ``ns`` (in any tier) replaces it: the old version is
+        deleted and the new one inserted under the same id in that one
+        transaction, so a crash leaves one or the other, never neither. The
+        new version is a new memory (counts, weight and lifetime start
+        afresh; a ``delete`` event with reason ``replaced``, then a
+        ``create``). Items whose ids are new are added. All or nothing, like
+        :meth:`add_batch`: one invalid item (or a duplicate id within the
+        batch) rejects the batch and changes nothing. Unlike :meth:`add`,
+        no item is merged into a duplicate (``dedupe``): each is stored
+        under its own id; and a replaced memory's old version is never a
+        candidate for automatic supersession.
+
+        Concurrency: the catalog transaction and the hot tier's swap of the
+        versions happen under the namespace's write lock, so a concurrent
+        ``get`` and a search of the hot tier see the old version or the new
+        one, never neither and never both. A search that spans tiers while
+        the old version is warm or cold is as consistent as it is with the
+        migrator's own moves: the old version is found, or the new one, or,
+        in the instant between, a search of the warm tier that started
+        before the commit may find neither."""
+        ingest.check_items(items)
+        return ingest.add(self._engine, ns, items, replace=True)
+
     def check_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> None:
         """Raise the InvalidInputError :meth:`add_batch` would raise for
         ``items`` before writing (their fields and ids within the batch;

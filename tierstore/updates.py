@@ -316,16 +316,7 @@ def delete(eng: Engine, ns: str, id: str) -> bool:
         row = eng._catalog.row_in(conn, ns, id)
         if row is None:
             return None, None
-        conn.execute("DELETE FROM memories WHERE rid = ?", (row.rid,))
-        conn.execute("DELETE FROM cold_text WHERE rowid = ?", (row.rid,))
-        if row.cold_key:
-            conn.execute(MARK_PURGE_SQL, (row.cold_key,))
-        has_record = row.cold_key is not None or row.rid in tombstones.stale_rids(conn, ns)
-        stone = tombstones.note_deletion(conn, ns, id, now) if has_record else None
-        conn.execute(EVENT_SQL, (now, ns, id, "delete", TIER_NAMES[row.tier], None, "explicit",
-                                 lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now), row.confidence,
-                                 row.access_count, row.memory_type))
-        return row, stone
+        return row, forget_row(conn, row, now, "explicit")
 
     with eng._hot.guard(ns) as space:
         row, stone = eng._catalog.write(write)
@@ -341,6 +332,28 @@ def delete(eng: Engine, ns: str, id: str) -> bool:
     if eng._trace is not None and row is not None:
         eng._trace.write("delete", now, ns=ns, id=id)
     return row is not None
+
+
+
+def forget_row(conn: sqlite3.Connection, row: MemoryRow, now: float, reason: str) -> str | None:
+    """Remove ``row`` from the catalog inside the caller's transaction (a
+    delete, or the old version of a replaced memory): its row and archived
+    text go, its archive object is marked for rewriting, a ``delete`` event
+    (``reason``) is logged, and if an archive object may still hold its
+    record a pending tombstone is noted; returns the tombstone's key (the
+    caller writes it once committed: ``migrator.write_tombstones``). The hot
+    slot, if any, is the caller's to remove."""
+    ns = row.ns
+    conn.execute("DELETE FROM memories WHERE rid = ?", (row.rid,))
+    conn.execute("DELETE FROM cold_text WHERE rowid = ?", (row.rid,))
+    if row.cold_key:
+        conn.execute(MARK_PURGE_SQL, (row.cold_key,))
+    has_record = row.cold_key is not None or row.rid in tombstones.stale_rids(conn, ns)
+    stone = tombstones.note_deletion(conn, ns, row.id, now) if has_record else None
+    conn.execute(EVENT_SQL, (now, ns, row.id, "delete", TIER_NAMES[row.tier], None, reason,
+                             lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now), row.confidence,
+                             row.access_count, row.memory_type))
+    return stone
 
 
 

@@ -17,6 +17,7 @@ import base64
 import binascii
 import dataclasses
 import json
+import operator
 from typing import Any, Mapping
 
 import numpy as np
@@ -94,10 +95,11 @@ def array_from_wire(v: Any) -> np.ndarray | None:
 # ------------------------------------------------------------------ records
 
 _MEMORY_FIELDS = [f.name for f in dataclasses.fields(Memory)]
+_memory_values = operator.attrgetter(*_MEMORY_FIELDS)
 
 
 def memory_to_wire(m: Memory) -> dict[str, Any]:
-    out = {name: getattr(m, name) for name in _MEMORY_FIELDS}
+    out = dict(zip(_MEMORY_FIELDS, _memory_values(m)))  # one C call for the fields: encoded per hit, per search
     out["tags"] = list(m.tags)
     out["embedding"] = None if m.embedding is None else encode_vector(m.embedding)
     return out

@@ -288,6 +288,16 @@ def _error_response(exc: BaseException, what: str) -> Response:
     return Response(data, status_code=status, media_type="application/json")
 
 
+def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> None:
+    """Complete ``future`` on its loop (a worker thread's result), unless the request was cancelled meanwhile."""
+    if future.cancelled():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
 def check_workers(workers: Any) -> int:
     """``workers`` (threads running the store's calls) if it is a positive integer; else InvalidInputError."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -330,10 +340,22 @@ class Calls:
             principal = scope["state"]["principal"]
             store, limits = self.store, self.limits
 
-            def run() -> bytes:
-                return wire.dumps(call(store, principal, _parse(raw, path), limits))
+            loop = asyncio.get_running_loop()
+            done = loop.create_future()
 
-            data = await asyncio.get_running_loop().run_in_executor(self.executor, run)
+            def run() -> None:
+                try:
+                    result = wire.dumps(call(store, principal, _parse(raw, path), limits))
+                except BaseException as exc:  # noqa: BLE001 - handed to the request's task
+                    loop.call_soon_threadsafe(_settle, done, None, exc)
+                else:
+                    loop.call_soon_threadsafe(_settle, done, result, None)
+
+            # One hand-over each way and nothing else: run_in_executor chains a
+            # concurrent Future to an asyncio one through several Python-level
+            # callbacks, measured at ~5 % of the server's time per search.
+            self.executor.submit(run)
+            data = await done
             status = 200
         except Exception as exc:  # noqa: BLE001 - every failure becomes an error response
             status, data = _error(exc, path)

@@ -295,10 +295,8 @@ class TierStoreStore(BaseStore):
                 item["pinned"] = True
             else:
                 item["ttl_seconds"] = float(op.ttl) * 60.0
-            self.store.check_batch(ns, [item])  # bad input deletes nothing
-            if old is not None:
-                self.store.delete(ns, op.key)
-            self.store.add_batch(ns, [item])
+            # an existing item is replaced in one transaction: readers and crashes see one version or the other
+            self.store.upsert_batch(ns, [item])
 
     def _texts(self, op: PutOp) -> list[str]:
         """The texts of ``op.value`` to embed (none: the item is not embedded)."""
