@@ -28,7 +28,7 @@ class TestRemoteStore(StoreAPITests):
 
 # Every method both have: the same parameters (names, kinds, defaults) and the
 # same return annotation.
-MIRRORED = ["add", "get_by_key", "add_batch", "search", "get", "touch", "feedback", "pin", "delete", "set_context", "get_context",
+MIRRORED = ["add", "get_by_key", "add_batch", "upsert_batch", "search", "get", "touch", "feedback", "pin", "delete", "set_context", "get_context",
             "namespaces", "restore", "sweep", "stats", "metrics_text", "now", "close"]
 
 

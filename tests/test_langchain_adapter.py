@@ -127,3 +127,30 @@ def test_documents_built_without_validation_equal_validated_ones(store):
         assert doc.model_fields_set == again.model_fields_set and doc.to_json() == again.to_json()
         doc.metadata["changed"] = True  # a fresh dict per document: the store is not changed
     assert vs.get_by_ids(["a"])[0].metadata == {"k": [1, {"x": None}]}
+
+
+def test_the_vector_store_works_over_a_remote_store(tmp_path):
+    """TierStoreVectorStore over RemoteStore: the same documents, replaced
+    in place by id (the server's upsert_batch), found, deleted; a served
+    store whose policy merges duplicates is refused as a local one is."""
+    pytest.importorskip("uvicorn")
+    from tierstore.client import RemoteStore
+    from tierstore.server.app import build_app
+    from tierstore.testing.live_server import ThreadedServer
+
+    with TierStore.open(tmp_path / "s", dim=8, clock=ManualClock(1_700_000_000.0), policy=adapter_policy()) as store:
+        with ThreadedServer(build_app(store, tokens=None)) as url, RemoteStore(url) as remote:
+            assert remote.policy is not None and remote.policy.dedupe == "off"
+            vs = TierStoreVectorStore(remote, EMB, namespace="n")
+            assert vs.add_texts(["old text", "other"], metadatas=[{"v": 1}, {"v": 2}], ids=["a", "b"]) == ["a", "b"]
+            assert vs.add_texts(["new text"], metadatas=[{"v": 3}], ids=["a"]) == ["a"]
+            docs = vs.get_by_ids(["a", "b"])
+            assert [(d.id, d.page_content, d.metadata) for d in docs] == [("a", "new text", {"v": 3}),
+                                                                          ("b", "other", {"v": 2})]
+            assert store.get("n", "a").content == "new text" and len(store.memories("n")) == 2
+            assert vs.similarity_search("new text", k=1)[0].id == "a"
+            assert vs.delete(["b"]) and vs.get_by_ids(["b"]) == []
+    with TierStore.open(tmp_path / "d", dim=8) as deduping:  # the default policy merges duplicates
+        with ThreadedServer(build_app(deduping, tokens=None)) as url, RemoteStore(url) as remote:
+            with pytest.raises(StoreConfigError, match="dedupe"):
+                TierStoreVectorStore(remote, EMB)

@@ -49,6 +49,7 @@ import numpy as np
 from . import wire
 from .errors import InvalidInputError, RemoteError, StoreClosedError
 from .model import Hit, Memory, Stats, SweepReport
+from .policy import Policy
 __all__ = ["RemoteStore"]
 
 
@@ -64,6 +65,19 @@ def _jsonable(obj: Any) -> Any:
         return list(obj)
     return repr(obj)  # refused by the store's checks, with the error a local call gets
 
+
+
+def _wire_items(items: Any) -> Any:
+    """add_batch / upsert_batch items for the wire: vectors encoded, tuples as lists."""
+    if not isinstance(items, Sequence) or isinstance(items, (str, bytes)):
+        return items  # not a list: the server says so, as the store does
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, Mapping):
+            item = {k: (wire.vector_out(v) if k == "embedding" else _seq(v) if k in ("tags", "supersedes") else v)
+                    for k, v in item.items()}
+        out.append(item)
+    return out
 
 def _seq(x: Any) -> Any:
     """A list for iterables (tuples, generators); strings and None as they are (the store judges them)."""
@@ -302,6 +316,8 @@ class RemoteStore:
         self.dim: int = int(info["dim"])
         self.embedder_name: str | None = info.get("embedder")
         self.server_version: str = info.get("version", "")
+        # the served store's policy (None from a server that does not say): what the adapters check
+        self.policy: Policy | None = None if info.get("policy") is None else Policy.from_dict(info["policy"])
 
     # ------------------------------------------------------------------ transport
 
@@ -368,16 +384,11 @@ class RemoteStore:
 
     def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         """:meth:`TierStore.add_batch`: all or nothing."""
-        if isinstance(items, Sequence) and not isinstance(items, (str, bytes)):
-            wire_items: Any = []
-            for item in items:
-                if isinstance(item, Mapping):
-                    item = {k: (wire.vector_out(v) if k == "embedding" else _seq(v) if k in ("tags", "supersedes")
-                                else v) for k, v in item.items()}
-                wire_items.append(item)
-        else:
-            wire_items = items  # not a list: the server says so, as the store does
-        return self._post("/v1/add_batch", {"ns": ns, "items": wire_items})["ids"]
+        return self._post("/v1/add_batch", {"ns": ns, "items": _wire_items(items)})["ids"]
+
+    def upsert_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
+        """:meth:`TierStore.upsert_batch`: replaces the memories whose ids exist, in one transaction."""
+        return self._post("/v1/upsert_batch", {"ns": ns, "items": _wire_items(items)})["ids"]
 
     # ------------------------------------------------------------------ search and read
 

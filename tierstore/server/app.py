@@ -167,7 +167,8 @@ def _add(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
     return {"id": store.add(ns, a.pop("content"), **a)}
 
 
-def _add_batch(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+def _batch_items(p: Principal, a: dict[str, Any], lim: Limits) -> tuple[str, Any]:
+    """The namespace and items of an add_batch or upsert_batch body, vectors decoded."""
     ns = p.check_namespace(a["ns"])
     items = a["items"]
     _count_at_most(items, lim.max_batch, "items", "--max-batch")
@@ -176,7 +177,15 @@ def _add_batch(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -
         for i, item in enumerate(items):
             if "embedding" in item:
                 item["embedding"] = wire.vector_in(item["embedding"], f"items[{i}].embedding")
-    return {"ids": store.add_batch(ns, items)}
+    return ns, items
+
+
+def _add_batch(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    return {"ids": store.add_batch(*_batch_items(p, a, lim))}
+
+
+def _upsert_batch(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    return {"ids": store.upsert_batch(*_batch_items(p, a, lim))}
 
 
 def _search(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
@@ -251,7 +260,7 @@ def _sweep(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> An
 
 
 CALLS: dict[str, Callable[[TierStore, Principal, dict[str, Any], Limits], Any]] = {
-    "/v1/add": _add, "/v1/add_batch": _add_batch, "/v1/search": _search, "/v1/get": _get,
+    "/v1/add": _add, "/v1/add_batch": _add_batch, "/v1/upsert_batch": _upsert_batch, "/v1/search": _search, "/v1/get": _get,
     "/v1/get_by_key": _get_by_key, "/v1/touch": _touch, "/v1/feedback": _feedback, "/v1/pin": _pin,
     "/v1/delete": _delete, "/v1/set_context": _set_context, "/v1/get_context": _get_context,
     "/v1/restore": _restore, "/v1/sweep": _sweep,
@@ -399,8 +408,10 @@ def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = L
 
     async def info(request: Request) -> Response:
         emb = store.embedder
+        policy = getattr(store, "policy", None)  # a served cluster's slots each keep their own
         return JSONResponse({"api": wire.API_VERSION, "version": version, "dim": store.dim,
-                             "embedder": None if emb is None else emb.name, "now": store.now()})
+                             "embedder": None if emb is None else emb.name, "now": store.now(),
+                             "policy": None if policy is None else policy.to_dict()})
 
     async def metrics(request: Request) -> Response:
         try:

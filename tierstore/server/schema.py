@@ -43,6 +43,7 @@ class AddBody(Body):
     id: str | None = None
     supersedes: list[str] | None = None
     key: str | None = None
+    metadata: dict[str, Any] | None = Field(None, description="JSON, kept and returned exactly")
 
 
 class AddItem(Body):
@@ -57,6 +58,7 @@ class AddItem(Body):
     id: str | None = None
     supersedes: list[str] | None = None
     key: str | None = None
+    metadata: dict[str, Any] | None = Field(None, description="JSON, kept and returned exactly")
 
 
 class AddBatchBody(Body):
@@ -259,6 +261,8 @@ class ErrorOut(BaseModel):
 POST_ROUTES: dict[str, tuple[type[Body], type[BaseModel], str]] = {
     "/v1/add": (AddBody, IdOut, "add one memory"),
     "/v1/add_batch": (AddBatchBody, IdsOut, "add many memories, all or nothing"),
+    "/v1/upsert_batch": (AddBatchBody, IdsOut, "store many memories under their ids, replacing those that exist, "
+                         "in one transaction"),
     "/v1/search": (SearchBody, HitsOut, "the k best memories for a query"),
     "/v1/get": (IdBody, MemoryOrNone, "one memory, from any tier, without counting an access"),
     "/v1/get_by_key": (KeyBody, MemoryOrNone, "the live memory holding a key"),

@@ -183,6 +183,27 @@ class StoreAPITests:
         assert snapshot(api, {"b": ids}) == before
         assert api.add_batch("b", []) == []
 
+    def test_upsert_batch_replaces_under_the_same_ids(self, api: Any, rng: np.random.Generator) -> None:
+        ids = api.add_batch("u", [{"content": f"v1 {i}", "embedding": unit(rng), "id": f"d{i}"} for i in range(3)])
+        new_vec = unit(rng)
+        got = api.upsert_batch("u", [{"content": "v2 1", "embedding": new_vec, "id": "d1", "tags": ("new",),
+                                      "metadata": {"rev": 2, "path": ["a", "b"]}},
+                                     {"content": "fresh", "embedding": unit(rng), "id": "d9"}])
+        assert got == ["d1", "d9"]
+        assert api.get("u", "d1").content == "v2 1" and api.get("u", "d1").tags == ("new",)
+        assert api.get("u", "d1").metadata == {"rev": 2, "path": ["a", "b"]}
+        assert api.search("u", new_vec, k=1, record_access=False)[0].id == "d1"
+        everything = api.search("u", new_vec, k=10, record_access=False)
+        assert sorted(h.id for h in everything) == sorted(ids + ["d9"])  # replaced, not added beside
+        before = snapshot(api, {"u": ids + ["d9"]})
+        with pytest.raises(InvalidVectorError):  # one bad item: nothing replaced
+            api.upsert_batch("u", [{"content": "v3 0", "embedding": unit(rng), "id": "d0"},
+                                   {"content": "bad", "embedding": np.zeros(DIM, np.float32), "id": "d2"}])
+        with pytest.raises(DuplicateIdError):
+            api.upsert_batch("u", [{"content": "a", "embedding": unit(rng), "id": "d0"},
+                                   {"content": "b", "embedding": unit(rng), "id": "d0"}])
+        assert snapshot(api, {"u": ids + ["d9"]}) == before
+
     @pytest.mark.parametrize("override,exc", BAD_ADDS,
                              ids=[f"{list(o)[0]}-{e.__name__}-{i}" for i, (o, e) in enumerate(BAD_ADDS)])
     def test_bad_add_raises_the_same_error_and_changes_nothing(self, api: Any, rng: np.random.Generator,

@@ -11,7 +11,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from ...errors import InvalidInputError
+from ...client import RemoteStore
+from ...errors import InvalidInputError, StoreConfigError
 from ...model import Hit
 from ...store import TierStore
 from ...validation import check_namespace
@@ -82,11 +83,14 @@ class TierStoreVectorStore(VectorStore):
     Async methods are LangChain's defaults (the sync ones in
     an executor); the store is thread-safe."""
 
-    def __init__(self, store: TierStore, embedding: Embeddings, *, namespace: str = "langchain",
+    def __init__(self, store: TierStore | RemoteStore, embedding: Embeddings, *, namespace: str = "langchain",
                  fields: FieldMap | None = None, memory_type: str = "fact", source: str = "langchain",
                  record_access: bool = False, owns_store: bool = False) -> None:
-        if not isinstance(store, TierStore):
-            raise InvalidInputError(f"store must be a TierStore, got {type(store).__name__}")
+        if not isinstance(store, (TierStore, RemoteStore)):
+            raise InvalidInputError(f"store must be a TierStore or a RemoteStore, got {type(store).__name__}")
+        if store.policy is None:
+            raise StoreConfigError("the server does not say its store's policy (a server older than this client, "
+                                   "or a cluster): a vector store needs it checked")
         check_adapter_policy(store.policy, "a vector store")
         store.policy.type_index(memory_type)  # UnknownMemoryTypeError now, not at the first add
         self.store = store
