@@ -409,6 +409,24 @@ def test_fetch_groups_ranged_gets_per_object_and_runs_them_concurrently(arc):
     assert len(counting.threads) == 3  # the three GETs met at the barrier: they ran at once
 
 
+def test_fetch_reads_a_local_store_on_the_calling_thread_unless_told(arc):
+    # LocalObjectStore.serial_reads: a pread takes µs, threads would only add overhead
+    counting = CountingStore(arc.objstore)
+    cold = ColdTier(counting, DIM)
+    locs = [arc.locations[r] for r in arc.rids[::2]]
+    got = fetch_vectors(cold, locs, VectorCache())
+    assert np.array_equal(got, np.stack([arc.vector(r) for r in arc.rids[::2]]))
+    assert counting.threads == {threading.get_ident()} and len({k for k, _, _ in counting.gets}) == 3
+
+    class Remote(CountingStore):  # a store that does not say it reads serially: threads by default
+        serial_reads = False
+
+    remote = Remote(arc.objstore, threading.Barrier(3, timeout=60))
+    got = fetch_vectors(ColdTier(remote, DIM), locs, VectorCache())
+    assert np.array_equal(got, np.stack([arc.vector(r) for r in arc.rids[::2]]))
+    assert len(remote.threads) == 3 and threading.get_ident() not in remote.threads
+
+
 def test_fetch_serves_cache_hits_without_a_get(arc):
     counting = CountingStore(arc.objstore)
     cold = ColdTier(counting, DIM)

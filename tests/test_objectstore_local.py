@@ -372,3 +372,32 @@ def test_put_races_directory_pruning(tmp_path: Path) -> None:
     with ThreadPoolExecutor(4) as pool:
         assert sorted(pool.map(churn, range(4))) == [0, 1, 2, 3]
     assert store.list() == []
+
+
+def test_ranged_gets_read_exact_bytes_and_stop_at_the_end(tmp_path: Path) -> None:
+    # get reads with os.open and pread: every range shape as the buffered read gave it
+    store = LocalObjectStore(tmp_path)
+    data = bytes(range(256)) * 4096  # 1 MiB
+    store.put("a/obj", data)
+    assert store.get("a/obj") == data
+    assert store.get("a/obj", 1000) == data[1000:]
+    assert store.get("a/obj", 5, 7) == data[5:7]
+    assert store.get("a/obj", 0, len(data)) == data
+    assert store.get("a/obj", len(data) - 3, len(data) + 100) == data[-3:]  # clipped at the end
+    assert store.get("a/obj", len(data) + 10, len(data) + 20) == b""  # wholly past the end
+    assert store.get("a/obj", len(data) + 10) == b""
+    assert store.get("a/obj", 9, 9) == b""
+    store.put("empty", b"")
+    assert store.get("empty") == b"" and store.get("empty", 0, 10) == b""
+
+
+def test_get_of_a_directory_or_through_a_file_is_not_found(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path)
+    store.put("d/e", b"x")
+    with pytest.raises(ObjectNotFoundError):
+        store.get("d")  # a directory of other keys, not an object
+    with pytest.raises(ObjectNotFoundError):
+        store.get("d", 0, 1)
+    with pytest.raises(ObjectNotFoundError):
+        store.get("d/e/f")  # through a file
+    assert store.serial_reads is True  # callers read its objects on one thread (cold_index.fetch_vectors)

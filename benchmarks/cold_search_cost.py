@@ -1,0 +1,371 @@
+"""What a search that goes cold costs, over 100 000 archived memories (issue 15).
+
+    .venv/bin/python benchmarks/cold_search_cost.py                 # 100 000 archived, local and S3 (moto)
+    .venv/bin/python benchmarks/cold_search_cost.py --n 5000 --queries 50 --no-s3   # smoke run
+    .venv/bin/python benchmarks/cold_search_cost.py --json out.json
+
+One namespace ``u``: ``--n`` clustered 384-d vectors (``conftest.clustered_vectors``,
+seed 1) added as ``conversation`` memories ``m0``, ``m1``, ... on a
+``ManualClock``, the clock moved past their TTL and ``sweep`` run until
+nothing is due (all archived: objects of ``Settings.sweep_batch`` records);
+then ``--hot`` ``fact`` memories ``h0``, ... (random directions, far from the
+queries) stay hot. Queries are drawn around the same centres (draw seed 2).
+
+Per query, in one loop (the order of the queries shuffled, seed 3):
+
+(a) recall@10: the ids of ``search(k=10, include_cold=True)`` that are
+    archived (``m*``) against the exact cosine top 10 over the archived
+    vectors (brute force, numpy);
+(b) local object store (a directory): ``search(include_cold=False)`` then
+    ``search(include_cold=True)`` with the store's vector cache cleared first
+    (every candidate read from the archive objects: the honest cold case; the
+    OS page cache stays warm), then the same cold search again (cache hits).
+    "Time added" is the cold search minus the hot-only search of the same
+    query, per query; p50 and p90 of those differences. The fetch part
+    (``fetch_vectors`` inside the search, timed by a wrapper) and the distinct
+    objects it touched are recorded too;
+(c) S3 (moto's standalone server on a loopback port, a second store with the
+    same memories): the same cold search, cache cleared, with the fetch part
+    timed, then one raw boto3 ``get_object(Range=...)`` of one of the records
+    it read, on its own client. Ratios: fetch / (raw GET × distinct objects
+    touched) and fetch / raw GET, per query, and of the medians.
+
+Targets (issue 15): recall@10 >= 0.95; time added p50 <= 5 ms (local); fetch
+<= 2 x one raw ranged GET per distinct object touched (S3). Nothing here
+asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.append(str(ROOT / "tests"))  # s3_fixtures; after benchmarks/, whose conftest is wanted
+from conftest import clustered_vectors  # noqa: E402  (also sets one BLAS thread)
+
+import numpy as np  # noqa: E402
+
+import tierstore.tier_search as tier_search  # noqa: E402
+from tierstore import ManualClock, TierStore  # noqa: E402
+from tierstore.errors import ObjectNotFoundError  # noqa: E402
+from tierstore.objectstore import LocalObjectStore  # noqa: E402
+from tierstore.objectstore._base import validate_key, validate_range  # noqa: E402
+from tierstore.progress import Progress  # noqa: E402
+
+DIM = 384
+K = 10
+NS = "u"
+START = 1_700_000_000.0
+
+
+class FetchTimer:
+    """Wraps ``tier_search.fetch_vectors``: the seconds of the last call and the
+    distinct objects it read (cache misses only)."""
+
+    def __init__(self, inner: Callable[..., np.ndarray]) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+        self.objects = 0
+        self.locations: list[Any] = []
+
+    def __call__(self, cold: Any, locations: Any, cache: Any = None, *args: Any, **kw: Any) -> np.ndarray:
+        locs = list(locations)
+        misses = [loc for loc in locs if cache is None or cache.get(loc.key, loc.offset) is None]
+        t0 = time.perf_counter()
+        out = self.inner(cold, locs, cache, *args, **kw)
+        self.seconds = time.perf_counter() - t0
+        self.objects = len({loc.key for loc in misses})
+        self.locations = misses
+        return out
+
+
+def get_d4ff59c(self: LocalObjectStore, key: str, start: int | None = None, end: int | None = None) -> bytes:
+    """``LocalObjectStore.get`` as it was at d4ff59c (pathlib path, buffered
+    ``open``/``seek``/``read``): the "before" of ``--ab``."""
+    key = validate_key(key)
+    first, end = validate_range(start, end)
+    if end is not None and first == end:
+        return b""
+    path = self._path(key)
+    try:
+        with open(path, "rb") as f:
+            if first:
+                f.seek(first)
+            return f.read() if end is None else f.read(end - first)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        raise ObjectNotFoundError(key) from None
+
+
+# --ab variants of the local store: (LocalObjectStore.get, serial_reads)
+VARIANTS = {
+    "d4ff59c (buffered get, 8 threads)": (get_d4ff59c, False),
+    "pread get, 8 threads": (LocalObjectStore.get, False),
+    "pread get, serial (this commit)": (LocalObjectStore.get, True),
+}
+
+
+def set_variant(name: str) -> None:
+    get, serial = VARIANTS[name]
+    LocalObjectStore.get = get  # type: ignore[method-assign]
+    LocalObjectStore.serial_reads = serial  # type: ignore[attr-defined]
+
+
+def build_store(path: Path, X: np.ndarray, hot: np.ndarray, label: str, **open_kw: Any) -> TierStore:
+    """A store at ``path`` with ``X`` archived (``m*``) and ``hot`` hot (``h*``)."""
+    clock = ManualClock(START)
+    store = TierStore.open(path, dim=DIM, clock=clock, **open_kw)
+    bar = Progress(len(X), f"{label}: add", unit="")
+    chunk = 5000
+    for s in range(0, len(X), chunk):
+        e = min(len(X), s + chunk)
+        store.add_batch(NS, [{"content": f"conversation m{i}", "embedding": X[i], "id": f"m{i}",
+                              "memory_type": "conversation"} for i in range(s, e)])
+        bar.update(e - s)
+    bar.close()
+    clock.advance(2 * 3600)  # conversation: TTL 1 h
+    bar = Progress(len(X), f"{label}: sweep", unit="")
+    while True:  # until nothing is due
+        rep = store.sweep(max_items=5000)
+        if rep.errors:
+            raise SystemExit(f"{label}: the sweep failed: {rep.errors[:3]}")
+        bar.update(rep.archived, note=f"{rep.remaining_due} due")
+        if rep.remaining_due == 0 and rep.examined == 0:
+            break
+    bar.close()
+    store.add_batch(NS, [{"content": f"fact h{i}", "embedding": v, "id": f"h{i}", "memory_type": "fact"}
+                         for i, v in enumerate(hot)])
+    return store
+
+
+def quantiles(xs: list[float]) -> dict[str, float]:
+    a = np.asarray(xs, np.float64)
+    return {"p50": float(np.quantile(a, 0.5)), "p90": float(np.quantile(a, 0.9)), "mean": float(a.mean())}
+
+
+def check_args(args: argparse.Namespace) -> None:
+    for name in ("n", "queries", "hot"):
+        v = getattr(args, name)
+        if v < 1:
+            raise SystemExit(f"--{name} must be a positive integer, got {v}")
+    if args.n < K:
+        raise SystemExit(f"--n must be at least k = {K}, got {args.n}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=100_000, help="archived memories in the namespace")
+    ap.add_argument("--hot", type=int, default=50, help="hot memories in the namespace")
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--no-s3", action="store_true", help="skip the S3 (moto) part")
+    ap.add_argument("--json", type=Path, help="also write the figures here as JSON")
+    ap.add_argument("--ab", action="store_true",
+                    help="also time the local cold search with d4ff59c's LocalObjectStore.get and fetch threads")
+    ap.add_argument("--keep", type=Path, help="build the stores under this directory and keep them")
+    args = ap.parse_args(argv)
+    check_args(args)
+    # a SIGTERM unwinds like Ctrl-C, so the finally below stops the moto server
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    X = clustered_vectors(args.n, DIM, seed=1)
+    Q = clustered_vectors(args.queries, DIM, seed=1, draw_seed=2)
+    H = np.random.default_rng(4).normal(size=(args.hot, DIM)).astype(np.float32)
+    H /= np.linalg.norm(H, axis=1, keepdims=True)
+    truth = [set(np.argsort(-(X @ q), kind="stable")[:K].tolist()) for q in Q]
+
+    root = args.keep or Path(tempfile.mkdtemp(prefix="tierstore-coldcost-"))
+    root.mkdir(parents=True, exist_ok=True)
+    server = None
+    stores: list[TierStore] = []
+    timer = FetchTimer(tier_search.fetch_vectors)
+    tier_search.fetch_vectors = timer  # type: ignore[assignment]
+    try:
+        t0 = time.perf_counter()
+        local = build_store(root / "local", X, H, "local", cold=str(root / "local-cold"))
+        stores.append(local)
+        build_local_s = time.perf_counter() - t0
+        s3 = raw = None
+        prefix = "mem"
+        if not args.no_s3:
+            from s3_fixtures import _AWS_ENV, MotoServer, _free_port
+
+            os.environ.update(_AWS_ENV)
+            os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+            server = MotoServer(_free_port(MotoServer.host), root / "moto.log")
+            server.start()
+            server.client().create_bucket(Bucket="bench")
+            s3 = build_store(root / "s3", X, H, "s3", cold=f"s3://bench/{prefix}",
+                             cold_options={"endpoint_url": server.endpoint_url})
+            stores.append(s3)
+            import boto3
+            from botocore.config import Config
+
+            raw = boto3.client("s3", endpoint_url=server.endpoint_url, region_name="us-east-1",
+                               config=Config(retries={"max_attempts": 1}))
+        build_s = time.perf_counter() - t0
+        for st in stores:
+            cold_n = st._cold_index.count(NS)
+            if cold_n != args.n:
+                raise SystemExit(f"{cold_n} of {args.n} memories archived: the sweep did not finish")
+
+        def cold_search(st: TierStore, q: np.ndarray) -> list[Any]:
+            return st.search(NS, q, k=K, include_cold=True, record_access=False)
+
+        def hot_search(st: TierStore, q: np.ndarray) -> list[Any]:
+            return st.search(NS, q, k=K, include_cold=False, record_access=False)
+
+        for st in stores:  # load the codes, compile, warm up
+            for q in Q[:5]:
+                hot_search(st, q)
+                cold_search(st, q)
+        s: dict[str, list[float]] = {k: [] for k in (
+            "hot", "cold", "warm", "added", "added_warm", "fetch_local", "objects_local", "cold_hits",
+            "recall", "s3_cold", "s3_fetch", "s3_objects", "raw_get", "ratio_per_object", "ratio_one_get")}
+        ab: dict[str, dict[str, list[float]]] = {name: {"added": [], "fetch": []} for name in VARIANTS}
+        order = list(range(len(Q)))
+        random.Random(3).shuffle(order)
+        bar = Progress(len(order), "queries")
+        for qi in order:
+            q = Q[qi]
+            t = time.perf_counter()
+            hot_search(local, q)
+            t_hot = time.perf_counter() - t
+            local._vector_cache.clear()
+            t = time.perf_counter()
+            hits = cold_search(local, q)
+            t_cold = time.perf_counter() - t
+            s["fetch_local"].append(timer.seconds)
+            s["objects_local"].append(timer.objects)
+            t = time.perf_counter()
+            cold_search(local, q)
+            t_warm = time.perf_counter() - t
+            s["hot"].append(t_hot)
+            s["cold"].append(t_cold)
+            s["warm"].append(t_warm)
+            s["added"].append(t_cold - t_hot)
+            s["added_warm"].append(t_warm - t_hot)
+            cold_ids = {int(h.id[1:]) for h in hits if h.id.startswith("m")}
+            s["cold_hits"].append(len(cold_ids))
+            s["recall"].append(len(cold_ids & truth[qi]) / K)
+            if args.ab:
+                names = list(VARIANTS)
+                random.Random(qi).shuffle(names)
+                for name in names:
+                    set_variant(name)
+                    local._vector_cache.clear()
+                    t = time.perf_counter()
+                    cold_search(local, q)
+                    ab[name]["added"].append(time.perf_counter() - t - t_hot)
+                    ab[name]["fetch"].append(timer.seconds)
+                set_variant("pread get, serial (this commit)")
+            if s3 is not None:
+                s3._vector_cache.clear()
+                t = time.perf_counter()
+                cold_search(s3, q)
+                s["s3_cold"].append(time.perf_counter() - t)
+                fetch, objs, loc = timer.seconds, timer.objects, timer.locations[0]
+                rng_hdr = f"bytes={loc.offset}-{loc.offset + loc.length - 1}"
+                t = time.perf_counter()
+                body = raw.get_object(Bucket="bench", Key=f"{prefix}/{loc.key}", Range=rng_hdr)["Body"].read()
+                t_raw = time.perf_counter() - t
+                if len(body) != loc.length:
+                    raise SystemExit(f"raw GET returned {len(body)} bytes, expected {loc.length}")
+                s["s3_fetch"].append(fetch)
+                s["s3_objects"].append(objs)
+                s["raw_get"].append(t_raw)
+                s["ratio_per_object"].append(fetch / (t_raw * objs))
+                s["ratio_one_get"].append(fetch / t_raw)
+            bar.update()
+        bar.close()
+    finally:
+        set_variant("pread get, serial (this commit)")
+        tier_search.fetch_vectors = timer.inner  # type: ignore[assignment]
+        for st in stores:
+            st.close()
+        if server is not None:
+            server.stop()
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+    ms = lambda xs: {k: v * 1e3 for k, v in quantiles(xs).items()}  # noqa: E731
+    out: dict[str, Any] = {
+        "n_archived": args.n, "hot": args.hot, "queries": len(Q), "k": K, "dim": DIM,
+        "cpus": os.cpu_count(), "load": os.getloadavg(), "python": platform.python_version(),
+        "build_s": build_s, "build_local_s": build_local_s,
+        "recall_at_10": float(np.mean(s["recall"])), "recall_min": float(np.min(s["recall"])),
+        "cold_hits_mean": float(np.mean(s["cold_hits"])),
+        "local_ms": {name: ms(s[name]) for name in ("hot", "cold", "warm", "added", "added_warm", "fetch_local")},
+        "objects_local": quantiles(s["objects_local"]),
+    }
+    if s["s3_cold"]:
+        p50 = statistics.median
+        out["s3_ms"] = {name: ms(s[name]) for name in ("s3_cold", "s3_fetch", "raw_get")}
+        out["s3_objects"] = quantiles(s["s3_objects"])
+        out["s3_ratio_per_object"] = quantiles(s["ratio_per_object"])
+        out["s3_ratio_one_get"] = quantiles(s["ratio_one_get"])
+        out["s3_ratio_of_medians_per_object"] = p50(s["s3_fetch"]) / (p50(s["raw_get"]) * p50(s["s3_objects"]))
+        out["s3_ratio_of_medians_one_get"] = p50(s["s3_fetch"]) / p50(s["raw_get"])
+
+    L = out["local_ms"]
+    print(f"\n# cold_search_cost: {args.n} archived + {args.hot} hot memories in one namespace, dim {DIM}, "
+          f"k = {K}, {len(Q)} queries; {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}; "
+          f"build {build_s:.0f} s\n")
+    print("| row | p50 | p90 | mean | target |")
+    print("|---|---|---|---|---|")
+    print(f"| (a) recall@10 of the cold hits vs exact cosine over the archived vectors "
+          f"(mean; min {out['recall_min']:.2f}; {out['cold_hits_mean']:.1f} of 10 hits cold) "
+          f"| | | {out['recall_at_10']:.3f} | >= 0.95 |")
+    rows = [("hot-only search (`include_cold=False`), ms", "hot", ""),
+            ("cold search, vector cache cleared, ms", "cold", ""),
+            ("cold search again (cache hits), ms", "warm", ""),
+            ("(b) time added: cold (cache cleared) − hot-only, per query, ms", "added", "<= 5 ms p50"),
+            ("(b) time added, cache hits: warm − hot-only, ms", "added_warm", ""),
+            ("  of which `fetch_vectors` (cache cleared), ms", "fetch_local", "")]
+    for label, key, target in rows:
+        v = L[key]
+        print(f"| {label} | {v['p50']:.2f} | {v['p90']:.2f} | {v['mean']:.2f} | {target} |")
+    o = out["objects_local"]
+    print(f"| distinct objects read per cold search (local) | {o['p50']:.0f} | {o['p90']:.0f} | {o['mean']:.1f} | |")
+    if "s3_ms" in out:
+        S = out["s3_ms"]
+        for label, key in (("S3: cold search, cache cleared, ms", "s3_cold"),
+                           ("S3: `fetch_vectors` part, ms", "s3_fetch"),
+                           ("S3: one raw boto3 ranged GET, ms", "raw_get")):
+            v = S[key]
+            print(f"| {label} | {v['p50']:.2f} | {v['p90']:.2f} | {v['mean']:.2f} | |")
+        o = out["s3_objects"]
+        print(f"| S3: distinct objects touched | {o['p50']:.0f} | {o['p90']:.0f} | {o['mean']:.1f} | |")
+        r = out["s3_ratio_per_object"]
+        print(f"| (c) fetch / (raw GET × distinct objects), per query | {r['p50']:.3f} | {r['p90']:.3f} | "
+              f"{r['mean']:.3f} | <= 2 |")
+        print(f"| (c) the same, of the medians | {out['s3_ratio_of_medians_per_object']:.3f} | | | <= 2 |")
+        r = out["s3_ratio_one_get"]
+        print(f"| (c) fetch / one raw GET, per query | {r['p50']:.2f} | {r['p90']:.2f} | {r['mean']:.2f} | |")
+    if args.ab:
+        out["ab_ms"] = {name: {k: ms(v) for k, v in d.items()} for name, d in ab.items()}
+        base = out["ab_ms"]["d4ff59c (buffered get, 8 threads)"]
+        print("\n| local cold search, cache cleared (`--ab`, same queries, interleaved) | time added p50 ms | "
+              "p90 | `fetch_vectors` p50 ms | p90 | added p50 / d4ff59c |")
+        print("|---|---|---|---|---|---|")
+        for name, d in out["ab_ms"].items():
+            print(f"| {name} | {d['added']['p50']:.2f} | {d['added']['p90']:.2f} | {d['fetch']['p50']:.2f} | "
+                  f"{d['fetch']['p90']:.2f} | {d['added']['p50'] / base['added']['p50']:.3f} |")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
