@@ -40,6 +40,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -183,6 +184,40 @@ print(n, flush=True)
 """
 
 
+def in_process_rate(store: Any, Q: np.ndarray, seconds: float, threads: int) -> float:
+    """Searches per second of ``threads`` threads searching ``store`` in this process for ``seconds``."""
+    counts = [0] * threads
+    end = time.perf_counter() + seconds
+
+    def work(t: int) -> None:
+        i = t
+        while time.perf_counter() < end:
+            store.search("bench", Q[i % len(Q)], k=5, record_access=False)
+            counts[t] += 1
+            i += 7
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    t0 = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return sum(counts) / (time.perf_counter() - t0)
+
+
+def remote_rate(url: str, qfile: Path, seconds: float, clients: int, env: dict[str, str] | None = None) -> float:
+    """Searches per second of ``clients`` RemoteStore processes (:data:`CLIENT`) against ``url``, started
+    together once all are ready; the queries are read from ``qfile``."""
+    go = qfile.parent / f"go-{time.monotonic_ns()}"
+    procs = [subprocess.Popen([sys.executable, "-c", CLIENT, url, TOKEN, str(seconds), str(go), str(c), str(qfile)],
+                              stdout=subprocess.PIPE, text=True, cwd=qfile.parent, env=env)
+             for c in range(clients)]
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready"  # type: ignore[union-attr]
+    go.write_text("")
+    return sum(int(p.communicate()[0].strip()) for p in procs) / seconds
+
+
 def bench_throughput(path: Path, X: np.ndarray, server: Server, seconds: float, rounds: int,
                      local_threads: int = 2, clients: int = 8) -> None:
     from tierstore import TierStore
@@ -194,44 +229,14 @@ def bench_throughput(path: Path, X: np.ndarray, server: Server, seconds: float, 
     for q in Q[:100]:
         local.search("bench", q, k=5, record_access=False)
 
-    def in_process() -> float:
-        counts = [0] * local_threads
-        end = time.perf_counter() + seconds
-
-        def work(t: int) -> None:
-            i = t
-            while time.perf_counter() < end:
-                local.search("bench", Q[i % len(Q)], k=5, record_access=False)
-                counts[t] += 1
-                i += 7
-
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(local_threads)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return sum(counts) / (time.perf_counter() - t0)
-
-    def remote() -> float:
-        go = path.parent / f"go-{time.monotonic_ns()}"
-        procs = [subprocess.Popen([sys.executable, "-c", CLIENT, server.url, TOKEN, str(seconds), str(go), str(c),
-                                   str(qfile)], stdout=subprocess.PIPE, text=True, cwd=path.parent)
-                 for c in range(clients)]
-        for p in procs:
-            assert p.stdout.readline().strip() == "ready"  # type: ignore[union-attr]
-        go.write_text("")
-        total = sum(int(p.communicate()[0].strip()) for p in procs)
-        return total / seconds
-
     print(f"\nthroughput: searches/s, k=5, {seconds:g} s per round, rounds alternating")
     left, right = f"in process, {local_threads} threads", f"{clients} RemoteStore clients"
     print(f"{'round':>6}{left:>26}{right:>24}"
           f"{'ratio':>8}   {load()}")
     ratios = []
     for r in range(rounds):
-        a = in_process()
-        b = remote()
+        a = in_process_rate(local, Q, seconds, local_threads)
+        b = remote_rate(server.url, qfile, seconds, clients)
         ratios.append(b / a)
         print(f"{r + 1:>6}{a:26.0f}{b:24.0f}{b / a:8.2f}   {load()}")
     print(f"median ratio {statistics.median(ratios):.2f}")

@@ -31,14 +31,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from server import CLIENT, DIM, TOKEN, load, make_store, pct, queries  # noqa: E402
+from server import DIM, TOKEN, in_process_rate, load, make_store, pct, queries, remote_rate  # noqa: E402
 
 
 class Server:
@@ -119,40 +118,13 @@ def bench_throughput(path: Path, X: np.ndarray, a: Server, b: Server, seconds: f
     for q in Q[:100]:
         local.search("bench", q, k=5, record_access=False)
 
-    def in_process() -> float:
-        counts = [0] * local_threads
-        end = time.perf_counter() + seconds
-
-        def work(t: int) -> None:
-            i = t
-            while time.perf_counter() < end:
-                local.search("bench", Q[i % len(Q)], k=5, record_access=False)
-                counts[t] += 1
-                i += 7
-
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(local_threads)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return sum(counts) / (time.perf_counter() - t0)
-
-    def remote(server: Server) -> float:
-        go = path.parent / f"go-{time.monotonic_ns()}"
-        procs = [subprocess.Popen([sys.executable, "-c", CLIENT, server.url, TOKEN, str(seconds), str(go), str(c),
-                                   str(qfile)], stdout=subprocess.PIPE, text=True, cwd=path.parent, env=server.env)
-                 for c in range(clients)]
-        for p in procs:
-            assert p.stdout.readline().strip() == "ready"  # type: ignore[union-attr]
-        go.write_text("")
-        return sum(int(p.communicate()[0].strip()) for p in procs) / seconds
-
     print(f"\nthroughput: searches/s, k=5, {seconds:g} s per round; in process {local_threads} threads, "
           f"{clients} client processes per server")
     print(f"{'round':>6}{'in process':>12}{'A (base)':>10}{'B (this)':>10}{'A/in':>7}{'B/in':>7}{'B/A':>7}   load")
     ra, rb, rba = [], [], []
-    sides = [("l", in_process), ("a", lambda: remote(a)), ("b", lambda: remote(b))]
+    sides = [("l", lambda: in_process_rate(local, Q, seconds, local_threads)),
+             ("a", lambda: remote_rate(a.url, qfile, seconds, clients, a.env)),
+             ("b", lambda: remote_rate(b.url, qfile, seconds, clients, b.env))]
     for r in range(rounds):
         got = {}
         for j in range(3):  # rotating order: no side always runs after the same one

@@ -85,30 +85,21 @@ def test_retriever_counts_use_filters_types_and_vector_store_does_not(store):
 def test_replacing_a_document_never_hides_it_from_a_concurrent_reader(store):
     """add_documents over an existing id is one transaction (TierStore.upsert_batch):
     a reader in another thread finds the document, old or new, at every read."""
-    import threading
+    from tierstore.testing.concurrency import gaps_while
 
     vs = TierStoreVectorStore(store, EMB, namespace="n")
     vs.add_texts(["version 0"], [{"v": 0}], ids=["doc"])
-    stop = threading.Event()
-    gaps: list[int] = []
-    reads = [0]
 
-    def reader() -> None:
-        while not stop.is_set():
-            docs = vs.get_by_ids(["doc"])
-            if len(docs) != 1 or docs[0].metadata.get("v") is None:
-                gaps.append(reads[0])
-            reads[0] += 1
+    def found() -> bool:
+        docs = vs.get_by_ids(["doc"])
+        return len(docs) == 1 and docs[0].metadata.get("v") is not None
 
-    t = threading.Thread(target=reader)
-    t.start()
-    try:
+    def replace_99_times() -> None:
         for i in range(1, 100):
             vs.add_documents([Document(page_content=f"version {i}", metadata={"v": i}, id="doc")])
-    finally:
-        stop.set()
-        t.join()
-    assert reads[0] > 0 and gaps == []
+
+    reads, gaps = gaps_while(found, replace_99_times)
+    assert reads > 0 and gaps == []
     assert vs.get_by_ids(["doc"])[0].metadata == {"v": 99} and store.stats().total == 1
 
 

@@ -253,30 +253,21 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path):
 def test_a_put_over_an_existing_item_never_hides_it_from_a_concurrent_get(tmp_path):
     """A put over an existing key is one transaction (TierStore.upsert_batch):
     a get in another thread finds the item, old value or new, at every read."""
-    import threading
+    from tierstore.testing.concurrency import gaps_while
 
     with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store:
         ours = TierStoreStore(store, index=INDEX)
         ours.put(("users", "a"), "k", {"text": "version 0", "v": 0})
-        stop = threading.Event()
-        gaps: list[int] = []
-        reads = [0]
 
-        def reader() -> None:
-            while not stop.is_set():
-                item = ours.get(("users", "a"), "k")
-                if item is None or "v" not in item.value:
-                    gaps.append(reads[0])
-                reads[0] += 1
+        def found() -> bool:
+            item = ours.get(("users", "a"), "k")
+            return item is not None and "v" in item.value
 
-        t = threading.Thread(target=reader)
-        t.start()
-        try:
+        def put_99_times() -> None:
             for i in range(1, 100):
                 ours.put(("users", "a"), "k", {"text": f"version {i}", "v": i})
-        finally:
-            stop.set()
-            t.join()
-        assert reads[0] > 0 and gaps == []
+
+        reads, gaps = gaps_while(found, put_99_times)
+        assert reads > 0 and gaps == []
         item = ours.get(("users", "a"), "k")
         assert item.value == {"text": "version 99", "v": 99}

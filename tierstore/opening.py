@@ -24,7 +24,7 @@ from .catalog import sql_time as _sql_time
 from .clock import Clock, SystemClock
 from .embedding import Embedder, check_against_record
 from .engine import Engine, Settings
-from .errors import ObjectStoreError, StoreConfigError
+from .errors import ObjectStoreError, PolicyError, StoreConfigError
 from .kernels import decayed_weight, due_times
 from .model import TIER_NAMES
 from .objectstore import (
@@ -187,6 +187,17 @@ def open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
     return open_object_store(cold), json.dumps({"url": None, "repr": type(cold).__name__})
 
 
+def same_policy(stored: str, policy: Policy) -> bool:
+    """Whether the stored policy (JSON) is ``policy``: compared as policies,
+    not as text, so a policy stored before a key existed (read with that
+    key's default) is the same policy and nothing is recomputed. A stored
+    policy this version cannot read is not the same."""
+    try:
+        return Policy.from_json(stored) == policy
+    except PolicyError:
+        return False
+
+
 def open_writable(make: Callable[..., T], root: Path, *, dim: int | None, policy: Policy | None, cold: Any,
                   cold_options: Mapping[str, Any] | None, clock: Clock | None, settings: Settings,
                   allow_clock_jump: bool, take_over_cold: bool, embedder: Embedder | None) -> tuple[T, bool]:
@@ -223,7 +234,7 @@ def open_writable(make: Callable[..., T], root: Path, *, dim: int | None, policy
             raise StoreConfigError(
                 f"the policy does not define memory types used in the store: {', '.join(missing)}"
             )
-        changed = stored_policy is not None and stored_policy != effective.to_json()
+        changed = policy is not None and stored_policy is not None and not same_policy(stored_policy, policy)
         cold_store, cold_meta = open_cold(root, cold, cold_options, catalog.get_meta("cold"))
         store_id = catalog.get_meta("store_id") or uuid.uuid4().hex
         # The object store is reached before anything is written: a wrong bucket,
@@ -291,7 +302,7 @@ def open_readonly(make: Callable[..., T], root: Path, *, dim: int | None, policy
                                        f"{embedder.name!r} makes vectors of dimension {embedder.dim}")
             check_against_record(embedder, catalog.get_meta("embedder"), str(root))
         effective = Policy.from_json(stored_policy)
-        if policy is not None and policy.to_json() != stored_policy:
+        if policy is not None and policy != effective:
             raise StoreConfigError("a read-only open cannot apply a different policy (it would recompute "
                                    "every memory's lifetime); open it for writing, or without policy=")
         cold_store, _ = open_cold(root, cold, cold_options, catalog.get_meta("cold"), create=False)

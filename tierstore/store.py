@@ -8,7 +8,6 @@ package's callers (CLI, server, integrations)."""
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -26,7 +25,7 @@ from .policy import Policy
 from .prometheus import metrics_text
 from .storetime import ClockCheck
 from .trace import TraceWriter, encode_vector
-from .validation import check_id_list, check_namespace, check_positive_int, check_vector
+from .validation import check_id_list, check_namespace, check_positive_int, check_seconds, check_vector
 
 __all__ = ["Settings", "TierStore"]
 
@@ -405,7 +404,7 @@ class TierStore:
         self._check_open()
         if max_items is not None:
             max_items = check_positive_int(max_items, "max_items")
-        time_budget_s = _check_seconds(time_budget_s, "time_budget_s", optional=True)
+        time_budget_s = check_seconds(time_budget_s, "time_budget_s", optional=True)
         if not isinstance(dry_run, bool):
             raise InvalidInputError(f"dry_run must be True or False, got {dry_run!r}")
         if dry_run:
@@ -498,9 +497,9 @@ class TierStore:
         It comes back sooner while work remains and backs off after errors.
         Raises ClockSkewError if the clock failed the check at open."""
         self._check_writable()
-        interval_s = _check_seconds(interval_s, "interval_s")
+        interval_s = check_seconds(interval_s, "interval_s")
         max_items = check_positive_int(max_items, "max_items")
-        time_budget_s = _check_seconds(time_budget_s, "time_budget_s")
+        time_budget_s = check_seconds(time_budget_s, "time_budget_s")
         self._engine._require_trusted_clock()
         self._migrator.start(interval_s, max_items, time_budget_s)
 
@@ -550,13 +549,3 @@ class TierStore:
         on raise StoreClosedError; a sweep under way stops after its current
         batch, and a restore, verify or repair under way is waited for."""
         self._engine.close()
-
-
-def _check_seconds(value: Any, what: str, *, optional: bool = False) -> Any:
-    """A positive, finite number of seconds (or None when ``optional``)."""
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 < float(value) < math.inf):
-        raise InvalidInputError(f"{what} must be a positive, finite number of seconds, got {value!r}")
-    return float(value)
-

@@ -69,20 +69,21 @@ class RowRanker:
             cp.params(now, min_conf, ctx), allowed, cp.w0_by_type, ctx.q_tags, ctx.rule_tags,
             ctx.rule_mult, ctx.mask_tags, len(rows) if by_relevance else k,
         )
-        order = scores
+        rel = None
         if by_relevance:  # all ranked by the kernel; keep the k most relevant (ties: the better score)
             rel = cp.relevance(norm)
             best = np.lexsort((-scores, -rel))[:k]
-            pick, scores, norm, raw, order = pick[best], scores[best], norm[best], raw[best], rel[best]
+            pick, scores, norm, raw, rel = pick[best], scores[best], norm[best], raw[best], rel[best]
         picked = pick.tolist()
         chosen = [rows[j] for j in picked]
+        score_list = scores.tolist()
         explains = None
         if explain:
-            explains = list(map(cp.explain, raw.tolist(), norm.tolist(), scores.tolist(), repeat(tier)))
+            explains = list(map(cp.explain, raw.tolist(), norm.tolist(), score_list, repeat(tier)))
             if note is not None:
                 explains = [replace(e, reached_because=note) for e in explains]
-        source = HitRows([r.id for r in chosen], scores.tolist(), explains, [self.memory_of(r, now) for r in chosen])
-        orders = order.tolist()
+        source = HitRows([r.id for r in chosen], score_list, explains, [self.memory_of(r, now) for r in chosen])
+        orders = score_list if rel is None else rel.tolist()
         return picked, [RowHit(Hit(source, i), float(raw[i, 0]), r, order=orders[i]) for i, r in enumerate(chosen)]
 
 

@@ -199,6 +199,15 @@ def check_positive_int(value: Any, what: str) -> int:
     return int(value)
 
 
+def check_seconds(value: Any, what: str, *, optional: bool = False) -> Any:
+    """A positive, finite number of seconds (or None when ``optional``)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 < float(value) < math.inf):
+        raise InvalidInputError(f"{what} must be a positive, finite number of seconds, got {value!r}")
+    return float(value)
+
+
 def check_str(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")

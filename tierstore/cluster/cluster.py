@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..errors import InvalidInputError, StoreConfigError, TierStoreError
 from ..model import Hit, Memory, Stats, SweepReport
 from ..policy import Policy
-from ..validation import check_namespace, check_positive_int
+from ..validation import check_namespace, check_positive_int, check_seconds
 from .bucket import BucketConfig
 from .errors import ClusterError, NotOwnerError
 from .records import pack
@@ -438,9 +438,7 @@ class Cluster:
             raise InvalidInputError("a cluster sweep has no dry run yet")
         if max_items is not None:
             max_items = check_positive_int(max_items, "max_items")
-        if time_budget_s is not None and (isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float))
-                                          or not 0 < time_budget_s < float("inf")):
-            raise InvalidInputError(f"time_budget_s must be a positive number of seconds, got {time_budget_s!r}")
+        time_budget_s = check_seconds(time_budget_s, "time_budget_s", optional=True)
         started = time.monotonic()
         reports: list[SweepReport] = []
         skipped = 0
