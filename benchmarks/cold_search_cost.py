@@ -60,9 +60,8 @@ import numpy as np  # noqa: E402
 
 import tierstore.tier_search as tier_search  # noqa: E402
 from tierstore import ManualClock, TierStore  # noqa: E402
-from tierstore.errors import ObjectNotFoundError  # noqa: E402
-from tierstore.objectstore import LocalObjectStore  # noqa: E402
-from tierstore.objectstore._base import validate_key, validate_range  # noqa: E402
+from tierstore.archive import decode_record  # noqa: E402
+from tierstore.cold import ColdTier  # noqa: E402
 from tierstore.progress import Progress  # noqa: E402
 
 DIM = 384
@@ -92,35 +91,33 @@ class FetchTimer:
         return out
 
 
-def get_d4ff59c(self: LocalObjectStore, key: str, start: int | None = None, end: int | None = None) -> bytes:
-    """``LocalObjectStore.get`` as it was at d4ff59c (pathlib path, buffered
-    ``open``/``seek``/``read``): the "before" of ``--ab``."""
-    key = validate_key(key)
-    first, end = validate_range(start, end)
-    if end is not None and first == end:
-        return b""
-    path = self._path(key)
-    try:
-        with open(path, "rb") as f:
-            if first:
-                f.seek(first)
-            return f.read() if end is None else f.read(end - first)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        raise ObjectNotFoundError(key) from None
+def read_248073f(self: ColdTier, key: str, spans: list[tuple[int, int]]) -> list[bytes]:
+    """``ColdTier`` reads as at 248073f: one ``get`` (open, fstat, pread, close) per range."""
+    return [self.store.get(key, start, end) for start, end in spans]
 
 
-# --ab variants of the local store: (LocalObjectStore.get, serial_reads)
+def vectors_248073f(self: ColdTier, locations: Any) -> list[tuple[str, bytes]]:
+    """Vectors as at 248073f: every record decoded and checked field by field."""
+    out = []
+    for loc, frame in zip(locations, self._frames(locations)):
+        rec = decode_record(frame, f"archive object {loc.key} at byte {loc.offset}", self.dim)
+        out.append((rec["id"], rec["embedding"]))
+    return out
+
+
+THIS = "this commit (files kept open, one read call per object, id and embedding decoded)"
+BEFORE = "248073f (a get per range, every record field decoded)"
+# --ab variants of the cold tier's reads: (ColdTier._read, ColdTier.fetch_vectors)
 VARIANTS = {
-    "d4ff59c (buffered get, 8 threads)": (get_d4ff59c, False),
-    "pread get, 8 threads": (LocalObjectStore.get, False),
-    "pread get, serial (this commit)": (LocalObjectStore.get, True),
+    BEFORE: (read_248073f, vectors_248073f),
+    THIS: (ColdTier._read, ColdTier.fetch_vectors),
 }
 
 
 def set_variant(name: str) -> None:
-    get, serial = VARIANTS[name]
-    LocalObjectStore.get = get  # type: ignore[method-assign]
-    LocalObjectStore.serial_reads = serial  # type: ignore[attr-defined]
+    read, vectors = VARIANTS[name]
+    ColdTier._read = read  # type: ignore[method-assign]
+    ColdTier.fetch_vectors = vectors  # type: ignore[method-assign]
 
 
 def build_store(path: Path, X: np.ndarray, hot: np.ndarray, label: str, **open_kw: Any) -> TierStore:
@@ -172,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-s3", action="store_true", help="skip the S3 (moto) part")
     ap.add_argument("--json", type=Path, help="also write the figures here as JSON")
     ap.add_argument("--ab", action="store_true",
-                    help="also time the local cold search with d4ff59c's LocalObjectStore.get and fetch threads")
+                    help="also time the local cold search with 248073f's reads (a get per range, whole records decoded)")
     ap.add_argument("--keep", type=Path, help="build the stores under this directory and keep them")
     args = ap.parse_args(argv)
     check_args(args)
@@ -269,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                     cold_search(local, q)
                     ab[name]["added"].append(time.perf_counter() - t - t_hot)
                     ab[name]["fetch"].append(timer.seconds)
-                set_variant("pread get, serial (this commit)")
+                set_variant(THIS)
             if s3 is not None:
                 s3._vector_cache.clear()
                 t = time.perf_counter()
@@ -290,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             bar.update()
         bar.close()
     finally:
-        set_variant("pread get, serial (this commit)")
+        set_variant(THIS)
         tier_search.fetch_vectors = timer.inner  # type: ignore[assignment]
         for st in stores:
             st.close()
@@ -355,9 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| (c) fetch / one raw GET, per query | {r['p50']:.2f} | {r['p90']:.2f} | {r['mean']:.2f} | |")
     if args.ab:
         out["ab_ms"] = {name: {k: ms(v) for k, v in d.items()} for name, d in ab.items()}
-        base = out["ab_ms"]["d4ff59c (buffered get, 8 threads)"]
+        base = out["ab_ms"][BEFORE]
         print("\n| local cold search, cache cleared (`--ab`, same queries, interleaved) | time added p50 ms | "
-              "p90 | `fetch_vectors` p50 ms | p90 | added p50 / d4ff59c |")
+              "p90 | `fetch_vectors` p50 ms | p90 | added p50 / 248073f |")
         print("|---|---|---|---|---|---|")
         for name, d in out["ab_ms"].items():
             print(f"| {name} | {d['added']['p50']:.2f} | {d['added']['p90']:.2f} | {d['fetch']['p50']:.2f} | "

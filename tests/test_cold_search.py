@@ -26,13 +26,17 @@ def unit(v: np.ndarray) -> np.ndarray:
 
 
 class CountingStore(LocalObjectStore):
-    """A local object store that counts ranged reads."""
+    """A local object store that counts ranged reads (``get``, and each range of ``read_ranges``)."""
 
     gets = 0
 
     def get(self, key, start=None, end=None):  # type: ignore[override]
         CountingStore.gets += 1
         return super().get(key, start, end)
+
+    def read_ranges(self, key, ranges):  # type: ignore[override]
+        CountingStore.gets += len(ranges)
+        return super().read_ranges(key, ranges)
 
 
 @pytest.fixture

@@ -137,6 +137,27 @@ def decode_record(frame: bytes, where: str, dim: int) -> dict[str, Any]:
     return check_record(rec, where, dim)
 
 
+def decode_vector(frame: bytes, where: str, dim: int) -> tuple[str, bytes]:
+    """``(id, embedding bytes)`` of a record from its frame: the frame
+    checked against its checksum, the id's and embedding's types and the
+    embedding's length against ``dim``; the other fields are not checked (a
+    search rescoring candidates reads only these two; :func:`decode_record`
+    checks every field). Raises CorruptDataError as :func:`decode_record`
+    does for a damaged frame."""
+    payload, end = read_frame(frame, 0, where)
+    if end != len(frame):
+        raise CorruptDataError(f"{where}: record frame has {len(frame) - end} trailing bytes")
+    rec = unpack(payload, where)
+    if not isinstance(rec, dict):
+        raise CorruptDataError(f"{where}: a record is not a map")
+    mid, emb = rec.get("id"), rec.get("embedding")
+    if not isinstance(mid, str) or not isinstance(emb, bytes):
+        raise CorruptDataError(f"{where}: record lacks its id or embedding")
+    if len(emb) != 4 * dim:
+        raise CorruptDataError(f"{where}: record {mid!r} has a {len(emb)}-byte embedding, expected {4 * dim}")
+    return mid, emb
+
+
 def check_record(rec: Any, where: str, dim: int) -> dict[str, Any]:
     if not isinstance(rec, dict):
         raise CorruptDataError(f"{where}: a record is not a map")

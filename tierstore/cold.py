@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from .archive import ArchiveEntry, decode_batch, decode_record, encode_batch
+from .archive import ArchiveEntry, decode_batch, decode_record, decode_vector, encode_batch
 from .catalog import MemoryRow
 from .errors import CorruptDataError, ObjectNotFoundError
 from .objectstore import ObjectStore
@@ -116,33 +116,60 @@ class ColdTier:
 
     def fetch(self, locations: Sequence[Location]) -> list[dict[str, Any]]:
         """The records at ``locations`` (same order), each checked against its
-        checksum. Records of one object that lie close together come in one
-        ranged GET."""
-        out: list[dict[str, Any] | None] = [None] * len(locations)
+        checksum and field by field. Records of one object that lie close
+        together come in one ranged GET."""
+        return [decode_record(frame, f"archive object {loc.key} at byte {loc.offset}", self.dim)
+                for loc, frame in zip(locations, self._frames(locations))]
+
+    def fetch_vectors(self, locations: Sequence[Location]) -> list[tuple[str, bytes]]:
+        """``(id, embedding bytes)`` of the records at ``locations`` (same
+        order): what a cold search rescores with. Each frame is checked
+        against its checksum, the embedding's length against the dimension;
+        the other fields are not checked (:func:`archive.decode_vector`)."""
+        return [decode_vector(frame, f"archive object {loc.key} at byte {loc.offset}", self.dim)
+                for loc, frame in zip(locations, self._frames(locations))]
+
+    def _frames(self, locations: Sequence[Location]) -> list[bytes]:
+        """The bytes at each of ``locations``: per object, neighbouring
+        records (closer than ``_COALESCE_GAP``) in one range, every range of
+        an object in one read call."""
+        out: list[bytes] = [b""] * len(locations)
         by_key: dict[str, list[int]] = {}
         for i, loc in enumerate(locations):
             by_key.setdefault(loc.key, []).append(i)
         for key, idxs in by_key.items():
             idxs.sort(key=lambda i: locations[i].offset)
-            group: list[int] = []
-            for i in idxs + [-1]:
-                if group and (i < 0 or locations[i].offset - _end(locations[group[-1]]) > _COALESCE_GAP):
-                    start = locations[group[0]].offset
-                    end = max(_end(locations[j]) for j in group)
-                    try:
-                        blob = self.store.get(key, start, end)
-                    except ObjectNotFoundError:
-                        raise ObjectNotFoundError(
-                            f"archive object {key} is missing from {self.store!r} (the catalog points at it; "
-                            "it was deleted or lost outside tierstore)") from None
-                    for j in group:
-                        loc = locations[j]
-                        frame = blob[loc.offset - start : loc.offset - start + loc.length]
-                        out[j] = decode_record(frame, f"archive object {key} at byte {loc.offset}", self.dim)
-                    group = []
-                if i >= 0:
-                    group.append(i)
-        return out  # type: ignore[return-value]
+            groups: list[list[int]] = []
+            spans: list[tuple[int, int]] = []
+            for i in idxs:
+                loc = locations[i]
+                if groups and loc.offset - spans[-1][1] <= _COALESCE_GAP:
+                    groups[-1].append(i)
+                    spans[-1] = (spans[-1][0], max(spans[-1][1], _end(loc)))
+                else:
+                    groups.append([i])
+                    spans.append((loc.offset, _end(loc)))
+            try:
+                blobs = self._read(key, spans)
+            except ObjectNotFoundError:
+                raise ObjectNotFoundError(
+                    f"archive object {key} is missing from {self.store!r} (the catalog points at it; "
+                    "it was deleted or lost outside tierstore)") from None
+            for g, (start, _), blob in zip(groups, spans, blobs):
+                for j in g:
+                    loc = locations[j]
+                    out[j] = blob[loc.offset - start : loc.offset - start + loc.length]
+        return out
+
+    def _read(self, key: str, spans: list[tuple[int, int]]) -> list[bytes]:
+        # A store that can read several ranges of one object in one call
+        # (LocalObjectStore: one open file, a pread each) is asked to; the
+        # method is looked up on the class, so a wrapper that only forwards
+        # attributes still sees every GET.
+        read_ranges = getattr(type(self.store), "read_ranges", None)
+        if read_ranges is not None:
+            return read_ranges(self.store, key, spans)  # type: ignore[no-any-return]
+        return [self.store.get(key, start, end) for start, end in spans]
 
     def delete(self, key: str) -> None:
         self.store.delete(key)

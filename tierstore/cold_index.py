@@ -288,20 +288,39 @@ class VectorCache:
                 self._items.move_to_end((key, offset))
             return vec
 
-    def put(self, key: str, offset: int, vector: np.ndarray) -> None:
-        vec = np.array(vector, dtype=np.float32)  # our own copy, then frozen
-        vec.setflags(write=False)
-        if vec.nbytes > self.max_bytes:
-            return
+    def get_many(self, places: Sequence[tuple[str, int]]) -> list[np.ndarray | None]:
+        """:meth:`get` of each ``(key, offset)``, under one lock."""
+        out: list[np.ndarray | None] = []
         with self._lock:
-            old = self._items.pop((key, offset), None)
-            if old is not None:
-                self._nbytes -= old.nbytes
-            self._items[(key, offset)] = vec
-            self._nbytes += vec.nbytes
-            while self._nbytes > self.max_bytes:
-                _, out = self._items.popitem(last=False)
-                self._nbytes -= out.nbytes
+            for place in places:
+                vec = self._items.get(place)
+                if vec is not None:
+                    self._items.move_to_end(place)
+                out.append(vec)
+        return out
+
+    def put(self, key: str, offset: int, vector: np.ndarray) -> None:
+        self.put_many([(key, offset)], [vector])
+
+    def put_many(self, places: Sequence[tuple[str, int]], vectors: Sequence[np.ndarray]) -> None:
+        """:meth:`put` of each ``(key, offset)`` and vector, under one lock."""
+        copies = []
+        for vector in vectors:
+            vec = np.array(vector, dtype=np.float32)  # our own copy, then frozen
+            vec.setflags(write=False)
+            copies.append(vec)
+        with self._lock:
+            for place, vec in zip(places, copies):
+                if vec.nbytes > self.max_bytes:
+                    continue
+                old = self._items.pop(place, None)
+                if old is not None:
+                    self._nbytes -= old.nbytes
+                self._items[place] = vec
+                self._nbytes += vec.nbytes
+                while self._nbytes > self.max_bytes:
+                    _, out = self._items.popitem(last=False)
+                    self._nbytes -= out.nbytes
 
     def clear(self) -> None:
         with self._lock:
@@ -315,8 +334,9 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
     """The archived vectors at ``locations``: float32 ``(len(locations), dim)``, in order.
 
     Cache hits first; the misses are grouped per object and each object's
-    records are read by ``ColdTier.fetch`` (neighbouring records in one ranged
-    GET, each record checked against its CRC32 and dimension), the objects
+    records are read by ``ColdTier.fetch_vectors`` (neighbouring records in one
+    ranged GET, each record checked against its CRC32 and dimension; only the
+    id and embedding decoded), the objects
     concurrently on up to ``max_workers`` threads (object-store latency, not
     CPU, is what they overlap; default :data:`FETCH_WORKERS`, or 1 for a
     store whose ``serial_reads`` is true: a local directory, where a read
@@ -339,8 +359,8 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
             raise InvalidInputError(f"locations must be Location objects, got {type(loc).__name__}")
     out = np.empty((len(locs), cold_tier.dim), np.float32)
     by_key: dict[str, list[int]] = {}
-    for i, loc in enumerate(locs):
-        hit = cache.get(loc.key, loc.offset) if cache is not None else None
+    hits = cache.get_many([(loc.key, loc.offset) for loc in locs]) if cache is not None else [None] * len(locs)
+    for i, (loc, hit) in enumerate(zip(locs, hits)):
         if hit is not None and hit.shape == (cold_tier.dim,):
             out[i] = hit
         else:
@@ -357,14 +377,14 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
         fetch(idxs)
 
     def fetch(idxs: list[int]) -> None:
-        records = cold_tier.fetch([locs[i] for i in idxs])
-        for i, rec in zip(idxs, records):
-            if ids is not None and rec["id"] != ids[i]:
+        found = cold_tier.fetch_vectors([locs[i] for i in idxs])
+        for i, (mid, emb) in zip(idxs, found):
+            if ids is not None and mid != ids[i]:
                 raise CorruptDataError(f"archive object {locs[i].key} at byte {locs[i].offset} holds "
-                                       f"{rec['id']!r}, the catalog expects {ids[i]!r}")
-            out[i] = np.frombuffer(rec["embedding"], "<f4")
-            if cache is not None:
-                cache.put(locs[i].key, locs[i].offset, out[i])
+                                       f"{mid!r}, the catalog expects {ids[i]!r}")
+            out[i] = np.frombuffer(emb, "<f4")
+        if cache is not None:
+            cache.put_many([(locs[i].key, locs[i].offset) for i in idxs], out[idxs])
 
     groups = list(by_key.values())
     if len(groups) <= 1 or max_workers == 1:

@@ -319,6 +319,9 @@ class Engine:
             with self._sweep_lock:  # what holds it finishes first (a sweep stops between batches)
                 self.stop_trace()
                 self._stop.set()
+                close_files = getattr(self._cold.store, "close_open_files", None)
+                if close_files is not None:  # archive files a cold search kept open
+                    close_files()
                 if self._readonly:
                     self._catalog.close()
                     return

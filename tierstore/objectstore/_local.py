@@ -22,9 +22,12 @@ import stat
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
+from typing import Sequence
 
 from tierstore.errors import InvalidInputError, ObjectNotFoundError, ObjectStoreError
+from tierstore.objectstore._open_files import OpenFiles
 from tierstore.objectstore._base import (
     _SEGMENT,
     validate_data,
@@ -76,6 +79,8 @@ class LocalObjectStore:
     # A read is a pread from (usually) the page cache, tens of µs: callers
     # reading many objects gain nothing from threads (see cold_index.fetch_vectors).
     serial_reads = True
+    # Files :meth:`read_ranges` keeps open (archive objects a cold search reads again).
+    open_files = 256
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
         if not isinstance(root, (str, os.PathLike)):
@@ -85,6 +90,8 @@ class LocalObjectStore:
         # Orders directory creation against pruning within this process (see _write_temp);
         # file contents are never written under it.
         self._dir_lock = threading.Lock()
+        self._open = OpenFiles(self.open_files)
+        weakref.finalize(self, self._open.close_all)
         if not create:
             return
         try:
@@ -197,6 +204,7 @@ class LocalObjectStore:
             tmp = self._write_temp(key, path.parent, data)
             try:
                 os.replace(tmp, path)
+                self._open.forget(key)
             except OSError:
                 _unlink_quiet(tmp)
                 if path.is_dir():
@@ -273,6 +281,66 @@ class LocalObjectStore:
                 raise ObjectNotFoundError(key) from None
             raise ObjectStoreError(f"get {key!r} from {self!r} failed: {exc}") from exc
 
+    def read_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """Bytes ``[start, end)`` of the object for each of ``ranges``, read as
+        :meth:`get` reads them, for an object written once and never
+        rewritten (an archive batch). Its file stays open afterwards (up to
+        :attr:`open_files` of them, least recently used closed first), so a
+        later read of it is one ``pread``; :meth:`put` and :meth:`delete` of
+        the key through this store close it. An object deleted by another
+        process while open here still reads as it was (it is immutable).
+        Raises ObjectNotFoundError if the object does not exist."""
+        checked = []
+        for rng in ranges:
+            if type(rng) is tuple and len(rng) == 2 and type(rng[0]) is int and type(rng[1]) is int \
+                    and 0 <= rng[0] <= rng[1]:
+                checked.append(rng)  # the common case, checked without validate_range's generality
+                continue
+            if not isinstance(rng, tuple) or len(rng) != 2:
+                raise InvalidInputError(f"a range is (start, end), got {rng!r}")
+            first, end = validate_range(*rng)
+            if end is None:
+                raise InvalidInputError(f"a range needs its end, got {rng!r}")
+            checked.append((first, end))
+        # A key held open was validated when it was opened.
+        entry = self._open.hold(key) if type(key) is str else None
+        if entry is None:
+            key = validate_key(key)
+            if not _HAVE_PREAD:  # pragma: no cover - Windows
+                return [self.get(key, first, end) for first, end in checked]
+            try:
+                entry = self._open.acquire(key, self._file(key))
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                raise ObjectNotFoundError(key) from None
+            except OSError as exc:
+                if exc.errno == errno.ENAMETOOLONG:
+                    raise ObjectNotFoundError(key) from None
+                raise ObjectStoreError(f"get {key!r} from {self!r} failed: {exc}") from exc
+        try:
+            out = []
+            for first, end in checked:
+                data = os.pread(entry.fd, end - first, first) if end > first else b""
+                if 0 < len(data) < end - first:  # pread may stop short of what the file holds
+                    rest = [data]
+                    at = first + len(data)
+                    while at < end:
+                        chunk = os.pread(entry.fd, end - at, at)
+                        if not chunk:
+                            break
+                        rest.append(chunk)
+                        at += len(chunk)
+                    data = b"".join(rest)
+                out.append(data)
+            return out
+        except OSError as exc:
+            raise ObjectStoreError(f"get {key!r} from {self!r} failed: {exc}") from exc
+        finally:
+            self._open.release(entry)
+
+    def close_open_files(self) -> None:
+        """Close the files :meth:`read_ranges` keeps open (the store stays usable)."""
+        self._open.close_all()
+
     def _get_buffered(self, key: str, path: str, first: int, end: int | None) -> bytes:  # pragma: no cover
         """``get`` where the OS has no ``pread``."""
         try:
@@ -291,6 +359,7 @@ class LocalObjectStore:
         """Remove the object; True if it existed."""
         key = validate_key(key)
         path = self._path(key)
+        self._open.forget(key)
         try:
             try:
                 os.unlink(path)
