@@ -12,9 +12,10 @@ step:
 
 * ``get`` sees every live memory in every tier, with its content, pinned flag,
   access count and (hot/warm) bit-identical embedding; deleted ones are gone;
-* search returns only live, non-cold memories of the namespace asked, each
-  once, and exactly ``min(k, non-cold memories)`` of them (search is exact at
-  this size);
+* search returns only live memories of the namespace asked, from the tiers
+  searched, each once, and exactly ``min(k, those memories)`` of them
+  (search is exact at this size), archived statements superseded by later
+  ones excepted (they stay retired);
 * restore brings memories back bit-identical; pinned memories never move in a
   sweep;
 * bad input raises the documented exception and changes nothing;
@@ -187,6 +188,13 @@ class StoreMachine(RuleBasedStateMachine):
         else:
             q = np.array(vec, np.float32)
         tiers = {m.id: self._tier(m) for m in self.live.values() if m.ns == ns}
+        # A statement superseded by a later one (the policy's automatic
+        # supersession of near-identical facts, or a key) stays retired once
+        # archived: the cold pass skips it (restore reaches it). The marks
+        # are the store's to decide, read back like deletions.
+        retired = {r[0] for r in self.store._catalog.query(
+            "SELECT m.id FROM supersessions s JOIN memories m ON m.rid = s.rid WHERE m.ns = ?", (ns,))}
+        tiers = {i: ("retired" if t == "cold" and i in retired else t) for i, t in tiers.items()}
         hits = self.store.search(ns, q, k=k, record_access=record, include_warm=include_warm,
                                  include_cold=include_cold)
         ids = [h.id for h in hits]
