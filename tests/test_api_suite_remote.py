@@ -8,7 +8,7 @@ import pytest
 
 from tierstore import ManualClock, TierStore
 from tierstore.client import RemoteStore
-from tierstore.server.app import build_app
+from tierstore.server.app import Limits, build_app
 from tierstore.server.auth import Principal, TokenTable
 from tierstore.testing.api_suite import StoreAPITests
 from tierstore.testing.embedders import hash_embed
@@ -21,15 +21,17 @@ class TestRemoteStore(StoreAPITests):
     @pytest.fixture
     def api(self, tmp_path, clock: ManualClock) -> Iterator[RemoteStore]:
         with TierStore.open(tmp_path / "store", embedder=hash_embed, clock=clock) as store:
-            app = build_app(store, tokens=TokenTable([(TOKEN, Principal("suite"))]))
+            # pages of 3: the suite's listings (8 memories) take several round trips
+            app = build_app(store, tokens=TokenTable([(TOKEN, Principal("suite"))]), limits=Limits(max_page=3))
             with ThreadedServer(app) as url, RemoteStore(url, token=TOKEN) as remote:
                 yield remote
 
 
 # Every method both have: the same parameters (names, kinds, defaults) and the
 # same return annotation.
-MIRRORED = ["add", "get_by_key", "add_batch", "upsert_batch", "search", "get", "touch", "feedback", "pin", "delete", "set_context", "get_context",
-            "namespaces", "restore", "sweep", "stats", "metrics_text", "now", "close"]
+MIRRORED = ["add", "get_by_key", "add_batch", "upsert_batch", "search", "get", "memories", "memories_page", "touch",
+            "feedback", "pin", "delete", "set_context", "get_context", "namespaces", "restore", "sweep", "stats",
+            "metrics_text", "now", "close"]
 
 
 @pytest.mark.parametrize("name", MIRRORED)

@@ -265,6 +265,7 @@ def test_http_api_serves_the_cluster(cluster: Cluster) -> None:
         assert cluster.get("http-ns", mid).content == "over http"  # the same cluster
         assert remote.search("http-ns", v, k=1)[0].memory.id == mid
         assert "http-ns" in remote.namespaces()
+        assert [m.id for m in remote.memories("http-ns")] == [m.id for m in cluster.memories("http-ns")] == [mid]
         with pytest.raises(MemoryNotFoundError):
             remote.touch("http-ns", ["no-such-id"])
         with pytest.raises(InvalidNamespaceError):

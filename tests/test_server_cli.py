@@ -24,11 +24,12 @@ def serve(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
     ((), {"TIERSTORE_TOKEN": "short"}, "at least 16 characters"),
     (("--token-file", "/nonexistent/tokens"), {"TIERSTORE_TOKEN": ""}, "cannot read the token file"),
     (("--max-k", "0"), {}, "max_k must be a positive integer"),
+    (("--max-page", "0"), {}, "max_page must be a positive integer"),
     (("--max-sweep-seconds", "nan"), {}, "max_sweep_seconds must be a positive, finite number"),
     (("--workers", "0"), {}, "workers must be a positive integer"),
     (("--graceful-timeout", "-1"), {}, "graceful_timeout_s must be a non-negative"),
     (("--migrator-interval", "0"), {}, "migrator_interval_s must be a positive"),
-], ids=["no-token", "insecure-off-loopback", "insecure-with-token", "short-token", "missing-token-file", "max-k-0",
+], ids=["no-token", "insecure-off-loopback", "insecure-with-token", "short-token", "missing-token-file", "max-k-0", "max-page-0",
         "sweep-seconds-nan", "workers-0", "graceful-negative", "migrator-interval-0"])
 def test_serve_refuses_unsafe_or_broken_settings(tmp_path, args, env, message):
     out = serve(tmp_path, *args, **env)

@@ -14,12 +14,13 @@ import urllib3
 
 from tierstore import ManualClock, TierStore
 from tierstore.client import RemoteStore
-from tierstore.errors import AuthError, CorruptDataError, RemoteError
+from tierstore.errors import AuthError, CorruptDataError, InvalidInputError, RemoteError, StoreClosedError
 from tierstore.server.app import Limits, build_app
 from tierstore.server.auth import Principal, TokenTable, is_loopback
 from tierstore.server.schema import GET_ROUTES, POST_ROUTES
 from tierstore.testing.embedders import DIM, T0, hash_embed
 from tierstore.testing.live_server import ThreadedServer
+from tierstore.policy import Policy
 from tierstore.validation import check_vector
 
 ADMIN = "admin-token-0123456789abcdef"
@@ -36,7 +37,7 @@ def store(tmp_path) -> Iterator[TierStore]:
 def server(store) -> Iterator[str]:
     tokens = TokenTable([(ADMIN, Principal("admin")), (ACME, Principal("acme", ("acme.", "acme-")))])
     limits = Limits(max_body_bytes=200_000, max_k=50, max_batch=20, max_restore=10, max_sweep_items=100,
-                    max_sweep_seconds=2.0)
+                    max_sweep_seconds=2.0, max_page=4)
     with ThreadedServer(build_app(store, tokens=tokens, limits=limits)) as url:
         yield url
 
@@ -145,6 +146,84 @@ def test_limits_on_k_batches_and_work(server, store):
     assert store.stats(lifecycle=False).total == 1
 
 
+def cursor(*value: Any) -> str:
+    """A page cursor as a client could forge one: unpadded base64url of JSON."""
+    return base64.urlsafe_b64encode(json.dumps(list(value)).encode()).rstrip(b"=").decode()
+
+
+def test_memories_come_in_pages_bounded_by_the_server(server, store):
+    ids = store.add_batch("n", [{"content": f"m{i}", "embedding": unit(20 + i)} for i in range(6)])
+    seen, after, pages = [], None, 0
+    while True:
+        status, body = call(server, "/v1/memories", {"ns": "n", "after": after})  # no limit: --max-page
+        assert status == 200 and set(body) == {"memories", "next"}
+        assert len(body["memories"]) <= 4 and all(m["embedding"] is None for m in body["memories"])
+        seen += [m["id"] for m in body["memories"]]
+        pages, after = pages + 1, body["next"]
+        if after is None:
+            break
+    assert (seen, pages) == (ids, 2)
+    status, body = call(server, "/v1/memories", {"ns": "n", "limit": 1, "with_embedding": True})
+    got = np.frombuffer(base64.b64decode(body["memories"][0]["embedding"]["base64"]), "<f4")
+    np.testing.assert_array_equal(got, store.get("n", ids[0]).embedding)
+    assert call(server, "/v1/memories", {"ns": "n", "with_embedding": None})[0] == 200  # null: the default
+    status, body = call(server, "/v1/memories", {"ns": "n", "limit": 5})
+    assert status == 400 and "limit=5 is above this server's limit of 4 (--max-page)" in body["error"]["message"]
+
+
+@pytest.mark.parametrize("fields,fragment", [
+    ({"after": "not a cursor!"}, "is not a cursor"),
+    ({"after": 12}, "after must be the next cursor"),
+    ({"after": cursor("n", 10 ** 20)}, "is not a cursor"),  # valid JSON, a rid SQLite cannot hold
+    ({"after": cursor("n", -1)}, "is not a cursor"),
+    ({"after": cursor("other", 1)}, "another namespace"),
+    ({"after": "A" * 5000}, "5000 characters"),
+    ({"limit": 0}, "limit must be a positive integer"),
+    ({"limit": "2"}, "limit must be a positive integer"),
+    ({"with_embedding": "yes"}, "with_embedding must be True or False"),
+    ({"ns": "../n"}, "namespace"),
+])
+def test_bad_memories_requests_get_a_400_that_says_why(server, store, fields, fragment):
+    mid = store.add("n", "x", unit(30))
+    store.touch("n", [mid])
+    status, body = call(server, "/v1/memories", {"ns": "n", **fields})
+    assert status == 400 and fragment in body["error"]["message"], body
+    assert body["error"]["type"] in ("InvalidInputError", "InvalidNamespaceError")
+    assert store.get("n", mid).access_count == 1 and store.stats(lifecycle=False).total == 1
+
+
+def test_a_listing_over_pages_holds_a_memory_replaced_meanwhile_once(server, store):
+    ids = store.add_batch("n", [{"content": f"v1 {i}", "embedding": unit(40 + i), "id": f"d{i}"} for i in range(6)])
+    remote = RemoteStore(server, token=ADMIN)
+    real_post, calls = remote._post, []
+
+    def post(path: str, body: dict[str, Any]) -> Any:  # between the first and the second page: replace d0
+        calls.append(body.get("after"))
+        if len(calls) == 2:
+            store.upsert_batch("n", [{"content": "v2 0", "embedding": unit(50), "id": "d0"}])
+        return real_post(path, body)
+
+    remote._post = post  # type: ignore[method-assign]
+    listed = remote.memories("n")
+    assert len(calls) == 2 and calls[0] is None  # two pages of at most 4
+    assert [m.id for m in listed] == ids[1:] + ["d0"] == [m.id for m in store.memories("n")]
+    assert listed[-1].content == "v2 0"  # its new version, where that version is
+
+
+def test_info_says_what_the_store_is_and_the_client_keeps_it(server, store):
+    info = call(server, "/v1/info", method="GET")[1]
+    assert info["store_id"] == store.store_id and len(info["store_id"]) == 32
+    assert Policy.from_dict(info["policy"]) == store.policy
+    remote = RemoteStore(server, token=ACME)  # a tenant may read it too: it names no namespace
+    assert (remote.dim, remote.store_id, remote.policy) == (store.dim, store.store_id, store.policy)
+    assert (remote.embedder.name, remote.embedder.dim) == (store.embedder.name, store.embedder.dim)
+    remote.close()
+    # read once, at connection: still there with no connection, where a call to the server is refused
+    assert (remote.dim, remote.store_id, remote.embedder.name) == (DIM, store.store_id, "hash_embed-32")
+    with pytest.raises(StoreClosedError):
+        remote.now()
+
+
 # ---------------------------------------------------------------- auth and tenants
 
 
@@ -171,6 +250,7 @@ def test_a_tenant_token_reaches_only_its_namespaces(server, store):
     assert acme.get("acme.bob", mid).content == "acme memory"
     assert acme.namespaces() == ["acme-carol", "acme.bob"]  # alice is not listed
     for fn in (lambda: acme.get("alice", "secret"), lambda: acme.search("alice", unit(3)),
+               lambda: acme.memories("alice"), lambda: acme.memories_page("alice", limit=1),
                lambda: acme.delete("alice", "secret"), lambda: acme.touch("alice", ["secret"]),
                lambda: acme.add("acmex", "prefix is 'acme.' not 'acme'", unit(6)),
                lambda: acme.sweep(), lambda: acme.stats(), lambda: acme.metrics_text()):
@@ -178,8 +258,17 @@ def test_a_tenant_token_reaches_only_its_namespaces(server, store):
             fn()
     assert store.get("alice", "secret").access_count == 0 and store.namespaces() == ["acme-carol", "acme.bob",
                                                                                        "alice"]
+    assert [m.id for m in acme.memories("acme.bob")] == [mid]
     admin = RemoteStore(server, token=ADMIN)
     assert admin.namespaces() == ["acme-carol", "acme.bob", "alice"] and admin.stats().total == 3
+    # a cursor is no key: one made for alice gets acme nothing of alice's
+    store.add("alice", "a second one, so that a next page exists", unit(9))
+    _, alice_cursor = admin.memories_page("alice", limit=1)
+    assert alice_cursor is not None
+    status, body = call(server, "/v1/memories", {"ns": "alice", "after": alice_cursor}, token=ACME)
+    assert status == 403 and body["error"]["type"] == "AuthError"
+    with pytest.raises(InvalidInputError, match="another namespace"):
+        acme.memories_page("acme.bob", after=alice_cursor)
 
 
 def test_token_file_env_and_loopback(tmp_path):

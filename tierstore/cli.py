@@ -198,7 +198,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from .server.run import serve
 
     limits = {name: getattr(args, name) for name in ("max_body_bytes", "max_k", "max_batch", "max_restore",
-                                                     "max_sweep_items", "max_sweep_seconds")
+                                                     "max_sweep_items", "max_sweep_seconds", "max_page")
               if getattr(args, name) is not None}
     if (args.path is None) == (args.cluster is None):
         print("tierstore serve: give a store path, or --cluster ADDRESS (not both)", file=sys.stderr)
@@ -346,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                          "(default 10000)")
     serve.add_argument("--max-sweep-seconds", type=float, default=None, help="time budget per sweep call "
                                                                              "(default 10 s)")
+    serve.add_argument("--max-page", type=int, default=None, help="most memories per page of a namespace's "
+                                                                  "listing, /v1/memories (default 1000)")
     serve.add_argument("--workers", type=int, default=8,
                        help="threads running the store's calls (searches in parallel, writes waiting for their commit)")
     serve.add_argument("--graceful-timeout", type=float, default=30.0,

@@ -26,9 +26,11 @@ route, and a response is read by a parser of a few lines. Measured in
 docs/benchmarks.md ("Serving").
 
 What differs: the server bounds work per request (``k``, batch sizes, a
-sweep's items and seconds, a restore's count: see docs/server.md), the
-server's clock is the store's, and ``progress`` (a terminal bar) is
-accepted and ignored.
+sweep's items and seconds, a restore's count, a listing's page: see
+docs/server.md), the server's clock is the store's, ``progress`` (a
+terminal bar) is accepted and ignored, and :attr:`RemoteStore.embedder`
+describes the server's embedder (:class:`ServerEmbedder`) rather than
+being one.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import socket
 import ssl
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
@@ -50,7 +53,19 @@ from . import wire
 from .errors import InvalidInputError, RemoteError, StoreClosedError
 from .model import Hit, Memory, Stats, SweepReport
 from .policy import Policy
-__all__ = ["RemoteStore"]
+__all__ = ["RemoteStore", "ServerEmbedder"]
+
+
+@dataclass(frozen=True)
+class ServerEmbedder:
+    """The embedder of a served store, as :attr:`RemoteStore.embedder`: its
+    ``name`` and ``dim`` (those of :class:`tierstore.embedding.Embedder`)
+    without its model, which runs on the server. Code that checks
+    ``store.embedder is None`` or reads ``.name`` / ``.dim`` works with both
+    stores; code that calls ``.embed()`` needs a local one."""
+
+    name: str
+    dim: int
 
 
 def _jsonable(obj: Any) -> Any:
@@ -312,12 +327,39 @@ class RemoteStore:
             self._headers["authorization"] = f"Bearer {token}"
         self._pool = _Pool(self.url, timeout, pool_size)
         self._closed = False
+        # What /v1/info says that cannot change while the server runs (a store's dimension, policy,
+        # embedder and id are fixed once it is open), read once here; now() asks each time.
         info = self._request("GET", "/v1/info")
-        self.dim: int = int(info["dim"])
+        self._dim = int(info["dim"])
         self.embedder_name: str | None = info.get("embedder")
         self.server_version: str = info.get("version", "")
-        # the served store's policy (None from a server that does not say): what the adapters check
-        self.policy: Policy | None = None if info.get("policy") is None else Policy.from_dict(info["policy"])
+        self._policy: Policy | None = None if info.get("policy") is None else Policy.from_dict(info["policy"])
+        self._store_id: str = info.get("store_id") or ""
+        self._embedder = None if self.embedder_name is None else ServerEmbedder(self.embedder_name, self._dim)
+
+    @property
+    def dim(self) -> int:
+        """The served store's vector dimension."""
+        return self._dim
+
+    @property
+    def policy(self) -> Policy | None:
+        """The served store's policy; ``None`` from a server that does not say (a served cluster, whose
+        slots keep their own, or a server older than this client). What the adapters check."""
+        return self._policy
+
+    @property
+    def store_id(self) -> str:
+        """The served store's id (made when it was created; ``""`` when the server does not say, as for a
+        cluster): tells two stores apart, e.g. a store and its restored copy behind the same URL."""
+        return self._store_id
+
+    @property
+    def embedder(self) -> ServerEmbedder | None:
+        """The server's embedder, described (``None``: the server takes vectors only). It runs on the
+        server, which embeds any text sent where a vector goes; unlike :attr:`TierStore.embedder` it does
+        not embed here."""
+        return self._embedder
 
     # ------------------------------------------------------------------ transport
 
@@ -410,6 +452,31 @@ class RemoteStore:
         """The live memory holding ``key`` in ``ns`` (see ``add(..., key=)``), or None."""
         m = self._post("/v1/get_by_key", {"ns": ns, "key": key})["memory"]
         return None if m is None else wire.memory_from_wire(m)
+
+    def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
+        """:meth:`TierStore.memories`: every memory of ``ns`` in the order added, fetched a page at a time
+        (:meth:`memories_page`, the server's ``--max-page`` memories each). The pages are read one after
+        another, not at one instant: a memory added meanwhile is listed at the end, and one replaced by
+        ``upsert_batch`` after its page was read is listed once, as its new version, where that version is."""
+        found: dict[str, Memory] = {}  # by id, in listing order
+        after: str | None = None
+        while True:
+            page, next_after = self.memories_page(ns, after=after, with_embedding=with_embedding)
+            for m in page:
+                found.pop(m.id, None)  # listed again (replaced meanwhile): its new version, at its new place
+                found[m.id] = m
+            if next_after is None:
+                return list(found.values())
+            if next_after == after:  # a server that does not move on would never end the listing
+                raise RemoteError(f"the server returned the same page cursor twice while listing {ns!r}")
+            after = next_after
+
+    def memories_page(self, ns: str, *, after: str | None = None, limit: int | None = None,
+                      with_embedding: bool = False) -> tuple[list[Memory], str | None]:
+        """:meth:`TierStore.memories_page`; without ``limit`` the server's ``--max-page`` (above it: 400)."""
+        body = {"ns": ns, "after": after, "limit": limit, "with_embedding": with_embedding}
+        out = self._post("/v1/memories", body)
+        return [wire.memory_from_wire(m) for m in out["memories"]], out["next"]
 
     def namespaces(self) -> list[str]:
         """The namespaces holding memories that this token may reach, sorted."""

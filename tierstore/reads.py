@@ -3,15 +3,19 @@ any tier, without counting an access."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from dataclasses import replace
 
 from . import supersession
+from .catalog import MemoryRow
 from .engine import Engine
 from .errors import InvalidInputError
 from .kernels import TIER_HOT
 from .lifecycle import lifecycle_metrics
 from .model import TIER_NAMES, Memory, Stats
-from .validation import check_id, check_key, check_namespace
+from .validation import check_id, check_key, check_namespace, check_positive_int
 
 
 def get(eng: Engine, ns: str, id: str) -> Memory | None:
@@ -48,6 +52,73 @@ def memories(eng: Engine, ns: str, *, with_embedding: bool = False) -> list[Memo
     check_namespace(ns)
     now = eng._time.now()
     rows = eng._catalog.select_rows("WHERE m.ns = ? ORDER BY m.rid", (ns,))
+    return _listed(eng, ns, rows, now, with_embedding)
+
+
+#: Memories per page of :func:`memories_page` when the caller gives no limit.
+DEFAULT_PAGE = 1000
+_CURSOR_MAX_CHARS = 1024  # a cursor holds a namespace (<= 128 chars) and a rid: far below this
+
+
+def memories_page(eng: Engine, ns: str, *, after: str | None, limit: int | None,
+                  with_embedding: bool) -> tuple[list[Memory], str | None]:
+    """See :meth:`TierStore.memories_page`: the memories of ``ns`` after the
+    cursor ``after`` in the order of :func:`memories` (by rid), at most
+    ``limit``, and the cursor of the next page (None after the last)."""
+    eng._check_open()
+    check_namespace(ns)
+    after_rid = 0 if after is None else _cursor_rid(after, ns)  # rids start at 1
+    limit = DEFAULT_PAGE if limit is None else check_positive_int(limit, "limit")
+    if not isinstance(with_embedding, bool):
+        raise InvalidInputError(f"with_embedding must be True or False, got {with_embedding!r}")
+    # The page's rids first, from the (ns, tier, created_at) index alone (it
+    # holds the rid: a covering scan of small entries), then those rows:
+    # "WHERE ns = ? AND rid > ? ORDER BY rid LIMIT ?" on the table would read
+    # (embeddings included) and sort every row of the namespace after the
+    # cursor, on every page. One row more than asked says whether a next page
+    # exists, so the last page is not followed by an empty one.
+    now = eng._time.now()
+    fetch = min(limit, 1 << 62) + 1  # SQLite's integers are 64-bit
+    rows = eng._catalog.select_rows(
+        "WHERE m.rid IN (SELECT rid FROM memories WHERE ns = ? AND rid > ? ORDER BY rid LIMIT ?) ORDER BY m.rid",
+        (ns, after_rid, fetch))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    page = _listed(eng, ns, rows, now, with_embedding)
+    return page, (_cursor(ns, rows[-1].rid) if more else None)
+
+
+def _cursor(ns: str, rid: int) -> str:
+    """An opaque page cursor: the namespace and the last rid listed, as
+    unpadded base64url of JSON (rids are never reused, so a position stays
+    meaningful while memories are added and deleted)."""
+    raw = json.dumps([ns, rid], separators=(",", ":")).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _cursor_rid(after: object, ns: str) -> int:
+    """The rid a cursor of :func:`_cursor` holds, or InvalidInputError if
+    ``after`` is not one, or was made for another namespace."""
+    why = "after must be the next cursor a page of this namespace returned (or None for the first page)"
+    if not isinstance(after, str):
+        raise InvalidInputError(f"{why}, got {type(after).__name__}")
+    if len(after) > _CURSOR_MAX_CHARS:
+        raise InvalidInputError(f"{why}: {len(after)} characters is not a cursor")
+    try:
+        value = json.loads(base64.b64decode(after + "=" * (-len(after) % 4), altchars=b"-_", validate=True))
+    except (binascii.Error, ValueError, RecursionError):  # not base64, not UTF-8, not JSON
+        raise InvalidInputError(f"{why}: {after[:80]!r} is not a cursor") from None
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
+            and isinstance(value[1], int) and not isinstance(value[1], bool) and 0 <= value[1] < 1 << 63):
+        raise InvalidInputError(f"{why}: {after[:80]!r} is not a cursor")
+    if value[0] != ns:
+        raise InvalidInputError(f"{why}: this cursor belongs to another namespace")
+    return value[1]
+
+
+def _listed(eng: Engine, ns: str, rows: list[MemoryRow], now: float, with_embedding: bool) -> list[Memory]:
+    """``rows`` of ``ns`` as memories at store time ``now`` (POSIX seconds); a
+    hot one with its live state (accesses not yet flushed)."""
     hot = eng._hot.get(ns)
     out = []
     for row in rows:

@@ -320,6 +320,18 @@ class TierStore:
         whole namespace: meant for listings and exports, not per query."""
         return reads.memories(self._engine, ns, with_embedding=with_embedding)
 
+    def memories_page(self, ns: str, *, after: str | None = None, limit: int | None = None,
+                      with_embedding: bool = False) -> tuple[list[Memory], str | None]:
+        """One page of :meth:`memories`: at most ``limit`` memories of ``ns``
+        (``None``: 1000) that come after the cursor ``after`` (``None``: from
+        the first) in the same order, and the cursor of the next page
+        (``None`` after the last). A cursor is an opaque string, valid for its
+        namespace only; anything else raises InvalidInputError. Each page is
+        read on its own: memories added meanwhile appear on a later page,
+        deleted ones do not, and one replaced by :meth:`upsert_batch` after
+        its page was read appears again, as its new version, on a later one."""
+        return reads.memories_page(self._engine, ns, after=after, limit=limit, with_embedding=with_embedding)
+
     def touch(self, ns: str, ids: str | Iterable[str]) -> None:
         """Count an access (the memories were used in a response): boosts their
         weight, refreshes TTLs that refresh on read. A warm memory moves back

@@ -399,6 +399,12 @@ class Cluster:
     def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
         return self._call(ns, "read", "memories", [], {"with_embedding": with_embedding})
 
+    def memories_page(self, ns: str, *, after: str | None = None, limit: int | None = None,
+                      with_embedding: bool = False) -> tuple[list[Memory], str | None]:
+        """:meth:`TierStore.memories_page` of the namespace's slot (a cursor is a position in that slot's store)."""
+        return self._call(ns, "read", "memories_page", [],
+                          {"after": after, "limit": limit, "with_embedding": with_embedding})
+
     def check_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> None:
         self._call(ns, "read", "check_batch", [list(items) if isinstance(items, Sequence) else items])
 

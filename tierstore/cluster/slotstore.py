@@ -35,7 +35,7 @@ __all__ = ["WRITE_OPS", "READ_OPS", "SlotClock", "SlotStore"]
 #: Calls that change a slot: logged, group-committed, idempotent by request id.
 WRITE_OPS = frozenset({"add", "add_batch", "touch", "feedback", "pin", "delete", "set_context", "restore", "sweep"})
 #: Calls that only read (served by the owner's local store).
-READ_OPS = frozenset({"search", "get", "get_by_key", "memories", "get_context", "check_batch"})
+READ_OPS = frozenset({"search", "get", "get_by_key", "memories", "memories_page", "get_context", "check_batch"})
 # Answers kept per slot for retried requests; older ones are forgotten (a retry
 # that late would apply again: documented in docs/cluster.md). A snapshot keeps
 # the newest _SNAPSHOT_ANSWERS of them.

@@ -51,9 +51,10 @@ class Limits:
     max_restore: int = 1000  # memories one restore brings back; its limit when it selects by where/text/query
     max_sweep_items: int = 10_000  # due memories one sweep call examines; its max_items when none is given
     max_sweep_seconds: float = 10.0  # one sweep call's time budget, seconds; its default too
+    max_page: int = 1000  # memories per /v1/memories page; its limit when none is given (~2 MB with 384-d vectors)
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_k", "max_batch", "max_restore", "max_sweep_items"):
+        for name in ("max_body_bytes", "max_k", "max_batch", "max_restore", "max_sweep_items", "max_page"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"the limit {name} must be a positive integer, got {value!r}")
@@ -205,6 +206,17 @@ def _get_by_key(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) 
     return {"memory": None if m is None else wire.memory_to_wire(m)}
 
 
+def _memories(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    ns = p.check_namespace(a.pop("ns"))
+    if a.get("with_embedding") is None:
+        a.pop("with_embedding", None)  # null as left out: the store's default
+    _at_most(a.get("limit"), lim.max_page, "limit", "--max-page")
+    if a.get("limit") is None:
+        a["limit"] = lim.max_page  # a page is bounded by the server, not by the store's default
+    page, after = store.memories_page(ns, **a)
+    return {"memories": [wire.memory_to_wire(m) for m in page], "next": after}
+
+
 def _touch(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
     ns = p.check_namespace(a["ns"])
     _count_at_most(a["ids"], lim.max_batch, "ids", "--max-batch")
@@ -261,8 +273,8 @@ def _sweep(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> An
 
 CALLS: dict[str, Callable[[TierStore, Principal, dict[str, Any], Limits], Any]] = {
     "/v1/add": _add, "/v1/add_batch": _add_batch, "/v1/upsert_batch": _upsert_batch, "/v1/search": _search, "/v1/get": _get,
-    "/v1/get_by_key": _get_by_key, "/v1/touch": _touch, "/v1/feedback": _feedback, "/v1/pin": _pin,
-    "/v1/delete": _delete, "/v1/set_context": _set_context, "/v1/get_context": _get_context,
+    "/v1/get_by_key": _get_by_key, "/v1/memories": _memories, "/v1/touch": _touch, "/v1/feedback": _feedback,
+    "/v1/pin": _pin, "/v1/delete": _delete, "/v1/set_context": _set_context, "/v1/get_context": _get_context,
     "/v1/restore": _restore, "/v1/sweep": _sweep,
 }
 assert set(CALLS) == set(POST_ROUTES), "every route has a schema and a call"
@@ -411,7 +423,8 @@ def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = L
         policy = getattr(store, "policy", None)  # a served cluster's slots each keep their own
         return JSONResponse({"api": wire.API_VERSION, "version": version, "dim": store.dim,
                              "embedder": None if emb is None else emb.name, "now": store.now(),
-                             "policy": None if policy is None else policy.to_dict()})
+                             "policy": None if policy is None else policy.to_dict(),
+                             "store_id": getattr(store, "store_id", None) or None})  # a cluster has none
 
     async def metrics(request: Request) -> Response:
         try:

@@ -97,6 +97,16 @@ class KeyBody(Body):
     key: str
 
 
+class MemoriesBody(Body):
+    """``TierStore.memories_page``: one page of the namespace's memories, in the order added. Without
+    ``limit`` the server's ``--max-page`` applies; ``after`` is the ``next`` cursor of the previous page."""
+
+    ns: str
+    after: str | None = Field(None, description="opaque cursor: the previous page's next; null for the first page")
+    limit: int | None = None
+    with_embedding: bool | None = None
+
+
 class TouchBody(Body):
     """``TierStore.touch``."""
 
@@ -212,6 +222,11 @@ class MemoryOrNone(BaseModel):
     memory: MemoryOut | None
 
 
+class MemoriesOut(BaseModel):
+    memories: list[MemoryOut]
+    next: str | None = Field(description="the cursor of the next page; null after the last")
+
+
 class MemoryResult(BaseModel):
     memory: MemoryOut
 
@@ -246,6 +261,8 @@ class InfoOut(BaseModel):
     dim: int
     embedder: str | None
     now: float = Field(description="the store's time, POSIX seconds")
+    policy: dict[str, Any] | None = Field(description="Policy.to_dict(); null: the served stores keep their own")
+    store_id: str | None = Field(description="the store's id (made at its creation); null for a cluster")
 
 
 class ErrorDetail(BaseModel):
@@ -266,6 +283,8 @@ POST_ROUTES: dict[str, tuple[type[Body], type[BaseModel], str]] = {
     "/v1/search": (SearchBody, HitsOut, "the k best memories for a query"),
     "/v1/get": (IdBody, MemoryOrNone, "one memory, from any tier, without counting an access"),
     "/v1/get_by_key": (KeyBody, MemoryOrNone, "the live memory holding a key"),
+    "/v1/memories": (MemoriesBody, MemoriesOut, "a page of a namespace's memories, in the order added, "
+                     "without counting an access"),
     "/v1/touch": (TouchBody, Empty, "count an access"),
     "/v1/feedback": (FeedbackBody, MemoryResult, "move confidence and weight"),
     "/v1/pin": (PinBody, Empty, "exempt from expiry, or end the exemption"),
@@ -281,7 +300,7 @@ GET_ROUTES: dict[str, tuple[type[BaseModel] | None, str, bool]] = {
     "/v1/stats": (StatsOut, "counts per tier and type, lifecycle metrics (store-wide; ?lifecycle=false skips "
                             "the lifecycle metrics)", True),
     "/v1/namespaces": (NamespacesOut, "the namespaces this token can reach that hold memories", True),
-    "/v1/info": (InfoOut, "dimension, embedder, version, store time", True),
+    "/v1/info": (InfoOut, "dimension, embedder, policy, store id, version, store time", True),
     "/metrics": (None, "Prometheus text exposition (store-wide)", True),
     "/health": (None, "liveness: the process answers", False),
     "/ready": (None, "readiness: the store is open and the server is not shutting down", False),

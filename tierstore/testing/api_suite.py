@@ -41,6 +41,7 @@ from tierstore.errors import (
     UnknownMemoryTypeError,
 )
 from tierstore.model import Explain, Hit, Memory, Stats, SweepReport
+from tierstore.policy import Policy
 from tierstore.testing.embedders import DIM, T0, hash_embed
 
 __all__ = ["StoreAPITests", "hash_embed", "DIM", "T0"]
@@ -94,7 +95,9 @@ BAD_ADDS = [
 
 class StoreAPITests:
     """Subclass as ``Test<Implementation>`` and provide an ``api`` fixture: an
-    empty store with the :func:`hash_embed` embedder, driven by ``clock``."""
+    empty store with the :func:`hash_embed` embedder, driven by ``clock``. A
+    served store must allow pages of 3 memories (``memories_page``'s limit);
+    a page size of 3 makes ``memories`` take several pages."""
 
     @pytest.fixture
     def clock(self) -> ManualClock:
@@ -225,6 +228,95 @@ class StoreAPITests:
             api.add("alice", "second", unit(rng), id="m1")
         assert api.get("alice", "m1").content == "first"
         assert api.add("bob", "same id, other namespace", unit(rng), id="m1") == "m1"
+
+    # -- listing -------------------------------------------------------------------------
+
+    def test_memories_lists_a_namespace_in_the_order_added(self, api: Any, rng: np.random.Generator,
+                                                           clock: ManualClock) -> None:
+        # more memories than one page of a remote store whose page size the subclass sets low
+        chat = api.add("m", "asked about the weather in Porto", unit(rng), memory_type="conversation")
+        ids = [chat] + api.add_batch("m", [{"content": f"fact {i}", "embedding": unit(rng), "tags": [f"t{i}"],
+                                            "metadata": {"i": i}} for i in range(6)])
+        ids.append(api.add("m", "pinned one", unit(rng), pinned=True, key="slot"))
+        api.add("other", "not listed", unit(rng))
+        api.touch("m", [ids[2]])  # an access not yet flushed: listed with it
+        clock.advance(2 * 3600)
+        assert api.sweep().archived == 1  # the conversation goes cold: listed from the catalog
+        listed = api.memories("m")
+        assert all(isinstance(m, Memory) for m in listed)
+        assert [m.id for m in listed] == ids
+        assert [m.tier for m in listed] == ["cold"] + ["hot"] * 7 and listed[2].access_count == 1
+        assert all(m.embedding is None for m in listed)
+        for m in listed:  # get's snapshot, less what memories() leaves out (key, superseded_by)
+            assert m == dataclasses.replace(api.get("m", m.id), key=None, superseded_by=None)
+        assert listed[1].metadata == {"i": 0} and listed[6].tags == ("t5",)
+        with_vectors = api.memories("m", with_embedding=True)
+        assert with_vectors == listed and with_vectors[0].embedding is None  # cold: no vector in the catalog
+        for m in with_vectors[1:]:
+            assert m.embedding.dtype == np.float32
+            np.testing.assert_array_equal(m.embedding, api.get("m", m.id).embedding)
+        assert api.get("m", ids[1]).access_count == 0  # listing counts no access
+        assert api.memories("nobody") == []
+        with pytest.raises(InvalidNamespaceError):
+            api.memories("../m")
+
+    def test_memories_page_walks_the_namespace_with_cursors(self, api: Any, rng: np.random.Generator) -> None:
+        ids = api.add_batch("p", [{"content": f"m{i}", "embedding": unit(rng)} for i in range(7)])
+        api.add("q", "elsewhere", unit(rng))
+        pages, after = [], None
+        while True:
+            page, after = api.memories_page("p", after=after, limit=3)
+            pages.append([m.id for m in page])
+            if after is None:
+                break
+            assert isinstance(after, str)
+        assert pages == [ids[0:3], ids[3:6], ids[6:7]]
+        exact = api.add_batch("e", [{"content": f"e{i}", "embedding": unit(rng)} for i in range(3)])
+        page, after = api.memories_page("e", limit=3)  # an exact fit: no empty page after it
+        assert [m.id for m in page] == exact and after is None
+        assert api.memories_page("e") == (api.memories("e"), None)  # the default page: at least 3
+        # pages are read one at a time: a memory added meanwhile comes at the end, one deleted is not listed
+        first, after = api.memories_page("p", limit=3, with_embedding=True)
+        assert all(m.embedding is not None for m in first)
+        late = api.add("p", "added while listing", unit(rng))
+        assert api.delete("p", ids[4])
+        rest: list[str] = []
+        while after is not None:
+            page, after = api.memories_page("p", after=after, limit=3)
+            rest += [m.id for m in page]
+        assert rest == ids[3:4] + ids[5:] + [late]
+        # bad input: the error class TierStore raises, and nothing changes
+        _, cursor = api.memories_page("p", limit=1)
+        before = snapshot(api, {"p": ids})
+        for kwargs, exc in [
+            (dict(after="not a cursor"), InvalidInputError),
+            (dict(after="W10"), InvalidInputError),  # base64 of JSON, but not a cursor
+            (dict(after=5), InvalidInputError),
+            (dict(ns="q", after=cursor), InvalidInputError),  # another namespace's cursor
+            (dict(limit=0), InvalidInputError),
+            (dict(limit=-3), InvalidInputError),
+            (dict(limit="3"), InvalidInputError),
+            (dict(limit=True), InvalidInputError),
+            (dict(with_embedding="yes"), InvalidInputError),
+            (dict(ns="a/b"), InvalidNamespaceError),
+        ]:
+            ns = kwargs.pop("ns", "p")
+            with pytest.raises(exc) as info:
+                api.memories_page(ns, **kwargs)
+            assert type(info.value) is exc and str(info.value), kwargs
+        assert snapshot(api, {"p": ids}) == before
+
+    # -- what the store is ---------------------------------------------------------------
+
+    def test_dim_policy_store_id_and_embedder(self, api: Any) -> None:
+        assert api.dim == DIM and isinstance(api.dim, int)
+        assert isinstance(api.policy, Policy) and api.policy == Policy()  # the fixture's store: the default
+        assert isinstance(api.store_id, str) and len(api.store_id) == 32 and api.store_id == api.store_id
+        assert (api.embedder.name, api.embedder.dim) == (hash_embed.name, DIM)
+        for name in ("dim", "policy", "store_id", "embedder"):
+            with pytest.raises(AttributeError):  # read-only: what the store is, not a setting
+                setattr(api, name, None)
+        assert api.dim == DIM and api.policy == Policy()
 
     # -- search --------------------------------------------------------------------------
 
