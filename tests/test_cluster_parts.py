@@ -412,3 +412,104 @@ def test_a_shards_stats_sum_its_slots(bucket: Bucket, tmp_path) -> None:
     assert got["by_type"]["fact"]["hot"] == 5 and got["by_type"]["task"]["hot"] == 3
     assert sum_stats([got, got]).total == 16  # what a router does with its shards' answers
     a.close()
+
+
+# ------------------------------------------------------------------ read fencing
+
+class _FakeMonotonic:
+    """The shard's monotonic clock, moved by hand (seconds)."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _wait_for(predicate, timeout: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_stale_owner_stops_serving_reads_within_the_lease_check_bound(bucket: Bucket, tmp_path,
+                                                                      monkeypatch) -> None:
+    clock = _FakeMonotonic()
+    monkeypatch.setattr("tierstore.cluster.slotstore._monotonic", clock)
+    bound = 2.0
+    rng = np.random.default_rng(12)
+    a = Shard("a", bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "a"), lease_check_s=bound)
+    a.acquire([0])  # the fence landed at clock.t: confirmed then
+    mid = a.write(0, "r1", "add", "ns", ["before", _vec(rng)], {})
+    gets = bucket.counters()["gets"]
+    lease_gets = a.bucket.counters()["gets"]
+    clock.t += 0.4 * bound
+    for _ in range(20):  # within half the bound: reads cost no request to the bucket
+        assert a.read(0, "get", "ns", [mid], {}).content == "before"
+    assert a.bucket.counters()["gets"] == lease_gets and a.counters()["lease_checks"] == 0
+    # a write that lands confirms the lease as of when it was sent
+    clock.t += 0.9 * bound
+    a.write(0, "r2", "add", "ns", ["second", _vec(rng)], {})
+    clock.t += 0.4 * bound
+    assert a.read(0, "get", "ns", [mid], {}) is not None
+    assert a.counters()["lease_checks"] == 0
+    # past half the bound: answered at once, re-confirmed in the background (one GET, 304)
+    clock.t += 0.2 * bound
+    assert a.read(0, "get", "ns", [mid], {}) is not None
+    _wait_for(lambda: a.counters()["lease_checks"] == 1 and not a._slots[0]._renewing)
+    assert a.owned() == [0]
+    confirmed_at = clock.t
+    # a new owner takes the slot and writes
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([0])
+    b.write(0, "r3", "add", "ns", ["after the move", _vec(rng)], {})
+    # within the bound the stale owner may still answer, from the state it had (the documented window)
+    clock.t = confirmed_at + 0.3 * bound
+    assert [m.content for m in a.read(0, "memories", "ns", [], {})] == ["before", "second"]
+    # once its last confirmation is older than the bound, it checks, finds the lease moved, and stops
+    clock.t = confirmed_at + bound
+    with pytest.raises(FencedError) as info:
+        a.read(0, "memories", "ns", [], {})
+    assert "'b' at epoch 2" in str(info.value)
+    assert a.owned() == [] and 0 in a.lost
+    with pytest.raises(NotOwnerError):
+        a.read(0, "get", "ns", [mid], {})
+    assert [m.content for m in b.read(0, "memories", "ns", [], {})] == ["before", "second", "after the move"]
+    assert bucket.counters()["gets"] >= gets
+    b.close()
+    a.close()
+
+
+def test_an_unconfirmable_lease_refuses_reads_and_keeps_the_slot(bucket: Bucket, tmp_path, monkeypatch) -> None:
+    from tierstore.cluster.errors import LeaseUnconfirmedError
+    from tierstore.errors import ObjectStoreError
+
+    clock = _FakeMonotonic()
+    monkeypatch.setattr("tierstore.cluster.slotstore._monotonic", clock)
+    rng = np.random.default_rng(13)
+    a = Shard("a", bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "a"), lease_check_s=1.0)
+    a.acquire([1])
+    mid = a.write(1, "r1", "add", "ns", ["kept", _vec(rng)], {})
+    real = Bucket.get_if_changed
+
+    def down(self, key, etag):
+        raise ObjectStoreError("injected: connection refused")
+
+    monkeypatch.setattr(Bucket, "get_if_changed", down)
+    clock.t += 5.0
+    with pytest.raises(LeaseUnconfirmedError):  # it might be stale by more than the bound: refused
+        a.read(1, "get", "ns", [mid], {})
+    assert a.owned() == [1]  # not dropped: the lease may well be ours
+    monkeypatch.setattr(Bucket, "get_if_changed", real)
+    assert a.read(1, "get", "ns", [mid], {}).content == "kept"
+    assert a.counters()["lease_checks"] == 2
+    a.close()
+
+
+def test_shard_rejects_a_bad_lease_check_bound(bucket: Bucket, tmp_path) -> None:
+    for bad in (0, -1.0, float("inf"), float("nan"), True, "2"):
+        with pytest.raises(InvalidInputError):
+            Shard("a", bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "a"), lease_check_s=bad)

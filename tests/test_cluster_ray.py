@@ -10,8 +10,10 @@ processes is most of the time); the tests run in file order on it:
 2. Scale-up from the 3 survivors to 4: only the slots rendezvous hashing gives
    the new shard move, and their data comes along.
 3. A zombie: a shard paused (SIGSTOP) is declared dead, its slots are taken
-   over; resumed (SIGCONT), every write it still tries is rejected (the log's
-   412, FencedError), none lands, and it serves those slots no more.
+   over; resumed (SIGCONT) after longer than the read-fencing bound, every
+   read it is asked for refuses (its lease check finds the lease moved) and
+   every write it still tries is rejected (the log's 412, FencedError); none
+   lands, and it serves those slots no more.
 
 Wall-clock limits are not asserted (the failover time is measured by
 benchmarks/cluster.py); waits have generous timeouts.
@@ -38,6 +40,7 @@ DIM = 16
 NAMESPACES = [f"user-{i:03d}" for i in range(400)]
 PER_NS = 4
 SLOTS = 64
+LEASE_CHECK_S = 1.0  # the read-fencing bound: the zombie below is paused for longer (3 s of pings at least)
 
 
 def _vec(rng: np.random.Generator) -> np.ndarray:
@@ -55,7 +58,7 @@ def cluster(moto_server, tmp_path_factory):
     try:
         c = Cluster(bucket=bucket, s3_options={"endpoint_url": moto_server.endpoint_url, "region_name": "us-east-1"},
                     dim=DIM, shards=4, num_slots=SLOTS, root=str(tmp_path_factory.mktemp("shards")),
-                    name="tierstore-test", call_timeout_s=20.0,
+                    name="tierstore-test", call_timeout_s=20.0, lease_check_s=LEASE_CHECK_S,
                     snapshot_every=5)  # small, so that takeovers start from a snapshot and replay a tail
         yield c
     finally:
@@ -205,21 +208,31 @@ def test_zombie_owner_is_fenced(cluster: Cluster) -> None:
     for s, ns in targets:
         assert cluster.slot_table()[s] != zombie
         cluster.add(ns, f"{ns} after the move", _vec(rng))
-    # the zombie, resumed, still believes it owns them: every write it tries is refused
-    rejected = 0
-    for s, ns in targets:
+    # the zombie, resumed, still believes it owns them. Its last confirmation of
+    # each lease is older than the bound (it was paused for longer): a read makes
+    # it check, find the lease moved and refuse; a write is refused by the log
+    reads_first, writes_first = targets[::2], targets[1::2]
+    for s, ns in reads_first:
+        with pytest.raises(ray.exceptions.RayTaskError) as info:
+            ray.get(handle.read.remote(s, "memories", ns, [], {}), timeout=60)
+        # FencedError from this read's lease check (or plain NotOwnerError if a
+        # background re-check begun before the pause found it first)
+        assert isinstance(info.value.cause, NotOwnerError), info.value.cause
+    for s, ns in writes_first:
         ref = handle.write.remote(s, uuid.uuid4().hex, "add", ns, [f"{ns} zombie write", _vec(rng)], {})
         with pytest.raises(ray.exceptions.RayTaskError) as info:
             ray.get(ref, timeout=60)
         assert isinstance(info.value.cause, FencedError), info.value.cause
-        rejected += 1
-    assert rejected == len(targets)
-    # ... and it stops serving them
+    # ... and it stops serving them, reads and writes alike: each dropped as lost, not released
     assert set(ray.get(handle.owned.remote(), timeout=60)).isdisjoint(s for s, _ in targets)
-    s, ns = targets[0]
-    with pytest.raises(ray.exceptions.RayTaskError) as info:
-        ray.get(handle.read.remote(s, "memories", ns, [], {}), timeout=60)
-    assert isinstance(info.value.cause, NotOwnerError)
+    assert {s for s, _ in targets} <= set(ray.get(handle.counters.remote(), timeout=60)["lost"])
+    for s, ns in targets:
+        with pytest.raises(ray.exceptions.RayTaskError) as info:
+            ray.get(handle.read.remote(s, "get", ns, ["any-id"], {}), timeout=60)
+        assert isinstance(info.value.cause, NotOwnerError)
+        with pytest.raises(ray.exceptions.RayTaskError) as info:
+            ray.get(handle.write.remote(s, uuid.uuid4().hex, "add", ns, ["late", _vec(rng)], {}), timeout=60)
+        assert isinstance(info.value.cause, NotOwnerError)
     # none of its writes landed: the owners' state (rebuilt from the bucket) has none
     for s, ns in targets:
         contents = [m.content for m in cluster.memories(ns)]

@@ -87,6 +87,22 @@ class Bucket:
                 return None
             raise self._fail(exc, "get", key) from None
 
+    def get_if_changed(self, key: str, etag: str) -> tuple[bool, tuple[bytes, str] | None]:
+        """A conditional GET (``If-None-Match: <etag>``): ``(False, None)`` if
+        the object still has ``etag`` (HTTP 304, no body sent); else
+        ``(True, (body, ETag))``, or ``(True, None)`` if it is gone."""
+        self._count("gets")
+        try:
+            resp = self._client.get_object(Bucket=self.config.bucket, Key=self._base + key, IfNoneMatch=etag)
+            return True, (resp["Body"].read(), resp["ETag"])
+        except self._errors as exc:
+            code, status = self._status(exc)
+            if status == 304 or code in ("304", "NotModified"):
+                return False, None
+            if status == 404 or code in ("NoSuchKey", "404"):
+                return True, None
+            raise self._fail(exc, "conditional get", key) from None
+
     def _conditional_put(self, key: str, data: bytes, **condition: str) -> str | None:
         for attempt in range(_CONFLICT_RETRIES):
             self._count("puts")

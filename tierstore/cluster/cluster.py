@@ -29,7 +29,8 @@ from ..validation import check_namespace, check_positive_int, check_seconds
 from .bucket import BucketConfig
 from .errors import ClusterError, NotOwnerError
 from .records import pack
-from .shard import Shard
+from .shard import Shard, check_lease_check
+from .slotstore import DEFAULT_LEASE_CHECK_S
 from .slots import DEFAULT_SLOTS, check_slots, placement, slot_of
 from .stats import sum_stats
 
@@ -72,6 +73,10 @@ class Cluster:
     its shard pinged; one that does not answer the ping is declared dead.
     snapshot_every: a slot's log records between its snapshots (and one at
     every release); a new owner replays only the records after the newest.
+    lease_check_s: the read-fencing bound, seconds: a shard answers a read
+    of a slot only while it confirmed the slot's lease within this time (a
+    conditional GET when it is older), so a stale owner's reads are refused
+    at most this long after its slot moved (see docs/cluster.md).
     """
 
     def __init__(self, address: str | None = None, *, bucket: str | BucketConfig | None = None,
@@ -79,7 +84,7 @@ class Cluster:
                  shards: int = 0, num_slots: int = DEFAULT_SLOTS, root: str | None = None,
                  policy: Policy | None = None, name: str = "tierstore", num_cpus: int | None = None,
                  call_timeout_s: float = 30.0, retry_for_s: float = 60.0, spread: bool = True,
-                 snapshot_every: int = 100) -> None:
+                 snapshot_every: int = 100, lease_check_s: float = DEFAULT_LEASE_CHECK_S) -> None:
         # every argument checked before Ray starts: bad input changes nothing
         if dim is not None:
             dim = check_positive_int(dim, "dim")
@@ -91,6 +96,7 @@ class Cluster:
                 raise InvalidInputError(f"{what} must be a positive number of seconds, got {value!r}")
         if isinstance(snapshot_every, bool) or not isinstance(snapshot_every, int) or snapshot_every < 0:
             raise InvalidInputError(f"snapshot_every must be an int >= 0, got {snapshot_every!r}")
+        lease_check_s = check_lease_check(lease_check_s)
         if bucket is not None and not isinstance(bucket, (str, BucketConfig)):
             raise InvalidInputError(f"bucket must be a name or a BucketConfig, got {type(bucket).__name__}")
         ray = _ray()
@@ -116,7 +122,8 @@ class Cluster:
         self._spread = spread
         self.failovers: list[dict[str, Any]] = []  # what each failover moved and how long it took
         try:
-            self._connect(bucket, s3_options, prefix, dim, shards, num_slots, root, policy, snapshot_every)
+            self._connect(bucket, s3_options, prefix, dim, shards, num_slots, root, policy, snapshot_every,
+                          lease_check_s)
         except BaseException:
             if self._started_ray:
                 ray.shutdown()
@@ -124,7 +131,7 @@ class Cluster:
 
     def _connect(self, bucket: str | BucketConfig | None, s3_options: Mapping[str, Any] | None, prefix: str,
                  dim: int | None, shards: int, num_slots: int, root: str | None, policy: Policy | None,
-                 snapshot_every: int) -> None:
+                 snapshot_every: int, lease_check_s: float) -> None:
         """Find the running shards (or check the new cluster's bucket), start ``shards`` more, place the slots."""
         ray = _ray()
         self._discover()
@@ -134,6 +141,7 @@ class Cluster:
             self._policy = info["policy"]
             self._root = info["root"]
             self._snapshot_every = info["snapshot_every"]
+            self._lease_check_s = info.get("lease_check_s", DEFAULT_LEASE_CHECK_S)
             if dim is not None and dim != self.dim:
                 raise StoreConfigError(f"the cluster {self.name!r} running here has dim={self.dim}, not {dim}")
         else:
@@ -145,6 +153,7 @@ class Cluster:
                 BucketConfig(bucket, prefix, dict(s3_options or {}))
             self._bucket.open().list("slots/00000/lease")  # a wrong bucket or endpoint fails here, before any actor
             self._snapshot_every = snapshot_every
+            self._lease_check_s = lease_check_s
             self._policy = policy
             self._root = root or os.path.join(tempfile.gettempdir(), f"tierstore-cluster-{self.name}")
         for _ in range(shards):
@@ -178,7 +187,7 @@ class Cluster:
             options["scheduling_strategy"] = "SPREAD"  # one per node where there are nodes
         handle = ray.remote(_ShardActor).options(**options).remote(
             shard_name, self._bucket, dim=self.dim, num_slots=self.num_slots, root=self._root, policy=self._policy,
-            snapshot_every=self._snapshot_every)
+            snapshot_every=self._snapshot_every, lease_check_s=self._lease_check_s)
         ray.get(handle.ping.remote(), timeout=120)
         self._handles[shard_name] = handle
         return shard_name
@@ -501,6 +510,8 @@ class Cluster:
                                   ("tierstore_cluster_acked_writes_total", "acked", "writes acknowledged"),
                                   ("tierstore_cluster_log_appends_total", "commits", "log objects appended"),
                                   ("tierstore_cluster_snapshots_total", "snapshots", "snapshots written"),
+                                  ("tierstore_cluster_lease_checks_total", "lease_checks",
+                                   "conditional GETs of a lease made to admit reads"),
                                   ("tierstore_cluster_s3_puts_total", "puts", "PUT requests sent")):
             lines += [f"# HELP {metric} {what}", f"# TYPE {metric} {'gauge' if key == 'owned' else 'counter'}"]
             for name, c in sorted(self.counters().items()):
@@ -565,11 +576,12 @@ class _ShardActor(Shard):
     """The shard as Ray sees it: with ``info`` for routers that connect later."""
 
     def __init__(self, name: str, bucket: BucketConfig, *, dim: int, num_slots: int, root: str,
-                 policy: Policy | None = None, snapshot_every: int = 100) -> None:
+                 policy: Policy | None = None, snapshot_every: int = 100,
+                 lease_check_s: float = DEFAULT_LEASE_CHECK_S) -> None:
         super().__init__(name, bucket, dim=dim, num_slots=num_slots, root=root, policy=policy,
-                         snapshot_every=snapshot_every)
+                         snapshot_every=snapshot_every, lease_check_s=lease_check_s)
         self._info = {"dim": dim, "num_slots": num_slots, "bucket": bucket, "policy": policy, "root": root,
-                      "snapshot_every": snapshot_every}
+                      "snapshot_every": snapshot_every, "lease_check_s": lease_check_s}
 
     def info(self) -> dict[str, Any]:
         return dict(self._info)

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorruptDataError
+from ..errors import CorruptDataError, InvalidInputError
 from ..policy import Policy
 from ..store import TierStore
 from .bucket import BucketConfig
@@ -28,13 +28,21 @@ from .errors import FencedError, NotOwnerError
 from .lease import release_lease, take_lease
 from .records import unpack
 from .slotlog import LogConflictError, SlotLog
-from .slotstore import READ_OPS, WRITE_OPS, SlotClock, SlotStore
+from . import slotstore as _slotstore
+from .slotstore import DEFAULT_LEASE_CHECK_S, READ_OPS, WRITE_OPS, SlotClock, SlotStore
 from .snapshot import latest_snapshot, materialize
 from .stats import sum_stats
 
-__all__ = ["Shard"]
+__all__ = ["Shard", "check_lease_check"]
 
 _FENCE_ATTEMPTS = 16
+
+
+def check_lease_check(seconds: object) -> float:
+    """A read-fencing bound: a finite number of seconds > 0."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):
+        raise InvalidInputError(f"lease_check_s must be a positive number of seconds, got {seconds!r}")
+    return float(seconds)
 
 
 class Shard:
@@ -42,10 +50,13 @@ class Shard:
 
     name: unique in the cluster (it is the lease's owner). root: a local
     directory for the slots' stores (a cache: deleted and rebuilt at will).
+    lease_check_s: a slot's reads are admitted only while its lease was
+    confirmed within this many seconds (see :meth:`SlotStore.ensure_current`).
     """
 
     def __init__(self, name: str, bucket: BucketConfig, *, dim: int, num_slots: int, root: str,
-                 policy: Policy | None = None, acquire_threads: int = 4, snapshot_every: int = 100) -> None:
+                 policy: Policy | None = None, acquire_threads: int = 4, snapshot_every: int = 100,
+                 lease_check_s: float = DEFAULT_LEASE_CHECK_S) -> None:
         self.name = name
         self.dim = dim
         self.num_slots = num_slots
@@ -59,6 +70,7 @@ class Shard:
         self._acquire_threads = acquire_threads
         self.snapshot_every = snapshot_every  # log records between a slot's snapshots (0: only at release)
         self.lost: list[int] = []  # slots given up after a fence or a failed append
+        self.lease_check_s = check_lease_check(lease_check_s)
 
     # ------------------------------------------------------------------ introspection
 
@@ -79,6 +91,7 @@ class Shard:
         return {"name": self.name, "owned": len(slots), "acked": sum(s.acked for s in slots),
                 "commits": sum(s.commits for s in slots), "replayed": sum(s.replayed for s in slots),
                 "snapshots": sum(s.snapshots for s in slots),
+                "lease_checks": sum(s.lease_checks for s in slots),
                 "snapshot_errors": [e for s in slots for e in s.snapshot_errors],
                 "lost": list(self.lost), **self.bucket.counters()}
 
@@ -134,7 +147,7 @@ class Shard:
 
         store = reopen()
         state = SlotStore(slot, store, clock, log, lease, self.name, self._lost, path=path, reopen=reopen,
-                          snapshot_every=self.snapshot_every)
+                          snapshot_every=self.snapshot_every, lease_check_s=self.lease_check_s)
         if snap is not None:
             state.next_seq = state.snap_seq = snap.seq
             state.load_answers(snap.answers)
@@ -146,9 +159,11 @@ class Shard:
                     state.replay(record)
             for _ in range(_FENCE_ATTEMPTS):
                 try:
+                    fence_sent = _slotstore._monotonic()
                     log.append(state.next_seq, kind="fence", epoch=lease.epoch, owner=self.name,
                                t=clock.now(), ops=[])
                     state.next_seq += 1
+                    state.mark_confirmed(fence_sent)  # the fence landed: the slot is ours as of then
                     break
                 except LogConflictError as conflict:
                     # the old owner's last append won the race: it was acknowledged, so it counts
@@ -225,11 +240,23 @@ class Shard:
             return self.write(slot, rid, op, ns, args, kwargs)
         return self.read(slot, op, ns, args, kwargs)
 
-    def namespaces(self) -> list[str]:
+    def _current(self) -> list[SlotStore]:
+        """The slots this shard serves, each with its lease confirmed within
+        the bound (a slot whose lease moved is dropped, as a read would)."""
         with self._lock:
             states = [s for s in self._slots.values() if s.live]
-        names: set[str] = set()
+        out = []
         for state in states:
+            try:
+                state.ensure_current()
+            except FencedError:  # moved: another shard counts it (an unreachable bucket is an error)
+                continue
+            out.append(state)
+        return out
+
+    def namespaces(self) -> list[str]:
+        names: set[str] = set()
+        for state in self._current():
             try:
                 names.update(state.store.namespaces())
             except Exception:  # noqa: BLE001 - a slot closed meanwhile is another shard's to list
@@ -238,10 +265,8 @@ class Shard:
 
     def stats(self) -> dict[str, Any]:
         """The counts of the slots this shard serves, summed (``Stats.as_dict``, no lifecycle)."""
-        with self._lock:
-            states = [s for s in self._slots.values() if s.live]
         parts = []
-        for state in states:
+        for state in self._current():
             try:
                 parts.append(state.store.stats(lifecycle=False).as_dict())
             except Exception:  # noqa: BLE001 - a slot closed meanwhile is counted by its new owner

@@ -23,10 +23,11 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..errors import InvalidInputError, StoreClosedError
+from ..errors import InvalidInputError, ObjectStoreError, StoreClosedError
 from ..store import TierStore
-from .errors import FencedError, NotOwnerError, SlotLostError
-from .lease import Lease
+from .errors import FencedError, LeaseUnconfirmedError, NotOwnerError, SlotLostError
+from .lease import Lease, lease_key
+from .records import unpack
 from .slotlog import LogRecord, SlotLog
 from .snapshot import Snapshot, decode_answer, encode_answer, read_files, snapshot_key, split_sealed
 
@@ -43,6 +44,13 @@ _MAX_ANSWERS = 100_000
 _SNAPSHOT_ANSWERS = 10_000
 # A read that meets the store closed for a snapshot tries again this often.
 _READ_RETRIES = 50
+#: Default bound (seconds) on how old a slot owner's last confirmation of its
+#: lease may be when it admits a read (see SlotStore.ensure_current).
+DEFAULT_LEASE_CHECK_S = 2.0
+# The shard's own monotonic clock: confirmations and read admissions are
+# compared on it alone, so no two machines' clocks need to agree. A module
+# global so tests can drive it.
+_monotonic = time.monotonic
 
 
 class SlotClock:
@@ -146,7 +154,7 @@ class SlotStore:
 
     def __init__(self, slot: int, store: TierStore, clock: SlotClock, log: SlotLog, lease: Lease,
                  owner: str, on_lost: Any, *, path: Path, reopen: Callable[[], TierStore],
-                 snapshot_every: int = 0) -> None:
+                 snapshot_every: int = 0, lease_check_s: float = DEFAULT_LEASE_CHECK_S) -> None:
         self.slot = slot
         self.store = store
         self.path = path
@@ -171,6 +179,12 @@ class SlotStore:
         self.snapshots = 0  # snapshots written
         self.uploaded: set[str] = set()  # SHA-256 of the sealed warm files known to be in the bucket
         self.snapshot_errors: list[str] = []
+        # read fencing: when (on _monotonic) the lease was last known to be ours
+        self.lease_check_s = float(lease_check_s)
+        self._confirmed = float("-inf")
+        self._confirm_lock = threading.Lock()
+        self._renewing = False
+        self.lease_checks = 0  # conditional GETs of the lease made to admit reads
 
     # ------------------------------------------------------------------ replay
 
@@ -243,6 +257,7 @@ class SlotStore:
                 e.finish(error=NotOwnerError(self.slot))
             return
         applied: list[_Entry] = []
+        started = _monotonic()  # a landed append proves the slot ours as of its start (see ensure_current)
         t = self.clock.pin_now()
         try:
             for e in batch:
@@ -274,6 +289,7 @@ class SlotStore:
             return
         self.next_seq += 1
         self.commits += 1
+        self.mark_confirmed(started)
         with self._cv:
             for e in applied:
                 self._remember(e.rid, e.result)
@@ -349,8 +365,85 @@ class SlotStore:
         for _ in range(_READ_RETRIES):
             if not self.live:
                 raise NotOwnerError(self.slot)
+            self.ensure_current()
             try:
                 return apply(self.store, op, ns, args, kwargs)
             except StoreClosedError:
                 time.sleep(0.01)  # closed for a snapshot: reopened in a moment
         raise NotOwnerError(self.slot)
+
+    # ------------------------------------------------------------------ read fencing
+
+    def mark_confirmed(self, started: float) -> None:
+        """The slot was known to be ours at ``started`` (``_monotonic`` seconds):
+        a lease check that found the lease unchanged, or a log append (the
+        fence included) that landed, each counted from when it was *sent*."""
+        self._confirmed = max(self._confirmed, started)
+
+    def ensure_current(self) -> None:
+        """Admit a read only if the lease was confirmed ours within the last
+        ``lease_check_s`` seconds; otherwise confirm it now with a conditional
+        GET (``If-None-Match`` on its ETag: 304, no body, when unchanged).
+
+        Why that suffices: a new owner takes the lease (CAS) before it serves
+        anything, so while the lease is ours nobody else has acknowledged a
+        write of the slot, and ours are all applied here. A read admitted at
+        ``r`` therefore answers from a state that was the slot's current state
+        at some instant no earlier than ``r - lease_check_s``. When the lease
+        has moved, the slot is dropped and FencedError raised; when the bucket
+        does not answer, LeaseUnconfirmedError (the slot is kept). Past half
+        the bound, a read is admitted at once and the lease is re-confirmed in
+        the background, so a busy slot never waits for the GET."""
+        age = _monotonic() - self._confirmed
+        if age < self.lease_check_s / 2:
+            return
+        if age < self.lease_check_s:
+            self._renew_in_background()
+            return
+        self.confirm(self.lease_check_s)
+
+    def confirm(self, max_age: float = 0.0) -> None:
+        """Check the lease in the bucket now, unless it was confirmed within
+        ``max_age`` seconds (e.g. by another thread while this one waited)."""
+        with self._confirm_lock:
+            if _monotonic() - self._confirmed < max_age:
+                return
+            started = _monotonic()
+            self.lease_checks += 1
+            try:
+                changed, got = self.log.bucket.get_if_changed(lease_key(self.slot), self.lease.etag)
+            except ObjectStoreError as exc:
+                raise LeaseUnconfirmedError(self.slot, f"slot {self.slot}: its lease could not be confirmed, "
+                                                       f"so a read is refused: {exc}") from None
+            if not changed:
+                self.mark_confirmed(started)
+                return
+            holder = "nobody (the lease object is gone)"
+            if got is not None:
+                try:
+                    doc = unpack(got[0], lease_key(self.slot))
+                    holder = f"{doc.get('owner')!r} at epoch {doc.get('epoch')}"
+                except Exception:  # noqa: BLE001 - unreadable: moved all the same
+                    holder = "an unreadable lease"
+            err = FencedError(self.slot, f"slot {self.slot}: the lease is now held by {holder}; "
+                                         f"{self.owner!r} (epoch {self.lease.epoch}) serves it no more")
+            if self.live:
+                self._lose(err, [])
+            raise err
+
+    def _renew_in_background(self) -> None:
+        with self._cv:
+            if self._renewing:
+                return
+            self._renewing = True
+
+        def renew() -> None:
+            try:
+                self.confirm(self.lease_check_s / 2)
+            except Exception:  # noqa: BLE001 - a moved lease dropped the slot; an unreachable bucket: the next read
+                pass
+            finally:
+                with self._cv:
+                    self._renewing = False
+
+        threading.Thread(target=renew, daemon=True, name=f"lease-check-{self.slot}").start()
