@@ -299,6 +299,8 @@ def test_serve_takes_a_path_or_a_cluster_not_both(capsys) -> None:
     assert "--cluster ADDRESS" in capsys.readouterr().err
     assert main(["serve", "--cluster", "auto", "--embedder", "minilm"]) == 2
     assert "--embedder cannot be used with --cluster" in capsys.readouterr().err
+    assert main(["serve", "some/path", "--cluster-name", "mine"]) == 2
+    assert "--cluster-name goes with --cluster" in capsys.readouterr().err
 
 
 def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(bucket: Bucket, tmp_path,
@@ -341,7 +343,9 @@ def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(b
 
 @pytest.mark.parametrize("kwargs", [{"dim": 0}, {"dim": 8, "shards": -1}, {"dim": 8, "num_slots": 0},
                                     {"dim": 8, "call_timeout_s": 0}, {"dim": 8, "snapshot_every": -2},
-                                    {"dim": 8, "bucket": 3}])
+                                    {"dim": 8, "bucket": 3}, {"dim": 8, "lease_check_s": 0},
+                                    {"dim": 8, "name": ""}, {"dim": 8, "name": "two words"},
+                                    {"dim": 8, "name": "x" * 65}])
 def test_cluster_rejects_bad_arguments_before_starting_anything(kwargs) -> None:
     ray = pytest.importorskip("ray")
     from tierstore.cluster import Cluster

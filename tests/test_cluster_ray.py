@@ -295,3 +295,79 @@ def test_http_api_serves_the_cluster(cluster: Cluster) -> None:
         report = remote.sweep(max_items=100)
         assert report.errors == [] and report.examined >= 0
         remote.close()
+
+
+def test_serve_cli_serves_the_named_cluster(cluster: Cluster, tmp_path, capsys) -> None:
+    """``tierstore serve --cluster ADDRESS --cluster-name NAME`` end to end, in
+    this process: the CLI's argument handling, the server's start (tokens,
+    binding, the Cluster found by name), requests over HTTP, and a graceful
+    stop on SIGTERM. main() runs in the main thread (it installs the signal
+    handlers); a helper thread is the client and sends the SIGTERM."""
+    pytest.importorskip("uvicorn")
+    import socket
+
+    from tierstore.cli import main
+    from tierstore.client import RemoteStore
+    from tierstore.errors import AuthError
+
+    token = "cli-test-token-0123456789abcdef"
+    token_file = tmp_path / "tokens"
+    token_file.write_text(f"{token}\n")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    common = ["--cluster", "auto", "--port", str(port), "--token-file", str(token_file), "--graceful-timeout", "5"]
+    # a name no cluster was started under: a clear error, nothing served
+    assert main(["serve", *common, "--cluster-name", "no-such-cluster"]) == 2
+    assert "no shard of the cluster 'no-such-cluster'" in capsys.readouterr().err
+    assert main(["serve", *common, "--cluster-name", "bad name!"]) == 2
+    assert "name must be" in capsys.readouterr().err
+
+    url = f"http://127.0.0.1:{port}"
+    outcome: dict[str, object] = {}
+    mid = cluster.add("cli-ns", "written directly", np.ones(DIM, np.float32))
+
+    def client() -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            outcome["error"] = "the server never answered /health"
+            return  # no SIGTERM: main() is not serving (it returns, or the test times out)
+        try:
+            remote = RemoteStore(url, token=token)
+            assert remote.dim == DIM
+            assert remote.get("cli-ns", mid).content == "written directly"  # the cluster named, not another
+            new = remote.add("cli-ns", "over the CLI's server", np.full(DIM, 0.5, np.float32))
+            assert cluster.get("cli-ns", new).content == "over the CLI's server"
+            assert "cli-ns" in remote.namespaces()
+            remote.close()
+            try:
+                RemoteStore(url, token="wrong-token-0123456789abcdef").get("cli-ns", mid)
+                outcome["error"] = "a wrong token was served"
+            except AuthError:
+                pass
+            outcome["ok"] = True
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            outcome["error"] = exc
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)  # main()'s handler: a graceful stop
+
+    helper = threading.Thread(target=client)
+    helper.start()
+    try:
+        code = main(["serve", *common, "--cluster-name", "tierstore-test"])
+    finally:
+        helper.join(timeout=90)
+    assert outcome.get("ok"), outcome.get("error")
+    assert code == 0
+    out = capsys.readouterr().out
+    assert f"serving cluster 'tierstore-test' at auto at http://127.0.0.1:{port}" in out
+    assert cluster.shards and cluster.get("cli-ns", mid) is not None  # the shards outlive the server

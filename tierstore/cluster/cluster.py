@@ -15,6 +15,7 @@ conditional puts, never that view.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 import time
@@ -38,6 +39,7 @@ __all__ = ["Cluster"]
 
 _ACTOR_PREFIX = "tierstore-"
 _PING_TIMEOUT_S = 5.0
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 def _ray() -> Any:
@@ -97,6 +99,9 @@ class Cluster:
         if isinstance(snapshot_every, bool) or not isinstance(snapshot_every, int) or snapshot_every < 0:
             raise InvalidInputError(f"snapshot_every must be an int >= 0, got {snapshot_every!r}")
         lease_check_s = check_lease_check(lease_check_s)
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise InvalidInputError(f"name must be 1-64 letters, digits, '_', '.' or '-' (the cluster's Ray "
+                                    f"namespace), got {name!r}")
         if bucket is not None and not isinstance(bucket, (str, BucketConfig)):
             raise InvalidInputError(f"bucket must be a name or a BucketConfig, got {type(bucket).__name__}")
         ray = _ray()
@@ -145,6 +150,9 @@ class Cluster:
             if dim is not None and dim != self.dim:
                 raise StoreConfigError(f"the cluster {self.name!r} running here has dim={self.dim}, not {dim}")
         else:
+            if bucket is None and dim is None and not shards:  # meant to join a running cluster
+                raise ClusterError(f"no shard of the cluster {self.name!r} runs in this Ray cluster (start it "
+                                   f"with Cluster(bucket=..., dim=..., shards=N, name={self.name!r}))")
             if bucket is None or dim is None:
                 raise InvalidInputError("a new cluster needs bucket= and dim=")
             self.dim = dim
