@@ -297,8 +297,8 @@ def test_serve_takes_a_path_or_a_cluster_not_both(capsys) -> None:
     assert main(["serve"]) == 2
     assert main(["serve", "some/path", "--cluster", "auto"]) == 2
     assert "--cluster ADDRESS" in capsys.readouterr().err
-    assert main(["serve", "--cluster", "auto", "--embedder", "minilm"]) == 2
-    assert "--embedder cannot be used with --cluster" in capsys.readouterr().err
+    assert main(["serve", "--cluster", "auto", "--dim", "8"]) == 2
+    assert "--dim cannot be used with --cluster" in capsys.readouterr().err
     assert main(["serve", "some/path", "--cluster-name", "mine"]) == 2
     assert "--cluster-name goes with --cluster" in capsys.readouterr().err
 
@@ -517,3 +517,71 @@ def test_shard_rejects_a_bad_lease_check_bound(bucket: Bucket, tmp_path) -> None
     for bad in (0, -1.0, float("inf"), float("nan"), True, "2"):
         with pytest.raises(InvalidInputError):
             Shard("a", bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "a"), lease_check_s=bad)
+
+
+# ------------------------------------------------------------------ maintenance on a slot
+
+def test_verify_repair_compact_and_a_dry_run_sweep_on_a_slot(bucket: Bucket, tmp_path) -> None:
+    import time
+
+    rng = np.random.default_rng(14)
+    a = _shard(bucket, "a", tmp_path)
+    a.acquire([0])
+    for mt in ("fact", "conversation", "preference"):
+        items = [{"content": f"{mt} {i}", "embedding": _vec(rng), "memory_type": mt} for i in range(40)]
+        a.write(0, f"add-{mt}", "add_batch", "ns", [items], {})
+    a._slots[0].clock._last = time.time() + 5 * 86400  # 5 days ahead: the sweep demotes some, archives others
+    seq = a._slots[0].next_seq
+    tiers = {m.id: m.tier for m in a.read(0, "memories", "ns", [], {})}
+    # a dry run is a read: it counts, logs nothing and changes nothing
+    preview = a.read(0, "sweep_preview", None, [], {"max_items": 1000})
+    assert preview.dry_run and preview.examined > 0
+    assert a._slots[0].next_seq == seq and {m.id: m.tier for m in a.read(0, "memories", "ns", [], {})} == tiers
+    with pytest.raises(ValueError):  # a dry run is not a write
+        a.write(0, "x", "sweep_preview", None, [], {})
+    report = a.write(0, "sweep", "sweep", None, [], {"max_items": 1000})
+    # what the dry run said it would do
+    assert (report.demoted, report.archived, report.deleted) == (preview.demoted, preview.archived, preview.deleted)
+    assert report.demoted > 0 and report.archived > 0
+    assert a.read(0, "verify", None, [], {}).ok
+    # damage a sealed warm shard's file in the owner's local copy: verify says so, repair rebuilds it
+    state = a._slots[0]
+    warm_files = sorted(p for p in (state.path / "warm").rglob("*") if p.is_file())
+    assert warm_files
+    victim = max(warm_files, key=lambda p: p.stat().st_size)
+    victim.write_bytes(b"\x00" * victim.stat().st_size)
+    damaged = a.read(0, "verify", None, [], {})
+    assert not damaged.ok and {p.kind for p in damaged.problems} == {"warm"}
+    repaired = a.write(0, "repair-1", "repair", None, [], {})
+    assert repaired.ok and repaired.repaired
+    assert a.read(0, "verify", None, [], {}).ok
+    assert a.write(0, "repair-1", "repair", None, [], {}) is repaired  # a retry returns the first answer
+    archived = [m.id for m in a.read(0, "memories", "ns", [], {}) if m.tier == "cold"]
+    assert a.write(0, "del-cold", "delete", "ns", [archived[0]], {}) is True
+    assert a.write(0, "compact-1", "compact_cold", None, [], {}) >= 1  # its archive object, rewritten without it
+    assert a.write(0, "compact-2", "compact_cold", None, [], {}) == 0
+    assert a._slots[0].next_seq == seq + 5  # the sweep, repair, delete and compactions were logged
+    expected = {m.id: (m.tier, m.content) for m in a.read(0, "memories", "ns", [], {})}
+    # a new owner replays all of it (the repair and the compaction included) to the same memories
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([0])
+    assert {m.id: (m.tier, m.content) for m in b.read(0, "memories", "ns", [], {})} == expected
+    assert b.read(0, "verify", None, [], {}).ok
+    a.close()
+    b.close()
+
+
+def test_integrity_reports_merge_per_slot() -> None:
+    from tierstore.cluster.cluster import _merge_integrity
+    from tierstore.integrity import IntegrityReport, Problem
+
+    one = IntegrityReport(problems=[Problem("warm", "warm/ns/s1", "bad checksum", True)],
+                          checked={"warm_shards": 2, "archives": 1}, repaired=["warm/ns/s1"])
+    two = IntegrityReport(checked={"warm_shards": 3}, in_flight=[Problem("cold", "batch-9", "pending", True)])
+    merged = _merge_integrity([(3, one), (17, two)])
+    assert not merged.ok
+    assert [p.where for p in merged.problems] == ["slot 00003: warm/ns/s1"]
+    assert [p.where for p in merged.in_flight] == ["slot 00017: batch-9"]
+    assert merged.checked == {"warm_shards": 5, "archives": 1}
+    assert merged.repaired == ["slot 00003: warm/ns/s1"]
+    assert _merge_integrity([(0, IntegrityReport())]).ok

@@ -35,6 +35,7 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("boto3")
 
 from tierstore.cluster import Cluster, FencedError, NotOwnerError  # noqa: E402
+from tierstore.errors import InvalidInputError  # noqa: E402
 
 DIM = 16
 NAMESPACES = [f"user-{i:03d}" for i in range(400)]
@@ -371,3 +372,64 @@ def test_serve_cli_serves_the_named_cluster(cluster: Cluster, tmp_path, capsys) 
     out = capsys.readouterr().out
     assert f"serving cluster 'tierstore-test' at auto at http://127.0.0.1:{port}" in out
     assert cluster.shards and cluster.get("cli-ns", mid) is not None  # the shards outlive the server
+
+
+def _words_embedder(texts: list[str]) -> np.ndarray:
+    """A tiny deterministic embedder: each word adds a fixed random direction."""
+    out = np.zeros((len(texts), DIM), np.float32)
+    for i, text in enumerate(texts):
+        for word in text.lower().split():
+            out[i] += np.random.default_rng(int.from_bytes(word.encode()[:8].ljust(8, b"_"), "little")).standard_normal(DIM)
+    return out
+
+
+_words_embedder.dim = DIM  # type: ignore[attr-defined]
+_words_embedder.name = "words-test"  # type: ignore[attr-defined]
+
+
+def test_verify_repair_compact_and_dry_run_sweep_over_the_cluster(cluster: Cluster) -> None:
+    from tierstore.integrity import IntegrityReport
+
+    report = cluster.verify()
+    assert isinstance(report, IntegrityReport) and report.ok, report.problems[:3]
+    assert sum(report.checked.values()) > 0
+    commits = sum(c["commits"] for c in cluster.counters().values())
+    preview = cluster.sweep(dry_run=True, max_items=100)
+    assert preview.dry_run and preview.errors == []
+    assert sum(c["commits"] for c in cluster.counters().values()) == commits  # a dry run logs nothing
+    with pytest.raises(InvalidInputError):
+        cluster.sweep(dry_run="yes")
+    assert cluster.compact_cold() == 0  # nothing archived in this cluster's slots
+    repaired = cluster.repair()
+    assert repaired.ok and repaired.repaired == []
+    # each was logged per slot (a replay does the same), one record each
+    assert sum(c["commits"] for c in cluster.counters().values()) == commits + 2 * SLOTS
+
+
+def test_a_router_with_an_embedder_takes_text(cluster: Cluster) -> None:
+    from tierstore.errors import StoreConfigError
+
+    text_router = Cluster(name="tierstore-test", embedder=_words_embedder)
+    assert text_router.embedder is not None and text_router.embedder.dim == DIM
+    a = text_router.add("text-ns", "alice lives in tokyo")
+    b = text_router.add("text-ns", "bob likes green tea", "bob likes tea")  # the embedding given as a text
+    c, d = text_router.add_batch("text-ns", [{"content": "carol plays the violin"},
+                                             {"content": "dave rides a bicycle", "embedding": _vec(np.random.default_rng(1))}])
+    hits = text_router.search("text-ns", "where does alice live tokyo", k=1)
+    assert hits[0].memory.id == a
+    assert text_router.search("text-ns", "bob tea", k=1)[0].memory.id == b
+    # the log holds vectors: the router without an embedder reads the same memories, and searches by vector
+    logged = next(m for m in cluster.memories("text-ns", with_embedding=True) if m.id == c)
+    expected = _words_embedder(["carol plays the violin"])[0]
+    assert np.allclose(logged.embedding, expected / np.linalg.norm(expected), atol=1e-5)
+    assert {m.id for m in cluster.memories("text-ns")} == {a, b, c, d}
+    with pytest.raises(InvalidInputError):  # no embedder here: text is refused, before any call
+        cluster.search("text-ns", "alice", k=1)
+    with pytest.raises(InvalidInputError):
+        cluster.add("text-ns", "no vector")
+
+    def other_dim(texts: list[str]) -> np.ndarray:
+        return np.ones((len(texts), DIM + 1), np.float32)
+
+    with pytest.raises(StoreConfigError):
+        Cluster(name="tierstore-test", embedder=other_dim)

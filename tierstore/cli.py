@@ -207,7 +207,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print("tierstore serve: --cluster-name goes with --cluster ADDRESS", file=sys.stderr)
         return 2
     if args.cluster is not None:
-        clash = [f"--{n.replace('_', '-')}" for n in ("dim", "embedder", "cold", "endpoint_url", "region")
+        clash = [f"--{n.replace('_', '-')}" for n in ("dim", "cold", "endpoint_url", "region")
                  if getattr(args, n) is not None]
         if clash:  # the cluster's shards have their own settings
             print(f"tierstore serve: {', '.join(clash)} cannot be used with --cluster", file=sys.stderr)

@@ -34,9 +34,15 @@ from .snapshot import Snapshot, decode_answer, encode_answer, read_files, snapsh
 __all__ = ["WRITE_OPS", "READ_OPS", "SlotClock", "SlotStore"]
 
 #: Calls that change a slot: logged, group-committed, idempotent by request id.
-WRITE_OPS = frozenset({"add", "add_batch", "touch", "feedback", "pin", "delete", "set_context", "restore", "sweep"})
-#: Calls that only read (served by the owner's local store).
-READ_OPS = frozenset({"search", "get", "get_by_key", "memories", "get_context", "check_batch"})
+#: ``repair`` and ``compact_cold`` rewrite derived files and archive objects
+#: (and the catalog rows that point at them), so they are logged too: a replay
+#: does the same at the same store time, and they wait for a snapshot as writes do.
+WRITE_OPS = frozenset({"add", "add_batch", "touch", "feedback", "pin", "delete", "set_context", "restore", "sweep",
+                       "repair", "compact_cold"})
+#: Calls that only read (served by the owner's local store). ``sweep_preview``
+#: is ``sweep(dry_run=True)``: it counts what is due and changes nothing.
+READ_OPS = frozenset({"search", "get", "get_by_key", "memories", "get_context", "check_batch", "verify",
+                      "sweep_preview"})
 # Answers kept per slot for retried requests; older ones are forgotten (a retry
 # that late would apply again: documented in docs/cluster.md). A snapshot keeps
 # the newest _SNAPSHOT_ANSWERS of them.
@@ -115,6 +121,8 @@ def _prepare(op: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any
                 item["id"] = uuid.uuid4().hex
             prepared.append(item)
         args = [prepared]
+    elif op == "compact_cold":
+        kwargs = {**kwargs, "progress": False}
     elif op in ("sweep", "restore"):
         if kwargs.get("time_budget_s") is not None:
             # a time budget stops at a point that depends on the machine: a replay would differ
@@ -127,6 +135,8 @@ def _prepare(op: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any
 
 def apply(store: TierStore, op: str, ns: str | None, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """Call ``op`` on the store (``ns`` first unless it is ``None``)."""
+    if op == "sweep_preview":
+        return store.sweep(dry_run=True, **kwargs)
     fn = getattr(store, op)
     return fn(*args, **kwargs) if ns is None else fn(ns, *args, **kwargs)
 

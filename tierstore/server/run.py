@@ -89,7 +89,8 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
             from ..cluster import Cluster
 
             name = "tierstore" if cluster_name is None else cluster_name
-            store, migrator, path = Cluster(address=cluster, name=name), False, \
+            # an embedder embeds text here, in this router: the shards log vectors
+            store, migrator, path = Cluster(address=cluster, name=name, embedder=embedder), False, \
                 f"cluster {name!r} at {cluster}"  # type: ignore[assignment]
         else:
             store = TierStore.open(path, dim=dim, embedder=embedder, cold=cold, cold_options=cold_options,
