@@ -118,11 +118,17 @@ def test_log_appends_replay_in_order(bucket: Bucket) -> None:
     assert list(SlotLog(bucket, 8).replay_from(0)) == []  # another slot's log is its own
 
 
-def test_log_replay_stops_at_a_gap(bucket: Bucket) -> None:
+def test_log_replay_refuses_a_gap(bucket: Bucket) -> None:
+    """Appends are contiguous: a missing number with records after it is
+    collected history, and replaying past it (or fencing at it) would lose
+    writes, so the replay raises instead of stopping there."""
     log = SlotLog(bucket, 1)
     log.append(0, kind="ops", epoch=1, owner="a", t=1.0, ops=[])
     log.append(2, kind="ops", epoch=1, owner="a", t=1.0, ops=[])
-    assert [r.seq for r in log.replay_from(0)] == [0]
+    with pytest.raises(CorruptDataError):
+        list(log.replay_from(0))
+    assert [r.seq for r in log.replay_from(2)] == [2]  # from a number at or above the gap, it replays
+    assert list(log.replay_from(3)) == []  # the end
 
 
 def test_zombie_append_after_fence_is_rejected(bucket: Bucket) -> None:
@@ -154,9 +160,9 @@ from tierstore.errors import MemoryNotFoundError  # noqa: E402
 DIM = 8
 
 
-def _shard(bucket: Bucket, name: str, tmp_path, snapshot_every: int = 0) -> Shard:
+def _shard(bucket: Bucket, name: str, tmp_path, snapshot_every: int = 0, keep_history: bool = False) -> Shard:
     return Shard(name, bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "shards"),
-                 snapshot_every=snapshot_every)
+                 snapshot_every=snapshot_every, keep_history=keep_history)
 
 
 def _vec(rng: np.random.Generator) -> np.ndarray:
@@ -362,7 +368,9 @@ def test_sealed_warm_shards_are_uploaded_once_and_downloaded(bucket: Bucket, tmp
     from tierstore.cluster.snapshot import is_sealed, latest_snapshot
 
     rng = np.random.default_rng(8)
-    a = _shard(bucket, "a", tmp_path)
+    # keep_history: the last step needs the whole log (by default the blobs and log records
+    # older snapshots needed are collected; see the garbage collection tests)
+    a = _shard(bucket, "a", tmp_path, keep_history=True)
     a.acquire([0])
     vectors = {}
     for mt in ("fact", "conversation", "preference"):
@@ -380,7 +388,7 @@ def test_sealed_warm_shards_are_uploaded_once_and_downloaded(bucket: Bucket, tmp
     blobs = bucket.list("slots/00000/blobs/")
     snap = latest_snapshot(bucket, 0)
     assert len(blobs) == len(snap.refs) >= 3 and not any(is_sealed(p) for p in snap.files)
-    b = _shard(bucket, "b", tmp_path)
+    b = _shard(bucket, "b", tmp_path, keep_history=True)
     b.acquire([0])
     assert b.counters()["replayed"] == 0  # downloaded, not rebuilt
     state = b._slots[0]
@@ -585,3 +593,144 @@ def test_integrity_reports_merge_per_slot() -> None:
     assert merged.checked == {"warm_shards": 5, "archives": 1}
     assert merged.repaired == ["slot 00003: warm/ns/s1"]
     assert _merge_integrity([(0, IntegrityReport())]).ok
+
+
+# ------------------------------------------------------------------ garbage collection
+
+def _keys(bucket: Bucket, slot: int, what: str) -> list[int | str]:
+    prefix = f"slots/{slot:05d}/{what}/"
+    tails = [k[len(prefix):] for k in bucket.list(prefix)]
+    return [int(t) for t in tails] if what != "blobs" else tails
+
+
+def _state_of(shard: Shard, slot: int, ns: str) -> dict[str, tuple]:
+    return {m.id: (m.content, m.tier, m.created_at, m.superseded_by)
+            for m in shard.read(slot, "memories", ns, [], {})}
+
+
+def test_garbage_collection_keeps_what_a_replay_needs_and_every_fence(bucket: Bucket, tmp_path) -> None:
+    import hashlib
+    import time
+
+    rng = np.random.default_rng(21)
+    a = _shard(bucket, "a", tmp_path, snapshot_every=4)
+    a.acquire([2])  # the fence is record 0
+    for mt in ("fact", "conversation", "preference"):  # records 1-3
+        a.write(2, f"add-{mt}", "add_batch", "ns", [[{"content": f"{mt} {i}", "embedding": _vec(rng),
+                                                      "memory_type": mt} for i in range(40)]], {})
+    a._slots[2].clock._last = time.time() + 5 * 86400
+    assert a.write(2, "sweep", "sweep", None, [], {"max_items": 1000}).demoted > 0  # record 4: sealed warm shards
+    orphan = b"a blob no snapshot names"
+    orphan_digest = hashlib.sha256(orphan).hexdigest()
+    bucket.put(f"slots/00002/blobs/{orphan_digest}", orphan)
+    ids = [a.write(2, f"r{i}", "add", "ns", [f"m {i}", _vec(rng)], {"key": f"k{i % 3}"}) for i in range(9)]  # 5-13
+    # snapshots at 4, 8 and 12; after the one at 12 the history below 8 goes, the fence at 0 stays
+    _wait_for(lambda: a.counters()["collected"]["snapshots"] == 1 and a.counters()["collected"]["log"] == 7)
+    assert not a.counters()["snapshot_errors"]
+    assert _keys(bucket, 2, "snap") == [8, 12]
+    assert _keys(bucket, 2, "log") == [0, *range(8, 14)]
+    blobs = _keys(bucket, 2, "blobs")
+    assert orphan_digest not in blobs and blobs  # the orphan went; the warm shards' blobs stayed
+    expected = _state_of(a, 2, "ns")
+    q = _vec(rng)
+    top5 = [h.memory.id for h in a.read(2, "search", "ns", [q], {"k": 5, "record_access": False})]
+
+    # a new owner rebuilds from what is left: the newest snapshot (its blobs) and the tail
+    b = _shard(bucket, "b", tmp_path, snapshot_every=4)
+    b.acquire([2])  # fences at 14
+    assert b.counters()["replayed"] == 2  # records 12-13
+    assert _state_of(b, 2, "ns") == expected
+    assert [h.memory.id for h in b.read(2, "search", "ns", [q], {"k": 5, "record_access": False})] == top5
+    for i in range(8):  # records 15-22: snapshots at 16 and 20; the history below 16 goes, bar the fences
+        b.write(2, f"b{i}", "add", "ns", [f"b {i}", _vec(rng)], {})
+    _wait_for(lambda: 14 in _keys(bucket, 2, "log") and 13 not in _keys(bucket, 2, "log"))
+    assert _keys(bucket, 2, "log") == [0, 14, *range(16, 23)]
+    assert _keys(bucket, 2, "snap") == [16, 20]
+    # the stale owner's next append is at 14: the kept fence refuses it (412), though its neighbours are gone
+    with pytest.raises(FencedError):
+        a.write(2, "zombie", "add", "ns", ["zombie", _vec(rng)], {})
+    expected_b = _state_of(b, 2, "ns")
+    assert len(expected_b) == len(expected) + 8 and "zombie" not in {v[0] for v in expected_b.values()}
+    b.release([2])  # a snapshot at 23, then a collection below 20
+    c = _shard(bucket, "c", tmp_path)
+    c.acquire([2])
+    assert c.counters()["replayed"] == 0
+    assert _state_of(c, 2, "ns") == expected_b
+    assert c.read(2, "get_by_key", "ns", ["k0"], {}).id == ids[6]
+    assert c.write(2, "r1", "add", "ns", ["m 1", _vec(rng)], {}) == ids[1]  # an answer kept across all of it
+    for shard in (a, b, c):
+        shard.close()
+
+
+def test_a_takeover_racing_a_collection_loses_nothing(bucket: Bucket, tmp_path, monkeypatch) -> None:
+    import tierstore.cluster.slotstore as slotstore_module
+
+    rng = np.random.default_rng(22)
+    a = _shard(bucket, "a", tmp_path)  # snapshots only when told: the test drives them
+    a.acquire([3])
+    state = a._slots[3]
+    for i in range(6):
+        a.write(3, f"r{i}", "add", "ns", [f"m {i}", _vec(rng)], {})
+    assert state.snapshot(reopen=True)  # at 7
+    a.write(3, "r6", "add", "ns", ["m 6", _vec(rng)], {})
+    assert state.snapshot(reopen=True)  # at 8: the one at 7 is the older kept one
+    logs_before = _keys(bucket, 3, "log")
+
+    # 1. the slot moves before the collector confirms its lease: nothing is deleted
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([3])
+    assert state.collect_garbage() is None
+    assert _keys(bucket, 3, "log") == logs_before + [8]  # b's fence, and nothing gone
+    with pytest.raises(FencedError):
+        a.write(3, "late", "add", "ns", ["late", _vec(rng)], {})
+    expected = _state_of(b, 3, "ns")
+    assert len(expected) == 7
+
+    # 2. the slot moves after the collector confirmed its lease, while it deletes
+    state_b = b._slots[3]
+    b.write(3, "r7", "add", "ns", ["m 7", _vec(rng)], {})
+    assert state_b.snapshot(reopen=True)  # at 10 (the one at 8, loaded at the takeover, is the older kept one)
+    c = _shard(bucket, "c", tmp_path)
+    real_collect = slotstore_module.collect
+    taken: list[int] = []
+
+    def racing_collect(*args, **kwargs):
+        taken.append(c.acquire([3])[3])  # the takeover lands between the lease check and the deletes
+        return real_collect(*args, **kwargs)
+
+    monkeypatch.setattr(slotstore_module, "collect", racing_collect)
+    done = state_b.collect_garbage()
+    assert taken == [3] and done is not None and done.log > 0  # it did delete (below 8)
+    monkeypatch.setattr(slotstore_module, "collect", real_collect)
+    got = _state_of(c, 3, "ns")
+    assert {v[0] for v in got.values()} == {f"m {i}" for i in range(8)}
+    assert {k: v for k, v in got.items() if v[0] != "m 7"} == expected
+    # and c's own successor still rebuilds it all from what the collection left
+    c.release([3])
+    d = _shard(bucket, "d", tmp_path)
+    d.acquire([3])
+    assert _state_of(d, 3, "ns") == got
+    with pytest.raises(FencedError):  # the stale owners stay fenced
+        b.write(3, "late-b", "add", "ns", ["late", _vec(rng)], {})
+    for shard in (a, b, c, d):
+        shard.close()
+
+
+def test_a_slot_whose_kept_snapshots_are_unreadable_is_refused_not_served_short(bucket: Bucket, tmp_path) -> None:
+    rng = np.random.default_rng(23)
+    a = _shard(bucket, "a", tmp_path, snapshot_every=3)
+    a.acquire([1])
+    for i in range(9):  # snapshots at 3, 6, 9; the log below 6 collected (bar the fence at 0)
+        a.write(1, f"r{i}", "add", "ns", [f"m {i}", _vec(rng)], {})
+    _wait_for(lambda: _keys(bucket, 1, "snap") == [6, 9] and 5 not in _keys(bucket, 1, "log"))
+    a.release([1])  # a snapshot at 10 (+ the release); below 9 collected
+    _wait_for(lambda: _keys(bucket, 1, "snap") == [9, 10])
+    for seq in (9, 10):
+        bucket.put(f"slots/00001/snap/{seq:012d}", b"\x00 damaged")
+    b = _shard(bucket, "b", tmp_path)
+    with pytest.raises(CorruptDataError):  # the whole log is not there to fall back on
+        b.acquire([1])
+    assert b.owned() == []
+    assert _keys(bucket, 1, "log")[-1] == 9  # and it wrote no fence into the gap (or anywhere)
+    a.close()
+    b.close()

@@ -43,7 +43,7 @@ class BucketConfig:
 class Bucket:
     """Conditional object operations on one bucket/prefix; thread-safe.
 
-    Counts its requests (``puts``, ``gets``, ``lists``) for the benchmarks."""
+    Counts its requests (``puts``, ``gets``, ``lists``, ``deletes``) for the benchmarks."""
 
     def __init__(self, config: BucketConfig) -> None:
         self.config = config
@@ -54,6 +54,7 @@ class Bucket:
         self.puts = 0
         self.gets = 0
         self.lists = 0
+        self.deletes = 0
         # added before every PUT, seconds: benchmarks use it to stand in for a remote
         # store's latency on a loopback server (0 in use)
         self.put_delay_s = 0.0
@@ -139,6 +140,28 @@ class Bucket:
         except self._errors as exc:
             raise self._fail(exc, "put", key) from None
 
+    def delete_many(self, keys: list[str]) -> int:
+        """Delete these keys (relative to the cluster's prefix), up to 1000 per
+        request (``DeleteObjects``); a key already gone counts as deleted.
+        Returns how many were deleted; ObjectStoreError if any could not be."""
+        done = 0
+        for i in range(0, len(keys), 1000):
+            chunk = keys[i:i + 1000]
+            self._count("deletes")
+            try:
+                resp = self._client.delete_objects(
+                    Bucket=self.config.bucket,
+                    Delete={"Objects": [{"Key": self._base + k} for k in chunk], "Quiet": True})
+            except self._errors as exc:
+                raise self._fail(exc, "delete", chunk[0]) from None
+            errors = resp.get("Errors") or []
+            if errors:
+                first = errors[0]
+                raise ObjectStoreError(f"S3 delete of {len(errors)} keys in bucket {self.config.bucket!r} failed, "
+                                       f"e.g. {first.get('Key')!r}: {first.get('Code')} {first.get('Message')}")
+            done += len(chunk)
+        return done
+
     def list(self, prefix: str, start_after: str = "") -> list[str]:
         """Keys under ``prefix`` (relative to the cluster's prefix), sorted, after ``start_after``."""
         keys: list[str] = []
@@ -161,4 +184,4 @@ class Bucket:
 
     def counters(self) -> dict[str, int]:
         with self._lock:
-            return {"puts": self.puts, "gets": self.gets, "lists": self.lists}
+            return {"puts": self.puts, "gets": self.gets, "lists": self.lists, "deletes": self.deletes}

@@ -88,7 +88,9 @@ class Cluster:
     needs the model; ``dim`` defaults to the embedder's. The first router
     records the embedder's name and dim with the shards, and a router that
     joins with a different one is refused (one without an embedder passes
-    vectors).
+    vectors). keep_history: keep every log record, snapshot and blob in the
+    bucket; by default a slot's owner deletes, after each snapshot, what no
+    replay can need (see docs/cluster.md, *Garbage collection*).
     """
 
     def __init__(self, address: str | None = None, *, bucket: str | BucketConfig | None = None,
@@ -97,7 +99,7 @@ class Cluster:
                  policy: Policy | None = None, name: str = "tierstore", num_cpus: int | None = None,
                  call_timeout_s: float = 30.0, retry_for_s: float = 60.0, spread: bool = True,
                  snapshot_every: int = 100, lease_check_s: float = DEFAULT_LEASE_CHECK_S,
-                 embedder: Any = None) -> None:
+                 embedder: Any = None, keep_history: bool = False) -> None:
         # every argument checked before Ray starts: bad input changes nothing
         if dim is not None:
             dim = check_positive_int(dim, "dim")
@@ -117,6 +119,8 @@ class Cluster:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise InvalidInputError(f"name must be 1-64 letters, digits, '_', '.' or '-' (the cluster's Ray "
                                     f"namespace), got {name!r}")
+        if not isinstance(keep_history, bool):
+            raise InvalidInputError(f"keep_history must be True or False, got {keep_history!r}")
         if bucket is not None and not isinstance(bucket, (str, BucketConfig)):
             raise InvalidInputError(f"bucket must be a name or a BucketConfig, got {type(bucket).__name__}")
         ray = _ray()
@@ -143,7 +147,7 @@ class Cluster:
         self.failovers: list[dict[str, Any]] = []  # what each failover moved and how long it took
         try:
             self._connect(bucket, s3_options, prefix, dim, shards, num_slots, root, policy, snapshot_every,
-                          lease_check_s)
+                          lease_check_s, keep_history)
         except BaseException:
             if self._started_ray:
                 ray.shutdown()
@@ -151,7 +155,7 @@ class Cluster:
 
     def _connect(self, bucket: str | BucketConfig | None, s3_options: Mapping[str, Any] | None, prefix: str,
                  dim: int | None, shards: int, num_slots: int, root: str | None, policy: Policy | None,
-                 snapshot_every: int, lease_check_s: float) -> None:
+                 snapshot_every: int, lease_check_s: float, keep_history: bool) -> None:
         """Find the running shards (or check the new cluster's bucket), start ``shards`` more, place the slots."""
         ray = _ray()
         self._discover()
@@ -162,6 +166,7 @@ class Cluster:
             self._root = info["root"]
             self._snapshot_every = info["snapshot_every"]
             self._lease_check_s = info.get("lease_check_s", DEFAULT_LEASE_CHECK_S)
+            self._keep_history = info.get("keep_history", True)  # shards of a version without it kept everything
             if dim is not None and dim != self.dim:
                 raise StoreConfigError(f"the cluster {self.name!r} running here has dim={self.dim}, not {dim}")
             self._embedder_record = info.get("embedder")
@@ -186,6 +191,7 @@ class Cluster:
             self._bucket.open().list("slots/00000/lease")  # a wrong bucket or endpoint fails here, before any actor
             self._snapshot_every = snapshot_every
             self._lease_check_s = lease_check_s
+            self._keep_history = keep_history
             self._policy = policy
             self._root = root or os.path.join(tempfile.gettempdir(), f"tierstore-cluster-{self.name}")
         for _ in range(shards):
@@ -219,7 +225,8 @@ class Cluster:
             options["scheduling_strategy"] = "SPREAD"  # one per node where there are nodes
         handle = ray.remote(_ShardActor).options(**options).remote(
             shard_name, self._bucket, dim=self.dim, num_slots=self.num_slots, root=self._root, policy=self._policy,
-            snapshot_every=self._snapshot_every, lease_check_s=self._lease_check_s, embedder=self._embedder_record)
+            snapshot_every=self._snapshot_every, lease_check_s=self._lease_check_s, embedder=self._embedder_record,
+            keep_history=self._keep_history)
         ray.get(handle.ping.remote(), timeout=120)
         self._handles[shard_name] = handle
         return shard_name
@@ -670,12 +677,14 @@ class _ShardActor(Shard):
 
     def __init__(self, name: str, bucket: BucketConfig, *, dim: int, num_slots: int, root: str,
                  policy: Policy | None = None, snapshot_every: int = 100,
-                 lease_check_s: float = DEFAULT_LEASE_CHECK_S, embedder: str | None = None) -> None:
+                 lease_check_s: float = DEFAULT_LEASE_CHECK_S, embedder: str | None = None,
+                 keep_history: bool = False) -> None:
         super().__init__(name, bucket, dim=dim, num_slots=num_slots, root=root, policy=policy,
-                         snapshot_every=snapshot_every, lease_check_s=lease_check_s)
+                         snapshot_every=snapshot_every, lease_check_s=lease_check_s, keep_history=keep_history)
         # embedder: the record (name, dim) of the embedder the cluster's text is embedded with, or None
         self._info = {"dim": dim, "num_slots": num_slots, "bucket": bucket, "policy": policy, "root": root,
-                      "snapshot_every": snapshot_every, "lease_check_s": lease_check_s, "embedder": embedder}
+                      "snapshot_every": snapshot_every, "lease_check_s": lease_check_s, "embedder": embedder,
+                      "keep_history": keep_history}
 
     def info(self) -> dict[str, Any]:
         return dict(self._info)

@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping
 from ..errors import InvalidInputError, ObjectStoreError, StoreClosedError
 from ..store import TierStore
 from .errors import FencedError, LeaseUnconfirmedError, NotOwnerError, SlotLostError
+from .gc import Collected, collect
 from .lease import Lease, lease_key
 from .records import unpack
 from .slotlog import LogRecord, SlotLog
@@ -164,13 +165,22 @@ class SlotStore:
 
     def __init__(self, slot: int, store: TierStore, clock: SlotClock, log: SlotLog, lease: Lease,
                  owner: str, on_lost: Any, *, path: Path, reopen: Callable[[], TierStore],
-                 snapshot_every: int = 0, lease_check_s: float = DEFAULT_LEASE_CHECK_S) -> None:
+                 snapshot_every: int = 0, lease_check_s: float = DEFAULT_LEASE_CHECK_S,
+                 keep_history: bool = False) -> None:
         self.slot = slot
         self.store = store
         self.path = path
         self._reopen = reopen
         self.snapshot_every = snapshot_every  # log records between snapshots (0: only at release)
         self.snap_seq = 0  # the newest snapshot covers the records before this one
+        self.snap_refs: dict[str, str] | None = None  # its blobs (None: no snapshot known)
+        self.prev_seq: int | None = None  # the snapshot before it (None: not known), and its blobs
+        self.prev_refs: dict[str, str] = {}
+        # seqs of every fence record in the log (kept by garbage collection); None: not known, collect nothing
+        self.fences: set[int] | None = set()
+        self.keep_history = keep_history  # True: never delete old log records, snapshots or blobs
+        self.collected = Collected()
+        self._gc_lock = threading.Lock()
         self.clock = clock
         self.log = log
         self.lease = lease
@@ -200,6 +210,8 @@ class SlotStore:
 
     def replay(self, record: LogRecord) -> None:
         """Apply a log record at its own time (a fence only advances the sequence)."""
+        if record.kind == "fence" and self.fences is not None:
+            self.fences.add(record.seq)
         if record.kind == "ops":
             self.clock.pin(record.t)
             try:
@@ -311,14 +323,20 @@ class SlotStore:
         return bool(self.live and self.snapshot_every and self.next_seq - self.snap_seq >= self.snapshot_every)
 
     def _snapshot_then_lead_no_more(self) -> None:
+        written = False
         try:
-            self.snapshot(reopen=True)
+            written = self.snapshot(reopen=True)
         except Exception as exc:  # noqa: BLE001 - a missed snapshot only makes the next replay longer
             self.snapshot_errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             with self._cv:
                 self._leading = False
                 self._cv.notify_all()
+        if written:  # after the writes resumed: collection touches only the bucket
+            try:
+                self.collect_garbage()
+            except Exception as exc:  # noqa: BLE001 - what was not deleted is deleted next time
+                self.snapshot_errors.append(f"gc: {type(exc).__name__}: {exc}")
 
     def snapshot(self, *, reopen: bool) -> bool:
         """Write a snapshot of the slot as of ``next_seq`` (no commit may be in
@@ -327,6 +345,10 @@ class SlotStore:
         Returns False if there was nothing new to snapshot."""
         if self.next_seq <= self.snap_seq:
             return False
+        with self._gc_lock:  # never beside a collection: it must not delete a blob this snapshot names
+            return self._snapshot(reopen)
+
+    def _snapshot(self, reopen: bool) -> bool:
         seq = self.next_seq
         self.store.close()  # a consistent copy: no open transaction, indexes checkpointed
         try:
@@ -342,11 +364,45 @@ class SlotStore:
             answers = [(rid, enc) for rid, a in list(self._answers.items())[-_SNAPSHOT_ANSWERS:]
                        if (enc := encode_answer(a)) is not None]
         refs = split_sealed(self.log.bucket, self.slot, files, self.uploaded)
-        snap = Snapshot(self.slot, seq, self.lease.epoch, self.owner, self.clock.last, files, answers, refs)
-        self.log.bucket.put_new(snapshot_key(self.slot, seq), snap.encode())  # None: that prefix is saved already
-        self.snap_seq = seq
+        fences = None if self.fences is None else sorted(f for f in self.fences if f < seq)
+        snap = Snapshot(self.slot, seq, self.lease.epoch, self.owner, self.clock.last, files, answers, refs, fences)
+        key = snapshot_key(self.slot, seq)
+        if self.log.bucket.put_new(key, snap.encode()) is None:
+            # that prefix was saved already (by a stale owner racing us): what it names is what must be kept
+            got = self.log.bucket.get(key)
+            refs = {} if got is None else Snapshot.decode(got[0], key).refs
+        if self.snap_refs is not None:
+            self.prev_seq, self.prev_refs = self.snap_seq, self.snap_refs
+        self.snap_seq, self.snap_refs = seq, refs
         self.snapshots += 1
         return True
+
+    def collect_garbage(self) -> Collected | None:
+        """After a snapshot: delete the slot's history no replay can need (see
+        :mod:`.gc`): keep the two newest snapshots, the log from the older on,
+        every fence, and the blobs they name. Only after confirming the lease
+        is still ours (a conditional GET): a slot that moved collects nothing.
+        Returns what was deleted, or None if nothing was collected (history
+        kept by setting, fences unknown, no older snapshot yet, lease moved,
+        or a collection already running)."""
+        if self.keep_history or self.fences is None or self.prev_seq is None or self.snap_refs is None:
+            return None
+        if not self._gc_lock.acquire(blocking=False):
+            return None
+        try:
+            keep_from, fences = self.prev_seq, set(self.fences)
+            keep_blobs = set(self.snap_refs.values()) | set(self.prev_refs.values())
+            sent = _monotonic()
+            changed, _ = self.log.bucket.get_if_changed(lease_key(self.slot), self.lease.etag)
+            if changed:
+                return None  # not ours any more: the new owner collects
+            self.mark_confirmed(sent)
+            done = collect(self.log.bucket, self.slot, keep_from=keep_from, fences=fences, keep_blobs=keep_blobs)
+            self.uploaded &= keep_blobs  # a deleted blob is uploaded again if a later snapshot needs it
+            self.collected.add(done)
+            return done
+        finally:
+            self._gc_lock.release()
 
     def load_answers(self, answers: list[tuple[str, Any]]) -> None:
         for rid, doc in answers:
