@@ -28,8 +28,7 @@ from .errors import FencedError, NotOwnerError
 from .lease import release_lease, take_lease
 from .records import unpack
 from .slotlog import LogConflictError, SlotLog
-from . import slotstore as _slotstore
-from .slotstore import DEFAULT_LEASE_CHECK_S, READ_OPS, WRITE_OPS, SlotClock, SlotStore
+from .slotstore import DEFAULT_LEASE_CHECK_S, READ_OPS, WRITE_OPS, SlotClock, SlotStore, monotonic_now
 from .snapshot import materialize, snapshots_newest_first
 from .stats import sum_stats
 
@@ -174,7 +173,7 @@ class Shard:
                     state.replay(record)
             for _ in range(_FENCE_ATTEMPTS):
                 try:
-                    fence_sent = _slotstore._monotonic()
+                    fence_sent = monotonic_now()
                     log.append(state.next_seq, kind="fence", epoch=lease.epoch, owner=self.name,
                                t=clock.now(), ops=[])
                     if state.fences is not None:

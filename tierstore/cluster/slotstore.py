@@ -32,7 +32,7 @@ from .records import unpack
 from .slotlog import LogRecord, SlotLog
 from .snapshot import Snapshot, decode_answer, encode_answer, read_files, snapshot_key, split_sealed
 
-__all__ = ["WRITE_OPS", "READ_OPS", "SlotClock", "SlotStore"]
+__all__ = ["DEFAULT_LEASE_CHECK_S", "WRITE_OPS", "READ_OPS", "SlotClock", "SlotStore", "monotonic_now"]
 
 #: Calls that change a slot: logged, group-committed, idempotent by request id.
 #: ``repair`` and ``compact_cold`` rewrite derived files and archive objects
@@ -58,6 +58,11 @@ DEFAULT_LEASE_CHECK_S = 2.0
 # compared on it alone, so no two machines' clocks need to agree. A module
 # global so tests can drive it.
 _monotonic = time.monotonic
+
+
+def monotonic_now() -> float:
+    """The shard's monotonic clock, seconds (what lease confirmations are timed on)."""
+    return _monotonic()
 
 
 class SlotClock:
