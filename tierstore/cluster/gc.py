@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from .bucket import Bucket
 
-__all__ = ["Collected", "collect"]
+__all__ = ["Collected", "blob_keys", "collect"]
 
 
 @dataclass
@@ -56,15 +56,25 @@ def _numbered(keys: list[str], prefix: str) -> list[tuple[int, str]]:
     return out
 
 
-def collect(bucket: Bucket, slot: int, *, keep_from: int, fences: set[int], keep_blobs: set[str]) -> Collected:
+def blob_keys(bucket: Bucket, slot: int) -> list[str]:
+    """The slot's blob keys as they stand now (listed *before* the lease check: see :func:`collect`)."""
+    return bucket.list(f"slots/{slot:05d}/blobs/")
+
+
+def collect(bucket: Bucket, slot: int, *, keep_from: int, fences: set[int], keep_blobs: set[str],
+            blobs: list[str]) -> Collected:
     """Delete the slot's snapshots and non-fence log records numbered below
-    ``keep_from``, and its blobs whose SHA-256 is not in ``keep_blobs``.
+    ``keep_from``, and those of ``blobs`` (keys from :func:`blob_keys`) whose
+    SHA-256 is not in ``keep_blobs``.
 
     The caller must hold the slot and have confirmed its lease after the
     snapshot at or above ``keep_from`` that it keeps became durable (see the
-    module docstring). Snapshots go first, so an interrupted collection never
-    leaves a snapshot whose log tail is gone without saying so (the replay
-    refuses a gap)."""
+    module docstring). Numbered objects above ``keep_from`` are never touched,
+    so a new owner's are safe even from a collector paused after its check;
+    blobs are not numbered, so only those listed before the check are
+    candidates (a new owner uploads after its lease CAS, after that check).
+    Snapshots go first, so an interrupted collection never leaves a snapshot
+    whose log tail is gone without saying so (the replay refuses a gap)."""
     base = f"slots/{slot:05d}/"
     snaps = [key for seq, key in _numbered(bucket.list(base + "snap/"), base + "snap/") if seq < keep_from]
     done = Collected(snapshots=bucket.delete_many(snaps) if snaps else 0)
@@ -72,6 +82,6 @@ def collect(bucket: Bucket, slot: int, *, keep_from: int, fences: set[int], keep
             if seq < keep_from and seq not in fences]
     done.log = bucket.delete_many(logs) if logs else 0
     blob_dir = base + "blobs/"
-    blobs = [key for key in bucket.list(blob_dir) if key[len(blob_dir):] not in keep_blobs]
-    done.blobs = bucket.delete_many(blobs) if blobs else 0
+    gone = [key for key in blobs if key[len(blob_dir):] not in keep_blobs]
+    done.blobs = bucket.delete_many(gone) if gone else 0
     return done

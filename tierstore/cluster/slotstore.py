@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 from ..errors import InvalidInputError, ObjectStoreError, StoreClosedError
 from ..store import TierStore
 from .errors import FencedError, LeaseUnconfirmedError, NotOwnerError, SlotLostError
-from .gc import Collected, collect
+from .gc import Collected, blob_keys, collect
 from .lease import Lease, lease_key
 from .records import unpack
 from .slotlog import LogRecord, SlotLog
@@ -397,12 +397,14 @@ class SlotStore:
         try:
             keep_from, fences = self.prev_seq, set(self.fences)
             keep_blobs = set(self.snap_refs.values()) | set(self.prev_refs.values())
+            blobs = blob_keys(self.log.bucket, self.slot)  # before the check: no new owner's upload is among them
             sent = _monotonic()
             changed, _ = self.log.bucket.get_if_changed(lease_key(self.slot), self.lease.etag)
             if changed:
                 return None  # not ours any more: the new owner collects
             self.mark_confirmed(sent)
-            done = collect(self.log.bucket, self.slot, keep_from=keep_from, fences=fences, keep_blobs=keep_blobs)
+            done = collect(self.log.bucket, self.slot, keep_from=keep_from, fences=fences, keep_blobs=keep_blobs,
+                           blobs=blobs)
             self.uploaded &= keep_blobs  # a deleted blob is uploaded again if a later snapshot needs it
             self.collected.add(done)
             return done
