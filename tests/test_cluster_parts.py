@@ -351,7 +351,7 @@ def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(b
                                     {"dim": 8, "call_timeout_s": 0}, {"dim": 8, "snapshot_every": -2},
                                     {"dim": 8, "bucket": 3}, {"dim": 8, "lease_check_s": 0},
                                     {"dim": 8, "name": ""}, {"dim": 8, "name": "two words"},
-                                    {"dim": 8, "name": "x" * 65}])
+                                    {"dim": 8, "name": "x" * 65}, {"dim": 8, "keep_history": "yes"}])
 def test_cluster_rejects_bad_arguments_before_starting_anything(kwargs) -> None:
     ray = pytest.importorskip("ray")
     from tierstore.cluster import Cluster
@@ -359,6 +359,22 @@ def test_cluster_rejects_bad_arguments_before_starting_anything(kwargs) -> None:
     was_running = ray.is_initialized()
     with pytest.raises(InvalidInputError):
         Cluster(**{"bucket": "some-bucket", **kwargs})
+    assert ray.is_initialized() == was_running
+
+
+def test_cluster_rejects_a_bad_embedder_before_starting_anything() -> None:
+    ray = pytest.importorskip("ray")
+    from tierstore.cluster import Cluster
+    from tierstore.errors import StoreConfigError
+
+    def eight(texts: list[str]) -> np.ndarray:
+        return np.ones((len(texts), 8), np.float32)
+
+    was_running = ray.is_initialized()
+    with pytest.raises(StoreConfigError):
+        Cluster(bucket="some-bucket", dim=8, embedder="no-such-embedder")
+    with pytest.raises(StoreConfigError):  # the embedder's vectors are not the cluster's dimension
+        Cluster(bucket="some-bucket", dim=16, embedder=eight)
     assert ray.is_initialized() == was_running
 
 

@@ -20,8 +20,8 @@ import tempfile
 import threading
 import time
 import uuid
-import dataclasses
-from dataclasses import fields
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from .. import embedding as _embedding
@@ -43,6 +43,7 @@ __all__ = ["Cluster"]
 _ACTOR_PREFIX = "tierstore-"
 _PING_TIMEOUT_S = 5.0
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_PER_SLOT_CALLS = 8  # slots verify/repair/compact_cold work on at once
 
 
 def _ray() -> Any:
@@ -112,15 +113,15 @@ class Cluster:
         if isinstance(snapshot_every, bool) or not isinstance(snapshot_every, int) or snapshot_every < 0:
             raise InvalidInputError(f"snapshot_every must be an int >= 0, got {snapshot_every!r}")
         lease_check_s = check_lease_check(lease_check_s)
-        emb = _embedding.resolve(embedder)  # an unknown name or a broken model fails here, before Ray
-        if emb is not None and dim is not None and dim != emb.dim:
-            raise StoreConfigError(f"dim={dim} but the embedder {emb.name!r} makes vectors of dimension {emb.dim}")
-        self._embedder = emb
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise InvalidInputError(f"name must be 1-64 letters, digits, '_', '.' or '-' (the cluster's Ray "
                                     f"namespace), got {name!r}")
         if not isinstance(keep_history, bool):
             raise InvalidInputError(f"keep_history must be True or False, got {keep_history!r}")
+        emb = _embedding.resolve(embedder)  # last (it may load a model); an unknown name fails here, before Ray
+        if emb is not None and dim is not None and dim != emb.dim:
+            raise StoreConfigError(f"dim={dim} but the embedder {emb.name!r} makes vectors of dimension {emb.dim}")
+        self._embedder = emb
         if bucket is not None and not isinstance(bucket, (str, BucketConfig)):
             raise InvalidInputError(f"bucket must be a name or a BucketConfig, got {type(bucket).__name__}")
         ray = _ray()
@@ -527,8 +528,13 @@ class Cluster:
         return total
 
     def _per_slot(self, kind: str, op: str) -> list[tuple[int, Any]]:
-        """``op`` on every slot's store, one slot after another (routed, retried, idempotent)."""
-        return [(slot, self._call(None, kind, op, [], {}, slot=slot)) for slot in range(self.num_slots)]
+        """``op`` on every slot's store (routed, retried, idempotent), in slot
+        order; up to ``_PER_SLOT_CALLS`` slots at a time, since each waits
+        mostly for its owner (and, for a write, its log PUT)."""
+        slots = range(self.num_slots)
+        with ThreadPoolExecutor(min(_PER_SLOT_CALLS, self.num_slots)) as pool:
+            results = list(pool.map(lambda slot: self._call(None, kind, op, [], {}, slot=slot), slots))
+        return list(zip(slots, results))
 
     def verify(self) -> IntegrityReport:
         """:meth:`TierStore.verify` on every slot's store (a read of each, on
@@ -547,7 +553,8 @@ class Cluster:
 
     def compact_cold(self, *, progress: bool | None = False) -> int:
         """:meth:`TierStore.compact_cold` on every slot (a logged write each):
-        the archive objects rewritten, summed."""
+        the archive objects rewritten, summed. ``progress`` is accepted for
+        the same signature and ignored (the shards draw no bars)."""
         return sum(int(n) for _, n in self._per_slot("write", "compact_cold"))
 
     def namespaces(self) -> list[str]:
@@ -661,7 +668,7 @@ def _merge_integrity(parts: list[tuple[int, IntegrityReport]]) -> IntegrityRepor
     total = IntegrityReport()
 
     def tagged(slot: int, problems: list[Problem]) -> list[Problem]:
-        return [dataclasses.replace(p, where=f"slot {slot:05d}: {p.where}") for p in problems]
+        return [replace(p, where=f"slot {slot:05d}: {p.where}") for p in problems]
 
     for slot, report in parts:
         total.problems.extend(tagged(slot, report.problems))
