@@ -118,11 +118,17 @@ def test_log_appends_replay_in_order(bucket: Bucket) -> None:
     assert list(SlotLog(bucket, 8).replay_from(0)) == []  # another slot's log is its own
 
 
-def test_log_replay_stops_at_a_gap(bucket: Bucket) -> None:
+def test_log_replay_refuses_a_gap(bucket: Bucket) -> None:
+    """Appends are contiguous: a missing number with records after it is
+    collected history, and replaying past it (or fencing at it) would lose
+    writes, so the replay raises instead of stopping there."""
     log = SlotLog(bucket, 1)
     log.append(0, kind="ops", epoch=1, owner="a", t=1.0, ops=[])
     log.append(2, kind="ops", epoch=1, owner="a", t=1.0, ops=[])
-    assert [r.seq for r in log.replay_from(0)] == [0]
+    with pytest.raises(CorruptDataError):
+        list(log.replay_from(0))
+    assert [r.seq for r in log.replay_from(2)] == [2]  # from a number at or above the gap, it replays
+    assert list(log.replay_from(3)) == []  # the end
 
 
 def test_zombie_append_after_fence_is_rejected(bucket: Bucket) -> None:
@@ -154,9 +160,9 @@ from tierstore.errors import MemoryNotFoundError  # noqa: E402
 DIM = 8
 
 
-def _shard(bucket: Bucket, name: str, tmp_path, snapshot_every: int = 0) -> Shard:
+def _shard(bucket: Bucket, name: str, tmp_path, snapshot_every: int = 0, keep_history: bool = False) -> Shard:
     return Shard(name, bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "shards"),
-                 snapshot_every=snapshot_every)
+                 snapshot_every=snapshot_every, keep_history=keep_history)
 
 
 def _vec(rng: np.random.Generator) -> np.ndarray:
@@ -297,8 +303,10 @@ def test_serve_takes_a_path_or_a_cluster_not_both(capsys) -> None:
     assert main(["serve"]) == 2
     assert main(["serve", "some/path", "--cluster", "auto"]) == 2
     assert "--cluster ADDRESS" in capsys.readouterr().err
-    assert main(["serve", "--cluster", "auto", "--embedder", "minilm"]) == 2
-    assert "--embedder cannot be used with --cluster" in capsys.readouterr().err
+    assert main(["serve", "--cluster", "auto", "--dim", "8"]) == 2
+    assert "--dim cannot be used with --cluster" in capsys.readouterr().err
+    assert main(["serve", "some/path", "--cluster-name", "mine"]) == 2
+    assert "--cluster-name goes with --cluster" in capsys.readouterr().err
 
 
 def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(bucket: Bucket, tmp_path,
@@ -341,7 +349,9 @@ def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(b
 
 @pytest.mark.parametrize("kwargs", [{"dim": 0}, {"dim": 8, "shards": -1}, {"dim": 8, "num_slots": 0},
                                     {"dim": 8, "call_timeout_s": 0}, {"dim": 8, "snapshot_every": -2},
-                                    {"dim": 8, "bucket": 3}])
+                                    {"dim": 8, "bucket": 3}, {"dim": 8, "lease_check_s": 0},
+                                    {"dim": 8, "name": ""}, {"dim": 8, "name": "two words"},
+                                    {"dim": 8, "name": "x" * 65}, {"dim": 8, "keep_history": "yes"}])
 def test_cluster_rejects_bad_arguments_before_starting_anything(kwargs) -> None:
     ray = pytest.importorskip("ray")
     from tierstore.cluster import Cluster
@@ -352,13 +362,31 @@ def test_cluster_rejects_bad_arguments_before_starting_anything(kwargs) -> None:
     assert ray.is_initialized() == was_running
 
 
+def test_cluster_rejects_a_bad_embedder_before_starting_anything() -> None:
+    ray = pytest.importorskip("ray")
+    from tierstore.cluster import Cluster
+    from tierstore.errors import StoreConfigError
+
+    def eight(texts: list[str]) -> np.ndarray:
+        return np.ones((len(texts), 8), np.float32)
+
+    was_running = ray.is_initialized()
+    with pytest.raises(StoreConfigError):
+        Cluster(bucket="some-bucket", dim=8, embedder="no-such-embedder")
+    with pytest.raises(StoreConfigError):  # the embedder's vectors are not the cluster's dimension
+        Cluster(bucket="some-bucket", dim=16, embedder=eight)
+    assert ray.is_initialized() == was_running
+
+
 def test_sealed_warm_shards_are_uploaded_once_and_downloaded(bucket: Bucket, tmp_path) -> None:
     import time
 
     from tierstore.cluster.snapshot import is_sealed, latest_snapshot
 
     rng = np.random.default_rng(8)
-    a = _shard(bucket, "a", tmp_path)
+    # keep_history: the last step needs the whole log (by default the blobs and log records
+    # older snapshots needed are collected; see the garbage collection tests)
+    a = _shard(bucket, "a", tmp_path, keep_history=True)
     a.acquire([0])
     vectors = {}
     for mt in ("fact", "conversation", "preference"):
@@ -376,7 +404,7 @@ def test_sealed_warm_shards_are_uploaded_once_and_downloaded(bucket: Bucket, tmp
     blobs = bucket.list("slots/00000/blobs/")
     snap = latest_snapshot(bucket, 0)
     assert len(blobs) == len(snap.refs) >= 3 and not any(is_sealed(p) for p in snap.files)
-    b = _shard(bucket, "b", tmp_path)
+    b = _shard(bucket, "b", tmp_path, keep_history=True)
     b.acquire([0])
     assert b.counters()["replayed"] == 0  # downloaded, not rebuilt
     state = b._slots[0]
@@ -412,3 +440,313 @@ def test_a_shards_stats_sum_its_slots(bucket: Bucket, tmp_path) -> None:
     assert got["by_type"]["fact"]["hot"] == 5 and got["by_type"]["task"]["hot"] == 3
     assert sum_stats([got, got]).total == 16  # what a router does with its shards' answers
     a.close()
+
+
+# ------------------------------------------------------------------ read fencing
+
+class _FakeMonotonic:
+    """The shard's monotonic clock, moved by hand (seconds)."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _wait_for(predicate, timeout: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_stale_owner_stops_serving_reads_within_the_lease_check_bound(bucket: Bucket, tmp_path,
+                                                                      monkeypatch) -> None:
+    clock = _FakeMonotonic()
+    monkeypatch.setattr("tierstore.cluster.slotstore._monotonic", clock)
+    bound = 2.0
+    rng = np.random.default_rng(12)
+    a = Shard("a", bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "a"), lease_check_s=bound)
+    a.acquire([0])  # the fence landed at clock.t: confirmed then
+    mid = a.write(0, "r1", "add", "ns", ["before", _vec(rng)], {})
+    gets = bucket.counters()["gets"]
+    lease_gets = a.bucket.counters()["gets"]
+    clock.t += 0.4 * bound
+    for _ in range(20):  # within half the bound: reads cost no request to the bucket
+        assert a.read(0, "get", "ns", [mid], {}).content == "before"
+    assert a.bucket.counters()["gets"] == lease_gets and a.counters()["lease_checks"] == 0
+    # a write that lands confirms the lease as of when it was sent
+    clock.t += 0.9 * bound
+    a.write(0, "r2", "add", "ns", ["second", _vec(rng)], {})
+    clock.t += 0.4 * bound
+    assert a.read(0, "get", "ns", [mid], {}) is not None
+    assert a.counters()["lease_checks"] == 0
+    # past half the bound: answered at once, re-confirmed in the background (one GET, 304)
+    clock.t += 0.2 * bound
+    assert a.read(0, "get", "ns", [mid], {}) is not None
+    _wait_for(lambda: a.counters()["lease_checks"] == 1 and not a._slots[0]._renewing)
+    assert a.owned() == [0]
+    confirmed_at = clock.t
+    # a new owner takes the slot and writes
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([0])
+    b.write(0, "r3", "add", "ns", ["after the move", _vec(rng)], {})
+    # within the bound the stale owner may still answer, from the state it had (the documented window)
+    clock.t = confirmed_at + 0.3 * bound
+    assert [m.content for m in a.read(0, "memories", "ns", [], {})] == ["before", "second"]
+    # once its last confirmation is older than the bound, it checks, finds the lease moved, and stops
+    clock.t = confirmed_at + bound
+    with pytest.raises(FencedError) as info:
+        a.read(0, "memories", "ns", [], {})
+    assert "'b' at epoch 2" in str(info.value)
+    assert a.owned() == [] and 0 in a.lost
+    with pytest.raises(NotOwnerError):
+        a.read(0, "get", "ns", [mid], {})
+    assert [m.content for m in b.read(0, "memories", "ns", [], {})] == ["before", "second", "after the move"]
+    assert bucket.counters()["gets"] >= gets
+    b.close()
+    a.close()
+
+
+def test_an_unconfirmable_lease_refuses_reads_and_keeps_the_slot(bucket: Bucket, tmp_path, monkeypatch) -> None:
+    from tierstore.cluster.errors import LeaseUnconfirmedError
+    from tierstore.errors import ObjectStoreError
+
+    clock = _FakeMonotonic()
+    monkeypatch.setattr("tierstore.cluster.slotstore._monotonic", clock)
+    rng = np.random.default_rng(13)
+    a = Shard("a", bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "a"), lease_check_s=1.0)
+    a.acquire([1])
+    mid = a.write(1, "r1", "add", "ns", ["kept", _vec(rng)], {})
+    real = Bucket.get_if_changed
+
+    def down(self, key, etag):
+        raise ObjectStoreError("injected: connection refused")
+
+    monkeypatch.setattr(Bucket, "get_if_changed", down)
+    clock.t += 5.0
+    with pytest.raises(LeaseUnconfirmedError):  # it might be stale by more than the bound: refused
+        a.read(1, "get", "ns", [mid], {})
+    assert a.owned() == [1]  # not dropped: the lease may well be ours
+    monkeypatch.setattr(Bucket, "get_if_changed", real)
+    assert a.read(1, "get", "ns", [mid], {}).content == "kept"
+    assert a.counters()["lease_checks"] == 2
+    a.close()
+
+
+def test_shard_rejects_a_bad_lease_check_bound(bucket: Bucket, tmp_path) -> None:
+    for bad in (0, -1.0, float("inf"), float("nan"), True, "2"):
+        with pytest.raises(InvalidInputError):
+            Shard("a", bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "a"), lease_check_s=bad)
+
+
+# ------------------------------------------------------------------ maintenance on a slot
+
+def test_verify_repair_compact_and_a_dry_run_sweep_on_a_slot(bucket: Bucket, tmp_path) -> None:
+    import time
+
+    rng = np.random.default_rng(14)
+    a = _shard(bucket, "a", tmp_path)
+    a.acquire([0])
+    for mt in ("fact", "conversation", "preference"):
+        items = [{"content": f"{mt} {i}", "embedding": _vec(rng), "memory_type": mt} for i in range(40)]
+        a.write(0, f"add-{mt}", "add_batch", "ns", [items], {})
+    a._slots[0].clock._last = time.time() + 5 * 86400  # 5 days ahead: the sweep demotes some, archives others
+    seq = a._slots[0].next_seq
+    tiers = {m.id: m.tier for m in a.read(0, "memories", "ns", [], {})}
+    # a dry run is a read: it counts, logs nothing and changes nothing
+    preview = a.read(0, "sweep_preview", None, [], {"max_items": 1000})
+    assert preview.dry_run and preview.examined > 0
+    assert a._slots[0].next_seq == seq and {m.id: m.tier for m in a.read(0, "memories", "ns", [], {})} == tiers
+    with pytest.raises(ValueError):  # a dry run is not a write
+        a.write(0, "x", "sweep_preview", None, [], {})
+    report = a.write(0, "sweep", "sweep", None, [], {"max_items": 1000})
+    # what the dry run said it would do
+    assert (report.demoted, report.archived, report.deleted) == (preview.demoted, preview.archived, preview.deleted)
+    assert report.demoted > 0 and report.archived > 0
+    assert a.read(0, "verify", None, [], {}).ok
+    # damage a sealed warm shard's file in the owner's local copy: verify says so, repair rebuilds it
+    state = a._slots[0]
+    warm_files = sorted(p for p in (state.path / "warm").rglob("*") if p.is_file())
+    assert warm_files
+    victim = max(warm_files, key=lambda p: p.stat().st_size)
+    victim.write_bytes(b"\x00" * victim.stat().st_size)
+    damaged = a.read(0, "verify", None, [], {})
+    assert not damaged.ok and {p.kind for p in damaged.problems} == {"warm"}
+    repaired = a.write(0, "repair-1", "repair", None, [], {})
+    assert repaired.ok and repaired.repaired
+    assert a.read(0, "verify", None, [], {}).ok
+    assert a.write(0, "repair-1", "repair", None, [], {}) is repaired  # a retry returns the first answer
+    archived = [m.id for m in a.read(0, "memories", "ns", [], {}) if m.tier == "cold"]
+    assert a.write(0, "del-cold", "delete", "ns", [archived[0]], {}) is True
+    assert a.write(0, "compact-1", "compact_cold", None, [], {}) >= 1  # its archive object, rewritten without it
+    assert a.write(0, "compact-2", "compact_cold", None, [], {}) == 0
+    assert a._slots[0].next_seq == seq + 5  # the sweep, repair, delete and compactions were logged
+    expected = {m.id: (m.tier, m.content) for m in a.read(0, "memories", "ns", [], {})}
+    # a new owner replays all of it (the repair and the compaction included) to the same memories
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([0])
+    assert {m.id: (m.tier, m.content) for m in b.read(0, "memories", "ns", [], {})} == expected
+    assert b.read(0, "verify", None, [], {}).ok
+    a.close()
+    b.close()
+
+
+def test_integrity_reports_merge_per_slot() -> None:
+    from tierstore.cluster.cluster import _merge_integrity
+    from tierstore.integrity import IntegrityReport, Problem
+
+    one = IntegrityReport(problems=[Problem("warm", "warm/ns/s1", "bad checksum", True)],
+                          checked={"warm_shards": 2, "archives": 1}, repaired=["warm/ns/s1"])
+    two = IntegrityReport(checked={"warm_shards": 3}, in_flight=[Problem("cold", "batch-9", "pending", True)])
+    merged = _merge_integrity([(3, one), (17, two)])
+    assert not merged.ok
+    assert [p.where for p in merged.problems] == ["slot 00003: warm/ns/s1"]
+    assert [p.where for p in merged.in_flight] == ["slot 00017: batch-9"]
+    assert merged.checked == {"warm_shards": 5, "archives": 1}
+    assert merged.repaired == ["slot 00003: warm/ns/s1"]
+    assert _merge_integrity([(0, IntegrityReport())]).ok
+
+
+# ------------------------------------------------------------------ garbage collection
+
+def _keys(bucket: Bucket, slot: int, what: str) -> list[int | str]:
+    prefix = f"slots/{slot:05d}/{what}/"
+    tails = [k[len(prefix):] for k in bucket.list(prefix)]
+    return [int(t) for t in tails] if what != "blobs" else tails
+
+
+def _state_of(shard: Shard, slot: int, ns: str) -> dict[str, tuple]:
+    return {m.id: (m.content, m.tier, m.created_at, m.superseded_by)
+            for m in shard.read(slot, "memories", ns, [], {})}
+
+
+def test_garbage_collection_keeps_what_a_replay_needs_and_every_fence(bucket: Bucket, tmp_path) -> None:
+    import hashlib
+    import time
+
+    rng = np.random.default_rng(21)
+    a = _shard(bucket, "a", tmp_path, snapshot_every=4)
+    a.acquire([2])  # the fence is record 0
+    for mt in ("fact", "conversation", "preference"):  # records 1-3
+        a.write(2, f"add-{mt}", "add_batch", "ns", [[{"content": f"{mt} {i}", "embedding": _vec(rng),
+                                                      "memory_type": mt} for i in range(40)]], {})
+    a._slots[2].clock._last = time.time() + 5 * 86400
+    assert a.write(2, "sweep", "sweep", None, [], {"max_items": 1000}).demoted > 0  # record 4: sealed warm shards
+    orphan = b"a blob no snapshot names"
+    orphan_digest = hashlib.sha256(orphan).hexdigest()
+    bucket.put(f"slots/00002/blobs/{orphan_digest}", orphan)
+    ids = [a.write(2, f"r{i}", "add", "ns", [f"m {i}", _vec(rng)], {"key": f"k{i % 3}"}) for i in range(9)]  # 5-13
+    # snapshots at 4, 8 and 12; after the one at 12 the history below 8 goes, the fence at 0 stays
+    _wait_for(lambda: a.counters()["collected"]["snapshots"] == 1 and a.counters()["collected"]["log"] == 7)
+    assert not a.counters()["snapshot_errors"]
+    assert _keys(bucket, 2, "snap") == [8, 12]
+    assert _keys(bucket, 2, "log") == [0, *range(8, 14)]
+    blobs = _keys(bucket, 2, "blobs")
+    assert orphan_digest not in blobs and blobs  # the orphan went; the warm shards' blobs stayed
+    expected = _state_of(a, 2, "ns")
+    q = _vec(rng)
+    top5 = [h.memory.id for h in a.read(2, "search", "ns", [q], {"k": 5, "record_access": False})]
+
+    # a new owner rebuilds from what is left: the newest snapshot (its blobs) and the tail
+    b = _shard(bucket, "b", tmp_path, snapshot_every=4)
+    b.acquire([2])  # fences at 14
+    assert b.counters()["replayed"] == 2  # records 12-13
+    assert _state_of(b, 2, "ns") == expected
+    assert [h.memory.id for h in b.read(2, "search", "ns", [q], {"k": 5, "record_access": False})] == top5
+    for i in range(8):  # records 15-22: snapshots at 16 and 20; the history below 16 goes, bar the fences
+        b.write(2, f"b{i}", "add", "ns", [f"b {i}", _vec(rng)], {})
+    _wait_for(lambda: 14 in _keys(bucket, 2, "log") and 13 not in _keys(bucket, 2, "log"))
+    assert _keys(bucket, 2, "log") == [0, 14, *range(16, 23)]
+    assert _keys(bucket, 2, "snap") == [16, 20]
+    # the stale owner's next append is at 14: the kept fence refuses it (412), though its neighbours are gone
+    with pytest.raises(FencedError):
+        a.write(2, "zombie", "add", "ns", ["zombie", _vec(rng)], {})
+    expected_b = _state_of(b, 2, "ns")
+    assert len(expected_b) == len(expected) + 8 and "zombie" not in {v[0] for v in expected_b.values()}
+    b.release([2])  # a snapshot at 23, then a collection below 20
+    c = _shard(bucket, "c", tmp_path)
+    c.acquire([2])
+    assert c.counters()["replayed"] == 0
+    assert _state_of(c, 2, "ns") == expected_b
+    assert c.read(2, "get_by_key", "ns", ["k0"], {}).id == ids[6]
+    assert c.write(2, "r1", "add", "ns", ["m 1", _vec(rng)], {}) == ids[1]  # an answer kept across all of it
+    for shard in (a, b, c):
+        shard.close()
+
+
+def test_a_takeover_racing_a_collection_loses_nothing(bucket: Bucket, tmp_path, monkeypatch) -> None:
+    import tierstore.cluster.slotstore as slotstore_module
+
+    rng = np.random.default_rng(22)
+    a = _shard(bucket, "a", tmp_path)  # snapshots only when told: the test drives them
+    a.acquire([3])
+    state = a._slots[3]
+    for i in range(6):
+        a.write(3, f"r{i}", "add", "ns", [f"m {i}", _vec(rng)], {})
+    assert state.snapshot(reopen=True)  # at 7
+    a.write(3, "r6", "add", "ns", ["m 6", _vec(rng)], {})
+    assert state.snapshot(reopen=True)  # at 8: the one at 7 is the older kept one
+    logs_before = _keys(bucket, 3, "log")
+
+    # 1. the slot moves before the collector confirms its lease: nothing is deleted
+    b = _shard(bucket, "b", tmp_path)
+    b.acquire([3])
+    assert state.collect_garbage() is None
+    assert _keys(bucket, 3, "log") == logs_before + [8]  # b's fence, and nothing gone
+    with pytest.raises(FencedError):
+        a.write(3, "late", "add", "ns", ["late", _vec(rng)], {})
+    expected = _state_of(b, 3, "ns")
+    assert len(expected) == 7
+
+    # 2. the slot moves after the collector confirmed its lease, while it deletes
+    state_b = b._slots[3]
+    b.write(3, "r7", "add", "ns", ["m 7", _vec(rng)], {})
+    assert state_b.snapshot(reopen=True)  # at 10 (the one at 8, loaded at the takeover, is the older kept one)
+    c = _shard(bucket, "c", tmp_path)
+    real_collect = slotstore_module.collect
+    taken: list[int] = []
+
+    def racing_collect(*args, **kwargs):
+        taken.append(c.acquire([3])[3])  # the takeover lands between the lease check and the deletes
+        return real_collect(*args, **kwargs)
+
+    monkeypatch.setattr(slotstore_module, "collect", racing_collect)
+    done = state_b.collect_garbage()
+    assert taken == [3] and done is not None and done.log > 0  # it did delete (below 8)
+    monkeypatch.setattr(slotstore_module, "collect", real_collect)
+    got = _state_of(c, 3, "ns")
+    assert {v[0] for v in got.values()} == {f"m {i}" for i in range(8)}
+    assert {k: v for k, v in got.items() if v[0] != "m 7"} == expected
+    # and c's own successor still rebuilds it all from what the collection left
+    c.release([3])
+    d = _shard(bucket, "d", tmp_path)
+    d.acquire([3])
+    assert _state_of(d, 3, "ns") == got
+    with pytest.raises(FencedError):  # the stale owners stay fenced
+        b.write(3, "late-b", "add", "ns", ["late", _vec(rng)], {})
+    for shard in (a, b, c, d):
+        shard.close()
+
+
+def test_a_slot_whose_kept_snapshots_are_unreadable_is_refused_not_served_short(bucket: Bucket, tmp_path) -> None:
+    rng = np.random.default_rng(23)
+    a = _shard(bucket, "a", tmp_path, snapshot_every=3)
+    a.acquire([1])
+    for i in range(9):  # snapshots at 3, 6, 9; the log below 6 collected (bar the fence at 0)
+        a.write(1, f"r{i}", "add", "ns", [f"m {i}", _vec(rng)], {})
+    _wait_for(lambda: _keys(bucket, 1, "snap") == [6, 9] and 5 not in _keys(bucket, 1, "log"))
+    a.release([1])  # a snapshot at 10 (+ the release); below 9 collected
+    _wait_for(lambda: _keys(bucket, 1, "snap") == [9, 10])
+    for seq in (9, 10):
+        bucket.put(f"slots/00001/snap/{seq:012d}", b"\x00 damaged")
+    b = _shard(bucket, "b", tmp_path)
+    with pytest.raises(CorruptDataError):  # the whole log is not there to fall back on
+        b.acquire([1])
+    assert b.owned() == []
+    assert _keys(bucket, 1, "log")[-1] == 9  # and it wrote no fence into the gap (or anywhere)
+    a.close()
+    b.close()

@@ -10,8 +10,10 @@ processes is most of the time); the tests run in file order on it:
 2. Scale-up from the 3 survivors to 4: only the slots rendezvous hashing gives
    the new shard move, and their data comes along.
 3. A zombie: a shard paused (SIGSTOP) is declared dead, its slots are taken
-   over; resumed (SIGCONT), every write it still tries is rejected (the log's
-   412, FencedError), none lands, and it serves those slots no more.
+   over; resumed (SIGCONT) after longer than the read-fencing bound, every
+   read it is asked for refuses (its lease check finds the lease moved) and
+   every write it still tries is rejected (the log's 412, FencedError); none
+   lands, and it serves those slots no more.
 
 Wall-clock limits are not asserted (the failover time is measured by
 benchmarks/cluster.py); waits have generous timeouts.
@@ -33,11 +35,13 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("boto3")
 
 from tierstore.cluster import Cluster, FencedError, NotOwnerError  # noqa: E402
+from tierstore.errors import InvalidInputError  # noqa: E402
 
 DIM = 16
 NAMESPACES = [f"user-{i:03d}" for i in range(400)]
 PER_NS = 4
 SLOTS = 64
+LEASE_CHECK_S = 1.0  # the read-fencing bound: the zombie below is paused for longer (3 s of pings at least)
 
 
 def _vec(rng: np.random.Generator) -> np.ndarray:
@@ -55,7 +59,7 @@ def cluster(moto_server, tmp_path_factory):
     try:
         c = Cluster(bucket=bucket, s3_options={"endpoint_url": moto_server.endpoint_url, "region_name": "us-east-1"},
                     dim=DIM, shards=4, num_slots=SLOTS, root=str(tmp_path_factory.mktemp("shards")),
-                    name="tierstore-test", call_timeout_s=20.0,
+                    name="tierstore-test", call_timeout_s=20.0, lease_check_s=LEASE_CHECK_S,
                     snapshot_every=5)  # small, so that takeovers start from a snapshot and replay a tail
         yield c
     finally:
@@ -205,21 +209,31 @@ def test_zombie_owner_is_fenced(cluster: Cluster) -> None:
     for s, ns in targets:
         assert cluster.slot_table()[s] != zombie
         cluster.add(ns, f"{ns} after the move", _vec(rng))
-    # the zombie, resumed, still believes it owns them: every write it tries is refused
-    rejected = 0
-    for s, ns in targets:
+    # the zombie, resumed, still believes it owns them. Its last confirmation of
+    # each lease is older than the bound (it was paused for longer): a read makes
+    # it check, find the lease moved and refuse; a write is refused by the log
+    reads_first, writes_first = targets[::2], targets[1::2]
+    for s, ns in reads_first:
+        with pytest.raises(ray.exceptions.RayTaskError) as info:
+            ray.get(handle.read.remote(s, "memories", ns, [], {}), timeout=60)
+        # FencedError from this read's lease check (or plain NotOwnerError if a
+        # background re-check begun before the pause found it first)
+        assert isinstance(info.value.cause, NotOwnerError), info.value.cause
+    for s, ns in writes_first:
         ref = handle.write.remote(s, uuid.uuid4().hex, "add", ns, [f"{ns} zombie write", _vec(rng)], {})
         with pytest.raises(ray.exceptions.RayTaskError) as info:
             ray.get(ref, timeout=60)
         assert isinstance(info.value.cause, FencedError), info.value.cause
-        rejected += 1
-    assert rejected == len(targets)
-    # ... and it stops serving them
+    # ... and it stops serving them, reads and writes alike: each dropped as lost, not released
     assert set(ray.get(handle.owned.remote(), timeout=60)).isdisjoint(s for s, _ in targets)
-    s, ns = targets[0]
-    with pytest.raises(ray.exceptions.RayTaskError) as info:
-        ray.get(handle.read.remote(s, "memories", ns, [], {}), timeout=60)
-    assert isinstance(info.value.cause, NotOwnerError)
+    assert {s for s, _ in targets} <= set(ray.get(handle.counters.remote(), timeout=60)["lost"])
+    for s, ns in targets:
+        with pytest.raises(ray.exceptions.RayTaskError) as info:
+            ray.get(handle.read.remote(s, "get", ns, ["any-id"], {}), timeout=60)
+        assert isinstance(info.value.cause, NotOwnerError)
+        with pytest.raises(ray.exceptions.RayTaskError) as info:
+            ray.get(handle.write.remote(s, uuid.uuid4().hex, "add", ns, ["late", _vec(rng)], {}), timeout=60)
+        assert isinstance(info.value.cause, NotOwnerError)
     # none of its writes landed: the owners' state (rebuilt from the bucket) has none
     for s, ns in targets:
         contents = [m.content for m in cluster.memories(ns)]
@@ -283,3 +297,140 @@ def test_http_api_serves_the_cluster(cluster: Cluster) -> None:
         report = remote.sweep(max_items=100)
         assert report.errors == [] and report.examined >= 0
         remote.close()
+
+
+def test_serve_cli_serves_the_named_cluster(cluster: Cluster, tmp_path, capsys) -> None:
+    """``tierstore serve --cluster ADDRESS --cluster-name NAME`` end to end, in
+    this process: the CLI's argument handling, the server's start (tokens,
+    binding, the Cluster found by name), requests over HTTP, and a graceful
+    stop on SIGTERM. main() runs in the main thread (it installs the signal
+    handlers); a helper thread is the client and sends the SIGTERM."""
+    pytest.importorskip("uvicorn")
+    import socket
+
+    from tierstore.cli import main
+    from tierstore.client import RemoteStore
+    from tierstore.errors import AuthError
+
+    token = "cli-test-token-0123456789abcdef"
+    token_file = tmp_path / "tokens"
+    token_file.write_text(f"{token}\n")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    common = ["--cluster", "auto", "--port", str(port), "--token-file", str(token_file), "--graceful-timeout", "5"]
+    # a name no cluster was started under: a clear error, nothing served
+    assert main(["serve", *common, "--cluster-name", "no-such-cluster"]) == 2
+    assert "no shard of the cluster 'no-such-cluster'" in capsys.readouterr().err
+    assert main(["serve", *common, "--cluster-name", "bad name!"]) == 2
+    assert "name must be" in capsys.readouterr().err
+
+    url = f"http://127.0.0.1:{port}"
+    outcome: dict[str, object] = {}
+    mid = cluster.add("cli-ns", "written directly", np.ones(DIM, np.float32))
+
+    def client() -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            outcome["error"] = "the server never answered /health"
+            return  # no SIGTERM: main() is not serving (it returns, or the test times out)
+        try:
+            remote = RemoteStore(url, token=token)
+            assert remote.dim == DIM
+            assert remote.get("cli-ns", mid).content == "written directly"  # the cluster named, not another
+            new = remote.add("cli-ns", "over the CLI's server", np.full(DIM, 0.5, np.float32))
+            assert cluster.get("cli-ns", new).content == "over the CLI's server"
+            assert "cli-ns" in remote.namespaces()
+            remote.close()
+            try:
+                RemoteStore(url, token="wrong-token-0123456789abcdef").get("cli-ns", mid)
+                outcome["error"] = "a wrong token was served"
+            except AuthError:
+                pass
+            outcome["ok"] = True
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            outcome["error"] = exc
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)  # main()'s handler: a graceful stop
+
+    helper = threading.Thread(target=client)
+    helper.start()
+    try:
+        code = main(["serve", *common, "--cluster-name", "tierstore-test"])
+    finally:
+        helper.join(timeout=90)
+    assert outcome.get("ok"), outcome.get("error")
+    assert code == 0
+    out = capsys.readouterr().out
+    assert f"serving cluster 'tierstore-test' at auto at http://127.0.0.1:{port}" in out
+    assert cluster.shards and cluster.get("cli-ns", mid) is not None  # the shards outlive the server
+
+
+def _words_embedder(texts: list[str]) -> np.ndarray:
+    """A tiny deterministic embedder: each word adds a fixed random direction."""
+    out = np.zeros((len(texts), DIM), np.float32)
+    for i, text in enumerate(texts):
+        for word in text.lower().split():
+            out[i] += np.random.default_rng(int.from_bytes(word.encode()[:8].ljust(8, b"_"), "little")).standard_normal(DIM)
+    return out
+
+
+_words_embedder.dim = DIM  # type: ignore[attr-defined]
+_words_embedder.name = "words-test"  # type: ignore[attr-defined]
+
+
+def test_verify_repair_compact_and_dry_run_sweep_over_the_cluster(cluster: Cluster) -> None:
+    from tierstore.integrity import IntegrityReport
+
+    report = cluster.verify()
+    assert isinstance(report, IntegrityReport) and report.ok, report.problems[:3]
+    assert sum(report.checked.values()) > 0
+    commits = sum(c["commits"] for c in cluster.counters().values())
+    preview = cluster.sweep(dry_run=True, max_items=100)
+    assert preview.dry_run and preview.errors == []
+    assert sum(c["commits"] for c in cluster.counters().values()) == commits  # a dry run logs nothing
+    with pytest.raises(InvalidInputError):
+        cluster.sweep(dry_run="yes")
+    assert cluster.compact_cold() == 0  # nothing archived in this cluster's slots
+    repaired = cluster.repair()
+    assert repaired.ok and repaired.repaired == []
+    # each was logged per slot (a replay does the same), one record each
+    assert sum(c["commits"] for c in cluster.counters().values()) == commits + 2 * SLOTS
+
+
+def test_a_router_with_an_embedder_takes_text(cluster: Cluster) -> None:
+    from tierstore.errors import StoreConfigError
+
+    text_router = Cluster(name="tierstore-test", embedder=_words_embedder)
+    assert text_router.embedder is not None and text_router.embedder.dim == DIM
+    a = text_router.add("text-ns", "alice lives in tokyo")
+    b = text_router.add("text-ns", "bob likes green tea", "bob likes tea")  # the embedding given as a text
+    c, d = text_router.add_batch("text-ns", [{"content": "carol plays the violin"},
+                                             {"content": "dave rides a bicycle", "embedding": _vec(np.random.default_rng(1))}])
+    hits = text_router.search("text-ns", "where does alice live tokyo", k=1)
+    assert hits[0].memory.id == a
+    assert text_router.search("text-ns", "bob tea", k=1)[0].memory.id == b
+    # the log holds vectors: the router without an embedder reads the same memories, and searches by vector
+    logged = next(m for m in cluster.memories("text-ns", with_embedding=True) if m.id == c)
+    expected = _words_embedder(["carol plays the violin"])[0]
+    assert np.allclose(logged.embedding, expected / np.linalg.norm(expected), atol=1e-5)
+    assert {m.id for m in cluster.memories("text-ns")} == {a, b, c, d}
+    with pytest.raises(InvalidInputError):  # no embedder here: text is refused, before any call
+        cluster.search("text-ns", "alice", k=1)
+    with pytest.raises(InvalidInputError):
+        cluster.add("text-ns", "no vector")
+
+    def other_dim(texts: list[str]) -> np.ndarray:
+        return np.ones((len(texts), DIM + 1), np.float32)
+
+    with pytest.raises(StoreConfigError):
+        Cluster(name="tierstore-test", embedder=other_dim)

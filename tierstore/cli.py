@@ -203,8 +203,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if (args.path is None) == (args.cluster is None):
         print("tierstore serve: give a store path, or --cluster ADDRESS (not both)", file=sys.stderr)
         return 2
+    if args.cluster_name is not None and args.cluster is None:
+        print("tierstore serve: --cluster-name goes with --cluster ADDRESS", file=sys.stderr)
+        return 2
     if args.cluster is not None:
-        clash = [f"--{n.replace('_', '-')}" for n in ("dim", "embedder", "cold", "endpoint_url", "region")
+        clash = [f"--{n.replace('_', '-')}" for n in ("dim", "cold", "endpoint_url", "region")
                  if getattr(args, n) is not None]
         if clash:  # the cluster's shards have their own settings
             print(f"tierstore serve: {', '.join(clash)} cannot be used with --cluster", file=sys.stderr)
@@ -214,7 +217,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                  migrator=not args.no_migrator, migrator_interval_s=args.migrator_interval,
                  graceful_timeout_s=args.graceful_timeout, log_level=args.log_level, cold=args.cold,
                  workers=args.workers, cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump,
-                 cluster=args.cluster)
+                 cluster=args.cluster, cluster_name=args.cluster_name)
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
@@ -330,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--cluster", default=None, metavar="ADDRESS",
                        help="serve a tierstore cluster instead of a path: the Ray address its shards run at "
                             "(extra cluster; see docs/cluster.md)")
+    serve.add_argument("--cluster-name", default=None, metavar="NAME",
+                       help="with --cluster: the name the cluster was started under (Cluster(name=...); "
+                            "default 'tierstore')")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     serve.add_argument("--port", type=int, default=8765, help="port (0: any free one; the first line says which)")
     serve.add_argument("--token-file", default=None,

@@ -43,7 +43,7 @@ class BucketConfig:
 class Bucket:
     """Conditional object operations on one bucket/prefix; thread-safe.
 
-    Counts its requests (``puts``, ``gets``, ``lists``) for the benchmarks."""
+    Counts its requests (``puts``, ``gets``, ``lists``, ``deletes``) for the benchmarks."""
 
     def __init__(self, config: BucketConfig) -> None:
         self.config = config
@@ -54,6 +54,7 @@ class Bucket:
         self.puts = 0
         self.gets = 0
         self.lists = 0
+        self.deletes = 0
         # added before every PUT, seconds: benchmarks use it to stand in for a remote
         # store's latency on a loopback server (0 in use)
         self.put_delay_s = 0.0
@@ -86,6 +87,22 @@ class Bucket:
             if status == 404 or code in ("NoSuchKey", "404"):
                 return None
             raise self._fail(exc, "get", key) from None
+
+    def get_if_changed(self, key: str, etag: str) -> tuple[bool, tuple[bytes, str] | None]:
+        """A conditional GET (``If-None-Match: <etag>``): ``(False, None)`` if
+        the object still has ``etag`` (HTTP 304, no body sent); else
+        ``(True, (body, ETag))``, or ``(True, None)`` if it is gone."""
+        self._count("gets")
+        try:
+            resp = self._client.get_object(Bucket=self.config.bucket, Key=self._base + key, IfNoneMatch=etag)
+            return True, (resp["Body"].read(), resp["ETag"])
+        except self._errors as exc:
+            code, status = self._status(exc)
+            if status == 304 or code in ("304", "NotModified"):
+                return False, None
+            if status == 404 or code in ("NoSuchKey", "404"):
+                return True, None
+            raise self._fail(exc, "conditional get", key) from None
 
     def _conditional_put(self, key: str, data: bytes, **condition: str) -> str | None:
         for attempt in range(_CONFLICT_RETRIES):
@@ -123,6 +140,28 @@ class Bucket:
         except self._errors as exc:
             raise self._fail(exc, "put", key) from None
 
+    def delete_many(self, keys: list[str]) -> int:
+        """Delete these keys (relative to the cluster's prefix), up to 1000 per
+        request (``DeleteObjects``); a key already gone counts as deleted.
+        Returns how many were deleted; ObjectStoreError if any could not be."""
+        done = 0
+        for i in range(0, len(keys), 1000):
+            chunk = keys[i:i + 1000]
+            self._count("deletes")
+            try:
+                resp = self._client.delete_objects(
+                    Bucket=self.config.bucket,
+                    Delete={"Objects": [{"Key": self._base + k} for k in chunk], "Quiet": True})
+            except self._errors as exc:
+                raise self._fail(exc, "delete", chunk[0]) from None
+            errors = resp.get("Errors") or []
+            if errors:
+                first = errors[0]
+                raise ObjectStoreError(f"S3 delete of {len(errors)} keys in bucket {self.config.bucket!r} failed, "
+                                       f"e.g. {first.get('Key')!r}: {first.get('Code')} {first.get('Message')}")
+            done += len(chunk)
+        return done
+
     def list(self, prefix: str, start_after: str = "") -> list[str]:
         """Keys under ``prefix`` (relative to the cluster's prefix), sorted, after ``start_after``."""
         keys: list[str] = []
@@ -145,4 +184,4 @@ class Bucket:
 
     def counters(self) -> dict[str, int]:
         with self._lock:
-            return {"puts": self.puts, "gets": self.gets, "lists": self.lists}
+            return {"puts": self.puts, "gets": self.gets, "lists": self.lists, "deletes": self.deletes}

@@ -15,21 +15,26 @@ conditional puts, never that view.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 import time
 import uuid
-from dataclasses import fields
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields, replace
 from typing import Any, Iterable, Mapping, Sequence
 
+from .. import embedding as _embedding
 from ..errors import InvalidInputError, StoreConfigError, TierStoreError
+from ..integrity import IntegrityReport, Problem
 from ..model import Hit, Memory, Stats, SweepReport
 from ..policy import Policy
 from ..validation import check_namespace, check_positive_int, check_seconds
 from .bucket import BucketConfig
 from .errors import ClusterError, NotOwnerError
 from .records import pack
-from .shard import Shard
+from .shard import Shard, check_lease_check
+from .slotstore import DEFAULT_LEASE_CHECK_S
 from .slots import DEFAULT_SLOTS, check_slots, placement, slot_of
 from .stats import sum_stats
 
@@ -37,6 +42,8 @@ __all__ = ["Cluster"]
 
 _ACTOR_PREFIX = "tierstore-"
 _PING_TIMEOUT_S = 5.0
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_PER_SLOT_CALLS = 8  # slots verify/repair/compact_cold work on at once
 
 
 def _ray() -> Any:
@@ -72,6 +79,19 @@ class Cluster:
     its shard pinged; one that does not answer the ping is declared dead.
     snapshot_every: a slot's log records between its snapshots (and one at
     every release); a new owner replays only the records after the newest.
+    lease_check_s: the read-fencing bound, seconds: a shard answers a read
+    of a slot only while it confirmed the slot's lease within this time (a
+    conditional GET when it is older), so a stale owner's reads are refused
+    at most this long after its slot moved (see docs/cluster.md).
+    embedder: text in, as :meth:`TierStore.open`'s (a name such as
+    ``"minilm"``, or a callable ``list[str] -> float32 (n, dim)``). Text is
+    embedded here, in the router, so the log holds vectors and a replay never
+    needs the model; ``dim`` defaults to the embedder's. The first router
+    records the embedder's name and dim with the shards, and a router that
+    joins with a different one is refused (one without an embedder passes
+    vectors). keep_history: keep every log record, snapshot and blob in the
+    bucket; by default a slot's owner deletes, after each snapshot, what no
+    replay can need (see docs/cluster.md, *Garbage collection*).
     """
 
     def __init__(self, address: str | None = None, *, bucket: str | BucketConfig | None = None,
@@ -79,7 +99,8 @@ class Cluster:
                  shards: int = 0, num_slots: int = DEFAULT_SLOTS, root: str | None = None,
                  policy: Policy | None = None, name: str = "tierstore", num_cpus: int | None = None,
                  call_timeout_s: float = 30.0, retry_for_s: float = 60.0, spread: bool = True,
-                 snapshot_every: int = 100) -> None:
+                 snapshot_every: int = 100, lease_check_s: float = DEFAULT_LEASE_CHECK_S,
+                 embedder: Any = None, keep_history: bool = False) -> None:
         # every argument checked before Ray starts: bad input changes nothing
         if dim is not None:
             dim = check_positive_int(dim, "dim")
@@ -91,6 +112,16 @@ class Cluster:
                 raise InvalidInputError(f"{what} must be a positive number of seconds, got {value!r}")
         if isinstance(snapshot_every, bool) or not isinstance(snapshot_every, int) or snapshot_every < 0:
             raise InvalidInputError(f"snapshot_every must be an int >= 0, got {snapshot_every!r}")
+        lease_check_s = check_lease_check(lease_check_s)
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise InvalidInputError(f"name must be 1-64 letters, digits, '_', '.' or '-' (the cluster's Ray "
+                                    f"namespace), got {name!r}")
+        if not isinstance(keep_history, bool):
+            raise InvalidInputError(f"keep_history must be True or False, got {keep_history!r}")
+        emb = _embedding.resolve(embedder)  # last (it may load a model); an unknown name fails here, before Ray
+        if emb is not None and dim is not None and dim != emb.dim:
+            raise StoreConfigError(f"dim={dim} but the embedder {emb.name!r} makes vectors of dimension {emb.dim}")
+        self._embedder = emb
         if bucket is not None and not isinstance(bucket, (str, BucketConfig)):
             raise InvalidInputError(f"bucket must be a name or a BucketConfig, got {type(bucket).__name__}")
         ray = _ray()
@@ -116,7 +147,8 @@ class Cluster:
         self._spread = spread
         self.failovers: list[dict[str, Any]] = []  # what each failover moved and how long it took
         try:
-            self._connect(bucket, s3_options, prefix, dim, shards, num_slots, root, policy, snapshot_every)
+            self._connect(bucket, s3_options, prefix, dim, shards, num_slots, root, policy, snapshot_every,
+                          lease_check_s, keep_history)
         except BaseException:
             if self._started_ray:
                 ray.shutdown()
@@ -124,7 +156,7 @@ class Cluster:
 
     def _connect(self, bucket: str | BucketConfig | None, s3_options: Mapping[str, Any] | None, prefix: str,
                  dim: int | None, shards: int, num_slots: int, root: str | None, policy: Policy | None,
-                 snapshot_every: int) -> None:
+                 snapshot_every: int, lease_check_s: float, keep_history: bool) -> None:
         """Find the running shards (or check the new cluster's bucket), start ``shards`` more, place the slots."""
         ray = _ray()
         self._discover()
@@ -134,17 +166,33 @@ class Cluster:
             self._policy = info["policy"]
             self._root = info["root"]
             self._snapshot_every = info["snapshot_every"]
+            self._lease_check_s = info.get("lease_check_s", DEFAULT_LEASE_CHECK_S)
+            self._keep_history = info.get("keep_history", True)  # shards of a version without it kept everything
             if dim is not None and dim != self.dim:
                 raise StoreConfigError(f"the cluster {self.name!r} running here has dim={self.dim}, not {dim}")
+            self._embedder_record = info.get("embedder")
+            if self._embedder is not None:
+                if self._embedder.dim != self.dim:
+                    raise StoreConfigError(f"the cluster {self.name!r} has dim={self.dim}; the embedder "
+                                           f"{self._embedder.name!r} makes vectors of dimension {self._embedder.dim}")
+                _embedding.check_against_record(self._embedder, self._embedder_record, f"cluster {self.name!r}")
         else:
+            if bucket is None and dim is None and not shards:  # meant to join a running cluster
+                raise ClusterError(f"no shard of the cluster {self.name!r} runs in this Ray cluster (start it "
+                                   f"with Cluster(bucket=..., dim=..., shards=N, name={self.name!r}))")
+            if dim is None and self._embedder is not None:
+                dim = self._embedder.dim
             if bucket is None or dim is None:
-                raise InvalidInputError("a new cluster needs bucket= and dim=")
+                raise InvalidInputError("a new cluster needs bucket= and dim= (or an embedder)")
             self.dim = dim
+            self._embedder_record = None if self._embedder is None else self._embedder.record()
             self.num_slots = num_slots
             self._bucket = bucket if isinstance(bucket, BucketConfig) else \
                 BucketConfig(bucket, prefix, dict(s3_options or {}))
             self._bucket.open().list("slots/00000/lease")  # a wrong bucket or endpoint fails here, before any actor
             self._snapshot_every = snapshot_every
+            self._lease_check_s = lease_check_s
+            self._keep_history = keep_history
             self._policy = policy
             self._root = root or os.path.join(tempfile.gettempdir(), f"tierstore-cluster-{self.name}")
         for _ in range(shards):
@@ -178,7 +226,8 @@ class Cluster:
             options["scheduling_strategy"] = "SPREAD"  # one per node where there are nodes
         handle = ray.remote(_ShardActor).options(**options).remote(
             shard_name, self._bucket, dim=self.dim, num_slots=self.num_slots, root=self._root, policy=self._policy,
-            snapshot_every=self._snapshot_every)
+            snapshot_every=self._snapshot_every, lease_check_s=self._lease_check_s, embedder=self._embedder_record,
+            keep_history=self._keep_history)
         ray.get(handle.ping.remote(), timeout=120)
         self._handles[shard_name] = handle
         return shard_name
@@ -363,7 +412,12 @@ class Cluster:
             ttl_seconds: float | None = None, pinned: bool = False, id: str | None = None,
             supersedes: Iterable[str] = (), key: str | None = None,
             metadata: Mapping[str, Any] | None = None) -> str:
-        """:meth:`TierStore.add`: acknowledged once durable in the bucket."""
+        """:meth:`TierStore.add`: acknowledged once durable in the bucket.
+        With an embedder, ``embedding`` may be ``None`` (the content's) or a
+        text; it is embedded here and the vector is what is logged."""
+        check_namespace(ns)
+        embedding = _embedding.fill_embeddings(self._embedder, [{"content": content, "embedding": embedding}])[0][
+            "embedding"]
         return self._call(ns, "write", "add", [content, embedding], {
             "memory_type": memory_type, "confidence": confidence, "source": source, "tags": tags,
             "ttl_seconds": ttl_seconds, "pinned": pinned, "id": id, "supersedes": supersedes, "key": key,
@@ -373,6 +427,8 @@ class Cluster:
         """:meth:`TierStore.add_batch`: all or nothing, one log record."""
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
             raise InvalidInputError("add_batch items must be a list of dicts")
+        check_namespace(ns)
+        items = _embedding.fill_embeddings(self._embedder, items)  # one batched call of the model
         wire = [{k: _listify(v) for k, v in item.items()} if isinstance(item, Mapping) else item for item in items]
         return self._call(ns, "write", "add_batch", [wire])
 
@@ -382,7 +438,10 @@ class Cluster:
                explain: bool = False) -> list[Hit]:
         """:meth:`TierStore.search`. An access is a write (a log append), so it
         is recorded only when asked: ``record_access=True`` searches, then
-        touches the hits (durably); ``None`` means False here."""
+        touches the hits (durably); ``None`` means False here. A text query
+        needs an embedder (it is embedded here)."""
+        check_namespace(ns)
+        query = _embedding.embed_query(self._embedder, query)
         hits = self._call(ns, "read", "search", [query], {
             "k": k, "context_tags": context_tags, "memory_types": memory_types, "min_confidence": min_confidence,
             "include_warm": include_warm, "include_cold": include_cold, "record_access": False, "explain": explain})
@@ -430,6 +489,10 @@ class Cluster:
     def restore(self, ns: str, *, ids: Iterable[str] | None = None, where: Mapping[str, Any] | None = None,
                 text: str | None = None, query: Any = None, k: int | None = None, limit: int | None = None,
                 progress: bool | None = False) -> list[str]:
+        """:meth:`TierStore.restore` (a logged write); a text ``query`` is embedded here."""
+        check_namespace(ns)
+        if query is not None:
+            query = _embedding.embed_query(self._embedder, query)
         return self._call(ns, "write", "restore", [], {"ids": ids, "where": None if where is None else dict(where),
                                                        "text": text, "query": query, "k": k, "limit": limit})
 
@@ -439,12 +502,14 @@ class Cluster:
         write at one store time (so a replay sweeps the same), bounded by
         ``max_items`` (per slot). ``time_budget_s`` bounds the whole call
         between slots: the slots not reached are swept first by the next call,
-        and ``remaining_due`` is then at least 1. ``dry_run`` is not offered."""
-        if dry_run:
-            raise InvalidInputError("a cluster sweep has no dry run yet")
+        and ``remaining_due`` is then at least 1. ``dry_run``: each slot's
+        owner counts what is due and what it would do (a read: nothing is
+        logged or changed, and the next real sweep starts where it would have)."""
         if max_items is not None:
             max_items = check_positive_int(max_items, "max_items")
         time_budget_s = check_seconds(time_budget_s, "time_budget_s", optional=True)
+        if not isinstance(dry_run, bool):
+            raise InvalidInputError(f"dry_run must be True or False, got {dry_run!r}")
         started = time.monotonic()
         reports: list[SweepReport] = []
         skipped = 0
@@ -454,14 +519,49 @@ class Cluster:
             slot = (first + i) % self.num_slots
             if time_budget_s is not None and reports and time.monotonic() - started >= time_budget_s:
                 skipped = self.num_slots - i
-                with self._lock:
-                    self._sweep_cursor = slot
+                if not dry_run:
+                    with self._lock:
+                        self._sweep_cursor = slot
                 break
-            reports.append(self._call(None, "write", "sweep", [], {"max_items": max_items}, slot=slot))
+            if dry_run:
+                reports.append(self._call(None, "read", "sweep_preview", [], {"max_items": max_items}, slot=slot))
+            else:
+                reports.append(self._call(None, "write", "sweep", [], {"max_items": max_items}, slot=slot))
         total = _merge_reports(reports, time.monotonic() - started)
+        total.dry_run = dry_run
         if skipped:
             total.remaining_due = max(total.remaining_due, 1)
         return total
+
+    def _per_slot(self, kind: str, op: str) -> list[tuple[int, Any]]:
+        """``op`` on every slot's store (routed, retried, idempotent), in slot
+        order; up to ``_PER_SLOT_CALLS`` slots at a time, since each waits
+        mostly for its owner (and, for a write, its log PUT)."""
+        slots = range(self.num_slots)
+        with ThreadPoolExecutor(min(_PER_SLOT_CALLS, self.num_slots)) as pool:
+            results = list(pool.map(lambda slot: self._call(None, kind, op, [], {}, slot=slot), slots))
+        return list(zip(slots, results))
+
+    def verify(self) -> IntegrityReport:
+        """:meth:`TierStore.verify` on every slot's store (a read of each, on
+        its owner), merged: each problem's ``where`` names its slot
+        (``slot 00007: ...``), ``checked`` counts are summed. Checks the
+        owners' local copies; the bucket's snapshots and log are checked when
+        a slot is taken (a corrupt snapshot is passed over)."""
+        return _merge_integrity(self._per_slot("read", "verify"))
+
+    def repair(self) -> IntegrityReport:
+        """:meth:`TierStore.repair` on every slot's store, merged as
+        :meth:`verify`'s reports are. Each slot's repair is a logged write (it
+        may rewrite catalog rows), so it waits for that slot's group commit
+        and a new owner replays it."""
+        return _merge_integrity(self._per_slot("write", "repair"))
+
+    def compact_cold(self, *, progress: bool | None = False) -> int:
+        """:meth:`TierStore.compact_cold` on every slot (a logged write each):
+        the archive objects rewritten, summed. ``progress`` is accepted for
+        the same signature and ignored (the shards draw no bars)."""
+        return sum(int(n) for _, n in self._per_slot("write", "compact_cold"))
 
     def namespaces(self) -> list[str]:
         """Every namespace holding memories, over all shards, sorted."""
@@ -488,9 +588,9 @@ class Cluster:
         """Nothing to do: every write is durable in the bucket when it returns."""
 
     @property
-    def embedder(self) -> None:
-        """Vectors only: the cluster does not embed text (yet)."""
-        return None
+    def embedder(self) -> _embedding.Embedder | None:
+        """The embedder text is turned into vectors with, here in the router (``None``: vectors only)."""
+        return self._embedder
 
     @property
     def readonly(self) -> bool:
@@ -507,6 +607,8 @@ class Cluster:
                                   ("tierstore_cluster_acked_writes_total", "acked", "writes acknowledged"),
                                   ("tierstore_cluster_log_appends_total", "commits", "log objects appended"),
                                   ("tierstore_cluster_snapshots_total", "snapshots", "snapshots written"),
+                                  ("tierstore_cluster_lease_checks_total", "lease_checks",
+                                   "conditional GETs of a lease made to admit reads"),
                                   ("tierstore_cluster_s3_puts_total", "puts", "PUT requests sent")):
             lines += [f"# HELP {metric} {what}", f"# TYPE {metric} {'gauge' if key == 'owned' else 'counter'}"]
             for name, c in sorted(self.counters().items()):
@@ -567,15 +669,35 @@ def _merge_reports(reports: list[SweepReport], elapsed: float) -> SweepReport:
     return total
 
 
+def _merge_integrity(parts: list[tuple[int, IntegrityReport]]) -> IntegrityReport:
+    """The slots' integrity reports as one; every problem says its slot in ``where``."""
+    total = IntegrityReport()
+
+    def tagged(slot: int, problems: list[Problem]) -> list[Problem]:
+        return [replace(p, where=f"slot {slot:05d}: {p.where}") for p in problems]
+
+    for slot, report in parts:
+        total.problems.extend(tagged(slot, report.problems))
+        total.in_flight.extend(tagged(slot, report.in_flight))
+        total.repaired.extend(f"slot {slot:05d}: {r}" for r in report.repaired)
+        for key, n in report.checked.items():
+            total.checked[key] = total.checked.get(key, 0) + n
+    return total
+
+
 class _ShardActor(Shard):
     """The shard as Ray sees it: with ``info`` for routers that connect later."""
 
     def __init__(self, name: str, bucket: BucketConfig, *, dim: int, num_slots: int, root: str,
-                 policy: Policy | None = None, snapshot_every: int = 100) -> None:
+                 policy: Policy | None = None, snapshot_every: int = 100,
+                 lease_check_s: float = DEFAULT_LEASE_CHECK_S, embedder: str | None = None,
+                 keep_history: bool = False) -> None:
         super().__init__(name, bucket, dim=dim, num_slots=num_slots, root=root, policy=policy,
-                         snapshot_every=snapshot_every)
+                         snapshot_every=snapshot_every, lease_check_s=lease_check_s, keep_history=keep_history)
+        # embedder: the record (name, dim) of the embedder the cluster's text is embedded with, or None
         self._info = {"dim": dim, "num_slots": num_slots, "bucket": bucket, "policy": policy, "root": root,
-                      "snapshot_every": snapshot_every}
+                      "snapshot_every": snapshot_every, "lease_check_s": lease_check_s, "embedder": embedder,
+                      "keep_history": keep_history}
 
     def info(self) -> dict[str, Any]:
         return dict(self._info)

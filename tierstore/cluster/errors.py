@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import TierStoreError
 
-__all__ = ["ClusterError", "FencedError", "NotOwnerError", "SlotLostError"]
+__all__ = ["ClusterError", "FencedError", "LeaseUnconfirmedError", "NotOwnerError", "SlotLostError"]
 
 
 class ClusterError(TierStoreError):
@@ -34,3 +34,10 @@ class SlotLostError(NotOwnerError):
     answer was lost): whether its log PUT landed is unknown, so the shard
     dropped the slot. The router has the slot taken and replayed afresh and
     retries with the same request id: applied once either way."""
+
+
+class LeaseUnconfirmedError(NotOwnerError):
+    """A read found the shard's last confirmation of the slot's lease older
+    than the bound (``lease_check_s``) and the bucket did not answer the
+    re-confirmation: the read is refused (it might be stale by more than the
+    bound). The shard keeps the slot; the router retries."""

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorruptDataError
+from ..errors import CorruptDataError, InvalidInputError
 from ..policy import Policy
 from ..store import TierStore
 from .bucket import BucketConfig
@@ -28,13 +28,20 @@ from .errors import FencedError, NotOwnerError
 from .lease import release_lease, take_lease
 from .records import unpack
 from .slotlog import LogConflictError, SlotLog
-from .slotstore import READ_OPS, WRITE_OPS, SlotClock, SlotStore
-from .snapshot import latest_snapshot, materialize
+from .slotstore import DEFAULT_LEASE_CHECK_S, READ_OPS, WRITE_OPS, SlotClock, SlotStore, monotonic_now
+from .snapshot import materialize, snapshots_newest_first
 from .stats import sum_stats
 
-__all__ = ["Shard"]
+__all__ = ["Shard", "check_lease_check"]
 
 _FENCE_ATTEMPTS = 16
+
+
+def check_lease_check(seconds: object) -> float:
+    """A read-fencing bound: a finite number of seconds > 0."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):
+        raise InvalidInputError(f"lease_check_s must be a positive number of seconds, got {seconds!r}")
+    return float(seconds)
 
 
 class Shard:
@@ -42,10 +49,15 @@ class Shard:
 
     name: unique in the cluster (it is the lease's owner). root: a local
     directory for the slots' stores (a cache: deleted and rebuilt at will).
+    lease_check_s: a slot's reads are admitted only while its lease was
+    confirmed within this many seconds (see :meth:`SlotStore.ensure_current`).
+    keep_history: keep every log record, snapshot and blob (no garbage
+    collection after snapshots; see :mod:`.gc`).
     """
 
     def __init__(self, name: str, bucket: BucketConfig, *, dim: int, num_slots: int, root: str,
-                 policy: Policy | None = None, acquire_threads: int = 4, snapshot_every: int = 100) -> None:
+                 policy: Policy | None = None, acquire_threads: int = 4, snapshot_every: int = 100,
+                 lease_check_s: float = DEFAULT_LEASE_CHECK_S, keep_history: bool = False) -> None:
         self.name = name
         self.dim = dim
         self.num_slots = num_slots
@@ -59,6 +71,8 @@ class Shard:
         self._acquire_threads = acquire_threads
         self.snapshot_every = snapshot_every  # log records between a slot's snapshots (0: only at release)
         self.lost: list[int] = []  # slots given up after a fence or a failed append
+        self.lease_check_s = check_lease_check(lease_check_s)
+        self.keep_history = bool(keep_history)  # True: no garbage collection of the slots' history
 
     # ------------------------------------------------------------------ introspection
 
@@ -79,6 +93,8 @@ class Shard:
         return {"name": self.name, "owned": len(slots), "acked": sum(s.acked for s in slots),
                 "commits": sum(s.commits for s in slots), "replayed": sum(s.replayed for s in slots),
                 "snapshots": sum(s.snapshots for s in slots),
+                "lease_checks": sum(s.lease_checks for s in slots),
+                "collected": {k: sum(getattr(s.collected, k) for s in slots) for k in ("log", "snapshots", "blobs")},
                 "snapshot_errors": [e for s in slots for e in s.snapshot_errors],
                 "lost": list(self.lost), **self.bucket.counters()}
 
@@ -117,15 +133,23 @@ class Shard:
         # background and must never be this one's
         path = self.root / f"slot-{slot:05d}-e{lease.epoch}"
         shutil.rmtree(path, ignore_errors=True)
-        snap = latest_snapshot(self.bucket, slot)
-        if snap is not None:
+        # the newest snapshot that can be laid out (its blobs present and sound); none: the whole log.
+        # Garbage collection keeps the two newest and the log from the older one on
+        snap = None
+        for candidate in snapshots_newest_first(self.bucket, slot):
             try:
-                materialize(self.bucket, snap, path)
-            except CorruptDataError:  # a blob it names is gone or damaged: replay the whole log instead
+                materialize(self.bucket, candidate, path)
+            except CorruptDataError:  # a blob it names is gone or damaged: an older one, or the whole log
                 shutil.rmtree(path, ignore_errors=True)
-                snap = None
+                continue
+            snap = candidate
+            break
         records = log.replay_from(0 if snap is None else snap.seq)
-        first = next(records, None)
+        try:
+            first = next(records, None)
+        except BaseException:  # collected history and no snapshot to start above it: refuse the slot
+            shutil.rmtree(path, ignore_errors=True)
+            raise
         # the store opens at the time its first replayed write (or the snapshot) was made
         clock = SlotClock(snap.t if snap is not None else first.t if first is not None else time.time())
 
@@ -134,9 +158,12 @@ class Shard:
 
         store = reopen()
         state = SlotStore(slot, store, clock, log, lease, self.name, self._lost, path=path, reopen=reopen,
-                          snapshot_every=self.snapshot_every)
+                          snapshot_every=self.snapshot_every, lease_check_s=self.lease_check_s,
+                          keep_history=self.keep_history)
         if snap is not None:
             state.next_seq = state.snap_seq = snap.seq
+            state.snap_refs = dict(snap.refs)
+            state.fences = None if snap.fences is None else set(snap.fences)
             state.load_answers(snap.answers)
             state.uploaded.update(snap.refs.values())
         try:
@@ -146,9 +173,13 @@ class Shard:
                     state.replay(record)
             for _ in range(_FENCE_ATTEMPTS):
                 try:
+                    fence_sent = monotonic_now()
                     log.append(state.next_seq, kind="fence", epoch=lease.epoch, owner=self.name,
                                t=clock.now(), ops=[])
+                    if state.fences is not None:
+                        state.fences.add(state.next_seq)
                     state.next_seq += 1
+                    state.mark_confirmed(fence_sent)  # the fence landed: the slot is ours as of then
                     break
                 except LogConflictError as conflict:
                     # the old owner's last append won the race: it was acknowledged, so it counts
@@ -176,8 +207,9 @@ class Shard:
                 continue
             state.quiesce()
             try:
-                state.snapshot(reopen=False)  # the next owner replays little
-            except Exception as exc:  # noqa: BLE001 - it replays more instead
+                if state.snapshot(reopen=False):  # the next owner replays little
+                    state.collect_garbage()  # before the release: the lease is still ours to confirm
+            except Exception as exc:  # noqa: BLE001 - it replays more instead (or collects later)
                 state.snapshot_errors.append(f"{type(exc).__name__}: {exc}")
             release_lease(self.bucket, state.lease)  # False: someone took it already; nothing to undo
             self._discard(state)
@@ -225,11 +257,23 @@ class Shard:
             return self.write(slot, rid, op, ns, args, kwargs)
         return self.read(slot, op, ns, args, kwargs)
 
-    def namespaces(self) -> list[str]:
+    def _current(self) -> list[SlotStore]:
+        """The slots this shard serves, each with its lease confirmed within
+        the bound (a slot whose lease moved is dropped, as a read would)."""
         with self._lock:
             states = [s for s in self._slots.values() if s.live]
-        names: set[str] = set()
+        out = []
         for state in states:
+            try:
+                state.ensure_current()
+            except FencedError:  # moved: another shard counts it (an unreachable bucket is an error)
+                continue
+            out.append(state)
+        return out
+
+    def namespaces(self) -> list[str]:
+        names: set[str] = set()
+        for state in self._current():
             try:
                 names.update(state.store.namespaces())
             except Exception:  # noqa: BLE001 - a slot closed meanwhile is another shard's to list
@@ -238,10 +282,8 @@ class Shard:
 
     def stats(self) -> dict[str, Any]:
         """The counts of the slots this shard serves, summed (``Stats.as_dict``, no lifecycle)."""
-        with self._lock:
-            states = [s for s in self._slots.values() if s.live]
         parts = []
-        for state in states:
+        for state in self._current():
             try:
                 parts.append(state.store.stats(lifecycle=False).as_dict())
             except Exception:  # noqa: BLE001 - a slot closed meanwhile is counted by its new owner

@@ -82,7 +82,13 @@ class SlotLog:
     def replay_from(self, first: int) -> Iterator[LogRecord]:
         """The records from ``first`` on, in order, up to the first missing
         number (a listing finds them; a final probe catches an append that
-        landed after the listing)."""
+        landed after the listing).
+
+        Appends are contiguous, so a missing number followed by later records
+        is history that was collected (see :mod:`.gc`: records below the
+        older kept snapshot go, fence records stay): CorruptDataError, since
+        replaying past it would lose writes and fencing at it would reuse a
+        number a stale owner may still append at."""
         start_after = self.key(first - 1) if first > 0 else ""
         seq = first
         for key in self.bucket.list(self._dir, start_after):
@@ -91,10 +97,11 @@ class SlotLog:
             except ValueError:
                 continue
             if listed != seq:
-                break  # a gap: appends are contiguous, so nothing after it counts
+                raise CorruptDataError(f"slot {self.slot}: log record {seq} is missing but {listed} is there "
+                                       f"(collected history: replay from a newer snapshot)")
             record = self.read(seq)
-            if record is None:
-                break
+            if record is None:  # listed, then gone: collected while we read
+                raise CorruptDataError(f"slot {self.slot}: log record {seq} was deleted during the replay")
             yield record
             seq += 1
         while True:

@@ -23,19 +23,27 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..errors import InvalidInputError, StoreClosedError
+from ..errors import InvalidInputError, ObjectStoreError, StoreClosedError
 from ..store import TierStore
-from .errors import FencedError, NotOwnerError, SlotLostError
-from .lease import Lease
+from .errors import FencedError, LeaseUnconfirmedError, NotOwnerError, SlotLostError
+from .gc import Collected, blob_keys, collect
+from .lease import Lease, lease_key
+from .records import unpack
 from .slotlog import LogRecord, SlotLog
 from .snapshot import Snapshot, decode_answer, encode_answer, read_files, snapshot_key, split_sealed
 
-__all__ = ["WRITE_OPS", "READ_OPS", "SlotClock", "SlotStore"]
+__all__ = ["DEFAULT_LEASE_CHECK_S", "WRITE_OPS", "READ_OPS", "SlotClock", "SlotStore", "monotonic_now"]
 
 #: Calls that change a slot: logged, group-committed, idempotent by request id.
-WRITE_OPS = frozenset({"add", "add_batch", "touch", "feedback", "pin", "delete", "set_context", "restore", "sweep"})
-#: Calls that only read (served by the owner's local store).
-READ_OPS = frozenset({"search", "get", "get_by_key", "memories", "memories_page", "get_context", "check_batch"})
+#: ``repair`` and ``compact_cold`` rewrite derived files and archive objects
+#: (and the catalog rows that point at them), so they are logged too: a replay
+#: does the same at the same store time, and they wait for a snapshot as writes do.
+WRITE_OPS = frozenset({"add", "add_batch", "touch", "feedback", "pin", "delete", "set_context", "restore", "sweep",
+                       "repair", "compact_cold"})
+#: Calls that only read (served by the owner's local store). ``sweep_preview``
+#: is ``sweep(dry_run=True)``: it counts what is due and changes nothing.
+READ_OPS = frozenset({"search", "get", "get_by_key", "memories", "get_context", "check_batch", "verify",
+                      "sweep_preview"})
 # Answers kept per slot for retried requests; older ones are forgotten (a retry
 # that late would apply again: documented in docs/cluster.md). A snapshot keeps
 # the newest _SNAPSHOT_ANSWERS of them.
@@ -43,6 +51,18 @@ _MAX_ANSWERS = 100_000
 _SNAPSHOT_ANSWERS = 10_000
 # A read that meets the store closed for a snapshot tries again this often.
 _READ_RETRIES = 50
+#: Default bound (seconds) on how old a slot owner's last confirmation of its
+#: lease may be when it admits a read (see SlotStore.ensure_current).
+DEFAULT_LEASE_CHECK_S = 2.0
+# The shard's own monotonic clock: confirmations and read admissions are
+# compared on it alone, so no two machines' clocks need to agree. A module
+# global so tests can drive it.
+_monotonic = time.monotonic
+
+
+def monotonic_now() -> float:
+    """The shard's monotonic clock, seconds (what lease confirmations are timed on)."""
+    return _monotonic()
 
 
 class SlotClock:
@@ -107,6 +127,8 @@ def _prepare(op: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any
                 item["id"] = uuid.uuid4().hex
             prepared.append(item)
         args = [prepared]
+    elif op == "compact_cold":
+        kwargs = {**kwargs, "progress": False}
     elif op in ("sweep", "restore"):
         if kwargs.get("time_budget_s") is not None:
             # a time budget stops at a point that depends on the machine: a replay would differ
@@ -119,6 +141,8 @@ def _prepare(op: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any
 
 def apply(store: TierStore, op: str, ns: str | None, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """Call ``op`` on the store (``ns`` first unless it is ``None``)."""
+    if op == "sweep_preview":
+        return store.sweep(dry_run=True, **kwargs)
     fn = getattr(store, op)
     return fn(*args, **kwargs) if ns is None else fn(ns, *args, **kwargs)
 
@@ -146,13 +170,22 @@ class SlotStore:
 
     def __init__(self, slot: int, store: TierStore, clock: SlotClock, log: SlotLog, lease: Lease,
                  owner: str, on_lost: Any, *, path: Path, reopen: Callable[[], TierStore],
-                 snapshot_every: int = 0) -> None:
+                 snapshot_every: int = 0, lease_check_s: float = DEFAULT_LEASE_CHECK_S,
+                 keep_history: bool = False) -> None:
         self.slot = slot
         self.store = store
         self.path = path
         self._reopen = reopen
         self.snapshot_every = snapshot_every  # log records between snapshots (0: only at release)
         self.snap_seq = 0  # the newest snapshot covers the records before this one
+        self.snap_refs: dict[str, str] | None = None  # its blobs (None: no snapshot known)
+        self.prev_seq: int | None = None  # the snapshot before it (None: not known), and its blobs
+        self.prev_refs: dict[str, str] = {}
+        # seqs of every fence record in the log (kept by garbage collection); None: not known, collect nothing
+        self.fences: set[int] | None = set()
+        self.keep_history = keep_history  # True: never delete old log records, snapshots or blobs
+        self.collected = Collected()
+        self._gc_lock = threading.Lock()
         self.clock = clock
         self.log = log
         self.lease = lease
@@ -171,11 +204,19 @@ class SlotStore:
         self.snapshots = 0  # snapshots written
         self.uploaded: set[str] = set()  # SHA-256 of the sealed warm files known to be in the bucket
         self.snapshot_errors: list[str] = []
+        # read fencing: when (on _monotonic) the lease was last known to be ours
+        self.lease_check_s = float(lease_check_s)
+        self._confirmed = float("-inf")
+        self._confirm_lock = threading.Lock()
+        self._renewing = False
+        self.lease_checks = 0  # conditional GETs of the lease made to admit reads
 
     # ------------------------------------------------------------------ replay
 
     def replay(self, record: LogRecord) -> None:
         """Apply a log record at its own time (a fence only advances the sequence)."""
+        if record.kind == "fence" and self.fences is not None:
+            self.fences.add(record.seq)
         if record.kind == "ops":
             self.clock.pin(record.t)
             try:
@@ -243,6 +284,7 @@ class SlotStore:
                 e.finish(error=NotOwnerError(self.slot))
             return
         applied: list[_Entry] = []
+        started = _monotonic()  # a landed append proves the slot ours as of its start (see ensure_current)
         t = self.clock.pin_now()
         try:
             for e in batch:
@@ -274,6 +316,7 @@ class SlotStore:
             return
         self.next_seq += 1
         self.commits += 1
+        self.mark_confirmed(started)
         with self._cv:
             for e in applied:
                 self._remember(e.rid, e.result)
@@ -285,14 +328,20 @@ class SlotStore:
         return bool(self.live and self.snapshot_every and self.next_seq - self.snap_seq >= self.snapshot_every)
 
     def _snapshot_then_lead_no_more(self) -> None:
+        written = False
         try:
-            self.snapshot(reopen=True)
+            written = self.snapshot(reopen=True)
         except Exception as exc:  # noqa: BLE001 - a missed snapshot only makes the next replay longer
             self.snapshot_errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             with self._cv:
                 self._leading = False
                 self._cv.notify_all()
+        if written:  # after the writes resumed: collection touches only the bucket
+            try:
+                self.collect_garbage()
+            except Exception as exc:  # noqa: BLE001 - what was not deleted is deleted next time
+                self.snapshot_errors.append(f"gc: {type(exc).__name__}: {exc}")
 
     def snapshot(self, *, reopen: bool) -> bool:
         """Write a snapshot of the slot as of ``next_seq`` (no commit may be in
@@ -301,6 +350,10 @@ class SlotStore:
         Returns False if there was nothing new to snapshot."""
         if self.next_seq <= self.snap_seq:
             return False
+        with self._gc_lock:  # never beside a collection: it must not delete a blob this snapshot names
+            return self._snapshot(reopen)
+
+    def _snapshot(self, reopen: bool) -> bool:
         seq = self.next_seq
         self.store.close()  # a consistent copy: no open transaction, indexes checkpointed
         try:
@@ -316,11 +369,47 @@ class SlotStore:
             answers = [(rid, enc) for rid, a in list(self._answers.items())[-_SNAPSHOT_ANSWERS:]
                        if (enc := encode_answer(a)) is not None]
         refs = split_sealed(self.log.bucket, self.slot, files, self.uploaded)
-        snap = Snapshot(self.slot, seq, self.lease.epoch, self.owner, self.clock.last, files, answers, refs)
-        self.log.bucket.put_new(snapshot_key(self.slot, seq), snap.encode())  # None: that prefix is saved already
-        self.snap_seq = seq
+        fences = None if self.fences is None else sorted(f for f in self.fences if f < seq)
+        snap = Snapshot(self.slot, seq, self.lease.epoch, self.owner, self.clock.last, files, answers, refs, fences)
+        key = snapshot_key(self.slot, seq)
+        if self.log.bucket.put_new(key, snap.encode()) is None:
+            # that prefix was saved already (by a stale owner racing us): what it names is what must be kept
+            got = self.log.bucket.get(key)
+            refs = {} if got is None else Snapshot.decode(got[0], key).refs
+        if self.snap_refs is not None:
+            self.prev_seq, self.prev_refs = self.snap_seq, self.snap_refs
+        self.snap_seq, self.snap_refs = seq, refs
         self.snapshots += 1
         return True
+
+    def collect_garbage(self) -> Collected | None:
+        """After a snapshot: delete the slot's history no replay can need (see
+        :mod:`.gc`): keep the two newest snapshots, the log from the older on,
+        every fence, and the blobs they name. Only after confirming the lease
+        is still ours (a conditional GET): a slot that moved collects nothing.
+        Returns what was deleted, or None if nothing was collected (history
+        kept by setting, fences unknown, no older snapshot yet, lease moved,
+        or a collection already running)."""
+        if self.keep_history or self.fences is None or self.prev_seq is None or self.snap_refs is None:
+            return None
+        if not self._gc_lock.acquire(blocking=False):
+            return None
+        try:
+            keep_from, fences = self.prev_seq, set(self.fences)
+            keep_blobs = set(self.snap_refs.values()) | set(self.prev_refs.values())
+            blobs = blob_keys(self.log.bucket, self.slot)  # before the check: no new owner's upload is among them
+            sent = _monotonic()
+            changed, _ = self.log.bucket.get_if_changed(lease_key(self.slot), self.lease.etag)
+            if changed:
+                return None  # not ours any more: the new owner collects
+            self.mark_confirmed(sent)
+            done = collect(self.log.bucket, self.slot, keep_from=keep_from, fences=fences, keep_blobs=keep_blobs,
+                           blobs=blobs)
+            self.uploaded &= keep_blobs  # a deleted blob is uploaded again if a later snapshot needs it
+            self.collected.add(done)
+            return done
+        finally:
+            self._gc_lock.release()
 
     def load_answers(self, answers: list[tuple[str, Any]]) -> None:
         for rid, doc in answers:
@@ -349,8 +438,85 @@ class SlotStore:
         for _ in range(_READ_RETRIES):
             if not self.live:
                 raise NotOwnerError(self.slot)
+            self.ensure_current()
             try:
                 return apply(self.store, op, ns, args, kwargs)
             except StoreClosedError:
                 time.sleep(0.01)  # closed for a snapshot: reopened in a moment
         raise NotOwnerError(self.slot)
+
+    # ------------------------------------------------------------------ read fencing
+
+    def mark_confirmed(self, started: float) -> None:
+        """The slot was known to be ours at ``started`` (``_monotonic`` seconds):
+        a lease check that found the lease unchanged, or a log append (the
+        fence included) that landed, each counted from when it was *sent*."""
+        self._confirmed = max(self._confirmed, started)
+
+    def ensure_current(self) -> None:
+        """Admit a read only if the lease was confirmed ours within the last
+        ``lease_check_s`` seconds; otherwise confirm it now with a conditional
+        GET (``If-None-Match`` on its ETag: 304, no body, when unchanged).
+
+        Why that suffices: a new owner takes the lease (CAS) before it serves
+        anything, so while the lease is ours nobody else has acknowledged a
+        write of the slot, and ours are all applied here. A read admitted at
+        ``r`` therefore answers from a state that was the slot's current state
+        at some instant no earlier than ``r - lease_check_s``. When the lease
+        has moved, the slot is dropped and FencedError raised; when the bucket
+        does not answer, LeaseUnconfirmedError (the slot is kept). Past half
+        the bound, a read is admitted at once and the lease is re-confirmed in
+        the background, so a busy slot never waits for the GET."""
+        age = _monotonic() - self._confirmed
+        if age < self.lease_check_s / 2:
+            return
+        if age < self.lease_check_s:
+            self._renew_in_background()
+            return
+        self.confirm(self.lease_check_s)
+
+    def confirm(self, max_age: float = 0.0) -> None:
+        """Check the lease in the bucket now, unless it was confirmed within
+        ``max_age`` seconds (e.g. by another thread while this one waited)."""
+        with self._confirm_lock:
+            if _monotonic() - self._confirmed < max_age:
+                return
+            started = _monotonic()
+            self.lease_checks += 1
+            try:
+                changed, got = self.log.bucket.get_if_changed(lease_key(self.slot), self.lease.etag)
+            except ObjectStoreError as exc:
+                raise LeaseUnconfirmedError(self.slot, f"slot {self.slot}: its lease could not be confirmed, "
+                                                       f"so a read is refused: {exc}") from None
+            if not changed:
+                self.mark_confirmed(started)
+                return
+            holder = "nobody (the lease object is gone)"
+            if got is not None:
+                try:
+                    doc = unpack(got[0], lease_key(self.slot))
+                    holder = f"{doc.get('owner')!r} at epoch {doc.get('epoch')}"
+                except Exception:  # noqa: BLE001 - unreadable: moved all the same
+                    holder = "an unreadable lease"
+            err = FencedError(self.slot, f"slot {self.slot}: the lease is now held by {holder}; "
+                                         f"{self.owner!r} (epoch {self.lease.epoch}) serves it no more")
+            if self.live:
+                self._lose(err, [])
+            raise err
+
+    def _renew_in_background(self) -> None:
+        with self._cv:
+            if self._renewing:
+                return
+            self._renewing = True
+
+        def renew() -> None:
+            try:
+                self.confirm(self.lease_check_s / 2)
+            except Exception:  # noqa: BLE001 - a moved lease dropped the slot; an unreachable bucket: the next read
+                pass
+            finally:
+                with self._cv:
+                    self._renewing = False
+
+        threading.Thread(target=renew, daemon=True, name=f"lease-check-{self.slot}").start()

@@ -8,9 +8,9 @@ half-written SQLite page): the files, zlib-compressed, and the answers kept
 for retried requests, in one msgpack object. It is a function of the log
 prefix alone, so a stale owner's snapshot is as good as anyone's: it is
 written create-only (a second one for the same prefix is not needed) and
-stamped with the writer's epoch for the record. Log objects before a
-snapshot are kept (deleting them safely needs a rule this version does not
-have: a new owner might be replaying them from an older snapshot).
+stamped with the writer's epoch for the record. It also lists the sequence
+numbers of every fence record in the log before it (``fences``), which
+garbage collection keeps (see :mod:`.gc`).
 
 Sealed warm shards (``warm/<ns>/<name>/<file>``: written once, renamed into
 place, never changed) are not inlined: each file is uploaded once, by its
@@ -26,7 +26,7 @@ import os
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .. import wire
 from ..errors import CorruptDataError
@@ -35,7 +35,7 @@ from .bucket import Bucket
 from .records import pack, unpack
 
 __all__ = ["Snapshot", "blob_key", "decode_answer", "encode_answer", "is_sealed", "latest_snapshot",
-           "materialize", "read_files", "snapshot_key", "split_sealed", "write_files"]
+           "materialize", "read_files", "snapshot_key", "snapshots_newest_first", "split_sealed", "write_files"]
 
 _SEQ_DIGITS = 12
 _SKIP = {"LOCK"}  # the process lock: never copied
@@ -80,20 +80,26 @@ class Snapshot:
     files: dict[str, bytes]  # relative path -> bytes (uncompressed)
     answers: list[tuple[str, Any]]  # (request id, encoded answer), oldest first
     refs: dict[str, str] = field(default_factory=dict)  # relative path -> SHA-256 of a blob (sealed warm files)
+    # seqs of the fence records before seq (every one since the slot began); None: not known (an older
+    # version's snapshot), and then nothing of the slot's history is collected
+    fences: list[int] | None = None
 
     def encode(self) -> bytes:
         return pack({"v": 1, "slot": self.slot, "seq": self.seq, "epoch": self.epoch, "owner": self.owner,
                      "t": self.t, "files": {p: zlib.compress(b, 1) for p, b in self.files.items()},
-                     "answers": [[rid, a] for rid, a in self.answers], "refs": self.refs})
+                     "answers": [[rid, a] for rid, a in self.answers], "refs": self.refs,
+                     "fences": self.fences})
 
     @classmethod
     def decode(cls, body: bytes, what: str) -> "Snapshot":
         doc = unpack(body, what)
         try:
             files = {str(p): zlib.decompress(b) for p, b in doc["files"].items()}
+            fences = doc.get("fences")
             return cls(int(doc["slot"]), int(doc["seq"]), int(doc["epoch"]), str(doc["owner"]), float(doc["t"]),
                        files, [(str(r), a) for r, a in doc["answers"]],
-                       {str(p): str(d) for p, d in (doc.get("refs") or {}).items()})
+                       {str(p): str(d) for p, d in (doc.get("refs") or {}).items()},
+                       None if fences is None else [int(f) for f in fences])
         except (KeyError, TypeError, ValueError, zlib.error) as exc:
             raise CorruptDataError(f"{what}: not a slot snapshot ({exc})") from None
 
@@ -137,18 +143,22 @@ def materialize(bucket: Bucket, snap: Snapshot, root: Path) -> None:
     write_files(root, files)
 
 
-def latest_snapshot(bucket: Bucket, slot: int) -> Snapshot | None:
-    """The newest readable snapshot of the slot (a corrupt one is passed over), or None."""
+def snapshots_newest_first(bucket: Bucket, slot: int) -> Iterator[Snapshot]:
+    """The slot's readable snapshots, newest first (a corrupt or vanished one is passed over)."""
     prefix = f"slots/{slot:05d}/snap/"
     for key in reversed(bucket.list(prefix)):
         got = bucket.get(key)
         if got is None:
             continue
         try:
-            return Snapshot.decode(got[0], key)
+            yield Snapshot.decode(got[0], key)
         except CorruptDataError:
             continue
-    return None
+
+
+def latest_snapshot(bucket: Bucket, slot: int) -> Snapshot | None:
+    """The newest readable snapshot of the slot (a corrupt one is passed over), or None."""
+    return next(snapshots_newest_first(bucket, slot), None)
 
 
 def encode_answer(answer: Any) -> Any:

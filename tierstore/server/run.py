@@ -62,11 +62,14 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
           limits: Any = None, migrator: bool = True, migrator_interval_s: float = 60.0,
           graceful_timeout_s: float = 30.0, log_level: str = "warning", cold: Any = None,
           cold_options: Mapping[str, Any] | None = None, allow_clock_jump: bool = False, workers: int = 8,
-          out: TextIO = sys.stdout, cluster: str | None = None) -> int:
+          out: TextIO | None = None, cluster: str | None = None, cluster_name: str | None = None) -> int:
     """Serve the store at ``path`` until SIGTERM/SIGINT. ``port`` 0 picks a
     free port; the first line on ``out`` says where (``serving ... at http://HOST:PORT``).
     cluster: a Ray address instead of a path: serve the :class:`tierstore.cluster.Cluster`
-    whose shards run there (started beforehand; see docs/cluster.md)."""
+    whose shards run there (started beforehand; see docs/cluster.md), the one
+    started under ``cluster_name`` (default ``"tierstore"``). ``out``: where
+    the first line goes (default: ``sys.stdout`` at the time of the call)."""
+    out = sys.stdout if out is None else out
     require("starlette")
     uvicorn = require("uvicorn")
     from .. import __version__
@@ -85,7 +88,10 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
         if cluster is not None:
             from ..cluster import Cluster
 
-            store, migrator, path = Cluster(address=cluster), False, f"cluster {cluster}"  # type: ignore[assignment]
+            name = "tierstore" if cluster_name is None else cluster_name
+            # an embedder embeds text here, in this router: the shards log vectors
+            store, migrator, path = Cluster(address=cluster, name=name, embedder=embedder), False, \
+                f"cluster {name!r} at {cluster}"  # type: ignore[assignment]
         else:
             store = TierStore.open(path, dim=dim, embedder=embedder, cold=cold, cold_options=cold_options,
                                    allow_clock_jump=allow_clock_jump)
