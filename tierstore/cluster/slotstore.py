@@ -42,8 +42,8 @@ WRITE_OPS = frozenset({"add", "add_batch", "touch", "feedback", "pin", "delete",
                        "repair", "compact_cold"})
 #: Calls that only read (served by the owner's local store). ``sweep_preview``
 #: is ``sweep(dry_run=True)``: it counts what is due and changes nothing.
-READ_OPS = frozenset({"search", "get", "get_by_key", "memories", "get_context", "check_batch", "verify",
-                      "sweep_preview"})
+READ_OPS = frozenset({"search", "get", "get_by_key", "memories", "memories_page", "get_context", "check_batch",
+                      "verify", "sweep_preview"})
 # Answers kept per slot for retried requests; older ones are forgotten (a retry
 # that late would apply again: documented in docs/cluster.md). A snapshot keeps
 # the newest _SNAPSHOT_ANSWERS of them.
