@@ -186,6 +186,12 @@ class ColdIndex:
             if old is not None:
                 self._nbytes -= old.nbytes
 
+    def count_if_loaded(self, ns: str) -> int | None:
+        """:meth:`count` if the namespace's codes are loaded, else None (loading reads the catalog)."""
+        with self._lock:
+            entry = self._loaded.get(ns)
+        return None if entry is None else int(entry.rids.shape[0])
+
     def count(self, ns: str) -> int:
         """Cold memories of ``ns`` with a code (loads the namespace)."""
         return int(self._codes(check_namespace(ns)).rids.shape[0])

@@ -33,12 +33,15 @@ from .validation import (
 def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
            memory_types: Iterable[str] | None = None, min_confidence: float = 0.0, include_warm: bool = True,
            include_cold: bool | str | None = None, record_access: bool | None = None,
-           explain: bool = False) -> list[Hit]:
-    """See :meth:`TierStore.search`."""
+           explain: bool = False, in_memory_only: bool = False) -> list[Hit] | None:
+    """See :meth:`TierStore.search`; ``in_memory_only``: see
+    :meth:`TierStore.search_in_memory` (None when the search needs more)."""
     # Written for speed: this runs per query, and after hnswlib's search
     # every Python step runs with cold caches.
     if eng._closed:
         raise StoreClosedError("the store is closed")
+    if in_memory_only and (type(query) is str or explain or eng._trace is not None):
+        return None  # a model to run, the catalog to read, a trace file to write
     if ns not in eng._valid_ns:
         eng._valid_ns.add(check_namespace(ns))
     if type(query) is str:
@@ -70,13 +73,21 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     if include_cold is not None and not (include_cold == "auto" or type(include_cold) is bool):
         raise InvalidInputError(f"include_cold must be True, False, 'auto' or None, got {include_cold!r}")
     now = eng._time.now()
-    hot = eng._hot.ensure(ns)
-    if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
-        k = max(1, min(k, hot.live + sum(info.count for info in eng._warm.shards(ns))
-                       + (eng._cold_index.count(ns) if eng._cold_searchable else 0)))
     sc = eng._policy.scoring
     cold_mode = sc.include_cold if include_cold is None else include_cold
-    with hot.lock.read():
+    if in_memory_only:
+        hot = eng._hot.get(ns)  # a namespace not loaded yet is read from the catalog
+        listed = eng._warm.shards_if_listed(ns)
+        if hot is None or k > hot.live or cold_mode is True or listed is None or (include_warm and listed) \
+                or not hot.lock.try_read():  # a writer holds or waits for the index
+            return None
+    else:
+        hot = eng._hot.ensure(ns)
+        if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
+            k = max(1, min(k, hot.live + sum(info.count for info in eng._warm.shards(ns))
+                           + (eng._cold_index.count(ns) if eng._cold_searchable else 0)))
+        hot.lock.read.__enter__()  # released below, as try_read's is
+    try:
         ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
         hits = hot.hits(ranked, cp, explain)
         warm_shards = include_warm and bool(eng._warm.shards(ns))
@@ -84,10 +95,21 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         # tier is not wanted: off, or "auto" with k hits, one as similar as the bar
         hot_alone = not warm_shards and (cold_mode is False or (
             cold_mode == "auto" and len(hits) >= k and ranked.rf[C.R_RAW].max() >= sc.cold_similarity_bar))
+        if in_memory_only and not hot_alone:
+            if warm_shards or (eng._cold_searchable and eng._cold_index.count_if_loaded(ns) != 0):
+                return None  # nothing recorded: the caller searches again where it may wait
+            # The cold pass would find nothing (the namespace has no archived
+            # memory): the merged answer is the hot hits in the merge's order.
+            raw = ranked.raw
+            order = sorted(range(len(hits)), key=lambda i: (-hits[i].score, -float(raw[i, 0]), i))
+            hits = [hits[i] for i in order]
+            hot_alone = True
         if record_access and hits and hot_alone:
             with hot.access_lock:
                 record_accesses(ranked.slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
                                 cp.thresholds, cp.conf_half_life)
+    finally:
+        hot.lock.release_read()
     if q is query and (not hot_alone or eng._trace is not None):
         q = check_vector(query, eng.dim, "query")  # the other tiers and the trace take unit vectors
     if hot_alone:

@@ -80,6 +80,23 @@ class RWLock:
         finally:
             mutex.release()
 
+    def try_read(self) -> bool:
+        """Take the shared side if no writer holds or waits for the lock,
+        without waiting; True if taken (release with :meth:`release_read`)."""
+        mutex = self._mutex
+        mutex.acquire()
+        try:
+            if self._writer or self._waiting_writers:
+                return False
+            self._readers += 1
+            return True
+        finally:
+            mutex.release()
+
+    def release_read(self) -> None:
+        """Release the shared side taken by :meth:`try_read`."""
+        self._release_read()
+
     def _release_read(self) -> None:
         mutex = self._mutex
         mutex.acquire()

@@ -296,7 +296,23 @@ class TierStore:
         """
         return retrieval.search(self._engine, ns, query, k=k, context_tags=context_tags, memory_types=memory_types,
                                 min_confidence=min_confidence, include_warm=include_warm, include_cold=include_cold,
-                                record_access=record_access, explain=explain)
+                                record_access=record_access, explain=explain)  # type: ignore[return-value]
+
+    def search_in_memory(self, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
+                         memory_types: Iterable[str] | None = None, min_confidence: float = 0.0,
+                         include_warm: bool = True, include_cold: bool | str | None = None,
+                         record_access: bool | None = None) -> list[Hit] | None:
+        """:meth:`search`, when the hot tier alone answers it without waiting;
+        otherwise ``None`` and nothing is done (call :meth:`search`).
+
+        For a server's event loop, which must not block: ``None`` whenever
+        the search would embed a text, read the catalog, the warm tier or the
+        object store, wait for a writer of the namespace's index, load the
+        namespace, or write a trace. Bad input raises as :meth:`search` does.
+        An answer is the one :meth:`search` gives (access recording included)."""
+        return retrieval.search(self._engine, ns, query, k=k, context_tags=context_tags, memory_types=memory_types,
+                                min_confidence=min_confidence, include_warm=include_warm, include_cold=include_cold,
+                                record_access=record_access, in_memory_only=True)
 
     # ------------------------------------------------------------------ read / update
 

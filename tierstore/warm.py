@@ -95,6 +95,11 @@ class WarmTier:
             by_ns.setdefault(ns, []).append(ShardInfo(shard, ns, name, kind, count))
         return by_ns
 
+    def shards_if_listed(self, ns: str) -> list[ShardInfo] | None:
+        """:meth:`shards`, or None if the shard list was not read yet (reading it touches the disk)."""
+        by_ns = self._by_ns
+        return None if by_ns is None else by_ns.get(ns, [])
+
     def shards(self, ns: str) -> list[ShardInfo]:
         by_ns = self._by_ns
         if by_ns is None:

@@ -196,6 +196,16 @@ def _search(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> A
     return {"hits": [wire.hit_to_wire(h) for h in hits]}
 
 
+def _search_in_memory(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    """:func:`_search` if the hot tier answers it at once (``TierStore.search_in_memory``), else None."""
+    ns = p.check_namespace(a.pop("ns"))
+    _at_most(a.get("k"), lim.max_k, "k", "--max-k")
+    if a.pop("explain", False):
+        return None
+    hits = store.search_in_memory(ns, wire.vector_in(a.pop("query"), "query"), **a)
+    return None if hits is None else {"hits": [wire.hit_to_wire(h) for h in hits]}
+
+
 def _get(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
     m = store.get(p.check_namespace(a["ns"]), a["id"])
     return {"memory": None if m is None else wire.memory_to_wire(m)}
@@ -338,6 +348,9 @@ class Calls:
         self.store = store
         self.limits = limits
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tierstore-call")
+        # Namespaces whose last search the hot tier could not answer at once:
+        # their next searches go straight to a worker (touched by the loop only).
+        self._not_in_memory: dict[str, int] = {}
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         call = CALLS.get(scope["path"]) if scope["type"] == "http" else None
@@ -360,23 +373,26 @@ class Calls:
             raw = b"".join(chunks)
             principal = scope["state"]["principal"]
             store, limits = self.store, self.limits
+            body = _parse(raw, path) if call is _search else None  # parsed once, here or in the worker
+            data = None if body is None else self._search_on_loop(principal, body)
+            if data is None:
+                loop = asyncio.get_running_loop()
+                done = loop.create_future()
 
-            loop = asyncio.get_running_loop()
-            done = loop.create_future()
+                def run() -> None:
+                    try:
+                        args = _parse(raw, path) if body is None else body
+                        result = wire.dumps(call(store, principal, args, limits))
+                    except BaseException as exc:  # noqa: BLE001 - handed to the request's task
+                        loop.call_soon_threadsafe(_settle, done, None, exc)
+                    else:
+                        loop.call_soon_threadsafe(_settle, done, result, None)
 
-            def run() -> None:
-                try:
-                    result = wire.dumps(call(store, principal, _parse(raw, path), limits))
-                except BaseException as exc:  # noqa: BLE001 - handed to the request's task
-                    loop.call_soon_threadsafe(_settle, done, None, exc)
-                else:
-                    loop.call_soon_threadsafe(_settle, done, result, None)
-
-            # One hand-over each way and nothing else: run_in_executor chains a
-            # concurrent Future to an asyncio one through several Python-level
-            # callbacks, measured at ~5 % of the server's time per search.
-            self.executor.submit(run)
-            data = await done
+                # One hand-over each way and nothing else: run_in_executor chains a
+                # concurrent Future to an asyncio one through several Python-level
+                # callbacks, measured at ~5 % of the server's time per search.
+                self.executor.submit(run)
+                data = await done
             status = 200
         except Exception as exc:  # noqa: BLE001 - every failure becomes an error response
             status, data = _error(exc, path)
@@ -384,6 +400,35 @@ class Calls:
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(data)).encode())]})
         await send({"type": "http.response.body", "body": data})
+
+    # A search the hot tier answers costs ~0.4 ms of CPU; handing it to a
+    # worker and back costs two thread wake-ups (one holding the GIL to wake
+    # the loop), which on 2 busy cores is as much again. So it runs here when
+    # TierStore.search_in_memory can answer without waiting; anything that may
+    # block (a text to embed, the warm or cold tier, the catalog, a writer of
+    # the index) is refused by it and goes to a worker as every other call.
+    _SKIP_AFTER_MISS = 16  # searches of a namespace sent straight to a worker after a refusal
+
+    def _search_on_loop(self, principal: Principal, body: dict[str, Any]) -> bytes | None:
+        """The encoded answer of a parsed ``/v1/search`` body when the hot
+        tier gives it at once; None to hand the request to a worker (``body``
+        is left as it was)."""
+        a = dict(body)
+        if a.get("explain") or a.get("include_cold") is True or isinstance(a.get("query"), str):
+            return None  # this request needs more (not the namespace: nothing to remember)
+        ns = a.get("ns")
+        if isinstance(ns, str) and self._not_in_memory:
+            left = self._not_in_memory.get(ns, 0)
+            if left > 0:
+                self._not_in_memory[ns] = left - 1
+                return None
+        result = _search_in_memory(self.store, principal, a, self.limits)
+        if result is None:
+            if len(self._not_in_memory) > 10_000:  # bounded: forget them all
+                self._not_in_memory.clear()
+            self._not_in_memory[ns] = self._SKIP_AFTER_MISS
+            return None
+        return wire.dumps(result)
 
 
 def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = Limits(), mcp: Any = None,
