@@ -351,6 +351,8 @@ class Calls:
         # Namespaces whose last search the hot tier could not answer at once:
         # their next searches go straight to a worker (touched by the loop only).
         self._not_in_memory: dict[str, int] = {}
+        # A Cluster has no in-memory answer: every call of it is a remote actor call.
+        self._loop_searches = callable(getattr(store, "search_in_memory", None))
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         call = CALLS.get(scope["path"]) if scope["type"] == "http" else None
@@ -374,7 +376,7 @@ class Calls:
             principal = scope["state"]["principal"]
             store, limits = self.store, self.limits
             body = _parse(raw, path) if call is _search else None  # parsed once, here or in the worker
-            data = None if body is None else self._search_on_loop(principal, body)
+            data = None if body is None or not self._loop_searches else self._search_on_loop(principal, body)
             if data is None:
                 loop = asyncio.get_running_loop()
                 done = loop.create_future()
