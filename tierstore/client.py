@@ -474,6 +474,8 @@ class RemoteStore:
     def memories_page(self, ns: str, *, after: str | None = None, limit: int | None = None,
                       with_embedding: bool = False) -> tuple[list[Memory], str | None]:
         """:meth:`TierStore.memories_page`; without ``limit`` the server's ``--max-page`` (above it: 400)."""
+        if not isinstance(with_embedding, bool):  # JSON null would read as "left out" on the server
+            raise InvalidInputError(f"with_embedding must be True or False, got {with_embedding!r}")
         body = {"ns": ns, "after": after, "limit": limit, "with_embedding": with_embedding}
         out = self._post("/v1/memories", body)
         return [wire.memory_from_wire(m) for m in out["memories"]], out["next"]

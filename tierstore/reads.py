@@ -50,6 +50,8 @@ def memories(eng: Engine, ns: str, *, with_embedding: bool = False) -> list[Memo
     """See :meth:`TierStore.memories`."""
     eng._check_open()
     check_namespace(ns)
+    if not isinstance(with_embedding, bool):  # as memories_page and the server refuse it
+        raise InvalidInputError(f"with_embedding must be True or False, got {with_embedding!r}")
     now = eng._time.now()
     rows = eng._catalog.select_rows("WHERE m.ns = ? ORDER BY m.rid", (ns,))
     return _listed(eng, ns, rows, now, with_embedding)

@@ -304,6 +304,9 @@ class StoreAPITests:
             with pytest.raises(exc) as info:
                 api.memories_page(ns, **kwargs)
             assert type(info.value) is exc and str(info.value), kwargs
+        for bad in ("yes", 1, None):
+            with pytest.raises(InvalidInputError):
+                api.memories("p", with_embedding=bad)
         assert snapshot(api, {"p": ids}) == before
 
     # -- what the store is ---------------------------------------------------------------
