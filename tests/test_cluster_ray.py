@@ -27,6 +27,7 @@ import signal
 import threading
 import time
 import uuid
+from typing import Any
 
 import numpy as np
 import pytest
@@ -36,6 +37,7 @@ pytest.importorskip("boto3")
 
 from tierstore.cluster import Cluster, FencedError, NotOwnerError  # noqa: E402
 from tierstore.errors import InvalidInputError  # noqa: E402
+from tierstore.model import SweepReport  # noqa: E402
 
 DIM = 16
 NAMESPACES = [f"user-{i:03d}" for i in range(400)]
@@ -434,3 +436,41 @@ def test_a_router_with_an_embedder_takes_text(cluster: Cluster) -> None:
 
     with pytest.raises(StoreConfigError):
         Cluster(name="tierstore-test", embedder=other_dim)
+
+
+def test_background_sweeps_over_the_cluster(cluster: Cluster) -> None:
+    """start_migrator sweeps from the router; on a cluster with nothing due
+    its passes only ask each slot (reads), so they log nothing."""
+    with pytest.raises(InvalidInputError):
+        cluster.start_migrator(interval_s=0)
+    with pytest.raises(InvalidInputError):
+        cluster.start_migrator(max_items=0)
+    passes: list[SweepReport] = []
+    plain = cluster._sweep_slots
+
+    def counted(*args: Any, **kwargs: Any) -> SweepReport:
+        report = plain(*args, **kwargs)
+        passes.append(report)
+        return report
+
+    cluster._sweep_slots = counted  # type: ignore[method-assign]
+    try:
+        cluster.start_migrator(interval_s=0.2, max_items=50, time_budget_s=5.0)
+        deadline = time.monotonic() + 60
+        while len(passes) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster.stop_migrator()
+        assert len(passes) >= 2 and all(not p.dry_run and p.errors == [] for p in passes)
+        n = len(passes)
+        time.sleep(0.5)
+        assert len(passes) == n  # stopped
+        assert cluster.background_errors == []
+        # once nothing is due (earlier tests may have left a memory due), a pass writes nothing
+        cluster._sweep_due(50, 5.0)
+        commits = sum(c["commits"] for c in cluster.counters().values())
+        idle = cluster._sweep_due(50, 5.0)
+        assert idle.examined == 0 and idle.remaining_due == 0
+        assert sum(c["commits"] for c in cluster.counters().values()) == commits
+    finally:
+        cluster.stop_migrator()
+        cluster._sweep_slots = plain  # type: ignore[method-assign]

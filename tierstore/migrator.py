@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from . import cold_index, lifetime, tombstones
+from .background import BackgroundSweeps
 from .catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
 from .cold import ColdTier, Location, batch_number, group_by_ns
 from .cold_index import encode_codes
@@ -85,9 +86,8 @@ def _sql_inf(x: float) -> float | None:
 class Migrator:
     def __init__(self, store: "Engine") -> None:
         self.s = store
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self.background_errors: list[str] = []
+        self._background = BackgroundSweeps(
+            lambda max_items, budget: store.sweep(max_items=max_items, time_budget_s=budget), "tierstore-migrator")
         # archive objects a sweep found damaged: later sweeps pass them over (one
         # fetch each per process, not one per sweep, and they cannot crowd out
         # the others); compact_cold() tries them again
@@ -1047,39 +1047,18 @@ class Migrator:
     # ------------------------------------------------------------------ background
 
     def start(self, interval_s: float, max_items: int, time_budget_s: float) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._stop.clear()
-
-        def run() -> None:
-            delay = interval_s
-            while not self._stop.wait(delay):
-                try:
-                    report = self.s.sweep(max_items=max_items, time_budget_s=time_budget_s)
-                except Exception as exc:  # noqa: BLE001 - kept for stats, retried with backoff
-                    report = None
-                    self.background_errors.append(f"{type(exc).__name__}: {exc}")
-                if report is None or report.errors:
-                    if report is not None:
-                        self.background_errors.extend(report.errors)
-                    delay = min(delay * 2, max(60.0, interval_s))  # back off while the store is failing
-                else:
-                    # more due than one pass took: come back sooner
-                    delay = interval_s / 4 if report.remaining_due else interval_s
-                del self.background_errors[:-100]
-
-        self._thread = threading.Thread(target=run, name="tierstore-migrator", daemon=True)
-        self._thread.start()
+        self._background.start(interval_s, max_items, time_budget_s)
 
     def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._background.stop(timeout)
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._background.running
+
+    @property
+    def background_errors(self) -> list[str]:
+        return self._background.errors
 
 
 def _row_from_record(rec: dict[str, Any], key: str, entry: Any) -> MemoryRow:

@@ -25,6 +25,7 @@ from dataclasses import fields, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from .. import embedding as _embedding
+from ..background import BackgroundSweeps
 from ..errors import InvalidInputError, StoreConfigError, TierStoreError
 from ..integrity import IntegrityReport, Problem
 from ..model import Hit, Memory, Stats, SweepReport
@@ -142,6 +143,7 @@ class Cluster:
         self._table: dict[int, str] = {}
         self._generation = 0
         self._sweep_cursor = 0  # the slot the next budgeted sweep starts at
+        self._background = BackgroundSweeps(self._sweep_due, "tierstore-cluster-migrator")
         self.call_timeout_s = float(call_timeout_s)
         self.retry_for_s = float(retry_for_s)
         self._spread = spread
@@ -510,6 +512,16 @@ class Cluster:
         time_budget_s = check_seconds(time_budget_s, "time_budget_s", optional=True)
         if not isinstance(dry_run, bool):
             raise InvalidInputError(f"dry_run must be True or False, got {dry_run!r}")
+        return self._sweep_slots(max_items, time_budget_s, dry_run, only_due=False)
+
+    def _sweep_due(self, max_items: int, time_budget_s: float) -> SweepReport:
+        """A background pass: each slot's owner first says whether anything
+        is due (a read); only those slots sweep (a logged write: a PUT), so
+        an idle cluster's passes write nothing."""
+        return self._sweep_slots(max_items, time_budget_s, False, only_due=True)
+
+    def _sweep_slots(self, max_items: int | None, time_budget_s: float | None, dry_run: bool, *,
+                     only_due: bool) -> SweepReport:
         started = time.monotonic()
         reports: list[SweepReport] = []
         skipped = 0
@@ -523,15 +535,40 @@ class Cluster:
                     with self._lock:
                         self._sweep_cursor = slot
                 break
-            if dry_run:
-                reports.append(self._call(None, "read", "sweep_preview", [], {"max_items": max_items}, slot=slot))
-            else:
-                reports.append(self._call(None, "write", "sweep", [], {"max_items": max_items}, slot=slot))
+            if dry_run or only_due:
+                preview = self._call(None, "read", "sweep_preview", [], {"max_items": max_items}, slot=slot)
+                if dry_run or (preview.examined == 0 and preview.remaining_due == 0):
+                    reports.append(preview)
+                    continue
+            reports.append(self._call(None, "write", "sweep", [], {"max_items": max_items}, slot=slot))
         total = _merge_reports(reports, time.monotonic() - started)
         total.dry_run = dry_run
         if skipped:
             total.remaining_due = max(total.remaining_due, 1)
         return total
+
+    def start_migrator(self, *, interval_s: float = 60.0, max_items: int = 10_000,
+                       time_budget_s: float = 5.0) -> None:
+        """:meth:`TierStore.start_migrator` for the cluster: :meth:`sweep`
+        from a thread of this router every ``interval_s`` seconds (each slot
+        bounded by ``max_items``, the pass by ``time_budget_s``: the slots not
+        reached come first next time), sooner while work remains, backing
+        off after errors (the last 100 in :attr:`background_errors`).
+        One router of a cluster is enough: the sweeps are logged writes of
+        each slot, so two would only sweep more often."""
+        interval_s = check_seconds(interval_s, "interval_s")
+        max_items = check_positive_int(max_items, "max_items")
+        time_budget_s = check_seconds(time_budget_s, "time_budget_s")
+        self._background.start(interval_s, max_items, time_budget_s)
+
+    def stop_migrator(self, timeout: float = 30.0) -> None:
+        """Stop this router's background sweeps (waits for a pass under way)."""
+        self._background.stop(timeout)
+
+    @property
+    def background_errors(self) -> list[str]:
+        """The last failures of the background sweeps (``start_migrator``)."""
+        return list(self._background.errors)
 
     def _per_slot(self, kind: str, op: str) -> list[tuple[int, Any]]:
         """``op`` on every slot's store (routed, retried, idempotent), in slot
@@ -629,11 +666,14 @@ class Cluster:
         return {n: ray.get(h.pid.remote(), timeout=self.call_timeout_s) for n, h in handles.items()}
 
     def close(self) -> None:
-        """Forget the cluster here (the shards keep running for other routers)."""
+        """Stop this router's background sweeps and forget the cluster here
+        (the shards keep running for other routers)."""
+        self._background.stop()
 
     def shutdown(self) -> None:
         """Stop every shard (each releases its slots first) and, if this
         router started Ray, Ray too. The bucket keeps everything."""
+        self._background.stop()
         ray = _ray()
         with self._lock:
             for name, handle in list(self._handles.items()):
