@@ -122,6 +122,11 @@ class Engine:
         self._close_lock = threading.Lock()
         self._sweep_lock = threading.Lock()
         self._stop = threading.Event()
+        # The newest state write queued by _submit_dirty (any thread): a flush
+        # waits for it too, since the background flusher may have taken the
+        # dirty state a moment before and its write may still be queued.
+        self._dirty_tail_lock = threading.Lock()
+        self._dirty_tail: Any = None
         self._flusher = threading.Thread(target=self._flush_loop, name="tierstore-access-flusher", daemon=True)
         if not readonly:  # a reader records nothing to flush
             self._flusher.start()
@@ -265,7 +270,10 @@ class Engine:
             if extra is not None:
                 extra(conn)
 
-        return self._catalog.submit(write)
+        with self._dirty_tail_lock:  # queued and recorded in one step: the tail is the newest in the queue
+            fut = self._catalog.submit(write)
+            self._dirty_tail = fut
+        return fut
 
     def flush(self) -> None:
         """Write every pending access update to the catalog and wait for it."""
@@ -277,8 +285,17 @@ class Engine:
                 fut = self._submit_dirty(hot)
             if fut is not None:
                 futures.append(fut)
+        tail = self._dirty_tail
         for fut in futures:
             fut.result()
+        # State another thread took before this flush (the background flusher,
+        # a feedback) may still be queued: the catalog applies writes in queue
+        # order, so once the newest queued one is done all of them are in.
+        if tail is not None and all(tail is not f for f in futures):
+            try:
+                tail.result()
+            except Exception:  # noqa: BLE001 - another caller's write: that caller gets its error
+                pass
 
     def _flush_loop(self) -> None:
         interval = self.settings.flush_interval_s
