@@ -130,11 +130,15 @@ def encode_batch(key: str, namespace: str, dim: int, created_at: float,
 
 def decode_record(frame: bytes, where: str, dim: int) -> dict[str, Any]:
     """One record from its frame (a ranged GET), checked field by field."""
+    return check_record(_record_map(frame, where), where, dim)
+
+
+def _record_map(frame: bytes, where: str) -> Any:
+    """The unpacked payload of one record frame, checked against its CRC32 and length."""
     payload, end = read_frame(frame, 0, where)
     if end != len(frame):
         raise CorruptDataError(f"{where}: record frame has {len(frame) - end} trailing bytes")
-    rec = unpack(payload, where)
-    return check_record(rec, where, dim)
+    return unpack(payload, where)
 
 
 def decode_vector(frame: bytes, where: str, dim: int) -> tuple[str, bytes]:
@@ -144,18 +148,19 @@ def decode_vector(frame: bytes, where: str, dim: int) -> tuple[str, bytes]:
     search rescoring candidates reads only these two; :func:`decode_record`
     checks every field). Raises CorruptDataError as :func:`decode_record`
     does for a damaged frame."""
-    payload, end = read_frame(frame, 0, where)
-    if end != len(frame):
-        raise CorruptDataError(f"{where}: record frame has {len(frame) - end} trailing bytes")
-    rec = unpack(payload, where)
+    rec = _record_map(frame, where)
     if not isinstance(rec, dict):
         raise CorruptDataError(f"{where}: a record is not a map")
     mid, emb = rec.get("id"), rec.get("embedding")
     if not isinstance(mid, str) or not isinstance(emb, bytes):
         raise CorruptDataError(f"{where}: record lacks its id or embedding")
+    _check_embedding(mid, emb, where, dim)
+    return mid, emb
+
+
+def _check_embedding(mid: str, emb: bytes, where: str, dim: int) -> None:
     if len(emb) != 4 * dim:
         raise CorruptDataError(f"{where}: record {mid!r} has a {len(emb)}-byte embedding, expected {4 * dim}")
-    return mid, emb
 
 
 def check_record(rec: Any, where: str, dim: int) -> dict[str, Any]:
@@ -167,9 +172,7 @@ def check_record(rec: Any, where: str, dim: int) -> dict[str, Any]:
         value = rec[name]
         if not isinstance(value, types) or (types == (int,) and isinstance(value, bool)):
             raise CorruptDataError(f"{where}: record field {name!r} has type {type(value).__name__}")
-    if len(rec["embedding"]) != 4 * dim:
-        raise CorruptDataError(f"{where}: record {rec['id']!r} has a {len(rec['embedding'])}-byte embedding, "
-                               f"expected {4 * dim}")
+    _check_embedding(rec["id"], rec["embedding"], where, dim)
     if not all(isinstance(t, str) for t in rec["tags"]):
         raise CorruptDataError(f"{where}: record {rec['id']!r} has a non-string tag")
     for name, types in OPTIONAL_FIELDS.items():

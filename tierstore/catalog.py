@@ -282,7 +282,8 @@ class MemoryRow:
     def from_sql(cls, r: Sequence[Any]) -> "MemoryRow":
         return cls(
             rid=r[0], ns=r[1], id=r[2], content=r[3], embedding=r[4], memory_type=r[5], source=r[6],
-            tags=() if r[7] == "[]" else tuple(json.loads(r[7])), created_at=r[8], last_accessed_at=r[9], access_count=r[10],
+            tags=() if r[7] == "[]" else tuple(json.loads(r[7])),  # most rows have none: no parse
+            created_at=r[8], last_accessed_at=r[9], access_count=r[10],
             conf_llm=r[11], conf_rule=r[12], conf_feedback=r[13], confidence=r[14], t_conf=r[15],
             ttl_seconds=r[16], pinned=bool(r[17]), tier=r[18], w_ref=r[19], t_ref=r[20],
             half_life=r[21], ttl=math.inf if r[22] is None else r[22], ttl_anchor=r[23],

@@ -288,11 +288,7 @@ class VectorCache:
         return len(self._items)
 
     def get(self, key: str, offset: int) -> np.ndarray | None:
-        with self._lock:
-            vec = self._items.get((key, offset))
-            if vec is not None:
-                self._items.move_to_end((key, offset))
-            return vec
+        return self.get_many([(key, offset)])[0]
 
     def get_many(self, places: Sequence[tuple[str, int]]) -> list[np.ndarray | None]:
         """:meth:`get` of each ``(key, offset)``, under one lock."""

@@ -95,8 +95,8 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         # tier is not wanted: off, or "auto" with k hits, one as similar as the bar
         hot_alone = not warm_shards and (cold_mode is False or (
             cold_mode == "auto" and len(hits) >= k and ranked.rf[C.R_RAW].max() >= sc.cold_similarity_bar))
-        if in_memory_only and not hot_alone:
-            if warm_shards or (eng._cold_searchable and eng._cold_index.count_if_loaded(ns) != 0):
+        if in_memory_only and not hot_alone:  # no warm shard to merge: refused above
+            if eng._cold_searchable and eng._cold_index.count_if_loaded(ns) != 0:
                 return None  # nothing recorded: the caller searches again where it may wait
             # The cold pass would find nothing (the namespace has no archived
             # memory): the merged answer is the hot hits in the merge's order.

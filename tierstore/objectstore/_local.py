@@ -24,7 +24,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from tierstore.errors import InvalidInputError, ObjectNotFoundError, ObjectStoreError
 from tierstore.objectstore._open_files import OpenFiles
@@ -58,6 +58,20 @@ def _fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _pread(fd: int, first: int, end: int) -> bytes:
+    """Bytes ``[first, end)`` of an open file; fewer past its end. ``pread``
+    may return less than asked, so it is called until the range is read or
+    it returns b"" (the end of the file)."""
+    chunks = []
+    while first < end:
+        chunk = os.pread(fd, end - first, first)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        first += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _unlink_quiet(path: str) -> None:
@@ -260,26 +274,11 @@ class LocalObjectStore:
                 st = os.fstat(fd)
                 if not stat.S_ISREG(st.st_mode):  # open() refused a directory; os.open does not
                     raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
-                want = (st.st_size - first) if end is None else end - first
-                if want <= 0:  # a range past the end of the object reads nothing
-                    return b""
-                chunks = []
-                while want > 0:  # pread may return less than asked; b"" at EOF
-                    chunk = os.pread(fd, want, first)
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-                    first += len(chunk)
-                    want -= len(chunk)
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                return _pread(fd, first, st.st_size if end is None else end)
             finally:
                 os.close(fd)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            raise ObjectNotFoundError(key) from None
         except OSError as exc:
-            if exc.errno == errno.ENAMETOOLONG:  # a segment over NAME_MAX cannot exist here
-                raise ObjectNotFoundError(key) from None
-            raise ObjectStoreError(f"get {key!r} from {self!r} failed: {exc}") from exc
+            self._raise_read_error(key, exc)
 
     def read_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """Bytes ``[start, end)`` of the object for each of ``ranges``, read as
@@ -310,28 +309,10 @@ class LocalObjectStore:
                 return [self.get(key, first, end) for first, end in checked]
             try:
                 entry = self._open.acquire(key, self._file(key))
-            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                raise ObjectNotFoundError(key) from None
             except OSError as exc:
-                if exc.errno == errno.ENAMETOOLONG:
-                    raise ObjectNotFoundError(key) from None
-                raise ObjectStoreError(f"get {key!r} from {self!r} failed: {exc}") from exc
+                self._raise_read_error(key, exc)
         try:
-            out = []
-            for first, end in checked:
-                data = os.pread(entry.fd, end - first, first) if end > first else b""
-                if 0 < len(data) < end - first:  # pread may stop short of what the file holds
-                    rest = [data]
-                    at = first + len(data)
-                    while at < end:
-                        chunk = os.pread(entry.fd, end - at, at)
-                        if not chunk:
-                            break
-                        rest.append(chunk)
-                        at += len(chunk)
-                    data = b"".join(rest)
-                out.append(data)
-            return out
+            return [_pread(entry.fd, first, end) for first, end in checked]
         except OSError as exc:
             raise ObjectStoreError(f"get {key!r} from {self!r} failed: {exc}") from exc
         finally:
@@ -348,12 +329,17 @@ class LocalObjectStore:
                 if first:
                     f.seek(first)  # seeking past EOF is fine: read() then returns b""
                 return f.read() if end is None else f.read(end - first)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            raise ObjectNotFoundError(key) from None
         except OSError as exc:
-            if exc.errno == errno.ENAMETOOLONG:
-                raise ObjectNotFoundError(key) from None
-            raise ObjectStoreError(f"get {key!r} from {self!r} failed: {exc}") from exc
+            self._raise_read_error(key, exc)
+
+    def _raise_read_error(self, key: str, exc: OSError) -> NoReturn:
+        """Raise what a failed open or read of ``key`` means: ObjectNotFoundError
+        when there is no such file (a segment over NAME_MAX cannot exist
+        either), else ObjectStoreError."""
+        if isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError)) \
+                or exc.errno == errno.ENAMETOOLONG:
+            raise ObjectNotFoundError(key) from None
+        raise ObjectStoreError(f"get {key!r} from {self!r} failed: {exc}") from exc
 
     def delete(self, key: str) -> bool:
         """Remove the object; True if it existed."""

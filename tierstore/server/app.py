@@ -190,19 +190,20 @@ def _upsert_batch(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits
 
 
 def _search(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
-    ns = p.check_namespace(a.pop("ns"))
-    _at_most(a.get("k"), lim.max_k, "k", "--max-k")
-    hits = store.search(ns, wire.vector_in(a.pop("query"), "query"), **a)
-    return {"hits": [wire.hit_to_wire(h) for h in hits]}
+    return _hits(store.search, p, a, lim)
 
 
 def _search_in_memory(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
     """:func:`_search` if the hot tier answers it at once (``TierStore.search_in_memory``), else None."""
-    ns = p.check_namespace(a.pop("ns"))
-    _at_most(a.get("k"), lim.max_k, "k", "--max-k")
     if a.pop("explain", False):
         return None
-    hits = store.search_in_memory(ns, wire.vector_in(a.pop("query"), "query"), **a)
+    return _hits(store.search_in_memory, p, a, lim)
+
+
+def _hits(search: Callable[..., Any], p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    ns = p.check_namespace(a.pop("ns"))
+    _at_most(a.get("k"), lim.max_k, "k", "--max-k")
+    hits = search(ns, wire.vector_in(a.pop("query"), "query"), **a)
     return None if hits is None else {"hits": [wire.hit_to_wire(h) for h in hits]}
 
 
