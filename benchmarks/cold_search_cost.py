@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/cold_search_cost.py                 # 100 000 archived, local and S3 (moto)
     .venv/bin/python benchmarks/cold_search_cost.py --n 5000 --queries 50 --no-s3   # smoke run
     .venv/bin/python benchmarks/cold_search_cost.py --json out.json
+    .venv/bin/python benchmarks/cold_search_cost.py --no-s3 --ab becfaf2   # against an older revision
 
 One namespace ``u``: ``--n`` clustered 384-d vectors (``conftest.clustered_vectors``,
 seed 1) added as ``conversation`` memories ``m0``, ``m1``, ... on a
@@ -30,6 +31,11 @@ Per query, in one loop (the order of the queries shuffled, seed 3):
     it read, on its own client. Ratios: fetch / (raw GET × distinct objects
     touched) and fetch / raw GET, per query, and of the medians.
 
+``--ab REV``: the local store is closed, copied (store and archive), the copy
+opened by REV's code (``git archive``, as ``benchmarks/search_ab.py`` does)
+and the original reopened; per query, each version's hot-only search then
+its cold search (its cache cleared), the two versions in a random order.
+
 Targets (issue 15): recall@10 >= 0.95; time added p50 <= 5 ms (local); fetch
 <= 2 x one raw ranged GET per distinct object touched (S3). Nothing here
 asserts a time.
@@ -55,13 +61,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.append(str(ROOT / "tests"))  # s3_fixtures; after benchmarks/, whose conftest is wanted
 from conftest import clustered_vectors  # noqa: E402  (also sets one BLAS thread)
+from search_ab import export_old  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 import tierstore.tier_search as tier_search  # noqa: E402
 from tierstore import ManualClock, TierStore  # noqa: E402
-from tierstore.archive import decode_record  # noqa: E402
-from tierstore.cold import ColdTier  # noqa: E402
 from tierstore.progress import Progress  # noqa: E402
 
 DIM = 384
@@ -89,35 +94,6 @@ class FetchTimer:
         self.objects = len({loc.key for loc in misses})
         self.locations = misses
         return out
-
-
-def read_248073f(self: ColdTier, key: str, spans: list[tuple[int, int]]) -> list[bytes]:
-    """``ColdTier`` reads as at 248073f: one ``get`` (open, fstat, pread, close) per range."""
-    return [self.store.get(key, start, end) for start, end in spans]
-
-
-def vectors_248073f(self: ColdTier, locations: Any) -> list[tuple[str, bytes]]:
-    """Vectors as at 248073f: every record decoded and checked field by field."""
-    out = []
-    for loc, frame in zip(locations, self._frames(locations)):
-        rec = decode_record(frame, f"archive object {loc.key} at byte {loc.offset}", self.dim)
-        out.append((rec["id"], rec["embedding"]))
-    return out
-
-
-THIS = "this commit (files kept open, one read call per object, id and embedding decoded)"
-BEFORE = "248073f (a get per range, every record field decoded)"
-# --ab variants of the cold tier's reads: (ColdTier._read, ColdTier.fetch_vectors)
-VARIANTS = {
-    BEFORE: (read_248073f, vectors_248073f),
-    THIS: (ColdTier._read, ColdTier.fetch_vectors),
-}
-
-
-def set_variant(name: str) -> None:
-    read, vectors = VARIANTS[name]
-    ColdTier._read = read  # type: ignore[method-assign]
-    ColdTier.fetch_vectors = vectors  # type: ignore[method-assign]
 
 
 def build_store(path: Path, X: np.ndarray, hot: np.ndarray, label: str, **open_kw: Any) -> TierStore:
@@ -168,8 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--no-s3", action="store_true", help="skip the S3 (moto) part")
     ap.add_argument("--json", type=Path, help="also write the figures here as JSON")
-    ap.add_argument("--ab", action="store_true",
-                    help="also time the local cold search with 248073f's reads (a get per range, whole records decoded)")
+    ap.add_argument("--ab", metavar="REV",
+                    help="also time the local cold search of revision REV (git archive) on a copy of the store")
     ap.add_argument("--keep", type=Path, help="build the stores under this directory and keep them")
     args = ap.parse_args(argv)
     check_args(args)
@@ -191,8 +167,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         t0 = time.perf_counter()
         local = build_store(root / "local", X, H, "local", cold=str(root / "local-cold"))
-        stores.append(local)
         build_local_s = time.perf_counter() - t0
+        old = None
+        if args.ab:  # a copy of the store, opened by REV's code
+            local.close()
+            for part in ("local", "local-cold"):
+                shutil.rmtree(root / f"ab-{part}", ignore_errors=True)
+                shutil.copytree(root / part, root / f"ab-{part}")
+            export_old(args.ab, root / "ab-code")
+            sys.path.insert(0, str(root / "ab-code"))
+            import tierstore_old  # type: ignore[import-not-found]
+
+            at = START + 2 * 3600  # build_store's clock at its end: nothing becomes due
+            old = tierstore_old.TierStore.open(root / "ab-local", cold=str(root / "ab-local-cold"),
+                                               clock=tierstore_old.ManualClock(at))
+            stores.append(old)
+            local = TierStore.open(root / "local", cold=str(root / "local-cold"), clock=ManualClock(at))
+        stores.append(local)
         s3 = raw = None
         prefix = "mem"
         if not args.no_s3:
@@ -230,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         s: dict[str, list[float]] = {k: [] for k in (
             "hot", "cold", "warm", "added", "added_warm", "fetch_local", "objects_local", "cold_hits",
             "recall", "s3_cold", "s3_fetch", "s3_objects", "raw_get", "ratio_per_object", "ratio_one_get")}
-        ab: dict[str, dict[str, list[float]]] = {name: {"added": [], "fetch": []} for name in VARIANTS}
+        ab: dict[str, list[float]] = {"this": [], "rev": []}
         order = list(range(len(Q)))
         random.Random(3).shuffle(order)
         bar = Progress(len(order), "queries")
@@ -256,17 +247,17 @@ def main(argv: list[str] | None = None) -> int:
             cold_ids = {int(h.id[1:]) for h in hits if h.id.startswith("m")}
             s["cold_hits"].append(len(cold_ids))
             s["recall"].append(len(cold_ids & truth[qi]) / K)
-            if args.ab:
-                names = list(VARIANTS)
-                random.Random(qi).shuffle(names)
-                for name in names:
-                    set_variant(name)
-                    local._vector_cache.clear()
+            if old is not None:  # each version: its hot-only then its cold search, in a random order
+                pair = [("this", local), ("rev", old)]
+                random.Random(qi).shuffle(pair)
+                for name, st in pair:
                     t = time.perf_counter()
-                    cold_search(local, q)
-                    ab[name]["added"].append(time.perf_counter() - t - t_hot)
-                    ab[name]["fetch"].append(timer.seconds)
-                set_variant(THIS)
+                    hot_search(st, q)
+                    t_h = time.perf_counter() - t
+                    st._vector_cache.clear()
+                    t = time.perf_counter()
+                    cold_search(st, q)
+                    ab[name].append(time.perf_counter() - t - t_h)
             if s3 is not None:
                 s3._vector_cache.clear()
                 t = time.perf_counter()
@@ -287,7 +278,6 @@ def main(argv: list[str] | None = None) -> int:
             bar.update()
         bar.close()
     finally:
-        set_variant(THIS)
         tier_search.fetch_vectors = timer.inner  # type: ignore[assignment]
         for st in stores:
             st.close()
@@ -351,14 +341,15 @@ def main(argv: list[str] | None = None) -> int:
         r = out["s3_ratio_one_get"]
         print(f"| (c) fetch / one raw GET, per query | {r['p50']:.2f} | {r['p90']:.2f} | {r['mean']:.2f} | |")
     if args.ab:
-        out["ab_ms"] = {name: {k: ms(v) for k, v in d.items()} for name, d in ab.items()}
-        base = out["ab_ms"][BEFORE]
-        print("\n| local cold search, cache cleared (`--ab`, same queries, interleaved) | time added p50 ms | "
-              "p90 | `fetch_vectors` p50 ms | p90 | added p50 / 248073f |")
-        print("|---|---|---|---|---|---|")
-        for name, d in out["ab_ms"].items():
-            print(f"| {name} | {d['added']['p50']:.2f} | {d['added']['p90']:.2f} | {d['fetch']['p50']:.2f} | "
-                  f"{d['fetch']['p90']:.2f} | {d['added']['p50'] / base['added']['p50']:.3f} |")
+        out["ab_rev"] = args.ab
+        out["ab_ms"] = {name: ms(v) for name, v in ab.items()}
+        this, rev = out["ab_ms"]["this"], out["ab_ms"]["rev"]
+        print(f"\n| local cold search, cache cleared (`--ab {args.ab}`: a copy of the store, same queries, "
+              "interleaved) | time added p50 ms | p90 | mean |")
+        print("|---|---|---|---|")
+        for name, d in ((args.ab, rev), ("this checkout", this)):
+            print(f"| {name} | {d['p50']:.2f} | {d['p90']:.2f} | {d['mean']:.2f} |")
+        print(f"| this / {args.ab}, p50 | {this['p50'] / rev['p50']:.3f} | | |")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0

@@ -470,6 +470,43 @@ def test_corrupt_archive_bytes_raise_corrupt_data(arc, tmp_path):
         fetch_vectors(ColdTier(arc.objstore, DIM + 1), [arc.locations[arc.rids[0]]])
 
 
+def test_fetch_with_an_errors_list_serves_the_readable_objects_whatever_the_workers(arc, tmp_path):
+    # three objects: one deleted, one with a damaged record, one whole; and a
+    # location of the whole object that the catalog says holds another memory
+    by_key: dict[str, list[int]] = {}
+    for r in arc.rids:
+        by_key.setdefault(arc.locations[r].key, []).append(r)
+    gone, damaged, whole = sorted(by_key, key=lambda k: by_key[k][0])
+    rids = arc.rids[::3]
+    bad = arc.locations[[r for r in by_key[damaged] if r in rids][2]]
+    path = tmp_path / "cold" / damaged
+    data = bytearray(path.read_bytes())
+    data[bad.offset + bad.length // 2] ^= 0x20
+    path.write_bytes(bytes(data))
+    arc.objstore.delete(gone)
+    locs = [arc.locations[r] for r in rids]
+    for workers in (1, 8):
+        cache = VectorCache()
+        errors: list[BaseException] = []
+        got = fetch_vectors(arc.cold, locs, cache, max_workers=workers, ids=[f"m{r}" for r in rids], errors=errors)
+        for i, r in enumerate(rids):
+            key = arc.locations[r].key
+            if key == whole:
+                assert np.array_equal(got[i], arc.vector(r))
+                assert np.array_equal(cache.get(key, arc.locations[r].offset), arc.vector(r))
+            else:  # the whole object's rows only: a damaged record costs its object's candidates
+                assert np.isnan(got[i]).all() and cache.get(key, arc.locations[r].offset) is None
+        assert sorted(type(e).__name__ for e in errors) == ["CorruptDataError", "ObjectNotFoundError"]
+        # a record of another memory where the catalog points: that object's rows are NaN too
+        errors = []
+        ids = [f"m{r}" for r in rids]
+        first_whole = next(i for i, r in enumerate(rids) if arc.locations[r].key == whole)
+        ids[first_whole] = "someone-else"
+        got = fetch_vectors(arc.cold, locs, VectorCache(), max_workers=workers, ids=ids, errors=errors)
+        assert all(np.isnan(got[i]).all() for i, r in enumerate(rids) if arc.locations[r].key == whole)
+        assert any("someone-else" in str(e) for e in errors) and len(errors) == 3
+
+
 def test_fetch_refuses_bad_arguments(arc):
     with pytest.raises(InvalidInputError, match="max_workers"):
         fetch_vectors(arc.cold, [], max_workers=0)

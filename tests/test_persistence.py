@@ -174,3 +174,22 @@ def test_preload_hot_loads_every_namespace_at_open(tmp_path, rng):
         assert lazy.stats(lifecycle=False).hot_loaded == {}
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock, settings=Settings(preload_hot=True)) as eager:
         assert set(eager.stats(lifecycle=False).hot_loaded) == {"a", "b", "c"}
+
+
+def test_a_catalog_row_reads_back_every_column_in_place(tmp_path):
+    # MemoryRow.from_sql is positional: its fields must stay in MEMORY_COLUMNS order
+    from tierstore.catalog import MEMORY_COLUMNS, MemoryRow
+
+    assert list(MemoryRow.__dataclass_fields__) == list(MEMORY_COLUMNS)
+    clock = ManualClock(T0)
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
+        store.add("u", "pinned fact", unit(np.random.default_rng(1)), id="a", memory_type="fact", tags=["x", "y"],
+                  pinned=True, key="slot", metadata={"k": 1}, ttl_seconds=99.0, source="user_declaration")
+        store.flush()
+        row = store._catalog.get_row("u", "a")
+    assert (row.ns, row.id, row.content, row.memory_type, row.source) == ("u", "a", "pinned fact", "fact",
+                                                                          "user_declaration")
+    assert row.tags == ("x", "y") and row.pinned is True and row.key == "slot" and json.loads(row.metadata) == {"k": 1}
+    assert row.ttl_seconds == 99.0 and row.created_at == T0 and row.tier == 0 and row.cold_key is None
+    assert row.due_at == float("inf")  # pinned: never due (NULL in SQL)
+    assert len(row.embedding) == 4 * DIM

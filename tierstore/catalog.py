@@ -241,7 +241,7 @@ STATE_COLUMNS = (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class MemoryRow:
     """One catalog row. ``ttl``/``due_at`` use +inf for never (NULL in SQL)."""
 
@@ -280,15 +280,13 @@ class MemoryRow:
 
     @classmethod
     def from_sql(cls, r: Sequence[Any]) -> "MemoryRow":
+        # positional, in MEMORY_COLUMNS order (a search builds ~100 of these per cold pass)
         return cls(
-            rid=r[0], ns=r[1], id=r[2], content=r[3], embedding=r[4], memory_type=r[5], source=r[6],
-            tags=() if r[7] == "[]" else tuple(json.loads(r[7])),  # most rows have none: no parse
-            created_at=r[8], last_accessed_at=r[9], access_count=r[10],
-            conf_llm=r[11], conf_rule=r[12], conf_feedback=r[13], confidence=r[14], t_conf=r[15],
-            ttl_seconds=r[16], pinned=bool(r[17]), tier=r[18], w_ref=r[19], t_ref=r[20],
-            half_life=r[21], ttl=math.inf if r[22] is None else r[22], ttl_anchor=r[23],
-            ctx_mult=r[24], due_at=math.inf if r[25] is None else r[25], shard=r[26],
-            cold_key=r[27], cold_offset=r[28], cold_length=r[29], key=r[30], metadata=r[31],
+            r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+            () if r[7] == "[]" else tuple(json.loads(r[7])),  # tags: most rows have none, no parse
+            r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16], bool(r[17]), r[18], r[19], r[20],
+            r[21], math.inf if r[22] is None else r[22], r[23],  # ttl: NULL is never
+            r[24], math.inf if r[25] is None else r[25], *r[26:32],  # due_at: NULL is never
         )
 
     def vector(self) -> np.ndarray | None:

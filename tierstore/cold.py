@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from .archive import ArchiveEntry, decode_batch, decode_record, decode_vector, encode_batch
 from .catalog import MemoryRow
-from .errors import CorruptDataError, ObjectNotFoundError
+from .errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from .objectstore import ObjectStore
 
 ARCHIVE_PREFIX = "archive"
@@ -125,40 +125,58 @@ class ColdTier:
         """``(id, embedding bytes)`` of the records at ``locations`` (same
         order): what a cold search rescores with. Each frame is checked
         against its checksum, the embedding's length against the dimension;
-        the other fields are not checked (:func:`archive.decode_vector`)."""
-        return [decode_vector(frame, f"archive object {loc.key} at byte {loc.offset}", self.dim)
-                for loc, frame in zip(locations, self._frames(locations))]
+        the other fields are not checked (:func:`archive.decode_vector`).
+        The first object that fails raises (see :meth:`vectors_by_object`)."""
+        out: list[tuple[str, bytes]] = [("", b"")] * len(locations)
+        for idxs, found in self.vectors_by_object(locations):
+            if isinstance(found, BaseException):
+                raise found
+            for i, pair in zip(idxs, found):
+                out[i] = pair
+        return out
+
+    def vectors_by_object(self, locations: Sequence[Location]
+                          ) -> Iterator[tuple[list[int], list[tuple[str, bytes]] | Exception]]:
+        """Per archive object, as :meth:`fetch_vectors` reads it: the
+        positions in ``locations`` of its records and their ``(id,
+        embedding)``, or the error that object raised: ObjectNotFoundError
+        (missing), CorruptDataError (a damaged record: the object's other
+        records are not returned either), ObjectStoreError or OSError (the
+        store failed). One pass over every object, so that a caller serving
+        what it can read skips the failed objects without a call per object."""
+        for key, idxs, spans, groups in _plan(locations):
+            try:
+                frames = self._object_frames(key, locations, spans, groups)
+                found = [decode_vector(frames[n], f"archive object {key} at byte {locations[i].offset}", self.dim)
+                         for n, i in enumerate(idxs)]
+            except (ObjectStoreError, CorruptDataError, OSError) as exc:
+                yield idxs, exc
+                continue
+            yield idxs, found
 
     def _frames(self, locations: Sequence[Location]) -> list[bytes]:
-        """The bytes at each of ``locations``: per object, neighbouring
-        records (closer than ``_COALESCE_GAP``) in one range, every range of
-        an object in one read call."""
+        """The bytes at each of ``locations`` (see :func:`_plan`)."""
         out: list[bytes] = [b""] * len(locations)
-        by_key: dict[str, list[int]] = {}
-        for i, loc in enumerate(locations):
-            by_key.setdefault(loc.key, []).append(i)
-        for key, idxs in by_key.items():
-            idxs.sort(key=lambda i: locations[i].offset)
-            groups: list[list[int]] = []
-            spans: list[tuple[int, int]] = []
-            for i in idxs:
-                loc = locations[i]
-                if groups and loc.offset - spans[-1][1] <= _COALESCE_GAP:
-                    groups[-1].append(i)
-                    spans[-1] = (spans[-1][0], max(spans[-1][1], _end(loc)))
-                else:
-                    groups.append([i])
-                    spans.append((loc.offset, _end(loc)))
-            try:
-                blobs = self._read(key, spans)
-            except ObjectNotFoundError:
-                raise ObjectNotFoundError(
-                    f"archive object {key} is missing from {self.store!r} (the catalog points at it; "
-                    "it was deleted or lost outside tierstore)") from None
-            for g, (start, _), blob in zip(groups, spans, blobs):
-                for j in g:
-                    loc = locations[j]
-                    out[j] = blob[loc.offset - start : loc.offset - start + loc.length]
+        for key, idxs, spans, groups in _plan(locations):
+            for i, frame in zip(idxs, self._object_frames(key, locations, spans, groups)):
+                out[i] = frame
+        return out
+
+    def _object_frames(self, key: str, locations: Sequence[Location], spans: list[tuple[int, int]],
+                       groups: list[list[int]]) -> list[bytes]:
+        """The frames of one object's ``groups`` of locations (one read of
+        ``spans``), in the order of the groups' positions."""
+        try:
+            blobs = self._read(key, spans)
+        except ObjectNotFoundError:
+            raise ObjectNotFoundError(
+                f"archive object {key} is missing from {self.store!r} (the catalog points at it; "
+                "it was deleted or lost outside tierstore)") from None
+        out = []
+        for g, (start, _), blob in zip(groups, spans, blobs):
+            for j in g:
+                loc = locations[j]
+                out.append(blob[loc.offset - start : loc.offset - start + loc.length])
         return out
 
     def _read(self, key: str, spans: list[tuple[int, int]]) -> list[bytes]:
@@ -221,6 +239,33 @@ class ColdTier:
 
 def _end(loc: Location) -> int:
     return loc.offset + loc.length
+
+
+def _plan(locations: Sequence[Location]) -> list[tuple[str, list[int], list[tuple[int, int]], list[list[int]]]]:
+    """How to read ``locations``: per object key, ``(key, positions,
+    spans, groups)``: the positions of its locations by offset, and
+    neighbouring records (closer than ``_COALESCE_GAP``) merged into one
+    span each (``groups``: the positions each span covers); every span of an
+    object is read in one call."""
+    by_key: dict[str, list[int]] = {}
+    for i, loc in enumerate(locations):
+        by_key.setdefault(loc.key, []).append(i)
+    plan = []
+    for key, idxs in by_key.items():
+        if len(idxs) > 1:
+            idxs.sort(key=lambda i: locations[i].offset)
+        groups: list[list[int]] = []
+        spans: list[tuple[int, int]] = []
+        for i in idxs:
+            loc = locations[i]
+            if groups and loc.offset - spans[-1][1] <= _COALESCE_GAP:
+                groups[-1].append(i)
+                spans[-1] = (spans[-1][0], max(spans[-1][1], _end(loc)))
+            else:
+                groups.append([i])
+                spans.append((loc.offset, _end(loc)))
+        plan.append((key, idxs, spans, groups))
+    return plan
 
 
 def batch_number(key: str) -> int | None:

@@ -308,7 +308,7 @@ class VectorCache:
         """:meth:`put` of each ``(key, offset)`` and vector, under one lock."""
         copies = []
         for vector in vectors:
-            vec = np.array(vector, dtype=np.float32)  # our own copy, then frozen
+            vec = np.array(vector, dtype=np.float32)  # our own copy of each (no view keeps a block alive), frozen
             vec.setflags(write=False)
             copies.append(vec)
         with self._lock:
@@ -335,16 +335,16 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
                   errors: list[BaseException] | None = None) -> np.ndarray:
     """The archived vectors at ``locations``: float32 ``(len(locations), dim)``, in order.
 
-    Cache hits first; the misses are grouped per object and each object's
-    records are read by ``ColdTier.fetch_vectors`` (neighbouring records in one
-    ranged GET, each record checked against its CRC32 and dimension; only the
-    id and embedding decoded), the objects
-    concurrently on up to ``max_workers`` threads (object-store latency, not
-    CPU, is what they overlap; default :data:`FETCH_WORKERS`, or 1 for a
-    store whose ``serial_reads`` is true: a local directory, where a read
-    takes tens of µs and threads only add their start-up and GIL hand-offs:
-    p50 24 -> 9 ms for 100 candidates from ~64 objects in
-    ``benchmarks/cold_search_cost.py --ab``). A missing object raises ObjectNotFoundError, a
+    Cache hits first; the misses are read by ``ColdTier.vectors_by_object``
+    (per object, neighbouring records in one ranged GET, each record checked
+    against its CRC32 and dimension; only the id and embedding decoded), the
+    objects concurrently on up to ``max_workers`` threads (object-store
+    latency, not CPU, is what they overlap; default :data:`FETCH_WORKERS`), or
+    in one pass on this thread for a store whose ``serial_reads`` is true: a
+    local directory, where a read takes tens of µs and threads only add their
+    start-up and GIL hand-offs (p50 24 -> 9 ms for 100 candidates from ~64
+    objects in ``benchmarks/cold_search_cost.py --ab``); the vectors read go
+    into the cache in one call at the end. A missing object raises ObjectNotFoundError, a
     damaged record CorruptDataError; the other fetches are then abandoned.
     ``ids``: the memory each location should hold (as the catalog says); a
     record of another memory there is CorruptDataError too. ``errors``: when
@@ -360,48 +360,61 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
         if not isinstance(loc, Location):
             raise InvalidInputError(f"locations must be Location objects, got {type(loc).__name__}")
     out = np.empty((len(locs), cold_tier.dim), np.float32)
-    by_key: dict[str, list[int]] = {}
+    missed: list[int] = []
     hits = cache.get_many([(loc.key, loc.offset) for loc in locs]) if cache is not None else [None] * len(locs)
-    for i, (loc, hit) in enumerate(zip(locs, hits)):
+    for i, hit in enumerate(hits):
         if hit is not None and hit.shape == (cold_tier.dim,):
             out[i] = hit
         else:
-            by_key.setdefault(loc.key, []).append(i)
-
-    def read(idxs: list[int]) -> None:
-        if errors is not None:
-            try:
-                fetch(idxs)
-            except (ObjectStoreError, CorruptDataError, OSError) as exc:
-                out[idxs] = np.nan
-                errors.append(exc)
-            return
-        fetch(idxs)
-
-    def fetch(idxs: list[int]) -> None:
-        found = cold_tier.fetch_vectors([locs[i] for i in idxs])
-        for i, (mid, emb) in zip(idxs, found):
-            if ids is not None and mid != ids[i]:
-                raise CorruptDataError(f"archive object {locs[i].key} at byte {locs[i].offset} holds "
-                                       f"{mid!r}, the catalog expects {ids[i]!r}")
-            out[i] = np.frombuffer(emb, "<f4")
-        if cache is not None:
-            cache.put_many([(locs[i].key, locs[i].offset) for i in idxs], out[idxs])
-
-    groups = list(by_key.values())
-    if len(groups) <= 1 or max_workers == 1:
-        for idxs in groups:
-            read(idxs)
+            missed.append(i)
+    if not missed:
         return out
-    with ThreadPoolExecutor(max_workers=min(max_workers, len(groups)),
-                            thread_name_prefix="tierstore-cold-fetch") as pool:
-        futures = [pool.submit(read, idxs) for idxs in groups]
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = [f for f in futures if f in done and f.exception() is not None]
-        if failed:
-            for f in futures:
-                f.cancel()  # the queued ones; running ones finish and are discarded
-            raise failed[0].exception()  # type: ignore[misc]
+    read: list[int] = []  # positions read and checked, for the cache
+
+    def take(idxs: list[int], found: list[tuple[str, bytes]] | BaseException) -> None:
+        # one object's outcome: its vectors into ``out``, or its failure
+        if not isinstance(found, BaseException):
+            try:
+                for i, (mid, emb) in zip(idxs, found):
+                    if ids is not None and mid != ids[i]:
+                        raise CorruptDataError(f"archive object {locs[i].key} at byte {locs[i].offset} holds "
+                                               f"{mid!r}, the catalog expects {ids[i]!r}")
+                    out[i] = np.frombuffer(emb, "<f4")
+            except CorruptDataError as exc:
+                found = exc
+            else:
+                read.extend(idxs)
+                return
+        if errors is None:
+            raise found
+        out[idxs] = np.nan
+        errors.append(found)
+
+    wanted = [locs[i] for i in missed]
+    objects = len({loc.key for loc in wanted})
+    if objects <= 1 or max_workers == 1:
+        # one pass over every object: no call, thread or cache write per object
+        for idxs, found in cold_tier.vectors_by_object(wanted):
+            take([missed[j] for j in idxs], found)
+    else:
+        def fetch_object(idxs: list[int]) -> None:
+            for got, found in cold_tier.vectors_by_object([locs[i] for i in idxs]):
+                take([idxs[j] for j in got], found)
+
+        by_key: dict[str, list[int]] = {}
+        for i in missed:
+            by_key.setdefault(locs[i].key, []).append(i)
+        with ThreadPoolExecutor(max_workers=min(max_workers, objects),
+                                thread_name_prefix="tierstore-cold-fetch") as pool:
+            futures = [pool.submit(fetch_object, idxs) for idxs in by_key.values()]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = [f for f in futures if f in done and f.exception() is not None]
+            if failed:
+                for f in futures:
+                    f.cancel()  # the queued ones; running ones finish and are discarded
+                raise failed[0].exception()  # type: ignore[misc]
+    if cache is not None and read:
+        cache.put_many([(locs[i].key, locs[i].offset) for i in read], out[read])
     return out
 
 

@@ -176,25 +176,25 @@ def columns_from_rows(rows: Sequence[MemoryRow], type_idx: dict[str, int],
     """Kernel columns ``(F, I, tags)`` for catalog rows, one column per row
     (the layout of :mod:`tierstore.kernels.columns`)."""
     k = len(rows)
-    F = np.empty((C.NF, k), np.float64)
-    I = np.zeros((C.NI, k), np.int64)
     nan = math.nan
-    for j, r in enumerate(rows):
-        F[:, j] = (
-            r.created_at, r.last_accessed_at, r.w_ref, r.t_ref, r.half_life, r.confidence, r.t_conf, r.ttl,
-            r.ttl_anchor, r.due_at, r.ctx_mult, nan if r.conf_llm is None else r.conf_llm,
-            nan if r.conf_rule is None else r.conf_rule, nan if r.conf_feedback is None else r.conf_feedback,
-            nan if r.ttl_seconds is None else r.ttl_seconds,
-        )
-        I[C.I_TYPE, j] = type_idx[r.memory_type]
-        I[C.I_ACCESS_COUNT, j] = r.access_count
-        I[C.I_FLUSHED_COUNT, j] = r.access_count
-        I[C.I_PINNED, j] = 1 if r.pinned else 0
-        I[C.I_ALIVE, j] = 1
+    # one conversion of every row's floats (a column assignment per row costs several times more)
+    F = np.empty((C.NF, k), np.float64)
+    F[:] = np.array([(
+        r.created_at, r.last_accessed_at, r.w_ref, r.t_ref, r.half_life, r.confidence, r.t_conf, r.ttl,
+        r.ttl_anchor, r.due_at, r.ctx_mult, nan if r.conf_llm is None else r.conf_llm,
+        nan if r.conf_rule is None else r.conf_rule, nan if r.conf_feedback is None else r.conf_feedback,
+        nan if r.ttl_seconds is None else r.ttl_seconds,
+    ) for r in rows], np.float64).reshape(k, C.NF).T
+    I = np.zeros((C.NI, k), np.int64)
+    I[C.I_TYPE] = [type_idx[r.memory_type] for r in rows]
+    I[C.I_ACCESS_COUNT] = I[C.I_FLUSHED_COUNT] = [r.access_count for r in rows]
+    I[C.I_PINNED] = [1 if r.pinned else 0 for r in rows]
+    I[C.I_ALIVE] = 1
     width = max((len(t) for t in tag_ids), default=0)
     tags = np.full((k, max(width, 1)), -1, np.int32)
     for j, t in enumerate(tag_ids):
-        tags[j, : len(t)] = t
+        if t:
+            tags[j, : len(t)] = t
     return F, I, tags
 
 

@@ -23,6 +23,8 @@ only on the state it classified.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import math
 import sqlite3
@@ -713,8 +715,7 @@ class Migrator:
             if access:
                 w += float(cp.boost_by_type[t_idx])
             emb = r.embedding if cold_records is None else cold_records[r.id]["embedding"]
-            nr = MemoryRow(**{**r.__dict__})
-            nr.embedding = emb
+            nr = dataclasses.replace(r, embedding=emb)
             nr.w_ref, nr.t_ref, nr.ttl_anchor = w, now, max(r.ttl_anchor, now)
             # Brought back because it is needed: recent for recency, whether or
             # not an access is counted.
