@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import msgpack
 
 from .errors import CorruptDataError
+from .supersession import KINDS
 
 MAGIC = b"TSARCH01"
 END = b"TSAEND01"
@@ -65,6 +66,20 @@ RECORD_FIELDS: dict[str, tuple[type, ...]] = {
 # Fields added later, absent from records written before them: name -> types.
 OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {
     "metadata": (str, type(None)),  # the caller's metadata, compact JSON text
+    "key": (str, type(None)),  # the memory's slot (add(key=...))
+    # Supersession marks as the catalog held them when the record was written
+    # (MARK_FIELDS each), so that a catalog rebuilt from the bucket keeps a
+    # retired statement retired: the mark on this memory, and the marks it made.
+    "superseded_by": (dict, type(None)),
+    "supersedes": (list, type(None)),
+}
+# A mark in a record: the other memory's id, then the supersessions columns.
+MARK_FIELDS: dict[str, tuple[type, ...]] = {
+    "id": (str,),
+    "kind": (str,),
+    "similarity": (float, int, type(None)),
+    "t": (float, int),
+    "prior_ttl_seconds": (float, int, type(None)),
 }
 
 
@@ -178,6 +193,12 @@ def check_record(rec: Any, where: str, dim: int) -> dict[str, Any]:
     for name, types in OPTIONAL_FIELDS.items():
         if not isinstance(rec.get(name), types):
             raise CorruptDataError(f"{where}: record field {name!r} has type {type(rec[name]).__name__}")
+    marks = ([rec["superseded_by"]] if rec.get("superseded_by") is not None else []) + (rec.get("supersedes") or [])
+    for mark in marks:
+        if not isinstance(mark, dict) or any(
+                not isinstance(mark.get(f, ...), t) or isinstance(mark.get(f), bool) for f, t in MARK_FIELDS.items()
+        ) or mark["kind"] not in KINDS:
+            raise CorruptDataError(f"{where}: record {rec['id']!r} holds a malformed supersession mark")
     if rec.get("metadata") is not None:
         try:
             json.loads(rec["metadata"])

@@ -18,6 +18,7 @@ from .archive import ArchiveEntry, decode_batch, decode_record, decode_vector, e
 from .catalog import MemoryRow
 from .errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from .objectstore import ObjectStore
+from .supersession import RecordMarks
 
 ARCHIVE_PREFIX = "archive"
 _COALESCE_GAP = 64 * 1024  # fetch neighbouring records in one GET when closer than this
@@ -44,8 +45,9 @@ def ns_segment(ns: str) -> str:
     return "".join(out)
 
 
-def record_from_row(row: MemoryRow, archived_at: float) -> dict[str, Any]:
-    """The archive record of a catalog row (the embedding bytes as stored)."""
+def record_from_row(row: MemoryRow, archived_at: float, marks: RecordMarks | None = None) -> dict[str, Any]:
+    """The archive record of a catalog row (the embedding bytes as stored),
+    with the supersession ``marks`` the catalog holds on it and by it."""
     if row.embedding is None:
         raise CorruptDataError(f"memory {row.id!r} has no embedding in the catalog")
     return {
@@ -56,8 +58,11 @@ def record_from_row(row: MemoryRow, archived_at: float) -> dict[str, Any]:
         "confidence": row.confidence, "t_conf": row.t_conf, "ttl_seconds": row.ttl_seconds,
         "pinned": bool(row.pinned), "w_ref": row.w_ref, "t_ref": row.t_ref, "half_life": row.half_life,
         "ttl": None if row.ttl == float("inf") else row.ttl, "ttl_anchor": row.ttl_anchor,
-        "ctx_mult": row.ctx_mult, "archived_at": float(archived_at), "metadata": row.metadata,
+        "ctx_mult": row.ctx_mult, "archived_at": float(archived_at), "metadata": row.metadata, "key": row.key,
+        "superseded_by": None if marks is None else marks.superseded_by,
+        "supersedes": None if marks is None or not marks.supersedes else list(marks.supersedes),
     }
+
 
 
 @dataclass(frozen=True)
@@ -78,12 +83,13 @@ class ColdTier:
         random part so that a store rebuilt on an old bucket never reuses a key."""
         return f"{ARCHIVE_PREFIX}/{ns_segment(ns)}/{batch:012d}-{secrets.token_hex(4)}.tsa"
 
-    def write_batch(self, key: str, ns: str, rows: Sequence[MemoryRow],
-                    now: float) -> tuple[list[ArchiveEntry], int]:
+    def write_batch(self, key: str, ns: str, rows: Sequence[MemoryRow], now: float,
+                    marks: dict[str, RecordMarks] | None = None) -> tuple[list[ArchiveEntry], int]:
         """Write the archive object for ``rows`` under ``key`` unless it exists
-        (see :meth:`write_records`). Returns the entries of ``rows`` and how
-        many records the object holds."""
-        return self.write_records(key, ns, [record_from_row(r, now) for r in rows], now)
+        (see :meth:`write_records`); ``marks``: each row's supersession marks
+        by id. Returns the entries of ``rows`` and how many records the object holds."""
+        marks = marks or {}
+        return self.write_records(key, ns, [record_from_row(r, now, marks.get(r.id)) for r in rows], now)
 
     def write_records(self, key: str, ns: str, records: Sequence[dict[str, Any]],
                       now: float) -> tuple[list[ArchiveEntry], int]:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from . import cold_index, lifetime, tombstones
+from . import cold_index, lifetime, supersession, tombstones
 from .background import BackgroundSweeps
 from .catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
 from .cold import ColdTier, Location, batch_number, group_by_ns
@@ -443,7 +443,7 @@ class Migrator:
         where = {}
         held: dict[str, int] = {}  # records in each object
         for key, ns, rows in batches:  # 1. copy
-            entries, held[key] = s._cold.write_batch(key, ns, rows, now)
+            entries, held[key] = s._cold.write_batch(key, ns, rows, now, supersession.record_marks(s._catalog, ns, rows))
             where[key] = {e.id: e for e in entries}
         crash_point("archive.after_put")
         groups = {ns: rows for _, ns, rows in batches}
@@ -956,13 +956,20 @@ class Migrator:
 
         A memory absent from the catalog is inserted as cold, unless a
         tombstone says it was deleted after that record was archived
-        (counted ``forgotten``); a cold row that points at a missing object,
+        (counted ``forgotten``), with its slot (key) and the supersession
+        marks its record kept, on it and by it (counted ``marks``, with those
+        that give a slot left with several live memories its newest one); a cold row that points at a missing object,
         or at an older copy of the memory than the one found, is repointed; a
         memory the catalog holds in the hot or warm tier is left alone (its
         archived copy is stale). An object left holding stale or forgotten
         records is marked for the next sweep to rewrite."""
         s = self.s
-        counts = {"objects": 0, "records": 0, "inserted": 0, "repointed": 0, "skipped": 0, "forgotten": 0}
+        counts = {"objects": 0, "records": 0, "inserted": 0, "repointed": 0, "skipped": 0, "forgotten": 0,
+                  "marks": 0}
+        inserted: set[int] = set()
+        # per namespace: marks the records kept ((old id, new id, mark)), and the slots of inserted memories
+        kept_marks: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
+        slots: dict[str, set[str]] = {}
         stones = tombstones.read_all(s._cold.store)
         deleted_at = tombstones.latest_by_memory(stones)
         if stones:  # listed again, so that a sweep drops them once the objects are rewritten
@@ -1013,6 +1020,13 @@ class Migrator:
                             new.rid = int(cur.lastrowid)  # type: ignore[arg-type]
                             conn.execute("INSERT INTO cold_text (rowid, content) VALUES (?, ?)", (new.rid, new.content))
                             counts["inserted"] += 1
+                            inserted.add(new.rid)
+                            marks = kept_marks.setdefault(ns, [])
+                            if rec.get("superseded_by") is not None:
+                                marks.append((new.id, rec["superseded_by"]["id"], rec["superseded_by"]))
+                            marks.extend((m["id"], new.id, m) for m in rec.get("supersedes") or ())
+                            if new.key is not None:
+                                slots.setdefault(ns, set()).add(new.key)
                         else:
                             new.rid = row.rid
                             conn.execute("UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ? WHERE rid = ?",
@@ -1034,6 +1048,14 @@ class Migrator:
 
                 s._catalog.write(write)
                 bar.update()
+
+        def settle(conn: sqlite3.Connection) -> int:
+            # after every object: a mark's two memories may sit in different objects
+            n = sum(supersession.restore_marks(conn, ns, marks, inserted) for ns, marks in kept_marks.items())
+            return n + sum(supersession.settle_slots(conn, ns, sorted(keys), inserted) for ns, keys in slots.items())
+
+        if inserted:
+            counts["marks"] = s._catalog.write(settle)
         s._cold_index.invalidate()
         return counts
 
@@ -1074,7 +1096,7 @@ def _row_from_record(rec: dict[str, Any], key: str, entry: Any) -> MemoryRow:
         t_ref=float(rec["t_ref"]), half_life=float(rec["half_life"]),
         ttl=math.inf if rec["ttl"] is None else float(rec["ttl"]), ttl_anchor=float(rec["ttl_anchor"]),
         ctx_mult=float(rec["ctx_mult"]), due_at=math.inf, cold_key=key, cold_offset=entry.offset,
-        cold_length=entry.length, metadata=rec.get("metadata"),
+        cold_length=entry.length, key=rec.get("key"), metadata=rec.get("metadata"),
     )
 
 

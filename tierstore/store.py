@@ -512,11 +512,15 @@ class TierStore:
     def rebuild_catalog(self, *, progress: bool | None = False) -> dict[str, int]:
         """Rebuild the cold catalog from the archive objects in the object
         store alone (after the catalog was lost or damaged); memories whose
-        tombstones say they were deleted stay out. Returns counts: objects,
-        records, inserted, repointed, skipped, forgotten."""
+        tombstones say they were deleted stay out, and a statement its record
+        says was superseded stays retired. Returns counts: objects, records,
+        inserted, repointed, skipped, forgotten, marks."""
         self._check_writable()
         with self._sweep_lock:
-            return self._migrator.rebuild_cold_catalog(progress)
+            counts = self._migrator.rebuild_cold_catalog(progress)
+            if counts["marks"]:  # a restored mark on a memory archived before it was damped gets its TTL of 0
+                opening.repair_supersessions(self._engine)
+            return counts
 
     def start_migrator(self, *, interval_s: float = 60.0, max_items: int = 10_000,
                        time_budget_s: float = 5.0) -> None:

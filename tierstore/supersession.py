@@ -67,6 +67,75 @@ def describe(kind: str, similarity: float | None, key: str | None = None) -> str
     return kind
 
 
+@dataclass(frozen=True)
+class RecordMarks:
+    """A memory's marks as its archive record keeps them (maps of
+    :data:`tierstore.archive.MARK_FIELDS`: the other memory's id, kind,
+    similarity, time, prior TTL): the mark on it, and the marks it made."""
+
+    superseded_by: dict[str, Any] | None = None
+    supersedes: tuple[dict[str, Any], ...] = ()
+
+
+def record_marks(catalog: Any, ns: str, rows: Sequence[Any]) -> dict[str, RecordMarks]:
+    """The marks on and by each of ``rows`` (catalog rows of ``ns``), by id,
+    for the records that archive them; rows with neither are left out."""
+    on: dict[str, dict[str, Any]] = {}
+    by: dict[str, list[dict[str, Any]]] = {}
+    for i in range(0, len(rows), 500):
+        part = rows[i:i + 500]
+        marks = ",".join("?" * len(part))
+        for mid, by_id, kind, sim, t, prior in catalog.query(
+                "SELECT m.id, s.by_id, s.kind, s.similarity, s.t, s.prior_ttl_seconds FROM supersessions s"
+                f" JOIN memories m ON m.rid = s.rid WHERE s.rid IN ({marks})", [r.rid for r in part]):
+            on[mid] = {"id": by_id, "kind": kind, "similarity": sim, "t": t, "prior_ttl_seconds": prior}
+        for old_id, by_id, kind, sim, t, prior in catalog.query(
+                "SELECT m.id, s.by_id, s.kind, s.similarity, s.t, s.prior_ttl_seconds FROM supersessions s"
+                f" JOIN memories m ON m.rid = s.rid WHERE s.ns = ? AND s.by_id IN ({marks})",
+                [ns, *[r.id for r in part]]):
+            by.setdefault(by_id, []).append(
+                {"id": old_id, "kind": kind, "similarity": sim, "t": t, "prior_ttl_seconds": prior})
+    return {mid: RecordMarks(on.get(mid), tuple(by.get(mid, ()))) for mid in {*on, *by}}
+
+
+def restore_marks(conn: sqlite3.Connection, ns: str, pairs: Sequence[tuple[str, str, dict[str, Any]]],
+                  rids: set[int]) -> int:
+    """Write the marks archive records kept: ``(old id, new id, mark)``
+    triples (``mark`` as in :class:`RecordMarks`), each only on a memory of
+    ``rids`` (those a rebuild inserted: a memory the catalog kept keeps its
+    own state) that has no mark. Returns how many were written."""
+    written = 0
+    for old_id, new_id, mark in pairs:
+        r = conn.execute("SELECT rid FROM memories WHERE ns = ? AND id = ?", (ns, old_id)).fetchone()
+        if r is None or int(r[0]) not in rids or old_id == new_id:
+            continue
+        written += conn.execute(
+            "INSERT OR IGNORE INTO supersessions (rid, ns, by_id, kind, similarity, t, prior_ttl_seconds)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (int(r[0]), ns, new_id, mark["kind"], mark["similarity"], mark["t"], mark["prior_ttl_seconds"])).rowcount
+    return written
+
+
+def settle_slots(conn: sqlite3.Connection, ns: str, keys: Sequence[str], rids: set[int]) -> int:
+    """Give each slot of ``keys`` one live memory again where a rebuild left
+    several (records archived without their marks): the newest by creation
+    (then rid) stays live and the others among ``rids`` (those the rebuild
+    inserted) get a ``key`` mark by it. Returns how many marks were written."""
+    written = 0
+    for key in keys:
+        live = conn.execute(f"SELECT m.rid, m.id, m.created_at, m.ttl_seconds FROM memories m"
+                            f" WHERE m.ns = ? AND m.key = ? AND {_LIVE} ORDER BY m.created_at DESC, m.rid DESC",
+                            (ns, key)).fetchall()
+        newest = live[0] if live else None
+        for rid, _, _, prior in live[1:]:
+            if rid not in rids:
+                continue
+            written += conn.execute(
+                "INSERT OR IGNORE INTO supersessions (rid, ns, by_id, kind, similarity, t, prior_ttl_seconds)"
+                " VALUES (?, ?, ?, 'key', NULL, ?, ?)", (rid, ns, newest[1], newest[2], prior)).rowcount
+    return written
+
+
 # -- reads and writes inside a transaction -------------------------------------
 
 _LIVE = "NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.rid = m.rid)"

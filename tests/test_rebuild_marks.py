@@ -1,0 +1,132 @@
+"""A catalog rebuilt from the bucket alone keeps slots (keys) and keeps
+retired statements retired: archive records carry the memory's key and the
+supersession marks on it and by it (tierstore/supersession.py,
+``record_marks``; ``TierStore.rebuild_catalog``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import DIM, unit
+from tierstore import TierStore
+from tierstore.archive import check_record, decode_batch
+from tierstore.errors import CorruptDataError
+
+HOUR = 3600.0
+DAY = 24 * HOUR
+
+
+def _rebuilt(tmp_path, old, clock):
+    """A store with an empty catalog on ``old``'s object store, rebuilt from it."""
+    old.close()
+    fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=clock, cold=old.path / "cold", take_over_cold=True)
+    return fresh, fresh.rebuild_catalog()
+
+
+def _ids(hits):
+    return [h.id for h in hits]
+
+
+def _supersessions(store):
+    return sorted(store._catalog.query(
+        "SELECT m.id, s.by_id, s.kind FROM supersessions s JOIN memories m ON m.rid = s.rid"))
+
+
+def test_a_retired_statement_stays_retired_and_a_slot_keeps_its_key(tmp_path, clock, rng):
+    store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
+    v = {name: unit(rng) for name in ("paris", "berlin", "old_plan", "new_plan", "lang")}
+    paris = store.add("u", "lives in Paris", v["paris"], memory_type="fact", key="city")
+    clock.advance(1.0)
+    berlin = store.add("u", "lives in Berlin", v["berlin"], memory_type="fact", key="city")  # retires paris
+    old_plan = store.add("u", "plan: ship in May", v["old_plan"], memory_type="conversation")
+    lang = store.add("u", "writes Rust", v["lang"], memory_type="conversation", key="lang")
+    clock.advance(2 * HOUR)
+    assert store.sweep().archived == 3  # paris (TTL 0 once superseded), old_plan, lang
+    # a statement superseded after it was archived: the mark is in the superseding memory's record
+    new_plan = store.add("u", "plan: ship in June", v["new_plan"], memory_type="conversation",
+                         supersedes=[old_plan])
+    clock.advance(2 * HOUR)
+    assert store.sweep().archived == 1 and store.get("u", new_plan).tier == "cold"
+    assert store.get("u", berlin).tier == "hot"  # lost with the catalog
+    before = _supersessions(store)
+    assert (paris, berlin, "key") in before and (old_plan, new_plan, "explicit") in before
+
+    fresh, counts = _rebuilt(tmp_path, store, clock)
+    try:
+        assert counts["inserted"] == 4 and counts["marks"] == 2
+        assert _supersessions(fresh) == sorted([(old_plan, new_plan, "explicit"), (paris, berlin, "key")])
+        # the retired statements stay out of search (the cold pass skips them) ...
+        for name, mid in (("paris", paris), ("old_plan", old_plan)):
+            hits = fresh.search("u", v[name], k=5, include_cold=True, record_access=False)
+            assert mid not in _ids(hits)
+        assert _ids(fresh.search("u", v["new_plan"], k=1, include_cold=True, record_access=False)) == [new_plan]
+        # ... restore by id still reaches them
+        assert fresh.restore("u", ids=[paris]) == [paris]
+        # the slot is back: the key's memory, and a new value supersedes it
+        assert fresh.get_by_key("u", "lang").id == lang
+        rust = fresh.add("u", "writes Go now", unit(rng), memory_type="fact", key="lang")
+        assert fresh.get_by_key("u", "lang").id == rust
+        assert (lang, rust, "key") in _supersessions(fresh)
+        # a restored mark damps as a fresh one does: TTL 0 (its record was archived after the damping)
+        assert fresh._catalog.get_row("u", old_plan).ttl_seconds == 0.0
+    finally:
+        fresh.close()
+
+
+def test_a_slot_left_with_two_live_memories_keeps_the_newest(tmp_path, clock, rng):
+    # records archived without their marks (as an earlier version wrote them)
+    store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
+    first = store.add("u", "tea", unit(rng), memory_type="conversation", key="drink")
+    clock.advance(5.0)
+    second = store.add("u", "coffee", unit(rng), memory_type="conversation", key="drink")
+    store._catalog.write(lambda conn: conn.execute("DELETE FROM supersessions"))
+    clock.advance(2 * HOUR)
+    assert store.sweep().archived == 2
+    fresh, counts = _rebuilt(tmp_path, store, clock)
+    try:
+        assert counts["marks"] == 1
+        assert _supersessions(fresh) == [(first, second, "key")]
+        assert fresh.get_by_key("u", "drink").id == second
+    finally:
+        fresh.close()
+
+
+def test_a_memory_the_catalog_kept_keeps_its_own_state(tmp_path, clock, rng):
+    # rebuilt over a catalog that still has the memories: nothing inserted, no mark touched
+    store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
+    a = store.add("u", "v1", unit(rng), memory_type="conversation", key="k")
+    b = store.add("u", "v2", unit(rng), memory_type="conversation", key="k")
+    clock.advance(2 * HOUR)
+    assert store.sweep().archived == 2
+    before = _supersessions(store)
+    counts = store.rebuild_catalog()
+    assert counts["inserted"] == 0 and counts["marks"] == 0 and _supersessions(store) == before == [(a, b, "key")]
+    store.close()
+
+
+def test_archive_records_carry_the_marks_and_refuse_malformed_ones(tmp_path, clock, rng):
+    store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
+    old = store.add("u", "old", unit(rng), memory_type="conversation", key="k")
+    new = store.add("u", "new", unit(rng), memory_type="conversation", key="k")
+    clock.advance(2 * HOUR)
+    store.sweep()
+    key = store._catalog.get_row("u", old).cold_key
+    _, records = decode_batch(store._cold.store.get(key), key)
+    by_id = {rec["id"]: rec for _, rec in records}
+    assert by_id[old]["key"] == "k" and by_id[old]["superseded_by"]["id"] == new
+    assert by_id[old]["superseded_by"]["kind"] == "key" and by_id[old]["supersedes"] is None
+    assert by_id[new]["superseded_by"] is None and [m["id"] for m in by_id[new]["supersedes"]] == [old]
+    store.close()
+    rec = dict(by_id[old])
+    check_record(rec, "here", DIM)
+    for bad in ({**rec["superseded_by"], "kind": "maybe"}, {**rec["superseded_by"], "t": "noon"},
+                {k: v for k, v in rec["superseded_by"].items() if k != "id"}, "k"):
+        with pytest.raises(CorruptDataError, match="supersession mark"):
+            check_record({**rec, "superseded_by": bad} if isinstance(bad, dict) else {**rec, "supersedes": [bad]},
+                         "here", DIM)
+    with pytest.raises(CorruptDataError, match="key"):
+        check_record({**rec, "key": 5}, "here", DIM)
+    older = {k: v for k, v in rec.items() if k not in ("key", "superseded_by", "supersedes")}
+    assert check_record(older, "here", DIM) is older  # records written before these fields still read
+    assert np.frombuffer(rec["embedding"], "<f4").shape == (DIM,)
