@@ -14,7 +14,9 @@
 - ``cpu``: CPU time per search, sequential: this process's (the client, or
   the in-process search) and the server process's (from /proc), to split a
   remote search's cost into the search, the client's and the server's own
-  work; the rest of the wall time is waiting (wake-ups, scheduling).
+  work; the rest of the wall time is waiting (wake-ups, scheduling). A third
+  row times ``GET /health`` through the same client: what any call costs
+  both processes before it does anything.
 - ``throughput``: searches per second, rounds alternating: in process with 2
   threads, then 8 client processes each with its own RemoteStore, all for
   ``--seconds``; the ratio per pair of rounds and its median.
@@ -154,10 +156,14 @@ def bench_cpu(path: Path, X: np.ndarray, server: Server, n: int = 1500) -> None:
         remote.search("bench", q, k=5, record_access=False)
     print(f"\ncpu: ms per search, {n} sequential searches each way   {load()}")
     print(f"{'':14}{'wall':>8}{'this process':>14}{'server process':>16}")
-    for name, store in (("in process", local), ("RemoteStore", remote)):
+    calls = (("in process", lambda q: local.search("bench", q, k=5, record_access=False)),
+             ("RemoteStore", lambda q: remote.search("bench", q, k=5, record_access=False)),
+             # the floor of any call through the stack: one keep-alive GET of a tiny JSON body
+             ("GET /health", lambda q: remote._request("GET", "/health")))
+    for name, call in calls:
         c0, s0, w0 = time.process_time(), server_cpu(), time.perf_counter()
         for q in Q[200:]:
-            store.search("bench", q, k=5, record_access=False)
+            call(q)
         c1, s1, w1 = time.process_time(), server_cpu(), time.perf_counter()
         print(f"{name:14}{(w1 - w0) / n * 1e3:8.3f}{(c1 - c0) / n * 1e3:14.3f}{(s1 - s0) / n * 1e3:16.3f}")
     local.close()

@@ -116,3 +116,47 @@ def test_a_bad_response_is_a_remote_error(scripted, reply):
     with pytest.raises(RemoteError, match="cannot reach"):
         remote.get("ns", "id")
     remote.close()
+
+
+def _wire_hit(i: int, explain: bool = False) -> dict:
+    from tierstore import wire
+    from tierstore.model import Explain, Memory
+
+    m = Memory(id=f"m{i}", namespace="u", content=f"text {i}", memory_type="fact", created_at=1.0,
+               last_accessed_at=2.0, access_count=i, confidence=0.5, source="user_declaration", tags=("a",),
+               ttl_seconds=None, pinned=False, tier="cold", weight=0.25, expires_at=None, due_at=3.0,
+               embedding=None, metadata={"n": i})
+    ex = None
+    if explain:
+        ex = wire.explain_to_wire(Explain(mode="product", raw={"similarity": 0.5}, normalised={"similarity": 0.5},
+                                          weights={}, terms={"similarity": 0.5}, score=0.5, tier="cold"))
+    return {"id": m.id, "score": 1.0 / (i + 1), "memory": wire.memory_to_wire(m), "explain": ex}
+
+
+def test_search_hits_from_the_wire_build_each_memory_on_first_use() -> None:
+    from tierstore import wire
+
+    maps = [_wire_hit(i) for i in range(3)]
+    rows = wire.WireRows(maps)
+    hits = rows.hits()
+    assert [h.id for h in hits] == ["m0", "m1", "m2"] and [h.score for h in hits] == [1.0, 0.5, 1 / 3]
+    assert hits[1].content == "text 1" and rows._memories == [None, None, None]  # nothing built yet
+    assert hits[1].memory == wire.hit_from_wire(maps[1]).memory and hits[1].memory is hits[1].memory
+    assert hits[2].metadata == {"n": 2} and hits[0].explain is None and rows._memories[0] is None
+    with_explain = wire.WireRows([_wire_hit(0, explain=True), _wire_hit(1)]).hits()
+    assert with_explain[0].explain.score == 0.5 and with_explain[1].explain is None
+
+
+@pytest.mark.parametrize("bad", [
+    {"id": "m0", "score": 1.0},  # no memory
+    {"id": 5, "score": 1.0, "memory": _wire_hit(0)["memory"]},
+    {"id": "m0", "score": True, "memory": _wire_hit(0)["memory"]},
+    {"id": "m0", "score": 1.0, "memory": {**_wire_hit(0)["memory"], "extra": 1}},
+    {"id": "m0", "score": 1.0, "memory": {k: v for k, v in _wire_hit(0)["memory"].items() if k != "tier"}},
+    ["m0", 1.0],
+])
+def test_a_malformed_search_hit_is_a_remote_error_at_the_search(bad) -> None:
+    from tierstore import wire
+
+    with pytest.raises(RemoteError, match="search hit"):
+        wire.WireRows([_wire_hit(1), bad])

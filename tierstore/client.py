@@ -442,7 +442,7 @@ class RemoteStore:
         body = {"ns": ns, "query": wire.vector_out(query), "k": k, "context_tags": _seq(context_tags),
                 "memory_types": _seq(memory_types), "min_confidence": min_confidence, "include_warm": include_warm,
                 "include_cold": include_cold, "record_access": record_access, "explain": explain}
-        return [wire.hit_from_wire(h) for h in self._post("/v1/search", body)["hits"]]
+        return wire.WireRows(self._post("/v1/search", body)["hits"]).hits()
 
     def get(self, ns: str, id: str) -> Memory | None:
         m = self._post("/v1/get", {"ns": ns, "id": id})["memory"]

@@ -18,7 +18,7 @@ import binascii
 import dataclasses
 import json
 import operator
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -126,6 +126,49 @@ def hit_to_wire(h: Hit) -> dict[str, Any]:
 
 def hit_from_wire(d: Mapping[str, Any]) -> Hit:
     return Hit.of(d["id"], d["score"], memory_from_wire(d["memory"]), explain_from_wire(d.get("explain")))
+
+
+_MEMORY_KEYS = frozenset(_MEMORY_FIELDS)
+
+
+class WireRows:
+    """The hits of one search response (:class:`~tierstore.model.Hit`'s
+    source): ids, scores and explanations read at once, each Memory built
+    from its map on first use, as an in-process search builds its hits'
+    (a caller reading ids, scores and contents builds none). Each hit's shape
+    is checked here, so a malformed response fails at the search."""
+
+    __slots__ = ("ids", "scores", "explains", "_maps", "_memories")
+
+    def __init__(self, hits: Sequence[Mapping[str, Any]]) -> None:
+        maps = []
+        for h in hits:
+            m = h.get("memory") if isinstance(h, dict) else None
+            if not isinstance(m, dict) or m.keys() != _MEMORY_KEYS or not isinstance(h.get("id"), str) \
+                    or isinstance(h.get("score"), bool) or not isinstance(h.get("score"), (int, float)):
+                raise RemoteError("the server sent a search hit that is not an id, a score and a memory")
+            maps.append(m)
+        self.ids: list[str] = [h["id"] for h in hits]
+        self.scores: list[float] = [float(h["score"]) for h in hits]
+        self.explains = ([explain_from_wire(h.get("explain")) for h in hits]
+                         if any(h.get("explain") is not None for h in hits) else None)
+        self._maps = maps
+        self._memories: list[Memory | None] = [None] * len(maps)
+
+    def hits(self) -> list[Hit]:
+        return [Hit(self, j) for j in range(len(self.ids))]
+
+    def memory(self, j: int) -> Memory:
+        m = self._memories[j]
+        if m is None:  # two threads may both build it: the same value
+            m = self._memories[j] = memory_from_wire(self._maps[j])
+        return m
+
+    def content(self, j: int) -> str:
+        return self._maps[j]["content"]  # type: ignore[no-any-return]
+
+    def metadata(self, j: int) -> dict[str, Any] | None:
+        return self.memory(j).metadata
 
 
 def sweep_report_from_wire(d: Mapping[str, Any]) -> SweepReport:
