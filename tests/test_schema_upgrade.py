@@ -93,3 +93,21 @@ def test_rows_written_without_a_hash_are_hashed_at_the_next_open(tmp_path, rng):
         conn.execute("UPDATE memories SET content_hash = NULL")
     with TierStore.open(path, clock=ManualClock(T0)) as store:
         assert store.add("u", "A note.", unit(rng)) == "n"
+
+
+def test_a_read_only_open_of_the_previous_schema_says_how_to_upgrade(tmp_path, rng):
+    import pytest
+
+    from tierstore import StoreConfigError
+
+    path = tmp_path / "old"
+    make_old_store(path, rng)
+    before = (path / "catalog.sqlite").read_bytes()
+    with pytest.raises(StoreConfigError, match=r"earlier tierstore version .*supersessions, memories\.key.*"
+                                                r"open it once for writing"):
+        TierStore.open(path, readonly=True)
+    assert (path / "catalog.sqlite").read_bytes() == before  # a reader changed nothing
+    TierStore.open(path, clock=ManualClock(T0 + 3 * 3600)).close()  # the upgrade the message names
+    with TierStore.open(path, readonly=True, clock=ManualClock(T0 + 3 * 3600)) as reader:
+        assert reader.get("u", "home").content == "Alice lives in Lisbon"
+        assert [h.id for h in reader.search("u", reader.get("u", "home").embedding, k=1)] == ["home"]

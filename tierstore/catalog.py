@@ -14,6 +14,7 @@ thread and see every committed write.
 from __future__ import annotations
 
 import json
+import re
 import math
 import os
 import sqlite3
@@ -548,6 +549,18 @@ class Catalog:
     def query_one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         with self._reading() as conn:
             return conn.execute(sql, params).fetchone()
+
+    def missing_schema(self) -> list[str]:
+        """Tables and ``memories`` columns of this version's schema that the
+        catalog lacks (a store written by an earlier version and not opened
+        for writing since: the writable open adds them). ``cold_codes`` is
+        not listed: readers search without it (nothing archived is findable
+        by meaning until the upgrade)."""
+        have = {r[0] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = [t for t in re.findall(r"CREATE (?:VIRTUAL )?TABLE IF NOT EXISTS (\w+)", SCHEMA)
+                  if t not in have and t != "cold_codes"]
+        columns = {r[1] for r in self.query("PRAGMA table_info(memories)")}
+        return tables + [f"memories.{name}" for name, _ in ADDED_COLUMNS if name not in columns]
 
     def has_table(self, name: str) -> bool:
         """Whether the catalog has this table (a read-only open of a store an

@@ -294,6 +294,12 @@ def open_readonly(make: Callable[..., T], root: Path, *, dim: int | None, policy
         stored_policy = catalog.get_meta("policy")
         if stored_dim is None or stored_policy is None:
             raise StoreConfigError(f"the store at {root} was never completely created")
+        missing = catalog.missing_schema()
+        if missing:  # a reader cannot add them, and its searches and reads would fail on them
+            raise StoreConfigError(
+                f"the store at {root} was written by an earlier tierstore version (its catalog lacks "
+                f"{', '.join(missing)}); open it once for writing to upgrade it (TierStore.open(path), or "
+                f"`tierstore sweep --dry-run {root}`, which changes nothing else), then read it")
         if dim is not None and check_positive_int(dim, "dim") != int(stored_dim):
             raise StoreConfigError(f"the store at {root} has dimension {stored_dim}, opened with dim={dim}")
         if embedder is not None:
