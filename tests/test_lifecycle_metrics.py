@@ -146,6 +146,8 @@ def test_reactivation(scripted):
     assert (r["by_kind"]["demote"]["numerator"], r["by_kind"]["demote"]["denominator"]) == (1, 2)
     assert (r["by_kind"]["archive"]["numerator"], r["by_kind"]["archive"]["denominator"]) == (1, 4)
     assert r["by_type"]["note"]["rate"] == pytest.approx(1 / 3)
+    assert r["by_cause"] == {"used": 0, "promoted": 1, "re-added": 0, "restored": 1}  # n1 touched warm; f4
+    assert r["by_type"]["fact"]["by_cause"]["restored"] == 1 and r["by_kind"]["demote"]["by_cause"]["promoted"] == 1
     # A window shorter than 2 d misses f4's restore; one shorter than 0.5 d misses both.
     assert lifecycle_metrics(store, reactivation_days=1)["reactivation"]["numerator"] == 1
     assert lifecycle_metrics(store, reactivation_days=0.25)["reactivation"]["numerator"] == 0
@@ -264,7 +266,25 @@ def test_summary_text(scripted):
     store, _ = scripted
     text = format_summary(lifecycle_metrics(store))
     assert "median survival: fact 2 d (3 ended, 1 alive)" in text
-    assert "reactivated within 7 d: 33.3 % (2/6, 0 pending)" in text
+    assert "reactivated within 7 d: 33.3 % (2/6, 0 pending); brought back: promoted 1, restored 1" in text
+
+
+def test_reactivation_says_what_brought_memories_back(tmp_path, rng):
+    # a duplicate of an archived memory comes back as re-added, a touched cold one as used
+    clock = ManualClock(D0)
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
+        said = unit(rng)
+        store.add("a", "standup moved to 10am", said, memory_type="conversation", id="again")
+        store.add("a", "the build is green", unit(rng), memory_type="conversation", id="used")
+        clock.advance(2 * 3600)
+        assert store.sweep().archived == 2
+        clock.advance(3600)
+        assert store.add("a", "standup moved to 10am", said, memory_type="conversation") == "again"
+        store.touch("a", "used")
+        assert store.get("a", "again").tier == "hot" and store.get("a", "used").tier == "hot"
+        r = lifecycle_metrics(store)["reactivation"]
+        assert r["by_cause"] == {"used": 1, "promoted": 0, "re-added": 1, "restored": 0}
+        assert "brought back: used 1, re-added 1" in format_summary(lifecycle_metrics(store))
 
 
 def test_empty_store(store):

@@ -244,7 +244,7 @@ def reinforce(eng: Engine, ns: str, dup: dedupe.Duplicate, again: MemoryRow, now
         try:
             with eng._sweep_lock:
                 eng._migrator.restore(ns, ids=[dup.id], where=None, text=None, query=None, limit=None,
-                                       progress=False)
+                                       progress=False, reason="re-added")
         except (ObjectStoreError, CorruptDataError):
             pass  # still cold: reinforced there; restore() can bring it back later
     raise_confidence_signals(eng, ns, dup.id, again.conf_llm, again.conf_rule)

@@ -31,6 +31,19 @@ END_KINDS = ("archive", "delete")  # a memory's first life ends when it leaves t
 LEAVE_KINDS = ("demote", "archive")  # moves out of hot that a reactivation can undo
 # moves back into hot: restore (asked for), reactivate (a cold hit or touch that was used), promote (warm)
 BACK_KINDS = ("restore", "reactivate", "promote")
+# What brought a memory back, for the reactivation breakdown: a used cold hit
+# or touch; a used warm hit; said again (a duplicate of an archived memory);
+# any other restore (asked for, or a reversed supersession).
+BACK_CAUSES = ("used", "promoted", "re-added", "restored")
+
+
+def back_cause(kind: str, reason: str | None) -> str:
+    """The :data:`BACK_CAUSES` entry of a ``BACK_KINDS`` event."""
+    if kind == "reactivate":
+        return "used"
+    if kind == "promote":
+        return "promoted"
+    return "re-added" if reason == "re-added" else "restored"
 
 # What compaction keeps by default, whatever its age: every tier transition.
 # Survival, access counts at the end, reactivation and the tier series are all
@@ -189,7 +202,8 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
     and p90 time to archive or delete, ended and censored counts, the curve),
     ``access_at_end`` (histogram and mean of access counts when a memory was
     first archived or deleted), ``reactivation`` (rate, numerator,
-    denominator, per kind and type), ``value`` (retrievals × positive-feedback
+    denominator, per kind and type, and what brought them back:
+    ``by_cause``, :data:`BACK_CAUSES`), ``value`` (retrievals × positive-feedback
     rate: per type mean and the top 10), ``tiers`` (daily hot/warm/cold counts
     rebuilt from the events; ``by_type``: per type at ``now``), ``policy``
     (each type's TTL, half-life, boost, initial weight; the thresholds) and
@@ -214,7 +228,8 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
     ends: list[tuple[str, int]] = []  # (type, access count) at each memory's first end
     ended_keys: set[tuple[str, str]] = set()  # memories whose current life has ended (first end only)
     pending: dict[tuple[str, str], list[tuple[float, str, str]]] = {}  # leave events awaiting a comeback
-    react: list[tuple[str, str, bool, float | None]] = []  # (leave kind, type, reactivated, delay)
+    # (leave kind, type, reactivated, delay, what brought it back)
+    react: list[tuple[str, str, bool, float | None, str | None]] = []
     feedback: dict[tuple[str, str], list[int]] = {}
     day_deltas: dict[int, list[int]] = {}  # POSIX day -> net change of (hot, warm, cold)
     type_deltas: dict[str, list[int]] = {}  # memory type -> net change of (hot, warm, cold) up to now
@@ -233,7 +248,7 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
             open_life[key] = life
             ended_keys.discard(key)
             for leave_t, leave_kind, leave_type in pending.pop(key, []):
-                react.append((leave_kind, leave_type, False, None))  # the id was reused: that memory is gone
+                react.append((leave_kind, leave_type, False, None, None))  # the id was reused: that memory is gone
         if kind in END_KINDS and key not in ended_keys:
             # The first archive or delete ends the memory's (first) life.
             ended_keys.add(key)
@@ -244,12 +259,14 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
         if kind in LEAVE_KINDS:
             pending.setdefault(key, []).append((t, kind, mtype))
         elif kind in BACK_KINDS:
+            cause = back_cause(kind, reason)
             for leave_t, leave_kind, leave_type in pending.pop(key, []):
                 delay = t - leave_t
-                react.append((leave_kind, leave_type, delay <= window, delay if delay <= window else None))
+                back = delay <= window
+                react.append((leave_kind, leave_type, back, delay if back else None, cause if back else None))
         elif kind == "delete":
             for leave_t, leave_kind, leave_type in pending.pop(key, []):
-                react.append((leave_kind, leave_type, False, None))
+                react.append((leave_kind, leave_type, False, None, None))
         if kind == "feedback" and reason:
             tally = feedback.setdefault(key, [0, 0])
             if reason.endswith("negative"):
@@ -271,7 +288,7 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
     for key, items in pending.items():
         for leave_t, leave_kind, leave_type in items:
             if leave_t + window <= now:
-                react.append((leave_kind, leave_type, False, None))
+                react.append((leave_kind, leave_type, False, None, None))
             else:
                 open_count[(leave_kind, leave_type)] = open_count.get((leave_kind, leave_type), 0) + 1
 
@@ -335,13 +352,14 @@ def _access_at_end(ends: list[tuple[str, int]]) -> dict[str, Any]:
     }
 
 
-def _reactivation(react: list[tuple[str, str, bool, float | None]], open_count: dict[tuple[str, str], int],
-                  days: float) -> dict[str, Any]:
-    def summary(items: list[tuple[str, str, bool, float | None]], pending: int) -> dict[str, Any]:
+def _reactivation(react: list[tuple[str, str, bool, float | None, str | None]],
+                  open_count: dict[tuple[str, str], int], days: float) -> dict[str, Any]:
+    def summary(items: list[tuple[str, str, bool, float | None, str | None]], pending: int) -> dict[str, Any]:
         num = sum(1 for r in items if r[2])
         delays = [r[3] for r in items if r[2] and r[3] is not None]
+        by_cause = {c: sum(1 for r in items if r[4] == c) for c in BACK_CAUSES}
         return {"numerator": num, "denominator": len(items), "rate": _rate(num, len(items)), "pending": pending,
-                "median_delay_s": _median(delays)}
+                "median_delay_s": _median(delays), "by_cause": by_cause}
 
     out = summary(react, sum(open_count.values()))
     out["window_days"] = float(days)
@@ -605,8 +623,9 @@ def format_summary(metrics: Mapping[str, Any]) -> str:
         lines.append(f"accesses at archive/delete: mean {acc['mean']:.2f} over {acc['count']} [{hist}]")
     r = metrics["reactivation"]
     rate = "n/a" if r["rate"] is None else f"{100 * r['rate']:.1f} %"
+    causes = ", ".join(f"{c} {n}" for c, n in r["by_cause"].items() if n)
     lines.append(f"reactivated within {r['window_days']:g} d: {rate} ({r['numerator']}/{r['denominator']},"
-                 f" {r['pending']} pending)")
+                 f" {r['pending']} pending)" + (f"; brought back: {causes}" if causes else ""))
     v = metrics["value"]
     if v["rated"]:
         lines.append(f"memory value: {v['rated']} rated of {v['memories']}, mean {v['mean_value']:.2f}; top "

@@ -696,8 +696,9 @@ class Migrator:
     # ------------------------------------------------------------------ into hot
 
     def promote(self, ns: str, rows: Sequence[MemoryRow], now: float, *, access: bool, kind: str,
-                cold_records: dict[str, dict[str, Any]] | None = None) -> list[MemoryRow]:
-        """Move warm (or, with ``cold_records``, cold) rows into the hot tier.
+                cold_records: dict[str, dict[str, Any]] | None = None, reason: str | None = None) -> list[MemoryRow]:
+        """Move warm (or, with ``cold_records``, cold) rows into the hot tier:
+        ``kind`` events, whose reason is ``reason`` (default: the kind).
 
         access: count one access (a used search hit or a touch). Restored and
         promoted memories restart their TTL now, count as recently used for
@@ -746,7 +747,7 @@ class Migrator:
                         conn.execute(MARK_PURGE_SQL, (old.cold_key,))  # its record there is stale now
                     if access and s.settings.access_log:
                         conn.execute(ACCESS_LOG_SQL, (nr.ns, nr.id, int(now // 86400), 1))
-                    conn.execute(EVENT_SQL, self._event(nr, now, kind, old.tier, TIER_HOT, kind))
+                    conn.execute(EVENT_SQL, self._event(nr, now, kind, old.tier, TIER_HOT, reason or kind))
                     done.append(old.rid)
                 return done
 
@@ -761,7 +762,11 @@ class Migrator:
         return moved
 
     def restore(self, ns: str, *, ids: Sequence[str] | None, where: dict[str, Any] | None, text: str | None,
-                query: np.ndarray | None, limit: int | None, progress: bool | None) -> list[str]:
+                query: np.ndarray | None, limit: int | None, progress: bool | None,
+                reason: str = "restore") -> list[str]:
+        """Bring the selected cold memories back hot: ``restore`` events with
+        ``reason`` (``"restore"``: asked for; ``"re-added"``: said again, a
+        duplicate of an archived memory; the lifecycle report tells them apart)."""
         rows = self.select_cold(ns, ids=ids, where=where, text=text, query=query, limit=limit)
         if not rows:
             return []
@@ -771,7 +776,7 @@ class Migrator:
                 chunk = rows[i : i + 256]
                 records = self.cold_records(chunk)
                 moved = self.promote(ns, [r for r in chunk if r.id in records], self.s._time.now(), access=False,
-                                     kind="restore", cold_records=records)
+                                     kind="restore", cold_records=records, reason=reason)
                 restored.extend(r.id for r in moved)
                 bar.update(len(chunk))
         return restored

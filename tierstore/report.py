@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .errors import InvalidInputError, MissingDependencyError
-from .lifecycle import DAY, TIERS, lifecycle_metrics
+from .lifecycle import BACK_CAUSES, DAY, TIERS, lifecycle_metrics
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -638,7 +638,8 @@ def _html(source: str | None, m: Mapping[str, Any], images: Mapping[str, str | N
     surv_rows = [[t, s["memories"], s["ended"], s["censored"], s["archived"], s["deleted"],
                   duration(s["median_s"]), duration(s["p90_s"])] for t, s in surv.items()]
     r = m["reactivation"]
-    react_rows = [[k, v["numerator"], v["denominator"], _pct(v["rate"]), v["pending"], duration(v["median_delay_s"])]
+    react_rows = [[k, v["numerator"], v["denominator"], _pct(v["rate"]), v["pending"], duration(v["median_delay_s"]),
+                   " / ".join(str(v["by_cause"][c]) for c in BACK_CAUSES)]
                   for k, v in [("all", r), *(("after " + k, x) for k, x in r["by_kind"].items()),
                                *r["by_type"].items()]]
     v = m["value"]
@@ -721,9 +722,12 @@ risk until now), so the median is a Kaplan–Meier estimate; n/a: fewer than hal
 {tiers_note}
 {_image(images, "tiers", "memories per tier over time", m)}
 <h2>Reactivation</h2>
-<p>A demotion or archiving is reactivated when the memory comes back to hot (promoted, restored, or reactivated because a search or a touch used it from the cold tier) within
-{r['window_days']:g} days. Pending: the window is still open.</p>
-{_table(["group", "reactivated", "of", "rate", "pending", "median delay"], react_rows)}
+<p>A demotion or archiving is reactivated when the memory comes back to hot within
+{r['window_days']:g} days. Pending: the window is still open. What brought it back: <em>used</em>, a search
+hit or a touch used it from the cold tier; <em>promoted</em>, a used warm hit; <em>re-added</em>, the same
+memory was added again (a duplicate of an archived one comes back instead of a copy); <em>restored</em>,
+<code>restore</code> or a reversed supersession.</p>
+{_table(["group", "reactivated", "of", "rate", "pending", "median delay", "brought back: " + " / ".join(BACK_CAUSES)], react_rows)}
 {_image(images, "reactivation", "reactivation per type", m)}
 <h2>Accesses at the end of life</h2>
 {_image(images, "access", "access counts at archive or delete", m)}
