@@ -86,7 +86,7 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
             k = max(1, min(k, hot.live + sum(info.count for info in eng._warm.shards(ns))
                            + (eng._cold_index.count(ns) if eng._cold_searchable else 0)))
-        hot.lock.read.__enter__()  # released below, as try_read's is
+        hot.lock.acquire_read()  # released below, as try_read's is
     try:
         ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
         hits = hot.hits(ranked, cp, explain)

@@ -80,6 +80,12 @@ class RWLock:
         finally:
             mutex.release()
 
+    def acquire_read(self) -> None:
+        """Take the shared side, waiting while a writer holds or waits for the
+        lock, as ``with lock.read():`` does (release with :meth:`release_read`):
+        for a caller that may have taken it with :meth:`try_read` instead."""
+        self.read.__enter__()
+
     def try_read(self) -> bool:
         """Take the shared side if no writer holds or waits for the lock,
         without waiting; True if taken (release with :meth:`release_read`)."""
@@ -94,7 +100,7 @@ class RWLock:
             mutex.release()
 
     def release_read(self) -> None:
-        """Release the shared side taken by :meth:`try_read`."""
+        """Release the shared side taken by :meth:`acquire_read` or :meth:`try_read`."""
         self._release_read()
 
     def _release_read(self) -> None:
