@@ -64,7 +64,6 @@ def record_from_row(row: MemoryRow, archived_at: float, marks: RecordMarks | Non
     }
 
 
-
 @dataclass(frozen=True)
 class Location:
     key: str
