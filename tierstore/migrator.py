@@ -1009,6 +1009,10 @@ class Migrator:
                         if forgotten and row is None:
                             counts["forgotten"] += 1
                             stale = True
+                            # deleting a statement does not bring back what it superseded (the catalog kept
+                            # the marks a deleted memory made; so does the rebuild)
+                            kept_marks.setdefault(ns, []).extend(
+                                (m["id"], rec["id"], m) for m in rec.get("supersedes") or ())
                             continue
                         if not replace or (row is None) != (seen is None) or (
                                 row is not None and fingerprint(row) != fingerprint(seen)):
