@@ -352,6 +352,7 @@ def test_serve_cli_serves_the_named_cluster(cluster: Cluster, tmp_path, capsys) 
             new = remote.add("cli-ns", "over the CLI's server", np.full(DIM, 0.5, np.float32))
             assert cluster.get("cli-ns", new).content == "over the CLI's server"
             assert "cli-ns" in remote.namespaces()
+            assert remote.migrator_running  # the served cluster's router sweeps, as a served store does
             remote.close()
             try:
                 RemoteStore(url, token="wrong-token-0123456789abcdef").get("cli-ns", mid)

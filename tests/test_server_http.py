@@ -213,6 +213,13 @@ def test_a_listing_over_pages_holds_a_memory_replaced_meanwhile_once(server, sto
 def test_info_says_what_the_store_is_and_the_client_keeps_it(server, store):
     info = call(server, "/v1/info", method="GET")[1]
     assert info["store_id"] == store.store_id and len(info["store_id"]) == 32
+    with RemoteStore(server, token=ACME) as tenant:  # a tenant may ask too: it names no namespace
+        assert info["migrator_running"] is False and not tenant.migrator_running
+    store.start_migrator(interval_s=3600)
+    try:
+        assert call(server, "/v1/info", method="GET")[1]["migrator_running"] is True
+    finally:
+        store.stop_migrator()
     assert Policy.from_dict(info["policy"]) == store.policy
     remote = RemoteStore(server, token=ACME)  # a tenant may read it too: it names no namespace
     assert (remote.dim, remote.store_id, remote.policy) == (store.dim, store.store_id, store.policy)

@@ -67,6 +67,7 @@ def test_sixteen_clients_no_errors_no_lost_adds_exact_access_counts(tmp_path):
         adds = {(ns, mid): content for ns, mid, content in (r["add"] for r in records if "add" in r)}
         expected = Counter(tuple(r["touch"]) for r in records if "touch" in r)
         remote = RemoteStore(server.url, token=TOKEN)
+        assert remote.migrator_running  # serve runs background sweeps unless --no-migrator
         stats = remote.stats(lifecycle=False)
         assert stats.total == len(adds)  # nothing lost, nothing duplicated
         for (ns, mid), content in adds.items():
@@ -94,6 +95,7 @@ def test_sigkill_mid_load_loses_no_acknowledged_write(tmp_path):
     assert len(acked) > 50  # the kill came mid-load
     with ServerProcess(path, "--no-migrator", cwd=tmp_path) as again:
         remote = RemoteStore(again.url, token=TOKEN)
+        assert not remote.migrator_running
         missing = [(ns, mid) for ns, mid, content in acked if (m := remote.get(ns, mid)) is None
                    or m.content != content]
         assert missing == []

@@ -361,6 +361,11 @@ class RemoteStore:
         not embed here."""
         return self._embedder
 
+    @property
+    def migrator_running(self) -> bool:
+        """Whether the server runs background sweeps (asked each time: ``GET /v1/info``)."""
+        return bool(self._request("GET", "/v1/info").get("migrator_running", False))
+
     # ------------------------------------------------------------------ transport
 
     def _request(self, method: str, path: str, body: Any = None, *, text: bool = False) -> Any:

@@ -535,6 +535,11 @@ class TierStore:
         self._engine._require_trusted_clock()
         self._migrator.start(interval_s, max_items, time_budget_s)
 
+    @property
+    def migrator_running(self) -> bool:
+        """Whether background sweeps (:meth:`start_migrator`) are running."""
+        return bool(self._migrator.running)
+
     def stop_migrator(self, timeout: float = 30.0) -> None:
         """Stop the background migrator (waits for a running sweep)."""
         self._migrator.stop(timeout)

@@ -566,6 +566,11 @@ class Cluster:
         self._background.stop(timeout)
 
     @property
+    def migrator_running(self) -> bool:
+        """Whether this router runs background sweeps (:meth:`start_migrator`)."""
+        return self._background.running
+
+    @property
     def background_errors(self) -> list[str]:
         """The last failures of the background sweeps (``start_migrator``)."""
         return list(self._background.errors)

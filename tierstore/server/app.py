@@ -472,7 +472,8 @@ def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = L
         return JSONResponse({"api": wire.API_VERSION, "version": version, "dim": store.dim,
                              "embedder": None if emb is None else emb.name, "now": store.now(),
                              "policy": None if policy is None else policy.to_dict(),
-                             "store_id": getattr(store, "store_id", None) or None})  # a cluster has none
+                             "store_id": getattr(store, "store_id", None) or None,  # a cluster has none
+                             "migrator_running": bool(store.migrator_running)})
 
     async def metrics(request: Request) -> Response:
         try:

@@ -89,8 +89,9 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
             from ..cluster import Cluster
 
             name = "tierstore" if cluster_name is None else cluster_name
-            # an embedder embeds text here, in this router: the shards log vectors
-            store, migrator, path = Cluster(address=cluster, name=name, embedder=embedder), False, \
+            # an embedder embeds text here, in this router: the shards log vectors. Background sweeps
+            # run here as for a store (two routers sweeping only sweep more often: each is a logged write)
+            store, path = Cluster(address=cluster, name=name, embedder=embedder), \
                 f"cluster {name!r} at {cluster}"  # type: ignore[assignment]
         else:
             store = TierStore.open(path, dim=dim, embedder=embedder, cold=cold, cold_options=cold_options,

@@ -263,6 +263,7 @@ class InfoOut(BaseModel):
     now: float = Field(description="the store's time, POSIX seconds")
     policy: dict[str, Any] | None = Field(description="Policy.to_dict(); null: the served stores keep their own")
     store_id: str | None = Field(description="the store's id (made at its creation); null for a cluster")
+    migrator_running: bool = Field(description="whether this server runs background sweeps")
 
 
 class ErrorDetail(BaseModel):
@@ -300,7 +301,7 @@ GET_ROUTES: dict[str, tuple[type[BaseModel] | None, str, bool]] = {
     "/v1/stats": (StatsOut, "counts per tier and type, lifecycle metrics (store-wide; ?lifecycle=false skips "
                             "the lifecycle metrics)", True),
     "/v1/namespaces": (NamespacesOut, "the namespaces this token can reach that hold memories", True),
-    "/v1/info": (InfoOut, "dimension, embedder, policy, store id, version, store time", True),
+    "/v1/info": (InfoOut, "dimension, embedder, policy, store id, version, store time, background sweeps", True),
     "/metrics": (None, "Prometheus text exposition (store-wide)", True),
     "/health": (None, "liveness: the process answers", False),
     "/ready": (None, "readiness: the store is open and the server is not shutting down", False),
