@@ -98,6 +98,10 @@ def test_failover_loses_no_acknowledged_write(cluster: Cluster) -> None:
     victim = "shard-1"
     victim_slots = {s for s, owner in table_before.items() if owner == victim}
     assert victim_slots
+    # a listing paged across the failover: its first page read from the victim, the rest from the new owner
+    paged = [ns for ns in NAMESPACES[200:] if cluster.slot_of(ns) in victim_slots][:5]
+    first_pages = {ns: cluster.memories_page(ns, limit=max(1, PER_NS // 2)) for ns in paged}
+    assert paged and all(cursor is not None for _, cursor in first_pages.values())
     victim_pid = cluster.shard_pids()[victim]
 
     written = NAMESPACES[:200]  # the load writes these; the other 200 must keep their top-5
@@ -154,6 +158,14 @@ def test_failover_loses_no_acknowledged_write(cluster: Cluster) -> None:
     stats = cluster.stats()
     assert stats.total == PER_NS * len(NAMESPACES) + len(acked) and stats.namespaces == len(NAMESPACES)
     assert sum(stats.by_tier.values()) == stats.total
+
+    # a cursor taken before the failover goes on where it stopped: every memory once, in order
+    for ns, (page, cursor) in first_pages.items():
+        listed = [m.id for m in page]
+        while cursor is not None:
+            more, cursor = cluster.memories_page(ns, after=cursor, limit=max(1, PER_NS // 2))
+            listed += [m.id for m in more]
+        assert listed == [m.id for m in cluster.memories(ns)], ns
 
     # the namespaces the load did not write keep their top-5, on whichever shard they are now
     moved_untouched = 0
