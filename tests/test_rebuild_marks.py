@@ -192,3 +192,29 @@ def test_a_rebuild_keeps_every_slot_and_mark_the_archive_can_know(tmp_path_facto
                 assert (old, new, kind) in after
     finally:
         fresh.close()
+
+
+def test_a_rebuild_cut_short_before_the_marks_is_finished_by_the_next(tmp_path, clock, rng, monkeypatch):
+    from tierstore import supersession
+
+    store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
+    old = store.add("u", "v1", unit(rng), memory_type="conversation", key="k")
+    new = store.add("u", "v2", unit(rng), memory_type="conversation", key="k")
+    clock.advance(2 * HOUR)
+    assert store.sweep().archived == 2
+    store.close()
+    fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=clock, cold=store.path / "cold", take_over_cold=True)
+    try:
+        def crash(*args, **kwargs):
+            raise RuntimeError("killed before the marks")
+
+        monkeypatch.setattr(supersession, "restore_marks", crash)
+        with pytest.raises(RuntimeError, match="before the marks"):
+            fresh.rebuild_catalog()
+        assert _supersessions(fresh) == [] and fresh._catalog.get_row("u", old).tier == 2  # rows in, marks not
+        monkeypatch.undo()
+        counts = fresh.rebuild_catalog()
+        assert counts["inserted"] == 0 and counts["marks"] == 1
+        assert _supersessions(fresh) == [(old, new, "key")] and fresh.get_by_key("u", "k").id == new
+    finally:
+        fresh.close()

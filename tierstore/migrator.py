@@ -24,7 +24,6 @@ only on the state it classified.
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import math
 import sqlite3
@@ -443,7 +442,8 @@ class Migrator:
         where = {}
         held: dict[str, int] = {}  # records in each object
         for key, ns, rows in batches:  # 1. copy
-            entries, held[key] = s._cold.write_batch(key, ns, rows, now, supersession.record_marks(s._catalog, ns, rows))
+            marks = supersession.record_marks(s._catalog, ns, rows)
+            entries, held[key] = s._cold.write_batch(key, ns, rows, now, marks)
             where[key] = {e.id: e for e in entries}
         crash_point("archive.after_put")
         groups = {ns: rows for _, ns, rows in batches}
@@ -961,20 +961,36 @@ class Migrator:
 
         A memory absent from the catalog is inserted as cold, unless a
         tombstone says it was deleted after that record was archived
-        (counted ``forgotten``), with its slot (key) and the supersession
-        marks its record kept, on it and by it (counted ``marks``, with those
-        that give a slot left with several live memories its newest one); a cold row that points at a missing object,
+        (counted ``forgotten``), with its slot (key); a cold row that points at a missing object,
         or at an older copy of the memory than the one found, is repointed; a
         memory the catalog holds in the hot or warm tier is left alone (its
         archived copy is stale). An object left holding stale or forgotten
-        records is marked for the next sweep to rewrite."""
+        records is marked for the next sweep to rewrite.
+
+        Then the supersession marks the records kept (on each memory, and by
+        it; a deleted memory's record too) are written on the memories whose
+        state is their record's (inserted now, or a cold row pointing at the
+        record read: a rebuild cut short before this step is finished by the
+        next one), and a slot left with several live memories keeps its
+        newest (counted ``marks``)."""
         s = self.s
         counts = {"objects": 0, "records": 0, "inserted": 0, "repointed": 0, "skipped": 0, "forgotten": 0,
                   "marks": 0}
-        inserted: set[int] = set()
-        # per namespace: marks the records kept ((old id, new id, mark)), and the slots of inserted memories
+        rebuilt: set[int] = set()  # rids whose state is their record's
+        # per namespace: marks the records kept ((old id, new id, mark)), and the slots of rebuilt memories
         kept_marks: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
         slots: dict[str, set[str]] = {}
+
+        def keep(ns: str, rid: int, mid: str, key: str | None, rec: dict[str, Any]) -> None:
+            # a memory whose state is its record's: its record's marks and slot are settled at the end
+            rebuilt.add(rid)
+            marks = kept_marks.setdefault(ns, [])
+            if rec.get("superseded_by") is not None:
+                marks.append((mid, rec["superseded_by"]["id"], rec["superseded_by"]))
+            marks.extend((m["id"], mid, m) for m in rec.get("supersedes") or ())
+            if key is not None:
+                slots.setdefault(ns, set()).add(key)
+
         stones = tombstones.read_all(s._cold.store)
         deleted_at = tombstones.latest_by_memory(stones)
         if stones:  # listed again, so that a sweep drops them once the objects are rewritten
@@ -1021,6 +1037,8 @@ class Migrator:
                                 # listed either way: a later delete of that memory looks here
                                 rids.append(row.rid)
                                 stale = stale or row.cold_key != key
+                                if row.tier == TIER_COLD and row.cold_key == key and row.cold_offset == entry.offset:
+                                    keep(ns, row.rid, row.id, row.key, rec)
                             continue
                         new = _row_from_record(rec, key, entry)
                         new.due_at = float(self.due_in_tier([new], TIER_COLD)[0])
@@ -1029,13 +1047,7 @@ class Migrator:
                             new.rid = int(cur.lastrowid)  # type: ignore[arg-type]
                             conn.execute("INSERT INTO cold_text (rowid, content) VALUES (?, ?)", (new.rid, new.content))
                             counts["inserted"] += 1
-                            inserted.add(new.rid)
-                            marks = kept_marks.setdefault(ns, [])
-                            if rec.get("superseded_by") is not None:
-                                marks.append((new.id, rec["superseded_by"]["id"], rec["superseded_by"]))
-                            marks.extend((m["id"], new.id, m) for m in rec.get("supersedes") or ())
-                            if new.key is not None:
-                                slots.setdefault(ns, set()).add(new.key)
+                            keep(ns, new.rid, new.id, new.key, rec)
                         else:
                             new.rid = row.rid
                             conn.execute("UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ? WHERE rid = ?",
@@ -1060,10 +1072,10 @@ class Migrator:
 
         def settle(conn: sqlite3.Connection) -> int:
             # after every object: a mark's two memories may sit in different objects
-            n = sum(supersession.restore_marks(conn, ns, marks, inserted) for ns, marks in kept_marks.items())
-            return n + sum(supersession.settle_slots(conn, ns, sorted(keys), inserted) for ns, keys in slots.items())
+            n = sum(supersession.restore_marks(conn, ns, marks, rebuilt) for ns, marks in kept_marks.items())
+            return n + sum(supersession.settle_slots(conn, ns, sorted(keys), rebuilt) for ns, keys in slots.items())
 
-        if inserted:
+        if rebuilt:
             counts["marks"] = s._catalog.write(settle)
         s._cold_index.invalidate()
         return counts

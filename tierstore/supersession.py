@@ -102,8 +102,9 @@ def restore_marks(conn: sqlite3.Connection, ns: str, pairs: Sequence[tuple[str, 
                   rids: set[int]) -> int:
     """Write the marks archive records kept: ``(old id, new id, mark)``
     triples (``mark`` as in :class:`RecordMarks`), each only on a memory of
-    ``rids`` (those a rebuild inserted: a memory the catalog kept keeps its
-    own state) that has no mark. Returns how many were written."""
+    ``rids`` (those whose state a rebuild took from their records: any other
+    memory the catalog kept keeps its own state) that has no mark. Returns
+    how many were written."""
     written = 0
     for old_id, new_id, mark in pairs:
         r = conn.execute("SELECT rid FROM memories WHERE ns = ? AND id = ?", (ns, old_id)).fetchone()
@@ -119,8 +120,9 @@ def restore_marks(conn: sqlite3.Connection, ns: str, pairs: Sequence[tuple[str, 
 def settle_slots(conn: sqlite3.Connection, ns: str, keys: Sequence[str], rids: set[int]) -> int:
     """Give each slot of ``keys`` one live memory again where a rebuild left
     several (records archived without their marks): the newest by creation
-    (then rid) stays live and the others among ``rids`` (those the rebuild
-    inserted) get a ``key`` mark by it. Returns how many marks were written."""
+    (then rid) stays live and the others among ``rids`` (as in
+    :func:`restore_marks`) get a ``key`` mark by it. Returns how many marks
+    were written."""
     written = 0
     for key in keys:
         live = conn.execute(f"SELECT m.rid, m.id, m.created_at, m.ttl_seconds FROM memories m"
