@@ -34,7 +34,9 @@ Per query, in one loop (the order of the queries shuffled, seed 3):
 ``--ab REV``: the local store is closed, copied (store and archive), the copy
 opened by REV's code (``git archive``, as ``benchmarks/search_ab.py`` does)
 and the original reopened; per query, each version's hot-only search then
-its cold search (its cache cleared), the two versions in a random order.
+its cold search (its cache cleared), the two versions in a random order;
+the queries whose hits (ids, scores to 1e-6, order) both versions agree on
+are counted.
 
 Targets (issue 15): recall@10 >= 0.95; time added p50 <= 5 ms (local); fetch
 <= 2 x one raw ranged GET per distinct object touched (S3). Nothing here
@@ -222,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             "hot", "cold", "warm", "added", "added_warm", "fetch_local", "objects_local", "cold_hits",
             "recall", "s3_cold", "s3_fetch", "s3_objects", "raw_get", "ratio_per_object", "ratio_one_get")}
         ab: dict[str, list[float]] = {"this": [], "rev": []}
+        same_hits = 0  # queries whose hits (ids, scores to 1e-6, order) both versions agree on
         order = list(range(len(Q)))
         random.Random(3).shuffle(order)
         bar = Progress(len(order), "queries")
@@ -250,14 +253,17 @@ def main(argv: list[str] | None = None) -> int:
             if old is not None:  # each version: its hot-only then its cold search, in a random order
                 pair = [("this", local), ("rev", old)]
                 random.Random(qi).shuffle(pair)
+                got = {}
                 for name, st in pair:
                     t = time.perf_counter()
                     hot_search(st, q)
                     t_h = time.perf_counter() - t
                     st._vector_cache.clear()
                     t = time.perf_counter()
-                    cold_search(st, q)
+                    found = cold_search(st, q)
                     ab[name].append(time.perf_counter() - t - t_h)
+                    got[name] = [(h.id, round(h.score, 6)) for h in found]
+                same_hits += got["this"] == got["rev"]
             if s3 is not None:
                 s3._vector_cache.clear()
                 t = time.perf_counter()
@@ -343,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ab:
         out["ab_rev"] = args.ab
         out["ab_ms"] = {name: ms(v) for name, v in ab.items()}
+        out["ab_same_hits"] = same_hits
         this, rev = out["ab_ms"]["this"], out["ab_ms"]["rev"]
         print(f"\n| local cold search, cache cleared (`--ab {args.ab}`: a copy of the store, same queries, "
               "interleaved) | time added p50 ms | p90 | mean |")
@@ -350,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, d in ((args.ab, rev), ("this checkout", this)):
             print(f"| {name} | {d['p50']:.2f} | {d['p90']:.2f} | {d['mean']:.2f} |")
         print(f"| this / {args.ab}, p50 | {this['p50'] / rev['p50']:.3f} | | |")
+        print(f"| the same hits (ids, scores, order) from both | {same_hits} of {len(Q)} queries | | |")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0
