@@ -141,7 +141,7 @@ def test_search_hits_from_the_wire_build_each_memory_on_first_use() -> None:
     hits = rows.hits()
     assert [h.id for h in hits] == ["m0", "m1", "m2"] and [h.score for h in hits] == [1.0, 0.5, 1 / 3]
     assert hits[1].content == "text 1" and rows._memories == [None, None, None]  # nothing built yet
-    assert hits[1].memory == wire.hit_from_wire(maps[1]).memory and hits[1].memory is hits[1].memory
+    assert hits[1].memory == wire.memory_from_wire(maps[1]["memory"]) and hits[1].memory is hits[1].memory
     assert hits[2].metadata == {"n": 2} and hits[0].explain is None and rows._memories[0] is None
     with_explain = wire.WireRows([_wire_hit(0, explain=True), _wire_hit(1)]).hits()
     assert with_explain[0].explain.score == 0.5 and with_explain[1].explain is None

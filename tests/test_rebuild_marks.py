@@ -26,6 +26,16 @@ def _rebuilt(tmp_path, old, clock):
     return fresh, fresh.rebuild_catalog()
 
 
+def _archived_slot(tmp_path, clock, rng):
+    """A store where slot ``k`` held two memories, ``old`` superseded by
+    ``new``, a sweep later (both archived); returns ``(store, old, new, report)``."""
+    store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
+    old = store.add("u", "v1", unit(rng), memory_type="conversation", key="k")
+    new = store.add("u", "v2", unit(rng), memory_type="conversation", key="k")
+    clock.advance(2 * HOUR)
+    return store, old, new, store.sweep()
+
+
 def _ids(hits):
     return [h.id for h in hits]
 
@@ -96,11 +106,8 @@ def test_a_slot_left_with_two_live_memories_keeps_the_newest(tmp_path, clock, rn
 
 def test_a_memory_the_catalog_kept_keeps_its_own_state(tmp_path, clock, rng):
     # rebuilt over a catalog that still has the memories: nothing inserted, no mark touched
-    store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
-    a = store.add("u", "v1", unit(rng), memory_type="conversation", key="k")
-    b = store.add("u", "v2", unit(rng), memory_type="conversation", key="k")
-    clock.advance(2 * HOUR)
-    assert store.sweep().archived == 2
+    store, a, b, swept = _archived_slot(tmp_path, clock, rng)
+    assert swept.archived == 2
     before = _supersessions(store)
     counts = store.rebuild_catalog()
     assert counts["inserted"] == 0 and counts["marks"] == 0 and _supersessions(store) == before == [(a, b, "key")]
@@ -108,11 +115,7 @@ def test_a_memory_the_catalog_kept_keeps_its_own_state(tmp_path, clock, rng):
 
 
 def test_archive_records_carry_the_marks_and_refuse_malformed_ones(tmp_path, clock, rng):
-    store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
-    old = store.add("u", "old", unit(rng), memory_type="conversation", key="k")
-    new = store.add("u", "new", unit(rng), memory_type="conversation", key="k")
-    clock.advance(2 * HOUR)
-    store.sweep()
+    store, old, new, _ = _archived_slot(tmp_path, clock, rng)
     key = store._catalog.get_row("u", old).cold_key
     _, records = decode_batch(store._cold.store.get(key), key)
     by_id = {rec["id"]: rec for _, rec in records}
@@ -197,11 +200,8 @@ def test_a_rebuild_keeps_every_slot_and_mark_the_archive_can_know(tmp_path_facto
 def test_a_rebuild_cut_short_before_the_marks_is_finished_by_the_next(tmp_path, clock, rng, monkeypatch):
     from tierstore import supersession
 
-    store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
-    old = store.add("u", "v1", unit(rng), memory_type="conversation", key="k")
-    new = store.add("u", "v2", unit(rng), memory_type="conversation", key="k")
-    clock.advance(2 * HOUR)
-    assert store.sweep().archived == 2
+    store, old, new, swept = _archived_slot(tmp_path, clock, rng)
+    assert swept.archived == 2
     store.close()
     fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=clock, cold=store.path / "cold", take_over_cold=True)
     try:

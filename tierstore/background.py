@@ -7,6 +7,7 @@ import threading
 from typing import Callable
 
 from .model import SweepReport
+from .validation import check_positive_int, check_seconds
 
 SweepFn = Callable[[int, float], SweepReport]  # (max_items, time_budget_s) -> report
 
@@ -19,6 +20,12 @@ def next_delay(delay: float, interval_s: float, report: SweepReport | None) -> f
     if report is None or report.errors:
         return min(delay * 2, max(60.0, interval_s))  # back off while sweeps fail
     return interval_s / 4 if report.remaining_due else interval_s  # more due than one pass took: sooner
+
+
+def check_sweep_args(interval_s: float, max_items: int, time_budget_s: float) -> tuple[float, int, float]:
+    """``start_migrator``'s arguments, checked (InvalidInputError) and normalised."""
+    return (check_seconds(interval_s, "interval_s"), check_positive_int(max_items, "max_items"),
+            check_seconds(time_budget_s, "time_budget_s"))
 
 
 class BackgroundSweeps:
@@ -36,7 +43,8 @@ class BackgroundSweeps:
         self.errors: list[str] = []
 
     def start(self, interval_s: float, max_items: int, time_budget_s: float) -> None:
-        """Start the thread (no-op while it runs). Arguments are checked by the caller."""
+        """Start the thread (no-op while it runs). The caller checks the
+        arguments (:func:`check_sweep_args`) before its own other checks."""
         if self._thread is not None and self._thread.is_alive():
             return
         self._stop.clear()

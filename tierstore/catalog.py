@@ -14,9 +14,9 @@ thread and see every committed write.
 from __future__ import annotations
 
 import json
-import re
 import math
 import os
+import re
 import sqlite3
 import threading
 from collections import deque

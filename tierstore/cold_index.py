@@ -390,21 +390,19 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
         out[idxs] = np.nan
         errors.append(found)
 
-    wanted = [locs[i] for i in missed]
-    objects = len({loc.key for loc in wanted})
-    if objects <= 1 or max_workers == 1:
+    by_key: dict[str, list[int]] = {}
+    for i in missed:
+        by_key.setdefault(locs[i].key, []).append(i)
+    if len(by_key) <= 1 or max_workers == 1:
         # one pass over every object: no call, thread or cache write per object
-        for idxs, found in cold_tier.vectors_by_object(wanted):
+        for idxs, found in cold_tier.vectors_by_object([locs[i] for i in missed]):
             take([missed[j] for j in idxs], found)
     else:
         def fetch_object(idxs: list[int]) -> None:
             for got, found in cold_tier.vectors_by_object([locs[i] for i in idxs]):
                 take([idxs[j] for j in got], found)
 
-        by_key: dict[str, list[int]] = {}
-        for i in missed:
-            by_key.setdefault(locs[i].key, []).append(i)
-        with ThreadPoolExecutor(max_workers=min(max_workers, objects),
+        with ThreadPoolExecutor(max_workers=min(max_workers, len(by_key)),
                                 thread_name_prefix="tierstore-cold-fetch") as pool:
             futures = [pool.submit(fetch_object, idxs) for idxs in by_key.values()]
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)

@@ -228,8 +228,8 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
     ends: list[tuple[str, int]] = []  # (type, access count) at each memory's first end
     ended_keys: set[tuple[str, str]] = set()  # memories whose current life has ended (first end only)
     pending: dict[tuple[str, str], list[tuple[float, str, str]]] = {}  # leave events awaiting a comeback
-    # (leave kind, type, reactivated, delay, what brought it back)
-    react: list[tuple[str, str, bool, float | None, str | None]] = []
+    # (leave kind, type, delay, what brought it back): delay and cause None when it did not come back in time
+    react: list[tuple[str, str, float | None, str | None]] = []
     feedback: dict[tuple[str, str], list[int]] = {}
     day_deltas: dict[int, list[int]] = {}  # POSIX day -> net change of (hot, warm, cold)
     type_deltas: dict[str, list[int]] = {}  # memory type -> net change of (hot, warm, cold) up to now
@@ -248,7 +248,7 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
             open_life[key] = life
             ended_keys.discard(key)
             for leave_t, leave_kind, leave_type in pending.pop(key, []):
-                react.append((leave_kind, leave_type, False, None, None))  # the id was reused: that memory is gone
+                react.append((leave_kind, leave_type, None, None))  # the id was reused: that memory is gone
         if kind in END_KINDS and key not in ended_keys:
             # The first archive or delete ends the memory's (first) life.
             ended_keys.add(key)
@@ -262,11 +262,11 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
             cause = back_cause(kind, reason)
             for leave_t, leave_kind, leave_type in pending.pop(key, []):
                 delay = t - leave_t
-                back = delay <= window
-                react.append((leave_kind, leave_type, back, delay if back else None, cause if back else None))
+                react.append((leave_kind, leave_type, delay, cause) if delay <= window
+                             else (leave_kind, leave_type, None, None))
         elif kind == "delete":
             for leave_t, leave_kind, leave_type in pending.pop(key, []):
-                react.append((leave_kind, leave_type, False, None, None))
+                react.append((leave_kind, leave_type, None, None))
         if kind == "feedback" and reason:
             tally = feedback.setdefault(key, [0, 0])
             if reason.endswith("negative"):
@@ -288,7 +288,7 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
     for key, items in pending.items():
         for leave_t, leave_kind, leave_type in items:
             if leave_t + window <= now:
-                react.append((leave_kind, leave_type, False, None, None))
+                react.append((leave_kind, leave_type, None, None))
             else:
                 open_count[(leave_kind, leave_type)] = open_count.get((leave_kind, leave_type), 0) + 1
 
@@ -352,12 +352,12 @@ def _access_at_end(ends: list[tuple[str, int]]) -> dict[str, Any]:
     }
 
 
-def _reactivation(react: list[tuple[str, str, bool, float | None, str | None]],
+def _reactivation(react: list[tuple[str, str, float | None, str | None]],
                   open_count: dict[tuple[str, str], int], days: float) -> dict[str, Any]:
-    def summary(items: list[tuple[str, str, bool, float | None, str | None]], pending: int) -> dict[str, Any]:
-        num = sum(1 for r in items if r[2])
-        delays = [r[3] for r in items if r[2] and r[3] is not None]
-        by_cause = {c: sum(1 for r in items if r[4] == c) for c in BACK_CAUSES}
+    def summary(items: list[tuple[str, str, float | None, str | None]], pending: int) -> dict[str, Any]:
+        delays = [r[2] for r in items if r[3] is not None]  # the ones that came back
+        num = len(delays)
+        by_cause = {c: sum(1 for r in items if r[3] == c) for c in BACK_CAUSES}
         return {"numerator": num, "denominator": len(items), "rate": _rate(num, len(items)), "pending": pending,
                 "median_delay_s": _median(delays), "by_cause": by_cause}
 

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import embedding as _embedding
 from . import ingest, integrity, opening, reads, retrieval, updates
+from .background import check_sweep_args
 from .catalog import Catalog
 from .clock import Clock
 from .engine import Engine, Settings
@@ -529,9 +530,7 @@ class TierStore:
         It comes back sooner while work remains and backs off after errors.
         Raises ClockSkewError if the clock failed the check at open."""
         self._check_writable()
-        interval_s = check_seconds(interval_s, "interval_s")
-        max_items = check_positive_int(max_items, "max_items")
-        time_budget_s = check_seconds(time_budget_s, "time_budget_s")
+        interval_s, max_items, time_budget_s = check_sweep_args(interval_s, max_items, time_budget_s)
         self._engine._require_trusted_clock()
         self._migrator.start(interval_s, max_items, time_budget_s)
 

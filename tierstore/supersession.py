@@ -40,6 +40,9 @@ from typing import Any, Sequence
 from .errors import InvalidInputError
 
 KINDS = ("explicit", "key", "auto")
+# A mark, unless the memory has one already (rid, ns, by_id, kind, similarity, t, prior_ttl_seconds).
+_INSERT_MARK = ("INSERT OR IGNORE INTO supersessions (rid, ns, by_id, kind, similarity, t, prior_ttl_seconds)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)")
 
 
 @dataclass(frozen=True)
@@ -110,10 +113,8 @@ def restore_marks(conn: sqlite3.Connection, ns: str, pairs: Sequence[tuple[str, 
         r = conn.execute("SELECT rid FROM memories WHERE ns = ? AND id = ?", (ns, old_id)).fetchone()
         if r is None or int(r[0]) not in rids or old_id == new_id:
             continue
-        written += conn.execute(
-            "INSERT OR IGNORE INTO supersessions (rid, ns, by_id, kind, similarity, t, prior_ttl_seconds)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (int(r[0]), ns, new_id, mark["kind"], mark["similarity"], mark["t"], mark["prior_ttl_seconds"])).rowcount
+        written += conn.execute(_INSERT_MARK, (int(r[0]), ns, new_id, mark["kind"], mark["similarity"], mark["t"],
+                                               mark["prior_ttl_seconds"])).rowcount
     return written
 
 
@@ -132,9 +133,7 @@ def settle_slots(conn: sqlite3.Connection, ns: str, keys: Sequence[str], rids: s
         for rid, _, _, prior in live[1:]:
             if rid not in rids:
                 continue
-            written += conn.execute(
-                "INSERT OR IGNORE INTO supersessions (rid, ns, by_id, kind, similarity, t, prior_ttl_seconds)"
-                " VALUES (?, ?, ?, 'key', NULL, ?, ?)", (rid, ns, newest[1], newest[2], prior)).rowcount
+            written += conn.execute(_INSERT_MARK, (rid, ns, newest[1], "key", None, newest[2], prior)).rowcount
     return written
 
 
@@ -189,9 +188,7 @@ def record(conn: sqlite3.Connection, ns: str, mark: Mark, now: float) -> bool:
     r = conn.execute("SELECT rid, ttl_seconds FROM memories WHERE ns = ? AND id = ?", (ns, mark.old_id)).fetchone()
     if r is None:
         return False
-    cur = conn.execute(
-        "INSERT OR IGNORE INTO supersessions (rid, ns, by_id, kind, similarity, t, prior_ttl_seconds)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)", (int(r[0]), ns, mark.new_id, mark.kind, mark.similarity, now, r[1]))
+    cur = conn.execute(_INSERT_MARK, (int(r[0]), ns, mark.new_id, mark.kind, mark.similarity, now, r[1]))
     return cur.rowcount == 1
 
 

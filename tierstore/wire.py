@@ -124,10 +124,6 @@ def hit_to_wire(h: Hit) -> dict[str, Any]:
     return {"id": h.id, "score": h.score, "memory": memory_to_wire(h.memory), "explain": explain_to_wire(h.explain)}
 
 
-def hit_from_wire(d: Mapping[str, Any]) -> Hit:
-    return Hit.of(d["id"], d["score"], memory_from_wire(d["memory"]), explain_from_wire(d.get("explain")))
-
-
 _MEMORY_KEYS = frozenset(_MEMORY_FIELDS)
 
 

@@ -25,7 +25,7 @@ from dataclasses import fields, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from .. import embedding as _embedding
-from ..background import BackgroundSweeps
+from ..background import BackgroundSweeps, check_sweep_args
 from ..errors import InvalidInputError, StoreConfigError, TierStoreError
 from ..integrity import IntegrityReport, Problem
 from ..model import Hit, Memory, Stats, SweepReport
@@ -556,10 +556,7 @@ class Cluster:
         off after errors (the last 100 in :attr:`background_errors`).
         One router of a cluster is enough: the sweeps are logged writes of
         each slot, so two would only sweep more often."""
-        interval_s = check_seconds(interval_s, "interval_s")
-        max_items = check_positive_int(max_items, "max_items")
-        time_budget_s = check_seconds(time_budget_s, "time_budget_s")
-        self._background.start(interval_s, max_items, time_budget_s)
+        self._background.start(*check_sweep_args(interval_s, max_items, time_budget_s))
 
     def stop_migrator(self, timeout: float = 30.0) -> None:
         """Stop this router's background sweeps (waits for a pass under way)."""
