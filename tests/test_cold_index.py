@@ -245,7 +245,7 @@ def test_a_load_overlapping_an_invalidation_is_not_kept(arc, rng):
 def test_loaded_codes_are_bounded_in_bytes(tmp_path, rng):
     a = Archive(tmp_path, rng, n=20, ns="alice")
     Archive(tmp_path, rng, n=20, ns="bob", first_rid=100, db=a.db)
-    one = 20 * 8 + 20 * 16  # rids int64 + two uint64 words per code
+    one = 20 * (8 + 16 + 8)  # per row: rid int64, two uint64 code words, vector_at int32 + vector_crc uint32
     index = ColdIndex(a.query, DIM, max_bytes=one + one // 2)
     q = unit_rows(rng, 1)[0]
     index.candidates("alice", q, m=1)

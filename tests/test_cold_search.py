@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tierstore import ManualClock, Policy, PolicyError, TierStore
+from tierstore.cold_index import CODES_COMPLETE
 from tierstore.errors import InvalidInputError
 from tierstore.lifecycle import lifecycle_metrics
 from tierstore.objectstore import LocalObjectStore
@@ -162,7 +163,7 @@ def test_a_store_archived_before_the_index_gets_its_codes_from_sweeps(world):
     report = store.verify()
     assert report.ok and any("archived before the cold index" in p.message for p in report.in_flight)
     assert store.sweep().errors == []
-    assert _codes(store) == 40 and store._catalog.get_meta("cold_codes") == "complete"
+    assert _codes(store) == 40 and store._catalog.get_meta("cold_codes") == CODES_COMPLETE
     assert store.search("u", vecs[11], k=1, record_access=False)[0].id == ids[11]
     assert store.verify().in_flight == []
 

@@ -114,11 +114,28 @@ def read_frame(data: bytes, offset: int, where: str) -> tuple[bytes, int]:
 
 @dataclass(frozen=True)
 class ArchiveEntry:
-    """Where one record sits in an archive object."""
+    """Where one record sits in an archive object: its frame's ``offset`` and
+    ``length`` in bytes, and ``vector_at``, where its embedding's bytes start
+    within that frame (a search reads them alone: :func:`vector_at`)."""
 
     id: str
     offset: int
     length: int
+    vector_at: int = -1
+
+
+def vector_at(frame: bytes, embedding: bytes) -> int:
+    """Where ``embedding`` (a record's embedding bytes) starts in ``frame``
+    (that record's frame), so that a search can read the vector alone and
+    check it against its CRC32 (:func:`vector_crc`) without decoding the
+    record. The first occurrence: should an earlier field hold the same
+    bytes, reading them there gives the same vector. -1 if absent."""
+    return frame.find(embedding) if embedding else -1
+
+
+def vector_crc(embedding: bytes) -> int:
+    """The CRC32 of an embedding's bytes, as the cold index keeps it."""
+    return zlib.crc32(embedding)
 
 
 def encode_batch(key: str, namespace: str, dim: int, created_at: float,
@@ -132,7 +149,7 @@ def encode_batch(key: str, namespace: str, dim: int, created_at: float,
     entries: list[ArchiveEntry] = []
     for rec in records:
         framed = frame(pack(rec))
-        entries.append(ArchiveEntry(rec["id"], offset, len(framed)))
+        entries.append(ArchiveEntry(rec["id"], offset, len(framed), vector_at(framed, rec["embedding"])))
         parts.append(framed)
         offset += len(framed)
     index = {"ids": [e.id for e in entries], "offsets": [e.offset for e in entries],
@@ -233,10 +250,11 @@ def decode_batch(data: bytes, where: str) -> tuple[dict[str, Any], list[tuple[Ar
     for mid, off, length in zip(index["ids"], index["offsets"], index["lengths"]):
         if not isinstance(off, int) or not isinstance(length, int) or off < 0 or off + length > index_offset:
             raise CorruptDataError(f"{where}: archive index entry out of range")
-        rec = decode_record(data[off : off + length], where, dim)
+        framed = data[off : off + length]
+        rec = decode_record(framed, where, dim)
         if rec["id"] != mid or rec["ns"] != header.get("namespace"):
             raise CorruptDataError(f"{where}: archive index names {mid!r}, the record holds {rec['id']!r}")
-        out.append((ArchiveEntry(mid, off, length), rec))
+        out.append((ArchiveEntry(mid, off, length, vector_at(framed, rec["embedding"])), rec))
     return header, out
 
 

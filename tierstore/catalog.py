@@ -174,10 +174,15 @@ CREATE TABLE IF NOT EXISTS supersessions (
 -- memory, written in the transaction that archives it. A memory that leaves
 -- the cold tier, or the catalog, takes its code with it (the triggers), so no
 -- path that restores, reactivates or deletes can leave a stale code behind.
+-- vector_at / vector_crc: where the memory's embedding starts in its record
+-- frame and the CRC32 of its bytes, so that a search reads the vector alone
+-- (NULL: not known, the whole record is read; rows written before them).
 CREATE TABLE IF NOT EXISTS cold_codes (
-    rid  INTEGER PRIMARY KEY,           -- memories.rid of a cold memory
-    ns   TEXT    NOT NULL,
-    code BLOB    NOT NULL               -- sign code: ceil(dim/64) uint64 words, little-endian
+    rid        INTEGER PRIMARY KEY,     -- memories.rid of a cold memory
+    ns         TEXT    NOT NULL,
+    code       BLOB    NOT NULL,        -- sign code: ceil(dim/64) uint64 words, little-endian
+    vector_at  INTEGER,                 -- bytes from the record frame's start
+    vector_crc INTEGER                  -- zlib.crc32 of the embedding's bytes
 );
 CREATE INDEX IF NOT EXISTS cold_codes_ns ON cold_codes (ns, rid);
 CREATE TRIGGER IF NOT EXISTS cold_codes_leave AFTER UPDATE OF tier ON memories WHEN NEW.tier != 2
@@ -191,6 +196,7 @@ BEGIN DELETE FROM cold_codes WHERE rid = OLD.rid; END;
 # on stores written by earlier code (CREATE TABLE IF NOT EXISTS leaves an
 # existing table as it is), and on new stores alike.
 ADDED_COLUMNS = (("key", "TEXT"), ("content_hash", "INTEGER"), ("metadata", "TEXT"))
+ADDED_CODE_COLUMNS = (("vector_at", "INTEGER"), ("vector_crc", "INTEGER"))  # of cold_codes
 ADDED_INDEXES = """
 CREATE INDEX IF NOT EXISTS memories_key ON memories (ns, key) WHERE key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS memories_content ON memories (ns, content_hash);
@@ -302,18 +308,23 @@ class MemoryRow:
 
 def upgrade_schema(conn: sqlite3.Connection, chunk: int = 10_000) -> None:
     """Bring a store written by earlier code up to this schema, in place:
-    add the missing columns of :data:`ADDED_COLUMNS`, create the indexes of
+    add the missing columns of :data:`ADDED_COLUMNS` (and of
+    :data:`ADDED_CODE_COLUMNS` to ``cold_codes``), create the indexes of
     :data:`ADDED_INDEXES`, and hash the content of rows that have no
     ``content_hash`` (in chunks, one transaction each: an interrupted upgrade
     resumes at the next open); rebuild the keyword index with stemming.
     ``conn`` is in autocommit mode; idempotent."""
     _stem_cold_text(conn)
     have = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
+    have_codes = {r[1] for r in conn.execute("PRAGMA table_info(cold_codes)")}
     conn.execute("BEGIN IMMEDIATE")
     try:
         for name, sql_type in ADDED_COLUMNS:
             if name not in have:
                 conn.execute(f"ALTER TABLE memories ADD COLUMN {name} {sql_type}")
+        for name, sql_type in ADDED_CODE_COLUMNS:
+            if name not in have_codes:
+                conn.execute(f"ALTER TABLE cold_codes ADD COLUMN {name} {sql_type}")
         for statement in ADDED_INDEXES.split(";"):
             if statement.strip():
                 conn.execute(statement)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 import secrets
+import zlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
-from .archive import ArchiveEntry, decode_batch, decode_record, decode_vector, encode_batch
+from .archive import ArchiveEntry, decode_batch, decode_record, decode_vector, encode_batch, vector_at
 from .catalog import MemoryRow
 from .errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from .objectstore import ObjectStore
@@ -22,6 +23,7 @@ from .supersession import RecordMarks
 
 ARCHIVE_PREFIX = "archive"
 _COALESCE_GAP = 64 * 1024  # fetch neighbouring records in one GET when closer than this
+_FRAME_HEAD = 8  # a frame's length and CRC32 (archive.frame): no embedding starts before
 # Characters a namespace may hold that a key segment keeps as they are (a leading
 # "." excepted: key segments may not start with one).
 _NS_PLAIN = re.compile(r"[A-Za-z0-9_.-]")
@@ -123,8 +125,16 @@ class ColdTier:
         """The records at ``locations`` (same order), each checked against its
         checksum and field by field. Records of one object that lie close
         together come in one ranged GET."""
-        return [decode_record(frame, f"archive object {loc.key} at byte {loc.offset}", self.dim)
-                for loc, frame in zip(locations, self._frames(locations))]
+        return [rec for rec, _ in self.fetch_placed(locations)]
+
+    def fetch_placed(self, locations: Sequence[Location]) -> list[tuple[dict[str, Any], int]]:
+        """:meth:`fetch`'s records, each with where its embedding starts in
+        its frame (:func:`archive.vector_at`: what the cold index keeps)."""
+        out = []
+        for loc, frame in zip(locations, self._frames(locations)):
+            rec = decode_record(frame, f"archive object {loc.key} at byte {loc.offset}", self.dim)
+            out.append((rec, vector_at(frame, rec["embedding"])))
+        return out
 
     def fetch_vectors(self, locations: Sequence[Location]) -> list[tuple[str, bytes]]:
         """``(id, embedding bytes)`` of the records at ``locations`` (same
@@ -140,20 +150,51 @@ class ColdTier:
                 out[i] = pair
         return out
 
-    def vectors_by_object(self, locations: Sequence[Location]
-                          ) -> Iterator[tuple[list[int], list[tuple[str, bytes]] | Exception]]:
+    def vectors_by_object(self, locations: Sequence[Location], places: Sequence[Sequence[int]] | None = None
+                          ) -> Iterator[tuple[list[int], list[tuple[str | None, bytes]] | Exception]]:
         """Per archive object, as :meth:`fetch_vectors` reads it: the
         positions in ``locations`` of its records and their ``(id,
         embedding)``, or the error that object raised: ObjectNotFoundError
         (missing), CorruptDataError (a damaged record: the object's other
         records are not returned either), ObjectStoreError or OSError (the
         store failed). One pass over every object, so that a caller serving
-        what it can read skips the failed objects without a call per object."""
-        for key, idxs, spans, groups in _plan(locations):
+        what it can read skips the failed objects without a call per object.
+
+        ``places``: per location ``(vector_at, vector_crc)``, or ``(-1, -1)``
+        when not known (``ColdIndex.vector_places``). A location with a place
+        is read as its embedding's bytes alone (``4 · dim`` at ``vector_at``
+        in its frame) and kept if they match ``vector_crc``, the CRC32 of
+        that memory's embedding: its id is not read and comes back None (the
+        memory's own checksum stands for it). One that fails the check (a
+        damaged object, or a record rewritten with another layout) is read
+        again whole, as a location without a place is."""
+        size = 4 * self.dim
+        reads = list(locations)
+        crcs: list[int | None] = [None] * len(reads)
+        if places is not None:
+            for i, (loc, (at, crc)) in enumerate(zip(locations, places)):
+                if _FRAME_HEAD <= at and at + size <= loc.length and 0 <= crc:
+                    reads[i], crcs[i] = Location(loc.key, loc.offset + at, size), crc
+        for key, idxs, spans, groups in _plan(reads):
             try:
-                frames = self._object_frames(key, locations, spans, groups)
-                found = [decode_vector(frames[n], f"archive object {key} at byte {locations[i].offset}", self.dim)
-                         for n, i in enumerate(idxs)]
+                frames = self._object_frames(key, reads, spans, groups)
+                found: list[tuple[str | None, bytes]] = []
+                whole: list[int] = []  # positions in idxs to read as whole records
+                for n, i in enumerate(idxs):
+                    crc = crcs[i]
+                    if crc is None:
+                        found.append(decode_vector(frames[n], f"archive object {key} at byte {locations[i].offset}",
+                                                   self.dim))
+                    elif zlib.crc32(frames[n]) == crc:
+                        found.append((None, frames[n]))
+                    else:
+                        whole.append(n)
+                        found.append((None, b""))
+                if whole:
+                    again = self._frames([locations[idxs[n]] for n in whole])
+                    for n, frame in zip(whole, again):
+                        found[n] = decode_vector(frame, f"archive object {key} at byte {locations[idxs[n]].offset}",
+                                                 self.dim)
             except (ObjectStoreError, CorruptDataError, OSError) as exc:
                 yield idxs, exc
                 continue
@@ -209,8 +250,9 @@ class ColdTier:
         names the object and what is wrong (missing, a frame failing its
         CRC32, a bad header or index); ``damaged`` lists the ids among
         ``expected`` (``(id, location)`` pairs from the catalog) whose record
-        cannot be restored. ``check(id, record)``, if given, looks at each
-        readable expected record and returns a problem (a string) or None.
+        cannot be restored. ``check(id, record, frame)``, if given, looks at
+        each readable expected record (and its frame's bytes) and returns a
+        problem (a string) or None.
         Object-store errors other than a missing object propagate (an outage
         is not damage)."""
         where = f"archive object {key}"
@@ -236,7 +278,7 @@ class ColdTier:
                 damaged.append(mid)
                 continue
             if check is not None:
-                problem = check(mid, rec)
+                problem = check(mid, rec, data[loc.offset : loc.offset + loc.length])
                 if problem is not None:
                     problems.append(problem)
         return problems, damaged

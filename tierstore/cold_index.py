@@ -11,7 +11,9 @@ table ``cold_codes``. A cold search:
    of the cosine) and keeps the best ``m`` row ids (:func:`candidate_count`);
 2. the caller looks their locations up in the catalog, :func:`fetch_vectors`
    reads their exact vectors from the archive objects (ranged GETs grouped per
-   object, objects fetched concurrently, a small cache in front), and
+   object, objects fetched concurrently, a small cache in front; each vector's
+   bytes alone where the index keeps its place, see
+   :meth:`ColdIndex.vector_places`, else its whole record), and
    :func:`exact_rescore` gives the cosine similarities the fused score uses.
 
 ``benchmarks/cold_recall.py`` measured the choices made here (1-bit codes
@@ -86,22 +88,36 @@ def encode_codes(vectors: Any) -> list[bytes]:
     return [row.tobytes() for row in codes]
 
 
-def insert_codes(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, bytes]]) -> None:
-    """Write ``(rid, ns, code)`` rows inside the caller's transaction (no
-    commit). A row already there is replaced: rids are never reused, so that
-    is the same memory archived again by a retried batch. Every row is
-    checked before anything is written."""
+# Writes one memory's code and the place of its vector (rid, ns, code, vector_at, vector_crc).
+CODE_SQL = "INSERT OR REPLACE INTO cold_codes (rid, ns, code, vector_at, vector_crc) VALUES (?, ?, ?, ?, ?)"
+# Meta ``cold_codes`` once every cold memory has a code and its vector's place
+# (stores that said "complete" had codes without places: backfilled again).
+CODES_COMPLETE = "placed"
+
+
+def insert_codes(conn: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> None:
+    """Write ``(rid, ns, code)`` or ``(rid, ns, code, vector_at,
+    vector_crc)`` rows inside the caller's transaction (no commit):
+    ``vector_at``, where the embedding starts in the memory's record frame,
+    and ``vector_crc``, the CRC32 of its bytes (:func:`archive.vector_at`,
+    :func:`archive.vector_crc`; None when not known). A row already there is
+    replaced: rids are never reused, so that is the same memory archived
+    again by a retried batch. Every row is checked before anything is written."""
     checked = []
     for row in rows:
-        if not isinstance(row, tuple) or len(row) != 3:
-            raise InvalidInputError(f"a cold code row is (rid, ns, code), got {row!r}")
-        rid, ns, code = row
+        if not isinstance(row, tuple) or len(row) not in (3, 5):
+            raise InvalidInputError(f"a cold code row is (rid, ns, code[, vector_at, vector_crc]), got {row!r}")
+        rid, ns, code, at, crc = row if len(row) == 5 else (*row, None, None)
         _check_rid(rid)
         check_namespace(ns)
         if not isinstance(code, bytes) or not code or len(code) % 8:
             raise InvalidInputError(f"the code of rid {rid} must be a non-empty multiple of 8 bytes")
-        checked.append((int(rid), ns, code))
-    conn.executemany("INSERT OR REPLACE INTO cold_codes (rid, ns, code) VALUES (?, ?, ?)", checked)
+        if (at is None) != (crc is None) or (at is not None and not (
+                _is_int(at) and _is_int(crc) and at >= 0 and 0 <= crc < 2**32)):
+            raise InvalidInputError(f"the vector place of rid {rid} must be two non-negative integers "
+                                    f"(a CRC32 below 2**32) or two Nones, got {(at, crc)!r}")
+        checked.append((int(rid), ns, code, None if at is None else int(at), None if crc is None else int(crc)))
+    conn.executemany(CODE_SQL, checked)
 
 
 def delete_codes(conn: sqlite3.Connection, rids: Iterable[int]) -> None:
@@ -116,8 +132,12 @@ def _check_count(value: Any, what: str) -> int:
     return int(value)
 
 
+def _is_int(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer))
+
+
 def _check_rid(rid: Any) -> int:
-    if isinstance(rid, bool) or not isinstance(rid, (int, np.integer)):
+    if not _is_int(rid):
         raise InvalidInputError(f"a rid must be an integer, got {rid!r}")
     return int(rid)
 
@@ -132,10 +152,12 @@ class _Codes:
 
     rids: np.ndarray  # int64 (n,), ascending
     codes: np.ndarray  # uint64 (n, words)
+    vector_at: np.ndarray  # int32 (n,): where the embedding starts in its frame; -1 where not known
+    vector_crc: np.ndarray  # uint32 (n,): the CRC32 of its bytes
 
     @property
     def nbytes(self) -> int:
-        return self.rids.nbytes + self.codes.nbytes
+        return self.rids.nbytes + self.codes.nbytes + self.vector_at.nbytes + self.vector_crc.nbytes
 
 
 class ColdIndex:
@@ -248,17 +270,45 @@ class ColdIndex:
                         self._nbytes -= old.nbytes
             return entry
 
+    def vector_places(self, ns: str, rids: Sequence[int]) -> np.ndarray:
+        """``(vector_at, vector_crc)`` of each of ``rids`` (int64 ``(n, 2)``):
+        where its embedding starts in its record frame and the CRC32 of its
+        bytes; ``-1, -1`` where not known (a rid without a code, or a code
+        written before places were kept). Loads the namespace."""
+        entry = self._codes(check_namespace(ns))
+        want = np.asarray(rids, dtype=np.int64).ravel()
+        out = np.full((want.shape[0], 2), -1, np.int64)
+        if entry.rids.shape[0] and want.shape[0]:
+            at = np.minimum(np.searchsorted(entry.rids, want), entry.rids.shape[0] - 1)
+            found = entry.rids[at] == want
+            known = found.copy()
+            known[found] = entry.vector_at[at[found]] >= 0
+            out[known, 0] = entry.vector_at[at[known]]
+            out[known, 1] = entry.vector_crc[at[known]]
+        return out
+
     def _load(self, ns: str) -> _Codes:
-        rows = self._query("SELECT rid, code FROM cold_codes WHERE ns = ? ORDER BY rid", (ns,))
+        try:
+            rows = self._query("SELECT rid, code, vector_at, vector_crc FROM cold_codes WHERE ns = ? ORDER BY rid",
+                               (ns,))
+        except sqlite3.OperationalError as exc:
+            if "no such column" not in str(exc):
+                raise
+            # a read-only look at a store whose cold_codes predate the places: none known
+            rows = [(rid, code, None, None) for rid, code in self._query(
+                "SELECT rid, code FROM cold_codes WHERE ns = ? ORDER BY rid", (ns,))]
         size = 8 * self.words
-        for rid, code in rows:
+        for rid, code, _, _ in rows:
             if not isinstance(code, bytes) or len(code) != size:
                 got = len(code) if isinstance(code, bytes) else type(code).__name__
                 raise CorruptDataError(f"cold_codes row {rid} of namespace {ns!r} holds a code of {got} "
                                        f"bytes, expected {size} (dimension {self.dim})")
-        rids = np.fromiter((r for r, _ in rows), np.int64, len(rows))
-        codes = np.frombuffer(b"".join(c for _, c in rows), "<u8").astype(np.uint64).reshape(len(rows), self.words)
-        return _Codes(rids, codes)
+        rids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        codes = np.frombuffer(b"".join(r[1] for r in rows), "<u8").astype(np.uint64).reshape(len(rows), self.words)
+        # a place that is not two integers in range is not known (the whole record is read; verify() reports it)
+        places = np.array([(r[2], r[3]) if type(r[2]) is int and type(r[3]) is int and 0 <= r[2] < 2**31
+                           and 0 <= r[3] < 2**32 else (-1, 0) for r in rows], np.int64).reshape(len(rows), 2)
+        return _Codes(rids, codes, places[:, 0].astype(np.int32), places[:, 1].astype(np.uint32))
 
 
 # ---------------------------------------------------------------------------
@@ -332,12 +382,16 @@ class VectorCache:
 
 def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: VectorCache | None = None,
                   max_workers: int | None = None, ids: Sequence[str] | None = None,
-                  errors: list[BaseException] | None = None) -> np.ndarray:
+                  errors: list[BaseException] | None = None, places: Any = None) -> np.ndarray:
     """The archived vectors at ``locations``: float32 ``(len(locations), dim)``, in order.
 
     Cache hits first; the misses are read by ``ColdTier.vectors_by_object``
-    (per object, neighbouring records in one ranged GET, each record checked
-    against its CRC32 and dimension; only the id and embedding decoded), the
+    (per object, neighbouring records in one ranged GET; a location with a
+    known place, ``places[i] = (vector_at, vector_crc)`` as
+    :meth:`ColdIndex.vector_places` gives them, is read as its embedding's
+    bytes alone, checked against that CRC32; the others, and any whose bytes
+    fail the check, as whole records, each checked against its CRC32 and
+    dimension, only the id and embedding decoded), the
     objects concurrently on up to ``max_workers`` threads (object-store
     latency, not CPU, is what they overlap; default :data:`FETCH_WORKERS`), or
     in one pass on this thread for a store whose ``serial_reads`` is true: a
@@ -359,6 +413,15 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
     for loc in locs:
         if not isinstance(loc, Location):
             raise InvalidInputError(f"locations must be Location objects, got {type(loc).__name__}")
+    place_list = None
+    if places is not None:
+        try:
+            arr = np.asarray(places, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            raise InvalidInputError("places must be (vector_at, vector_crc) integer pairs") from None
+        if arr.shape != (len(locs), 2):
+            raise InvalidInputError(f"places must have shape ({len(locs)}, 2), got {arr.shape}")
+        place_list = arr.tolist()
     out = np.empty((len(locs), cold_tier.dim), np.float32)
     missed: list[int] = []
     hits = cache.get_many([(loc.key, loc.offset) for loc in locs]) if cache is not None else [None] * len(locs)
@@ -371,12 +434,13 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
         return out
     read: list[int] = []  # positions read and checked, for the cache
 
-    def take(idxs: list[int], found: list[tuple[str, bytes]] | BaseException) -> None:
+    def take(idxs: list[int], found: list[tuple[str | None, bytes]] | BaseException) -> None:
         # one object's outcome: its vectors into ``out``, or its failure
         if not isinstance(found, BaseException):
             try:
                 for i, (mid, emb) in zip(idxs, found):
-                    if ids is not None and mid != ids[i]:
+                    # no id (None): a vector read alone, its CRC the memory's own
+                    if ids is not None and mid is not None and mid != ids[i]:
                         raise CorruptDataError(f"archive object {locs[i].key} at byte {locs[i].offset} holds "
                                                f"{mid!r}, the catalog expects {ids[i]!r}")
                     out[i] = np.frombuffer(emb, "<f4")
@@ -393,13 +457,16 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
     by_key: dict[str, list[int]] = {}
     for i in missed:
         by_key.setdefault(locs[i].key, []).append(i)
+    def places_of(idxs: list[int]) -> list[list[int]] | None:
+        return None if place_list is None else [place_list[i] for i in idxs]
+
     if len(by_key) <= 1 or max_workers == 1:
         # one pass over every object: no call, thread or cache write per object
-        for idxs, found in cold_tier.vectors_by_object([locs[i] for i in missed]):
+        for idxs, found in cold_tier.vectors_by_object([locs[i] for i in missed], places_of(missed)):
             take([missed[j] for j in idxs], found)
     else:
         def fetch_object(idxs: list[int]) -> None:
-            for got, found in cold_tier.vectors_by_object([locs[i] for i in idxs]):
+            for got, found in cold_tier.vectors_by_object([locs[i] for i in idxs], places_of(idxs)):
                 take([idxs[j] for j in got], found)
 
         with ThreadPoolExecutor(max_workers=min(max_workers, len(by_key)),

@@ -41,9 +41,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import tombstones
+from .archive import vector_crc
 from .cold import Location
 from .engine import Engine, engine_of
-from .cold_index import encode_codes
+from .cold_index import CODES_COMPLETE, encode_codes
 from .errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from .hot import HotNamespace
 from .kernels import TIER_COLD, TIER_WARM
@@ -261,17 +262,23 @@ def _verify_cold(store: "Engine", report: IntegrityReport) -> None:
     for ns, mid, key, off, length in store._catalog.query(_COLD_SQL + " ORDER BY cold_key, cold_offset",
                                                           (TIER_COLD,)):
         by_key.setdefault(key, []).append((ns, mid, Location(key, off, length)))
-    codes = {rid: code for rid, code in store._catalog.query("SELECT rid, code FROM cold_codes")} \
-        if store._catalog.has_table("cold_codes") else {}
+    codes = _codes_with_places(store)
     rid_of = {(ns, mid): rid for ns, mid, rid in store._catalog.query(
         "SELECT ns, id, rid FROM memories WHERE tier = ?", (TIER_COLD,))}
 
-    wrong_codes: list[str] = []  # ns/id of memories whose code is not their archived vector's
+    # ns/id of memories whose code is not their archived vector's, or whose
+    # vector is not where the code's row says (a search would read its whole record)
+    wrong_codes: list[str] = []
 
     def code_agrees(ns_of: dict[str, str]) -> Any:
-        def check(mid: str, rec: dict[str, Any]) -> None:
-            code = codes.get(rid_of.get((ns_of[mid], mid), -1))
-            if code is not None and code != encode_codes(np.frombuffer(rec["embedding"], "<f4").reshape(1, -1))[0]:
+        def check(mid: str, rec: dict[str, Any], frame: bytes) -> None:
+            got = codes.get(rid_of.get((ns_of[mid], mid), -1))
+            if got is None:
+                return
+            code, at, crc = got
+            emb = rec["embedding"]
+            if code != encode_codes(np.frombuffer(emb, "<f4").reshape(1, -1))[0] or (at, crc) != (None, None) and (
+                    type(at) is not int or at < 0 or frame[at : at + len(emb)] != emb or crc != vector_crc(emb)):
                 wrong_codes.append(f"{ns_of[mid]}/{mid}")
         return check
 
@@ -296,8 +303,21 @@ def _verify_cold(store: "Engine", report: IntegrityReport) -> None:
     report.checked["cold_memories"] = sum(len(v) for v in by_key.values())
     if wrong_codes:
         report.problems.append(Problem("cold_index", "cold_codes", f"{len(wrong_codes)} cold-index codes do not match "
-                                       "their memories' archived vectors: search ranks them wrongly",
+                                       "their memories' archived vectors (search ranks them wrongly) or their "
+                                       "places in the archive records",
                                        repairable=True, memories=tuple(wrong_codes)))
+
+
+def _codes_with_places(store: "Engine") -> dict[int, tuple[bytes, Any, Any]]:
+    """``rid -> (code, vector_at, vector_crc)`` of every cold-index row
+    (the places None where not kept: rows, or a read-only store, from before them)."""
+    cat = store._catalog
+    if not cat.has_table("cold_codes"):
+        return {}
+    if {"vector_at", "vector_crc"} <= {r[1] for r in cat.query("PRAGMA table_info(cold_codes)")}:
+        return {rid: (code, at, crc) for rid, code, at, crc in cat.query(
+            "SELECT rid, code, vector_at, vector_crc FROM cold_codes")}
+    return {rid: (code, None, None) for rid, code in cat.query("SELECT rid, code FROM cold_codes")}
 
 
 _MISSING_CODES_SQL = ("SELECT count(*) FROM memories m LEFT JOIN cold_codes c ON c.rid = m.rid"
@@ -323,7 +343,7 @@ def _verify_cold_codes(store: "Engine", report: IntegrityReport) -> None:
     stray = [r for (r,) in cat.query(_STRAY_CODES_SQL, (TIER_COLD, width))]
     if missing:
         msg = f"{missing} cold memories have no cold-index code: search cannot find them until they get one"
-        if cat.get_meta("cold_codes") != "complete":  # an older store: sweeps are writing them
+        if cat.get_meta("cold_codes") != CODES_COMPLETE:  # an older store: sweeps are writing them
             report.in_flight.append(Problem("cold_index", "cold_codes", msg + " (archived before the cold index; "
                                             "sweeps write them, a few thousand at a time)", repairable=True))
         else:

@@ -39,7 +39,8 @@ from . import cold_index, lifetime, supersession, tombstones
 from .background import BackgroundSweeps
 from .catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
 from .cold import ColdTier, Location, batch_number, group_by_ns
-from .cold_index import encode_codes
+from .archive import vector_crc
+from .cold_index import CODE_SQL, CODES_COMPLETE, encode_codes
 from .errors import CorruptDataError, InvalidInputError, MemoryNotFoundError, ObjectNotFoundError, ObjectStoreError
 from .faults import crash_point
 from .kernels import (
@@ -205,8 +206,8 @@ class Migrator:
                 report.errors.append(f"{type(exc).__name__}: {exc}")
         if archive_ok:
             self.settle_tombstones(report)
-        if archive_ok and not s._closed and s._catalog.get_meta("cold_codes") != "complete":
-            try:  # stores archived before the cold index: a bounded share of codes per sweep
+        if archive_ok and not s._closed and s._catalog.get_meta("cold_codes") != CODES_COMPLETE:
+            try:  # stores archived before the cold index, or its places: a bounded share per sweep
                 self.backfill_codes(limit=_BACKFILL_PER_SWEEP)
             except (ObjectStoreError, CorruptDataError, OSError) as exc:
                 report.errors.append(f"{type(exc).__name__}: {exc}")
@@ -466,7 +467,7 @@ class Migrator:
                         " cold_length = ?, due_at = ? WHERE rid = ?",
                         (TIER_COLD, key, e.offset, e.length, _sql_inf(d), r.rid))
                     conn.execute("INSERT INTO cold_text (rowid, content) VALUES (?, ?)", (r.rid, r.content))
-                    conn.execute(CODE_SQL, (r.rid, r.ns, code))
+                    conn.execute(CODE_SQL, (r.rid, r.ns, code, *_place(e.vector_at, r.embedding)))
                     conn.execute(EVENT_SQL, self._event(r, now, "archive", r.tier, TIER_COLD, self._reason(r, now)))
                     done.append(r)
                 conn.executemany("UPDATE archives SET state = 'done' WHERE key = ?", [(k,) for k, _, _ in batches])
@@ -618,12 +619,15 @@ class Migrator:
 
         def write(conn: sqlite3.Connection) -> int:
             moved = 0
-            for r, e in zip(rows, entries):
+            for r, e, rec in zip(rows, entries, records):
                 # a memory restored or deleted since it was read stays out of the new object's use
-                moved += conn.execute(
-                    "UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ?"
-                    " WHERE rid = ? AND cold_key = ? AND cold_offset = ?",
-                    (new_key, e.offset, e.length, r.rid, key, r.cold_offset)).rowcount
+                if conn.execute(
+                        "UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ?"
+                        " WHERE rid = ? AND cold_key = ? AND cold_offset = ?",
+                        (new_key, e.offset, e.length, r.rid, key, r.cold_offset)).rowcount:
+                    moved += 1
+                    conn.execute("UPDATE cold_codes SET vector_at = ?, vector_crc = ? WHERE rid = ?",
+                                 (*_place(e.vector_at, rec["embedding"]), r.rid))
             conn.execute("UPDATE archives SET state = ? WHERE key = ?",
                          ("done" if moved == len(rows) else "purge", new_key))
             return moved
@@ -781,31 +785,37 @@ class Migrator:
                 bar.update(len(chunk))
         return restored
 
-    def cold_records(self, rows: Sequence[MemoryRow]) -> dict[str, dict[str, Any]]:
+    def cold_records(self, rows: Sequence[MemoryRow], vector_at: dict[str, int] | None = None
+                     ) -> dict[str, dict[str, Any]]:
         """The archive records of cold ``rows`` by id, each checked to be the
-        memory the catalog expects there (one ranged GET per run of records).
+        memory the catalog expects there (one ranged GET per run of records);
+        ``vector_at``, if given, receives where each one's embedding starts
+        in its frame (:func:`archive.vector_at`).
         A row that changed since it was read (deleted and its object
         collected, restored, or rewritten into another object by a racing
         call) is left out; a record missing or damaged where the catalog
         still points raises (ObjectNotFoundError, CorruptDataError)."""
         try:
-            return self._fetch_records(rows)
+            return self._fetch_records(rows, vector_at)
         except (ObjectNotFoundError, CorruptDataError):
             current = {r.rid: r for r in self.s._catalog.get_rows_by_rid([r.rid for r in rows])}
             still = [r for r in rows if (c := current.get(r.rid)) is not None and c.tier == TIER_COLD
                      and (c.cold_key, c.cold_offset) == (r.cold_key, r.cold_offset)]
             if len(still) == len(rows):
                 raise  # nothing moved: the archive itself is missing or damaged
-            return self._fetch_records(still) if still else {}
+            return self._fetch_records(still, vector_at) if still else {}
 
-    def _fetch_records(self, rows: Sequence[MemoryRow]) -> dict[str, dict[str, Any]]:
-        records = self.s._cold.fetch([Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows])  # type: ignore[arg-type]
+    def _fetch_records(self, rows: Sequence[MemoryRow], vector_at: dict[str, int] | None = None
+                       ) -> dict[str, dict[str, Any]]:
+        placed = self.s._cold.fetch_placed([Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows])  # type: ignore[arg-type]
         by_id = {}
-        for r, rec in zip(rows, records):
+        for r, (rec, at) in zip(rows, placed):
             if rec["id"] != r.id or rec["ns"] != r.ns:
                 raise CorruptDataError(f"archive object {r.cold_key} at byte {r.cold_offset} holds {rec['id']!r}, "
                                        f"the catalog expects {r.id!r}")
             by_id[r.id] = rec
+            if vector_at is not None:
+                vector_at[r.id] = at
         return by_id
 
     def reactivate(self, ns: str, rows: Sequence[MemoryRow], now: float,
@@ -820,32 +830,35 @@ class Migrator:
                             cold_records=records)
 
     def backfill_codes(self, limit: int | None = None) -> int:
-        """Write the cold-index codes of cold memories that have none (stores
-        archived by versions before the index): their vectors are read back
-        from the archive objects. Returns how many were written; bounded by
+        """Write the cold-index codes of cold memories that have none, or
+        whose vector's place is not known (stores archived by versions before
+        the index, or before the places): their records are read back from
+        the archive objects. Returns how many were written; bounded by
         ``limit``. Once a pass finds none missing, the catalog says so (meta
-        ``cold_codes``) and later sweeps skip the look."""
+        ``cold_codes``: :data:`CODES_COMPLETE`) and later sweeps skip the look."""
         s = self.s
         sql = ("SELECT m.rid FROM memories m LEFT JOIN cold_codes c ON c.rid = m.rid"
-               " WHERE m.tier = ? AND c.rid IS NULL AND m.cold_key IS NOT NULL")
+               " WHERE m.tier = ? AND (c.rid IS NULL OR c.vector_at IS NULL) AND m.cold_key IS NOT NULL")
         rids = [r for (r,) in s._catalog.query(sql + ("" if limit is None else f" LIMIT {int(limit)}"), (TIER_COLD,))]
         if not rids:
-            s._catalog.set_meta({"cold_codes": "complete"})
+            s._catalog.set_meta({"cold_codes": CODES_COMPLETE})
             return 0
         finishes = limit is None or len(rids) < limit  # this pass covers every memory still missing one
         rows = sorted(s._catalog.get_rows_by_rid(rids), key=lambda r: (r.cold_key or "", r.cold_offset or 0))
         written = 0
         for i in range(0, len(rows), 512):
             chunk = [r for r in rows[i : i + 512] if r.tier == TIER_COLD]
-            records = self.cold_records(chunk)
-            entries = [(r, _code_of(records[r.id]["embedding"], s.dim)) for r in chunk]
+            at: dict[str, int] = {}
+            records = self.cold_records(chunk, at)
+            entries = [(r, _code_of(records[r.id]["embedding"], s.dim),
+                        _place(at[r.id], records[r.id]["embedding"])) for r in chunk if r.id in records]
 
             def write(conn: sqlite3.Connection, entries: Any = entries) -> int:
                 n = 0
-                for r, code in entries:  # still cold where it was read from
-                    if conn.execute("SELECT 1 FROM memories WHERE rid = ? AND tier = ? AND cold_key = ?",
-                                    (r.rid, TIER_COLD, r.cold_key)).fetchone():
-                        conn.execute(CODE_SQL, (r.rid, r.ns, code))
+                for r, code, place in entries:  # still cold where it was read from
+                    if conn.execute("SELECT 1 FROM memories WHERE rid = ? AND tier = ? AND cold_key = ?"
+                                    " AND cold_offset = ?", (r.rid, TIER_COLD, r.cold_key, r.cold_offset)).fetchone():
+                        conn.execute(CODE_SQL, (r.rid, r.ns, code, *place))
                         n += 1
                 return n
 
@@ -853,7 +866,7 @@ class Migrator:
         for ns in {r.ns for r in rows}:
             s._cold_index.invalidate(ns)
         if finishes:  # every archive since writes its codes itself
-            s._catalog.set_meta({"cold_codes": "complete"})
+            s._catalog.set_meta({"cold_codes": CODES_COMPLETE})
         return written
 
     def select_cold(self, ns: str, *, ids: Sequence[str] | None, where: dict[str, Any] | None, text: str | None,
@@ -949,7 +962,8 @@ class Migrator:
         if not rows:
             return []
         vectors = cold_index.fetch_vectors(s._cold, [Location(r.cold_key, r.cold_offset, r.cold_length)  # type: ignore[arg-type]
-                                                     for r in rows], s._vector_cache, ids=[r.id for r in rows])
+                                                     for r in rows], s._vector_cache, ids=[r.id for r in rows],
+                                           places=s._cold_index.vector_places(ns, [r.rid for r in rows]))
         sims = cold_index.exact_rescore(query, vectors)
         order = np.argsort(-sims, kind="stable")[:k]
         return [rows[i] for i in order.tolist()]
@@ -1053,7 +1067,8 @@ class Migrator:
                             conn.execute("UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ? WHERE rid = ?",
                                          (key, entry.offset, entry.length, row.rid))
                             counts["repointed"] += 1
-                        conn.execute(CODE_SQL, (new.rid, ns, _code_of(rec["embedding"], s.dim)))
+                        conn.execute(CODE_SQL, (new.rid, ns, _code_of(rec["embedding"], s.dim),
+                                                *_place(entry.vector_at, rec["embedding"])))
                         rids.append(new.rid)
                     if conn.execute("SELECT 1 FROM archives WHERE key = ?", (key,)).fetchone() is None:
                         batch = batch_number(key)
@@ -1140,8 +1155,10 @@ def _fts_query(text: str) -> str:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-# A memory's cold-index code, written with its archive (tierstore/cold_index.py).
-CODE_SQL = "INSERT OR REPLACE INTO cold_codes (rid, ns, code) VALUES (?, ?, ?)"
+def _place(at: int, embedding: bytes) -> tuple[int | None, int | None]:
+    """The ``(vector_at, vector_crc)`` a cold-index code row keeps of an
+    archived embedding: ``(None, None)`` if its place in the frame is not known."""
+    return (None, None) if at < 0 else (at, vector_crc(bytes(embedding)))
 
 
 def _code_of(embedding: bytes, dim: int) -> bytes:

@@ -95,7 +95,8 @@ def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: Cold
     (those still cold in ``ns``: the index may lag a restore by a moment;
     and not superseded: a retired statement stays retired, ``restore``
     reaches it),
-    their exact similarities from the archived vectors, then the fused
+    their exact similarities from the archived vectors (each read alone
+    where the index knows its place), then the fused
     score (policy ``scoring.cold_order``: without the use factors). An archive object that cannot be read (missing, damaged, the
     object store down) costs its candidates, not the search: the failures
     are appended to ``errors``."""
@@ -107,7 +108,8 @@ def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: Cold
     if not rows:
         return []
     vectors = fetch_vectors(cold, [Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows],  # type: ignore[arg-type]
-                            cache, ids=[r.id for r in rows], errors=errors)
+                            cache, ids=[r.id for r in rows], errors=errors,
+                            places=index.vector_places(ns, [r.rid for r in rows]))
     readable = np.flatnonzero(~np.isnan(vectors[:, 0])) if errors else np.arange(len(rows))
     rows = [rows[i] for i in readable.tolist()]
     vectors = vectors[readable]
