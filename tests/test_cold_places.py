@@ -21,6 +21,7 @@ from tierstore.cold import Location
 from tierstore.cold_index import CODES_COMPLETE, fetch_vectors, insert_codes
 from tierstore.errors import CorruptDataError, InvalidInputError
 from tierstore.kernels import TIER_COLD
+from tierstore.objectstore import LocalObjectStore
 
 DIM = 16
 T0 = 1_700_000_000.0
@@ -98,6 +99,30 @@ def test_archiving_writes_each_vectors_place_and_a_search_reads_no_record(archiv
         hits = store.search("u", v, k=3, record_access=False, include_cold=True)
         assert hits[0].id == mid and hits[0].memory.tier == "cold"
     assert counter.n == 0  # every candidate's vector read alone
+
+
+def test_a_local_search_reads_only_the_candidates_vector_bytes(tmp_path):
+    """On a local directory each located vector is its own pread of 4 · dim
+    bytes: nothing else of the records, nor of their neighbours, is read."""
+
+    class Counting(LocalObjectStore):
+        ranges: list[tuple[int, int]] = []
+
+        def read_ranges(self, key, ranges):  # type: ignore[override]
+            Counting.ranges.extend(ranges)
+            return super().read_ranges(key, ranges)
+
+    rng = np.random.default_rng(5)
+    clock = ManualClock(T0)
+    vecs = [unit(rng.normal(size=DIM)) for _ in range(25)]
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock, cold=Counting(tmp_path / "cold")) as store:
+        store.add_batch("u", [{"content": f"note {i}", "embedding": v, "memory_type": "conversation"}
+                              for i, v in enumerate(vecs)])
+        clock.advance(2 * HOUR)
+        assert store.sweep().archived == 25
+        Counting.ranges.clear()
+        store.search("u", vecs[3], k=2, record_access=False, include_cold=True)
+    assert len(Counting.ranges) == 25 and all(end - start == 4 * DIM for start, end in Counting.ranges)
 
 
 def test_a_wrong_place_costs_a_whole_record_read_not_a_wrong_vector(archived, monkeypatch):

@@ -167,7 +167,12 @@ class ColdTier:
         that memory's embedding: its id is not read and comes back None (the
         memory's own checksum stands for it). One that fails the check (a
         damaged object, or a record rewritten with another layout) is read
-        again whole, as a location without a place is."""
+        again whole, as a location without a place is.
+
+        A store that reads ranges of an open file (``read_ranges``: a local
+        directory) reads each location with its own ``pread``, cheaper than
+        one read of a span holding its neighbours' bytes too; other stores
+        coalesce neighbouring locations into one ranged GET."""
         size = 4 * self.dim
         reads = list(locations)
         crcs: list[int | None] = [None] * len(reads)
@@ -175,7 +180,8 @@ class ColdTier:
             for i, (loc, (at, crc)) in enumerate(zip(locations, places)):
                 if _FRAME_HEAD <= at and at + size <= loc.length and 0 <= crc:
                     reads[i], crcs[i] = Location(loc.key, loc.offset + at, size), crc
-        for key, idxs, spans, groups in _plan(reads):
+        gap = -1 if getattr(type(self.store), "read_ranges", None) is not None else _COALESCE_GAP
+        for key, idxs, spans, groups in _plan(reads, gap):
             try:
                 frames = self._object_frames(key, reads, spans, groups)
                 found: list[tuple[str | None, bytes]] = []
@@ -288,16 +294,22 @@ def _end(loc: Location) -> int:
     return loc.offset + loc.length
 
 
-def _plan(locations: Sequence[Location]) -> list[tuple[str, list[int], list[tuple[int, int]], list[list[int]]]]:
+def _plan(locations: Sequence[Location], gap: int = _COALESCE_GAP
+          ) -> list[tuple[str, list[int], list[tuple[int, int]], list[list[int]]]]:
     """How to read ``locations``: per object key, ``(key, positions,
     spans, groups)``: the positions of its locations by offset, and
-    neighbouring records (closer than ``_COALESCE_GAP``) merged into one
-    span each (``groups``: the positions each span covers); every span of an
-    object is read in one call."""
+    neighbouring records (closer than ``gap`` bytes) merged into one span
+    each (``groups``: the positions each span covers); every span of an
+    object is read in one call. ``gap < 0``: a span per location, in the
+    given order."""
     by_key: dict[str, list[int]] = {}
     for i, loc in enumerate(locations):
         by_key.setdefault(loc.key, []).append(i)
     plan = []
+    if gap < 0:
+        for key, idxs in by_key.items():
+            plan.append((key, idxs, [(locations[i].offset, _end(locations[i])) for i in idxs], [[i] for i in idxs]))
+        return plan
     for key, idxs in by_key.items():
         if len(idxs) > 1:
             idxs.sort(key=lambda i: locations[i].offset)
@@ -305,7 +317,7 @@ def _plan(locations: Sequence[Location]) -> list[tuple[str, list[int], list[tupl
         spans: list[tuple[int, int]] = []
         for i in idxs:
             loc = locations[i]
-            if groups and loc.offset - spans[-1][1] <= _COALESCE_GAP:
+            if groups and loc.offset - spans[-1][1] <= gap:
                 groups[-1].append(i)
                 spans[-1] = (spans[-1][0], max(spans[-1][1], _end(loc)))
             else:

@@ -319,14 +319,16 @@ class VectorCache:
     """Archived vectors by ``(object key, offset)``, least recently used first
     out, within ``max_bytes`` of vector data. Archive objects are immutable and
     their keys never reused, so an entry never goes stale: nothing invalidates
-    it. Thread-safe; the cached arrays are read-only."""
+    it. Thread-safe. Each vector is kept as its own little-endian bytes
+    (immutable, and no view keeps a larger block alive); :meth:`get` returns
+    a read-only array over them."""
 
     def __init__(self, max_bytes: int = 32 * 2**20) -> None:
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
             raise InvalidInputError(f"max_bytes must be a non-negative integer, got {max_bytes!r}")
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        self._items: OrderedDict[tuple[str, int], bytes] = OrderedDict()
         self._nbytes = 0
 
     @property
@@ -342,37 +344,35 @@ class VectorCache:
 
     def get_many(self, places: Sequence[tuple[str, int]]) -> list[np.ndarray | None]:
         """:meth:`get` of each ``(key, offset)``, under one lock."""
-        out: list[np.ndarray | None] = []
+        found: list[bytes | None] = []
         with self._lock:
             for place in places:
-                vec = self._items.get(place)
-                if vec is not None:
+                blob = self._items.get(place)
+                if blob is not None:
                     self._items.move_to_end(place)
-                out.append(vec)
-        return out
+                found.append(blob)
+        return [None if blob is None else np.frombuffer(blob, "<f4") for blob in found]
 
-    def put(self, key: str, offset: int, vector: np.ndarray) -> None:
+    def put(self, key: str, offset: int, vector: np.ndarray | bytes) -> None:
         self.put_many([(key, offset)], [vector])
 
-    def put_many(self, places: Sequence[tuple[str, int]], vectors: Sequence[np.ndarray]) -> None:
-        """:meth:`put` of each ``(key, offset)`` and vector, under one lock."""
-        copies = []
-        for vector in vectors:
-            vec = np.array(vector, dtype=np.float32)  # our own copy of each (no view keeps a block alive), frozen
-            vec.setflags(write=False)
-            copies.append(vec)
+    def put_many(self, places: Sequence[tuple[str, int]], vectors: Sequence[np.ndarray | bytes]) -> None:
+        """:meth:`put` of each ``(key, offset)`` and vector, under one lock:
+        a float32 array (copied), or its little-endian bytes (kept as they
+        are: what an archive read returns, no copy)."""
+        blobs = [v if type(v) is bytes else np.ascontiguousarray(v, dtype="<f4").tobytes() for v in vectors]
         with self._lock:
-            for place, vec in zip(places, copies):
-                if vec.nbytes > self.max_bytes:
+            for place, blob in zip(places, blobs):
+                if len(blob) > self.max_bytes:
                     continue
                 old = self._items.pop(place, None)
                 if old is not None:
-                    self._nbytes -= old.nbytes
-                self._items[place] = vec
-                self._nbytes += vec.nbytes
+                    self._nbytes -= len(old)
+                self._items[place] = blob
+                self._nbytes += len(blob)
                 while self._nbytes > self.max_bytes:
                     _, out = self._items.popitem(last=False)
-                    self._nbytes -= out.nbytes
+                    self._nbytes -= len(out)
 
     def clear(self) -> None:
         with self._lock:
@@ -433,6 +433,7 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
     if not missed:
         return out
     read: list[int] = []  # positions read and checked, for the cache
+    blobs: dict[int, bytes] = {}  # their vectors' bytes, kept by the cache as they are
 
     def take(idxs: list[int], found: list[tuple[str | None, bytes]] | BaseException) -> None:
         # one object's outcome: its vectors into ``out``, or its failure
@@ -444,6 +445,7 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
                         raise CorruptDataError(f"archive object {locs[i].key} at byte {locs[i].offset} holds "
                                                f"{mid!r}, the catalog expects {ids[i]!r}")
                     out[i] = np.frombuffer(emb, "<f4")
+                    blobs[i] = emb
             except CorruptDataError as exc:
                 found = exc
             else:
@@ -479,7 +481,7 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
                     f.cancel()  # the queued ones; running ones finish and are discarded
                 raise failed[0].exception()  # type: ignore[misc]
     if cache is not None and read:
-        cache.put_many([(locs[i].key, locs[i].offset) for i in read], out[read])
+        cache.put_many([(locs[i].key, locs[i].offset) for i in read], [blobs[i] for i in read])
     return out
 
 
