@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import zlib
 from pathlib import Path
 
 import msgpack
@@ -153,7 +154,18 @@ def test_decode_vector_refuses_damage() -> None:
         decode_vector(frame(msgpack.packb([1, 2], use_bin_type=True)), "here", 8)
 
 
-def test_cold_tier_fetch_vectors_matches_fetch(tmp_path: Path) -> None:
+def _vectors(cold: ColdTier, locs: list, places: list | None = None) -> list:
+    """``ColdTier.vectors_by_object``'s pairs in the order of ``locs`` (the first error raised)."""
+    out: list = [None] * len(locs)
+    for idxs, found in cold.vectors_by_object(locs, places):
+        if isinstance(found, BaseException):
+            raise found
+        for i, pair in zip(idxs, found):
+            out[i] = pair
+    return out
+
+
+def test_cold_tier_vectors_by_object_matches_fetch(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     cold = ColdTier(LocalObjectStore(tmp_path), 8)
     vecs = rng.normal(size=(30, 8)).astype(np.float32)
@@ -162,9 +174,13 @@ def test_cold_tier_fetch_vectors_matches_fetch(tmp_path: Path) -> None:
     # out of order, far apart (separate ranges) and near (one range)
     order = [29, 0, 3, 2, 14, 7, 28, 1]
     locs = [Location("archive/alice/000000000001-abcd.tsa", entries[i].offset, entries[i].length) for i in order]
-    got = cold.fetch_vectors(locs)
+    got = _vectors(cold, locs)
     assert got == [(r["id"], r["embedding"]) for r in cold.fetch(locs)]
     assert [mid for mid, _ in got] == [f"m{i}" for i in order]
+    # with the vectors' places: each read alone, its id not read
+    places = [(entries[i].vector_at, zlib.crc32(recs[i]["embedding"])) for i in order]
+    assert _vectors(cold, locs, places) == [(None, emb) for _, emb in got]
+    assert [at for _, at in cold.fetch_placed(locs)] == [p[0] for p in places]
 
 
 def test_a_store_closes_the_archive_files_its_cold_searches_opened(tmp_path: Path) -> None:

@@ -136,23 +136,9 @@ class ColdTier:
             out.append((rec, vector_at(frame, rec["embedding"])))
         return out
 
-    def fetch_vectors(self, locations: Sequence[Location]) -> list[tuple[str, bytes]]:
-        """``(id, embedding bytes)`` of the records at ``locations`` (same
-        order): what a cold search rescores with. Each frame is checked
-        against its checksum, the embedding's length against the dimension;
-        the other fields are not checked (:func:`archive.decode_vector`).
-        The first object that fails raises (see :meth:`vectors_by_object`)."""
-        out: list[tuple[str, bytes]] = [("", b"")] * len(locations)
-        for idxs, found in self.vectors_by_object(locations):
-            if isinstance(found, BaseException):
-                raise found
-            for i, pair in zip(idxs, found):
-                out[i] = pair
-        return out
-
     def vectors_by_object(self, locations: Sequence[Location], places: Sequence[Sequence[int]] | None = None
                           ) -> Iterator[tuple[list[int], list[tuple[str | None, bytes]] | Exception]]:
-        """Per archive object, as :meth:`fetch_vectors` reads it: the
+        """Per archive object, as ``cold_index.fetch_vectors`` reads it: the
         positions in ``locations`` of its records and their ``(id,
         embedding)``, or the error that object raised: ObjectNotFoundError
         (missing), CorruptDataError (a damaged record: the object's other
