@@ -303,8 +303,9 @@ def _verify_cold(store: "Engine", report: IntegrityReport) -> None:
     report.checked["cold_memories"] = sum(len(v) for v in by_key.values())
     if wrong_codes:
         report.problems.append(Problem("cold_index", "cold_codes", f"{len(wrong_codes)} cold-index codes do not match "
-                                       "their memories' archived vectors (search ranks them wrongly) or their "
-                                       "places in the archive records",
+                                       "their memories' archived vectors, or the places they keep of those vectors "
+                                       "in the records (a wrong code ranks its memory wrongly; a wrong place "
+                                       "makes search read the whole record)",
                                        repairable=True, memories=tuple(wrong_codes)))
 
 
