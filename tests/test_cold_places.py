@@ -155,6 +155,28 @@ def test_a_wrong_place_costs_a_whole_record_read_not_a_wrong_vector(archived, mo
     _assert_places_hold(store, vecs)
 
 
+def test_places_that_are_not_numbers_or_out_of_range_are_not_known(archived):
+    """Damage to the place columns themselves (SQLite stores any type) does
+    not stop the namespace's codes loading: those memories' whole records
+    are read, and verify() names them."""
+    store, vecs = archived
+    ids = list(vecs)
+    rid = {mid: store._catalog.get_row("u", mid).rid for mid in ids[:3]}
+    for mid, at, crc in ((ids[0], "x", 1), (ids[1], 2**40, 1), (ids[2], 9, b"crc")):
+        store._catalog.write(lambda c, at=at, crc=crc, r=rid[mid]: c.execute(
+            "UPDATE cold_codes SET vector_at = ?, vector_crc = ? WHERE rid = ?", (at, crc, r)))
+    store._cold_index.invalidate()
+    assert (store._cold_index.vector_places("u", list(rid.values())) == -1).all()
+    for mid in ids[:3]:
+        store._vector_cache.clear()
+        hits = store.search("u", vecs[mid], k=1, record_access=False, include_cold=True, explain=True)
+        assert hits[0].id == mid and abs(hits[0].explain.raw["similarity"] - 1.0) < 1e-5
+    wrong = {m for p in store.verify().problems if p.kind == "cold_index" for m in p.memories}
+    assert wrong == {f"u/{m}" for m in ids[:3]}
+    assert store.repair().ok
+    _assert_places_hold(store, vecs)
+
+
 def test_damaged_vector_bytes_are_caught_by_the_whole_record_check(archived):
     store, vecs = archived
     mid = next(iter(vecs))

@@ -305,10 +305,27 @@ class ColdIndex:
                                        f"bytes, expected {size} (dimension {self.dim})")
         rids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
         codes = np.frombuffer(b"".join(r[1] for r in rows), "<u8").astype(np.uint64).reshape(len(rows), self.words)
-        # a place that is not two integers in range is not known (the whole record is read; verify() reports it)
-        places = np.array([(r[2], r[3]) if type(r[2]) is int and type(r[3]) is int and 0 <= r[2] < 2**31
-                           and 0 <= r[3] < 2**32 else (-1, 0) for r in rows], np.int64).reshape(len(rows), 2)
-        return _Codes(rids, codes, places[:, 0].astype(np.int32), places[:, 1].astype(np.uint32))
+        at, crc = _places_of(rows)
+        return _Codes(rids, codes, at, crc)
+
+
+def _places_of(rows: Sequence[tuple[Any, ...]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(vector_at int32, vector_crc uint32)`` of ``(rid, code, vector_at,
+    vector_crc)`` rows. A place out of range, or not a number, is not known
+    (-1): the whole record is read, and verify() reports it. (A damaged place
+    that still reads as a number costs the same: its bytes fail the CRC.)"""
+    n = len(rows)
+    try:
+        at = np.fromiter((-1 if r[2] is None else r[2] for r in rows), np.int64, n)
+        crc = np.fromiter((-1 if r[3] is None else r[3] for r in rows), np.int64, n)
+    except (TypeError, ValueError, OverflowError):  # damage: row by row
+        pairs = [(r[2], r[3]) if type(r[2]) is int and type(r[3]) is int and -1 <= r[2] < 2**31
+                 and -1 <= r[3] < 2**32 else (-1, -1) for r in rows]
+        at = np.fromiter((a for a, _ in pairs), np.int64, n)
+        crc = np.fromiter((c for _, c in pairs), np.int64, n)
+    unknown = (at < 0) | (at >= 2**31) | (crc < 0) | (crc >= 2**32)
+    at[unknown], crc[unknown] = -1, 0
+    return at.astype(np.int32), crc.astype(np.uint32)
 
 
 # ---------------------------------------------------------------------------
