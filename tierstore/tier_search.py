@@ -22,6 +22,7 @@ import numpy as np
 from .catalog import MemoryRow
 from .cold import ColdTier, Location
 from .cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_vectors
+from .errors import ObjectNotFoundError
 from .hot import columns_from_rows
 from .kernels import TIER_COLD, fused_rerank
 from .model import Hit, HitRows, Memory
@@ -87,6 +88,19 @@ class RowRanker:
         return picked, [RowHit(Hit(source, i), float(raw[i, 0]), r, order=orders[i]) for i, r in enumerate(chosen)]
 
 
+def _cold_rows(catalog: Any, ns: str, rids: list[int]) -> list[MemoryRow]:
+    """The catalog rows of ``rids`` still cold in ``ns`` and not superseded."""
+    return [r for r in unsuperseded_rows(catalog, rids) if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None]
+
+
+def _cold_vectors(index: ColdIndex, cold: ColdTier, cache: VectorCache, ns: str, rows: list[MemoryRow],
+                  errors: list[BaseException]) -> np.ndarray:
+    """The archived vectors of cold ``rows`` (NaN rows: unreadable, the failures in ``errors``)."""
+    return fetch_vectors(cold, [Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows],  # type: ignore[arg-type]
+                         cache, ids=[r.id for r in rows], errors=errors,
+                         places=index.vector_places(ns, [r.rid for r in rows]))
+
+
 def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: ColdTier, cache: VectorCache, ns: str,
                 q: np.ndarray, k: int, ctx: QueryContext, allowed: np.ndarray, min_conf: float, now: float,
                 explain: bool, note: str, errors: list[BaseException]) -> list[RowHit]:
@@ -99,18 +113,37 @@ def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: Cold
     where the index knows its place), then the fused
     score (policy ``scoring.cold_order``: without the use factors). An archive object that cannot be read (missing, damaged, the
     object store down) costs its candidates, not the search: the failures
-    are appended to ``errors``."""
+    are appended to ``errors``. One missing because a compaction moved its
+    records after the rows were read is read again, once, where the catalog
+    now points (no error when every candidate is then read, or has left the
+    cold tier)."""
     rids, _ = index.candidates(ns, q, candidate_count(k))
     if not rids.size:
         return []
-    rows = [r for r in unsuperseded_rows(catalog, rids.tolist())
-            if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None]
+    rows = _cold_rows(catalog, ns, rids.tolist())
     if not rows:
         return []
-    vectors = fetch_vectors(cold, [Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows],  # type: ignore[arg-type]
-                            cache, ids=[r.id for r in rows], errors=errors,
-                            places=index.vector_places(ns, [r.rid for r in rows]))
-    readable = np.flatnonzero(~np.isnan(vectors[:, 0])) if errors else np.arange(len(rows))
+    failed: list[BaseException] = []
+    vectors = _cold_vectors(index, cold, cache, ns, rows, failed)
+    if failed and any(isinstance(e, ObjectNotFoundError) for e in failed):
+        # An object collected under this search: a compaction moved its records
+        # to a new object (or its memories left the cold tier) after the rows
+        # were read. Read the unread candidates' rows again, once.
+        unread = np.flatnonzero(np.isnan(vectors[:, 0])).tolist()
+        now_at = {r.rid: r for r in _cold_rows(catalog, ns, [rows[i].rid for i in unread])}
+        left = [i for i in unread if rows[i].rid in now_at]  # the others left the cold tier: not a failure
+        moved = [i for i in left if now_at[rows[i].rid].cold_key != rows[i].cold_key]
+        again: list[BaseException] = []
+        if moved:
+            fresh = [now_at[rows[i].rid] for i in moved]
+            vectors[moved] = _cold_vectors(index, cold, cache, ns, fresh, again)
+            for i, r in zip(moved, fresh):
+                rows[i] = r
+        if np.isnan(vectors[left, 0]).any():
+            errors.extend(failed + again)
+    else:
+        errors.extend(failed)
+    readable = np.flatnonzero(~np.isnan(vectors[:, 0])) if failed else np.arange(len(rows))
     rows = [rows[i] for i in readable.tolist()]
     vectors = vectors[readable]
     if not rows:
