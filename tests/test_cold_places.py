@@ -32,6 +32,15 @@ def unit(v: np.ndarray) -> np.ndarray:
     return (v / np.linalg.norm(v)).astype(np.float32)
 
 
+def _archive(store, clock, vecs, content=lambda i: f"note {i}") -> list[str]:
+    """Add ``vecs`` as conversations of ``u`` and sweep them into one archive object: their ids."""
+    ids = store.add_batch("u", [{"content": content(i), "embedding": v, "memory_type": "conversation"}
+                                for i, v in enumerate(vecs)])
+    clock.advance(2 * HOUR)
+    assert store.sweep().archived == len(vecs)
+    return ids
+
+
 @pytest.fixture
 def archived(tmp_path):
     """A store with 30 archived conversations (one object) and their vectors by id."""
@@ -39,10 +48,7 @@ def archived(tmp_path):
     clock = ManualClock(T0)
     vecs = [unit(rng.normal(size=DIM)) for _ in range(30)]
     store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
-    ids = store.add_batch("u", [{"content": f"turn {i} " + "x" * (i * 7), "embedding": v,
-                                 "memory_type": "conversation"} for i, v in enumerate(vecs)])
-    clock.advance(2 * HOUR)
-    assert store.sweep().archived == 30
+    ids = _archive(store, clock, vecs, lambda i: f"turn {i} " + "x" * (i * 7))
     yield store, dict(zip(ids, vecs))
     store.close()
 
@@ -116,10 +122,7 @@ def test_a_local_search_reads_only_the_candidates_vector_bytes(tmp_path):
     clock = ManualClock(T0)
     vecs = [unit(rng.normal(size=DIM)) for _ in range(25)]
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock, cold=Counting(tmp_path / "cold")) as store:
-        store.add_batch("u", [{"content": f"note {i}", "embedding": v, "memory_type": "conversation"}
-                              for i, v in enumerate(vecs)])
-        clock.advance(2 * HOUR)
-        assert store.sweep().archived == 25
+        _archive(store, clock, vecs)
         Counting.ranges.clear()
         store.search("u", vecs[3], k=2, record_access=False, include_cold=True)
     assert len(Counting.ranges) == 25 and all(end - start == 4 * DIM for start, end in Counting.ranges)
@@ -244,10 +247,7 @@ def test_an_old_cold_codes_table_gets_the_columns_and_reads_meanwhile(tmp_path):
     path = tmp_path / "s"
     vecs = [unit(rng.normal(size=DIM)) for _ in range(12)]
     with TierStore.open(path, dim=DIM, clock=clock) as store:
-        ids = store.add_batch("u", [{"content": f"c{i}", "embedding": v, "memory_type": "conversation"}
-                                    for i, v in enumerate(vecs)])
-        clock.advance(2 * HOUR)
-        assert store.sweep().archived == 12
+        ids = _archive(store, clock, vecs)
     conn = sqlite3.connect(path / "catalog.sqlite", isolation_level=None)
     conn.execute("PRAGMA legacy_alter_table = ON")  # the triggers name cold_codes while it is swapped
     conn.executescript("""
@@ -311,10 +311,7 @@ def test_searches_racing_compaction_never_score_a_wrong_vector(tmp_path):
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
         ids = []
         for start in range(0, n, 30):  # four archive objects
-            ids += store.add_batch("u", [{"content": f"m{i}", "embedding": vecs[i], "memory_type": "conversation"}
-                                         for i in range(start, start + 30)])
-            clock.advance(2 * HOUR)
-            store.sweep()
+            ids += _archive(store, clock, vecs[start : start + 30], lambda i, start=start: f"m{start + i}")
         assert store.stats(lifecycle=False).by_tier["cold"] == n
         vec_of = dict(zip(ids, vecs))
         stop = threading.Event()
@@ -358,7 +355,7 @@ def test_a_search_reads_again_where_a_compaction_under_it_moved_the_records(arch
     store, vecs = archived
     ids = list(vecs)
     old_key = store._catalog.get_row("u", ids[1]).cold_key
-    real = tier_search._cold_vectors
+    real = tier_search.fetch_row_vectors
     calls = []
 
     def compact_first(index, cold, cache, ns, rows, errors):
@@ -368,7 +365,7 @@ def test_a_search_reads_again_where_a_compaction_under_it_moved_the_records(arch
         calls.append([r.cold_key for r in rows])
         return real(index, cold, cache, ns, rows, errors)
 
-    monkeypatch.setattr(tier_search, "_cold_vectors", compact_first)
+    monkeypatch.setattr(tier_search, "fetch_row_vectors", compact_first)
     store._vector_cache.clear()
     hits = store.search("u", vecs[ids[1]], k=3, record_access=False, include_cold=True, explain=True)
     assert hits[0].id == ids[1] and abs(hits[0].explain.raw["similarity"] - 1.0) < 1e-5

@@ -166,7 +166,7 @@ class ColdTier:
             for i, (loc, (at, crc)) in enumerate(zip(locations, places)):
                 if _FRAME_HEAD <= at and at + size <= loc.length and 0 <= crc:
                     reads[i], crcs[i] = Location(loc.key, loc.offset + at, size), crc
-        gap = -1 if getattr(type(self.store), "read_ranges", None) is not None else _COALESCE_GAP
+        gap = -1 if _ranges_reader(self.store) is not None else _COALESCE_GAP
         for key, idxs, spans, groups in _plan(reads, gap):
             try:
                 frames = self._object_frames(key, reads, spans, groups)
@@ -218,11 +218,7 @@ class ColdTier:
         return out
 
     def _read(self, key: str, spans: list[tuple[int, int]]) -> list[bytes]:
-        # A store that can read several ranges of one object in one call
-        # (LocalObjectStore: one open file, a pread each) is asked to; the
-        # method is looked up on the class, so a wrapper that only forwards
-        # attributes still sees every GET.
-        read_ranges = getattr(type(self.store), "read_ranges", None)
+        read_ranges = _ranges_reader(self.store)
         if read_ranges is not None:
             return read_ranges(self.store, key, spans)  # type: ignore[no-any-return]
         return [self.store.get(key, start, end) for start, end in spans]
@@ -274,6 +270,13 @@ class ColdTier:
                 if problem is not None:
                     problems.append(problem)
         return problems, damaged
+
+
+def _ranges_reader(store: ObjectStore) -> Any:
+    """The store's ``read_ranges`` (several ranges of one object in one call:
+    LocalObjectStore, one open file and a pread each), or None. Looked up on
+    the class, so a wrapper that only forwards attributes still sees every GET."""
+    return getattr(type(store), "read_ranges", None)
 
 
 def _end(loc: Location) -> int:

@@ -288,15 +288,7 @@ class ColdIndex:
         return out
 
     def _load(self, ns: str) -> _Codes:
-        try:
-            rows = self._query("SELECT rid, code, vector_at, vector_crc FROM cold_codes WHERE ns = ? ORDER BY rid",
-                               (ns,))
-        except sqlite3.OperationalError as exc:
-            if "no such column" not in str(exc):
-                raise
-            # a read-only look at a store whose cold_codes predate the places: none known
-            rows = [(rid, code, None, None) for rid, code in self._query(
-                "SELECT rid, code FROM cold_codes WHERE ns = ? ORDER BY rid", (ns,))]
+        rows = query_codes(self._query, "WHERE ns = ? ORDER BY rid", (ns,))
         size = 8 * self.words
         for rid, code, _, _ in rows:
             if not isinstance(code, bytes) or len(code) != size:
@@ -311,21 +303,28 @@ class ColdIndex:
 
 def _places_of(rows: Sequence[tuple[Any, ...]]) -> tuple[np.ndarray, np.ndarray]:
     """``(vector_at int32, vector_crc uint32)`` of ``(rid, code, vector_at,
-    vector_crc)`` rows. A place out of range, or not a number, is not known
-    (-1): the whole record is read, and verify() reports it. (A damaged place
-    that still reads as a number costs the same: its bytes fail the CRC.)"""
+    vector_crc)`` rows. A place that is not two integers in range (NULL, or
+    damaged) is not known (-1): the whole record is read, and verify()
+    reports a damaged one. (A damaged place that still reads as an integer
+    costs the same: its bytes fail the CRC.)"""
     n = len(rows)
-    try:
-        at = np.fromiter((-1 if r[2] is None else r[2] for r in rows), np.int64, n)
-        crc = np.fromiter((-1 if r[3] is None else r[3] for r in rows), np.int64, n)
-    except (TypeError, ValueError, OverflowError):  # damage: row by row
-        pairs = [(r[2], r[3]) if type(r[2]) is int and type(r[3]) is int and -1 <= r[2] < 2**31
-                 and -1 <= r[3] < 2**32 else (-1, -1) for r in rows]
-        at = np.fromiter((a for a, _ in pairs), np.int64, n)
-        crc = np.fromiter((c for _, c in pairs), np.int64, n)
-    unknown = (at < 0) | (at >= 2**31) | (crc < 0) | (crc >= 2**32)
+    at = np.fromiter((v if type(v) is int and 0 <= v < 2**31 else -1 for v in (r[2] for r in rows)), np.int64, n)
+    crc = np.fromiter((v if type(v) is int and 0 <= v < 2**32 else -1 for v in (r[3] for r in rows)), np.int64, n)
+    unknown = (at < 0) | (crc < 0)
     at[unknown], crc[unknown] = -1, 0
     return at.astype(np.int32), crc.astype(np.uint32)
+
+
+def query_codes(query: QueryFn, tail: str = "", params: Sequence[Any] = ()) -> Sequence[tuple[Any, ...]]:
+    """``SELECT rid, code, vector_at, vector_crc FROM cold_codes <tail>``,
+    with NULL places where the table predates their columns (a read-only
+    look at a store not yet upgraded): one query in the usual case."""
+    try:
+        return query(f"SELECT rid, code, vector_at, vector_crc FROM cold_codes {tail}", params)
+    except sqlite3.OperationalError as exc:
+        if "no such column" not in str(exc):
+            raise
+        return query(f"SELECT rid, code, NULL, NULL FROM cold_codes {tail}", params)
 
 
 # ---------------------------------------------------------------------------
@@ -500,6 +499,14 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
     if cache is not None and read:
         cache.put_many([(locs[i].key, locs[i].offset) for i in read], [blobs[i] for i in read])
     return out
+
+
+def fetch_row_vectors(index: ColdIndex, cold_tier: ColdTier, cache: VectorCache | None, ns: str,
+                      rows: Sequence[Any], errors: list[BaseException] | None = None) -> np.ndarray:
+    """:func:`fetch_vectors` for cold catalog ``rows`` of ``ns``: their
+    locations, the ids they must hold and the places ``index`` keeps."""
+    return fetch_vectors(cold_tier, [Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows], cache,
+                         ids=[r.id for r in rows], errors=errors, places=index.vector_places(ns, [r.rid for r in rows]))
 
 
 def exact_rescore(query: Any, vectors: np.ndarray) -> np.ndarray:

@@ -44,7 +44,7 @@ from . import tombstones
 from .archive import vector_crc
 from .cold import Location
 from .engine import Engine, engine_of
-from .cold_index import CODES_COMPLETE, encode_codes
+from .cold_index import CODES_COMPLETE, encode_codes, query_codes
 from .errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from .hot import HotNamespace
 from .kernels import TIER_COLD, TIER_WARM
@@ -315,10 +315,7 @@ def _codes_with_places(store: "Engine") -> dict[int, tuple[bytes, Any, Any]]:
     cat = store._catalog
     if not cat.has_table("cold_codes"):
         return {}
-    if {"vector_at", "vector_crc"} <= {r[1] for r in cat.query("PRAGMA table_info(cold_codes)")}:
-        return {rid: (code, at, crc) for rid, code, at, crc in cat.query(
-            "SELECT rid, code, vector_at, vector_crc FROM cold_codes")}
-    return {rid: (code, None, None) for rid, code in cat.query("SELECT rid, code FROM cold_codes")}
+    return {rid: (code, at, crc) for rid, code, at, crc in query_codes(cat.query)}
 
 
 _MISSING_CODES_SQL = ("SELECT count(*) FROM memories m LEFT JOIN cold_codes c ON c.rid = m.rid"

@@ -961,9 +961,7 @@ class Migrator:
                 if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None]
         if not rows:
             return []
-        vectors = cold_index.fetch_vectors(s._cold, [Location(r.cold_key, r.cold_offset, r.cold_length)  # type: ignore[arg-type]
-                                                     for r in rows], s._vector_cache, ids=[r.id for r in rows],
-                                           places=s._cold_index.vector_places(ns, [r.rid for r in rows]))
+        vectors = cold_index.fetch_row_vectors(s._cold_index, s._cold, s._vector_cache, ns, rows)
         sims = cold_index.exact_rescore(query, vectors)
         order = np.argsort(-sims, kind="stable")[:k]
         return [rows[i] for i in order.tolist()]

@@ -20,8 +20,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .catalog import MemoryRow
-from .cold import ColdTier, Location
-from .cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_vectors
+from .cold import ColdTier
+from .cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_row_vectors
 from .errors import ObjectNotFoundError
 from .hot import columns_from_rows
 from .kernels import TIER_COLD, fused_rerank
@@ -93,12 +93,25 @@ def _cold_rows(catalog: Any, ns: str, rids: list[int]) -> list[MemoryRow]:
     return [r for r in unsuperseded_rows(catalog, rids) if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None]
 
 
-def _cold_vectors(index: ColdIndex, cold: ColdTier, cache: VectorCache, ns: str, rows: list[MemoryRow],
-                  errors: list[BaseException]) -> np.ndarray:
-    """The archived vectors of cold ``rows`` (NaN rows: unreadable, the failures in ``errors``)."""
-    return fetch_vectors(cold, [Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows],  # type: ignore[arg-type]
-                         cache, ids=[r.id for r in rows], errors=errors,
-                         places=index.vector_places(ns, [r.rid for r in rows]))
+def _read_moved_again(index: ColdIndex, catalog: Any, cold: ColdTier, cache: VectorCache, ns: str,
+                      rows: list[MemoryRow], vectors: np.ndarray, failed: list[BaseException]) -> list[BaseException]:
+    """An object was collected under a search: a compaction moved its records
+    to a new object (or its memories left the cold tier) after ``rows`` were
+    read. Read the unread candidates' rows again, once, and their vectors
+    where the catalog now points (``rows`` and ``vectors`` updated in
+    place). Returns the failures to report: none if every candidate still
+    cold was read."""
+    unread = np.flatnonzero(np.isnan(vectors[:, 0])).tolist()
+    now_at = {r.rid: r for r in _cold_rows(catalog, ns, [rows[i].rid for i in unread])}
+    left = [i for i in unread if rows[i].rid in now_at]  # the others left the cold tier: not a failure
+    moved = [i for i in left if now_at[rows[i].rid].cold_key != rows[i].cold_key]
+    again: list[BaseException] = []
+    if moved:
+        fresh = [now_at[rows[i].rid] for i in moved]
+        vectors[moved] = fetch_row_vectors(index, cold, cache, ns, fresh, again)
+        for i, r in zip(moved, fresh):
+            rows[i] = r
+    return failed + again if np.isnan(vectors[left, 0]).any() else []
 
 
 def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: ColdTier, cache: VectorCache, ns: str,
@@ -124,26 +137,11 @@ def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: Cold
     if not rows:
         return []
     failed: list[BaseException] = []
-    vectors = _cold_vectors(index, cold, cache, ns, rows, failed)
-    if failed and any(isinstance(e, ObjectNotFoundError) for e in failed):
-        # An object collected under this search: a compaction moved its records
-        # to a new object (or its memories left the cold tier) after the rows
-        # were read. Read the unread candidates' rows again, once.
-        unread = np.flatnonzero(np.isnan(vectors[:, 0])).tolist()
-        now_at = {r.rid: r for r in _cold_rows(catalog, ns, [rows[i].rid for i in unread])}
-        left = [i for i in unread if rows[i].rid in now_at]  # the others left the cold tier: not a failure
-        moved = [i for i in left if now_at[rows[i].rid].cold_key != rows[i].cold_key]
-        again: list[BaseException] = []
-        if moved:
-            fresh = [now_at[rows[i].rid] for i in moved]
-            vectors[moved] = _cold_vectors(index, cold, cache, ns, fresh, again)
-            for i, r in zip(moved, fresh):
-                rows[i] = r
-        if np.isnan(vectors[left, 0]).any():
-            errors.extend(failed + again)
-    else:
-        errors.extend(failed)
-    readable = np.flatnonzero(~np.isnan(vectors[:, 0])) if failed else np.arange(len(rows))
+    vectors = fetch_row_vectors(index, cold, cache, ns, rows, failed)
+    if any(isinstance(e, ObjectNotFoundError) for e in failed):
+        failed = _read_moved_again(index, catalog, cold, cache, ns, rows, vectors, failed)
+    errors.extend(failed)
+    readable = np.flatnonzero(~np.isnan(vectors[:, 0]))  # NaN: unreadable, or left the cold tier meanwhile
     rows = [rows[i] for i in readable.tolist()]
     vectors = vectors[readable]
     if not rows:
