@@ -693,6 +693,10 @@ class Migrator:
         s._catalog.write(write)
         crash_point("rebuild.after_commit")
         s._warm.refresh()
+        # The commit that moved the rows off the old shards is on disk before
+        # their files go: lost to an OS crash after the delete, it would leave
+        # the catalog pointing at shards without files (as for archive objects).
+        s._catalog.sync()
         for i in infos:
             s._warm.forget(i.shard)
             s._warm.remove_files(i.name)
