@@ -291,7 +291,8 @@ class Items:
         if len(value) > bounds.max_batch:
             raise InvalidInputError(f"{len(value)} items is above this server's limit of {bounds.max_batch} "
                                     "(--max-batch)")
-        return [check_fields(ITEM, item, bounds, f"{what}[{i}]") for i, item in enumerate(value)]
+        return [check_fields(ITEM, item, bounds, f"{what}[{i}]", prefix=f"{what}[{i}].")
+                for i, item in enumerate(value)]
 
     def schema(self, bounds: Any) -> dict[str, Any]:
         return {"type": "array", "maxItems": bounds.max_batch, "items": _object_schema(ITEM, bounds)}
@@ -433,10 +434,11 @@ ROUTES: dict[str, Route] = {
 
 
 def check_fields(route: Route, body: Any, bounds: Any, where: str,
-                 names: Mapping[str, str] | None = None) -> dict[str, Any]:
+                 names: Mapping[str, str] | None = None, prefix: str = "") -> dict[str, Any]:
     """``body``'s fields for ``route``, each checked (see the module's doc),
     nulls left out; InvalidInputError (or the field's own class) naming the
-    field as the caller knows it (``names``: route field -> caller's name)."""
+    field as the caller knows it (``names``: route field -> caller's name;
+    ``prefix``: where the body sits, as ``items[3].``)."""
     if not isinstance(body, dict):
         raise InvalidInputError(f"{where}: expected a JSON object, got {_type_name(body)}")
     known = route.by_name
@@ -447,7 +449,7 @@ def check_fields(route: Route, body: Any, bounds: Any, where: str,
     for name, value in body.items():
         if value is None:
             continue
-        what = name if names is None else names.get(name, name)
+        what = prefix + (name if names is None else names.get(name, name))
         out[name] = known[name].kind.check(value, what, bounds)
     missing = [f.name for f in route.fields if f.required and f.name not in out]
     if missing:

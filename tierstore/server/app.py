@@ -104,26 +104,29 @@ class Guard:
                 "InvalidInputError", f"the body is larger than this server's limit of {self.max_body} bytes"))
             return
         seen = 0
-        started = False
+        started = too_large = False
 
         async def counted() -> dict:  # a chunked body has no length: count it as it comes
-            nonlocal seen
+            nonlocal seen, too_large
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.max_body:
+                too_large = True
                 raise BodyTooLarge()
             return message
 
         async def sending(message: dict) -> None:
             nonlocal started
+            if too_large and not started:
+                return  # the app's own answer to BodyTooLarge (Starlette's plain-text 500): the 413 below instead
             started = started or message.get("type") == "http.response.start"
             await send(message)
 
         try:
             await self.app(scope, counted, sending)
-        except BodyTooLarge:  # from an app that reads the body itself (the MCP route): 413, as every route says
-            if started:
-                raise
+        except BodyTooLarge:  # from an app that reads the body itself (the MCP route)
+            pass
+        if too_large and not started:  # 413, as every route says
             await _send(send, 413, wire.error_body(
                 "InvalidInputError", f"the body is larger than this server's limit of {self.max_body} bytes"))
 
