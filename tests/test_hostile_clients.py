@@ -200,6 +200,12 @@ def test_booleans_are_booleans_not_truthy_values(server, store):
     status, body = call(server, "/v1/touch", {"ns": "n", "ids": {"m1": 1}})
     assert status == 400 and store.get("n", "m1").access_count == 0
     assert call(server, "/v1/search", {"ns": "n", "query": "hello", "record_access": None})[0] == 200  # null: default
+    for kwargs in (dict(record_access="no"), dict(include_warm=0), dict(memory_types=True)):  # the library too
+        with pytest.raises(InvalidInputError):
+            store.search("n", "hello", **kwargs)
+        with pytest.raises(InvalidInputError):
+            store.search_in_memory("n", "hello", **kwargs)
+    assert store.get("n", "m1").access_count == 1  # the one search that left record_access to the policy
 
 
 # ---------------------------------------------------------------- counts: refused before per-entry work

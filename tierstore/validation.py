@@ -220,6 +220,20 @@ def check_tags(tags: Any, max_tags: int, what: str = "tags") -> tuple[str, ...]:
     return tuple(out)
 
 
+def check_search_flags(include_warm: Any, record_access: Any, explain: Any, memory_types: Any) -> list[str] | None:
+    """``search``'s switches as booleans (``record_access`` may be None: the
+    policy's), not truthy values (``record_access="no"`` would record); its
+    ``memory_types`` as a list of at most 64 labels, or None. Returns the list."""
+    for name, value, none_ok in (("include_warm", include_warm, False), ("record_access", record_access, True),
+                                 ("explain", explain, False)):
+        if type(value) is not bool and not (none_ok and value is None):
+            raise InvalidInputError(f"{name} must be True or False{' or None' if none_ok else ''}, "
+                                    f"got {shown(value)}")
+    if memory_types is None:
+        return None
+    return [check_str(t, "memory_types", LABEL_MAX_CHARS) for t in listed(memory_types, "memory_types", 64)]
+
+
 def check_ttl(value: Any) -> float | None:
     if value is None:
         return None
