@@ -25,6 +25,7 @@ import urllib3
 from mcp import Client
 
 from server_process import ServerProcess
+from test_mcp import error_text, result
 from tierstore import ManualClock, TierStore
 from tierstore import api_schema, validation
 from tierstore.api_schema import (ColdChoice, Count, Flag, Items, Number, Obj, ROUTES, Strings, Text, Vector)
@@ -176,7 +177,7 @@ def test_every_field_of_a_batch_item_refuses_the_wrong_type(refusing, name, bad)
     item = {**VALID["/v1/add_batch"]["items"][0], name: bad}
     for path in ("/v1/add_batch", "/v1/upsert_batch"):
         status, body = call(server, path, {"ns": "n", "items": [item]})
-        assert status == 400 and f"items[0]" in body["error"]["message"], body
+        assert status == 400 and "items[0]" in body["error"]["message"], body
     assert state(store) == before
 
 
@@ -414,10 +415,10 @@ def test_the_served_process_times_out_idle_heads_warns_about_the_token_file_and_
         half.close()
         kept = socket.create_connection((host, int(port)), timeout=60)
         kept.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert kept.recv(4096).startswith(b"HTTP/1.1 200")
+        assert _health_response(kept).startswith(b"HTTP/1.1 200")
         time.sleep(2.5)  # idle between requests, longer than the header timeout: keep-alive still holds
         kept.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert kept.recv(4096).startswith(b"HTTP/1.1 200")
+        assert _health_response(kept).startswith(b"HTTP/1.1 200")
         kept.close()
 
         remote = RemoteStore(server.url, token=ADMIN)
@@ -441,22 +442,22 @@ def test_the_served_process_times_out_idle_heads_warns_about_the_token_file_and_
     assert "readable or writable by other users (mode 640)" in server.proc.stderr.read()
 
 
+def _health_response(sock: socket.socket) -> bytes:
+    """One whole response to GET /health (its body ends the response)."""
+    data = b""
+    while not data.endswith(b'{"status":"ok"}'):
+        chunk = sock.recv(4096)
+        assert chunk, data
+        data += chunk
+    return data
+
+
 def _rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
 # ---------------------------------------------------------------- MCP, read as an agent would
-
-
-def result(res: Any) -> Any:
-    assert not res.is_error, res.content
-    return res.structured_content
-
-
-def error_text(res: Any) -> str:
-    assert res.is_error
-    return " ".join(getattr(c, "text", "") for c in res.content)
 
 
 def test_mcp_tools_describe_every_parameter_and_state_their_limits(store):

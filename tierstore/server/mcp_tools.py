@@ -88,7 +88,6 @@ def build_mcp(store: "TierStore", *, limits: Any = Bounds, max_results: int = MA
     Types = Annotated[list[Annotated[str, Field(max_length=LABEL_MAX_CHARS)]] | None,
                       Field(description="only memories of these types (fact, preference, task, opinion, "
                                         "conversation); default all", max_length=api_schema.MAX_TYPES)]
-    Flag = lambda description: Annotated[bool, Field(description=description, strict=True)]  # noqa: E731
 
     def principal(ctx: Context) -> Principal:
         """The HTTP request's principal (set by the token check); in process or over stdio, the local user."""
@@ -136,7 +135,7 @@ def build_mcp(store: "TierStore", *, limits: Any = Bounds, max_results: int = MA
             confidence: Annotated[float, Field(description="how sure you are, 0 to 1", ge=0.0, le=1.0,
                                                strict=True)] = 0.8,
             tags: Tags = None,
-            pinned: Flag("true: it never expires") = False,
+            pinned: Annotated[bool, Field(description="true: it never expires", strict=True)] = False,
             ttl_seconds: Annotated[float | None, Field(description="its lifetime in seconds, instead of its "
                                                        "type's", gt=0.0)] = None,
             source: Annotated[str, Field(description=api_schema.SOURCE_DOC, max_length=LABEL_MAX_CHARS,
@@ -169,8 +168,9 @@ def build_mcp(store: "TierStore", *, limits: Any = Bounds, max_results: int = MA
             include_archived: Annotated[bool | Literal["auto"],
                                         Field(description="search archived (cold) memories too: true, false, or "
                                               "\"auto\" (default: only when recent ones answer weakly)")] = "auto",
-            record_access: Flag("count the results as used, so they live longer (default true; false to look "
-                                "without changing anything)") = True,
+            record_access: Annotated[bool, Field(description="count the results as used, so they live longer "
+                                                 "(default true; false to look without changing anything)",
+                                                 strict=True)] = True,
     ) -> dict[str, Any]:
         """The memories that best match a question or topic, best first, each with its score and its tier
         (hot, warm or cold: archived).
