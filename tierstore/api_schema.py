@@ -39,7 +39,6 @@ from .validation import (
     TAG_MAX_LEN,
     TAGS_MAX_LISTED,
     check_id,
-    check_namespace,
     shown,
 )
 
@@ -337,7 +336,7 @@ SOURCE_DOC = ("who said it, which sets the confidence the store adds to yours: u
               "(another label counts as none)")
 TYPE_DOC = ("fact (default; lives 30 days), preference (7 days), opinion (3 days), task (2 days) or conversation "
             "(1 hour), per the server's policy; each use refreshes the lifetime")
-NS = Field("ns", Text(128, InvalidNamespaceError, check_namespace), NS_DOC, True)
+NS = Field("ns", Text(128, InvalidNamespaceError), NS_DOC, True)  # its name: Principal.check_namespace, first in every call
 ID = Field("id", Text(ID_MAX_LEN, checker=check_id), ID_DOC, True)
 
 _ADD_FIELDS = (

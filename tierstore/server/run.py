@@ -211,11 +211,16 @@ def head_timeout_protocol(name: str, seconds: float) -> type:
                 self._head_timer = None
 
         def data_received(self, data: bytes) -> None:
-            if self._head_timer is None and (self.cycle is None or self.cycle.response_complete):
-                self._start_head_timer()  # the first bytes of the next request on a kept-alive connection
+            # No timer per request: one starts only when bytes begin a head that
+            # they do not complete (a request in one segment costs two checks).
+            idle = self.cycle is None or self.cycle.response_complete  # these bytes start the next head
+            before = self.cycle
             super().data_received(data)
-            if self._head_timer is not None and self.cycle is not self._head_of:
-                self._stop_head_timer()  # its head is complete: the request runs
+            if self._head_timer is not None:
+                if self.cycle is not self._head_of:
+                    self._stop_head_timer()  # its head is complete: the request runs
+            elif idle and self.cycle is before and not self.transport.is_closing():
+                self._start_head_timer()  # half a head: the rest must come in time
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._stop_head_timer()
