@@ -198,7 +198,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from .server.run import serve
 
     limits = {name: getattr(args, name) for name in ("max_body_bytes", "max_k", "max_batch", "max_restore",
-                                                     "max_sweep_items", "max_sweep_seconds", "max_page")
+                                                     "max_sweep_items", "max_sweep_seconds", "max_page",
+                                                     "max_content_chars", "header_timeout_s")
               if getattr(args, name) is not None}
     if (args.path is None) == (args.cluster is None):
         print("tierstore serve: give a store path, or --cluster ADDRESS (not both)", file=sys.stderr)
@@ -354,6 +355,10 @@ def main(argv: list[str] | None = None) -> int:
                                                                              "(default 10 s)")
     serve.add_argument("--max-page", type=int, default=None, help="most memories per page of a namespace's "
                                                                   "listing, /v1/memories (default 1000)")
+    serve.add_argument("--max-content-chars", type=int, default=None,
+                       help="longest memory text or text to embed, characters (default 65536)")
+    serve.add_argument("--header-timeout", dest="header_timeout_s", type=float, default=None,
+                       help="seconds a connection may take to send a request's headers (default 10)")
     serve.add_argument("--workers", type=int, default=8,
                        help="threads running the store's calls (searches in parallel, writes waiting for their commit)")
     serve.add_argument("--graceful-timeout", type=float, default=30.0,

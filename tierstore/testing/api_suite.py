@@ -388,6 +388,12 @@ class StoreAPITests:
             (dict(min_confidence=2), InvalidConfidenceError),
             (dict(ns=".."), InvalidNamespaceError),
             (dict(include_cold="sometimes"), InvalidInputError),
+            (dict(include_warm="no"), InvalidInputError),  # a boolean, not a truthy value
+            (dict(explain=1), InvalidInputError),
+            (dict(memory_types=True), InvalidInputError),  # was a TypeError
+            (dict(memory_types={"fact": 1}), InvalidInputError),  # a mapping is not a list of its keys
+            (dict(context_tags={"a": 1}), InvalidInputError),
+            (dict(context_tags=[f"t{i}" for i in range(25_000)]), InvalidInputError),
         ]
         for override, exc in cases:
             kwargs: dict[str, Any] = dict(ns="alice", query=unit(rng))
