@@ -207,7 +207,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print("tierstore serve: --cluster-name goes with --cluster ADDRESS", file=sys.stderr)
         return 2
     if args.cluster is not None:
-        clash = [f"--{n.replace('_', '-')}" for n in ("dim", "cold", "endpoint_url", "region")
+        clash = [f"--{n.replace('_', '-')}" for n in ("dim", "cold", "endpoint_url", "region", "policy")
                  if getattr(args, n) is not None]
         if clash:  # the cluster's shards have their own settings
             print(f"tierstore serve: {', '.join(clash)} cannot be used with --cluster", file=sys.stderr)
@@ -217,7 +217,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                  migrator=not args.no_migrator, migrator_interval_s=args.migrator_interval,
                  graceful_timeout_s=args.graceful_timeout, log_level=args.log_level, cold=args.cold,
                  workers=args.workers, cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump,
-                 cluster=args.cluster, cluster_name=args.cluster_name)
+                 cluster=args.cluster, cluster_name=args.cluster_name, policy=_policy_arg(args))
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
@@ -225,7 +225,15 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
 
     return serve_mcp_stdio(args.path, dim=args.dim, embedder=args.embedder, migrator=not args.no_migrator,
                            migrator_interval_s=args.migrator_interval, cold=args.cold,
-                           cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump)
+                           cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump,
+                           policy=_policy_arg(args))
+
+
+def _policy_arg(args: argparse.Namespace) -> Any:
+    """The policy ``--policy FILE`` names (TOML, or JSON for a ``.json`` name), or None."""
+    from .policy import Policy
+
+    return None if args.policy is None else Policy.from_file(args.policy)
 
 
 def _server_args(p: argparse.ArgumentParser, *, path_optional: bool = False) -> None:
@@ -240,6 +248,10 @@ def _server_args(p: argparse.ArgumentParser, *, path_optional: bool = False) -> 
     p.add_argument("--region", default=None, help="S3 region")
     p.add_argument("--allow-clock-jump", action="store_true",
                    help="sweep even if this machine's clock disagrees with the store's own record of time")
+    p.add_argument("--policy", default=None, metavar="FILE",
+                   help="the store's policy, a TOML file (JSON if it ends in .json; see docs/policy.md); default: "
+                        "the policy the store keeps. For the LangChain/LangGraph adapters over the server: "
+                        "docs/examples/policy-adapters.toml")
     p.add_argument("--no-migrator", action="store_true", help="do not run the background migrator")
     p.add_argument("--migrator-interval", type=float, default=60.0, help="seconds between background sweeps")
 

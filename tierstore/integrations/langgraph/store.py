@@ -36,7 +36,7 @@ from ...validation import check_metadata
 from ..policy import check_adapter_policy
 from .namespaces import check_labels, check_prefix, decode, encode
 from . import fieldvectors
-from .filters import check_filter, matches
+from ..filters import check_filter, matches
 
 Ranking = Literal["fused", "similarity"]
 

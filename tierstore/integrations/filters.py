@@ -1,5 +1,6 @@
-"""LangGraph search filters over an item's value: equality (nested dicts and
-lists compared as JSON) and the operators ``$eq $ne $gt $gte $lt $lte``.
+"""Search filters over a JSON object — a LangGraph item's value, a LangChain
+document's metadata: equality (nested dicts and lists compared as JSON) and
+the operators ``$eq $ne $gt $gte $lt $lte``, as LangGraph's stores read them.
 
 A filter key names a top-level key of the value (any string: ``"my-key2"``,
 ``"123abc"``), or, when the value has no such key and the filter key holds
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...errors import InvalidInputError
+from ..errors import InvalidInputError
 
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
