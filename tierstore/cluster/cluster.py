@@ -51,9 +51,9 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as exc:  # pragma: no cover - the extra is missing
-        from ..errors import MissingDependencyError
+        from ..optional import missing_dependency
 
-        raise MissingDependencyError("tierstore.cluster needs ray: install tierstore[cluster]") from exc
+        raise missing_dependency(exc, "tierstore.cluster", "cluster") from exc
     return ray
 
 
