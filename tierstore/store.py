@@ -122,6 +122,8 @@ class TierStore:
         ``dim`` defaults to the embedder's. The embedder's name and dim are
         recorded; opening with another one raises StoreConfigError.
         """
+        if isinstance(embedder, str) and not readonly:
+            opening.check_unlocked(Path(path))  # before loading a model (seconds): is the store free at all?
         emb = _embedding.resolve(embedder)
         if emb is not None:
             if dim is None:
