@@ -50,7 +50,7 @@ def test_a_folder_shadowing_a_package_is_named_instead_of_the_extra(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     out = _run(RESOLVE_MINILM, elsewhere, site)
-    assert "needs the 'embed' extra (kernels is missing): pip install 'tierstore[embed]'" in out
+    assert "needs the 'embed' extra (kernels is missing): pip install '.[embed]' in a clone of tierstore" in out
 
 
 def test_this_repositorys_kernels_folder_is_recognised_as_a_shadow():
@@ -63,5 +63,6 @@ def test_installed_and_standard_modules_are_not_shadows():
     assert shadowing_folder("numpy") is None and shadowing_folder("json.decoder") is None
     assert shadowing_folder("no_such_module_anywhere") is None and shadowing_folder("sys") is None
     err = missing_dependency(ImportError("No module named 'ray'", name="ray"), "tierstore.cluster", "cluster")
-    assert str(err) == "tierstore.cluster needs the 'cluster' extra (ray is missing): pip install 'tierstore[cluster]'"
+    assert str(err).startswith("tierstore.cluster needs the 'cluster' extra (ray is missing): pip install "
+                               "'.[cluster]' in a clone of tierstore (it is not on PyPI")
     assert isinstance(err, ImportError)

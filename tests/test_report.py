@@ -319,7 +319,7 @@ def test_report_bad_input(tmp_path):
 
 def test_missing_matplotlib_says_which_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails as if not installed
-    with pytest.raises(MissingDependencyError, match=re.escape("pip install tierstore[report]")):
+    with pytest.raises(MissingDependencyError, match=re.escape("pip install '.[report]' in a clone of tierstore")):
         write_report({}, tmp_path / "r")
 
 

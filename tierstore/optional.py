@@ -20,6 +20,12 @@ from pathlib import Path
 from .errors import MissingDependencyError
 
 
+def install_hint(extra: str) -> str:
+    """How to install an extra: tierstore is not on PyPI, so from a clone (or its wheel)."""
+    return (f"pip install '.[{extra}]' in a clone of tierstore (it is not on PyPI; or its wheel with [{extra}]: "
+            "see the README's Install)")
+
+
 def missing_dependency(exc: ImportError, what: str, extra: str) -> MissingDependencyError:
     """The error for ``what`` (e.g. ``"embedder='minilm'"``), whose imports
     failed with ``exc``: a folder that shadows the module named, if one does,
@@ -33,7 +39,7 @@ def missing_dependency(exc: ImportError, what: str, extra: str) -> MissingDepend
             f"in the working directory, or first on sys.path, shadows the installed package of that name). Run "
             f"from another directory, or rename that folder")
     return MissingDependencyError(
-        f"{what} needs the '{extra}' extra ({name or exc} is missing): pip install 'tierstore[{extra}]'")
+        f"{what} needs the '{extra}' extra ({name or exc} is missing): {install_hint(extra)}")
 
 
 def shadowing_folder(module: str) -> Path | None:

@@ -18,7 +18,7 @@ there is nothing to draw yet), so tests can read the axes:
 A plot without data is replaced on the page by a sentence saying why
 (:func:`no_data`), not drawn as empty axes.
 
-matplotlib is an optional extra (``pip install tierstore[report]``), imported
+matplotlib is an optional extra (``report``), imported
 only here and drawn with the Agg canvas: no display, no pyplot global state.
 """
 
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .errors import InvalidInputError, MissingDependencyError
+from .optional import install_hint
 from .lifecycle import BACK_CAUSES, DAY, TIERS, lifecycle_metrics
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def _mpl() -> Any:
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise MissingDependencyError("tierstore report needs matplotlib: pip install tierstore[report]") from None
+        raise MissingDependencyError(f"tierstore report needs matplotlib: {install_hint('report')}") from None
     return Figure
 
 

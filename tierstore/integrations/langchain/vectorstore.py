@@ -17,7 +17,7 @@ from ...model import Hit
 from ...store import TierStore
 from ...validation import check_namespace
 from ..policy import adapter_policy, check_adapter_policy
-from . import selection
+from .selection import REMOTE_MAX_CANDIDATES, check_mmr_args, filtered_hits, hit_filter, mmr, record_use
 from .fields import FieldMap
 
 # search() keywords passed through to TierStore.search
@@ -190,8 +190,8 @@ class TierStoreVectorStore(VectorStore):
         if flt is None:  # the common case: straight to the store
             return self.store.search(self.namespace, q, k=k, **options)
         record = options.pop("record_access")
-        hits = self._candidates(q, k, selection.hit_filter(flt, _document_of), options)
-        selection.record_use(self.store, self.namespace, hits, record)
+        hits = self._candidates(q, k, hit_filter(flt, _document_of), options)
+        record_use(self.store, self.namespace, hits, record)
         return hits
 
     def _query(self, embedding: Any, kwargs: dict[str, Any]) -> tuple[np.ndarray, Any, dict[str, Any]]:
@@ -215,9 +215,9 @@ class TierStoreVectorStore(VectorStore):
         """The ``k`` best hits that ``keep`` passes (all when None), none of
         them counted as used (the caller records what it returns)."""
         remote = isinstance(self.store, RemoteStore)
-        return selection.filtered_hits(
+        return filtered_hits(
             lambda n: self.store.search(self.namespace, q, k=n, **{**options, "record_access": False}), k, keep,
-            selection.REMOTE_MAX_CANDIDATES if remote else None)
+            REMOTE_MAX_CANDIDATES if remote else None)
 
     def similarity_search_with_score_by_vector(self, embedding: Sequence[float], k: int = 4,
                                                **kwargs: Any) -> list[tuple[Document, float]]:
@@ -253,13 +253,13 @@ class TierStoreVectorStore(VectorStore):
         0: diversity alone. Other ``kwargs`` as
         :meth:`similarity_search_with_score_by_vector`; only the returned
         documents count as used (``record_access``)."""
-        selection.check_mmr_args(k, fetch_k, lambda_mult)
+        check_mmr_args(k, fetch_k, lambda_mult)
         q, flt, options = self._query(embedding, dict(kwargs))
         record = options.pop("record_access")
-        keep = None if flt is None else selection.hit_filter(flt, _document_of)
+        keep = None if flt is None else hit_filter(flt, _document_of)
         candidates = self._candidates(q, fetch_k, keep, options)
-        chosen = selection.mmr(q, candidates, self._vectors(candidates), k, float(lambda_mult))
-        selection.record_use(self.store, self.namespace, chosen, record)
+        chosen = mmr(q, candidates, self._vectors(candidates), k, float(lambda_mult))
+        record_use(self.store, self.namespace, chosen, record)
         return [_document_of(h) for h in chosen]
 
     def max_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,

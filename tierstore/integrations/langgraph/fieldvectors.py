@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-KEY = "vectors"  # the metadata key
+VECTORS_KEY = "vectors"  # the metadata key
 
 
 def unit_rows(vectors: Sequence[Any]) -> np.ndarray:
@@ -27,13 +27,13 @@ def unit_rows(vectors: Sequence[Any]) -> np.ndarray:
     return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
 
 
-def encode(units: np.ndarray) -> list[str]:
+def encode_vectors(units: np.ndarray) -> list[str]:
     """Unit vectors (rows) as the metadata's strings."""
     return [base64.b64encode(np.ascontiguousarray(row, "<f4").tobytes()).decode("ascii") for row in units]
 
 
-def decode(texts: Sequence[str], dim: int) -> np.ndarray:
-    """The rows :func:`encode` wrote, float64, shape ``(len(texts), dim)``."""
+def decode_vectors(texts: Sequence[str], dim: int) -> np.ndarray:
+    """The rows :func:`encode_vectors` wrote, float64, shape ``(len(texts), dim)``."""
     raw = b"".join(base64.b64decode(t) for t in texts)
     return np.frombuffer(raw, "<f4").astype(np.float64).reshape(len(texts), dim)
 
@@ -41,7 +41,7 @@ def decode(texts: Sequence[str], dim: int) -> np.ndarray:
 def best_cosine(metadata: dict[str, Any], embedding: np.ndarray, query_unit: np.ndarray) -> float:
     """The item's score for a query (a unit vector): the highest cosine over
     its texts' vectors, or over its one vector when it has a single text."""
-    kept = metadata.get(KEY)
+    kept = metadata.get(VECTORS_KEY)
     if kept:
-        return float(np.max(decode(kept, query_unit.shape[0]) @ query_unit))
+        return float(np.max(decode_vectors(kept, query_unit.shape[0]) @ query_unit))
     return float(np.dot(embedding.astype(np.float64), query_unit))

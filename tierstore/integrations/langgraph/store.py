@@ -35,7 +35,7 @@ from ...store import TierStore
 from ...validation import check_metadata
 from ..policy import check_adapter_policy
 from .namespaces import check_labels, check_prefix, decode, encode
-from . import fieldvectors
+from .fieldvectors import VECTORS_KEY, best_cosine, encode_vectors, unit_rows
 from ..filters import check_filter, matches
 
 Ranking = Literal["fused", "similarity"]
@@ -59,7 +59,7 @@ class TierStoreStore(BaseStore):
     value); ``dims`` must equal the store's dimension. Without it, items are
     not embedded and searches filter only. As in LangGraph's stores, each
     text an item's fields yield is embedded separately and a query scores
-    the item by its best text (see :mod:`.fieldvectors`).
+    the item by its best text (see :mod:`tierstore.integrations.langgraph.fieldvectors`).
 
     ranking: ``"similarity"`` (default) ranks query searches by cosine
     similarity and returns it as ``Item.score``, as LangGraph's stores do;
@@ -221,7 +221,7 @@ class TierStoreStore(BaseStore):
             return [], scoreless
         if self.ranking == "similarity":
             qn = q.astype(np.float64) / np.linalg.norm(q)
-            sims = [fieldvectors.best_cosine(f[2].metadata, f[2].embedding, qn) for f in embedded]  # type: ignore[arg-type]
+            sims = [best_cosine(f[2].metadata, f[2].embedding, qn) for f in embedded]  # type: ignore[arg-type]
             order = sorted(range(len(embedded)), key=lambda i: -sims[i])
             return [(sims[i], embedded[i]) for i in order], scoreless
         # fused: the store's own ranking of each namespace whole (search clamps k
@@ -278,18 +278,18 @@ class TierStoreStore(BaseStore):
             meta = {"value": op.value, "created_at": created, "updated_at": now,
                     "seq": old.metadata["seq"] if keep else self._next_seq(),  # type: ignore[index]
                     "indexed": bool(vs) or bool(stale), "ttl": op.ttl}
-            units = fieldvectors.unit_rows(vs) if vs else None
+            units = unit_rows(vs) if vs else None
             if units is not None and len(units) > 1:
-                meta[fieldvectors.KEY] = fieldvectors.encode(units)
-            elif stale and old.metadata.get(fieldvectors.KEY):  # type: ignore[union-attr]
-                meta[fieldvectors.KEY] = old.metadata[fieldvectors.KEY]  # type: ignore[index]
+                meta[VECTORS_KEY] = encode_vectors(units)
+            elif stale and old.metadata.get(VECTORS_KEY):  # type: ignore[union-attr]
+                meta[VECTORS_KEY] = old.metadata[VECTORS_KEY]  # type: ignore[index]
             try:
                 check_metadata(meta)  # JSON values only: InvalidInputError before anything changes
             except InvalidInputError as exc:
-                if fieldvectors.KEY not in meta:
+                if VECTORS_KEY not in meta:
                     raise
                 raise InvalidInputError(
-                    f"item {op.key!r} of {op.namespace!r}: its {len(meta[fieldvectors.KEY])} indexed texts' "
+                    f"item {op.key!r} of {op.namespace!r}: its {len(meta[VECTORS_KEY])} indexed texts' "
                     f"vectors (dimension {self.store.dim}) are kept with it and do not fit: {exc}; index fewer "
                     "fields (IndexConfig fields, or put(index=[...]))") from None
             if units is not None:
