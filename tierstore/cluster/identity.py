@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import StoreConfigError
+from ..ownership import parse_claim
 from .bucket import Bucket
 
 KEY = "cluster.json"
@@ -42,13 +43,8 @@ class Identity:
     @classmethod
     def parse(cls, data: bytes) -> "Identity | None":
         """The identity an object holds, or ``None`` if it does not parse as one."""
-        try:
-            doc = json.loads(data)
-            if doc.get("format") != FORMAT or not isinstance(doc.get("name"), str):
-                return None
-            return cls(doc["name"], str(doc.get("host", "?")), float(doc.get("claimed_at", 0.0)))
-        except (ValueError, TypeError, AttributeError):
-            return None
+        doc = parse_claim(data, FORMAT, "name")
+        return None if doc is None else cls(doc["name"], str(doc.get("host", "?")), doc["claimed_at"])
 
 
 def read_identity(bucket: Bucket) -> Identity | None | bool:
