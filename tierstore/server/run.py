@@ -21,6 +21,7 @@ import threading
 from typing import Any, Mapping, TextIO
 
 from ..errors import StoreConfigError
+from ..optional import install_hint
 from .auth import TokenTable, is_loopback, token_file_exposure
 from .deps import require
 
@@ -62,13 +63,16 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
           limits: Any = None, migrator: bool = True, migrator_interval_s: float = 60.0,
           graceful_timeout_s: float = 30.0, log_level: str = "warning", cold: Any = None,
           cold_options: Mapping[str, Any] | None = None, allow_clock_jump: bool = False, workers: int = 8,
-          out: TextIO | None = None, cluster: str | None = None, cluster_name: str | None = None) -> int:
+          out: TextIO | None = None, cluster: str | None = None, cluster_name: str | None = None,
+          policy: Any = None) -> int:
     """Serve the store at ``path`` until SIGTERM/SIGINT. ``port`` 0 picks a
     free port; the first line on ``out`` says where (``serving ... at http://HOST:PORT``).
     cluster: a Ray address instead of a path: serve the :class:`tierstore.cluster.Cluster`
     whose shards run there (started beforehand; see docs/cluster.md), the one
     started under ``cluster_name`` (default ``"tierstore"``). ``out``: where
-    the first line goes (default: ``sys.stdout`` at the time of the call)."""
+    the first line goes (default: ``sys.stdout`` at the time of the call).
+    policy: the store's :class:`~tierstore.policy.Policy` (``None``: the one it
+    keeps; see :meth:`TierStore.open`); not for a cluster (its shards keep theirs)."""
     out = sys.stdout if out is None else out
     require("starlette")
     uvicorn = require("uvicorn")
@@ -100,7 +104,7 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
                 f"cluster {name!r} at {cluster}"  # type: ignore[assignment]
         else:
             store = TierStore.open(path, dim=dim, embedder=embedder, cold=cold, cold_options=cold_options,
-                                   allow_clock_jump=allow_clock_jump,
+                                   allow_clock_jump=allow_clock_jump, policy=policy,
                                    settings=Settings(max_content_chars=limits.max_content_chars))
         mcp = None
         if store.embedder is not None:
@@ -135,7 +139,8 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
 
 def serve_mcp_stdio(path: str | os.PathLike[str], *, embedder: Any, dim: int | None = None, migrator: bool = True,
                     migrator_interval_s: float = 60.0, cold: Any = None,
-                    cold_options: Mapping[str, Any] | None = None, allow_clock_jump: bool = False) -> int:
+                    cold_options: Mapping[str, Any] | None = None, allow_clock_jump: bool = False,
+                    policy: Any = None) -> int:
     """The MCP tools over stdio (for desktop agents); stdout is the protocol."""
     require("mcp")
     import anyio
@@ -146,10 +151,10 @@ def serve_mcp_stdio(path: str | os.PathLike[str], *, embedder: Any, dim: int | N
     _check_seconds("migrator_interval_s", migrator_interval_s, zero_ok=False)
     if embedder is None:
         raise StoreConfigError("tierstore mcp takes text, so it needs an embedder: --embedder minilm "
-                               "(pip install 'tierstore[embed]') or --embedder module:function")
+                               f"({install_hint('embed')}) or --embedder module:function")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     with TierStore.open(path, dim=dim, embedder=embedder, cold=cold, cold_options=cold_options,
-                        allow_clock_jump=allow_clock_jump) as store:
+                        allow_clock_jump=allow_clock_jump, policy=policy) as store:
         server = build_mcp(store)
         if migrator:
             store.start_migrator(interval_s=migrator_interval_s)
