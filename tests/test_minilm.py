@@ -24,7 +24,7 @@ import pytest
 pytest.importorskip("onnxruntime", reason="the embed extra is not installed")
 
 from tierstore import minilm  # noqa: E402
-from tierstore.errors import CorruptDataError, MissingDependencyError  # noqa: E402
+from tierstore.errors import CorruptDataError, MissingDependencyError, StoreConfigError  # noqa: E402
 from tierstore.minilm import MiniLM, length_groups, packaged_model_dir  # noqa: E402
 from tierstore.testing.minilm_reference import encode_one, wordpiece_ids, write_tiny_model  # noqa: E402
 
@@ -142,6 +142,14 @@ def test_model_files_are_checked_and_found(tiny, tmp_path, monkeypatch):
     folder = tiny[4]
     with pytest.raises(CorruptDataError, match="tokenizer.json"):
         MiniLM(folder)  # the tiny model's files are not all-MiniLM-L6-v2's
+    with pytest.raises(StoreConfigError, match="config.json"):
+        MiniLM(tmp_path / "nothing here", verify=False)
+    other = tmp_path / "other"
+    write_tiny_model(other)
+    pooling = other / "1_Pooling" / "config.json"
+    pooling.write_text(pooling.read_text().replace('"pooling_mode_cls_token": false', '"pooling_mode_cls_token": true'))
+    with pytest.raises(StoreConfigError, match="pooling_mode_cls_token"):
+        MiniLM(other, verify=False)
     monkeypatch.setattr(minilm, "PACKAGES", (("no_such_package_here", "model"), ("json", "no/model/here")))
     with pytest.raises(MissingDependencyError, match=re.escape("pip install 'tierstore[embed]'")):
         packaged_model_dir()
@@ -223,7 +231,8 @@ def _requirement_names(dist: str, extra: str, strict: bool) -> set[str]:
     ``strict``: every one must be installed (else its own requirements are unknown)."""
     from packaging.requirements import Requirement
 
-    seen: set[str] = set()
+    names: set[str] = set()
+    walked = {(dist, extra)}
     todo = [(dist, extra)]
     while todo:
         name, ext = todo.pop()
@@ -237,10 +246,12 @@ def _requirement_names(dist: str, extra: str, strict: bool) -> set[str]:
             if req.marker is not None and not req.marker.evaluate({"extra": ext}):
                 continue
             key = re.sub(r"[-_.]+", "-", req.name).lower()
-            if key not in seen:
-                seen.add(key)
-                todo.append((req.name, ""))
-    return seen
+            names.add(key)
+            for step in [(key, "")] + [(key, e) for e in sorted(req.extras)]:  # tierstore[embed-runtime] too
+                if step not in walked:
+                    walked.add(step)
+                    todo.append(step)
+    return names
 
 
 @needs_real_model

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .bert_graph import BertConfig, build_graph
-from .errors import CorruptDataError, MissingDependencyError
+from .errors import CorruptDataError, MissingDependencyError, StoreConfigError
 
 INSTALL_HINT = "pip install 'tierstore[embed]'"
 
@@ -115,6 +115,25 @@ def _read(path: Path, verify: bool) -> bytes:
     return data
 
 
+def _read_configs(root: Path) -> tuple[BertConfig, int]:
+    """The encoder's shape and the window (sentence-transformers' ``max_seq_length``)
+    of the model in ``root``; StoreConfigError naming the file if one is missing or
+    asks for what this module does not compute (another pooling, another architecture)."""
+    path = root / "config.json"
+    try:
+        cfg = BertConfig.from_json(json.loads(path.read_text()))
+        path = root / "1_Pooling" / "config.json"
+        pooling = json.loads(path.read_text())
+        modes = {k for k, v in pooling.items() if k.startswith("pooling_mode_") and v}
+        if modes != {"pooling_mode_mean_tokens"}:
+            raise ValueError(f"only mean pooling is computed here, the model asks for {sorted(modes)}")
+        path = root / "sentence_bert_config.json"
+        window = int(json.loads(path.read_text())["max_seq_length"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreConfigError(f"cannot use the model in {root}: {path.name}: {exc}") from None
+    return cfg, min(window, cfg.max_position_embeddings)
+
+
 class MiniLM:
     """all-MiniLM-L6-v2 on CPU: ``encode(texts)`` gives unit float32 vectors
     ``(n, dim)``; texts longer than :attr:`max_tokens` word-pieces are truncated
@@ -129,14 +148,9 @@ class MiniLM:
     def __init__(self, model_dir: str | Path | None = None, *, verify: bool = True, threads: int = 0) -> None:
         ort, Tokenizer, st_numpy = _import_runtime()
         root = packaged_model_dir() if model_dir is None else Path(model_dir)
-        cfg = BertConfig.from_json(json.loads((root / "config.json").read_text()))
-        pooling = json.loads((root / "1_Pooling" / "config.json").read_text())
-        if not pooling.get("pooling_mode_mean_tokens") or any(
-                v for k, v in pooling.items() if k.startswith("pooling_mode_") and k != "pooling_mode_mean_tokens"):
-            raise ValueError(f"{root}: only mean pooling is supported, the model asks for {pooling}")
+        cfg, window = _read_configs(root)
         #: The model's window: the most word-pieces it reads of a text, [CLS] and [SEP] included.
-        self.max_tokens = min(int(json.loads((root / "sentence_bert_config.json").read_text())["max_seq_length"]),
-                              cfg.max_position_embeddings)
+        self.max_tokens = window
         #: The vectors' dimension.
         self.dim = cfg.hidden_size
 
