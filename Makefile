@@ -1,18 +1,29 @@
 # Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+# Each installs what it needs into .venv, once (a stamp file per set):
+#   make demo: the package and the report extra (the demo's next step draws a report);
+#   make test: everything the tests need (dev, and the langchain, langgraph, cluster and embed extras).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-dev
+STAMP      := $(VENV)/.installed-dev
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: demo test bench bench-peers clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,langchain,langgraph,cluster,embed]'
-	touch $(STAMP)
 
-demo: $(STAMP)
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[report]'
+	touch $(DEMO_STAMP)
+
+# dev holds matplotlib too: what the demo needs comes with it
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev,langchain,langgraph,cluster,embed]'
+	touch $(STAMP) $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/tierstore demo
 
 test: $(STAMP)
@@ -29,4 +40,4 @@ bench-peers: $(STAMP)
 	$(BIN)/tierstore bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .benchmarks .hypothesis demo-store
+	rm -rf $(VENV) .pytest_cache .benchmarks .hypothesis demo-store demo-store-report

@@ -750,3 +750,49 @@ def test_a_slot_whose_kept_snapshots_are_unreadable_is_refused_not_served_short(
     assert _keys(bucket, 1, "log")[-1] == 9  # and it wrote no fence into the gap (or anywhere)
     a.close()
     b.close()
+
+
+def _no_ray(monkeypatch) -> None:
+    """Fail the test if anything starts or joins Ray."""
+    ray = pytest.importorskip("ray")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Ray was started before the bucket was checked")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+
+
+def test_a_bucket_that_does_not_answer_is_refused_before_ray_starts(moto_server, monkeypatch) -> None:
+    from tierstore.cluster import Cluster
+    from tierstore.errors import StoreConfigError
+
+    _no_ray(monkeypatch)
+    with pytest.raises(StoreConfigError, match="cannot reach the cluster's bucket 'no-such-bucket-here'"):
+        Cluster(bucket="no-such-bucket-here", s3_options={"endpoint_url": moto_server.endpoint_url,
+                                                          "region_name": "us-east-1"}, dim=8, shards=1)
+
+
+def test_a_prefix_belongs_to_one_cluster_name(bucket: Bucket, monkeypatch) -> None:
+    """The first router claims the prefix for its cluster's name
+    (cluster.json, create-only); the same name again is fine; another name is
+    refused before Ray starts, naming the cluster that holds it."""
+    from tierstore.cluster import Cluster
+    from tierstore.cluster.identity import KEY, Identity, claim, read_identity
+    from tierstore.errors import StoreConfigError
+
+    claim(bucket, "first")
+    claim(bucket, "first")
+    assert isinstance(read_identity(bucket), Identity) and read_identity(bucket).name == "first"
+    with pytest.raises(StoreConfigError, match="holds the slots of the cluster 'first'"):
+        claim(bucket, "second")
+    _no_ray(monkeypatch)
+    with pytest.raises(StoreConfigError, match=r"Use name='first' to join that cluster"):
+        Cluster(bucket=bucket.config, name="second", dim=8, shards=1)
+    # another prefix of the same bucket is another cluster's to claim
+    other = BucketConfig(bucket.config.bucket, "c2", bucket.config.options).open()
+    claim(other, "second")
+    assert read_identity(other).name == "second" and read_identity(bucket).name == "first"
+    bucket.put(KEY, b"not json")
+    with pytest.raises(StoreConfigError, match="does not parse"):
+        claim(bucket, "first")

@@ -21,9 +21,13 @@ benchmarks/cluster.py); waits have generous timeouts.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
+import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -310,6 +314,9 @@ def test_http_api_serves_the_cluster(cluster: Cluster) -> None:
         # a sweep over HTTP (the server always gives a time budget): every slot, or the rest next time
         report = remote.sweep(max_items=100)
         assert report.errors == [] and report.examined >= 0
+        # stats() as for a store (lifecycle=True, TierStore's default): the summed counts, no lifecycle metrics
+        stats = remote.stats()
+        assert stats.total == cluster.stats().total > 0 and stats.lifecycle == {}
         remote.close()
 
 
@@ -487,3 +494,59 @@ def test_background_sweeps_over_the_cluster(cluster: Cluster) -> None:
     finally:
         cluster.stop_migrator()
         cluster._sweep_slots = plain  # type: ignore[method-assign]
+
+
+def test_a_second_cluster_name_on_the_bucket_is_refused(cluster: Cluster) -> None:
+    """The cluster's prefix is claimed for its name (cluster.json): a cluster
+    of another name started on it is refused before any shard of it starts,
+    and the first cluster's memories stay its own."""
+    from tierstore.cluster.identity import read_identity
+    from tierstore.errors import StoreConfigError
+
+    assert read_identity(cluster._bucket.open()).name == "tierstore-test"
+    mid = cluster.add("claimed-ns", "kept by its cluster", np.ones(DIM, np.float32))
+    with pytest.raises(StoreConfigError, match="holds the slots of the cluster 'tierstore-test'"):
+        Cluster(bucket=cluster._bucket, name="intruder", dim=DIM, shards=1, num_slots=SLOTS)
+    assert not [a for a in ray.util.list_named_actors(all_namespaces=True) if a.get("namespace") == "intruder"]
+    assert cluster.get("claimed-ns", mid).content == "kept by its cluster"
+    elsewhere = dataclasses.replace(cluster._bucket, prefix="elsewhere")
+    with pytest.raises(StoreConfigError, match="leave bucket= out to join it"):  # the running one, another prefix
+        Cluster(bucket=elsewhere, name="tierstore-test")
+
+
+def _serve_cluster(address: str, env: dict[str, str]) -> subprocess.Popen:
+    from server_process import child_env
+
+    full = {k: v for k, v in child_env(**env).items() if k != "RAY_AUTH_MODE" or "RAY_AUTH_MODE" in env}
+    return subprocess.Popen([sys.executable, "-m", "tierstore.cli", "serve", "--cluster", address,
+                             "--cluster-name", "tierstore-test", "--port", "0", "--no-migrator"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
+
+
+def test_serve_joins_the_cluster_at_its_address_with_the_local_token(cluster: Cluster) -> None:
+    """``tierstore serve --cluster HOST:PORT`` from another process (a fresh
+    shell: no RAY_AUTH_MODE) joins a Ray started by ray.init()/Cluster() on
+    this machine, whose token auth Ray turned on; told to send no token, it
+    fails with a message saying what to set."""
+    from server_process import TOKEN
+
+    from tierstore.client import RemoteStore
+
+    address = cluster.ray_address
+    assert re.fullmatch(r"[^:]+:\d+", address)
+    proc = _serve_cluster(address, {})
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith(f"serving cluster 'tierstore-test' at {address} at http://"), proc.stderr.read()
+        url = line.split(" at ")[2].split()[0]
+        remote = RemoteStore(url, token=TOKEN)
+        assert remote.dim == DIM and remote.stats().total == cluster.stats().total
+        remote.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    # RAY_NUM_REDIS_GET_RETRIES: Ray's connection attempts (20 by default, one a second)
+    refused = _serve_cluster(address, {"RAY_AUTH_MODE": "disabled", "RAY_NUM_REDIS_GET_RETRIES": "2"})
+    out, err = refused.communicate(timeout=120)
+    assert refused.returncode == 2 and out == ""
+    assert f"tierstore serve: the Ray cluster at {address} wants its authentication token" in err
+    assert "set RAY_AUTH_MODE=token" in err

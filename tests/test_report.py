@@ -99,7 +99,9 @@ def test_cli_report_writes_html_and_pngs(scripted_path, tmp_path, capsys):
     text = check_report(out)
     assert "<h2>Survival</h2>" in text and "Reactivation" in text
     # the scripted answers appear in the tables: facts' median survival 2 d, reactivation 2 of 6
-    assert "<td>fact</td><td>4</td><td>3</td><td>1</td><td>2</td><td>1</td><td>2 days</td><td>n/a</td>" in text
+    # fact: 4 memories, 3 first lives ended, 1 not yet, 2 archived, 1 deleted, ..., 1 hot or warm now (f3)
+    assert "<td>fact</td><td>4</td><td>3</td><td>1</td><td>2</td><td>1</td><td>2 days</td><td>n/a</td><td>1</td>" \
+        in text
     assert "<td>all</td><td>2</td><td>6</td><td>33.3 %</td>" in text
     # The CLI draws a store at its own time (the scripted store ran on a 2023 ManualClock),
     # not at the wall clock years later: no idle gap up to "now" to explain.
@@ -170,11 +172,15 @@ def test_report_of_a_one_day_store(tmp_path, rng):
 def test_tier_axis_spans_the_stores_days(scripted_metrics):
     fig = tiers_figure(scripted_metrics)
     top, bottom = fig.axes
-    # days D .. D + 20 (the last one holds "now"); each day's step spans [d, d + 1)
-    assert bottom.get_xlim() == pytest.approx((day_num(D), day_num(D + 21)))
+    # days D .. D + 20 (the last one holds "now"), from the empty day before the first event;
+    # each day's step spans [d, d + 1)
+    assert bottom.get_xlim() == pytest.approx((day_num(D - 1), day_num(D + 21)))
     assert top.get_xlim() == bottom.get_xlim()
     for ax in (top, bottom):
         assert ax.get_ylim()[0] == 0
+        for steps in ax.patches:  # each tier's counts rise from 0, the store before its first memory
+            assert steps.get_data().values[0] == 0
+    assert [list(p.get_data().values[:2]) for p in top.patches] == [[0, 6], [0, 0]]  # hot, warm
     assert top.get_ylim()[1] == pytest.approx(6 * 1.08)  # six hot memories on day 0
     assert bottom.get_ylim()[1] == pytest.approx(3 * 1.08)
 
@@ -184,7 +190,7 @@ def test_tier_axis_cuts_a_long_idle_tail(scripted_path):
     with TierStore.open(scripted_path, policy=POLICY, clock=ManualClock(D0 + 1000 * DAY)) as store:
         m = lifecycle_metrics(store)
     assert len(m["tiers"]["days"]) == 1001
-    assert tiers_figure(m).axes[1].get_xlim() == pytest.approx((day_num(D), day_num(D + 12)))
+    assert tiers_figure(m).axes[1].get_xlim() == pytest.approx((day_num(D - 1), day_num(D + 12)))
 
 
 def test_survival_axis_ends_with_the_data(scripted_metrics):
@@ -313,7 +319,7 @@ def test_report_bad_input(tmp_path):
 
 def test_missing_matplotlib_says_which_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails as if not installed
-    with pytest.raises(MissingDependencyError, match=re.escape("pip install tierstore[report]")):
+    with pytest.raises(MissingDependencyError, match=re.escape("pip install '.[report]' in a clone of tierstore")):
         write_report({}, tmp_path / "r")
 
 

@@ -52,5 +52,5 @@ def test_serve_without_the_server_extra_names_it(tmp_path):
             f"sys.exit(main(['serve', {str(tmp_path / 'store')!r}]))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), cwd=tmp_path,
                          timeout=120)
-    assert out.returncode == 2 and "pip install 'tierstore[server]'" in out.stderr
+    assert out.returncode == 2 and "pip install '.[server]' in a clone of tierstore" in out.stderr
     assert not (tmp_path / "store").exists()

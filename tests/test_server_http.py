@@ -173,14 +173,14 @@ def test_memories_come_in_pages_bounded_by_the_server(server, store):
 
 @pytest.mark.parametrize("fields,fragment", [
     ({"after": "not a cursor!"}, "is not a cursor"),
-    ({"after": 12}, "after must be the next cursor"),
+    ({"after": 12}, "after must be a string, got an integer 12"),
     ({"after": cursor("n", 10 ** 20)}, "is not a cursor"),  # valid JSON, a rid SQLite cannot hold
     ({"after": cursor("n", -1)}, "is not a cursor"),
     ({"after": cursor("other", 1)}, "another namespace"),
     ({"after": "A" * 5000}, "5000 characters"),
     ({"limit": 0}, "limit must be a positive integer"),
     ({"limit": "2"}, "limit must be a positive integer"),
-    ({"with_embedding": "yes"}, "with_embedding must be True or False"),
+    ({"with_embedding": "yes"}, "with_embedding must be true or false (a JSON boolean), got a string 'yes'"),
     ({"ns": "../n"}, "namespace"),
 ])
 def test_bad_memories_requests_get_a_400_that_says_why(server, store, fields, fragment):
@@ -344,12 +344,16 @@ def test_openapi_describes_every_route_as_served(server):
     assert status == 200 and doc["openapi"].startswith("3.")
     assert set(doc["paths"]) == set(POST_ROUTES) | set(GET_ROUTES)
     schemas = doc["components"]["schemas"]
-    for path, (model, _, _) in POST_ROUTES.items():
+    for path, (route, _, _) in POST_ROUTES.items():
         ref = doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
         props = schemas[ref.rsplit("/", 1)[1]]["properties"]
-        assert set(props) == set(model.model_fields), path  # the fields the server accepts, no more, no less
-        required = {n for n, f in model.model_fields.items() if f.is_required()}
+        assert set(props) == set(route.by_name), path  # the fields the server accepts, no more, no less
+        assert all(p.get("description") for p in props.values()), path
+        required = {f.name for f in route.fields if f.required}
         assert set(schemas[ref.rsplit("/", 1)[1]].get("required", [])) == required
+    # the server's own limits, as it applies them
+    assert schemas["SearchBody"]["properties"]["k"]["maximum"] == 50
+    assert schemas["AddBatchBody"]["properties"]["items"]["maxItems"] == 20
     # and the server enforces exactly that: an unknown field is refused on every route
     for path in POST_ROUTES:
         status, body = call(server, path, {"ns": "n", "not_a_field": 1})

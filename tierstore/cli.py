@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,17 +23,21 @@ def _time_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _store_args(p: argparse.ArgumentParser) -> None:
+def _store_args(p: argparse.ArgumentParser, *, now: bool = False, clock_jump: bool = False) -> None:
+    """The store's location; ``now``: the command changes the store, at a time
+    ``--now`` may give; ``clock_jump``: it sweeps (``--allow-clock-jump``)."""
     p.add_argument("path", help="store directory")
     p.add_argument("--cold", default=None, help="object store for archives (file:///dir or s3://bucket/prefix); "
                                                 "default: the one the store was created with")
     p.add_argument("--endpoint-url", default=None, help="S3 endpoint (MinIO, Ceph, moto, ...)")
     p.add_argument("--region", default=None, help="S3 region")
-    p.add_argument("--now", type=_time_arg, default=None,
-                   help="act at this time (ISO 8601, UTC unless an offset is given, or POSIX seconds) instead of "
-                        "the clock's")
-    p.add_argument("--allow-clock-jump", action="store_true",
-                   help="sweep even if this machine's clock disagrees with the store's own record of time")
+    if now:
+        p.add_argument("--now", type=_time_arg, default=None,
+                       help="act at this time (ISO 8601, UTC unless an offset is given, or POSIX seconds) instead "
+                            "of the clock's")
+    if clock_jump:
+        p.add_argument("--allow-clock-jump", action="store_true",
+                       help="sweep even if this machine's clock disagrees with the store's own record of time")
 
 
 def _open(args: argparse.Namespace, *, own_time: bool = True, dim: int | None = None, readonly: bool = False) -> Any:
@@ -48,8 +53,9 @@ def _open(args: argparse.Namespace, *, own_time: bool = True, dim: int | None = 
 
     options = {k: v for k, v in (("endpoint_url", args.endpoint_url), ("region_name", args.region)) if v}
     clock = None
-    if args.now is not None:
-        clock = ManualClock(args.now)
+    now = getattr(args, "now", None)  # only the commands that change the store take --now
+    if now is not None:
+        clock = ManualClock(now)
     elif own_time:
         record = read_clock_record(str(Path(args.path) / "catalog.sqlite"))
         if record is not None:
@@ -57,7 +63,7 @@ def _open(args: argparse.Namespace, *, own_time: bool = True, dim: int | None = 
     if readonly:
         return TierStore.open(args.path, cold=args.cold, cold_options=options or None, clock=clock, readonly=True)
     return TierStore.open(args.path, dim=dim, cold=args.cold, cold_options=options or None, clock=clock,
-                          allow_clock_jump=args.allow_clock_jump,
+                          allow_clock_jump=getattr(args, "allow_clock_jump", False),
                           take_over_cold=getattr(args, "take_over_cold", False))
 
 
@@ -198,7 +204,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from .server.run import serve
 
     limits = {name: getattr(args, name) for name in ("max_body_bytes", "max_k", "max_batch", "max_restore",
-                                                     "max_sweep_items", "max_sweep_seconds", "max_page")
+                                                     "max_sweep_items", "max_sweep_seconds", "max_page",
+                                                     "max_content_chars", "header_timeout_s")
               if getattr(args, name) is not None}
     if (args.path is None) == (args.cluster is None):
         print("tierstore serve: give a store path, or --cluster ADDRESS (not both)", file=sys.stderr)
@@ -207,7 +214,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print("tierstore serve: --cluster-name goes with --cluster ADDRESS", file=sys.stderr)
         return 2
     if args.cluster is not None:
-        clash = [f"--{n.replace('_', '-')}" for n in ("dim", "cold", "endpoint_url", "region")
+        clash = [f"--{n.replace('_', '-')}" for n in ("dim", "cold", "endpoint_url", "region", "policy")
                  if getattr(args, n) is not None]
         if clash:  # the cluster's shards have their own settings
             print(f"tierstore serve: {', '.join(clash)} cannot be used with --cluster", file=sys.stderr)
@@ -217,7 +224,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                  migrator=not args.no_migrator, migrator_interval_s=args.migrator_interval,
                  graceful_timeout_s=args.graceful_timeout, log_level=args.log_level, cold=args.cold,
                  workers=args.workers, cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump,
-                 cluster=args.cluster, cluster_name=args.cluster_name)
+                 cluster=args.cluster, cluster_name=args.cluster_name, policy=_policy_arg(args))
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
@@ -225,7 +232,15 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
 
     return serve_mcp_stdio(args.path, dim=args.dim, embedder=args.embedder, migrator=not args.no_migrator,
                            migrator_interval_s=args.migrator_interval, cold=args.cold,
-                           cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump)
+                           cold_options=_cold_options(args), allow_clock_jump=args.allow_clock_jump,
+                           policy=_policy_arg(args))
+
+
+def _policy_arg(args: argparse.Namespace) -> Any:
+    """The policy ``--policy FILE`` names (TOML, or JSON for a ``.json`` name), or None."""
+    from .policy import Policy
+
+    return None if args.policy is None else Policy.from_file(args.policy)
 
 
 def _server_args(p: argparse.ArgumentParser, *, path_optional: bool = False) -> None:
@@ -240,11 +255,16 @@ def _server_args(p: argparse.ArgumentParser, *, path_optional: bool = False) -> 
     p.add_argument("--region", default=None, help="S3 region")
     p.add_argument("--allow-clock-jump", action="store_true",
                    help="sweep even if this machine's clock disagrees with the store's own record of time")
+    p.add_argument("--policy", default=None, metavar="FILE",
+                   help="the store's policy, a TOML file (JSON if it ends in .json; see docs/policy.md); default: "
+                        "the policy the store keeps. For the LangChain/LangGraph adapters over the server: "
+                        "docs/examples/policy-adapters.toml")
     p.add_argument("--no-migrator", action="store_true", help="do not run the background migrator")
     p.add_argument("--migrator-interval", type=float, default=60.0, help="seconds between background sweeps")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``tierstore`` command's parser (every option has a help text)."""
     from . import __version__
 
     parser = argparse.ArgumentParser(prog="tierstore", description="A tiered memory engine for AI agents.")
@@ -255,8 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--path", default=None,
                       help="where to keep the demo's store (default: ./demo-store; an earlier demo's store there is "
                            "replaced, any other non-empty directory is refused)")
-    demo.add_argument("--days", type=int, default=60)
-    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--days", type=int, default=60, help="simulated days (default 60)")
+    demo.add_argument("--seed", type=int, default=7, help="random seed of the workload (default 7)")
 
     bench = sub.add_parser("bench", help="benchmarks against peers and forgetting quality, as ratios",
                            description="Reproducible suites printing candidate/baseline ratios: "
@@ -268,15 +288,15 @@ def main(argv: list[str] | None = None) -> int:
     _bench_arguments(bench)
 
     sweep = sub.add_parser("sweep", help="apply what is due: demote, archive, delete")
-    _store_args(sweep)
-    sweep.add_argument("--max-items", type=int, default=None)
-    sweep.add_argument("--time-budget", type=float, default=None, help="seconds")
+    _store_args(sweep, now=True, clock_jump=True)
+    sweep.add_argument("--max-items", type=int, default=None, help="most due memories per pass (default: all)")
+    sweep.add_argument("--time-budget", type=float, default=None, help="seconds per pass (default: none)")
     sweep.add_argument("--until-done", action="store_true", help="repeat until nothing is due")
     sweep.add_argument("--dry-run", action="store_true", help="report what is due and what would be done; change nothing")
-    sweep.add_argument("--json", action="store_true")
+    sweep.add_argument("--json", action="store_true", help="print the counts as JSON")
 
     restore = sub.add_parser("restore", help="bring archived memories back to the hot tier")
-    _store_args(restore)
+    _store_args(restore, now=True)
     restore.add_argument("--ns", required=True, help="namespace")
     restore.add_argument("--id", action="append", help="memory id (repeatable)")
     restore.add_argument("--type", action="append", help="memory type (repeatable)")
@@ -285,27 +305,27 @@ def main(argv: list[str] | None = None) -> int:
                          help="created at or after (ISO 8601, UTC unless an offset is given, or POSIX seconds)")
     restore.add_argument("--until", type=_time_arg, default=None, help="created before (same forms as --since)")
     restore.add_argument("--text", default=None, help="keywords in the archived text")
-    restore.add_argument("--limit", type=int, default=None)
-    restore.add_argument("--json", action="store_true")
+    restore.add_argument("--limit", type=int, default=None, help="most memories to bring back (default: all that match)")
+    restore.add_argument("--json", action="store_true", help="print the restored ids as JSON")
 
     stats = sub.add_parser("stats", help="counts per tier and type, lifecycle metrics")
     _store_args(stats)
-    stats.add_argument("--json", action="store_true")
+    stats.add_argument("--json", action="store_true", help="print every count and the lifecycle metrics as JSON")
 
     verify = sub.add_parser("verify", help="check shards, checkpoints and archives against their checksums")
     _store_args(verify)
     verify.add_argument("--repair", action="store_true", help="rebuild what the catalog can rebuild")
-    verify.add_argument("--json", action="store_true")
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
 
     rebuild = sub.add_parser("rebuild-catalog", help="rebuild the cold catalog from the object store alone")
-    _store_args(rebuild)
+    _store_args(rebuild, now=True)
     rebuild.add_argument("--dim", type=int, default=None, help="vector dimension, to create the store if it is new")
     rebuild.add_argument("--take-over-cold", action="store_true",
                          help="hand the object store's prefix over to this store (its owner must be stopped for good)")
 
     compact = sub.add_parser("compact-cold", help="rewrite archive objects without the records of deleted or "
                                                   "restored memories (purge deleted text now)")
-    _store_args(compact)
+    _store_args(compact, now=True)
 
     report = sub.add_parser("report", help="an HTML page of lifecycle plots (needs tierstore[report])")
     _store_args(report)
@@ -322,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     simulate.add_argument("--sweep-interval", type=float, default=3600.0,
                           help="simulated seconds between migrator sweeps")
     simulate.add_argument("--dim", type=int, default=None, help="vector dimension (default: the trace's)")
-    simulate.add_argument("--json", action="store_true")
+    simulate.add_argument("--json", action="store_true", help="print the results as JSON")
 
     serve = sub.add_parser("serve", help="serve one store to many processes: HTTP JSON API and MCP (extra server)",
                            description="One process owns the store and serves it: the HTTP API under /v1, "
@@ -354,16 +374,24 @@ def main(argv: list[str] | None = None) -> int:
                                                                              "(default 10 s)")
     serve.add_argument("--max-page", type=int, default=None, help="most memories per page of a namespace's "
                                                                   "listing, /v1/memories (default 1000)")
+    serve.add_argument("--max-content-chars", type=int, default=None,
+                       help="longest memory text or text to embed, characters (default 65536)")
+    serve.add_argument("--header-timeout", dest="header_timeout_s", type=float, default=None,
+                       help="seconds a connection may take to send a request's headers (default 10)")
     serve.add_argument("--workers", type=int, default=8,
                        help="threads running the store's calls (searches in parallel, writes waiting for their commit)")
     serve.add_argument("--graceful-timeout", type=float, default=30.0,
                        help="on SIGTERM, seconds to let in-flight requests finish before closing")
-    serve.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
+                       help="what the server logs to stderr (default warning)")
 
     mcp = sub.add_parser("mcp", help="the MCP tools over stdio, for desktop agents (extra server; needs --embedder)")
     _server_args(mcp)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         return _dispatch(args)
     except BrokenPipeError:
@@ -390,8 +418,26 @@ def _dispatch(args: argparse.Namespace) -> int:
                    "serve": _cmd_serve, "mcp": _cmd_mcp}[args.command]
         return handler(args)
     except TierStoreError as exc:
-        print(f"tierstore {args.command}: {exc}", file=sys.stderr)
+        print(f"tierstore {args.command}: {in_cli_words(str(exc), args.command)}", file=sys.stderr)
         return 2
+
+
+# The library's errors name its Python arguments; on the command line they are options.
+_TO_CREATE = re.compile(r" \(to create one, give dim=\)")
+_CLI_SPELLINGS = ((re.compile(r"\bdim=(\d+)"), r"--dim \1"), (re.compile(r"\bpass dim="), "pass --dim N"),
+                  (re.compile(r"\bembedder=\.\.\."), "--embedder NAME"))
+
+
+def in_cli_words(message: str, command: str) -> str:
+    """``message`` with the library's argument names (``dim=``,
+    ``embedder=...``) as ``command``'s options; the advice to create a
+    store only where ``command`` can create one."""
+    create = {"serve": " (to create one, give --dim N or --embedder NAME)", "mcp": " (to create one, give --embedder "
+              "NAME, and --dim N if it is not the embedder's)", "rebuild-catalog": " (to create one, give --dim N)"}
+    message = _TO_CREATE.sub(create.get(command, ""), message)
+    for pattern, words in _CLI_SPELLINGS:
+        message = pattern.sub(words, message)
+    return message
 
 
 if __name__ == "__main__":

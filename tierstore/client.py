@@ -49,7 +49,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from . import wire
+from . import api_schema, wire
 from .errors import InvalidInputError, RemoteError, StoreClosedError
 from .model import Hit, Memory, Stats, SweepReport
 from .policy import Policy
@@ -102,6 +102,12 @@ def _seq(x: Any) -> Any:
         return list(x)
     except TypeError:
         return x
+
+
+def _required(value: Any) -> Any:
+    """A ``None`` where the store takes none, sent as a value the server
+    refuses by type (JSON null would read as "left out": the default)."""
+    return {"unsupported": "None"} if value is None else value
 
 
 class _ProtocolError(OSError):
@@ -420,22 +426,20 @@ class RemoteStore:
             pinned: bool = False, id: str | None = None, supersedes: Iterable[str] = (),
             key: str | None = None, metadata: Mapping[str, Any] | None = None) -> str:
         """:meth:`TierStore.add`; without an embedding the server's embedder embeds the content."""
-        body: dict[str, Any] = {"ns": ns, "content": content, "memory_type": memory_type, "confidence": confidence,
-                                "source": source, "tags": _seq(tags), "pinned": pinned, "supersedes": _seq(supersedes)}
-        if embedding is not None:
-            body["embedding"] = wire.vector_out(embedding)
-        for name, value in (("ttl_seconds", ttl_seconds), ("id", id), ("key", key), ("metadata", metadata)):
-            if value is not None:  # left out when absent: the store's default is the same
-                body[name] = value
+        body = api_schema.body("/v1/add", ns=ns, content=content, embedding=wire.vector_out(embedding),
+                               memory_type=memory_type, confidence=confidence, source=source, tags=_seq(tags),
+                               pinned=pinned, supersedes=_seq(supersedes), ttl_seconds=ttl_seconds, id=id, key=key,
+                               metadata=metadata)
         return self._post("/v1/add", body)["id"]
 
     def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         """:meth:`TierStore.add_batch`: all or nothing."""
-        return self._post("/v1/add_batch", {"ns": ns, "items": _wire_items(items)})["ids"]
+        return self._post("/v1/add_batch", api_schema.body("/v1/add_batch", ns=ns, items=_wire_items(items)))["ids"]
 
     def upsert_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         """:meth:`TierStore.upsert_batch`: replaces the memories whose ids exist, in one transaction."""
-        return self._post("/v1/upsert_batch", {"ns": ns, "items": _wire_items(items)})["ids"]
+        return self._post("/v1/upsert_batch", api_schema.body("/v1/upsert_batch", ns=ns,
+                                                             items=_wire_items(items)))["ids"]
 
     # ------------------------------------------------------------------ search and read
 
@@ -444,18 +448,20 @@ class RemoteStore:
                include_cold: bool | str | None = None, record_access: bool | None = None,
                explain: bool = False) -> list[Hit]:
         """:meth:`TierStore.search`; a str query is embedded by the server."""
-        body = {"ns": ns, "query": wire.vector_out(query), "k": k, "context_tags": _seq(context_tags),
-                "memory_types": _seq(memory_types), "min_confidence": min_confidence, "include_warm": include_warm,
-                "include_cold": include_cold, "record_access": record_access, "explain": explain}
+        body = api_schema.body("/v1/search", ns=ns, query=_required(wire.vector_out(query)), k=_required(k),
+                               context_tags=_seq(context_tags), memory_types=_seq(memory_types),
+                               min_confidence=_required(min_confidence), include_warm=_required(include_warm),
+                               include_cold=include_cold, record_access=record_access, explain=_required(explain))
         return wire.WireRows(self._post("/v1/search", body)["hits"]).hits()
 
     def get(self, ns: str, id: str) -> Memory | None:
-        m = self._post("/v1/get", {"ns": ns, "id": id})["memory"]
+        m = self._post("/v1/get", api_schema.body("/v1/get", ns=_required(ns), id=_required(id)))["memory"]
         return None if m is None else wire.memory_from_wire(m)
 
     def get_by_key(self, ns: str, key: str) -> Memory | None:
         """The live memory holding ``key`` in ``ns`` (see ``add(..., key=)``), or None."""
-        m = self._post("/v1/get_by_key", {"ns": ns, "key": key})["memory"]
+        m = self._post("/v1/get_by_key", api_schema.body("/v1/get_by_key", ns=_required(ns),
+                                                         key=_required(key)))["memory"]
         return None if m is None else wire.memory_from_wire(m)
 
     def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
@@ -481,7 +487,8 @@ class RemoteStore:
         """:meth:`TierStore.memories_page`; without ``limit`` the server's ``--max-page`` (above it: 400)."""
         if not isinstance(with_embedding, bool):  # JSON null would read as "left out" on the server
             raise InvalidInputError(f"with_embedding must be True or False, got {with_embedding!r}")
-        body = {"ns": ns, "after": after, "limit": limit, "with_embedding": with_embedding}
+        body = api_schema.body("/v1/memories", ns=_required(ns), after=after, limit=limit,
+                               with_embedding=with_embedding)
         out = self._post("/v1/memories", body)
         return [wire.memory_from_wire(m) for m in out["memories"]], out["next"]
 
@@ -490,25 +497,27 @@ class RemoteStore:
         return self._request("GET", "/v1/namespaces")["namespaces"]
 
     def get_context(self, ns: str) -> tuple[str, ...]:
-        return tuple(self._post("/v1/get_context", {"ns": ns})["tags"])
+        return tuple(self._post("/v1/get_context", api_schema.body("/v1/get_context", ns=_required(ns)))["tags"])
 
     # ------------------------------------------------------------------ updates
 
     def touch(self, ns: str, ids: str | Iterable[str]) -> None:
-        self._post("/v1/touch", {"ns": ns, "ids": _seq(ids)})
+        self._post("/v1/touch", api_schema.body("/v1/touch", ns=_required(ns), ids=_required(_seq(ids))))
 
     def feedback(self, ns: str, id: str, *, positive: bool, strength: float = 1.0, implicit: bool = False) -> Memory:
-        body = {"ns": ns, "id": id, "positive": positive, "strength": strength, "implicit": implicit}
+        body = api_schema.body("/v1/feedback", ns=_required(ns), id=_required(id), positive=_required(positive),
+                               strength=_required(strength), implicit=_required(implicit))
         return wire.memory_from_wire(self._post("/v1/feedback", body)["memory"])
 
     def pin(self, ns: str, id: str, pinned: bool = True) -> None:
-        self._post("/v1/pin", {"ns": ns, "id": id, "pinned": pinned})
+        self._post("/v1/pin", api_schema.body("/v1/pin", ns=_required(ns), id=_required(id), pinned=_required(pinned)))
 
     def delete(self, ns: str, id: str) -> bool:
-        return bool(self._post("/v1/delete", {"ns": ns, "id": id})["deleted"])
+        return bool(self._post("/v1/delete", api_schema.body("/v1/delete", ns=_required(ns), id=_required(id)))["deleted"])
 
     def set_context(self, ns: str, tags: Iterable[str]) -> None:
-        self._post("/v1/set_context", {"ns": ns, "tags": _seq(tags)})
+        self._post("/v1/set_context", api_schema.body("/v1/set_context", ns=_required(ns),
+                                                      tags=_required(_seq(tags))))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -516,19 +525,16 @@ class RemoteStore:
                 text: str | None = None, query: Any = None, k: int | None = None, limit: int | None = None,
                 progress: bool | None = False) -> list[str]:
         """:meth:`TierStore.restore`; without ``ids`` or ``limit`` the server's restore limit applies."""
-        body: dict[str, Any] = {"ns": ns}
-        for name, value in (("ids", _seq(ids)), ("where", where), ("text", text), ("k", k), ("limit", limit)):
-            if value is not None:
-                body[name] = value
-        if query is not None:
-            body["query"] = wire.vector_out(query)
+        body = api_schema.body("/v1/restore", ns=_required(ns), ids=_seq(ids), where=where, text=text,
+                               query=wire.vector_out(query), k=k, limit=limit)
         return self._post("/v1/restore", body)["ids"]
 
     def sweep(self, *, max_items: int | None = None, time_budget_s: float | None = None,
               progress: bool | None = False, dry_run: bool = False) -> SweepReport:
         """:meth:`TierStore.sweep` on the server; without ``max_items`` / ``time_budget_s`` its limits apply
         (``remaining_due`` says whether to call again)."""
-        body = {"max_items": max_items, "time_budget_s": time_budget_s, "dry_run": dry_run}
+        body = api_schema.body("/v1/sweep", max_items=max_items, time_budget_s=time_budget_s,
+                               dry_run=_required(dry_run))
         return wire.sweep_report_from_wire(self._post("/v1/sweep", body)["report"])
 
     def stats(self, *, lifecycle: bool = True) -> Stats:

@@ -31,17 +31,18 @@ class Embedder:
     """Text to unit vectors: ``embed(texts)`` returns float32 ``(len(texts), dim)``.
 
     ``name`` identifies the model (it is stored with the store); ``dim`` is
-    its output dimension; ``max_tokens`` its window (the most tokens of a text
-    it reads; the rest is ignored), ``None`` when unknown."""
+    its output dimension."""
 
     name: str
     dim: int
+    #: The most tokens (special ones included) the model reads of one text: its
+    #: window. ``None``: unknown, and texts are not checked against it.
     max_tokens: int | None = None
 
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Tokens of each text as the model counts them against :attr:`max_tokens`
-        (a text fits when its count is <= ``max_tokens``). Only for an embedder with a window."""
-        raise NotImplementedError(f"the embedder {self.name!r} has no token window to count against")
+    def count_tokens(self, text: str) -> int | None:
+        """How many tokens ``text`` is for this model (special ones included),
+        or ``None`` when no tokenizer is at hand (see :func:`check_window`)."""
+        return None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32, each row finite and non-zero; batched by :data:`BATCH`."""
@@ -95,6 +96,15 @@ class CallableEmbedder(Embedder):
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
             raise StoreConfigError(f"the embedder {name!r} has no valid dimension (dim={dim!r})")
         self.dim = int(dim)
+        window = getattr(fn, "max_tokens", None)  # optional, as dim: the model's window, and its tokenizer
+        if window is not None and (isinstance(window, bool) or not isinstance(window, (int, np.integer))
+                                   or window < 3):
+            raise StoreConfigError(f"the embedder {name!r} has no valid window (max_tokens={window!r})")
+        self.max_tokens = None if window is None else int(window)
+        self._count = getattr(fn, "count_tokens", None)
+
+    def count_tokens(self, text: str) -> int | None:
+        return None if self._count is None else int(self._count(text))
 
     def _embed_batch(self, texts: list[str]) -> Any:
         return self._fn(texts)
@@ -102,8 +112,9 @@ class CallableEmbedder(Embedder):
 
 class MiniLMEmbedder(Embedder):
     """all-MiniLM-L6-v2 (384 dimensions) without torch (:class:`.minilm.MiniLM`):
-    its window is 256 word-pieces (longer texts are truncated, as
-    sentence-transformers does); ``count_tokens`` tells a text's length.
+    its window is 256 word-pieces, [CLS] and [SEP] included (the model reads
+    no further; :func:`check_window` refuses a longer text), and
+    ``count_tokens`` is exact (the model's own tokenizer).
     ``model_dir``: the model's files elsewhere than in the installed package;
     ``threads``: ONNX Runtime's threads (0: one per core)."""
 
@@ -118,8 +129,8 @@ class MiniLMEmbedder(Embedder):
             raise StoreConfigError(f"the model at {model_dir} gives {self._model.dim} dimensions, not {self.dim}")
         self.max_tokens = self._model.max_tokens
 
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return self._model.count_tokens(texts)
+    def count_tokens(self, text: str) -> int | None:
+        return self._model.count_tokens([text])[0]
 
     def _embed_batch(self, texts: list[str]) -> Any:
         return self._model.encode(texts)
@@ -177,6 +188,11 @@ def _text(value: Any, what: str) -> str:
         raise InvalidInputError(f"{what} must be text (a str) to be embedded, got {type(value).__name__}")
     if not value.strip():
         raise InvalidInputError(f"{what} is empty: there is nothing to embed")
+    try:  # before the tokenizer, which fails on a lone surrogate (a bad decode) with its own error
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{what} is not valid Unicode text: a lone surrogate at position {exc.start}"
+                                ) from None
     return value
 
 
@@ -204,7 +220,7 @@ def fill_embeddings(embedder: Embedder | None, items: Sequence[Any]) -> Sequence
             raise InvalidInputError(_where(items, i) + "embedding is text, but this store has no embedder to "
                                     "embed it (open it with embedder=...), and takes vectors")
         try:
-            todo.append((i, _text(source, what)))
+            todo.append((i, check_window(embedder, _text(source, what), what)))
         except InvalidInputError as exc:
             raise InvalidInputError(_where(items, i) + str(exc)) from None
     if not todo:
@@ -223,7 +239,38 @@ def embed_query(embedder: Embedder | None, query: Any, what: str = "query") -> A
     if embedder is None:
         raise InvalidInputError(f"{what} is text, but this store has no embedder (open it with embedder=...); "
                                 "give a vector")
-    return embedder.embed([_text(query, what)])[0]
+    return embedder.embed([check_window(embedder, _text(query, what), what)])[0]
+
+
+#: Without a tokenizer a text counts as one token per this many characters:
+#: fewer than English word-pieces average (about 4.5 for MiniLM's), so a text
+#: the model would cut is refused rather than cut silently.
+CHARS_PER_TOKEN_FALLBACK = 3
+
+
+def check_window(embedder: Embedder, text: str, what: str) -> str:
+    """``text`` if ``embedder`` reads all of it; InvalidInputError saying why
+    and what to do when it is longer than the embedder's window (the model
+    would ignore the rest, silently). Exact with the embedder's tokenizer;
+    without one, an estimate that errs towards refusing
+    (:data:`CHARS_PER_TOKEN_FALLBACK`). A text with more words than the
+    window is refused before it is tokenized (each word is a token or more)."""
+    window = embedder.max_tokens
+    if window is None:
+        return text
+    count, how = len(text.split()) + 2, "at least "  # [CLS], [SEP] and a token per word, at least
+    if count <= window:
+        tokens = embedder.count_tokens(text)
+        if tokens is None:
+            count, how = -(-len(text) // CHARS_PER_TOKEN_FALLBACK) + 2, "about "
+        else:
+            count, how = tokens, ""
+    if count > window:
+        raise InvalidInputError(
+            f"{what} is {how}{count} tokens, more than the {window} the embedder {embedder.name!r} reads: it "
+            "would ignore the rest. Split it into several memories, or pass an embedding you computed for "
+            "the whole text")
+    return text
 
 
 def _where(items: Sequence[Any], i: int) -> str:

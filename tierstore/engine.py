@@ -48,7 +48,7 @@ from .storetime import ClockCheck, StoreClock
 from .tags import TagVocab
 from .tier_search import RowRanker
 from .trace import TraceWriter
-from .validation import load_metadata
+from .validation import CONTENT_MAX_CHARS, load_metadata
 from .warm import WarmSettings, WarmTier
 
 
@@ -61,6 +61,7 @@ class Settings:
     synchronous: str = "NORMAL"  # SQLite: NORMAL survives a process crash, FULL also power loss
     flush_interval_s: float = 1.0  # access updates reach the catalog at least this often
     max_tags_per_memory: int = 64  # tags beyond this are rejected
+    max_content_chars: int = CONTENT_MAX_CHARS  # a memory's text (or a text to embed), characters; refused above
     sweep_batch: int = 1000  # due rows read per migrator batch
     access_log: bool = True  # count accesses per memory and day in the catalog (access_log table)
     preload_hot: bool = False  # load every namespace's hot tier at open (default: at its first use)

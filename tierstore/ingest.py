@@ -8,6 +8,7 @@ import json
 import math
 import sqlite3
 import uuid
+from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
@@ -31,17 +32,20 @@ from .reads import get
 from .trace import encode_vector
 from .updates import apply_feedback, forget_row, set_lifetime
 from .validation import (
+    LABEL_MAX_CHARS,
     check_confidence,
     check_content,
     check_id,
-    check_id_list,
     check_key,
     check_metadata,
     check_namespace,
     check_str,
+    check_supersedes as check_supersedes_ids,
     check_tags,
+    check_text,
     check_ttl,
     check_vector,
+    shown,
 )
 
 _ADD_KEYS = {"content", "embedding", "memory_type", "confidence", "source", "tags", "ttl_seconds", "pinned", "id",
@@ -71,11 +75,13 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
     check_namespace(ns)
     if not items:
         return []
+    # every field but the vector checked before the model runs: a bad item costs no embedding
+    fields = [check_fields(eng, item, _where(items, i)) for i, item in enumerate(items)]
     items = _embedding.fill_embeddings(eng._embedder, items)  # text in: one batched call of the model
     now = eng._time.now()
-    rows, vectors = prepare_rows(eng, ns, items, now)
+    rows, vectors = prepare_rows(eng, ns, items, now, fields)
     hot = eng._hot.ensure(ns)
-    superseded = dict(check_supersedes(eng, ns, items, rows))
+    superseded = dict(check_supersedes(eng, ns, fields))
     # a replaced memory's old version is gone by the time the rule applies: never a candidate
     similar = similar_live(eng, ns, hot, rows, vectors, exclude={r.id for r in rows} if replace else set())
     # a replacement is stored under its id: never merged into a duplicate
@@ -194,22 +200,18 @@ def similar_live(eng: Engine, ns: str, hot: HotNamespace, rows: Sequence[MemoryR
 
 
 
-def check_supersedes(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]],
-                     rows: Sequence[MemoryRow]) -> list[tuple[str, list[str]]]:
+def check_supersedes(eng: Engine, ns: str, fields: Sequence["Fields"]) -> list[tuple[str, list[str]]]:
     """``(new id, [superseded ids])`` per item that supersedes something;
-    every superseded id must already exist in the namespace."""
+    every superseded id must already exist in the namespace (its count was
+    bounded and its duplicates dropped by :func:`check_fields`)."""
     out = []
-    for item, row in zip(items, rows):
-        olds = item.get("supersedes") or ()
-        if not olds:
+    for f in fields:
+        if not f.supersedes:
             continue
-        old_ids = check_id_list(olds)
-        if row.id in old_ids:
-            raise InvalidInputError(f"memory {row.id!r} cannot supersede itself")
-        for old_id in old_ids:
+        for old_id in f.supersedes:
             if get(eng, ns, old_id) is None:
                 raise MemoryNotFoundError(f"no memory {old_id!r} in namespace {ns!r} to supersede")
-        out.append((row.id, old_ids))
+        out.append((f.id, f.supersedes))
     return out
 
 
@@ -287,50 +289,98 @@ def raise_confidence_signals(eng: Engine, ns: str, id: str, llm: float | None, r
 
 
 
-def prepare_rows(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], now: float) -> tuple[list[MemoryRow], np.ndarray]:
+@dataclass
+class Fields:
+    """One item's fields but its vector, checked (see :func:`check_fields`)."""
+
+    content: str
+    memory_type: str
+    type_idx: int
+    conf_llm: float
+    source: str
+    tags: tuple[str, ...]
+    ttl_override: float | None
+    pinned: bool
+    id: str
+    key: str | None
+    metadata: str | None
+    supersedes: list[str]
+
+
+def check_fields(eng: Engine, item: Mapping[str, Any], where: str = "") -> Fields:
+    """An item's fields but its vector, checked (InvalidInputError prefixed
+    ``where``): types, counts and lengths, each bounded before per-entry
+    work, and a text to embed (``embedding`` given as a str) as valid text
+    within ``Settings.max_content_chars``."""
+    pol, max_chars = eng._policy, eng.settings.max_content_chars
+    try:
+        content = check_content(item["content"], max_chars)
+        if isinstance(item.get("embedding"), str):
+            check_text(item["embedding"], "embedding", max_chars)
+        memory_type = check_str(item.get("memory_type", "fact"), "memory_type", LABEL_MAX_CHARS)
+        type_idx = pol.type_index(memory_type)
+        conf_llm = check_confidence(item.get("confidence", 0.8))
+        source = check_str(item.get("source", "user_declaration"), "source", LABEL_MAX_CHARS)
+        tags = check_tags(item.get("tags", ()), eng.settings.max_tags_per_memory)
+        ttl_override = check_ttl(item.get("ttl_seconds"))
+        pinned = item.get("pinned", False)
+        if not isinstance(pinned, bool):
+            raise InvalidInputError(f"pinned must be True or False, got {shown(pinned)}")
+        mid = item.get("id")
+        mid = uuid.uuid4().hex if mid is None else check_id(mid)
+        key = check_key(item.get("key"))
+        metadata = check_metadata(item.get("metadata"))
+        olds = check_supersedes_ids(item.get("supersedes"))
+        if mid in olds:
+            raise InvalidInputError(f"memory {mid!r} cannot supersede itself")
+    except InvalidInputError as exc:
+        if where:
+            raise type(exc)(where + str(exc)) from None
+        raise
+    return Fields(content, memory_type, type_idx, conf_llm, source, tags, ttl_override, pinned, mid, key, metadata,
+                  olds)
+
+
+def _where(items: Sequence[Any], i: int) -> str:
+    return "" if len(items) == 1 else f"item {i}: "
+
+
+def prepare_rows(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], now: float,
+                 fields: Sequence[Fields] | None = None) -> tuple[list[MemoryRow], np.ndarray]:
+    """Catalog rows and unit vectors of ``items`` (their ``fields`` when
+    :func:`check_fields` already checked them)."""
     cp, pol = eng._cp, eng._policy
+    if fields is None:
+        fields = [check_fields(eng, item, _where(items, i)) for i, item in enumerate(items)]
     ctx = cp.context(eng._contexts.get(ns, ()))
     rows: list[MemoryRow] = []
     vectors = np.empty((len(items), eng.dim), np.float32)
     seen: set[str] = set()
-    for i, item in enumerate(items):
-        where = "" if len(items) == 1 else f"item {i}: "
+    for i, (item, f) in enumerate(zip(items, fields)):
+        where = _where(items, i)
         try:
-            content = check_content(item["content"])
             vectors[i] = check_vector(item["embedding"], eng.dim)
-            memory_type = check_str(item.get("memory_type", "fact"), "memory_type")
-            type_idx = pol.type_index(memory_type)
-            conf_llm = check_confidence(item.get("confidence", 0.8))
-            source = check_str(item.get("source", "user_declaration"), "source")
-            tags = check_tags(item.get("tags", ()), eng.settings.max_tags_per_memory)
-            ttl_override = check_ttl(item.get("ttl_seconds"))
-            pinned = item.get("pinned", False)
-            if not isinstance(pinned, bool):
-                raise InvalidInputError(f"pinned must be True or False, got {pinned!r}")
-            mid = item.get("id")
-            mid = uuid.uuid4().hex if mid is None else check_id(mid)
-            key = check_key(item.get("key"))
-            metadata = check_metadata(item.get("metadata"))
         except InvalidInputError as exc:
             if where:
                 raise type(exc)(where + str(exc)) from None
             raise
+        mid = f.id
         if mid in seen:
             raise DuplicateIdError(f"{where}id {mid!r} appears twice in the batch")
         seen.add(mid)
-        conf_rule = pol.rule_confidence(source)
-        conf = pol.fuse_confidence(conf_llm, conf_rule, None)
-        ctx_mult = cp.ttl_multiplier(ctx, eng._vocab.ids(tags))
-        half_life = cp.half_life(type_idx, conf, ctx_mult)
-        ttl = cp.ttl(type_idx, conf, ttl_override, ctx_mult)
-        w0 = float(cp.w0_by_type[type_idx])
+        conf_rule = pol.rule_confidence(f.source)
+        conf = pol.fuse_confidence(f.conf_llm, conf_rule, None)
+        ctx_mult = cp.ttl_multiplier(ctx, eng._vocab.ids(f.tags))
+        half_life = cp.half_life(f.type_idx, conf, ctx_mult)
+        ttl = cp.ttl(f.type_idx, conf, f.ttl_override, ctx_mult)
+        w0 = float(cp.w0_by_type[f.type_idx])
         rows.append(MemoryRow(
-            rid=-1, ns=ns, id=mid, content=content, embedding=vectors[i].astype("<f4").tobytes(),
-            memory_type=memory_type, source=source, tags=tags, created_at=now, last_accessed_at=now,
-            access_count=0, conf_llm=conf_llm, conf_rule=conf_rule, conf_feedback=None, confidence=conf,
-            t_conf=now, ttl_seconds=ttl_override, pinned=pinned, tier=TIER_HOT, w_ref=w0, t_ref=now,
-            half_life=half_life, ttl=ttl, ttl_anchor=now, ctx_mult=ctx_mult, due_at=math.inf, key=key,
-            metadata=metadata,
+            rid=-1, ns=ns, id=mid, content=f.content, embedding=vectors[i].astype("<f4").tobytes(),
+            memory_type=f.memory_type, source=f.source, tags=f.tags, created_at=now, last_accessed_at=now,
+            access_count=0, conf_llm=f.conf_llm, conf_rule=conf_rule, conf_feedback=None, confidence=conf,
+            t_conf=now, ttl_seconds=f.ttl_override, pinned=f.pinned, tier=TIER_HOT, w_ref=w0, t_ref=now,
+            half_life=half_life, ttl=ttl, ttl_anchor=now, ctx_mult=ctx_mult, due_at=math.inf, key=f.key,
+            metadata=f.metadata,
         ))
     due = due_times(
         np.full(len(rows), TIER_HOT, np.int64), np.array([int(r.pinned) for r in rows], np.int64),
@@ -342,4 +392,3 @@ def prepare_rows(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], now: 
     for r, d in zip(rows, due.tolist()):
         r.due_at = d
     return rows, vectors
-

@@ -295,25 +295,34 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
     for kind, n in folded["events"].items():
         by_kind[kind] = by_kind.get(kind, 0) + int(n)
 
+    tiers = _tier_series(day_deltas, type_deltas, folded, now)
     return {
         "now": now,
         "events": {"total": sum(by_kind.values()), "by_kind": by_kind},
-        "survival": _survival(lives, now),
+        "survival": _survival(lives, now, tiers["by_type"]),
         "access_at_end": _access_at_end(ends),
         "reactivation": _reactivation(react, open_count, reactivation_days),
         "value": _value(store, now, types, feedback),
-        "tiers": _tier_series(day_deltas, type_deltas, folded, now),
+        "tiers": tiers,
         "policy": _policy_summary(store),
         "compaction": {"cutoff": folded["cutoff"], "folded_events": dict(folded["events"])},
     }
 
 
-def _survival(lives: list[dict[str, Any]], now: float) -> dict[str, Any]:
+def _survival(lives: list[dict[str, Any]], now: float, tiers_now: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+    """Per type and for all: the first lives' Kaplan–Meier summary, and
+    ``alive_now``, the memories hot or warm at ``now`` (``tiers_now``: per
+    type, counts per tier) — a restored memory among them, although its
+    first life ended."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for life in lives:
         groups.setdefault(life["type"], []).append(life)
 
-    def summary(items: list[dict[str, Any]]) -> dict[str, Any]:
+    def alive_now(mtype: str | None) -> int:
+        rows = tiers_now.values() if mtype is None else [tiers_now.get(mtype, {})]
+        return sum(int(r.get("hot", 0)) + int(r.get("warm", 0)) for r in rows)
+
+    def summary(items: list[dict[str, Any]], mtype: str | None) -> dict[str, Any]:
         durations = [(life["end"] if life["end"] is not None else now) - life["start"] for life in items]
         flags = [life["end"] is not None for life in items]
         curve = kaplan_meier(durations, flags)
@@ -328,10 +337,11 @@ def _survival(lives: list[dict[str, Any]], now: float) -> dict[str, Any]:
             "p90_s": survival_quantile(curve, 0.9),
             "mean_ended_s": (sum(d for d, f in zip(durations, flags) if f) / ended) if ended else None,
             "longest_s": max(durations, default=None),  # the longest observed, ended or alive
+            "alive_now": alive_now(mtype),
             "curve": _thin(curve, CURVE_POINTS),
         }
 
-    return {"by_type": {t: summary(groups[t]) for t in sorted(groups)}, "all": summary(lives)}
+    return {"by_type": {t: summary(groups[t], t) for t in sorted(groups)}, "all": summary(lives, None)}
 
 
 def _access_at_end(ends: list[tuple[str, int]]) -> dict[str, Any]:
@@ -615,7 +625,7 @@ def format_summary(metrics: Mapping[str, Any]) -> str:
         parts = []
         for t, s in surv.items():
             med = "n/a" if s["median_s"] is None else format_duration(s["median_s"])
-            parts.append(f"{t} {med} ({s['ended']} ended, {s['censored']} alive)")
+            parts.append(f"{t} {med} ({s['ended']} ended, {s['censored']} not yet; {s['alive_now']} hot or warm now)")
         lines.append("median survival: " + "; ".join(parts))
     acc = metrics["access_at_end"]
     if acc["count"]:

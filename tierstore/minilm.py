@@ -33,8 +33,7 @@ import numpy as np
 
 from .bert_graph import BertConfig, build_graph
 from .errors import CorruptDataError, MissingDependencyError, StoreConfigError
-
-INSTALL_HINT = "pip install 'tierstore[embed]'"
+from .optional import install_hint, missing_dependency
 
 #: Packages on the index that ship the model's files, and the files' folder in each
 #: (first found is used). Neither is imported: only their files are read.
@@ -68,7 +67,7 @@ def packaged_model_dir() -> Path:
                 return path
     names = " or ".join(p.replace("_", "-") for p, _ in PACKAGES)
     raise MissingDependencyError(f"embedder='minilm' needs the model's files, from the package {names}: "
-                                 f"{INSTALL_HINT}")
+                                 f"{install_hint('embed')}")
 
 
 def length_groups(lengths: np.ndarray, run_cost: int = RUN_COST_TOKENS,
@@ -100,9 +99,8 @@ def _import_runtime() -> tuple[Any, Any, Any]:
         import onnxruntime
         import safetensors.numpy
         from tokenizers import Tokenizer
-    except ImportError as exc:
-        raise MissingDependencyError(f"embedder='minilm' needs the 'embed' extra ({exc.name} is missing): "
-                                     f"{INSTALL_HINT}") from None
+    except ImportError as exc:  # the extra missing, or a local folder shadowing one of its packages
+        raise missing_dependency(exc, "embedder='minilm'", "embed") from None
     return onnxruntime, Tokenizer, safetensors.numpy
 
 
@@ -111,7 +109,7 @@ def _read(path: Path, verify: bool) -> bytes:
     want = SHA256.get(path.name)
     if verify and want is not None and hashlib.sha256(data).hexdigest() != want:
         raise CorruptDataError(f"{path} is not all-MiniLM-L6-v2's {path.name} (sha256 differs from the upstream "
-                               f"file's {want[:12]}…): reinstall the package that carries it ({INSTALL_HINT})")
+                               f"file's {want[:12]}…): reinstall the package that carries it ({install_hint('embed')})")
     return data
 
 

@@ -21,8 +21,8 @@ class Memory:
     when none was given), on every snapshot, hits included. ``key`` is the memory's slot
     (``add(key=...)``) and ``superseded_by`` the id of the memory that
     superseded it (explicitly, by key or automatically), while that holds;
-    both are filled by :meth:`TierStore.get` and :meth:`TierStore.get_by_key`,
-    and left ``None`` on search hits (an explained hit's ``explain`` carries
+    both are filled by :meth:`TierStore.get`, :meth:`TierStore.get_by_key` and
+    the listings (:meth:`TierStore.memories`, ``memories_page``), and left ``None`` on search hits (an explained hit's ``explain`` carries
     ``superseded_by``)."""
 
     id: str

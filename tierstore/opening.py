@@ -128,15 +128,38 @@ def lock(root: Path) -> int:
     except BlockingIOError:
         holder = os.pread(lock_fd, 32, 0).decode("ascii", "replace").strip()
         os.close(lock_fd)
-        if holder == str(os.getpid()):
-            raise StoreConfigError(f"the store at {root} is already open in this process: use that TierStore, "
-                                   "or close it first") from None
-        who = f"process {holder}" if holder.isdigit() else "another process"
-        raise StoreConfigError(f"the store at {root} is open in {who}; one writer at a time (readers beside it: "
-                               "TierStore.open(path, readonly=True); tierstore stats, verify and report)") from None
+        raise _held(root, holder) from None
     os.ftruncate(lock_fd, 0)
     os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
     return lock_fd
+
+
+def check_unlocked(root: Path) -> None:
+    """Raise what :func:`lock` would if another writer holds the store, without
+    taking the lock or creating anything: for an open with slow work to do
+    before it locks (loading an embedding model), so that a second server
+    learns at once that the store is taken. (The lock itself is still taken
+    after; a writer that starts in between is found then.)"""
+    try:
+        fd = os.open(root / "LOCK", os.O_RDWR)
+    except OSError:  # no LOCK: nobody has it (a missing or odd path is the open's to report)
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise _held(root, os.pread(fd, 32, 0).decode("ascii", "replace").strip()) from None
+    finally:
+        os.close(fd)  # closing releases the probe's own lock
+
+
+def _held(root: Path, holder: str) -> StoreConfigError:
+    """The error for a store whose LOCK ``holder`` (the pid written in it) holds."""
+    if holder == str(os.getpid()):
+        return StoreConfigError(f"the store at {root} is already open in this process: use that TierStore, "
+                                "or close it first")
+    who = f"process {holder}" if holder.isdigit() else "another process"
+    return StoreConfigError(f"the store at {root} is open in {who}; one writer at a time (readers beside it: "
+                            "TierStore.open(path, readonly=True); tierstore stats, verify and report)")
 
 
 def remove_new_store(root: Path, made_dir: bool) -> None:

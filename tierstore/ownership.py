@@ -43,14 +43,23 @@ class Owner:
     @classmethod
     def parse(cls, data: bytes) -> "Owner | None":
         """The owner named by an owner object, or None if it does not parse."""
-        try:
-            doc = json.loads(data)
-            if doc.get("format") != FORMAT or not isinstance(doc.get("store_id"), str):
-                return None
-            return cls(doc["store_id"], str(doc.get("path", "?")), str(doc.get("host", "?")),
-                       float(doc.get("claimed_at", 0.0)))
-        except (ValueError, TypeError, AttributeError):
+        doc = parse_claim(data, FORMAT, "store_id")
+        if doc is None:
             return None
+        return cls(doc["store_id"], str(doc.get("path", "?")), str(doc.get("host", "?")), doc["claimed_at"])
+
+
+def parse_claim(data: bytes, fmt: str, who: str) -> dict | None:
+    """A claim object's fields (JSON of format ``fmt`` naming its claimant in
+    the string field ``who``, ``claimed_at`` made a float), or None if it is not one."""
+    try:
+        doc = json.loads(data)
+        if not isinstance(doc, dict) or doc.get("format") != fmt or not isinstance(doc.get(who), str):
+            return None
+        doc["claimed_at"] = float(doc.get("claimed_at", 0.0))
+        return doc
+    except (ValueError, TypeError):
+        return None
 
 
 def read_owner(objects: ObjectStore) -> Owner | None | bool:

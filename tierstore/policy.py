@@ -310,6 +310,17 @@ class Policy:
             raise PolicyError(f"policy is not valid JSON: {exc}") from None
         return _parse_policy(data)
 
+    @classmethod
+    def from_file(cls, path: str | PathLike[str]) -> "Policy":
+        """Load a policy file: JSON if its name ends in ``.json``, else TOML."""
+        path = Path(path)
+        if path.suffix.lower() != ".json":
+            return cls.from_toml(path)
+        try:
+            return cls.from_json(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise PolicyError(f"cannot read policy file {path}: {exc.strerror}") from None
+
     def to_dict(self) -> dict[str, Any]:
         """A plain, JSON-serialisable dict that :meth:`from_dict` reads back."""
         out: dict[str, Any] = {

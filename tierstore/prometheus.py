@@ -5,7 +5,7 @@ itself: the format is a few lines of ``# HELP``/``# TYPE`` and ``name{labels}
 value``, so writing it needs no dependency, gives the same bytes with or
 without one, and touches no global registry. Serve it from any HTTP handler.
 
-With the optional extra ``prometheus`` (``pip install tierstore[prometheus]``)
+With the optional extra ``prometheus``
 :class:`TierStoreCollector` exposes the same families to a
 ``prometheus_client`` registry, for applications that already serve their
 own ``/metrics`` with it.
@@ -28,6 +28,7 @@ from typing import Any, Iterator
 
 from .engine import engine_of
 from .errors import MissingDependencyError
+from .optional import install_hint
 from .lifecycle import EVENT_KINDS, folded_state
 from .model import TIER_NAMES
 
@@ -138,7 +139,7 @@ class TierStoreCollector:
             from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
         except ImportError:
             raise MissingDependencyError(
-                "TierStoreCollector needs prometheus-client: pip install tierstore[prometheus]") from None
+                f"TierStoreCollector needs prometheus-client: {install_hint('prometheus')}") from None
         self._store = store
         self._kinds = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily}
 

@@ -120,8 +120,10 @@ def _cursor_rid(after: object, ns: str) -> int:
 
 def _listed(eng: Engine, ns: str, rows: list[MemoryRow], now: float, with_embedding: bool) -> list[Memory]:
     """``rows`` of ``ns`` as memories at store time ``now`` (POSIX seconds); a
-    hot one with its live state (accesses not yet flushed)."""
+    hot one with its live state (accesses not yet flushed); each with its
+    key and ``superseded_by``, as :func:`get` gives them."""
     hot = eng._hot.get(ns)
+    marks = _marks_between(eng, ns, rows[0].rid, rows[-1].rid) if rows else {}
     out = []
     for row in rows:
         memory = None
@@ -130,8 +132,26 @@ def _listed(eng: Engine, ns: str, rows: list[MemoryRow], now: float, with_embedd
                 slot = hot.slot_of.get(row.id)
                 if slot is not None:  # its live state (accesses not yet flushed)
                     memory = hot.memory(slot, eng._cp, now, with_embedding=with_embedding)
-        out.append(memory if memory is not None else eng._memory_from_row(row, now, with_embedding))
+        if memory is None:
+            memory = eng._memory_from_row(row, now, with_embedding)
+        mark = marks.get(row.rid)
+        out.append(memory if mark is None else replace(memory, key=mark[0], superseded_by=mark[1]))
     return out
+
+
+def _marks_between(eng: Engine, ns: str, first_rid: int, last_rid: int) -> dict[int, tuple[str | None, str | None]]:
+    """``rid -> (key, superseded_by)`` of the memories of ``ns`` with rids in
+    ``[first_rid, last_rid]`` that have either: two range scans by rid (the
+    memories' and the supersessions' primary keys), only marked rows returned."""
+    marks: dict[int, tuple[str | None, str | None]] = {}
+    for rid, key in eng._catalog.query(
+            "SELECT rid, key FROM memories WHERE rid BETWEEN ? AND ? AND ns = ? AND key IS NOT NULL",
+            (first_rid, last_rid, ns)):
+        marks[rid] = (key, None)
+    for rid, by_id in eng._catalog.query(
+            "SELECT rid, by_id FROM supersessions WHERE rid BETWEEN ? AND ? AND ns = ?", (first_rid, last_rid, ns)):
+        marks[rid] = (marks.get(rid, (None, None))[0], by_id)
+    return marks
 
 
 

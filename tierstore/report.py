@@ -18,7 +18,7 @@ there is nothing to draw yet), so tests can read the axes:
 A plot without data is replaced on the page by a sentence saying why
 (:func:`no_data`), not drawn as empty axes.
 
-matplotlib is an optional extra (``pip install tierstore[report]``), imported
+matplotlib is an optional extra (``report``), imported
 only here and drawn with the Agg canvas: no display, no pyplot global state.
 """
 
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .errors import InvalidInputError, MissingDependencyError
+from .optional import install_hint
 from .lifecycle import BACK_CAUSES, DAY, TIERS, lifecycle_metrics
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def _mpl() -> Any:
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise MissingDependencyError("tierstore report needs matplotlib: pip install tierstore[report]") from None
+        raise MissingDependencyError(f"tierstore report needs matplotlib: {install_hint('report')}") from None
     return Figure
 
 
@@ -376,7 +377,7 @@ def survival_figure(metrics: Mapping[str, Any]) -> "Figure | None":
         ys = [p[1] for p in curve] + [curve[-1][1]]
         median = "" if s["median_s"] is None else f", median {duration(s['median_s'])}"
         ax.step(xs, ys, where="post", color=colour, linewidth=1.6,
-                label=f"{name}: {s['memories']} memories, {s['censored']} alive{median}")
+                label=f"{name}: {s['memories']} memories, {s['censored']} not yet ended{median}")
         if s["median_s"] is not None:
             ax.plot([max(s["median_s"], first) / scale], [0.5], "o", color=colour, markersize=5)
     ax.axhline(0.5, color="#999", linewidth=0.8, linestyle=":")
@@ -422,7 +423,9 @@ def tier_window(tiers: Mapping[str, Any]) -> tuple[int, int]:
 def tiers_figure(metrics: Mapping[str, Any]) -> "Figure | None":
     """Hot and warm (top) and cold (bottom) at the end of each day, on dates
     from the store's first day to its last (an idle tail cut, see
-    :func:`tier_window`). Each day's count is drawn over that day."""
+    :func:`tier_window`). Each day's count is drawn over that day. A history
+    that starts with the store's first event (nothing compacted) is drawn
+    from the day before it, empty: the counts rise from 0."""
     if no_data("tiers", metrics):
         return None
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
@@ -431,7 +434,12 @@ def tiers_figure(metrics: Mapping[str, Any]) -> "Figure | None":
 
     tiers = metrics["tiers"]
     n, _ = tier_window(tiers)
-    days = tiers["days"][:n]
+    days = list(tiers["days"][:n])
+    counts = {t: list(tiers[t][:n]) for t in TIERS}
+    if metrics.get("compaction", {}).get("cutoff") is None:
+        days.insert(0, days[0] - 1)
+        for t in TIERS:
+            counts[t].insert(0, 0)
     utc = _dt.timezone.utc
     # one more edge than days: the step of day d spans [d, d + 1)
     edges = [_dt.datetime.fromtimestamp(d * DAY, utc) for d in days] + [
@@ -441,7 +449,7 @@ def tiers_figure(metrics: Mapping[str, Any]) -> "Figure | None":
     for ax, names in ((top, ("hot", "warm")), (bottom, ("cold",))):
         high = 0
         for tier in names:
-            ys = list(tiers[tier][:n])
+            ys = counts[tier]
             high = max(high, max(ys))
             ax.stairs(ys, edges, color=TIER_COLOURS[tier], linewidth=1.6, baseline=None)
         # counts are whole and never negative: integer ticks from 0
@@ -636,7 +644,7 @@ def _html(source: str | None, m: Mapping[str, Any], images: Mapping[str, str | N
     now = float(m.get("now", 0.0))
     surv = m["survival"]["by_type"]
     surv_rows = [[t, s["memories"], s["ended"], s["censored"], s["archived"], s["deleted"],
-                  duration(s["median_s"]), duration(s["p90_s"])] for t, s in surv.items()]
+                  duration(s["median_s"]), duration(s["p90_s"]), s.get("alive_now", "n/a")] for t, s in surv.items()]
     r = m["reactivation"]
     react_rows = [[k, v["numerator"], v["denominator"], _pct(v["rate"]), v["pending"], duration(v["median_delay_s"]),
                    " / ".join(str(v["by_cause"][c]) for c in BACK_CAUSES)]
@@ -714,9 +722,12 @@ half-life and TTL are shorter when its confidence is low.</p>
         pol_rows)}
 {_image(images, "decay", "weight of a memory over time per type", m)}
 <h2>Survival</h2>
-<p>Time from creation to the first archive or delete. Memories still alive are censored (they count as at
-risk until now), so the median is a Kaplan–Meier estimate; n/a: fewer than half (or 90 %) have ended.</p>
-{_table(["type", "memories", "ended", "alive", "archived", "deleted", "median", "p90"], surv_rows)}
+<p>Time from creation to a memory's first archive or delete (its first life). Memories whose first life has
+not ended are censored (they count as at risk until now), so the median is a Kaplan–Meier estimate; n/a: fewer
+than half (or 90 %) have ended. A memory archived and later restored has ended its first life: it counts in
+<em>ended</em>, and in <em>hot or warm now</em> (the memories searchable now, as in the table above).</p>
+{_table(["type", "memories", "ended", "not yet ended", "archived", "deleted", "median", "p90",
+         "hot or warm now"], surv_rows)}
 {_image(images, "survival", "survival per type", m)}
 <h2>Tier occupancy</h2>
 {tiers_note}

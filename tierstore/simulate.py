@@ -158,14 +158,7 @@ def _load_policies(policies: Sequence[Any]) -> list[tuple[str, str | None, Polic
             out.append((f"policy {i + 1}", None, p))
         elif isinstance(p, (str, os.PathLike)):
             path = Path(p)
-            if path.suffix.lower() == ".json":
-                try:
-                    pol = Policy.from_json(path.read_text(encoding="utf-8"))
-                except OSError as exc:
-                    raise PolicyError(f"cannot read policy file {path}: {exc.strerror}") from None
-            else:
-                pol = Policy.from_toml(path)
-            out.append((path.stem, str(path), pol))
+            out.append((path.stem, str(path), Policy.from_file(path)))
         else:
             raise InvalidInputError(f"policy {i + 1}: expected a Policy or a TOML/JSON file path, got {type(p).__name__}")
     names = [n for n, _, _ in out]

@@ -26,7 +26,8 @@ from .policy import Policy
 from .prometheus import metrics_text
 from .storetime import ClockCheck
 from .trace import TraceWriter, encode_vector
-from .validation import check_id_list, check_namespace, check_positive_int, check_seconds, check_vector
+from .validation import (check_id_list, check_namespace, check_positive_int, check_search_flags, check_seconds,
+                         check_vector)
 
 __all__ = ["Settings", "TierStore"]
 
@@ -122,6 +123,8 @@ class TierStore:
         ``dim`` defaults to the embedder's. The embedder's name and dim are
         recorded; opening with another one raises StoreConfigError.
         """
+        if isinstance(embedder, str) and not readonly:
+            opening.check_unlocked(Path(path))  # before loading a model (seconds): is the store free at all?
         emb = _embedding.resolve(embedder)
         if emb is not None:
             if dim is None:
@@ -295,6 +298,9 @@ class TierStore:
         factor breakdown (and, for a superseded memory, what superseded it
         and how).
         """
+        if type(include_warm) is not bool or type(explain) is not bool or (
+                record_access is not None and type(record_access) is not bool) or memory_types is not None:
+            memory_types = check_search_flags(include_warm, record_access, explain, memory_types)
         return retrieval.search(self._engine, ns, query, k=k, context_tags=context_tags, memory_types=memory_types,
                                 min_confidence=min_confidence, include_warm=include_warm, include_cold=include_cold,
                                 record_access=record_access, explain=explain)  # type: ignore[return-value]
@@ -311,6 +317,9 @@ class TierStore:
         object store, wait for a writer of the namespace's index, load the
         namespace, or write a trace. Bad input raises as :meth:`search` does.
         An answer is the one :meth:`search` gives (access recording included)."""
+        if type(include_warm) is not bool or (record_access is not None and type(record_access) is not bool) \
+                or memory_types is not None:
+            memory_types = check_search_flags(include_warm, record_access, False, memory_types)
         return retrieval.search(self._engine, ns, query, k=k, context_tags=context_tags, memory_types=memory_types,
                                 min_confidence=min_confidence, include_warm=include_warm, include_cold=include_cold,
                                 record_access=record_access, in_memory_only=True)
@@ -331,8 +340,8 @@ class TierStore:
 
     def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
         """Every memory of ``ns``, from any tier, in the order they were added,
-        without counting an access (``Memory.key``/``superseded_by`` are not
-        filled: use :meth:`get`). ``with_embedding``: include the stored
+        without counting an access, each with its ``key`` and
+        ``superseded_by`` as :meth:`get` gives them. ``with_embedding``: include the stored
         vectors (cold memories have none in the catalog: ``None``). Reads the
         whole namespace: meant for listings and exports, not per query."""
         return reads.memories(self._engine, ns, with_embedding=with_embedding)

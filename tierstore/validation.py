@@ -3,6 +3,7 @@ before anything is written, so bad input never changes the store."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -28,14 +29,35 @@ KEY_MAX_LEN = 128
 # that a key is one word in logs, URLs and the command line.
 KEY_RE = re.compile(r"[\w.:/@#+-]{1,%d}" % KEY_MAX_LEN)
 TAG_MAX_LEN = 128
+# Entries a list of tags may hold before duplicates are dropped: refused
+# above this before any entry is looked at, so a list of 25 000 costs nothing.
+TAGS_MAX_LISTED = 1024
+SUPERSEDES_MAX = 100  # ids one memory may supersede (each is looked up and gets a logged mark)
+CONTENT_MAX_CHARS = 65_536  # a memory's text, in characters: the default of Settings.max_content_chars
+SHOWN_CHARS = 100  # characters of an offending value an error message repeats
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for an error message, cut to about ``limit`` characters
+    with the full length noted: an error never echoes a megabyte back. Costs
+    O(limit) for a long string, list or dict (only its start is formatted)."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    if isinstance(value, (list, tuple, dict)) and len(value) > 8:
+        head = list(value)[:8] if not isinstance(value, dict) else list(value.items())[:8]
+        text = repr(head)
+        text = text if len(text) <= limit else text[:limit]
+        return f"{type(value).__name__} starting {text}... ({len(value)} entries)"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def check_namespace(ns: Any) -> str:
     """A namespace is a name ``[A-Za-z0-9_.-]{1,128}``, not ``.`` or ``..``;
     it is used as a directory name and an object-key segment."""
-    if not isinstance(ns, str) or not NAMESPACE_RE.fullmatch(ns) or ns in (".", ".."):
+    if not isinstance(ns, str) or len(ns) > 128 or not NAMESPACE_RE.fullmatch(ns) or ns in (".", ".."):
         raise InvalidNamespaceError(
-            f"invalid namespace {ns!r}: expected 1-128 characters of [A-Za-z0-9_.-], not '.' or '..'"
+            f"invalid namespace {shown(ns)}: expected 1-128 characters of [A-Za-z0-9_.-], not '.' or '..'"
         )
     return ns
 
@@ -121,10 +143,10 @@ def check_vectors(mat: Any, dim: int, what: str = "embeddings") -> np.ndarray:
 
 def check_confidence(value: Any, what: str = "confidence") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise InvalidConfidenceError(f"{what} must be a number in [0, 1], got {value!r}")
+        raise InvalidConfidenceError(f"{what} must be a number in [0, 1], got {shown(value)}")
     x = float(value)
     if not (0.0 <= x <= 1.0):
-        raise InvalidConfidenceError(f"{what} must be in [0, 1], got {value!r}")
+        raise InvalidConfidenceError(f"{what} must be in [0, 1], got {shown(value)}")
     return x
 
 
@@ -141,8 +163,9 @@ def _text(value: str, what: str) -> str:
 
 def check_id(value: Any) -> str:
     if not isinstance(value, str) or not value or len(value) > ID_MAX_LEN or "\x00" in value:
-        raise InvalidInputError(f"invalid memory id {value!r}: expected a non-empty string of at most {ID_MAX_LEN} characters")
-    return _text(value, f"memory id {value!r}")
+        raise InvalidInputError(f"invalid memory id {shown(value)}: expected a non-empty string of at most "
+                                f"{ID_MAX_LEN} characters")
+    return _text(value, f"memory id {shown(value)}")
 
 
 def check_key(value: Any) -> str | None:
@@ -153,49 +176,78 @@ def check_key(value: Any) -> str | None:
     if not isinstance(value, str):
         raise InvalidKeyError(f"key must be a string or None, got {type(value).__name__}")
     if not KEY_RE.fullmatch(value):
-        shown = value if len(value) <= 40 else value[:40] + "..."
         raise InvalidKeyError(
-            f"invalid key {shown!r} ({len(value)} characters): expected 1-{KEY_MAX_LEN} characters of letters, "
+            f"invalid key {shown(value, 40)} ({len(value)} characters): expected 1-{KEY_MAX_LEN} characters of letters, "
             "digits and _ . : / - @ # + (no spaces)")
-    return _text(value, f"key {value!r}")
+    return _text(value, f"key {shown(value)}")
 
 
-def check_tags(tags: Any, max_tags: int) -> tuple[str, ...]:
-    """Tags are non-empty strings; duplicates are dropped, order kept."""
+def listed(values: Any, what: str, max_count: int) -> list[Any]:
+    """``values`` (a list, tuple, set or other iterable, not a str, bytes or
+    mapping) as a list of at most ``max_count`` entries; InvalidInputError
+    otherwise. The count is checked before any entry is looked at: an
+    iterable is read to one entry past the limit, no further."""
+    if isinstance(values, (str, bytes, Mapping)):
+        raise InvalidInputError(f"{what} must be a list of strings, got {type(values).__name__} {shown(values)}")
+    if isinstance(values, (list, tuple)):
+        if len(values) > max_count:
+            raise InvalidInputError(f"{what}: {len(values)} entries, more than the limit of {max_count}")
+        return list(values)
+    try:
+        items = list(itertools.islice(iter(values), max_count + 1))
+    except TypeError:
+        raise InvalidInputError(f"{what} must be a list of strings, got {type(values).__name__}") from None
+    if len(items) > max_count:
+        raise InvalidInputError(f"{what}: more than the limit of {max_count} entries")
+    return items
+
+
+def check_tags(tags: Any, max_tags: int, what: str = "tags") -> tuple[str, ...]:
+    """Tags are non-empty strings; duplicates are dropped, order kept. At most
+    :data:`TAGS_MAX_LISTED` entries as given and ``max_tags`` distinct ones;
+    linear time."""
     if tags is None:
         return ()
-    if isinstance(tags, str):
-        raise InvalidInputError(f"tags must be a list of strings, got the string {tags!r}")
-    try:
-        items = list(tags)
-    except TypeError:
-        raise InvalidInputError(f"tags must be a list of strings, got {type(tags).__name__}") from None
-    out: list[str] = []
-    for t in items:
+    out: dict[str, None] = {}  # insertion-ordered set: dropping duplicates in one pass
+    for t in listed(tags, what, max(TAGS_MAX_LISTED, max_tags)):
         if not isinstance(t, str) or not t or len(t) > TAG_MAX_LEN or "\x00" in t:
-            raise InvalidInputError(f"invalid tag {t!r}: expected a non-empty string of at most {TAG_MAX_LEN} characters")
-        _text(t, f"tag {t!r}")
+            raise InvalidInputError(f"invalid tag {shown(t)}: expected a non-empty string of at most {TAG_MAX_LEN} "
+                                    "characters")
         if t not in out:
-            out.append(t)
+            out[_text(t, f"tag {shown(t)}")] = None
     if len(out) > max_tags:
         raise InvalidInputError(f"a memory may carry at most {max_tags} tags, got {len(out)}")
     return tuple(out)
+
+
+def check_search_flags(include_warm: Any, record_access: Any, explain: Any, memory_types: Any) -> list[str] | None:
+    """``search``'s switches as booleans (``record_access`` may be None: the
+    policy's), not truthy values (``record_access="no"`` would record); its
+    ``memory_types`` as a list of at most 64 labels, or None. Returns the list."""
+    for name, value, none_ok in (("include_warm", include_warm, False), ("record_access", record_access, True),
+                                 ("explain", explain, False)):
+        if type(value) is not bool and not (none_ok and value is None):
+            raise InvalidInputError(f"{name} must be True or False{' or None' if none_ok else ''}, "
+                                    f"got {shown(value)}")
+    if memory_types is None:
+        return None
+    return [check_str(t, "memory_types", LABEL_MAX_CHARS) for t in listed(memory_types, "memory_types", 64)]
 
 
 def check_ttl(value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise InvalidInputError(f"ttl_seconds must be a positive number or None, got {value!r}")
+        raise InvalidInputError(f"ttl_seconds must be a positive number or None, got {shown(value)}")
     x = float(value)
     if not (x > 0.0 and math.isfinite(x)):
-        raise InvalidInputError(f"ttl_seconds must be positive and finite, got {value!r}")
+        raise InvalidInputError(f"ttl_seconds must be positive and finite, got {shown(value)}")
     return x
 
 
 def check_positive_int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InvalidInputError(f"{what} must be a positive integer, got {value!r}")
+        raise InvalidInputError(f"{what} must be a positive integer, got {shown(value)}")
     return int(value)
 
 
@@ -204,22 +256,39 @@ def check_seconds(value: Any, what: str, *, optional: bool = False) -> Any:
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 < float(value) < math.inf):
-        raise InvalidInputError(f"{what} must be a positive, finite number of seconds, got {value!r}")
+        raise InvalidInputError(f"{what} must be a positive, finite number of seconds, got {shown(value)}")
     return float(value)
 
 
-def check_str(value: Any, what: str) -> str:
+LABEL_MAX_CHARS = 128  # a memory's type or source: a label, not text
+
+
+def check_str(value: Any, what: str, max_chars: int | None = None) -> str:
+    """A valid Unicode string; at most ``max_chars`` characters when given (checked first)."""
     if not isinstance(value, str):
         raise InvalidInputError(f"{what} must be a string, got {type(value).__name__}")
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidInputError(f"{what} {shown(value)} is longer than {max_chars} characters")
     return _text(value, what)
 
 
-def check_content(value: Any) -> str:
-    """A memory's text: a non-empty string (whitespace alone says nothing)."""
-    value = check_str(value, "content")
+def check_text(value: Any, what: str, max_chars: int = CONTENT_MAX_CHARS) -> str:
+    """Text to store or embed: a non-empty string (whitespace alone says
+    nothing) of valid Unicode, at most ``max_chars`` characters (the length
+    is checked first, so a long text costs nothing to refuse)."""
+    if isinstance(value, str) and len(value) > max_chars:
+        raise InvalidInputError(f"{what} is {len(value)} characters, more than the limit of {max_chars} "
+                                "(Settings.max_content_chars; a server's --max-content-chars): split it into "
+                                "several memories")
+    value = check_str(value, what)
     if not value.strip():
-        raise InvalidInputError("content must not be empty")
+        raise InvalidInputError(f"{what} must not be empty")
     return value
+
+
+def check_content(value: Any, max_chars: int = CONTENT_MAX_CHARS) -> str:
+    """A memory's text: see :func:`check_text`."""
+    return check_text(value, "content", max_chars)
 
 
 def check_time(value: Any, what: str) -> float:
@@ -235,21 +304,38 @@ def check_time(value: Any, what: str) -> float:
         return value.timestamp()
     if isinstance(value, str):
         try:
-            return parse_time(value)
+            t = parse_time(value[:64])  # no time is longer: a long string is refused as it is
+            if len(value) > 64:
+                raise ValueError(f"{shown(value)} is not a time")
         except ValueError as exc:
             raise InvalidInputError(f"{what}: {exc}") from None
+        if not math.isfinite(t):  # "NaN", "inf", "1e999" read as floats
+            raise InvalidInputError(f"{what} must be a finite time, got {shown(value)}")
+        return t
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
             or not math.isfinite(float(value)):
-        raise InvalidInputError(f"{what} must be POSIX seconds, a datetime or an ISO 8601 string, got {value!r}")
+        raise InvalidInputError(f"{what} must be POSIX seconds, a datetime or an ISO 8601 string, got {shown(value)}")
     return float(value)
 
 
-def check_id_list(ids: Any) -> list[str]:
+def check_id_list(ids: Any, what: str = "ids", max_count: int | None = None) -> list[str]:
+    """One id or a list (any iterable but a mapping) of ids; at most
+    ``max_count`` of them when given, counted before any is checked."""
     if isinstance(ids, str):
         return [check_id(ids)]
-    if not isinstance(ids, Iterable):
-        raise InvalidInputError(f"ids must be a string or a list of strings, got {type(ids).__name__}")
-    return [check_id(i) for i in ids]
+    if isinstance(ids, (bytes, Mapping)) or not isinstance(ids, Iterable):
+        raise InvalidInputError(f"{what} must be a string or a list of strings, got {type(ids).__name__}")
+    items = listed(ids, what, max_count) if max_count is not None else ids
+    return [check_id(i) for i in items]
+
+
+def check_supersedes(ids: Any) -> list[str]:
+    """``add``'s ``supersedes``: one id or a list of at most
+    :data:`SUPERSEDES_MAX` ids (counted first), duplicates dropped in order
+    (linear time: each id is looked up and marked once)."""
+    if ids is None:
+        return []
+    return list(dict.fromkeys(check_id_list(ids, "supersedes", SUPERSEDES_MAX)))
 
 
 METADATA_MAX_BYTES = 65_536  # a memory's metadata, as compact UTF-8 JSON
@@ -301,7 +387,7 @@ def _check_json(value: Any, path: str, depth: int) -> None:
         return
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidInputError(f"{path}: {value!r} is not a finite number (JSON has no NaN or infinity)")
+            raise InvalidInputError(f"{path}: {shown(value)} is not a finite number (JSON has no NaN or infinity)")
         return
     if isinstance(value, str):
         _text(value, path)

@@ -204,7 +204,12 @@ def client_status(exc: BaseException) -> int | None:
     return None
 
 
+ERROR_MAX_CHARS = 2000  # an error message's length on the wire: a message quoting a huge value is cut
+
+
 def error_body(type_name: str, message: str) -> dict[str, Any]:
+    if len(message) > ERROR_MAX_CHARS:
+        message = f"{message[:ERROR_MAX_CHARS]}... (cut: {len(message)} characters)"
     return {"error": {"type": type_name, "message": message}}
 
 

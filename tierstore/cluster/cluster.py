@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .. import embedding as _embedding
 from ..background import BackgroundSweeps, check_sweep_args
-from ..errors import InvalidInputError, StoreConfigError, TierStoreError
+from ..errors import InvalidInputError, ObjectStoreError, StoreConfigError, TierStoreError
 from ..integrity import IntegrityReport, Problem
 from ..model import Hit, Memory, Stats, SweepReport
 from ..policy import Policy
@@ -51,10 +51,82 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as exc:  # pragma: no cover - the extra is missing
-        from ..errors import MissingDependencyError
+        from ..optional import missing_dependency
 
-        raise MissingDependencyError("tierstore.cluster needs ray: install tierstore[cluster]") from exc
+        raise missing_dependency(exc, "tierstore.cluster", "cluster") from exc
     return ray
+
+
+def _check_bucket(config: BucketConfig, name: str) -> None:
+    """The bucket answers (a wrong name, endpoint or credentials: StoreConfigError now,
+    not after Ray started) and its prefix is ``name``'s or nobody's (:mod:`.identity`)."""
+    from .identity import claim
+
+    try:
+        bucket = config.open()
+        bucket.list("slots/00000/lease")
+        claim(bucket, name)
+    except ObjectStoreError as exc:
+        raise StoreConfigError(f"cannot reach the cluster's bucket {config.bucket!r}: {exc}") from None
+
+
+def _join_ray(ray: Any, address: str | None, name: str, num_cpus: int | None) -> None:
+    """``ray.init`` for a router. An explicit address that is the Ray cluster
+    running on this machine (the one ``"auto"`` finds) gets what ``"auto"``
+    gets: Ray 2.60's token authentication with the local token, which Ray
+    turns on by itself only for ``"auto"``. A connection Ray refuses is a
+    ClusterError saying why and what to do."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address not in (None, "auto") and "RAY_AUTH_MODE" not in os.environ and _is_local_ray(ray, address):
+        _enable_local_token(ray)
+    kwargs: dict[str, Any] = {"namespace": name, "include_dashboard": False, "log_to_driver": False}
+    if address in (None, "local") and num_cpus is not None:
+        kwargs["num_cpus"] = num_cpus
+    try:
+        ray.init(address=address, **kwargs)
+    except (ConnectionError, RuntimeError) as exc:
+        if "InvalidAuthToken" in _chain_text(exc) or "AuthenticationError" in _chain_text(exc):
+            raise ClusterError(
+                f"the Ray cluster at {address} wants its authentication token (Ray's token auth, on by default "
+                "since 2.60): set RAY_AUTH_MODE=token, with the cluster's token in ~/.ray/auth_token, "
+                "RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN ('ray get-auth-token' on its head node prints it); on a "
+                "node of that cluster, address 'auto' finds it with its token") from None
+        raise ClusterError(f"cannot join the Ray cluster at {address or 'this machine'}: {exc}") from None
+
+
+def _is_local_ray(ray: Any, address: str) -> bool:
+    """Whether ``address`` is a Ray cluster running on this machine: what
+    ``address="auto"`` looks at (``ray start``'s record, and the GCS
+    processes running here, which a ``ray.init()`` started by another process
+    has)."""
+    try:
+        from ray._private.services import find_gcs_addresses
+        from ray._private.utils import read_ray_address
+        local = set(find_gcs_addresses()) | {read_ray_address()}
+    except Exception:  # noqa: BLE001 - a Ray without them: treat the address as remote
+        return False
+    return address.strip() in local
+
+
+def _enable_local_token(ray: Any) -> None:
+    """Token auth with this machine's token, if there is one (Ray's own step for "auto")."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # a Ray before token auth
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def _chain_text(exc: BaseException) -> str:
+    """The messages of ``exc`` and its causes (Ray wraps the auth failure twice)."""
+    parts = []
+    seen: BaseException | None = exc
+    while seen is not None and len(parts) < 8:
+        parts.append(f"{type(seen).__name__}: {seen}")
+        seen = seen.__cause__ or seen.__context__
+    return "\n".join(parts)
 
 
 def _listify(value: Any) -> Any:
@@ -69,10 +141,17 @@ def _listify(value: Any) -> Any:
 class Cluster:
     """Namespaces sharded over Ray actors; the bucket is the system of record.
 
-    address: a Ray cluster (``"auto"``, ``"ray://host:10001"``, ...);
-    ``None`` starts a local Ray (with ``num_cpus``). bucket: where slots keep
+    address: the Ray cluster to join — its ``HOST:PORT`` (another router's
+    :attr:`ray_address`), ``"auto"`` (the one running on this machine, or
+    ``RAY_ADDRESS``), ``"local"`` (start a new one here, with ``num_cpus``);
+    ``None`` is Ray's own default: ``RAY_ADDRESS``, else a Ray already
+    running on this machine, else a new one — so it may join another
+    cluster than meant (see docs/cluster.md, *Which Ray*). In a process
+    where Ray is already initialised, that Ray is used. bucket: where slots keep
     their leases and logs (a name, with ``s3_options`` such as
-    ``endpoint_url``, and ``prefix``; or a :class:`BucketConfig`). shards: how
+    ``endpoint_url``, and ``prefix``; or a :class:`BucketConfig`), checked
+    before Ray starts: it must answer, and its prefix must be this cluster
+    name's or no cluster's (:mod:`tierstore.cluster.identity`). shards: how
     many shard actors to start now (beside any already running under this
     ``name`` in the Ray cluster, which are found and used). dim, num_slots,
     policy: the stores' (fixed for the cluster's life). root: the shards'
@@ -125,14 +204,16 @@ class Cluster:
         self._embedder = emb
         if bucket is not None and not isinstance(bucket, (str, BucketConfig)):
             raise InvalidInputError(f"bucket must be a name or a BucketConfig, got {type(bucket).__name__}")
+        # the bucket before Ray (which takes seconds to start): reachable, with credentials that work, and
+        # this cluster's (or no cluster's yet) — a prefix another cluster name holds is refused
+        config = None if bucket is None else bucket if isinstance(bucket, BucketConfig) else \
+            BucketConfig(bucket, prefix, dict(s3_options or {}))
+        if config is not None:
+            _check_bucket(config, name)
         ray = _ray()
         self._rayexc = ray.exceptions
         if not ray.is_initialized():
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-            kwargs: dict[str, Any] = {"namespace": name, "include_dashboard": False, "log_to_driver": False}
-            if address is None and num_cpus is not None:
-                kwargs["num_cpus"] = num_cpus
-            ray.init(address=address, **kwargs)
+            _join_ray(ray, address, name, num_cpus)
             self._started_ray = True
         else:
             self._started_ray = False
@@ -149,17 +230,15 @@ class Cluster:
         self._spread = spread
         self.failovers: list[dict[str, Any]] = []  # what each failover moved and how long it took
         try:
-            self._connect(bucket, s3_options, prefix, dim, shards, num_slots, root, policy, snapshot_every,
-                          lease_check_s, keep_history)
+            self._connect(config, dim, shards, num_slots, root, policy, snapshot_every, lease_check_s, keep_history)
         except BaseException:
             if self._started_ray:
                 ray.shutdown()
             raise
 
-    def _connect(self, bucket: str | BucketConfig | None, s3_options: Mapping[str, Any] | None, prefix: str,
-                 dim: int | None, shards: int, num_slots: int, root: str | None, policy: Policy | None,
-                 snapshot_every: int, lease_check_s: float, keep_history: bool) -> None:
-        """Find the running shards (or check the new cluster's bucket), start ``shards`` more, place the slots."""
+    def _connect(self, bucket: BucketConfig | None, dim: int | None, shards: int, num_slots: int, root: str | None,
+                 policy: Policy | None, snapshot_every: int, lease_check_s: float, keep_history: bool) -> None:
+        """Find the running shards (or take the new cluster's checked bucket), start ``shards`` more, place the slots."""
         ray = _ray()
         self._discover()
         if self._handles:
@@ -172,6 +251,11 @@ class Cluster:
             self._keep_history = info.get("keep_history", True)  # shards of a version without it kept everything
             if dim is not None and dim != self.dim:
                 raise StoreConfigError(f"the cluster {self.name!r} running here has dim={self.dim}, not {dim}")
+            running = (self._bucket.bucket, self._bucket.prefix.strip("/"))
+            if bucket is not None and (bucket.bucket, bucket.prefix.strip("/")) != running:
+                raise StoreConfigError(f"the cluster {self.name!r} running here keeps its slots in "
+                                       f"s3://{running[0]}/{running[1]}, not s3://{bucket.bucket}/"
+                                       f"{bucket.prefix.strip('/')}: leave bucket= out to join it")
             self._embedder_record = info.get("embedder")
             if self._embedder is not None:
                 if self._embedder.dim != self.dim:
@@ -189,9 +273,7 @@ class Cluster:
             self.dim = dim
             self._embedder_record = None if self._embedder is None else self._embedder.record()
             self.num_slots = num_slots
-            self._bucket = bucket if isinstance(bucket, BucketConfig) else \
-                BucketConfig(bucket, prefix, dict(s3_options or {}))
-            self._bucket.open().list("slots/00000/lease")  # a wrong bucket or endpoint fails here, before any actor
+            self._bucket = bucket  # checked before Ray started (_check_bucket)
             self._snapshot_every = snapshot_every
             self._lease_check_s = lease_check_s
             self._keep_history = keep_history
@@ -233,6 +315,13 @@ class Cluster:
         ray.get(handle.ping.remote(), timeout=120)
         self._handles[shard_name] = handle
         return shard_name
+
+    @property
+    def ray_address(self) -> str:
+        """The address of the Ray cluster this router joined (``HOST:PORT`` of its
+        GCS): what another process gives to join the same one
+        (``Cluster(address)``, ``tierstore serve --cluster ADDRESS``)."""
+        return str(_ray().get_runtime_context().gcs_address)
 
     @property
     def shards(self) -> list[str]:
@@ -612,12 +701,14 @@ class Cluster:
             names.update(part)
         return sorted(names)
 
-    def stats(self, *, lifecycle: bool = False) -> Stats:
+    def stats(self, *, lifecycle: bool = True) -> Stats:
         """:meth:`TierStore.stats` summed over the shards (each slot's store
-        counted by its owner). Lifecycle metrics are per store and not offered
-        here: ``lifecycle=True`` is refused."""
-        if lifecycle is not False:
-            raise InvalidInputError("a cluster's stats have no lifecycle metrics: call stats(lifecycle=False)")
+        counted by its owner). Lifecycle metrics are per store and not kept
+        for a cluster: ``Stats.lifecycle`` is ``{}`` whatever ``lifecycle``
+        says (the same signature as TierStore's, so ``RemoteStore.stats()``
+        of a served cluster works)."""
+        if not isinstance(lifecycle, bool):
+            raise InvalidInputError(f"lifecycle must be True or False, got {lifecycle!r}")
         ray = _ray()
         with self._lock:
             handles = list(self._handles.values())
@@ -662,6 +753,9 @@ class Cluster:
         return {n: ray.get(h.counters.remote(), timeout=self.call_timeout_s) for n, h in handles.items()}
 
     def shard_pids(self) -> dict[str, int]:
+        """Each live shard's process id on its node (``shard name -> pid``): to
+        find a shard's process, e.g. to stop it (``kill PID`` on that node;
+        the router then fails it over, see docs/cluster.md)."""
         ray = _ray()
         with self._lock:
             handles = dict(self._handles)

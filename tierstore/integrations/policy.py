@@ -28,17 +28,21 @@ def adapter_policy(**overrides: Any) -> Policy:
     return Policy.from_dict({"dedupe": "off", "types": types, **overrides})
 
 
-def check_adapter_policy(policy: Policy, what: str) -> None:
+def check_adapter_policy(policy: Policy, what: str, *, served: bool = False) -> None:
     """Raise :class:`StoreConfigError` unless ``policy`` keeps every item
-    under its own id (see the module doc); ``what`` names the adapter."""
+    under its own id (see the module doc); ``what`` names the adapter,
+    ``served`` says the store is a server's (the fix is then the server's
+    ``--policy``)."""
+    fix = ("serve the store with that policy: tierstore serve PATH --policy docs/examples/policy-adapters.toml "
+           "(the file says adapter_policy() in TOML)" if served else
+           "open the store with policy=tierstore.integrations.adapter_policy()")
     if policy.dedupe != "off":
         raise StoreConfigError(
             f"the store's policy merges duplicates (dedupe={policy.dedupe!r}): {what} needs every item kept under "
-            "its own id; open the store with policy=tierstore.integrations.adapter_policy()")
+            f"its own id; {fix}")
     auto = sorted(name for name, t in policy.types.items()
                   if t.supersede_above is not None or t.supersede_above_shared_tag is not None)
     if auto:
         raise StoreConfigError(
             f"the store's policy supersedes similar memories automatically (types {', '.join(auto)}): {what} "
-            "needs every item kept under its own id; open the store with "
-            "policy=tierstore.integrations.adapter_policy()")
+            f"needs every item kept under its own id; {fix}")

@@ -20,6 +20,7 @@ from tierstore.errors import (
     ObjectNotFoundError,
     ObjectStoreError,
 )
+from tierstore.optional import install_hint
 from tierstore.objectstore._base import (
     url_without_userinfo,
     validate_data,
@@ -116,7 +117,7 @@ class S3ObjectStore:
             from botocore.exceptions import BotoCoreError, ClientError
         except ImportError as exc:
             raise MissingDependencyError(
-                "S3ObjectStore needs boto3, which is not installed: install tierstore[s3]"
+                f"S3ObjectStore needs boto3, which is not installed: {install_hint('s3')}"
             ) from exc
         self._ClientError = ClientError
         self._BotoCoreError = BotoCoreError

@@ -28,10 +28,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from .. import wire
+from .. import api_schema, wire
 from ..errors import AuthError, InvalidInputError, TierStoreError
+from ..validation import CONTENT_MAX_CHARS
 from .auth import EVERYONE, Principal, TokenTable
-from .schema import GET_ROUTES, POST_ROUTES, AddItem, Body, openapi
+from .schema import GET_ROUTES, POST_ROUTES, openapi
 
 if TYPE_CHECKING:
     from ..store import TierStore
@@ -52,16 +53,21 @@ class Limits:
     max_sweep_items: int = 10_000  # due memories one sweep call examines; its max_items when none is given
     max_sweep_seconds: float = 10.0  # one sweep call's time budget, seconds; its default too
     max_page: int = 1000  # memories per /v1/memories page; its limit when none is given (~2 MB with 384-d vectors)
+    max_content_chars: int = CONTENT_MAX_CHARS  # a memory's text or a text to embed, characters (before the model)
+    header_timeout_s: float = 10.0  # a connection's request head (line and headers) must arrive within this
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_k", "max_batch", "max_restore", "max_sweep_items", "max_page"):
+        for name in ("max_body_bytes", "max_k", "max_batch", "max_restore", "max_sweep_items", "max_page",
+                     "max_content_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"the limit {name} must be a positive integer, got {value!r}")
-        value = self.max_sweep_seconds
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise InvalidInputError(f"the limit max_sweep_seconds must be a positive, finite number of seconds, "
-                                    f"got {value!r}")
+        for name in ("max_sweep_seconds", "header_timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value <= 0:
+                raise InvalidInputError(f"the limit {name} must be a positive, finite number of seconds, "
+                                        f"got {value!r}")
 
 
 class BodyTooLarge(Exception):
@@ -98,16 +104,34 @@ class Guard:
                 "InvalidInputError", f"the body is larger than this server's limit of {self.max_body} bytes"))
             return
         seen = 0
+        started = too_large = False
 
         async def counted() -> dict:  # a chunked body has no length: count it as it comes
-            nonlocal seen
+            nonlocal seen, too_large
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.max_body:
+                too_large = True
                 raise BodyTooLarge()
             return message
 
-        await self.app(scope, counted, send)
+        async def sending(message: dict) -> None:
+            nonlocal started
+            if too_large and not started:
+                return  # the app's own answer to BodyTooLarge (Starlette's plain-text 500): the 413 below instead
+            started = started or message.get("type") == "http.response.start"
+            await send(message)
+
+        if scope["path"] in api_schema.ROUTES:  # Calls reads the body itself and answers 413: no wrapper per send
+            await self.app(scope, counted, send)
+            return
+        try:
+            await self.app(scope, counted, sending)
+        except BodyTooLarge:  # from an app that reads the body itself (the MCP route)
+            pass
+        if too_large and not started:  # 413, as every route says
+            await _send(send, 413, wire.error_body(
+                "InvalidInputError", f"the body is larger than this server's limit of {self.max_body} bytes"))
 
 
 async def _send(send: Callable, status: int, body: Any, extra: list[tuple[bytes, bytes]] = ()) -> None:
@@ -120,41 +144,19 @@ async def _send(send: Callable, status: int, body: Any, extra: list[tuple[bytes,
 
 # ------------------------------------------------------------------ parsing
 
-
-def _fields(body: Any, model: type[Body], where: str) -> dict[str, Any]:
-    """The fields of a JSON object that ``model`` allows (all of its required
-    ones present), values as they came: the store checks them."""
-    if not isinstance(body, dict):
-        raise InvalidInputError(f"{where}: expected a JSON object, got {type(body).__name__}")
-    known = model.model_fields
-    unknown = sorted(set(body) - set(known))
-    if unknown:
-        raise InvalidInputError(f"{where}: unknown field(s) {unknown}; expected some of {sorted(known)}")
-    missing = [name for name, f in known.items() if f.is_required() and name not in body]
-    if missing:
-        raise InvalidInputError(f"{where}: missing field(s) {missing}")
-    return dict(body)
+LOOP_PARSE_MAX = 32 << 10  # bytes: a search body parsed on the event loop (~0.1 ms); a larger one in a worker
 
 
-def _parse(raw: bytes, path: str) -> dict[str, Any]:
+def _parse(raw: bytes, path: str, limits: Limits) -> dict[str, Any]:
+    """The body's fields, each checked by its route's schema (type, count,
+    length: :mod:`tierstore.api_schema`), nulls left out."""
     try:
         body = json.loads(raw)
     except RecursionError:
         raise InvalidInputError("the body is nested too deeply to be parsed") from None
     except ValueError as exc:  # JSONDecodeError, bad UTF-8, an integer with too many digits
-        raise InvalidInputError(f"the body is not valid JSON: {exc}") from None
-    return _fields(body, POST_ROUTES[path][0], path)
-
-
-def _at_most(value: Any, limit: int | float, what: str, flag: str) -> None:
-    """Refuse a number above the server's limit (other values: the store checks them)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > limit:
-        raise InvalidInputError(f"{what}={value} is above this server's limit of {limit} ({flag})")
-
-
-def _count_at_most(values: Any, limit: int, what: str, flag: str) -> None:
-    if isinstance(values, list) and len(values) > limit:
-        raise InvalidInputError(f"{len(values)} {what} is above this server's limit of {limit} ({flag})")
+        raise InvalidInputError(f"the body is not valid JSON: {str(exc)[:200]}") from None
+    return api_schema.check_body(path, body, limits)
 
 
 # ------------------------------------------------------------------ the calls
@@ -172,12 +174,9 @@ def _batch_items(p: Principal, a: dict[str, Any], lim: Limits) -> tuple[str, Any
     """The namespace and items of an add_batch or upsert_batch body, vectors decoded."""
     ns = p.check_namespace(a["ns"])
     items = a["items"]
-    _count_at_most(items, lim.max_batch, "items", "--max-batch")
-    if isinstance(items, list):
-        items = [_fields(item, AddItem, f"items[{i}]") for i, item in enumerate(items)]
-        for i, item in enumerate(items):
-            if "embedding" in item:
-                item["embedding"] = wire.vector_in(item["embedding"], f"items[{i}].embedding")
+    for i, item in enumerate(items):
+        if "embedding" in item:
+            item["embedding"] = wire.vector_in(item["embedding"], f"items[{i}].embedding")
     return ns, items
 
 
@@ -202,7 +201,6 @@ def _search_in_memory(store: TierStore, p: Principal, a: dict[str, Any], lim: Li
 
 def _hits(search: Callable[..., Any], p: Principal, a: dict[str, Any], lim: Limits) -> Any:
     ns = p.check_namespace(a.pop("ns"))
-    _at_most(a.get("k"), lim.max_k, "k", "--max-k")
     hits = search(ns, wire.vector_in(a.pop("query"), "query"), **a)
     return None if hits is None else {"hits": [wire.hit_to_wire(h) for h in hits]}
 
@@ -219,19 +217,13 @@ def _get_by_key(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) 
 
 def _memories(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
     ns = p.check_namespace(a.pop("ns"))
-    if a.get("with_embedding") is None:
-        a.pop("with_embedding", None)  # null as left out: the store's default
-    _at_most(a.get("limit"), lim.max_page, "limit", "--max-page")
-    if a.get("limit") is None:
-        a["limit"] = lim.max_page  # a page is bounded by the server, not by the store's default
+    a.setdefault("limit", lim.max_page)  # a page is bounded by the server, not by the store's default
     page, after = store.memories_page(ns, **a)
     return {"memories": [wire.memory_to_wire(m) for m in page], "next": after}
 
 
 def _touch(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
-    ns = p.check_namespace(a["ns"])
-    _count_at_most(a["ids"], lim.max_batch, "ids", "--max-batch")
-    store.touch(ns, a["ids"])
+    store.touch(p.check_namespace(a["ns"]), a["ids"])
     return {}
 
 
@@ -261,11 +253,8 @@ def _get_context(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits)
 
 def _restore(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
     ns = p.check_namespace(a.pop("ns"))
-    _count_at_most(a.get("ids"), lim.max_batch, "ids", "--max-batch")
-    _at_most(a.get("k"), lim.max_k, "k", "--max-k")
-    _at_most(a.get("limit"), lim.max_restore, "limit", "--max-restore")
-    if a.get("limit") is None and a.get("ids") is None:
-        a["limit"] = lim.max_restore  # a filter, text or query selects at most this many
+    if "ids" not in a:
+        a.setdefault("limit", lim.max_restore)  # a filter, text or query selects at most this many
     if "query" in a:
         a["query"] = wire.vector_in(a["query"], "query")
     return {"ids": store.restore(ns, **a)}
@@ -273,12 +262,8 @@ def _restore(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> 
 
 def _sweep(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
     p.check_store_wide("sweep")
-    _at_most(a.get("max_items"), lim.max_sweep_items, "max_items", "--max-sweep-items")
-    _at_most(a.get("time_budget_s"), lim.max_sweep_seconds, "time_budget_s", "--max-sweep-seconds")
-    if a.get("max_items") is None:
-        a["max_items"] = lim.max_sweep_items
-    if a.get("time_budget_s") is None:
-        a["time_budget_s"] = lim.max_sweep_seconds
+    a.setdefault("max_items", lim.max_sweep_items)
+    a.setdefault("time_budget_s", lim.max_sweep_seconds)
     return {"report": store.sweep(**a).as_dict()}
 
 
@@ -288,7 +273,7 @@ CALLS: dict[str, Callable[[TierStore, Principal, dict[str, Any], Limits], Any]] 
     "/v1/pin": _pin, "/v1/delete": _delete, "/v1/set_context": _set_context, "/v1/get_context": _get_context,
     "/v1/restore": _restore, "/v1/sweep": _sweep,
 }
-assert set(CALLS) == set(POST_ROUTES), "every route has a schema and a call"
+assert set(CALLS) == set(POST_ROUTES) == set(api_schema.ROUTES), "every route has a schema and a call"
 
 
 # ------------------------------------------------------------------ the app
@@ -376,7 +361,8 @@ class Calls:
             raw = b"".join(chunks)
             principal = scope["state"]["principal"]
             store, limits = self.store, self.limits
-            body = _parse(raw, path) if call is _search else None  # parsed once, here or in the worker
+            # parsed once, here (a search small enough to cost the loop ~0.1 ms) or in the worker
+            body = _parse(raw, path, limits) if call is _search and len(raw) <= LOOP_PARSE_MAX else None
             data = None if body is None or not self._loop_searches else self._search_on_loop(principal, body)
             if data is None:
                 loop = asyncio.get_running_loop()
@@ -384,7 +370,7 @@ class Calls:
 
                 def run() -> None:
                     try:
-                        args = _parse(raw, path) if body is None else body
+                        args = _parse(raw, path, limits) if body is None else body
                         result = wire.dumps(call(store, principal, args, limits))
                     except BaseException as exc:  # noqa: BLE001 - handed to the request's task
                         loop.call_soon_threadsafe(_settle, done, None, exc)
@@ -490,7 +476,7 @@ def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = L
         ok = state.ready and not getattr(store, "_closed", False)
         return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
 
-    doc = openapi(version)
+    doc = openapi(version, limits)
 
     async def openapi_json(request: Request) -> Response:
         return JSONResponse(doc)

@@ -114,6 +114,22 @@ class TokenTable:
         return cls(entries)
 
 
+def token_file_exposure(token_file: str | os.PathLike[str] | None) -> str | None:
+    """A warning when ``token_file`` may be read (or changed) by users other
+    than its owner (group or other permission bits on POSIX); None when it
+    is private, or there is no file."""
+    if token_file is None or os.name != "posix":
+        return None
+    try:
+        mode = os.stat(token_file).st_mode
+    except OSError:
+        return None  # TokenTable.load says why it cannot be read
+    if mode & 0o077:
+        return (f"the token file {token_file} is readable or writable by other users (mode {mode & 0o777:o}): "
+                f"anyone who reads it can use the server; make it private: chmod 600 {token_file}")
+    return None
+
+
 def _checked_token(token: str, where: str) -> str:
     if len(token) < MIN_TOKEN_LEN:
         raise StoreConfigError(f"{where}: a token must be at least {MIN_TOKEN_LEN} characters "

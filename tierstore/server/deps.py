@@ -6,6 +6,7 @@ import importlib
 from types import ModuleType
 
 from ..errors import MissingDependencyError
+from ..optional import install_hint
 
 
 def require(module: str, package: str | None = None, extra: str = "server") -> ModuleType:
@@ -15,5 +16,5 @@ def require(module: str, package: str | None = None, extra: str = "server") -> M
     except ImportError as exc:
         raise MissingDependencyError(
             f"{package or module} is not installed ({exc}); "
-            f"install the {extra!r} extra: pip install 'tierstore[{extra}]'"
+            f"install the {extra!r} extra: {install_hint(extra)}"
         ) from None

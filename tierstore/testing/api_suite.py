@@ -247,8 +247,9 @@ class StoreAPITests:
         assert [m.id for m in listed] == ids
         assert [m.tier for m in listed] == ["cold"] + ["hot"] * 7 and listed[2].access_count == 1
         assert all(m.embedding is None for m in listed)
-        for m in listed:  # get's snapshot, less what memories() leaves out (key, superseded_by)
-            assert m == dataclasses.replace(api.get("m", m.id), key=None, superseded_by=None)
+        for m in listed:  # get's snapshot, key and superseded_by included
+            assert m == api.get("m", m.id)
+        assert listed[-1].key == "slot"
         assert listed[1].metadata == {"i": 0} and listed[6].tags == ("t5",)
         with_vectors = api.memories("m", with_embedding=True)
         assert with_vectors == listed and with_vectors[0].embedding is None  # cold: no vector in the catalog
@@ -388,6 +389,12 @@ class StoreAPITests:
             (dict(min_confidence=2), InvalidConfidenceError),
             (dict(ns=".."), InvalidNamespaceError),
             (dict(include_cold="sometimes"), InvalidInputError),
+            (dict(include_warm="no"), InvalidInputError),  # a boolean, not a truthy value
+            (dict(explain=1), InvalidInputError),
+            (dict(memory_types=True), InvalidInputError),  # was a TypeError
+            (dict(memory_types={"fact": 1}), InvalidInputError),  # a mapping is not a list of its keys
+            (dict(context_tags={"a": 1}), InvalidInputError),
+            (dict(context_tags=[f"t{i}" for i in range(25_000)]), InvalidInputError),
         ]
         for override, exc in cases:
             kwargs: dict[str, Any] = dict(ns="alice", query=unit(rng))
@@ -460,11 +467,20 @@ class StoreAPITests:
         expl = {h.id: h.explain for h in hits}
         assert expl[a].superseded_by == b and expl[a].supersession == "key home_city"
         assert expl[b].superseded_by is None and expl[b].supersession is None
+        # the listings carry the marks as get does (an export keeps them)
+        page, _ = api.memories_page("alice", limit=2)
+        for listed in (api.memories("alice"), page):
+            assert [(m.id, m.key, m.superseded_by) for m in listed] == [(a, "home_city", b), (b, "home_city", None)]
+        c = api.add("alice", "Alice likes tea", unit(rng))
+        d = api.add("alice", "Alice likes coffee now", unit(rng), supersedes=[c])
+        assert {m.id: m.superseded_by for m in api.memories("alice")} == {a: b, b: None, c: d, d: None}
+        second, _ = api.memories_page("alice", after=api.memories_page("alice", limit=2)[1], limit=1)
+        assert [(m.id, m.key, m.superseded_by) for m in second] == [(c, None, d)]
         with pytest.raises(InvalidKeyError):
             api.get_by_key("alice", "home city")
         with pytest.raises(InvalidInputError):  # supersedes and key disagree: nothing added
             api.add("alice", "Alice moved to Kyoto", unit(rng), key="home_city", supersedes=[a])
-        assert api.get_by_key("alice", "home_city").id == b and api.stats(lifecycle=False).total == 2
+        assert api.get_by_key("alice", "home_city").id == b and api.stats(lifecycle=False).total == 4
 
     def test_re_adding_the_same_content_returns_the_existing_id(self, api: Any, rng: np.random.Generator) -> None:
         first = api.add("alice", "Alice prefers window seats", unit(rng), memory_type="preference", id="seats")

@@ -7,10 +7,9 @@ from __future__ import annotations
 try:
     import langchain_core  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    from ...errors import MissingDependencyError
+    from ...optional import missing_dependency
 
-    raise MissingDependencyError(
-        "tierstore.integrations.langchain needs langchain-core: pip install 'tierstore[langchain]'") from exc
+    raise missing_dependency(exc, "tierstore.integrations.langchain", "langchain") from exc
 
 from .fields import FieldMap
 from .retriever import TierStoreRetriever

@@ -17,6 +17,7 @@ from ...model import Hit
 from ...store import TierStore
 from ...validation import check_namespace
 from ..policy import adapter_policy, check_adapter_policy
+from .selection import REMOTE_MAX_CANDIDATES, check_mmr_args, filtered_hits, hit_filter, mmr, record_use
 from .fields import FieldMap
 
 # search() keywords passed through to TierStore.search
@@ -58,6 +59,10 @@ def _fast_documents_agree() -> bool:
         return False
 
 
+def _document_of(h: Hit) -> Document:
+    return _document(h.id, h.content, h.metadata)
+
+
 _new = object.__new__
 _set = object.__setattr__
 _document = _document_fast if _fast_documents_agree() else _document_validated
@@ -76,8 +81,12 @@ class TierStoreVectorStore(VectorStore):
 
     Searches rank by the store's fused score (similarity, recency,
     confidence, context, weight; see docs/policy.md), which orders fresh,
-    unused documents by similarity. They do not count as use unless
-    ``record_access=True`` (the retriever's default). The store's policy
+    unused documents by similarity; ``filter`` (a dict of metadata
+    conditions or a function of a ``Document``) keeps the best that pass,
+    and :meth:`max_marginal_relevance_search` picks diverse ones among the
+    best. They do not count as use unless ``record_access=True`` (the
+    retriever's default). ``store`` may be a :class:`RemoteStore` (a store
+    served with ``tierstore serve --policy``). The store's policy
     must keep every document under its own id (no duplicate merging, no
     automatic supersession: see :func:`~tierstore.integrations.adapter_policy`).
     Async methods are LangChain's defaults (the sync ones in
@@ -91,7 +100,7 @@ class TierStoreVectorStore(VectorStore):
         if store.policy is None:
             raise StoreConfigError("the server does not say its store's policy (a server older than this client, "
                                    "or a cluster): a vector store needs it checked")
-        check_adapter_policy(store.policy, "a vector store")
+        check_adapter_policy(store.policy, "a vector store", served=isinstance(store, RemoteStore))
         store.policy.type_index(memory_type)  # UnknownMemoryTypeError now, not at the first add
         self.store = store
         self.namespace = check_namespace(namespace)
@@ -175,24 +184,51 @@ class TierStoreVectorStore(VectorStore):
         return out
 
     def _search(self, embedding: Any, k: int, kwargs: dict[str, Any]) -> list[Hit]:
-        """The store's hits for a query vector (the search methods' shared part)."""
+        """The store's hits for a query vector (the search methods' shared part);
+        ``kwargs``: the search options and ``filter``."""
+        q, flt, options = self._query(embedding, kwargs)
+        if flt is None:  # the common case: straight to the store
+            return self.store.search(self.namespace, q, k=k, **options)
+        record = options.pop("record_access")
+        hits = self._candidates(q, k, hit_filter(flt, _document_of), options)
+        record_use(self.store, self.namespace, hits, record)
+        return hits
+
+    def _query(self, embedding: Any, kwargs: dict[str, Any]) -> tuple[np.ndarray, Any, dict[str, Any]]:
+        """The query as the store takes it, the ``filter`` (or None) and the
+        search options (unknown ones: InvalidInputError; ``record_access``
+        defaulted to the vector store's)."""
         if kwargs:
-            unknown = kwargs.keys() - SEARCH_OPTIONS
+            unknown = kwargs.keys() - SEARCH_OPTIONS - {"filter"}
             if unknown:
-                raise InvalidInputError(f"unknown search arguments {sorted(unknown)}; known: {sorted(SEARCH_OPTIONS)}")
+                raise InvalidInputError(f"unknown search arguments {sorted(unknown)}; known: "
+                                        f"{sorted(SEARCH_OPTIONS | {'filter'})}")
+            flt = kwargs.pop("filter", None)
             kwargs.setdefault("record_access", self.record_access)
         else:
-            kwargs = {"record_access": self.record_access}
+            flt, kwargs = None, {"record_access": self.record_access}
         # a float32 array goes as it is (the store's fast path); a list of floats (most Embeddings) is converted
         q = embedding if type(embedding) is np.ndarray else np.asarray(embedding, dtype=np.float32)
-        return self.store.search(self.namespace, q, k=k, **kwargs)
+        return q, flt, kwargs
+
+    def _candidates(self, q: np.ndarray, k: int, keep: Any, options: dict[str, Any]) -> list[Hit]:
+        """The ``k`` best hits that ``keep`` passes (all when None), none of
+        them counted as used (the caller records what it returns)."""
+        remote = isinstance(self.store, RemoteStore)
+        return filtered_hits(
+            lambda n: self.store.search(self.namespace, q, k=n, **{**options, "record_access": False}), k, keep,
+            REMOTE_MAX_CANDIDATES if remote else None)
 
     def similarity_search_with_score_by_vector(self, embedding: Sequence[float], k: int = 4,
                                                **kwargs: Any) -> list[tuple[Document, float]]:
         """The ``k`` best documents for a query vector with their fused scores
         (higher is better). ``kwargs``: :meth:`TierStore.search`'s
         ``context_tags``, ``memory_types``, ``min_confidence``,
-        ``include_warm``, ``include_cold``, ``record_access``."""
+        ``include_warm``, ``include_cold``, ``record_access``, and
+        ``filter``: a dict of metadata conditions (equality, ``$eq $ne $gt
+        $gte $lt $lte``, dotted paths; see :mod:`tierstore.integrations.filters`)
+        or a function of a ``Document`` returning whether to keep it (as
+        LangChain's ``InMemoryVectorStore`` takes)."""
         return [(_document(h.id, h.content, h.metadata), h.score) for h in self._search(embedding, k, kwargs)]
 
     def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
@@ -206,6 +242,45 @@ class TierStoreVectorStore(VectorStore):
         # against store.search in benchmarks/adapters.py)
         return [_document(h.id, h.content, h.metadata)
                 for h in self._search(self._embedding.embed_query(query), k, kwargs)]
+
+    def max_marginal_relevance_search_by_vector(self, embedding: Sequence[float], k: int = 4, fetch_k: int = 20,
+                                                lambda_mult: float = 0.5, **kwargs: Any) -> list[Document]:
+        """``k`` documents chosen by maximal marginal relevance among the
+        ``fetch_k`` best of the fused ranking (after ``filter``): each next one
+        the most relevant to the query and least like those already chosen,
+        by their stored vectors (a cold candidate's, which the store does not
+        hold, re-embedded from its text). ``lambda_mult`` 1: relevance alone,
+        0: diversity alone. Other ``kwargs`` as
+        :meth:`similarity_search_with_score_by_vector`; only the returned
+        documents count as used (``record_access``)."""
+        check_mmr_args(k, fetch_k, lambda_mult)
+        q, flt, options = self._query(embedding, dict(kwargs))
+        record = options.pop("record_access")
+        keep = None if flt is None else hit_filter(flt, _document_of)
+        candidates = self._candidates(q, fetch_k, keep, options)
+        chosen = mmr(q, candidates, self._vectors(candidates), k, float(lambda_mult))
+        record_use(self.store, self.namespace, chosen, record)
+        return [_document_of(h) for h in chosen]
+
+    def max_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
+                                      **kwargs: Any) -> list[Document]:
+        """:meth:`max_marginal_relevance_search_by_vector` for a text query."""
+        return self.max_marginal_relevance_search_by_vector(self._embedding.embed_query(query), k, fetch_k,
+                                                            lambda_mult, **kwargs)
+
+    def _vectors(self, hits: Sequence[Hit]) -> list[np.ndarray]:
+        """The stored vector of each hit (one read each; a cold memory, whose
+        vector the catalog does not keep, is embedded again from its text)."""
+        vectors: list[np.ndarray | None] = []
+        for h in hits:
+            m = self.store.get(self.namespace, h.id)
+            vectors.append(None if m is None or m.embedding is None else np.asarray(m.embedding, np.float32))
+        missing = [i for i, v in enumerate(vectors) if v is None]
+        if missing:
+            again = self._embedding.embed_documents([hits[i].content for i in missing])
+            for i, v in zip(missing, again):
+                vectors[i] = np.asarray(v, np.float32)
+        return vectors  # type: ignore[return-value]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """The fused score is already a relevance in [0, 1] (weighted-sum and product modes)."""

@@ -7,10 +7,9 @@ from __future__ import annotations
 try:
     import langgraph.store.base  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    from ...errors import MissingDependencyError
+    from ...optional import missing_dependency
 
-    raise MissingDependencyError(
-        "tierstore.integrations.langgraph needs langgraph-checkpoint: pip install 'tierstore[langgraph]'") from exc
+    raise missing_dependency(exc, "tierstore.integrations.langgraph", "langgraph") from exc
 
 from .store import TierStoreStore
 

@@ -24,10 +24,12 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-def check_labels(namespace: tuple[str, ...], *, allow_empty: bool = False) -> tuple[str, ...]:
-    """A LangGraph namespace: a tuple of non-empty strings without ``.`` or NUL."""
-    if not isinstance(namespace, tuple):
-        raise InvalidNamespaceError(f"a namespace is a tuple of strings, got {type(namespace).__name__}")
+def check_labels(namespace: tuple[str, ...] | list[str], *, allow_empty: bool = False) -> tuple[str, ...]:
+    """A LangGraph namespace as a tuple: a tuple or list (LangGraph's own
+    stores take both) of non-empty strings without ``.`` or NUL."""
+    if not isinstance(namespace, (tuple, list)):
+        raise InvalidNamespaceError(f"a namespace is a tuple (or list) of strings, got {type(namespace).__name__}")
+    namespace = tuple(namespace)
     if not namespace and not allow_empty:
         raise InvalidNamespaceError("a namespace needs at least one label")
     for label in namespace:
@@ -61,11 +63,11 @@ def decode_label(text: str) -> str:
     return raw.decode("utf-8", "surrogatepass")
 
 
-def encode(prefix: str, namespace: tuple[str, ...]) -> str:
+def encode(prefix: str, namespace: tuple[str, ...] | list[str]) -> str:
     """The tierstore namespace of a LangGraph namespace. Raises
     InvalidNamespaceError if the labels are invalid or the result is longer
     than tierstore's 128 characters."""
-    check_labels(namespace)
+    namespace = check_labels(namespace)
     ns = prefix + "".join("." + encode_label(label) for label in namespace)
     if not NAMESPACE_RE.fullmatch(ns):
         raise InvalidNamespaceError(f"namespace {namespace!r} is {len(ns)} characters as a tierstore namespace "

@@ -35,7 +35,8 @@ from ...store import TierStore
 from ...validation import check_metadata
 from ..policy import check_adapter_policy
 from .namespaces import check_labels, check_prefix, decode, encode
-from .filters import check_filter, matches
+from .fieldvectors import VECTORS_KEY, best_cosine, encode_vectors, unit_rows
+from ..filters import check_filter, matches
 
 Ranking = Literal["fused", "similarity"]
 
@@ -56,21 +57,24 @@ class TierStoreStore(BaseStore):
     index: LangGraph's ``IndexConfig`` (``embed`` an ``Embeddings``, a
     function or ``"provider:model"``; ``fields`` JSON paths, default the whole
     value); ``dims`` must equal the store's dimension. Without it, items are
-    not embedded and searches filter only. An item with several texts is
-    embedded as the mean of their unit vectors (LangGraph's own stores keep
-    one vector per text and take the best).
+    not embedded and searches filter only. As in LangGraph's stores, each
+    text an item's fields yield is embedded separately and a query scores
+    the item by its best text (see :mod:`tierstore.integrations.langgraph.fieldvectors`).
 
-    ranking: ``"fused"`` (default) ranks query searches by the store's fused
-    score (similarity, recency, confidence, weight); ``"similarity"`` by
-    cosine similarity alone, exactly as LangGraph's InMemoryStore does.
-    Filter-only searches and listings follow the order items were first put
-    (namespaces in sorted order). An update keeps ``created_at`` (as
-    LangGraph's SQLite and Postgres stores do)."""
+    ranking: ``"similarity"`` (default) ranks query searches by cosine
+    similarity and returns it as ``Item.score``, as LangGraph's stores do;
+    ``"fused"`` by the store's fused score (similarity, recency, confidence,
+    weight), returned as the score — tierstore's own ranking, which scores
+    an item with several texts by their mean vector (the one vector the
+    store keeps per memory). Filter-only searches and listings follow the
+    order items were first put (namespaces in sorted order). An update
+    keeps ``created_at`` (as LangGraph's SQLite and Postgres stores do).
+    Namespaces may be given as tuples or lists."""
 
     supports_ttl = True
 
     def __init__(self, store: TierStore, *, index: IndexConfig | None = None, ttl: TTLConfig | None = None,
-                 ranking: Ranking = "fused", prefix: str = "lg", memory_type: str = "fact",
+                 ranking: Ranking = "similarity", prefix: str = "lg", memory_type: str = "fact",
                  source: str = "langgraph") -> None:
         if not isinstance(store, TierStore):
             raise InvalidInputError(f"store must be a TierStore, got {type(store).__name__}")
@@ -107,7 +111,7 @@ class TierStoreStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops``: reads see the store as it was before the batch's puts,
         which apply last, the last put of a key winning (as InMemoryStore)."""
-        ops = list(ops)
+        ops = [_with_tuple_namespace(op) for op in ops]
         queries = [op.query for op in ops if isinstance(op, SearchOp) and op.query and self.embeddings]
         vectors = dict(zip(queries, self.embeddings.embed_documents(queries))) if queries else {}  # type: ignore[union-attr]
         results: list[Result] = []
@@ -120,7 +124,6 @@ class TierStoreStore(BaseStore):
             elif isinstance(op, ListNamespacesOp):
                 results.append(self._list_namespaces(op))
             elif isinstance(op, PutOp):
-                check_labels(op.namespace)
                 puts[(op.namespace, op.key)] = op
                 results.append(None)
             else:
@@ -176,7 +179,6 @@ class TierStoreStore(BaseStore):
         return sorted(ms, key=lambda m: m.metadata["seq"])  # type: ignore[index]
 
     def _search(self, op: SearchOp, query_vector: Sequence[float] | None) -> list[SearchItem]:
-        check_labels(op.namespace_prefix, allow_empty=True)
         flt = check_filter(op.filter)
         if not isinstance(op.limit, int) or not isinstance(op.offset, int) or op.limit < 0 or op.offset < 0:
             raise InvalidInputError(f"limit and offset must be non-negative integers, got {op.limit!r}, {op.offset!r}")
@@ -219,7 +221,7 @@ class TierStoreStore(BaseStore):
             return [], scoreless
         if self.ranking == "similarity":
             qn = q.astype(np.float64) / np.linalg.norm(q)
-            sims = [float(np.dot(f[2].embedding.astype(np.float64), qn)) for f in embedded]  # type: ignore[union-attr]
+            sims = [best_cosine(f[2].metadata, f[2].embedding, qn) for f in embedded]  # type: ignore[arg-type]
             order = sorted(range(len(embedded)), key=lambda i: -sims[i])
             return [(sims[i], embedded[i]) for i in order], scoreless
         # fused: the store's own ranking of each namespace whole (search clamps k
@@ -234,8 +236,6 @@ class TierStoreStore(BaseStore):
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         now = self.store.now()
-        for cond in op.match_conditions or ():
-            check_labels(tuple(cond.path), allow_empty=True)
         names = [t for ns, t in self._namespaces() if self._items_of(ns, now, with_embedding=False)]
         if op.match_conditions:
             names = [t for t in names if all(_matches(c, t) for c in op.match_conditions)]
@@ -278,9 +278,22 @@ class TierStoreStore(BaseStore):
             meta = {"value": op.value, "created_at": created, "updated_at": now,
                     "seq": old.metadata["seq"] if keep else self._next_seq(),  # type: ignore[index]
                     "indexed": bool(vs) or bool(stale), "ttl": op.ttl}
-            check_metadata(meta)  # JSON values only: InvalidInputError before anything changes
-            if vs:
-                emb = np.mean([v / np.linalg.norm(v) for v in vs], axis=0)
+            units = unit_rows(vs) if vs else None
+            if units is not None and len(units) > 1:
+                meta[VECTORS_KEY] = encode_vectors(units)
+            elif stale and old.metadata.get(VECTORS_KEY):  # type: ignore[union-attr]
+                meta[VECTORS_KEY] = old.metadata[VECTORS_KEY]  # type: ignore[index]
+            try:
+                check_metadata(meta)  # JSON values only: InvalidInputError before anything changes
+            except InvalidInputError as exc:
+                if VECTORS_KEY not in meta:
+                    raise
+                raise InvalidInputError(
+                    f"item {op.key!r} of {op.namespace!r}: its {len(meta[VECTORS_KEY])} indexed texts' "
+                    f"vectors (dimension {self.store.dim}) are kept with it and do not fit: {exc}; index fewer "
+                    "fields (IndexConfig fields, or put(index=[...]))") from None
+            if units is not None:
+                emb = units.mean(axis=0)
                 content = "\n".join(ts)
             elif stale:
                 emb = old.embedding  # type: ignore[union-attr]
@@ -330,6 +343,20 @@ class TierStoreStore(BaseStore):
         """Stop the background sweeper; True once it has stopped."""
         self.store.stop_migrator(timeout=30.0 if timeout is None else timeout)
         return True
+
+
+def _with_tuple_namespace(op: Op) -> Op:
+    """``op`` with its namespace (or prefix, or match paths) as a checked
+    tuple: LangGraph's stores accept lists too (``store.search(["users"])``)."""
+    if isinstance(op, (GetOp, PutOp)):
+        return op._replace(namespace=check_labels(op.namespace))
+    if isinstance(op, SearchOp):
+        return op._replace(namespace_prefix=check_labels(op.namespace_prefix, allow_empty=True))
+    if isinstance(op, ListNamespacesOp) and op.match_conditions:
+        return op._replace(match_conditions=tuple(
+            c._replace(path=check_labels(c.path, allow_empty=True)) if isinstance(c, MatchCondition) else c
+            for c in op.match_conditions))
+    return op
 
 
 def _item(labels: tuple[str, ...], m: Memory, cls: Callable[..., Any]) -> Any:

@@ -1,11 +1,19 @@
-"""LangGraph search filters over an item's value: equality (nested dicts and
-lists compared as JSON) and the operators ``$eq $ne $gt $gte $lt $lte``."""
+"""Search filters over a JSON object — a LangGraph item's value, a LangChain
+document's metadata: equality (nested dicts and lists compared as JSON) and
+the operators ``$eq $ne $gt $gte $lt $lte``, as LangGraph's stores read them.
+
+A filter key names a top-level key of the value (any string: ``"my-key2"``,
+``"123abc"``), or, when the value has no such key and the filter key holds
+dots, a path into nested dicts: ``{"user.access-level": "x"}`` matches
+``{"user": {"access-level": "x"}}``, as LangGraph's SQLite store reads it
+(its InMemoryStore compares top-level keys only, so a key present as it is
+is read as it is)."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ...errors import InvalidInputError
+from ..errors import InvalidInputError
 
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
@@ -30,7 +38,19 @@ def _check_ops(value: Any) -> None:
 
 def matches(value: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:
     """Whether an item's ``value`` passes ``flt`` (every key must match)."""
-    return not flt or all(_compare(value.get(k), f) for k, f in flt.items())
+    return not flt or all(_compare(lookup(value, k), f) for k, f in flt.items())
+
+
+def lookup(value: Mapping[str, Any], key: Any) -> Any:
+    """What filter key ``key`` names in ``value`` (see the module doc); ``None`` if nothing."""
+    if key in value or not isinstance(key, str) or "." not in key:
+        return value.get(key)
+    node: Any = value
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def _compare(item: Any, f: Any) -> bool:
