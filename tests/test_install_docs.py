@@ -45,7 +45,7 @@ def test_the_docs_name_the_clone_or_its_wheel_with_extras_that_exist():
     targets = install_targets()
     assert len(targets) >= 10  # README, server, cluster, lifecycle, integrations, benchmarks
     for where, target in targets:
-        m = re.fullmatch(r"(?P<what>[^\[\]]+)(\[(?P<extras>[a-z0-9,]+)\])?", target)
+        m = re.fullmatch(r"(?P<what>[^\[\]]+)(\[(?P<extras>[a-z0-9,-]+)\])?", target)
         assert m, (where, target)
         what = m["what"]
         # a path: the clone's root, a clone next to us, or the wheel the build makes; never a name on an index
@@ -119,7 +119,7 @@ def test_make_demo_installs_only_what_the_demo_needs_and_make_test_everything(tm
     assert installs == [f"{tmp_path / 'venv'}/bin/python -m pip install --quiet -e '.[report]'"]
     assert "tierstore demo" in demo
     test = _make_plan("test", tmp_path)
-    assert "-e '.[dev,langchain,langgraph,cluster]'" in test and "pytest" in test
+    assert "-e '.[dev,langchain,langgraph,cluster,embed]'" in test and "pytest" in test
     # each set has its own stamp: the demo's does not stand for the tests'
     assert ".installed-demo" in demo and ".installed-dev" not in demo and ".installed-dev" in test
 

