@@ -275,8 +275,8 @@ class Shard:
         names: set[str] = set()
         for state in self._current():
             try:
-                names.update(state.store.namespaces())
-            except Exception:  # noqa: BLE001 - a slot closed meanwhile is another shard's to list
+                names.update(state.read("namespaces", None, [], {}))
+            except (NotOwnerError, FencedError):  # moved meanwhile: another shard's to list
                 continue
         return sorted(names)
 
@@ -285,8 +285,9 @@ class Shard:
         parts = []
         for state in self._current():
             try:
-                parts.append(state.store.stats(lifecycle=False).as_dict())
-            except Exception:  # noqa: BLE001 - a slot closed meanwhile is counted by its new owner
+                # a read, so that a slot closed for a moment by its snapshot is waited for, not skipped
+                parts.append(state.read("stats", None, [], {"lifecycle": False}).as_dict())
+            except (NotOwnerError, FencedError):  # moved meanwhile: its new owner counts it
                 continue
         return sum_stats(parts).as_dict()
 
