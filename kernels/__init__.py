@@ -23,6 +23,7 @@ from .due import classify, due_times
 from .flat import flat_topk, inner_products, squared_length, top_candidates
 from .rerank import fused_rerank, pack_query, rank_and_gather
 from .context import context_multipliers, rescale_lifetimes
+from .resolve import resolve_order
 from .codes import (
     code_words,
     hamming_distances,
@@ -55,6 +56,7 @@ __all__ = [
     "inner_products",
     "record_accesses",
     "rescale_lifetimes",
+    "resolve_order",
     "sign_code",
     "sign_codes",
     "sign_scores",

@@ -53,7 +53,12 @@ P_FLOOR = 6
 P_CONTEXT_BONUS = 7
 P_DISTANCE = 8  # 1: candidate scores are inner-product distances (1 - cos)
 P_WEIGHTS = 9  # 5 weights (similarity, recency, confidence, context, weight), summing to 1
-NP = 14
+# A superseded memory's score is multiplied by 1 - this, in [0, 1] (0: not
+# demoted; stored as a demotion so that a zeroed parameter vector changes
+# nothing). Superseded: its per-memory TTL is 0, which every supersession
+# mark's damping sets and nothing else does (tierstore.supersession).
+P_SUPERSEDED_DEMOTION = 14
+NP = 15
 
 # A query's inputs packed for rank_and_gather (see rerank.pack_query): every
 # array argument costs the hot path about 0.1 us to cross into Numba, more

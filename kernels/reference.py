@@ -41,6 +41,7 @@ from .columns import (
     F_T_REF,
     F_TTL,
     F_TTL_ANCHOR,
+    F_TTL_OVERRIDE,
     F_W_REF,
     I_ACCESS_COUNT,
     I_ALIVE,
@@ -57,6 +58,7 @@ from .columns import (
     P_MODE,
     P_NOW,
     P_RECENCY_HALF_LIFE,
+    P_SUPERSEDED_DEMOTION,
     P_WEIGHTS,
     TIER_COLD,
     TIER_HOT,
@@ -335,7 +337,9 @@ def ref_fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_
     Normalised (floor f): sim clipped to [0, 1]; ``f + (1-f)·recency``;
     ``f + (1-f)·clip(c, 0, 1)``; ``min(context/ctx_max, 1)``;
     ``f + (1-f)·min(W/W0[type], 1)``. Score: product of the five normalised
-    factors (P_MODE 0), or ``Σ weights[i]·norm[i]`` (P_MODE 1). Order: score
+    factors (P_MODE 0), or ``Σ weights[i]·norm[i]`` (P_MODE 1), times
+    ``1 - P_SUPERSEDED_DEMOTION`` for a superseded memory (F_TTL_OVERRIDE
+    0). Order: score
     descending, then raw sim descending, then lower candidate index."""
     p = _f(params)
     now = p[P_NOW]
@@ -392,6 +396,8 @@ def ref_fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_
             score = math.prod(norm)
         else:
             score = math.fsum(wf * nf for wf, nf in zip(weights, norm))
+        if float(F[F_TTL_OVERRIDE, s]) == 0.0:
+            score *= 1.0 - p[P_SUPERSEDED_DEMOTION]
         rows.append((score, sim, j, norm, raw))
     rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
     rows = rows[: max(int(k), 0)]
@@ -500,3 +506,49 @@ def ref_sign_scores(query, codes, rows) -> np.ndarray:
         words = [int(x) for x in np.asarray(codes)[r].tolist()]
         out.append(math.fsum(x if (words[j // 64] >> (j % 64)) & 1 else -x for j, x in enumerate(q)))
     return np.array(out, np.float32)
+
+
+# ---------------------------------------------------------------------------
+# query-time resolution
+
+
+def ref_resolve_order(sims, created, conf, types, tags, margin, tag_margin, min_gap, conf_margin):
+    """Reference for :func:`kernels.resolve.resolve_order`: hits placed in rank
+    order, each just before the first placed hit it replaces (same type,
+    created at least ``min_gap`` later, confidence at least the other's minus
+    ``conf_margin``, similarity at least the other's minus the margin:
+    ``tag_margin`` when they share a tag and ``tag_margin >= margin``, else
+    ``margin``; a negative margin never holds)."""
+    tag_sets = [set(row) for row in _tag_rows(tags)]
+
+    def replaces(j: int, i: int) -> bool:
+        if int(types[j]) != int(types[i]) or float(created[j]) - float(created[i]) < min_gap:
+            return False
+        if float(conf[j]) < float(conf[i]) - conf_margin:
+            return False
+        m = tag_margin if tag_margin >= margin and tag_sets[j] & tag_sets[i] else margin
+        return m >= 0.0 and float(sims[j]) >= float(sims[i]) - m
+
+    placed: list[int] = []
+    before = [-1] * len(sims)
+    for j in range(len(sims)):
+        at = next((p for p, i in enumerate(placed) if replaces(j, i)), None)
+        if at is None:
+            placed.append(j)
+        else:
+            before[j] = placed[at]
+            placed.insert(at, j)
+    return np.array(placed, np.int64), np.array(before, np.int64)
+
+
+def _tag_rows(tags):
+    """Each row's ids up to the first -1 (the padding)."""
+    out = []
+    for row in np.asarray(tags).tolist():
+        ids = []
+        for t in row:
+            if t < 0:
+                break
+            ids.append(t)
+        out.append(ids)
+    return out

@@ -11,7 +11,8 @@ Factors (raw -> normalised to [0, 1]):
 * weight: W(now) -> floor + (1-floor)·min(1, W / W0 of the type)
 
 Score: product of the normalised factors, or Σ weight_f·factor_f with the
-weights summing to 1. Ties go to the higher raw similarity, then the lower
+weights summing to 1; times ``1 - P_SUPERSEDED_DEMOTION`` for a superseded
+memory (per-memory TTL 0). Ties go to the higher raw similarity, then the lower
 candidate index. Excluded: dead slots, types not allowed, confidence below
 the minimum, masked tags.
 """
@@ -30,6 +31,7 @@ from .columns import (
     F_LAST_ACCESS,
     F_T_CONF,
     F_T_REF,
+    F_TTL_OVERRIDE,
     F_W_REF,
     I_ALIVE,
     I_TYPE,
@@ -46,6 +48,7 @@ from .columns import (
     P_MODE,
     P_NOW,
     P_RECENCY_HALF_LIFE,
+    P_SUPERSEDED_DEMOTION,
     P_WEIGHTS,
     Q_HEADER,
     Q_NMASKS,
@@ -66,7 +69,7 @@ from .columns import (
 
 LN2 = math.log(2.0)
 # the F rows the rerank reads, in the order it loads them
-_LOAD_ROWS = (F_CONF, F_T_CONF, F_LAST_ACCESS, F_W_REF, F_T_REF, F_HALF_LIFE)
+_LOAD_ROWS = (F_CONF, F_T_CONF, F_LAST_ACCESS, F_W_REF, F_T_REF, F_HALF_LIFE, F_TTL_OVERRIDE)
 _NLOAD = len(_LOAD_ROWS)
 # rows of the scoring scratch array
 _W_SCORE = 0
@@ -112,6 +115,7 @@ def _score_candidates(cand, cand_scores, F, I, tags, params, now, min_conf, type
     floor = params[P_FLOOR]
     bonus = params[P_CONTEXT_BONUS]
     distance = params[P_DISTANCE] != 0.0
+    kept_if_superseded = 1.0 - params[P_SUPERSEDED_DEMOTION]
     width = tags.shape[1]
 
     # Load first, then compute: the candidates' slots are scattered over
@@ -195,6 +199,8 @@ def _score_candidates(cand, cand_scores, F, I, tags, params, now, min_conf, type
         else:
             sc = (params[P_WEIGHTS] * n_sim + params[P_WEIGHTS + 1] * n_rec + params[P_WEIGHTS + 2] * n_conf
                   + params[P_WEIGHTS + 3] * n_ctx + params[P_WEIGHTS + 4] * n_wt)
+        if G[6, j] == 0.0:  # superseded
+            sc *= kept_if_superseded
         W[_W_NORM, j] = n_sim
         W[_W_NORM + 1, j] = n_rec
         W[_W_NORM + 2, j] = n_conf

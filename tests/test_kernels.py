@@ -677,6 +677,7 @@ def rerank_st(draw, max_cap=16):
         F[C.F_T_CONF, s] = now - draw(st.one_of(st.just(0.0), st.floats(0.0, 1e8)))
         I[C.I_TYPE, s] = draw(st.integers(0, ntypes - 1))
         I[C.I_ALIVE, s] = int(draw(st.integers(0, 5)) != 0)
+        F[C.F_TTL_OVERRIDE, s] = draw(st.sampled_from([math.nan, math.nan, 0.0, 3600.0]))  # 0: superseded
         row = draw(st.lists(TAG_UNIVERSE, max_size=width, unique=True))
         tags[s, : len(row)] = row
     if cap > 1 and draw(st.booleans()):  # copies of slot 0: equal scores, broken by sim then index
@@ -718,6 +719,7 @@ def rerank_st(draw, max_cap=16):
     p[C.P_FLOOR] = draw(st.one_of(st.just(0.02), st.floats(0.0, 0.5)))
     p[C.P_CONTEXT_BONUS] = bonus
     p[C.P_DISTANCE] = 1.0 if distance else 0.0
+    p[C.P_SUPERSEDED_DEMOTION] = draw(st.sampled_from([0.0, 0.5, 1.0]))
     raw_w = draw(st.lists(st.floats(0.0, 1.0), min_size=5, max_size=5).filter(lambda ws: sum(ws) > 1e-3))
     p[C.P_WEIGHTS:C.P_WEIGHTS + 5] = np.array(raw_w) / sum(raw_w)
     type_allowed = np.array(draw(st.lists(st.integers(0, 1), min_size=ntypes, max_size=ntypes)), np.uint8)
@@ -758,10 +760,12 @@ def test_fused_rerank_matches_reference(args):
     # the score is the documented combination of the returned normalised factors
     assert np.all((norm >= 0.0) & (norm <= 1.0 + 1e-12))
     for i in range(len(pick)):
+        # times 1 - demotion for a superseded memory (per-memory TTL 0)
+        kept = 1.0 - p[C.P_SUPERSEDED_DEMOTION] if args[2][C.F_TTL_OVERRIDE, int(args[0][pick[i]])] == 0.0 else 1.0
         if p[C.P_MODE] == C.MODE_PRODUCT:
-            assert close(score[i], float(np.prod(norm[i])), rtol=1e-12, atol=0.0)
+            assert close(score[i], kept * float(np.prod(norm[i])), rtol=1e-12, atol=0.0)
         else:
-            assert close(score[i], float(np.dot(p[C.P_WEIGHTS:C.P_WEIGHTS + 5], norm[i])), 1e-12, 1e-15)
+            assert close(score[i], kept * float(np.dot(p[C.P_WEIGHTS:C.P_WEIGHTS + 5], norm[i])), 1e-12, 1e-15)
     # against the reference: every eligible candidate ranked
     r_pick, r_score, r_norm, r_raw = R.ref_fused_rerank(*args[:-1], m)
     eligible = {j for j in range(m) if not _excluded(args, j)}
@@ -1106,3 +1110,83 @@ def test_fused_rerank_skips_out_of_range_slots():
     pick, *_ = fused_rerank(*args)
     assert pick.tolist() == [1, 4]
     assert R.ref_fused_rerank(*args)[0].tolist() == [1, 4]
+
+
+# ---------------------------------------------------------------------------
+# query-time resolution
+
+
+@st.composite
+def resolve_st(draw):
+    m = draw(st.integers(0, 8))
+    width = draw(st.integers(0, 3))
+    sims = np.array(draw(st.lists(st.sampled_from([0.9, 0.85, 0.8, 0.7, 0.5]) | st.floats(-1, 1),
+                                  min_size=m, max_size=m)), np.float64)
+    created = np.array(draw(st.lists(st.sampled_from([0.0, 100.0, 3600.0, 86400.0]) | st.floats(0, 1e7),
+                                     min_size=m, max_size=m)), np.float64)
+    conf = np.array(draw(st.lists(st.sampled_from([0.95, 0.5]) | confs, min_size=m, max_size=m)), np.float64)
+    types = np.array(draw(st.lists(st.integers(0, 1), min_size=m, max_size=m)), np.int64)
+    tags = np.full((m, width), -1, np.int32)
+    for r in range(m):
+        row = draw(st.lists(st.integers(0, 3), max_size=width, unique=True))
+        tags[r, :len(row)] = row
+    margin = draw(st.sampled_from([-1.0, 0.0, 0.1, 0.3]))
+    tag_margin = draw(st.sampled_from([-1.0, 0.1, 0.3, 1.0]))
+    min_gap = draw(st.sampled_from([0.0, 3600.0]))
+    conf_margin = draw(st.sampled_from([0.0, 0.1, 1.0]))
+    return sims, created, conf, types, tags, margin, tag_margin, min_gap, conf_margin
+
+
+@settings(max_examples=400, deadline=None)
+@given(resolve_st())
+def test_resolve_order_matches_reference(args):
+    from tierstore.kernels import resolve_order
+
+    order, before = resolve_order(*args)
+    ref_order, ref_before = R.ref_resolve_order(*args)
+    assert order.tolist() == ref_order.tolist()
+    assert before.tolist() == ref_before.tolist()
+    assert sorted(order.tolist()) == list(range(len(args[0])))  # a permutation: nothing dropped
+
+
+def test_resolve_order_puts_the_newer_statement_first_and_keeps_the_rest():
+    from tierstore.kernels import resolve_order
+
+    # 0: old value (sim .82), 1: unrelated better hit of another type, 2: new value (sim .78, a day later)
+    sims = np.array([0.82, 0.80, 0.78])
+    created = np.array([0.0, 10.0, 86400.0])
+    conf = np.array([0.9, 0.9, 0.9])
+    types = np.array([0, 1, 0], np.int64)
+    tags = np.full((3, 0), -1, np.int32)
+    order, before = resolve_order(sims, created, conf, types, tags, 0.1, 0.3, 3600.0, 0.1)
+    assert order.tolist() == [2, 0, 1] and before.tolist() == [-1, -1, 0]
+    # outside the margin, within the gap, a guess, or resolution off: unchanged
+    for args in ((0.03, 0.03, 3600.0, 0.1), (0.1, 0.3, 2 * 86400.0, 0.1), (-1.0, -1.0, 3600.0, 0.1)):
+        assert resolve_order(sims, created, conf, types, tags, *args)[0].tolist() == [0, 1, 2]
+    guess = np.array([0.9, 0.9, 0.45])
+    assert resolve_order(sims, created, guess, types, tags, 0.1, 0.3, 3600.0, 0.1)[0].tolist() == [0, 1, 2]
+    # a shared tag widens the margin
+    far = np.array([0.82, 0.80, 0.6])
+    tagged = np.array([[7], [-1], [7]], np.int32)
+    assert resolve_order(far, created, conf, types, tagged, 0.1, 0.3, 3600.0, 0.1)[0].tolist() == [2, 0, 1]
+    assert resolve_order(far, created, conf, types, tags[:, :0].reshape(3, 0), 0.1, 0.3, 3600.0, 0.1)[0].tolist() \
+        == [0, 1, 2]
+
+
+def test_a_superseded_memory_is_demoted_by_the_parameter():
+    now = 1e6
+    F = np.zeros((C.NF, 2))
+    I = np.zeros((C.NI, 2), np.int64)
+    F[C.F_LAST_ACCESS], F[C.F_CONF], F[C.F_T_CONF], F[C.F_HALF_LIFE] = now, 0.9, now, 86400.0
+    F[C.F_W_REF], F[C.F_T_REF] = 1.0, now
+    F[C.F_TTL_OVERRIDE] = [math.nan, 0.0]  # slot 1 superseded
+    I[C.I_ALIVE] = 1
+    tags = np.full((2, 0), -1, np.int32)
+    p = _params(now, C.MODE_WEIGHTED_SUM)
+    cand, cos = np.array([0, 1], np.int64), np.array([0.8, 0.8], np.float32)
+    args = (np.ones(1, np.uint8), np.ones(1), E32, E32, np.empty(0), E32, 2)
+    _, plain, _, _ = fused_rerank(cand, cos, F, I, tags, p, *args)
+    assert plain[0] == plain[1]
+    p[C.P_SUPERSEDED_DEMOTION] = 0.5
+    pick, demoted, _, _ = fused_rerank(cand, cos, F, I, tags, p, *args)
+    assert pick.tolist() == [0, 1] and demoted[1] == pytest.approx(0.5 * demoted[0])

@@ -132,6 +132,32 @@ class SupersessionPolicy:
     """
 
     confidence_margin: float = 0.1
+    # What a supersession mark does to ranking, from the moment it exists:
+    # the superseded memory's score is multiplied by this, in (0, 1] (1: as
+    # before, when a mark only made the memory expire at the next sweep),
+    # and it is placed after the memory that superseded it whenever both
+    # are hits; archived, it stays a cold-search hit (true history).
+    superseded_factor: float = 0.5
+    # Query-time resolution (issue 27): among a search's hits, a newer memory
+    # of the same type whose similarity to the query is within this margin
+    # of an older one's ranks before it: when two statements answer the
+    # question about as well, the newer is more likely the current value.
+    # Nothing is retired: the older stays a hit, after the newer, and its
+    # explanation says why. None (TOML: false) turns it off.
+    resolve_margin: float | None = 0.1
+    # The margin when the two share a tag (a relation the caller named);
+    # None: resolve_margin. At least resolve_margin.
+    resolve_margin_shared_tag: float | None = 0.3
+    # Two statements created closer together than this (seconds) are not
+    # taken as one replacing the other: statements of one session describe
+    # different things far more often than they correct each other.
+    resolve_min_gap: float = 3600.0
+
+
+# An older stored policy (before issue 27) read with these: a store keeps
+# its behaviour unless the user opts in (Policy.from_stored_json).
+SUPERSESSION_BEFORE_RESOLUTION = {"superseded_factor": 1.0, "resolve_margin": None,
+                                  "resolve_margin_shared_tag": None}
 
 
 @dataclass(frozen=True)
@@ -236,14 +262,15 @@ def _default_types() -> dict[str, TypePolicy]:
         # Half-lives are shorter than TTLs on purpose: an unused memory leaves
         # the hot tier (demote at weight 0.3, ~1.7 half-lives) before it expires.
         "conversation": TypePolicy(HOUR, 20 * MINUTE, 0.5, 1.0, False),
-        # Automatic supersession of facts and preferences: bars measured on
-        # suite g (tagged: the shared-tag bar) and checked on suite h (untagged
-        # turns stored as facts: the plain bar); docs/benchmarks.md, issue 16.
-        # Off for conversation, task and opinion (not measured; a turn is not
-        # a statement that replaces another).
-        "fact": TypePolicy(30 * DAY, 10 * DAY, 0.5, 1.0, True, supersede_above=0.7, supersede_above_shared_tag=0.6),
-        "preference": TypePolicy(7 * DAY, 3 * DAY, 0.5, 1.0, True, supersede_above=0.7,
-                                 supersede_above_shared_tag=0.6),
+        # Automatic supersession at write time is off for every type (it was
+        # 0.7 / 0.6 for facts and preferences): similarity cannot tell
+        # another value of a relation from a new one, and on suite i it
+        # retired true facts (a second allergy retired the first). Query-time
+        # resolution (SupersessionPolicy.resolve_margin) ranks the newer of
+        # two statements first instead, and retires nothing. The bars stay
+        # available per type; docs/benchmarks.md (suites g, h, i), issue 27.
+        "fact": TypePolicy(30 * DAY, 10 * DAY, 0.5, 1.0, True),
+        "preference": TypePolicy(7 * DAY, 3 * DAY, 0.5, 1.0, True),
         "task": TypePolicy(2 * DAY, DAY, 0.5, 1.0, False),
         "opinion": TypePolicy(3 * DAY, DAY, 0.5, 1.0, False),
     }
@@ -308,6 +335,22 @@ class Policy:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise PolicyError(f"policy is not valid JSON: {exc}") from None
+        return _parse_policy(data)
+
+    @classmethod
+    def from_stored_json(cls, text: str) -> "Policy":
+        """A policy a store recorded. One recorded before a key existed is
+        read with that key's old behaviour where the default changed
+        (supersession: :data:`SUPERSESSION_BEFORE_RESOLUTION`), so a store
+        opened without a policy keeps behaving as it did."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise PolicyError(f"policy is not valid JSON: {exc}") from None
+        if isinstance(data, dict):
+            sd = data.get("supersession")
+            if isinstance(sd, dict) and "resolve_margin" not in sd:
+                data = {**data, "supersession": {**SUPERSESSION_BEFORE_RESOLUTION, **sd}}
         return _parse_policy(data)
 
     @classmethod
@@ -701,7 +744,19 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
         _check_keys(sd, {f.name for f in fields(SupersessionPolicy)}, "supersession")
         values = asdict(supersession)
         for k, v in sd.items():
-            values[k] = _number(v, f"supersession.{k}", lo=0.0, hi=1.0)
+            key = f"supersession.{k}"
+            if k in ("resolve_margin", "resolve_margin_shared_tag"):
+                values[k] = None if v is None or v is False else _number(v, key, lo=0.0, hi=1.0)
+            elif k == "superseded_factor":
+                values[k] = _number(v, key, lo=0.0, hi=1.0, lo_open=True)
+            elif k == "resolve_min_gap":
+                values[k] = 0.0 if type(v) in (int, float) and v == 0 else parse_duration(v, key)
+            else:
+                values[k] = _number(v, key, lo=0.0, hi=1.0)
+        margin, tag_margin = values["resolve_margin"], values["resolve_margin_shared_tag"]
+        if tag_margin is not None and margin is not None and tag_margin < margin:
+            raise PolicyError(f"supersession.resolve_margin_shared_tag: must be at least resolve_margin ({margin}),"
+                              f" got {tag_margin}")
         supersession = SupersessionPolicy(**values)
 
     return Policy(

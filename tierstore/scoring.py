@@ -80,6 +80,17 @@ class CompiledPolicy:
         base[C.P_CONTEXT_BONUS] = sc.context_bonus
         for i, f in enumerate(SCORE_FACTORS):
             base[C.P_WEIGHTS + i] = self.weights[f]
+        sup = policy.supersession
+        base[C.P_SUPERSEDED_DEMOTION] = 1.0 - sup.superseded_factor
+        # marks rank at once (a superseded memory after its successor, and a
+        # cold-search hit); with a factor of 1 a mark only makes it expire
+        self.marks_rank = sup.superseded_factor < 1.0
+        self.resolve_margin = -1.0 if sup.resolve_margin is None else sup.resolve_margin
+        tag_margin = sup.resolve_margin if sup.resolve_margin_shared_tag is None else sup.resolve_margin_shared_tag
+        self.resolve_tag_margin = -1.0 if tag_margin is None else tag_margin
+        self.resolve_min_gap = sup.resolve_min_gap
+        self.resolve_conf_margin = sup.confidence_margin
+        self.resolves = sup.resolve_margin is not None or tag_margin is not None
         self._base_params = base
         self.cold_by_relevance = sc.cold_order == "relevance"
         # relevance: the fused score without the use factors (recency, weight)
