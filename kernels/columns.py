@@ -58,7 +58,15 @@ P_WEIGHTS = 9  # 5 weights (similarity, recency, confidence, context, weight), s
 # nothing). Superseded: its per-memory TTL is 0, which every supersession
 # mark's damping sets and nothing else does (tierstore.supersession).
 P_SUPERSEDED_DEMOTION = 14
-NP = 15
+# query-time resolution in rank_and_gather (kernels.resolve): on when
+# P_RESOLVE is 1; then the margins ([0, 1], negative: off), the minimum gap
+# between the two statements' creation (seconds) and the confidence margin
+P_RESOLVE = 15
+P_RESOLVE_MARGIN = 16
+P_RESOLVE_TAG_MARGIN = 17
+P_RESOLVE_MIN_GAP = 18
+P_RESOLVE_CONF_MARGIN = 19
+NP = 20
 
 # A query's inputs packed for rank_and_gather (see rerank.pack_query): every
 # array argument costs the hot path about 0.1 us to cross into Numba, more
@@ -84,7 +92,8 @@ NRF = R_F + len(SNAPSHOT_F)
 R_SLOT = 0
 R_I = 1
 SNAPSHOT_I = (I_TYPE, I_ACCESS_COUNT, I_PINNED)
-NRI = R_I + len(SNAPSHOT_I)
+R_BEFORE = R_I + len(SNAPSHOT_I)  # resolution: the slot of the hit this one was placed before, or -1
+NRI = R_BEFORE + 1
 
 # rank_and_gather ranks for a query whose squared length lies in
 # [QUERY_N2_MIN, QUERY_N2_MAX] (length 1/16 to 65536) as it is, dividing the

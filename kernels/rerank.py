@@ -25,8 +25,10 @@ from numba import njit
 from ._scalar import confidence_at, weight_at
 from ._topk import topk_order
 from .flat import squared_length
+from .resolve import resolve_rows
 from .columns import (
     F_CONF,
+    F_CREATED,
     F_HALF_LIFE,
     F_LAST_ACCESS,
     F_T_CONF,
@@ -48,6 +50,11 @@ from .columns import (
     P_MODE,
     P_NOW,
     P_RECENCY_HALF_LIFE,
+    P_RESOLVE,
+    P_RESOLVE_CONF_MARGIN,
+    P_RESOLVE_MARGIN,
+    P_RESOLVE_MIN_GAP,
+    P_RESOLVE_TAG_MARGIN,
     P_SUPERSEDED_DEMOTION,
     P_WEIGHTS,
     Q_HEADER,
@@ -57,6 +64,7 @@ from .columns import (
     Q_NTYPES,
     QUERY_N2_MAX,
     QUERY_N2_MIN,
+    R_BEFORE,
     R_F,
     R_I,
     R_NORM,
@@ -282,9 +290,12 @@ def rank_and_gather(q, labels, distances, F, I, tags, qf, qi, type_allowed, now,
 
     Returns ``(rf, ri, n2)``: float64 ``(NRF, m)`` and int64 ``(NRI, m)``,
     column ``j`` for the j-th best candidate: score, normalised and raw
-    factors and the ``SNAPSHOT_F`` rows of its ``F`` column; its slot and the
-    ``SNAPSHOT_I`` rows of its ``I`` column (layout: ``R_*`` in
-    :mod:`.columns`); and ``q``'s squared length. When that lies outside
+    factors and the ``SNAPSHOT_F`` rows of its ``F`` column; its slot, the
+    ``SNAPSHOT_I`` rows of its ``I`` column and, in ``R_BEFORE``, the slot
+    of the hit query-time resolution placed it before (-1: none; layout:
+    ``R_*`` in :mod:`.columns`); and ``q``'s squared length. With
+    ``P_RESOLVE`` set, the picked hits come in :func:`.resolve.resolve_rows`'
+    order (margins and gap from ``P_RESOLVE_*``), else best first. When that lies outside
     ``[QUERY_N2_MIN, QUERY_N2_MAX]`` (zero, NaN and inf included) nothing is
     ranked (``m`` = 0): the caller validates and normalises the query and
     searches again. Checking the query here, where its bytes are still in
@@ -306,6 +317,27 @@ def rank_and_gather(q, labels, distances, F, I, tags, qf, qi, type_allowed, now,
     m = pick.shape[0]
     rf = np.empty((NRF, m))
     ri = np.empty((NRI, m), np.int64)
+    ri[R_BEFORE] = -1
+    if qf[P_RESOLVE] != 0.0 and m > 1:  # query-time resolution among the picked (kernels.resolve)
+        slots = np.empty(m, np.int64)
+        sims = np.empty(m)
+        created = np.empty(m)
+        conf = np.empty(m)
+        types = np.empty(m, np.int64)
+        for j in range(m):
+            s = np.int64(cand[pick[j]])
+            slots[j] = s
+            sims[j] = W[_W_RAW, pick[j]]
+            conf[j] = W[_W_RAW + 2, pick[j]]
+            created[j] = F[F_CREATED, s]
+            types[j] = I[I_TYPE, s]
+        order, before = resolve_rows(sims, created, conf, types, tags, slots, qf[P_RESOLVE_MARGIN],
+                                     qf[P_RESOLVE_TAG_MARGIN], qf[P_RESOLVE_MIN_GAP], qf[P_RESOLVE_CONF_MARGIN])
+        pick = pick[order]
+        for j in range(m):
+            b = before[order[j]]
+            if b >= 0:
+                ri[R_BEFORE, j] = slots[b]
     for j in range(m):
         ri[R_SLOT, j] = np.int64(cand[pick[j]])
         rf[R_SCORE, j] = W[_W_SCORE, pick[j]]

@@ -26,12 +26,36 @@ def _share_tag(tags, a, b):
 
 
 @njit(inline="always", cache=True)
-def _replaces(j, i, sims, created, conf, types, tags, margin, tag_margin, min_gap, conf_margin):
+def _replaces(j, i, sims, created, conf, types, tags, rows, margin, tag_margin, min_gap, conf_margin):
     """Whether hit ``j`` is taken as a newer statement of what hit ``i`` says."""
     if types[j] != types[i] or created[j] - created[i] < min_gap or conf[j] < conf[i] - conf_margin:
         return False
-    m = tag_margin if tag_margin >= margin and _share_tag(tags, j, i) else margin
+    m = tag_margin if tag_margin >= margin and _share_tag(tags, rows[j], rows[i]) else margin
     return m >= 0.0 and sims[j] >= sims[i] - m
+
+
+@njit(nogil=True, cache=True)
+def resolve_rows(sims, created, conf, types, tags, rows, margin, tag_margin, min_gap, conf_margin):
+    """:func:`resolve_order` with each hit's tags in row ``rows[j]`` of
+    ``tags`` (the rerank kernel passes the hot tier's whole tag table)."""
+    m = sims.shape[0]
+    order = np.empty(m, np.int64)
+    before = np.full(m, -1, np.int64)
+    n = 0
+    for j in range(m):
+        at = n
+        for p in range(n):
+            if _replaces(j, order[p], sims, created, conf, types, tags, rows, margin, tag_margin, min_gap,
+                         conf_margin):
+                at = p
+                break
+        for p in range(n, at, -1):
+            order[p] = order[p - 1]
+        order[at] = j
+        if at < n:
+            before[j] = order[at + 1]
+        n += 1
+    return order, before
 
 
 @njit(nogil=True, cache=True)
@@ -52,20 +76,5 @@ def resolve_order(sims, created, conf, types, tags, margin, tag_margin, min_gap,
     replaces, else last. Returns ``(order, before)``: int64 hit indices in
     their new order, and for each hit the index of the hit it was placed
     before, or -1 where it kept its place."""
-    m = sims.shape[0]
-    order = np.empty(m, np.int64)
-    before = np.full(m, -1, np.int64)
-    n = 0
-    for j in range(m):
-        at = n
-        for p in range(n):
-            if _replaces(j, order[p], sims, created, conf, types, tags, margin, tag_margin, min_gap, conf_margin):
-                at = p
-                break
-        for p in range(n, at, -1):
-            order[p] = order[p - 1]
-        order[at] = j
-        if at < n:
-            before[j] = order[at + 1]
-        n += 1
-    return order, before
+    return resolve_rows(sims, created, conf, types, tags, np.arange(sims.shape[0]), margin, tag_margin, min_gap,
+                        conf_margin)

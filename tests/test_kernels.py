@@ -1009,7 +1009,42 @@ def test_rank_and_gather_is_rerank_then_gather_packed(args):
     np.testing.assert_array_equal(rf[C.R_NORM:C.R_NORM + 5].T, norm)
     np.testing.assert_array_equal(rf[C.R_RAW:C.R_RAW + 5].T, raw)
     np.testing.assert_array_equal(rf[C.R_F:].T, Fp[:, list(C.SNAPSHOT_F)])
-    np.testing.assert_array_equal(ri[C.R_I:].T, Ip[:, list(C.SNAPSHOT_I)])
+    np.testing.assert_array_equal(ri[C.R_I:C.R_BEFORE].T, Ip[:, list(C.SNAPSHOT_I)])
+    assert (ri[C.R_BEFORE] == -1).all()  # resolution off (P_RESOLVE 0): nothing placed before another
+
+
+@PROPS
+@given(rerank_st(), st.data())
+def test_rank_and_gather_resolves_as_the_reference_does(args, data):
+    """With P_RESOLVE set, the picks come in the order the plain-Python
+    resolution gives fused_rerank's picks, and R_BEFORE names the slot each
+    was placed before."""
+    from tierstore.kernels import rank_and_gather
+
+    cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args
+    F = F.copy()
+    F[C.F_CREATED] = data.draw(st.lists(st.sampled_from([0.0, 10.0, 7200.0, 86400.0]),
+                                        min_size=F.shape[1], max_size=F.shape[1]))
+    args = (cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k)
+    margin = data.draw(st.sampled_from([-1.0, 0.0, 0.1, 0.5]))
+    tag_margin = data.draw(st.sampled_from([-1.0, 0.3, 1.0]))
+    gap = data.draw(st.sampled_from([0.0, 3600.0]))
+    conf_margin = data.draw(st.sampled_from([0.0, 0.1]))
+    pick, score, norm, raw = fused_rerank(*args)
+    base = p.copy()
+    base[C.P_RESOLVE], base[C.P_RESOLVE_MARGIN], base[C.P_RESOLVE_TAG_MARGIN] = 1.0, margin, tag_margin
+    base[C.P_RESOLVE_MIN_GAP], base[C.P_RESOLVE_CONF_MARGIN] = gap, conf_margin
+    q = np.zeros(8, np.float32)
+    q[3] = 1.0
+    qf, qi = pack_query(base, w0, q_tags, rule_tags, rule_mult, mask_tags)
+    rf, ri, _ = rank_and_gather(q, cand, cand_scores, F, I, tags, qf, qi, type_allowed, p[C.P_NOW], p[C.P_MIN_CONF], k)
+    slots = np.array([int(cand[j]) for j in pick.tolist()], np.int64)
+    picked_tags = tags[slots] if len(slots) else np.full((0, tags.shape[1]), -1, np.int32)
+    order, before = R.ref_resolve_order(raw[:, 0], F[C.F_CREATED, slots], raw[:, 2], I[C.I_TYPE, slots],
+                                        picked_tags, margin, tag_margin, gap, conf_margin)
+    assert ri[C.R_SLOT].tolist() == slots[order].tolist()
+    np.testing.assert_array_equal(rf[C.R_SCORE], score[order])
+    assert ri[C.R_BEFORE].tolist() == [int(slots[before[j]]) if before[j] >= 0 else -1 for j in order.tolist()]
 
 
 @PROPS

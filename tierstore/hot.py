@@ -145,7 +145,7 @@ class HotSnapshot:
 
     def build(self, j: int, embedding: np.ndarray | None = None) -> Memory:
         created, last_access, ttl, anchor, due, override = self.rf[C.R_F:, j].tolist()  # C.SNAPSHOT_F
-        type_idx, access_count, pinned = self.ri[C.R_I:, j].tolist()  # C.SNAPSHOT_I
+        type_idx, access_count, pinned = self.ri[C.R_I:C.R_BEFORE, j].tolist()  # C.SNAPSHOT_I
         s = int(self.ri[C.R_SLOT, j])
         expires = anchor + ttl
         strings = self.strings
@@ -478,7 +478,8 @@ class HotNamespace:
         rf[C.R_F:, 0] = self.F[list(C.SNAPSHOT_F), slot]
         ri = np.zeros((C.NRI, 1), np.int64)
         ri[C.R_SLOT, 0] = slot
-        ri[C.R_I:, 0] = self.I[list(C.SNAPSHOT_I), slot]
+        ri[C.R_I:C.R_BEFORE, 0] = self.I[list(C.SNAPSHOT_I), slot]
+        ri[C.R_BEFORE, 0] = -1
         return HotSnapshot(self.strings, cp.type_names, rf, ri).build(0, embedding=self.vector(slot) if with_embedding else None)
 
     def hits(self, ranked: RankedSlots, cp: CompiledPolicy, explain: bool) -> list[Hit]:

@@ -61,7 +61,13 @@ class Explain:
     ``superseded_by``: the id of the memory that superseded this one, if one
     did; ``supersession`` says how (``"explicit"``, ``"key <key>"`` or
     ``"auto, similarity 0.930"``): a superseded memory was damped and expires
-    at the next sweep, which is why it ranks low."""
+    at the next sweep; from the moment of the mark its score is multiplied by
+    ``superseded_factor`` (policy ``supersession.superseded_factor``) and it
+    ranks after the memory that superseded it whenever both are hits.
+    ``resolution``: query-time resolution moved this hit (a newer statement
+    of the same type that answers about as well ranks before an older one;
+    policy ``supersession.resolve_margin``): what it was placed before, or
+    what was placed before it."""
 
     mode: str
     raw: dict[str, float]
@@ -73,6 +79,8 @@ class Explain:
     reached_because: str | None = None  # a cold hit: why the search went to the cold tier
     superseded_by: str | None = None
     supersession: str | None = None
+    superseded_factor: float | None = None
+    resolution: str | None = None
 
     def __str__(self) -> str:
         parts = " ".join(f"{k}={self.normalised[k]:.3f}" for k in self.normalised)
@@ -81,6 +89,10 @@ class Explain:
             out += f" ({self.reached_because})"
         if self.superseded_by is not None:
             out += f" superseded_by={self.superseded_by} ({self.supersession})"
+            if self.superseded_factor is not None:
+                out += f" x{self.superseded_factor:g}"
+        if self.resolution:
+            out += f" [{self.resolution}]"
         return out
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import embedding as _embedding
 from . import supersession, tier_search
+from .resolution import annotate_resolution, order_marked, resolve_hits
 from .engine import Engine
 from .errors import InvalidInputError, ReadOnlyStoreError, StoreClosedError
 from .hot import HotNamespace
@@ -87,6 +88,7 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
             k = max(1, min(k, hot.live + sum(info.count for info in eng._warm.shards(ns))
                            + (eng._cold_index.count(ns) if eng._cold_searchable else 0)))
         hot.lock.acquire_read()  # released below, as try_read's is
+    moved: dict[str, str] | None = None  # resolution's moves, where not read off the kernel's R_BEFORE
     try:
         ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
         hits = hot.hits(ranked, cp, explain)
@@ -103,6 +105,7 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
             raw = ranked.raw
             order = sorted(range(len(hits)), key=lambda i: (-hits[i].score, -float(raw[i, 0]), i))
             hits = [hits[i] for i in order]
+            hits, moved = resolve_hits(cp, hits, [float(raw[i, 0]) for i in order])
             hot_alone = True
         if record_access and hits and hot_alone:
             with hot.access_lock:
@@ -113,10 +116,17 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     if q is query and (not hot_alone or eng._trace is not None):
         q = check_vector(query, eng.dim, "query")  # the other tiers and the trace take unit vectors
     if hot_alone:
+        if explain and hits and moved is None:  # the kernel resolved: R_BEFORE, the slot a hit was placed before
+            slots = ranked.ri[C.R_SLOT].tolist()
+            id_of = dict(zip(slots, (h.id for h in hits)))
+            moved = {id_of[s]: id_of[b] for s, b in zip(slots, ranked.ri[C.R_BEFORE].tolist()) if b >= 0}
+        if cp.marks_rank and hits and 0.0 in ranked.rf[_R_TTL_OVERRIDE].tolist():  # a superseded hit
+            hits = order_marked(eng._catalog, ns, hits, [h.id for h in hits if h.memory.ttl_seconds == 0.0])
         if eng._trace is not None:
             trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, hits)
         if explain and hits:
-            supersession.annotate_explains(eng._catalog, ns, hits)
+            supersession.annotate_explains(eng._catalog, ns, hits, _factor(cp))
+            annotate_resolution(hits, moved or {})
         return hits
     # Merge with the warm and cold tiers: the best k of all by (score, similarity).
     raw = ranked.raw
@@ -138,7 +148,9 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         cold = search_cold(eng, ns, q, k, ctx, allowed, min_conf, now, explain, note)
         merged += [(c.hit.score, c.similarity, 2, i, c.hit, c) for i, c in enumerate(cold) if c.hit.id not in seen]
         if sc.similar_first:  # archived memories that match better than anything recent first, in the cold order
-            merged.sort(key=lambda m: (False, -m[5].order, m[3]) if m[2] == 2 and m[1] > best
+            # (not a superseded one: it ranks by its demoted score, after what replaced it)
+            merged.sort(key=lambda m: (False, -m[5].order, m[3])
+                        if m[2] == 2 and m[1] > best and m[5].row.ttl_seconds != 0.0
                         else (True, -m[0], -m[1], m[2], m[3]))
         else:
             merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
@@ -147,12 +159,24 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     top = merged[:k]
     if record_access:
         record_hits(eng, ns, hot, top, now, access_cold)
-    result = [m[4] for m in top]
+    result, moved = resolve_hits(cp, [m[4] for m in top], [m[1] for m in top])
+    if cp.marks_rank:
+        result = order_marked(eng._catalog, ns, result, [h.id for h in result if h.memory.ttl_seconds == 0.0])
     if eng._trace is not None:
         trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, result)
     if explain and result:
-        supersession.annotate_explains(eng._catalog, ns, result)
+        supersession.annotate_explains(eng._catalog, ns, result, _factor(cp))
+        annotate_resolution(result, moved)
     return result
+
+
+# the row of rank_and_gather's float result holding each hit's per-memory TTL (0: superseded)
+_R_TTL_OVERRIDE = C.R_F + C.SNAPSHOT_F.index(C.F_TTL_OVERRIDE)
+
+
+def _factor(cp: Any) -> float | None:
+    """The score factor of a superseded memory, for its explanation (None: marks do not demote)."""
+    return cp.policy.supersession.superseded_factor if cp.marks_rank else None
 
 
 

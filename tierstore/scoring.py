@@ -91,6 +91,11 @@ class CompiledPolicy:
         self.resolve_min_gap = sup.resolve_min_gap
         self.resolve_conf_margin = sup.confidence_margin
         self.resolves = sup.resolve_margin is not None or tag_margin is not None
+        base[C.P_RESOLVE] = 1.0 if self.resolves else 0.0
+        base[C.P_RESOLVE_MARGIN] = self.resolve_margin
+        base[C.P_RESOLVE_TAG_MARGIN] = self.resolve_tag_margin
+        base[C.P_RESOLVE_MIN_GAP] = self.resolve_min_gap
+        base[C.P_RESOLVE_CONF_MARGIN] = self.resolve_conf_margin
         self._base_params = base
         self.cold_by_relevance = sc.cold_order == "relevance"
         # relevance: the fused score without the use factors (recency, weight)

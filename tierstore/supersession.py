@@ -271,8 +271,9 @@ def marks_of(catalog: Any, ns: str, ids: Sequence[str]) -> dict[str, MarkInfo]:
     return out
 
 
-def annotate_explains(catalog: Any, ns: str, hits: Sequence[Any]) -> None:
-    """Add ``superseded_by`` and ``supersession`` to the explanations of the
+def annotate_explains(catalog: Any, ns: str, hits: Sequence[Any], factor: float | None = None) -> None:
+    """Add ``superseded_by`` and ``supersession`` (and ``superseded_factor``,
+    the policy's, when a mark demotes) to the explanations of the
     superseded ones among ``hits`` (explained :class:`~tierstore.model.Hit`)."""
     from dataclasses import replace
 
@@ -280,7 +281,8 @@ def annotate_explains(catalog: Any, ns: str, hits: Sequence[Any]) -> None:
     for h in hits:
         m = info.get(h.id)
         if m is not None and m.superseded_by is not None and h.explain is not None:
-            h._set_explain(replace(h.explain, superseded_by=m.superseded_by, supersession=m.description))
+            h._set_explain(replace(h.explain, superseded_by=m.superseded_by, supersession=m.description,
+                                   superseded_factor=factor))
 
 
 def live_id_of_key(catalog: Any, ns: str, key: str) -> str | None:

@@ -88,13 +88,16 @@ class RowRanker:
         return picked, [RowHit(Hit(source, i), float(raw[i, 0]), r, order=orders[i]) for i, r in enumerate(chosen)]
 
 
-def _cold_rows(catalog: Any, ns: str, rids: list[int]) -> list[MemoryRow]:
-    """The catalog rows of ``rids`` still cold in ``ns`` and not superseded."""
-    return [r for r in unsuperseded_rows(catalog, rids) if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None]
+def _cold_rows(catalog: Any, ns: str, rids: list[int], superseded: bool) -> list[MemoryRow]:
+    """The catalog rows of ``rids`` still cold in ``ns`` (superseded ones too
+    when ``superseded``, else not)."""
+    rows = catalog.get_rows_by_rid(rids) if superseded else unsuperseded_rows(catalog, rids)
+    return [r for r in rows if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None]
 
 
 def _read_moved_again(index: ColdIndex, catalog: Any, cold: ColdTier, cache: VectorCache, ns: str,
-                      rows: list[MemoryRow], vectors: np.ndarray, failed: list[BaseException]) -> list[BaseException]:
+                      rows: list[MemoryRow], vectors: np.ndarray, failed: list[BaseException],
+                      superseded: bool) -> list[BaseException]:
     """An object was collected under a search: a compaction moved its records
     to a new object (or its memories left the cold tier) after ``rows`` were
     read. Read the unread candidates' rows again, once, and their vectors
@@ -102,7 +105,7 @@ def _read_moved_again(index: ColdIndex, catalog: Any, cold: ColdTier, cache: Vec
     place). Returns the failures to report: none if every candidate still
     cold was read."""
     unread = np.flatnonzero(np.isnan(vectors[:, 0])).tolist()
-    now_at = {r.rid: r for r in _cold_rows(catalog, ns, [rows[i].rid for i in unread])}
+    now_at = {r.rid: r for r in _cold_rows(catalog, ns, [rows[i].rid for i in unread], superseded)}
     left = [i for i in unread if rows[i].rid in now_at]  # the others left the cold tier: not a failure
     moved = [i for i in left if now_at[rows[i].rid].cold_key != rows[i].cold_key]
     again: list[BaseException] = []
@@ -120,8 +123,9 @@ def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: Cold
     """The best ``k`` cold memories of ``ns`` for the unit query ``q``: the
     cold index's candidates (``candidate_count(k)``), their catalog rows
     (those still cold in ``ns``: the index may lag a restore by a moment;
-    and not superseded: a retired statement stays retired, ``restore``
-    reaches it),
+    and, unless the policy's marks demote (``supersession.superseded_factor``
+    below 1), not superseded: then a superseded memory is a hit, demoted and
+    after what replaced it, as in the other tiers),
     their exact similarities from the archived vectors (each read alone
     where the index knows its place), then the fused
     score (policy ``scoring.cold_order``: without the use factors). An archive object that cannot be read (missing, damaged, the
@@ -133,13 +137,13 @@ def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: Cold
     rids, _ = index.candidates(ns, q, candidate_count(k))
     if not rids.size:
         return []
-    rows = _cold_rows(catalog, ns, rids.tolist())
+    rows = _cold_rows(catalog, ns, rids.tolist(), ranker.cp.marks_rank)
     if not rows:
         return []
     failed: list[BaseException] = []
     vectors = fetch_row_vectors(index, cold, cache, ns, rows, failed)
     if any(isinstance(e, ObjectNotFoundError) for e in failed):
-        failed = _read_moved_again(index, catalog, cold, cache, ns, rows, vectors, failed)
+        failed = _read_moved_again(index, catalog, cold, cache, ns, rows, vectors, failed, ranker.cp.marks_rank)
     errors.extend(failed)
     readable = np.flatnonzero(~np.isnan(vectors[:, 0]))  # NaN: unreadable, or left the cold tier meanwhile
     rows = [rows[i] for i in readable.tolist()]

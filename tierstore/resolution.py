@@ -1,0 +1,93 @@
+"""What supersession and query-time resolution do to a search's hits.
+
+Two rules, applied after the fused score (issue 27):
+
+* **a mark ranks at once**: a superseded memory (its per-memory TTL is 0,
+  which every mark's damping sets) scores ``superseded_factor`` times its
+  fused score (in the kernel), and is placed after the memory that
+  superseded it whenever both are hits (:func:`order_marked`);
+* **resolution**: among the hits, a newer statement of the same type that
+  answers the query about as well (policy ``supersession.resolve_margin``)
+  is placed before the older (:func:`kernels.resolve.resolve_order`; the hot
+  tier's kernel does it in place, :func:`resolve_hits` for merged hits).
+
+Nothing is retired by either: the older memory stays a hit, and its
+explanation says why it moved.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import supersession
+from .kernels import resolve_order
+from .model import Hit
+from .scoring import CompiledPolicy
+
+
+def resolve_hits(cp: CompiledPolicy, hits: list[Hit], sims: Sequence[float]) -> tuple[list[Hit], dict[str, str]]:
+    """``hits`` (best first; ``sims``: each one's cosine to the query) in the
+    order resolution gives, and ``{id: id of the hit it was placed before}``."""
+    m = len(hits)
+    if not cp.resolves or m < 2:
+        return hits, {}
+    mems = [h.memory for h in hits]
+    type_ids: dict[str, int] = {}
+    tag_ids: dict[str, int] = {}
+    width = max(len(x.tags) for x in mems)
+    tags = np.full((m, width), -1, np.int32)
+    for j, x in enumerate(mems):
+        for w, t in enumerate(x.tags):
+            tags[j, w] = tag_ids.setdefault(t, len(tag_ids))
+    order, before = resolve_order(
+        np.asarray(sims, np.float64), np.array([x.created_at for x in mems], np.float64),
+        np.array([x.confidence for x in mems], np.float64),
+        np.array([type_ids.setdefault(x.memory_type, len(type_ids)) for x in mems], np.int64),
+        tags, cp.resolve_margin, cp.resolve_tag_margin, cp.resolve_min_gap, cp.resolve_conf_margin)
+    moved = {hits[j].id: hits[b].id for j, b in enumerate(before.tolist()) if b >= 0}
+    return [hits[j] for j in order.tolist()], moved
+
+
+def order_marked(catalog: Any, ns: str, hits: list[Hit], marked: Sequence[str]) -> list[Hit]:
+    """``hits`` with each superseded one (``marked``: their ids) placed right
+    after the memory that superseded it, where that one is a hit and ranks
+    lower. Reads the marks from the catalog (only when a hit is marked)."""
+    if not marked:
+        return hits
+    by = {mid: info.superseded_by for mid, info in supersession.marks_of(catalog, ns, marked).items()
+          if info.superseded_by is not None}
+    out = list(hits)
+    for _ in range(len(out)):  # a chain (a by b by c) settles in at most len(out) passes
+        changed = False
+        pos = {h.id: i for i, h in enumerate(out)}
+        for old_id, new_id in by.items():
+            i, j = pos.get(old_id), pos.get(new_id)
+            if i is not None and j is not None and i < j:
+                out.insert(j, out.pop(i))  # after new_id, which moved up one place
+                pos = {h.id: p for p, h in enumerate(out)}
+                changed = True
+        if not changed:
+            break
+    return out
+
+
+def annotate_resolution(hits: Sequence[Hit], moved: dict[str, str]) -> None:
+    """Say in the explanations of explained ``hits`` what resolution moved:
+    ``moved`` maps a hit's id to the id of the older hit it was placed before."""
+    from dataclasses import replace
+
+    after = {old: new for new, old in moved.items()}
+    for h in hits:
+        if h.explain is None:
+            continue
+        notes = []
+        if h.id in moved:
+            notes.append(f"placed before {moved[h.id]}: an older statement of the same type that answers about as"
+                         " well (policy supersession.resolve_margin)")
+        if h.id in after:
+            notes.append(f"ranked after {after[h.id]}: a newer statement of the same type that answers about as"
+                         " well (policy supersession.resolve_margin)")
+        if notes:
+            h._set_explain(replace(h.explain, resolution="; ".join(notes)))
