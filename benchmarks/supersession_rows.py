@@ -1,0 +1,96 @@
+"""Issue 27's rows: suites g (temporal drift) and h (logged conversations)
+under the supersession mechanisms tried, every row printed.
+
+    .venv/bin/python benchmarks/supersession_rows.py [--suites g,h] [--users N] [--json OUT]
+
+MiniLM embeddings (the `embed` extra); each workload is embedded once. Rows:
+the former default (write-time automatic supersession at 0.7/0.6, marks
+only expire), automatic supersession off alone, marks that demote alone,
+the default (all of issue 27), and margins and gaps around it. Suite i (the
+relations workload) has its own runner: `tierstore bench --suite i`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+FORMER = {"types": {t: {"supersede_above": 0.7, "supersede_above_shared_tag": 0.6} for t in ("fact", "preference")},
+          "supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None}}
+AUTO_OFF = {"supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None}}
+DEMOTE_ONLY = {"supersession": {"resolve_margin": None, "resolve_margin_shared_tag": None}}
+
+VARIANTS: list[tuple[str, dict[str, Any] | None, bool]] = [  # name, policy, all four hint conditions
+    ("former default (auto 0.7/0.6, marks expire)", FORMER, True),
+    ("auto off, nothing else", AUTO_OFF, False),
+    ("auto off + marks demote (x0.5), no resolution", DEMOTE_ONLY, False),
+    ("default (resolve margin 0.1 / tag 0.3, gap 1 h, x0.5)", None, True),
+    ("resolve margin 0.05", {"supersession": {"resolve_margin": 0.05}}, False),
+    ("resolve margin 0.15", {"supersession": {"resolve_margin": 0.15}}, False),
+    ("resolve gap 0", {"supersession": {"resolve_min_gap": 0}}, False),
+    ("resolve gap 1 d", {"supersession": {"resolve_min_gap": 86400}}, False),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--suites", default="g,h")
+    ap.add_argument("--users", type=int, default=None, help="users per suite (g: 40, h: 30)")
+    ap.add_argument("--only", default=None, help="comma-separated variant numbers (0-based)")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    from tierstore.bench.common import BenchConfig
+    from tierstore.policy import Policy
+
+    cfg = BenchConfig(progress=False)
+    picked = VARIANTS if args.only is None else [VARIANTS[int(i)] for i in args.only.split(",")]
+    out: list[dict[str, Any]] = []
+
+    def emit(suite: str, cond: str, name: str, row: dict[str, Any], t: float) -> None:
+        row = {"suite": suite, "condition": cond, "variant": name, "seconds": round(t, 1), **row}
+        out.append(row)
+        keys = [k for k in ("stale_hit_at_1", "live_recall_at_5", "live_at_1", "long_lived_recall_at_5",
+                            "noise_at_1", "wrongly_retired", "recall_at_10", "stale_hit_at_1_current",
+                            "stale_hit_at_1_current_mid") if row.get(k) is not None]
+        print(f"{suite} {cond:10s} {name:58s} " + " ".join(f"{k}={row[k]:.3f}" for k in keys), flush=True)
+
+    if "g" in args.suites:
+        from tierstore.bench import forgetting as g
+
+        users = args.users or 40
+        wl = g.drift_workload(users, 90, seed=61)
+        mv, qv = g.embed_workload(wl, g.make_embedder("minilm"), cfg)
+        for name, pol, all_conds in picked:
+            policy = Policy.from_dict(pol) if pol else None
+            conds = [("untagged", {"tags": False}), ("tagged", {"tags": True})]
+            if all_conds:
+                conds += [("key=", {"key": True}), ("supersedes", {"supersedes": True})]
+            for cond, kw in conds:
+                t0 = time.perf_counter()
+                s = g.score_tierstore(wl, mv, qv, cfg, policy=policy, name=name, **kw)
+                r = s.row()
+                r["wrongly_retired"] = s.retired.get("wrong_share") if s.retired else None
+                emit("g", cond, name, r, time.perf_counter() - t0)
+    if "h" in args.suites:
+        from tierstore.bench import conversation as h
+
+        users = args.users or 30
+        wl = h.conversation_workload(users, 60, seed=83)
+        tv, qv = h.embed_conversations(wl, h.make_embedder("minilm"), cfg)
+        plain = h.score_plain(wl, tv, qv, 10).row()
+        emit("h", "plain", "plain similarity, nothing forgotten", plain, 0.0)
+        for name, pol, _ in picked:
+            t0 = time.perf_counter()
+            v = h.TierVariant(f"{name}", policy=pol)
+            emit("h", "conv", name, h.score_tierstore(wl, tv, qv, cfg, v, 10).row(), time.perf_counter() - t0)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
