@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--read-hits", action="store_true", help="read every hit's id and score")
     ap.add_argument("--explain", action="store_true", help="search(explain=True)")
     ap.add_argument("--store", type=Path, default=ROOT / ".benchmarks" / "ab-store")
+    ap.add_argument("--default-policy", action="store_true",
+                    help="open each copy with its version's Policy.default() (else the policy the store recorded, "
+                         "read as each version reads it); both copies are then separate from --store")
     args = ap.parse_args(argv)
     if not args.store.exists():
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "search_ratio.py"), "--n", "100000",
@@ -68,14 +71,19 @@ def main(argv: list[str] | None = None) -> int:
         export_old(args.old_rev, tmp)
         sys.path.insert(0, str(tmp))
         shutil.copytree(args.store, tmp / "store-old", ignore=shutil.ignore_patterns("LOCK"))
+        new_path = args.store
+        if args.default_policy:  # opening with another policy rewrites lifetimes: never in the saved store
+            new_path = tmp / "store-new"
+            shutil.copytree(args.store, new_path, ignore=shutil.ignore_patterns("LOCK"))
         import tierstore
         import tierstore_old  # type: ignore[import-not-found]
 
         def open_store(mod, path):
             hot = mod.HotSettings(hnsw_m=16, hnsw_ef_construction=200, hnsw_ef_search=64)
-            return mod.TierStore.open(path, clock=mod.ManualClock(), settings=mod.Settings(hot=hot))
+            policy = mod.Policy.default() if args.default_policy else None
+            return mod.TierStore.open(path, clock=mod.ManualClock(), settings=mod.Settings(hot=hot), policy=policy)
 
-        new, old = open_store(tierstore, args.store), open_store(tierstore_old, tmp / "store-old")
+        new, old = open_store(tierstore, new_path), open_store(tierstore_old, tmp / "store-old")
         try:
             # Each version is timed against raw calls on its own index: the two
             # copies of the graph sit in different memory, and one warmed by

@@ -65,7 +65,8 @@ def test_a_deduplicating_store_or_an_unknown_type_is_refused(tmp_path, store):
     with TierStore.open(tmp_path / "d", dim=8) as deduping:
         with pytest.raises(StoreConfigError, match="dedupe"):
             TierStoreVectorStore(deduping, EMB)
-    with TierStore.open(tmp_path / "a", dim=8, policy=Policy.from_dict({"dedupe": "off"})) as superseding:
+    auto = Policy.from_dict({"dedupe": "off", "types": {"fact": {"supersede_above": 0.7}}})  # off by default now
+    with TierStore.open(tmp_path / "a", dim=8, policy=auto) as superseding:
         with pytest.raises(StoreConfigError, match="supersedes similar memories automatically"):
             TierStoreVectorStore(superseding, EMB)
     with pytest.raises(UnknownMemoryTypeError):

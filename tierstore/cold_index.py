@@ -23,6 +23,8 @@ read in two stages, no int8 codes; the default ``m``); see
 
 from __future__ import annotations
 
+import math
+
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -189,11 +191,24 @@ class ColdIndex:
         self._generation: dict[str, int] = {}
         self._epoch = 0
         self._load_locks: dict[str, threading.Lock] = {}
+        # Namespaces that may have codes (None: not known): primed by the
+        # store's writer at open, grown by every invalidation, so that a
+        # namespace with nothing archived is known to be empty without a read.
+        self._with_codes: set[str] | None = None
 
     @property
     def nbytes(self) -> int:
         """Bytes of the loaded codes and row ids."""
         return self._nbytes
+
+    def prime(self) -> None:
+        """Read which namespaces have codes (one query), so that
+        :meth:`count_if_loaded` and :meth:`count` answer 0 for the others
+        without a read. Only for the store's writer: every later change of
+        the codes goes through its :meth:`invalidate`."""
+        names = {str(r[0]) for r in self._query("SELECT DISTINCT ns FROM cold_codes", ())}
+        with self._lock:
+            self._with_codes = names
 
     def invalidate(self, ns: str | None = None) -> None:
         """Forget the loaded codes of ``ns`` (every namespace when None)."""
@@ -202,7 +217,10 @@ class ColdIndex:
                 self._epoch += 1
                 self._loaded.clear()
                 self._nbytes = 0
+                self._with_codes = None
                 return
+            if self._with_codes is not None:
+                self._with_codes.add(ns)
             self._generation[ns] = self._generation.get(ns, 0) + 1
             old = self._loaded.pop(ns, None)
             if old is not None:
@@ -212,11 +230,31 @@ class ColdIndex:
         """:meth:`count` if the namespace's codes are loaded, else None (loading reads the catalog)."""
         with self._lock:
             entry = self._loaded.get(ns)
-        return None if entry is None else int(entry.rids.shape[0])
+            if entry is None:
+                return 0 if self._with_codes is not None and ns not in self._with_codes else None
+        return int(entry.rids.shape[0])
 
     def count(self, ns: str) -> int:
         """Cold memories of ``ns`` with a code (loads the namespace)."""
-        return int(self._codes(check_namespace(ns)).rids.shape[0])
+        check_namespace(ns)
+        with self._lock:
+            if self._with_codes is not None and ns not in self._with_codes and ns not in self._loaded:
+                return 0
+        return int(self._codes(ns).rids.shape[0])
+
+    def best_estimate(self, ns: str, q: np.ndarray, first_stage: int = 64) -> float:
+        """An estimate of the best cosine similarity between the unit query
+        ``q`` and the archived memories of ``ns``, from their codes alone (no
+        object-store read): the ``first_stage`` nearest codes in Hamming
+        distance, then each one's sign score over ``sqrt(2·d/π)``, the sign
+        score's expected value per unit of cosine (exact for isotropic
+        vectors; MiniLM's differ by a few hundredths). ``-inf`` when the
+        namespace has nothing archived. Loads the namespace."""
+        entry = self._codes(ns)
+        if entry.rids.shape[0] == 0:
+            return -math.inf
+        rows, _ = hamming_topk(sign_code(q), entry.codes, first_stage, _NO_MASK)
+        return float(sign_scores(q, entry.codes, rows).max()) / math.sqrt(2.0 * self.dim / math.pi)
 
     def candidates(self, ns: str, query_vector: Any, m: int, allowed_rids: Any = None, *,
                    first_stage: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -294,6 +294,10 @@ def finish_open(eng: Engine, *, policy_changed: bool) -> None:
     to every memory, old due times repaired, the hot tier preloaded."""
     catalog = eng._catalog
     eng._save_clock()
+    # what a search that must not wait asks first: whether a namespace has
+    # warm shards or archived memories, known from now on without a read
+    eng._warm.refresh()
+    eng._cold_index.prime()
     repair_supersessions(eng)
     if policy_changed:
         reapply_policy(eng)

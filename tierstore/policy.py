@@ -158,6 +158,7 @@ class SupersessionPolicy:
 # its behaviour unless the user opts in (Policy.from_stored_json).
 SUPERSESSION_BEFORE_RESOLUTION = {"superseded_factor": 1.0, "resolve_margin": None,
                                   "resolve_margin_shared_tag": None}
+SCORING_BEFORE_COLD_ESTIMATE = {"cold_estimate": False}
 
 
 @dataclass(frozen=True)
@@ -241,6 +242,14 @@ class ScoringPolicy:
     # and found 4 points more long-lived facts on g; 0.7 cost live@1 on g.
     include_cold: bool | str = "auto"
     cold_similarity_bar: float = 0.6
+    # "auto" also reaches the cold tier when the archive may hold a memory
+    # that matches as well as the hits found: the best archived memory's
+    # similarity estimated from its sign code (no object-store read) is at
+    # least the least similar hit's minus cold_estimate_slack. Without it, a
+    # rarely asked fact, archived when its lifetime ran out, was found only
+    # when nothing recent matched above the bar (suite i: issue 27).
+    cold_estimate: bool = True
+    cold_estimate_slack: float = 0.05
     # When the cold tier is searched, the archived memories more similar to the
     # query than every hot and warm hit rank first (among themselves by the
     # fused score), then the rest by the fused score: an archived memory that
@@ -351,6 +360,9 @@ class Policy:
             sd = data.get("supersession")
             if isinstance(sd, dict) and "resolve_margin" not in sd:
                 data = {**data, "supersession": {**SUPERSESSION_BEFORE_RESOLUTION, **sd}}
+            sc = data.get("scoring")
+            if isinstance(sc, dict) and "cold_estimate" not in sc:
+                data = {**data, "scoring": {**SCORING_BEFORE_COLD_ESTIMATE, **sc}}
         return _parse_policy(data)
 
     @classmethod
@@ -710,8 +722,10 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
                 values["weights"] = w
             elif k == "recency_half_life":
                 values["recency_half_life_seconds"] = parse_duration(v, key)
-            elif k in ("record_access", "record_access_cold", "similar_first"):
+            elif k in ("record_access", "record_access_cold", "similar_first", "cold_estimate"):
                 values[k] = _bool(v, key)
+            elif k == "cold_estimate_slack":
+                values[k] = _number(v, key, lo=0.0, hi=1.0)
             elif k == "include_cold":
                 if not (v == "auto" or isinstance(v, bool)):
                     raise PolicyError(f"{key}: expected \"auto\", true or false, got {v!r}")

@@ -89,6 +89,7 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
                            + (eng._cold_index.count(ns) if eng._cold_searchable else 0)))
         hot.lock.acquire_read()  # released below, as try_read's is
     moved: dict[str, str] | None = None  # resolution's moves, where not read off the kernel's R_BEFORE
+    estimate_note: str | None = None  # why the archive may rank (policy scoring.cold_estimate)
     try:
         ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
         hits = hot.hits(ranked, cp, explain)
@@ -97,6 +98,11 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         # tier is not wanted: off, or "auto" with k hits, one as similar as the bar
         hot_alone = not warm_shards and (cold_mode is False or (
             cold_mode == "auto" and len(hits) >= k and ranked.rf[C.R_RAW].max() >= sc.cold_similarity_bar))
+        if hot_alone and cold_mode == "auto" and sc.cold_estimate and eng._cold_searchable:
+            estimate_note = archive_may_rank(eng, ns, query, ranked, sc, in_memory_only)
+            if estimate_note is _UNKNOWN:
+                return None  # the archive's codes are not loaded: the caller searches again where it may wait
+            hot_alone = estimate_note is None
         if in_memory_only and not hot_alone:  # no warm shard to merge: refused above
             if eng._cold_searchable and eng._cold_index.count_if_loaded(ns) != 0:
                 return None  # nothing recorded: the caller searches again where it may wait
@@ -137,9 +143,12 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         merged += [(w.hit.score, w.similarity, 1, i, w.hit, w) for i, w in enumerate(warm) if w.hit.id not in seen]
         seen.update(w.hit.id for w in warm)
     best = max((m[1] for m in merged), default=-math.inf)
-    if cold_mode is True or (cold_mode == "auto" and (best < sc.cold_similarity_bar or len(merged) < k)):
+    if cold_mode is True or (cold_mode == "auto" and (best < sc.cold_similarity_bar or len(merged) < k
+                                                      or estimate_note is not None)):
         if cold_mode is True:
             note = "include_cold=True"
+        elif estimate_note is not None and best >= sc.cold_similarity_bar and len(merged) >= k:
+            note = estimate_note
         elif best < sc.cold_similarity_bar:
             note = (f"hot and warm answered weakly: best similarity {best:.2f} < {sc.cold_similarity_bar:g} "
                     "(policy scoring.cold_similarity_bar)" if merged else "hot and warm hold nothing that matches")
@@ -168,6 +177,29 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         supersession.annotate_explains(eng._catalog, ns, result, _factor(cp))
         annotate_resolution(result, moved)
     return result
+
+
+_UNKNOWN = "unknown"  # archive_may_rank: the codes are not loaded and may not be loaded here
+
+
+def archive_may_rank(eng: Engine, ns: str, query: Any, ranked: Any, sc: Any, in_memory_only: bool) -> str | None:
+    """Why the cold tier may hold a memory as similar as the hot hits
+    (``ranked``): its best code's estimated cosine is at least the least
+    similar hit's minus ``sc.cold_estimate_slack``; ``None`` when it cannot,
+    or the namespace has nothing archived; :data:`_UNKNOWN` when
+    ``in_memory_only`` and the namespace's codes are not loaded."""
+    index = eng._cold_index
+    n = index.count_if_loaded(ns) if in_memory_only else index.count(ns)
+    if n is None:
+        return _UNKNOWN
+    if n == 0:
+        return None
+    est = index.best_estimate(ns, check_vector(query, eng.dim, "query"))
+    kth = float(ranked.rf[C.R_RAW].min())
+    if est < kth - sc.cold_estimate_slack:
+        return None
+    return (f"an archived memory may match as well: estimated similarity {est:.2f} >= {kth:.2f} (the least similar"
+            f" hit) - {sc.cold_estimate_slack:g} (policy scoring.cold_estimate)")
 
 
 # the row of rank_and_gather's float result holding each hit's per-memory TTL (0: superseded)
