@@ -154,6 +154,7 @@ def test_metrics_on_hand_computed_rankings():
     assert out["kept@5"] == 0.5  # plain has both allergies in its top 5, the candidate one
     assert out["history@5"] == 0.0  # the old employer is not among qeh's hits
     assert out["retired"] == 0.5  # peanuts: its only statement superseded; shellfish: a2 cold but a2r live
+    assert out["retired by mark"] == 0.5  # peanuts again; shellfish's a2 is archived, not marked
     assert out["marked"] == pytest.approx(1 / 3)  # a1 of a1, a2, a2r
     assert out["stale marked"] == 0.5  # e1 marked, h1 not
     assert out["live marked"] == 0.0  # e2 live; h2 deleted, not marked
@@ -217,7 +218,12 @@ def test_suite_registered_and_runs(tmp_path):
     names = [r["row"] for r in res.data["rows"]]
     assert names == ["plain similarity, drift", "default policy, drift, no hints",
                      "default policy, drift, tags=[relation]", "default policy, drift, key=subject:relation",
-                     "plain similarity, safety (no drift)", "default policy, safety (no drift), no hints"]
+                     "diagnostic: automatic supersession off, drift, no hints",
+                     "plain similarity, safety (no drift)", "default policy, safety (no drift), no hints",
+                     "diagnostic: automatic supersession off, safety (no drift), no hints"]
     assert all(r["households"] == 1 and r["memories"] > 0 and r["questions"] > 0 for r in res.data["rows"])
     title, header, cells = res.tables[0]
-    assert header == rel.HEADER and len(cells) == 6 and "relations" in title
+    assert header == rel.HEADER and len(cells) == 8 and "relations" in title
+    assert all(len(c) == len(header) for c in cells)
+    off = res.data["rows"][4]  # automatic supersession off: nothing is marked
+    assert off["marked"] == 0.0 and off["retired by mark"] == 0.0 and off["stale marked"] == 0.0

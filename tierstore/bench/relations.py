@@ -35,6 +35,9 @@ hits):
     of the multi-valued values, the share with no statement left live at the
     end: every statement of the value was marked superseded, archived (cold)
     or deleted (whatever the cause: supersession or lifetime);
+``retired by mark``
+    the same, counting only supersession marks (every statement of the value
+    marked superseded): the part of ``retired`` that is issue 27's;
 ``marked``
     of the multi-valued statements, the share marked superseded (the issue-27
     failure itself, apart from lifetimes);
@@ -47,6 +50,10 @@ hits):
 Rows: plain similarity; the default policy with no hints (drift), with tags
 naming the relation, with keys on single-valued relations; and the
 safety-only variant (``drift=False``: nothing changes), plain and default.
+With ``i.diagnostic`` (default on), each variant also gets a row with
+automatic supersession off (the default policy otherwise): not a proposal,
+it separates what supersession costs from what lifetimes (TTL archiving)
+cost.
 :func:`evaluate` runs one configuration for scripts.
 """
 
@@ -276,7 +283,7 @@ def retirement(wl: RelationsWorkload, state: Mapping[str, str] | None, alias: Ma
                ) -> dict[str, float]:
     """``retired``, ``marked``, ``stale marked`` and ``live marked`` (see the module docstring)."""
     if state is None:
-        return {"retired": 0.0, "marked": 0.0, "stale marked": 0.0 if wl.drift else math.nan,
+        return {"retired": 0.0, "retired by mark": 0.0, "marked": 0.0, "stale marked": 0.0 if wl.drift else math.nan,
                 "live marked": 0.0}
     al = alias or {}
 
@@ -294,6 +301,7 @@ def retirement(wl: RelationsWorkload, state: Mapping[str, str] | None, alias: Ma
             single.setdefault((m.ns, m.subject, m.relation), []).append((m.t, m.value, m.id))
     statements = [i for ids in multi_values.values() for i in ids]
     retired = [all(st(i) in RETIRED_STATES for i in ids) for ids in multi_values.values()]
+    by_mark = [all(st(i) == "superseded" for i in ids) for ids in multi_values.values()]
     marked = [st(i) == "superseded" for i in statements]
     stale_m: list[bool] = []
     live_m: list[bool] = []
@@ -306,7 +314,8 @@ def retirement(wl: RelationsWorkload, state: Mapping[str, str] | None, alias: Ma
         # the newest value counts as marked when every statement of it is (a restatement that took over
         # from the first statement of the same value is no harm)
         live_m.append(all(st(i) == "superseded" for _, value, i in stmts if value == newest))
-    return {"retired": _mean([float(x) for x in retired]), "marked": _mean([float(x) for x in marked]),
+    return {"retired": _mean([float(x) for x in retired]), "retired by mark": _mean([float(x) for x in by_mark]),
+            "marked": _mean([float(x) for x in marked]),
             "stale marked": _mean([float(x) for x in stale_m]), "live marked": _mean([float(x) for x in live_m])}
 
 
@@ -331,8 +340,9 @@ def evaluate(policy: Any = None, *, households: int = 30, days: int = 90, seed: 
 
 
 HEADER = ["row", "stale@1", "live@1", "live@5", "multi live@5", "current live@5", "kept@5", "history@5", "retired",
-          "marked", "stale marked", "live marked", "mid live@5", "mid stale@1", "households", "memories", "questions"]
-KEYS = ["stale@1", "live@1", "live@5", "multi live@5", "current live@5", "kept@5", "history@5", "retired", "marked",
+          "retired by mark", "marked", "stale marked", "live marked", "mid live@5", "mid stale@1", "households", "memories", "questions"]
+KEYS = ["stale@1", "live@1", "live@5", "multi live@5", "current live@5", "kept@5", "history@5", "retired",
+        "retired by mark", "marked",
         "stale marked", "live marked", "mid live@5", "mid stale@1"]
 
 
@@ -360,10 +370,19 @@ def _row(name: str, wl: RelationsWorkload, rankings: Rankings, plain: Rankings |
     return row
 
 
+def no_auto_supersession() -> Any:
+    """The default policy with automatic supersession off for facts and preferences (diagnostic rows)."""
+    from ..policy import Policy
+
+    return Policy.from_dict({"types": {t: {"supersede_above": "off", "supersede_above_shared_tag": "off"}
+                                       for t in ("fact", "preference")}})
+
+
 def run(cfg: BenchConfig) -> SuiteResult:
     households = int(cfg.size("i.households", 30, 8))
     days = int(cfg.size("i.days", 90, 90))
     kind = str(cfg.sizes.get("i.embedder", "auto"))
+    diagnostic = bool(cfg.size("i.diagnostic", True, True))
     seed = cfg.seed + DEFAULT_SEED
     res = SuiteResult("i", "forgetting quality on multi-valued and changing relations")
     rows: list[dict[str, Any]] = []
@@ -382,6 +401,10 @@ def run(cfg: BenchConfig) -> SuiteResult:
             name = f"default policy, {tag}, " + {"none": "no hints", "tags": "tags=[relation]",
                                                    "key": "key=subject:relation"}[hints]
             rows.append(_row(name, wl, run_.rankings, plain, run_))
+        if diagnostic:
+            run_ = store_rankings(base, vec, cfg, no_auto_supersession(), label=f"{tag}, no auto-supersession")
+            rows.append(_row(f"diagnostic: automatic supersession off, {tag}, no hints", base, run_.rankings, plain,
+                             run_))
         counts[tag] = base.counts()
     elapsed = time.perf_counter() - t0
     label = embedder_name(kind)
@@ -394,7 +417,8 @@ def run(cfg: BenchConfig) -> SuiteResult:
         "live@5: multi-valued and current-value questions, first hit live / share of live values among 5 hits; "
         "kept@5: of the multi-valued values plain similarity has in its top 5, the share the row has too; "
         "history@5: older values of a changed relation among 5 hits ('where did X work before?'); retired: "
-        "multi-valued values with every statement superseded, archived or deleted at the end; marked: "
+        "multi-valued values with every statement superseded, archived or deleted at the end; retired by mark: every "
+        "statement marked superseded; marked: "
         "multi-valued statements marked superseded; stale marked: single-valued statements of replaced "
         "values marked superseded; live marked: single-valued relations whose newest value has every statement "
         "marked superseded.")
