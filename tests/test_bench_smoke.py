@@ -40,7 +40,8 @@ def test_bench_runs_and_prints_ratios(tmp_path, capsys):
 
 def test_suite_selection():
     assert parse_suites("forgetting,a", quick=True) == ["g", "a"]
-    assert parse_suites(None, quick=False) == list("abcdefgh")
+    assert parse_suites(None, quick=False) == list("abcdefghi")
+    assert parse_suites("relations", quick=True) == ["i"]
     assert parse_suites("conversation", quick=True) == ["h"]
 
 

@@ -10,6 +10,7 @@ Suites (``--suite a,b,...``; default: all):
   f  add_batch vs raw add_items and Chroma add
   g  forgetting quality on a temporal-drift workload (alias: forgetting)
   h  forgetting quality on logged multi-session conversations (alias: conversation)
+  i  forgetting quality on multi-valued and changing relations (alias: relations)
 
 Every timing is a ratio candidate / baseline measured in the same run,
 interleaved; the table also gives the absolute medians, sizes, cores and
@@ -38,8 +39,9 @@ SUITES: dict[str, tuple[str, str]] = {
     "f": ("ingest", "add_batch vs add_items and Chroma add"),
     "g": ("forgetting", "forgetting quality on a temporal-drift workload"),
     "h": ("conversation", "forgetting quality on logged conversations"),
+    "i": ("relations", "forgetting quality on multi-valued and changing relations"),
 }
-ALIASES = {"forgetting": "g", "conversation": "h", "search": "a", "chroma": "b", "langchain": "c", "namespaces": "d",
+ALIASES = {"forgetting": "g", "conversation": "h", "relations": "i", "search": "a", "chroma": "b", "langchain": "c", "namespaces": "d",
            "cleanup": "e", "sweep": "e", "ingest": "f"}
 QUICK_DEFAULT = ["a", "b", "c", "d", "e", "g"]
 
@@ -62,7 +64,7 @@ def parse_suites(spec: str | None, quick: bool) -> list[str]:
         p = ALIASES.get(p, p)
         if p not in SUITES:
             raise SystemExit(f"tierstore bench: unknown suite {part!r} "
-                             f"(choose from {', '.join(SUITES)}, forgetting, conversation)")
+                             f"(choose from {', '.join(SUITES)}, forgetting, conversation, relations)")
         if p not in out:
             out.append(p)
     return out
@@ -119,7 +121,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``tierstore bench`` (shared with the CLI's subcommand)."""
     p.add_argument("--quick", action="store_true", help="smaller sizes: a few minutes on 2 cores")
     p.add_argument("--suite", default=None,
-                   help="comma-separated suites: a,b,c,d,e,f,g,h (g = forgetting, h = conversation); default all")
+                   help="comma-separated suites: a,b,c,d,e,f,g,h,i (g = forgetting, h = conversation, "
+                        "i = relations); default all")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON")
     p.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     p.add_argument("--workdir", default=None, help="where temporary stores go (default: the system temp dir)")
