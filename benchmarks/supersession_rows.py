@@ -7,7 +7,10 @@ MiniLM embeddings (the `embed` extra); each workload is embedded once. Rows:
 the former default (write-time automatic supersession at 0.7/0.6, marks
 only expire), automatic supersession off alone, marks that demote alone,
 the default (all of issue 27), and margins and gaps around it. Suite i (the
-relations workload) has its own runner: `tierstore bench --suite i`.
+relations workload, households with several true values per relation and
+changing ones; `tierstore bench --suite i` has its rows before issue 27) runs
+with ``--suites i``: drift untagged (and tagged, key= for the main rows) and
+the safety variant (nothing changes).
 """
 
 from __future__ import annotations
@@ -21,13 +24,20 @@ from typing import Any
 FORMER = {"types": {t: {"supersede_above": 0.7, "supersede_above_shared_tag": 0.6} for t in ("fact", "preference")},
           "supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None}}
 AUTO_OFF = {"supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None}}
+NO_USE = {"similarity": 0.75, "recency": 0.0, "confidence": 0.15, "context": 0.10, "weight": 0.0}
 DEMOTE_ONLY = {"supersession": {"resolve_margin": None, "resolve_margin_shared_tag": None}}
 
 VARIANTS: list[tuple[str, dict[str, Any] | None, bool]] = [  # name, policy, all four hint conditions
     ("former default (auto 0.7/0.6, marks expire)", FORMER, True),
     ("auto off, nothing else", AUTO_OFF, False),
     ("auto off + marks demote (x0.5), no resolution", DEMOTE_ONLY, False),
-    ("default (resolve margin 0.1 / tag 0.3, gap 1 h, x0.5)", None, True),
+    ("auto off + cold estimate, no resolution, marks expire",
+     {"supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None}}, False),
+    ("default without the cold estimate", {"scoring": {"cold_estimate": False}}, False),
+    ("default (resolve margin 0.1 / tag 0.3, gap 1 h, x0.5, cold estimate)", None, True),
+    ("no use factors in the score (recency 0, weight 0)", {"scoring": {"weights": NO_USE}}, True),
+    ("no use factors, resolve margin 0.15", {"scoring": {"weights": NO_USE}, "supersession": {"resolve_margin": 0.15}},
+     False),
     ("resolve margin 0.05", {"supersession": {"resolve_margin": 0.05}}, False),
     ("resolve margin 0.15", {"supersession": {"resolve_margin": 0.15}}, False),
     ("resolve gap 0", {"supersession": {"resolve_min_gap": 0}}, False),
@@ -37,7 +47,7 @@ VARIANTS: list[tuple[str, dict[str, Any] | None, bool]] = [  # name, policy, all
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--suites", default="g,h")
+    ap.add_argument("--suites", default="i,g,h")
     ap.add_argument("--users", type=int, default=None, help="users per suite (g: 40, h: 30)")
     ap.add_argument("--only", default=None, help="comma-separated variant numbers (0-based)")
     ap.add_argument("--json", default=None)
@@ -52,10 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     def emit(suite: str, cond: str, name: str, row: dict[str, Any], t: float) -> None:
         row = {"suite": suite, "condition": cond, "variant": name, "seconds": round(t, 1), **row}
         out.append(row)
-        keys = [k for k in ("stale_hit_at_1", "live_recall_at_5", "live_at_1", "long_lived_recall_at_5",
+        keys = [k for k in ("stale@1", "live@1", "live@5", "kept@5", "history@5", "retired", "retired by mark",
+                            "stale_hit_at_1", "live_recall_at_5", "live_at_1", "long_lived_recall_at_5",
                             "noise_at_1", "wrongly_retired", "recall_at_10", "stale_hit_at_1_current",
                             "stale_hit_at_1_current_mid") if row.get(k) is not None]
-        print(f"{suite} {cond:10s} {name:58s} " + " ".join(f"{k}={row[k]:.3f}" for k in keys), flush=True)
+        print(f"{suite} {cond:10s} {name:58s} " + " ".join(f"{k.replace(' ', '_')}={row[k]:.3f}" for k in keys), flush=True)
 
     if "g" in args.suites:
         from tierstore.bench import forgetting as g
@@ -74,6 +85,21 @@ def main(argv: list[str] | None = None) -> int:
                 r = s.row()
                 r["wrongly_retired"] = s.retired.get("wrong_share") if s.retired else None
                 emit("g", cond, name, r, time.perf_counter() - t0)
+    if "i" in args.suites:
+        from tierstore.bench import relations as i_suite
+
+        households = args.users or 30
+        for name, pol, all_conds in picked:
+            policy = Policy.from_dict(pol) if pol else None
+            conds = [("drift", {"drift": True, "hints": "none"}), ("safety", {"drift": False, "hints": "none"})]
+            if all_conds:
+                conds += [("tags", {"drift": True, "hints": "tags"}), ("key=", {"drift": True, "hints": "key"})]
+            for cond, kw in conds:
+                t0 = time.perf_counter()
+                m = i_suite.evaluate(policy, households=households, cfg=cfg, **kw)
+                emit("i", cond, name, {k: m[k] for k in ("stale@1", "live@1", "live@5", "kept@5", "history@5",
+                                                        "retired", "retired by mark", "marked")},
+                     time.perf_counter() - t0)
     if "h" in args.suites:
         from tierstore.bench import conversation as h
 

@@ -68,10 +68,13 @@ def test_a_retired_statement_stays_retired_and_a_slot_keeps_its_key(tmp_path, cl
     try:
         assert counts["inserted"] == 4 and counts["marks"] == 2
         assert _supersessions(fresh) == sorted([(old_plan, new_plan, "explicit"), (paris, berlin, "key")])
-        # the retired statements stay out of search (the cold pass skips them) ...
+        # the retired statements stay retired: still found (true history), demoted, after what replaced them ...
         for name, mid in (("paris", paris), ("old_plan", old_plan)):
-            hits = fresh.search("u", v[name], k=5, include_cold=True, record_access=False)
-            assert mid not in _ids(hits)
+            hits = fresh.search("u", v[name], k=5, include_cold=True, record_access=False, explain=True)
+            ex = hits[_ids(hits).index(mid)].explain
+            assert ex.superseded_by in (berlin, new_plan) and ex.superseded_factor == 0.5
+        ids = _ids(fresh.search("u", v["old_plan"], k=5, include_cold=True, record_access=False))
+        assert ids.index(new_plan) < ids.index(old_plan)
         assert _ids(fresh.search("u", v["new_plan"], k=1, include_cold=True, record_access=False)) == [new_plan]
         # ... restore by id still reaches them
         assert fresh.restore("u", ids=[paris]) == [paris]

@@ -99,7 +99,7 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         hot_alone = not warm_shards and (cold_mode is False or (
             cold_mode == "auto" and len(hits) >= k and ranked.rf[C.R_RAW].max() >= sc.cold_similarity_bar))
         if hot_alone and cold_mode == "auto" and sc.cold_estimate and eng._cold_searchable:
-            estimate_note = archive_may_rank(eng, ns, query, ranked, sc, in_memory_only)
+            estimate_note = archive_may_rank(eng, ns, query, float(ranked.rf[C.R_RAW].min()), sc, in_memory_only)
             if estimate_note is _UNKNOWN:
                 return None  # the archive's codes are not loaded: the caller searches again where it may wait
             hot_alone = estimate_note is None
@@ -143,6 +143,10 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         merged += [(w.hit.score, w.similarity, 1, i, w.hit, w) for i, w in enumerate(warm) if w.hit.id not in seen]
         seen.update(w.hit.id for w in warm)
     best = max((m[1] for m in merged), default=-math.inf)
+    if cold_mode == "auto" and estimate_note is None and sc.cold_estimate and eng._cold_searchable \
+            and best >= sc.cold_similarity_bar and len(merged) >= k:
+        kth = min(m[1] for m in sorted(merged, key=lambda m: (-m[0], -m[1], m[2], m[3]))[:k])
+        estimate_note = archive_may_rank(eng, ns, q, kth, sc, False)
     if cold_mode is True or (cold_mode == "auto" and (best < sc.cold_similarity_bar or len(merged) < k
                                                       or estimate_note is not None)):
         if cold_mode is True:
@@ -182,10 +186,10 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
 _UNKNOWN = "unknown"  # archive_may_rank: the codes are not loaded and may not be loaded here
 
 
-def archive_may_rank(eng: Engine, ns: str, query: Any, ranked: Any, sc: Any, in_memory_only: bool) -> str | None:
-    """Why the cold tier may hold a memory as similar as the hot hits
-    (``ranked``): its best code's estimated cosine is at least the least
-    similar hit's minus ``sc.cold_estimate_slack``; ``None`` when it cannot,
+def archive_may_rank(eng: Engine, ns: str, query: Any, kth: float, sc: Any, in_memory_only: bool) -> str | None:
+    """Why the cold tier may hold a memory as similar as the hits found
+    (``kth``: the least similar of them): its best code's estimated cosine
+    is at least ``kth - sc.cold_estimate_slack``; ``None`` when it cannot,
     or the namespace has nothing archived; :data:`_UNKNOWN` when
     ``in_memory_only`` and the namespace's codes are not loaded."""
     index = eng._cold_index
@@ -195,7 +199,6 @@ def archive_may_rank(eng: Engine, ns: str, query: Any, ranked: Any, sc: Any, in_
     if n == 0:
         return None
     est = index.best_estimate(ns, check_vector(query, eng.dim, "query"))
-    kth = float(ranked.rf[C.R_RAW].min())
     if est < kth - sc.cold_estimate_slack:
         return None
     return (f"an archived memory may match as well: estimated similarity {est:.2f} >= {kth:.2f} (the least similar"
