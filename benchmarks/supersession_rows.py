@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         keys = [k for k in ("stale@1", "live@1", "live@5", "kept@5", "history@5", "retired", "retired by mark",
                             "stale_hit_at_1", "live_recall_at_5", "live_at_1", "long_lived_recall_at_5",
                             "noise_at_1", "wrongly_retired", "recall_at_10", "stale_hit_at_1_current",
-                            "stale_hit_at_1_current_mid") if row.get(k) is not None]
+                            "stale_hit_at_1_current_mid") if isinstance(row.get(k), float)]
         print(f"{suite} {cond:10s} {name:58s} " + " ".join(f"{k.replace(' ', '_')}={row[k]:.3f}" for k in keys), flush=True)
 
     if "g" in args.suites:

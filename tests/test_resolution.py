@@ -180,3 +180,37 @@ def test_supersession_keys_read_as_documented():
     assert p.supersession.superseded_factor == 0.25
     assert Policy.from_dict(p.to_dict()) == p  # a round trip keeps every key
     assert Policy.from_dict({"supersession": {"resolve_min_gap": 0}}).supersession.resolve_min_gap == 0.0
+
+
+def test_content_words_and_same_wording():
+    from tierstore.resolution import content_words, same_wording
+
+    assert content_words("Frank's sister lives in Madrid.") == {"frank", "sister", "lives", "madrid"}
+    job_a, job_b = content_words("Frank works at Acme"), content_words("Frank now works at Globex")
+    assert same_wording(job_a, job_b)  # subject and relation shared, the value differs
+    assert not same_wording(job_a, content_words("Frank was born on May 3"))  # the subject alone
+    assert not same_wording(content_words("the"), content_words("a the"))  # nothing with content
+
+
+def test_the_same_wording_margin_resolves_further_apart_only_for_alike_statements(tmp_path, rng):
+    clock = ManualClock(T0)
+    pol = {"supersession": {"resolve_margin_same_wording": 0.3}}
+    with open_store(tmp_path / "s", clock, pol) as store:
+        q = unit(rng)
+        old = store.add("u", "Frank works at Acme", near(rng, q, 0.9), memory_type="fact")
+        other = store.add("u", "Frank was born in May", near(rng, q, 0.88), memory_type="fact")
+        clock.advance(2 * 3600)
+        new = store.add("u", "Frank works at Globex", near(rng, q, 0.7), memory_type="fact")
+        born = store.add("u", "Frank likes his birthday cake", near(rng, q, 0.69), memory_type="fact")
+        for include_cold in (False, True):
+            hits = store.search("u", q, k=4, include_cold=include_cold, explain=True)
+            ids = [h.id for h in hits]
+            assert ids.index(new) < ids.index(old), include_cold  # 0.2 apart, same wording: resolved
+            assert ids.index(other) < ids.index(born), include_cold  # unlike wording: left by score
+            assert old in hits[ids.index(new)].explain.resolution
+    with open_store(tmp_path / "t", clock) as store:  # off by default: 0.2 apart is beyond the margin
+        q = unit(rng)
+        old = store.add("u", "Frank works at Acme", near(rng, q, 0.9), memory_type="fact")
+        clock.advance(2 * 3600)
+        new = store.add("u", "Frank works at Globex", near(rng, q, 0.7), memory_type="fact")
+        assert [h.id for h in store.search("u", q, k=2)] == [old, new]

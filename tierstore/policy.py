@@ -152,12 +152,16 @@ class SupersessionPolicy:
     # taken as one replacing the other: statements of one session describe
     # different things far more often than they correct each other.
     resolve_min_gap: float = 3600.0
+    # A wider margin for two statements that share their wording (at least
+    # two content words, half the shorter one's: "Frank works at Acme",
+    # "Frank works at Globex"): the differing words are the value. None: off.
+    resolve_margin_same_wording: float | None = None
 
 
 # An older stored policy (before issue 27) read with these: a store keeps
 # its behaviour unless the user opts in (Policy.from_stored_json).
 SUPERSESSION_BEFORE_RESOLUTION = {"superseded_factor": 1.0, "resolve_margin": None,
-                                  "resolve_margin_shared_tag": None}
+                                  "resolve_margin_shared_tag": None, "resolve_margin_same_wording": None}
 SCORING_BEFORE_COLD_ESTIMATE = {"cold_estimate": False}
 
 
@@ -759,7 +763,7 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
         values = asdict(supersession)
         for k, v in sd.items():
             key = f"supersession.{k}"
-            if k in ("resolve_margin", "resolve_margin_shared_tag"):
+            if k in ("resolve_margin", "resolve_margin_shared_tag", "resolve_margin_same_wording"):
                 values[k] = None if v is None or v is False else _number(v, key, lo=0.0, hi=1.0)
             elif k == "superseded_factor":
                 values[k] = _number(v, key, lo=0.0, hi=1.0, lo_open=True)

@@ -17,6 +17,7 @@ explanation says why it moved.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 import numpy as np
@@ -91,3 +92,57 @@ def annotate_resolution(hits: Sequence[Hit], moved: dict[str, str]) -> None:
                          " well (policy supersession.resolve_margin)")
         if notes:
             h._set_explain(replace(h.explain, resolution="; ".join(notes)))
+
+
+_WORD = re.compile(r"[^\W_]+")
+_STOP = frozenset("""a an the is are was were be been being am at in on of for to from by with and or but not no
+now still also just then than that this these those it its he she they them his her their my your our i you we me
+him us do does did has have had will would can could should may might very really so as into about over after
+before since until while""".split())
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The words of ``text`` that carry content: lower case, possessive 's
+    dropped, without the small function words of :data:`_STOP`."""
+    out = set()
+    for w in _WORD.findall(text.lower()):
+        if w == "s" or w in _STOP:
+            continue
+        out.add(w)
+    return frozenset(out)
+
+
+def same_wording(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Whether two statements share their subject and relation wording: at
+    least two content words in common, half the shorter one's."""
+    shared = len(a & b)
+    return shared >= 2 and 2 * shared >= min(len(a), len(b))
+
+
+def resolve_by_wording(cp: CompiledPolicy, hits: list[Hit], sims: dict[str, float]) -> tuple[list[Hit], dict[str, str]]:
+    """A second pass of resolution with the wider margin
+    ``supersession.resolve_margin_same_wording``, for pairs whose texts share
+    their wording (:func:`same_wording`): the differing words are the value."""
+    margin = cp.resolve_word_margin
+    if margin < 0 or len(hits) < 2:
+        return hits, {}
+    mems = [h.memory for h in hits]
+    words = [content_words(x.content) for x in mems]
+    gap, conf_margin = cp.resolve_min_gap, cp.resolve_conf_margin
+
+    def replaces(j: int, i: int) -> bool:
+        a, b = mems[j], mems[i]
+        return (a.memory_type == b.memory_type and a.created_at - b.created_at >= gap
+                and a.confidence >= b.confidence - conf_margin and sims[hits[j].id] >= sims[hits[i].id] - margin
+                and same_wording(words[j], words[i]))
+
+    placed: list[int] = []
+    moved: dict[str, str] = {}
+    for j in range(len(hits)):
+        at = next((p for p, i in enumerate(placed) if replaces(j, i)), None)
+        if at is None:
+            placed.append(j)
+        else:
+            moved[hits[j].id] = hits[placed[at]].id
+            placed.insert(at, j)
+    return [hits[j] for j in placed], moved

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import embedding as _embedding
 from . import supersession, tier_search
-from .resolution import annotate_resolution, order_marked, resolve_hits
+from .resolution import annotate_resolution, order_marked, resolve_by_wording, resolve_hits
 from .engine import Engine
 from .errors import InvalidInputError, ReadOnlyStoreError, StoreClosedError
 from .hot import HotNamespace
@@ -93,6 +93,8 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     try:
         ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
         hits = hot.hits(ranked, cp, explain)
+        col_sims = dict(zip((h.id for h in hits), ranked.rf[C.R_RAW].tolist())) \
+            if cp.resolve_word_margin >= 0.0 and len(hits) > 1 else {}
         warm_shards = include_warm and bool(eng._warm.shards(ns))
         # hot alone answers when there is no warm tier to merge and the cold
         # tier is not wanted: off, or "auto" with k hits, one as similar as the bar
@@ -126,6 +128,10 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
             slots = ranked.ri[C.R_SLOT].tolist()
             id_of = dict(zip(slots, (h.id for h in hits)))
             moved = {id_of[s]: id_of[b] for s, b in zip(slots, ranked.ri[C.R_BEFORE].tolist()) if b >= 0}
+        if cp.resolve_word_margin >= 0.0 and len(hits) > 1:
+            hits, more = resolve_by_wording(cp, hits, col_sims)
+            if more:
+                moved = {**(moved or {}), **more}
         if cp.marks_rank and hits and 0.0 in ranked.rf[_R_TTL_OVERRIDE].tolist():  # a superseded hit
             hits = order_marked(eng._catalog, ns, hits, [h.id for h in hits if h.memory.ttl_seconds == 0.0])
         if eng._trace is not None:
@@ -173,6 +179,9 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     if record_access:
         record_hits(eng, ns, hot, top, now, access_cold)
     result, moved = resolve_hits(cp, [m[4] for m in top], [m[1] for m in top])
+    if cp.resolve_word_margin >= 0.0 and len(result) > 1:
+        result, more = resolve_by_wording(cp, result, {m[4].id: m[1] for m in top})
+        moved.update(more)
     if cp.marks_rank:
         result = order_marked(eng._catalog, ns, result, [h.id for h in result if h.memory.ttl_seconds == 0.0])
     if eng._trace is not None:

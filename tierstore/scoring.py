@@ -90,6 +90,7 @@ class CompiledPolicy:
         self.resolve_tag_margin = -1.0 if tag_margin is None else tag_margin
         self.resolve_min_gap = sup.resolve_min_gap
         self.resolve_conf_margin = sup.confidence_margin
+        self.resolve_word_margin = -1.0 if sup.resolve_margin_same_wording is None else sup.resolve_margin_same_wording
         self.resolves = sup.resolve_margin is not None or tag_margin is not None
         base[C.P_RESOLVE] = 1.0 if self.resolves else 0.0
         base[C.P_RESOLVE_MARGIN] = self.resolve_margin
