@@ -264,3 +264,11 @@ def test_the_vector_store_over_tierstore_serve_with_the_adapters_policy(tmp_path
             RemoteStore(server.url, token=TOKEN) as remote:
         with pytest.raises(StoreConfigError, match="--policy docs/examples/policy-adapters.toml"):
             TierStoreVectorStore(remote, _Angles())
+
+
+def test_the_adapters_policy_file_is_adapter_policy():
+    from tierstore.integrations import adapter_policy
+
+    policy_file = Path(__file__).resolve().parents[1] / "docs" / "examples" / "policy-adapters.toml"
+    p = Policy.from_file(policy_file)
+    assert p == adapter_policy() and p.supersession.resolve_margin is None and p.dedupe == "off"

@@ -445,7 +445,8 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path):
     with TierStore.open(tmp_path / "d", dim=DIM) as deduping:
         with pytest.raises(StoreConfigError, match="dedupe"):
             TierStoreStore(deduping)
-    with TierStore.open(tmp_path / "a", dim=DIM, policy=Policy.from_dict({"dedupe": "off"})) as superseding:
+    auto = Policy.from_dict({"dedupe": "off", "types": {"fact": {"supersede_above": 0.7}}})  # off by default now
+    with TierStore.open(tmp_path / "a", dim=DIM, policy=auto) as superseding:
         with pytest.raises(StoreConfigError, match="supersedes similar memories automatically"):
             TierStoreStore(superseding)
 

@@ -88,19 +88,25 @@ def test_comparison_explains_each_difference(example):
     assert "policy-forget-faster forgets sooner" in text
 
 
-def test_automatic_supersession_is_what_cuts_the_stale_hits_of_the_trace(tmp_path):
-    """The same trace, the default policy against the default with automatic
-    supersession of facts off: the stale answers come back, nothing else that
-    is scored changes, and the explanation names the bar."""
-    off = tmp_path / "no-auto-supersession.toml"
-    off.write_text('[types.fact]\nsupersede_above = "off"\n')
-    default, no_auto = simulate(TRACE, [Policy.default(), off])
-    assert no_auto.stale_hits > 20 and default.stale_hits == 0
-    assert default.live_recall == no_auto.live_recall == 1.0
-    text = format_comparison([default, no_auto])
+def test_query_time_resolution_cuts_the_stale_hits_of_the_trace_as_automatic_supersession_did(tmp_path):
+    """The same trace: the default policy (query-time resolution, no
+    automatic supersession), the former default (automatic supersession of
+    facts at 0.7, nothing resolved) and neither: without both the stale
+    answers come back, nothing else that is scored changes, and the
+    explanation names what differs."""
+    auto = tmp_path / "auto-supersession.toml"
+    auto.write_text('[types.fact]\nsupersede_above = 0.7\nsupersede_above_shared_tag = 0.6\n[scoring]\ncold_estimate = false\n'
+                    '[supersession]\nresolve_margin = false\nresolve_margin_shared_tag = false\n'
+                    'superseded_factor = 1.0\n')
+    neither = tmp_path / "neither.toml"
+    neither.write_text('[supersession]\nresolve_margin = false\nresolve_margin_shared_tag = false\n')
+    default, former, none = simulate(TRACE, [Policy.default(), auto, neither])
+    assert none.stale_hits > 20 and default.stale_hits == 0 and former.stale_hits == 0
+    assert default.live_recall == former.live_recall == none.live_recall == 1.0
+    text = format_comparison([default, none])
     stale_line = next(line for line in text.splitlines() if line.strip().startswith("stale hits:"))
-    assert stale_line.startswith(f"  stale hits: {no_auto.stale_hits} more searches answered first by a superseded")
-    assert "fact automatic supersession bar 0.7 → off" in stale_line and "conversation" not in stale_line
+    assert stale_line.startswith(f"  stale hits: {none.stale_hits} more searches answered first by a superseded")
+    assert "supersession resolution margin 0.1 → off" in stale_line
 
 
 def test_cli_simulate_prints_the_comparison(capsys):

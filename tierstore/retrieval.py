@@ -166,8 +166,11 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
             note = f"hot and warm answered weakly: {len(merged)} of the {k} hits asked for"
         cold = search_cold(eng, ns, q, k, ctx, allowed, min_conf, now, explain, note)
         merged += [(c.hit.score, c.similarity, 2, i, c.hit, c) for i, c in enumerate(cold) if c.hit.id not in seen]
-        if sc.similar_first:  # archived memories that match better than anything recent first, in the cold order
-            # (not a superseded one: it ranks by its demoted score, after what replaced it)
+        if sc.similar_first and note is not estimate_note:
+            # archived memories that match better than anything recent first, in the cold order, when hot
+            # and warm answered weakly (not when only the estimate sent the search here: the hits found
+            # matched well, and the archive competes by score), and not a superseded one (it ranks by its
+            # demoted score, after what replaced it)
             merged.sort(key=lambda m: (False, -m[5].order, m[3])
                         if m[2] == 2 and m[1] > best and m[5].row.ttl_seconds != 0.0
                         else (True, -m[0], -m[1], m[2], m[3]))

@@ -563,8 +563,14 @@ def policy_changes(a: Policy, b: Policy, types: set[str] | None = None) -> list[
                 out.append(Change("supersession", f"{name} {label} {'off' if x is None else x} → "
                                   f"{'off' if y is None else y}", -1 if yv < xv else 1, name))
     if a.supersession != b.supersession:
-        out.append(Change("supersession", "supersession confidence margin "
-                          f"{a.supersession.confidence_margin:g} → {b.supersession.confidence_margin:g}", 0))
+        labels = {"confidence_margin": "confidence margin", "superseded_factor": "superseded factor",
+                  "resolve_margin": "resolution margin", "resolve_margin_shared_tag": "resolution margin with a shared tag",
+                  "resolve_min_gap": "resolution gap", "resolve_margin_same_wording": "resolution margin, same wording"}
+        for field, label in labels.items():
+            x, y = getattr(a.supersession, field), getattr(b.supersession, field)
+            if x != y:
+                show = [("off" if v is None else dur(v) if field == "resolve_min_gap" else f"{v:g}") for v in (x, y)]
+                out.append(Change("supersession", f"supersession {label} {show[0]} → {show[1]}", 0))
     if a.dedupe != b.dedupe:
         out.append(Change("dedupe", f"dedupe {a.dedupe} → {b.dedupe}", 0))
     return out

@@ -5,8 +5,11 @@ under an id is what is read back under it. Two of tierstore's default
 behaviours break that promise and are turned off for the adapters' store:
 merging exact duplicates (``dedupe``: a document with another's content would
 be stored under the other's id) and automatic supersession (a document very
-similar to another would retire it). Explicit supersession stays available
-to code that calls the store itself.
+similar to another would retire it; off by default since issue 27, and
+kept off here whatever the default). Query-time resolution, which may place
+a newer item before a better-scoring older one, is off too: the frameworks
+return results by score. Explicit supersession stays available to code that
+calls the store itself.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ def adapter_policy(**overrides: Any) -> Policy:
     types = {name: {"supersede_above": "off"} for name in Policy.default().types}
     for name, spec in dict(overrides.pop("types", {})).items():
         types[name] = {**types.get(name, {}), **spec}
-    return Policy.from_dict({"dedupe": "off", "types": types, **overrides})
+    # results in the framework's order (by score): query-time resolution off
+    supersession = {"resolve_margin": None, "resolve_margin_shared_tag": None, **dict(overrides.pop("supersession", {}))}
+    return Policy.from_dict({"dedupe": "off", "types": types, "supersession": supersession, **overrides})
 
 
 def check_adapter_policy(policy: Policy, what: str, *, served: bool = False) -> None:
