@@ -267,6 +267,8 @@ def test_the_vector_store_over_tierstore_serve_with_the_adapters_policy(tmp_path
 
 
 def test_the_adapters_policy_file_is_adapter_policy():
+    from pathlib import Path
+
     from tierstore.integrations import adapter_policy
 
     policy_file = Path(__file__).resolve().parents[1] / "docs" / "examples" / "policy-adapters.toml"
