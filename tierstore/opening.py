@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 
-from . import ownership, supersession
+from . import keywords, ownership, supersession
 from .catalog import EVENT_SQL, MEMORY_COLUMNS, Catalog, MemoryRow
 from .catalog import sql_time as _sql_time
 from .clock import Clock, SystemClock
@@ -216,8 +216,8 @@ def same_policy(stored: str, policy: Policy) -> bool:
     key's default) is the same policy and nothing is recomputed. A stored
     policy this version cannot read is not the same."""
     try:
-        return Policy.from_json(stored) == policy
-    except PolicyError:
+        return keywords.stored_policy(stored) == policy
+    except (PolicyError, ValueError):
         return False
 
 
@@ -250,7 +250,7 @@ def open_writable(make: Callable[..., T], root: Path, *, dim: int | None, policy
         if embedder is not None:
             check_against_record(embedder, catalog.get_meta("embedder"), str(root))
         stored_policy = catalog.get_meta("policy")
-        effective = policy or (Policy.from_json(stored_policy) if stored_policy else Policy.default())
+        effective = policy or (keywords.stored_policy(stored_policy) if stored_policy else Policy.default())
         types_in_use = {r[0] for r in catalog.query("SELECT DISTINCT memory_type FROM memories")}
         missing = sorted(types_in_use - set(effective.type_names))
         if missing:
@@ -330,7 +330,7 @@ def open_readonly(make: Callable[..., T], root: Path, *, dim: int | None, policy
                 raise StoreConfigError(f"the store at {root} has dimension {stored_dim}; the embedder "
                                        f"{embedder.name!r} makes vectors of dimension {embedder.dim}")
             check_against_record(embedder, catalog.get_meta("embedder"), str(root))
-        effective = Policy.from_json(stored_policy)
+        effective = keywords.stored_policy(stored_policy)
         if policy is not None and policy != effective:
             raise StoreConfigError("a read-only open cannot apply a different policy (it would recompute "
                                    "every memory's lifetime); open it for writing, or without policy=")

@@ -229,6 +229,12 @@ class ScoringPolicy:
     # of newer statements no longer coming before older ones (suite h:
     # stale-hit@1 0.293 -> 0.400 at the same recall; docs/benchmarks.md).
     cold_order: str = "fused"
+    # The keyword signal (issue 28): when a search has text, its similarity
+    # factor is ``(1 - keyword_weight)·cosine + keyword_weight·keywords``,
+    # keywords being the memory's BM25 over the query's words divided by
+    # the best of the query's (tierstore/hybrid.py). 0: meaning alone. A
+    # policy stored before this key existed is read with 0 (keywords.stored_policy).
+    keyword_weight: float = 0.6
 
 
 def _default_types() -> dict[str, TypePolicy]:
@@ -683,6 +689,8 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
                 if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                     raise PolicyError(f"{key}: expected an integer >= 1, got {v!r}")
                 values[k] = v
+            elif k == "keyword_weight":
+                values[k] = _number(v, key, lo=0.0, hi=1.0)
             elif k == "floor":
                 values[k] = _number(v, key, lo=0.0, hi=0.5)
             else:
