@@ -91,9 +91,11 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
     kw_by_id = {mid: (bm, bm / best_bm) for _, mid, _, bm in found}
 
     hot = eng._hot.ensure(ns)
-    total = hot.live + sum(info.count for info in eng._warm.shards(ns)) + (
-        eng._cold_index.count(ns) if eng._cold_searchable else 0)
-    k = max(1, min(k, max(total, len(found))))  # k sizes the kernels' buffers
+    shards = eng._warm.shards(ns)
+    if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
+        total = hot.live + sum(info.count for info in shards) + (
+            eng._cold_index.count(ns) if eng._cold_searchable else 0)
+        k = max(1, min(k, max(total, len(found))))
     cosines: dict[str, float] = {}
     hot.lock.acquire_read()
     try:
@@ -107,7 +109,7 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
         cosines[h.id] = hot_cos[i]
     seen = {h.id for h in hits}
     best_cos = max(hot_cos, default=-math.inf)
-    if include_warm and eng._warm.shards(ns):
+    if include_warm and shards:
         warm, warm_cos = _rank_warm(eng, ns, q, k, ctx, allowed, min_conf, now, explain, by_tier[TIER_WARM], w)
         for i, rh in enumerate(warm):
             if rh.hit.id not in seen:
@@ -198,16 +200,22 @@ def _rank_hot(hot: HotNamespace, q: np.ndarray, k: int, eng: Engine, ctx: Any, a
                 cand = np.flatnonzero(hot.I[C.I_ALIVE, : hot.n]).astype(np.int64)
                 cand_cos = hot.vectors_of(cand).astype(np.float64) @ q
                 want = live
-        extra = ~np.isin(kw_slots, cand)
-        slots = np.concatenate([cand, kw_slots[extra]])
-        cos = np.concatenate([cand_cos, kw_cos[extra]])
-        norm = np.zeros(slots.shape[0])
+        norm = np.zeros(cand.shape[0] + kw_slots.shape[0])
         if kw_slots.size:
-            pos = {s: j for j, s in enumerate(kw_slots.tolist())}
-            for j, s in enumerate(slots.tolist()):
-                p = pos.get(s)
-                if p is not None:
-                    norm[j] = kw_norm[p]
+            at = {s: j for j, s in enumerate(cand.tolist())}
+            extra = []
+            for p, s in enumerate(kw_slots.tolist()):
+                j = at.get(s)
+                if j is None:
+                    extra.append(p)
+                    j = cand.shape[0] + len(extra) - 1
+                norm[j] = kw_norm[p]
+            slots = np.concatenate([cand, kw_slots[extra]])
+            cos = np.concatenate([cand_cos, kw_cos[extra]])
+            norm = norm[: slots.shape[0]]
+        else:
+            slots, cos = cand, cand_cos
+            norm = norm[: slots.shape[0]]
         fused = fuse(cos, norm, w)
         rf, ri, _ = rank_and_gather(q, slots, fused, hot.F, hot.I, hot.tags, ctx.packed[0], ctx.packed_tags,
                                     allowed, now, min_conf, k)
