@@ -29,11 +29,14 @@ Categories (those of :class:`~tierstore.bench.conversation.Score`):
 * ``passing`` — an episode told in the last five weeks, asked at the end.
 
 The generator is seeded, independent of suite h's, and was fixed (committed)
-before any weight was tried on it. (Its first version had one or two episodes
-a day; every scorer, cosine alone included, found 0.999-1.000 of the
-evidence, so it could tell nothing apart. This version, five episodes a day
-— each template ~35 times per user — was made before any keyword weight
-ran on either version; docs/benchmarks.md has both.)
+before any weight was tried on it. (Its first version had one or two short
+one-sentence episodes a day; every scorer, cosine alone included, found
+0.999-1.000 of the evidence. The second had five a day, each template ~35
+times per user: cosine alone 0.995. In this third version each statement
+sits in a long message among two to four other sentences of the day (the
+assistant's acknowledgement likewise), as people write. The versions were
+judged by the cosine-alone and BM25-alone rows only; no TierStore weight ran
+on the first two; docs/benchmarks.md has every version's rows.)
 """
 
 from __future__ import annotations
@@ -86,6 +89,31 @@ ASSISTANT_TALK = [
     "Good morning! Sorry to hear that — want me to keep today light?", "Got it.", "You're welcome!",
     "Here's a quick one: pasta with garlic, lemon and spinach, ready in fifteen minutes.",
     "Sure — here's a short, polite decline you can send.", "Sleep well!", "Happy to help.",
+]
+
+
+# What a long message says besides its news: people write several things in one message, so the
+# sentence that matters is one of three to five (the assistant answers them all).
+LIFE = [
+    "ugh, what a day", "the printer at work jammed again and my manager wants the slides by noon",
+    "I finally finished that novel, the ending was a letdown", "the kids have a cold so nobody slept",
+    "traffic on the ring road was a nightmare this morning", "I'm trying to cut down on coffee, day three",
+    "my sister sent photos of the new puppy, it's adorable", "the heating in the flat is broken again",
+    "we're thinking about repainting the kitchen, maybe a pale green", "I signed up for a pottery class",
+    "the quarterly report is finally done", "I keep forgetting to water the plants", "work is calm this week",
+    "my knee has been bothering me after the runs", "I need to renew the car insurance soon",
+    "the new neighbours are very friendly", "I started learning Spanish on an app", "it's been raining all week",
+    "we watched a great documentary about octopuses", "I'm behind on my emails, as usual",
+    "the landlord finally fixed the window", "thinking of getting a standing desk",
+    "anyway, any ideas for dinner tonight?", "also, remind me to call the bank tomorrow",
+    "what a week it's been", "I should really go to bed earlier", "my phone battery dies by lunch now",
+]
+HELP = [
+    "For dinner, a quick stir-fry with whatever vegetables you have works well.",
+    "I'll remind you about the bank tomorrow morning.", "Sorry about the rough night — hope everyone feels better.",
+    "Pale green sounds lovely for a kitchen.", "Congratulations on finishing the report!",
+    "A standing desk can help; alternate sitting and standing through the day.",
+    "Good luck with the pottery class!", "If the knee keeps hurting, it may be worth seeing a physio.",
 ]
 
 
@@ -172,6 +200,9 @@ class _Log:
              f"What was the booking reference for the {city} ferry?"),
         ]
         st, echo, change, echo2, q = table[kind]
+        st, echo = self.wrap(st, LIFE), self.wrap(echo, HELP)
+        if change is not None:
+            change, echo2 = self.wrap(change, LIFE), self.wrap(echo2, HELP)
         attribute = f"ep{slot}"
         m = float(r.uniform(0, 600))
         first = [self.say(day, m, "user", st, "fact", attribute, 0)]
@@ -195,6 +226,13 @@ class _Log:
                 "distractor")
         self._plan_questions(day, first, out[1][1][1] if changed else None, attribute, q)
         return out
+
+    def wrap(self, sentence: str, pool: list[str]) -> str:
+        """The sentence among two to four others of the day, as a long message says it."""
+        r = self.rng
+        before = [str(x) for x in r.choice(pool, int(r.integers(1, 3)), replace=False)]
+        after = [str(x) for x in r.choice(pool, int(r.integers(1, 3)), replace=False)]
+        return " ".join(x if x[-1] in ".!?" else x + "." for x in [*before, sentence, *after])
 
     def _plan_questions(self, day: int, first: list[str], second: list[str] | None, attribute: str, q: str) -> None:
         end = T0 + self.days * DAY + 20 * HOUR
