@@ -44,7 +44,7 @@ from tierstore.bench.conversation import (  # noqa: E402
     score_tierstore,
 )
 from tierstore.bench.forgetting import make_embedder  # noqa: E402
-from tierstore.keywords import fts_query  # noqa: E402
+from tierstore.keywords import fts_query, query_words  # noqa: E402
 
 
 def plain_rows(wl, tv, qv, weights, k=10) -> list[Score]:
@@ -55,10 +55,25 @@ def plain_rows(wl, tv, qv, weights, k=10) -> list[Score]:
     user = np.array([tr.user for tr in wl.turns])
     when = np.array([tr.t for tr in wl.turns])
     stored = _stored_identity(wl)
+    n_docs = len(wl.turns)
+    df: dict[str, int] = {}
+
+    def ideal(words: list[str]) -> float:
+        """FTS5's BM25 of a document of average length holding each word once: the query's best possible."""
+        total = 0.0
+        for w in words:
+            if w not in df:
+                df[w] = conn.execute("SELECT count(*) FROM t WHERE t MATCH ?", ('"' + w + '"',)).fetchone()[0]
+            d = df[w]
+            total += max(1e-6, np.log((n_docs - d + 0.5) / (d + 0.5)))
+        return total
+
     scores = {"bm25": Score("BM25 alone (no forgetting)"),
               "rrf": Score("reciprocal-rank fusion, k=60 (no forgetting)")}
     for w in weights:
         scores[w] = Score(f"fused (1-w)·cos + w·bm25/best, w={w} (no forgetting)")
+    for w in weights:
+        scores[("ideal", w)] = Score(f"fused (1-w)·cos + w·min(1, bm25/ideal), w={w} (no forgetting)")
     by_user = {u: np.flatnonzero(user == u) for u in np.unique(user)}
     for j, q in enumerate(wl.questions):
         idx = by_user[q.user]
@@ -89,6 +104,11 @@ def plain_rows(wl, tv, qv, weights, k=10) -> list[Score]:
         for w in weights:
             fused = (1 - w) * np.clip(cos, 0, 1) + w * kwn
             scores[w].record(q, [ids[o] for o in np.argsort(-fused, kind="stable")[:k]], stored, k)
+        top = ideal(query_words(q.text)) if expr is not None else 0.0
+        kwi = np.minimum(1.0, bm / top) if top > 0 else bm
+        for w in weights:
+            fused = (1 - w) * np.clip(cos, 0, 1) + w * kwi
+            scores[("ideal", w)].record(q, [ids[o] for o in np.argsort(-fused, kind="stable")[:k]], stored, k)
     return list(scores.values())
 
 
@@ -101,6 +121,7 @@ def main() -> None:
     ap.add_argument("--plain-weights", default="0.2,0.3,0.4,0.5,0.6,0.7,0.8")
     ap.add_argument("--no-tierstore", action="store_true")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--cache", type=Path, help="keep the vectors here (the same workload and embedder: not again)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     if args.workload == "h":
@@ -108,7 +129,15 @@ def main() -> None:
     else:
         wl = chatlog_workload(args.users, 60, seed=1)
     emb = make_embedder(args.embedder)
-    tv, qv = embed_conversations(wl, emb, BenchConfig(progress=False))
+    cache = None if args.cache is None else args.cache / f"{args.workload}-{args.users}-{embedder_label(emb)[:8]}.npz"
+    if cache is not None and cache.exists():
+        z = np.load(cache)
+        tv, qv = z["tv"], z["qv"]
+    else:
+        tv, qv = embed_conversations(wl, emb, BenchConfig(progress=False))
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(cache, tv=tv, qv=qv)
     print(f"{args.workload}: {len(wl.turns)} turns, {len(wl.questions)} questions, embedder {embedder_label(emb)}, "
           f"embedded in {time.perf_counter() - t0:.0f} s", flush=True)
     scores = [score_plain(wl, tv, qv)]

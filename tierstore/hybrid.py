@@ -78,17 +78,18 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
     w = float(sc.keyword_weight)
     if w <= 0.0:
         return None
-    found = keywords.keyword_candidates(eng._catalog, ns, text, keyword_limit(k))
+    found = keywords.keyword_candidates(eng._catalog, ns, text, keyword_limit(k), with_vectors=True)
     if not found:
         return None
     best_bm = max(f[3] for f in found)
     if not best_bm > 0.0:
         return None
-    by_tier: dict[int, dict[Any, tuple[float, float]]] = {TIER_HOT: {}, TIER_WARM: {}, TIER_COLD: {}}
-    for rid, mid, tier, bm in found:
+    # per tier: hot ones by id (their slots), the others by rid; (bm25, normalised, embedding bytes or None)
+    by_tier: dict[int, dict[Any, tuple[float, float, Any]]] = {TIER_HOT: {}, TIER_WARM: {}, TIER_COLD: {}}
+    for rid, mid, tier, bm, emb in found:
         key = mid if tier == TIER_HOT else rid
-        by_tier.setdefault(tier, {})[key] = (bm, bm / best_bm)
-    kw_by_id = {mid: (bm, bm / best_bm) for _, mid, _, bm in found}
+        by_tier.setdefault(tier, {})[key] = (bm, bm / best_bm, emb)
+    kw_by_id = {f[1]: (f[3], f[3] / best_bm) for f in found}
 
     hot = eng._hot.ensure(ns)
     shards = eng._warm.shards(ns)
@@ -172,7 +173,7 @@ def explained(e: Explain, cos: float, bm: float, kwn: float, w: float) -> Explai
 # -- the tiers -------------------------------------------------------------------------------
 
 def _rank_hot(hot: HotNamespace, q: np.ndarray, k: int, eng: Engine, ctx: Any, allowed: np.ndarray,
-              min_conf: float, now: float, kw: dict[Any, tuple[float, float]], w: float
+              min_conf: float, now: float, kw: dict[Any, tuple[float, float, Any]], w: float
               ) -> tuple[RankedSlots, list[float]]:
     """The hot tier's best ``k`` (hold ``hot.lock.read()``): the vector
     candidates as :meth:`HotNamespace.search` takes them, and the keyword
@@ -183,9 +184,15 @@ def _rank_hot(hot: HotNamespace, q: np.ndarray, k: int, eng: Engine, ctx: Any, a
         return RankedSlots(np.zeros((C.NRF, 0)), np.zeros((C.NRI, 0), np.int64)), []
     sc = eng._policy.scoring
     want = min(live, max(k * sc.oversample, sc.min_candidates, k))
-    kw_slots = np.array([s for s in (hot.slot_of.get(i) for i in kw) if s is not None], np.int64)
-    kw_norm = np.array([kw[hot.ids[s]][1] for s in kw_slots.tolist()], np.float64)
-    kw_cos = (hot.vectors_of(kw_slots) @ q).astype(np.float64) if kw_slots.size else np.zeros(0)
+    slot_of = hot.slot_of
+    kw_ids = [i for i in kw if i in slot_of]
+    kw_slots = np.array([slot_of[i] for i in kw_ids], np.int64)
+    kw_norm = np.array([kw[i][1] for i in kw_ids], np.float64)
+    if kw_ids and all(kw[i][2] is not None for i in kw_ids):  # the catalog's copies of the hot vectors
+        kw_cos = np.frombuffer(b"".join(kw[i][2] for i in kw_ids), "<f4").reshape(len(kw_ids), -1) @ q
+        kw_cos = kw_cos.astype(np.float64)
+    else:
+        kw_cos = (hot.vectors_of(kw_slots) @ q).astype(np.float64) if kw_slots.size else np.zeros(0)
     exact = hot.index is None
     sims = inner_products(q, hot.vectors, hot.n) if exact else None
     while True:
@@ -226,7 +233,7 @@ def _rank_hot(hot: HotNamespace, q: np.ndarray, k: int, eng: Engine, ctx: Any, a
 
 
 def _rank_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
-               now: float, explain: bool, kw: dict[Any, tuple[float, float]], w: float
+               now: float, explain: bool, kw: dict[Any, tuple[float, float, Any]], w: float
                ) -> tuple[list[RowHit], list[float]]:
     """The warm tier's best ``k``: the shards' vector candidates and the warm
     keyword candidates, their live rows, ranked on the fused similarity."""
@@ -245,15 +252,15 @@ def _rank_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: n
             v = r.vector()
             c = float(v @ q) if v is not None else 0.0
         cos.append(c)
-    norm = [kw.get(r.rid, (0.0, 0.0))[1] for r in rows]
+    norm = [kw[r.rid][1] if r.rid in kw else 0.0 for r in rows]
     picked, hits = eng._ranker.rank(rows, fuse(np.array(cos), np.array(norm), w).tolist(), k=k, ctx=ctx,
                                     allowed=allowed, min_conf=min_conf, now=now, explain=explain, tier="warm")
     return hits, [cos[j] for j in picked]
 
 
 def _rank_cold(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
-               now: float, explain: bool, note: str, reach: bool, kw: dict[Any, tuple[float, float]], w: float
-               ) -> tuple[list[RowHit], list[float]]:
+               now: float, explain: bool, note: str, reach: bool, kw: dict[Any, tuple[float, float, Any]],
+               w: float) -> tuple[list[RowHit], list[float]]:
     """The cold tier's best ``k``: the cold index's candidates (when the cold
     tier is reached for the vector's sake) and the cold keyword candidates;
     their rows (still cold, not superseded), exact cosines from the archived
@@ -284,7 +291,7 @@ def _rank_cold(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: n
     if not rows:
         return [], []
     cos = exact_rescore(q, vectors).astype(np.float64)
-    norm = np.array([kw.get(r.rid, (0.0, 0.0))[1] for r in rows])
+    norm = np.array([kw[r.rid][1] if r.rid in kw else 0.0 for r in rows])
     picked, hits = eng._ranker.rank(rows, fuse(cos, norm, w).tolist(), k=k, ctx=ctx, allowed=allowed,
                                     min_conf=min_conf, now=now, explain=explain, tier="cold", note=note,
                                     by_relevance=eng._cp.cold_by_relevance)

@@ -67,31 +67,38 @@ def fts_query(text: str) -> str | None:
 
 
 _CANDIDATES_SQL = (
-    "SELECT m.rid, m.id, m.tier, bm25(memory_text) FROM memory_text JOIN memories m ON m.rid = memory_text.rowid"
+    "SELECT m.rid, m.id, m.tier, bm25(memory_text){} FROM memory_text JOIN memories m ON m.rid = memory_text.rowid"
     " WHERE memory_text MATCH ? AND m.ns = ? ORDER BY rank LIMIT ?"
 )
+_PLAIN_SQL = _CANDIDATES_SQL.format("")
+_WITH_VECTORS_SQL = _CANDIDATES_SQL.format(", m.embedding")
 
 
-def keyword_candidates(catalog: Any, ns: str, text: str, limit: int) -> list[tuple[int, str, int, float]]:
+def keyword_candidates(catalog: Any, ns: str, text: str, limit: int, *, with_vectors: bool = False
+                       ) -> list[tuple[Any, ...]]:
     """The best ``limit`` memories of ``ns`` (any tier) for the words of
     ``text``, best first: ``(rid, id, tier, bm25)`` with ``bm25`` positive
-    (FTS5's score negated: larger matches better). Empty when the text has
-    no word to look for, or the catalog has no keyword index (a read-only
-    open of a store not upgraded yet). ``catalog``: a :class:`Catalog` or an
-    open ``sqlite3.Connection``."""
+    (FTS5's score negated: larger matches better), and with
+    ``with_vectors`` the catalog's embedding bytes (hot and warm memories;
+    None for cold ones) as a fifth field: the row is read anyway, and
+    hnswlib's ``get_items`` costs more than the bytes. Empty when the text
+    has no word to look for, or the catalog has no keyword index (a
+    read-only open of a store not upgraded yet). ``catalog``: a
+    :class:`Catalog` or an open ``sqlite3.Connection``."""
     q = fts_query(text)
     if q is None or limit < 1:
         return []
+    sql = _WITH_VECTORS_SQL if with_vectors else _PLAIN_SQL
     try:
         if isinstance(catalog, sqlite3.Connection):
-            rows = catalog.execute(_CANDIDATES_SQL, (q, ns, int(limit))).fetchall()
+            rows = catalog.execute(sql, (q, ns, int(limit))).fetchall()
         else:
-            rows = catalog.query(_CANDIDATES_SQL, (q, ns, int(limit)))
+            rows = catalog.query(sql, (q, ns, int(limit)))
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return []
         raise
-    return [(int(rid), mid, int(tier), -float(score)) for rid, mid, tier, score in rows]
+    return [(int(r[0]), r[1], int(r[2]), -float(r[3]), *r[4:]) for r in rows]
 
 
 def stored_policy(text: str) -> Any:

@@ -234,7 +234,7 @@ class ScoringPolicy:
     # keywords being the memory's BM25 over the query's words divided by
     # the best of the query's (tierstore/hybrid.py). 0: meaning alone. A
     # policy stored before this key existed is read with 0 (keywords.stored_policy).
-    keyword_weight: float = 0.6
+    keyword_weight: float = 0.3
 
 
 def _default_types() -> dict[str, TypePolicy]:
