@@ -79,6 +79,11 @@ def test_the_index_follows_adds_deletes_supersession_and_every_tier_move(tmp_pat
         assert store.get("u", old).superseded_by == new
         in_step(store)
         assert set(word_ids(store, "u", "Alice works")) >= {old, new}
+        # an update (upsert: the old version deleted, the new inserted, one transaction)
+        store.upsert_batch("u", [{"id": gone + "x", "content": "the bike lock code is 9913", "embedding": unit(rng)}])
+        store.upsert_batch("u", [{"id": gone + "x", "content": "the bike lock code is now 2207", "embedding": unit(rng)}])
+        in_step(store)
+        assert word_ids(store, "u", "2207") == [gone + "x"] and word_ids(store, "u", "9913") == []
         # dedupe: the same content again inserts nothing
         assert store.add("u", "alice keeps her passport in the blue drawer.", unit(rng), memory_type="fact") == fact
         in_step(store)
