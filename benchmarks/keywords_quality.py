@@ -74,6 +74,8 @@ def plain_rows(wl, tv, qv, weights, k=10) -> list[Score]:
         scores[w] = Score(f"fused (1-w)·cos + w·bm25/best, w={w} (no forgetting)")
     for w in weights:
         scores[("ideal", w)] = Score(f"fused (1-w)·cos + w·min(1, bm25/ideal), w={w} (no forgetting)")
+    for w in weights:
+        scores[("floor", w)] = Score(f"fused (1-w)·cos + w·(bm25-floor)/(best-floor), w={w} (no forgetting)")
     by_user = {u: np.flatnonzero(user == u) for u in np.unique(user)}
     for j, q in enumerate(wl.questions):
         idx = by_user[q.user]
@@ -104,6 +106,13 @@ def plain_rows(wl, tv, qv, weights, k=10) -> list[Score]:
         for w in weights:
             fused = (1 - w) * np.clip(cos, 0, 1) + w * kwn
             scores[w].record(q, [ids[o] for o in np.argsort(-fused, kind="stable")[:k]], stored, k)
+        # the store's: the best 50 of the user's keyword matches; floor = the 50th when there were more
+        matched = np.sort(bm[bm > 0])[::-1]
+        floor = matched[49] if matched.shape[0] > 50 else 0.0
+        kwf = np.where(bm > floor, (bm - floor) / (best - floor), 0.0) if best > floor else np.zeros_like(bm)
+        for w in weights:
+            fused = (1 - w) * np.clip(cos, 0, 1) + w * kwf
+            scores[("floor", w)].record(q, [ids[o] for o in np.argsort(-fused, kind="stable")[:k]], stored, k)
         top = ideal(query_words(q.text)) if expr is not None else 0.0
         kwi = np.minimum(1.0, bm / top) if top > 0 else bm
         for w in weights:

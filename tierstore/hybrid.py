@@ -6,12 +6,17 @@ indexes (as a vector search's: hot, warm, and the cold index when the cold
 tier is reached) and from the keyword index over the namespace's memories in
 every tier (:mod:`tierstore.keywords`). Each candidate's similarity factor is
 
-    relevance = (1 - w)·clip(cosine, 0, 1) + w·bm25 / best_bm25
+    relevance = (1 - w)·clip(cosine, 0, 1) + w·(bm25 - floor) / (best - floor)
 
 ``w`` the policy's ``scoring.keyword_weight``, ``bm25`` the memory's BM25
-for the query's words (0 when the keyword index did not return it), divided
-by the best of the query's keyword candidates (so the best keyword match
-scores 1 whatever the query's length). The rest of the score is the
+for the query's words (0 when the keyword index did not return it), ``best``
+the best of the query's keyword candidates (so the best keyword match
+scores 1 whatever the query's length), ``floor`` 0, or the BM25 of the last
+candidate when the index had more than :func:`keyword_limit` matches: a
+word every memory of the namespace holds (the user's name in each of their
+memories) then lifts none of them, only what stands out above the crowd
+counts. When nothing stands out (every candidate ties), the search is by
+meaning alone. The rest of the score is the
 vector search's, by the same kernels: recency, confidence, context and
 weight, the filters and masks, the merge of the tiers (an archived memory
 more relevant than every hot and warm hit first, policy ``similar_first``).
@@ -78,18 +83,26 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
     w = float(sc.keyword_weight)
     if w <= 0.0:
         return None
-    found = keywords.keyword_candidates(eng._catalog, ns, text, keyword_limit(k), with_vectors=True)
+    limit = keyword_limit(k)
+    found = keywords.keyword_candidates(eng._catalog, ns, text, limit, with_vectors=True)
     if not found:
         return None
-    best_bm = max(f[3] for f in found)
-    if not best_bm > 0.0:
-        return None
+    best_bm = found[0][3]
+    # The floor: 0, or the last candidate's BM25 when the index had more to give (a word the
+    # whole namespace shares — the user's own name — matches everything: only what stands out counts)
+    floor = found[-1][3] if len(found) >= limit else 0.0
+    if not best_bm > floor:
+        return None  # nothing stands out: by meaning alone
+    span = best_bm - floor
     # per tier: hot ones by id (their slots), the others by rid; (bm25, normalised, embedding bytes or None)
     by_tier: dict[int, dict[Any, tuple[float, float, Any]]] = {TIER_HOT: {}, TIER_WARM: {}, TIER_COLD: {}}
+    kw_by_id = {}
     for rid, mid, tier, bm, emb in found:
-        key = mid if tier == TIER_HOT else rid
-        by_tier.setdefault(tier, {})[key] = (bm, bm / best_bm, emb)
-    kw_by_id = {f[1]: (f[3], f[3] / best_bm) for f in found}
+        kwn = (bm - floor) / span
+        if kwn <= 0.0:
+            continue
+        by_tier.setdefault(tier, {})[mid if tier == TIER_HOT else rid] = (bm, kwn, emb)
+        kw_by_id[mid] = (bm, kwn)
 
     hot = eng._hot.ensure(ns)
     shards = eng._warm.shards(ns)
