@@ -299,7 +299,8 @@ class TierStore:
         and how). text: the query's words, beside a vector query (a text
         query's own words are used without it): candidates also come from the
         keyword index over the namespace's memories in every tier, and the
-        similarity factor becomes ``(1 - w)·cosine + w·BM25/best BM25`` with
+        similarity factor becomes ``(1 - w)·cosine + w·keywords`` (BM25 over the
+        query's best, above a floor: tierstore.hybrid) with
         ``w`` the policy's ``scoring.keyword_weight``; explain shows
         ``keywords``. A text with no word to look for (empty, stop words)
         or whose words match nothing: by meaning alone.
