@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=40)
     ap.add_argument("--weights", default="0.2,0.3")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--no-baseline", action="store_true", help="leave out the vector-only row")
     args = ap.parse_args()
     t0 = time.perf_counter()
     wl = drift_workload(args.users, 90, seed=61)  # suite g's seed (cfg.seed 0 + 61)
@@ -37,7 +38,8 @@ def main() -> None:
     cfg = BenchConfig(progress=False)
     mv, qv = embed_workload(wl, emb, cfg)
     print(f"g: {len(wl.mems)} memories, {len(wl.queries)} queries, embedder {emb.name}", flush=True)
-    rows = [score_tierstore(wl, mv, qv, cfg, name="tierstore (default policy, no hints), vector only").row()]
+    rows = [] if args.no_baseline else [
+        score_tierstore(wl, mv, qv, cfg, name="tierstore (default policy, no hints), vector only").row()]
     for w in args.weights.split(","):
         pol = Policy.from_dict({"scoring": {"keyword_weight": float(w)}})
         rows.append(score_tierstore(wl, mv, qv, cfg, policy=pol, text_query=True,

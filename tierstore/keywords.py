@@ -66,9 +66,13 @@ def fts_query(text: str) -> str | None:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
+# A superseded memory is no keyword candidate: its words are what the statement that replaced it
+# says too, and BM25 cannot tell the newer (it stays findable by meaning, ranked as a vector search
+# ranks it).
 _CANDIDATES_SQL = (
     "SELECT m.rid, m.id, m.tier, bm25(memory_text){} FROM memory_text JOIN memories m ON m.rid = memory_text.rowid"
-    " WHERE memory_text MATCH ? AND m.ns = ? ORDER BY rank LIMIT ?"
+    " WHERE memory_text MATCH ? AND m.ns = ? AND NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.rid = m.rid)"
+    " ORDER BY rank LIMIT ?"
 )
 _PLAIN_SQL = _CANDIDATES_SQL.format("")
 _WITH_VECTORS_SQL = _CANDIDATES_SQL.format(", m.embedding")
@@ -76,8 +80,8 @@ _WITH_VECTORS_SQL = _CANDIDATES_SQL.format(", m.embedding")
 
 def keyword_candidates(catalog: Any, ns: str, text: str, limit: int, *, with_vectors: bool = False
                        ) -> list[tuple[Any, ...]]:
-    """The best ``limit`` memories of ``ns`` (any tier) for the words of
-    ``text``, best first: ``(rid, id, tier, bm25)`` with ``bm25`` positive
+    """The best ``limit`` memories of ``ns`` (any tier, not superseded) for
+    the words of ``text``, best first: ``(rid, id, tier, bm25)`` with ``bm25`` positive
     (FTS5's score negated: larger matches better), and with
     ``with_vectors`` the catalog's embedding bytes (hot and warm memories;
     None for cold ones) as a fifth field: the row is read anyway, and
