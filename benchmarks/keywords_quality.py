@@ -129,6 +129,7 @@ def main() -> None:
     ap.add_argument("--weights", default="0.3,0.5,0.6,0.8", help="keyword_weight values of the tierstore rows")
     ap.add_argument("--plain-weights", default="0.2,0.3,0.4,0.5,0.6,0.7,0.8")
     ap.add_argument("--no-tierstore", action="store_true")
+    ap.add_argument("--no-baseline", action="store_true", help="leave out the vector-only TierStore row")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--cache", type=Path, help="keep the vectors here (the same workload and embedder: not again)")
     args = ap.parse_args()
@@ -156,7 +157,7 @@ def main() -> None:
         print(f"  {r['scorer']}: recall@10 {r['recall_at_10']:.3f}", flush=True)
     if not args.no_tierstore:
         cfg = BenchConfig(progress=False)
-        variants = [TierVariant("tierstore, default policy, vector only (today's search)")]
+        variants = [] if args.no_baseline else [TierVariant("tierstore, default policy, vector only (today's search)")]
         for w in args.weights.split(","):
             variants.append(TierVariant(f"tierstore, default policy, text query, keyword_weight={w}",
                                         policy={"scoring": {"keyword_weight": float(w)}}, text_query=True))

@@ -6,17 +6,13 @@ indexes (as a vector search's: hot, warm, and the cold index when the cold
 tier is reached) and from the keyword index over the namespace's memories in
 every tier (:mod:`tierstore.keywords`). Each candidate's similarity factor is
 
-    relevance = (1 - w)·clip(cosine, 0, 1) + w·(bm25 - floor) / (best - floor)
+    relevance = (1 - w)·clip(cosine, 0, 1) + w·bm25 / best
 
 ``w`` the policy's ``scoring.keyword_weight``, ``bm25`` the memory's BM25
 for the query's words (0 when the keyword index did not return it), ``best``
 the best of the query's keyword candidates (so the best keyword match
-scores 1 whatever the query's length), ``floor`` 0, or the BM25 of the last
-candidate when the index had more than :func:`keyword_limit` matches: a
-word every memory of the namespace holds (the user's name in each of their
-memories) then lifts none of them, only what stands out above the crowd
-counts. When nothing stands out (every candidate ties), the search is by
-meaning alone. The rest of the score is the
+scores 1 whatever the query's length). A superseded memory is no keyword
+candidate (:mod:`tierstore.keywords`). The rest of the score is the
 vector search's, by the same kernels: recency, confidence, context and
 weight, the filters and masks, the merge of the tiers (an archived memory
 more relevant than every hot and warm hit first, policy ``similar_first``).
@@ -88,17 +84,15 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
     if not found:
         return None
     best_bm = found[0][3]
-    # The floor: 0, or the last candidate's BM25 when the index had more to give (a word the
-    # whole namespace shares — the user's own name — matches everything: only what stands out counts)
-    floor = found[-1][3] if len(found) >= limit else 0.0
-    if not best_bm > floor:
-        return None  # nothing stands out: by meaning alone
-    span = best_bm - floor
+    if not best_bm > 0.0:
+        return None
+    # Normalised by the best match. (A floor at the last candidate's BM25, when the index had more
+    # to give, was tried: suite g lost 0.07 of live@1 to it; docs/benchmarks.md.)
     # per tier: hot ones by id (their slots), the others by rid; (bm25, normalised, embedding bytes or None)
     by_tier: dict[int, dict[Any, tuple[float, float, Any]]] = {TIER_HOT: {}, TIER_WARM: {}, TIER_COLD: {}}
     kw_by_id = {}
     for rid, mid, tier, bm, emb in found:
-        kwn = (bm - floor) / span
+        kwn = bm / best_bm
         if kwn <= 0.0:
             continue
         by_tier.setdefault(tier, {})[mid if tier == TIER_HOT else rid] = (bm, kwn, emb)
