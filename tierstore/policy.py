@@ -235,7 +235,7 @@ class ScoringPolicy:
     # the best of the query's, above a floor (tierstore/hybrid.py); chosen on
     # suite h and a chat log (docs/benchmarks.md, issue 28). 0: meaning alone. A
     # policy stored before this key existed is read with 0 (keywords.stored_policy).
-    keyword_weight: float = 0.3
+    keyword_weight: float = 0.2
 
 
 def _default_types() -> dict[str, TypePolicy]:
