@@ -52,6 +52,29 @@ def export_old(rev: str, dest: Path) -> None:
         f.write_text(re.sub(r"\b(from|import) tierstore\b", r"\1 tierstore_old", f.read_text()))
 
 
+def forget_policy_key(path: Path, message: str) -> bool:
+    """Drop the policy key a PolicyError names ("scoring.keyword_weight: unknown key ...") from the stored
+    policy of the store at ``path`` (the old version's copy); whether one was dropped."""
+    import json
+    import sqlite3
+
+    m = re.match(r"^([\w.]+): unknown key", message)
+    if not m:
+        return False
+    parts = m.group(1).split(".")
+    with sqlite3.connect(path / "catalog.sqlite") as conn:
+        (text,) = conn.execute("SELECT value FROM meta WHERE key = 'policy'").fetchone()
+        policy = json.loads(text)
+        d = policy
+        for p in parts[:-1]:
+            d = d[p]
+        if parts[-1] not in d:
+            return False
+        del d[parts[-1]]
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'policy'", (json.dumps(policy, sort_keys=True),))
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old_rev")
@@ -81,7 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         def open_store(mod, path):
             hot = mod.HotSettings(hnsw_m=16, hnsw_ef_construction=200, hnsw_ef_search=64)
             policy = mod.Policy.default() if args.default_policy else None
-            return mod.TierStore.open(path, clock=mod.ManualClock(), settings=mod.Settings(hot=hot), policy=policy)
+            for _ in range(20):
+                try:
+                    return mod.TierStore.open(path, clock=mod.ManualClock(), settings=mod.Settings(hot=hot),
+                                              policy=policy)
+                except mod.errors.PolicyError as exc:  # a policy key newer than OLD_REV: dropped from its copy
+                    if not forget_policy_key(path, str(exc)):
+                        raise
+            raise RuntimeError("the stored policy still has keys the old version does not know")
 
         new, old = open_store(tierstore, new_path), open_store(tierstore_old, tmp / "store-old")
         try:

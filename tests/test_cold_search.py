@@ -198,18 +198,37 @@ def test_restore_by_any_keyword_with_stemming_ranked_by_bm25(tmp_path):
         assert store.restore("u", text="dinner tuna") and store.get("u", ids[3]).tier == "hot"
 
 
-def test_keyword_index_of_an_older_store_is_rebuilt_with_stemming(tmp_path):
+def make_store_before_memory_text(path) -> tuple[str, str]:
+    """A store as the version before the keyword index left it: archived text
+    in ``cold_text`` alone, no ``memory_text``, none of its triggers."""
     clock = ManualClock(T0)
-    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
-        mid = store.add("u", "renewal of passports", np.ones(DIM), memory_type="conversation")
+    with TierStore.open(path, dim=DIM, clock=clock) as store:
+        cold = store.add("u", "renewal of passports", np.ones(DIM), memory_type="conversation")
         clock.advance(2 * HOUR)
         store.sweep()
-    with sqlite3.connect(tmp_path / "s" / "catalog.sqlite") as conn:  # as the previous version made it
-        conn.execute("DROP TABLE cold_text")
-        conn.execute("CREATE VIRTUAL TABLE cold_text USING fts5(content)")
+        hot = store.add("u", "the passport office opens at nine", -np.ones(DIM), memory_type="fact")
+    with sqlite3.connect(path / "catalog.sqlite") as conn:
+        for trigger in ("memory_text_add", "memory_text_forget", "memory_text_edit"):
+            conn.execute(f"DROP TRIGGER {trigger}")
+        conn.execute("DROP TABLE memory_text")
+        conn.execute("DELETE FROM meta WHERE key = 'memory_text'")
+        conn.execute("CREATE VIRTUAL TABLE cold_text USING fts5(content, tokenize = 'porter unicode61')")
         conn.execute("INSERT INTO cold_text (rowid, content) SELECT rid, content FROM memories WHERE tier = 2")
+    return cold, hot
+
+
+def test_the_keyword_index_of_an_older_store_is_built_at_open(tmp_path):
+    cold, hot = make_store_before_memory_text(tmp_path / "s")
+    clock = ManualClock(T0 + 3 * HOUR)
     with TierStore.open(tmp_path / "s", clock=clock) as store:
-        assert store.restore("u", text="passport") == [mid]
+        with sqlite3.connect(tmp_path / "s" / "catalog.sqlite") as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            assert "cold_text" not in tables and "memory_text" in tables
+        report = store.verify()
+        assert report.ok and report.checked["keyword_index"] == 2
+        assert store.restore("u", text="passport") == [cold]  # restore: cold rows only, stemmed
+        hits = store.search("u", np.ones(DIM), text="passport office", k=2, record_access=False)
+        assert {h.id for h in hits} == {cold, hot}
 
 
 def test_a_missing_archive_object_costs_its_candidates_not_the_search(world):

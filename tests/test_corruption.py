@@ -46,7 +46,7 @@ def change_digest(manifest_path, digest: str) -> None:
 def snapshot(store: TierStore) -> list:
     cat = store._catalog
     return (cat.query("SELECT * FROM memories ORDER BY rid") + cat.query("SELECT * FROM archives ORDER BY batch")
-            + cat.query("SELECT count(*) FROM events") + cat.query("SELECT rowid, content FROM cold_text ORDER BY rowid"))
+            + cat.query("SELECT count(*) FROM events") + cat.query("SELECT id, sz FROM memory_text_docsize ORDER BY id"))
 
 
 # -- warm shards ----------------------------------------------------------------------------

@@ -362,7 +362,10 @@ ITEM = Route("add_batch item", _ADD_FIELDS, "one memory of a batch")
 
 _SEARCH_FIELDS = (
     NS,
-    Field("query", Vector(), "a vector, or a text (the server's embedder embeds it)", True),
+    Field("query", Vector(), "a vector, or a text (the server's embedder embeds it; its words are also looked up "
+          "in the keyword index)", True),
+    Field("text", Text("max_content_chars"), "the query's words, beside a vector query: memories that share them "
+          "rank higher (BM25, weighted by the policy's scoring.keyword_weight); a text query uses its own"),
     Field("k", Count("max_k"), "how many hits, best first (default 5; at most --max-k)"),
     Field("context_tags", Strings(TAGS_MAX_LISTED, TAG_MAX_LEN),
           "the query's context (default: the namespace's, set_context); memories sharing them rank higher"),

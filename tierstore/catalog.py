@@ -130,9 +130,15 @@ CREATE TABLE IF NOT EXISTS tombstones (
     deleted_at REAL    NOT NULL,
     state      TEXT    NOT NULL         -- pending (object not yet written) | written
 );
--- Keyword search over archived text (restore by keyword, BM25 over stemmed
--- words: the porter tokenizer); rowid = memories.rid.
-CREATE VIRTUAL TABLE IF NOT EXISTS cold_text USING fts5(content, tokenize = 'porter unicode61');
+-- The keyword index (tierstore/keywords.py): every memory's text, in any tier,
+-- for search(text=...) and restore(text=...): FTS5 over stemmed words (the
+-- porter tokenizer), BM25. External content: the text itself stays in
+-- memories.content alone; rowid = memories.rid. The triggers below keep it
+-- in step in the transaction of every write (add, delete, a content change;
+-- a tier move changes no text), so no path, crash or recovery can leave it
+-- behind. Replaces cold_text (archived text only): upgrade_schema.
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_text USING fts5(
+    content, content = 'memories', content_rowid = 'rid', tokenize = 'porter unicode61');
 -- Every lifecycle transition: create, promote, demote, archive, restore, delete, ...
 CREATE TABLE IF NOT EXISTS events (
     seq          INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -189,6 +195,15 @@ CREATE TRIGGER IF NOT EXISTS cold_codes_leave AFTER UPDATE OF tier ON memories W
 BEGIN DELETE FROM cold_codes WHERE rid = NEW.rid; END;
 CREATE TRIGGER IF NOT EXISTS cold_codes_forget AFTER DELETE ON memories
 BEGIN DELETE FROM cold_codes WHERE rid = OLD.rid; END;
+CREATE TRIGGER IF NOT EXISTS memory_text_add AFTER INSERT ON memories
+BEGIN INSERT INTO memory_text (rowid, content) VALUES (NEW.rid, NEW.content); END;
+CREATE TRIGGER IF NOT EXISTS memory_text_forget AFTER DELETE ON memories
+BEGIN INSERT INTO memory_text (memory_text, rowid, content) VALUES ('delete', OLD.rid, OLD.content); END;
+CREATE TRIGGER IF NOT EXISTS memory_text_edit AFTER UPDATE OF content ON memories
+BEGIN
+    INSERT INTO memory_text (memory_text, rowid, content) VALUES ('delete', OLD.rid, OLD.content);
+    INSERT INTO memory_text (rowid, content) VALUES (NEW.rid, NEW.content);
+END;
 """
 
 
@@ -208,16 +223,27 @@ CREATE INDEX IF NOT EXISTS memories_unhashed ON memories (rid) WHERE content_has
 COLD_CODES_SCHEMA = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS cold_codes"):SCHEMA.index("CREATE TRIGGER")]
 
 
-def _stem_cold_text(conn: sqlite3.Connection) -> None:
-    """The keyword index gained stemming: rebuild it with the porter
-    tokenizer from the cold rows' text (idempotent)."""
-    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'cold_text'").fetchone()
-    if "porter" not in sql:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("DROP TABLE cold_text")
-        conn.execute("CREATE VIRTUAL TABLE cold_text USING fts5(content, tokenize = 'porter unicode61')")
-        conn.execute("INSERT INTO cold_text (rowid, content) SELECT rid, content FROM memories WHERE tier = 2")
+# meta key: set once the keyword index holds every memory (built from the
+# catalog: a new store, or one written before memory_text existed)
+KEYWORD_INDEX_META = "memory_text"
+
+
+def _build_memory_text(conn: sqlite3.Connection) -> None:
+    """Fill the keyword index from the catalog once (a store written before
+    it: its rows were never indexed) and drop its predecessor ``cold_text``;
+    one transaction, so an interrupted upgrade is redone at the next open.
+    Idempotent."""
+    if conn.execute("SELECT 1 FROM meta WHERE key = ?", (KEYWORD_INDEX_META,)).fetchone() is not None:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("DROP TABLE IF EXISTS cold_text")
+        conn.execute("INSERT INTO memory_text (memory_text) VALUES ('rebuild')")
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, 'built')", (KEYWORD_INDEX_META,))
         conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 ACCESS_LOG_SQL = (
     "INSERT INTO access_log (ns, id, day, count) VALUES (?, ?, ?, ?)"
@@ -312,9 +338,10 @@ def upgrade_schema(conn: sqlite3.Connection, chunk: int = 10_000) -> None:
     :data:`ADDED_CODE_COLUMNS` to ``cold_codes``), create the indexes of
     :data:`ADDED_INDEXES`, and hash the content of rows that have no
     ``content_hash`` (in chunks, one transaction each: an interrupted upgrade
-    resumes at the next open); rebuild the keyword index with stemming.
-    ``conn`` is in autocommit mode; idempotent."""
-    _stem_cold_text(conn)
+    resumes at the next open); build the keyword index ``memory_text`` from
+    the catalog (replacing ``cold_text``). ``conn`` is in autocommit mode;
+    idempotent."""
+    _build_memory_text(conn)
     have = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
     have_codes = {r[1] for r in conn.execute("PRAGMA table_info(cold_codes)")}
     conn.execute("BEGIN IMMEDIATE")
@@ -565,11 +592,12 @@ class Catalog:
         """Tables and ``memories`` columns of this version's schema that the
         catalog lacks (a store written by an earlier version and not opened
         for writing since: the writable open adds them). ``cold_codes`` is
-        not listed: readers search without it (nothing archived is findable
-        by meaning until the upgrade)."""
+        and ``memory_text`` are not listed: readers search without them
+        (nothing archived is findable by meaning, nor anything by keywords,
+        until the upgrade)."""
         have = {r[0] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
         tables = [t for t in re.findall(r"CREATE (?:VIRTUAL )?TABLE IF NOT EXISTS (\w+)", SCHEMA)
-                  if t not in have and t != "cold_codes"]
+                  if t not in have and t not in ("cold_codes", "memory_text")]
         columns = {r[1] for r in self.query("PRAGMA table_info(memories)")}
         return tables + [f"memories.{name}" for name, _ in ADDED_COLUMNS if name not in columns]
 

@@ -446,12 +446,14 @@ class RemoteStore:
     def search(self, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
                memory_types: Iterable[str] | None = None, min_confidence: float = 0.0, include_warm: bool = True,
                include_cold: bool | str | None = None, record_access: bool | None = None,
-               explain: bool = False) -> list[Hit]:
-        """:meth:`TierStore.search`; a str query is embedded by the server."""
+               explain: bool = False, text: str | None = None) -> list[Hit]:
+        """:meth:`TierStore.search`; a str query is embedded by the server (and its words looked up in the
+        keyword index); ``text``: the query's words beside a vector."""
         body = api_schema.body("/v1/search", ns=ns, query=_required(wire.vector_out(query)), k=_required(k),
                                context_tags=_seq(context_tags), memory_types=_seq(memory_types),
                                min_confidence=_required(min_confidence), include_warm=_required(include_warm),
-                               include_cold=include_cold, record_access=record_access, explain=_required(explain))
+                               include_cold=include_cold, record_access=record_access, explain=_required(explain),
+                               text=text)
         return wire.WireRows(self._post("/v1/search", body)["hits"]).hits()
 
     def get(self, ns: str, id: str) -> Memory | None:

@@ -10,13 +10,15 @@
 * every archive object the catalog points at: the whole object (magic, header,
   index, every frame's CRC32) and each cold memory's record at the catalog's
   offset;
-* every tombstone the catalog lists as written (present, and parses).
+* every tombstone the catalog lists as written (present, and parses);
+* the keyword index: every memory in it, nothing else.
 
 ``repair(store)`` rebuilds what is derived from the catalog: a damaged warm
 shard is rewritten from the vectors the catalog keeps for warm memories; a
 damaged hot checkpoint is rewritten from the namespace rebuilt from the
 catalog; pending archive batches are finished; a missing or damaged
-tombstone is written again from the catalog's list. An archive object holds
+tombstone is written again from the catalog's list; the keyword index is
+rebuilt from the catalog's text. An archive object holds
 the only copy of its cold memories' embeddings, so a damaged or missing one is
 reported with the memories it affects and never "repaired" by guesswork (a
 record that still decodes can be restored; the rest are lost).
@@ -40,7 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import tombstones
+from . import keywords, tombstones
 from .archive import vector_crc
 from .cold import Location
 from .engine import Engine, engine_of
@@ -56,7 +58,7 @@ __all__ = ["IntegrityReport", "Problem", "repair", "verify"]
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong. ``kind``: catalog, warm, hot, cold or tombstone.
+    """One thing wrong. ``kind``: catalog, warm, hot, cold, cold_index, tombstone or keyword_index.
     ``where``: the file, shard, namespace or object key. ``memories``:
     ``ns/id`` of the memories that cannot be read back because of it (cold
     damage)."""
@@ -112,6 +114,7 @@ def _verify(store: "Engine") -> IntegrityReport:
     _verify_cold(store, report)
     _verify_cold_codes(store, report)
     _verify_tombstones(store, report)
+    _verify_keywords(store, report)
     return report
 
 
@@ -162,6 +165,10 @@ def repair(store: Any, *, now: float | None = None) -> IntegrityReport:
             except (ObjectStoreError, CorruptDataError, OSError) as exc:
                 done.append(f"cold-index codes not written: {type(exc).__name__}: {exc}")
             store._cold_index.invalidate()
+        # The keyword index: rebuilt from the catalog's text.
+        if any(p.kind == "keyword_index" for p in first.problems):
+            store._catalog.write(keywords.rebuild_index)
+            done.append("rebuilt the keyword index from the catalog")
         # Pending archive batches: finished as the next sweep would.
         if any(p.where.startswith("archive/") for p in first.in_flight):
             sweep_report = SweepReport(now=now)
@@ -176,6 +183,25 @@ def repair(store: Any, *, now: float | None = None) -> IntegrityReport:
 
 
 # -- the checks ---------------------------------------------------------------------------
+
+
+def _verify_keywords(store: "Engine", report: IntegrityReport) -> None:
+    """The keyword index (``memory_text``) holds every memory and nothing
+    else: a memory missing from it would never be found by its words, an
+    entry without a memory is noise. Repairable: rebuilt from the catalog."""
+    cat = store._catalog
+    if not cat.has_table("memory_text"):
+        return
+    found = keywords.check_index(cat)
+    report.checked["keyword_index"] = int(cat.query_one("SELECT count(*) FROM memory_text_docsize")[0])
+    for what, rids in (("missing", found["missing"]), ("extra", found["extra"])):
+        if rids:
+            desc = ("memories missing from the keyword index" if what == "missing"
+                    else "keyword-index entries without a memory")
+            report.problems.append(Problem(
+                "keyword_index", "memory_text", f"{len(rids)}{'+' if len(rids) >= 1000 else ''} {desc} "
+                f"(rids {', '.join(map(str, rids[:5]))}{', ...' if len(rids) > 5 else ''}); repair rebuilds it",
+                repairable=True))
 
 
 def _verify_catalog(store: "Engine", report: IntegrityReport) -> None:

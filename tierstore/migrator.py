@@ -331,7 +331,6 @@ class Migrator:
                         continue
                     conn.execute("DELETE FROM memories WHERE rid = ?", (r.rid,))
                     if r.tier == TIER_COLD:
-                        conn.execute("DELETE FROM cold_text WHERE rowid = ?", (r.rid,))
                         conn.execute(MARK_PURGE_SQL, (r.cold_key,))
                         has_record = True
                     else:
@@ -466,7 +465,6 @@ class Migrator:
                         "UPDATE memories SET tier = ?, embedding = NULL, shard = NULL, cold_key = ?, cold_offset = ?,"
                         " cold_length = ?, due_at = ? WHERE rid = ?",
                         (TIER_COLD, key, e.offset, e.length, _sql_inf(d), r.rid))
-                    conn.execute("INSERT INTO cold_text (rowid, content) VALUES (?, ?)", (r.rid, r.content))
                     conn.execute(CODE_SQL, (r.rid, r.ns, code, *_place(e.vector_at, r.embedding)))
                     conn.execute(EVENT_SQL, self._event(r, now, "archive", r.tier, TIER_COLD, self._reason(r, now)))
                     done.append(r)
@@ -751,7 +749,6 @@ class Migrator:
                         (TIER_HOT, nr.embedding, nr.w_ref, nr.t_ref, nr.ttl_anchor, nr.access_count,
                          nr.last_accessed_at, _sql_inf(nr.due_at), old.rid))
                     if old.tier == TIER_COLD:
-                        conn.execute("DELETE FROM cold_text WHERE rowid = ?", (old.rid,))
                         conn.execute(MARK_PURGE_SQL, (old.cold_key,))  # its record there is stale now
                     if access and s.settings.access_log:
                         conn.execute(ACCESS_LOG_SQL, (nr.ns, nr.id, int(now // 86400), 1))
@@ -933,8 +930,8 @@ class Migrator:
         if text is not None:
             if not isinstance(text, str) or not check_str(text, "restore text").strip():
                 raise InvalidInputError("restore text must be a non-empty string")
-            join = " JOIN cold_text ON cold_text.rowid = m.rid"
-            clauses.append("cold_text MATCH ?")
+            join = " JOIN memory_text ON memory_text.rowid = m.rid"
+            clauses.append("memory_text MATCH ?")
             params.append(_fts_query(text))
         sql = f"{join} WHERE {' AND '.join(clauses)}"
         # FTS5's rank is BM25 (best first); with any word enough, it orders by how well each matches
@@ -1061,7 +1058,6 @@ class Migrator:
                         if row is None:
                             cur = conn.execute(INSERT_SQL, insert_params(new))
                             new.rid = int(cur.lastrowid)  # type: ignore[arg-type]
-                            conn.execute("INSERT INTO cold_text (rowid, content) VALUES (?, ?)", (new.rid, new.content))
                             counts["inserted"] += 1
                             keep(ns, new.rid, new.id, new.key, rec)
                         else:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 
-from . import ownership, supersession
+from . import keywords, ownership, supersession
 from .catalog import EVENT_SQL, MEMORY_COLUMNS, Catalog, MemoryRow
 from .catalog import sql_time as _sql_time
 from .clock import Clock, SystemClock
@@ -217,7 +217,7 @@ def same_policy(stored: str, policy: Policy) -> bool:
     policy this version cannot read is not the same."""
     try:
         return Policy.from_stored_json(stored) == policy
-    except PolicyError:
+    except (PolicyError, ValueError):
         return False
 
 

@@ -162,7 +162,9 @@ class SupersessionPolicy:
 # its behaviour unless the user opts in (Policy.from_stored_json).
 SUPERSESSION_BEFORE_RESOLUTION = {"superseded_factor": 1.0, "resolve_margin": None,
                                   "resolve_margin_shared_tag": None, "resolve_margin_same_wording": None}
-SCORING_BEFORE_COLD_ESTIMATE = {"cold_estimate": False}
+# scoring keys a store recorded before they existed, read with the behaviour
+# of then: no archive estimate (issue 27), meaning alone (issue 28)
+SCORING_BEFORE = {"cold_estimate": False, "keyword_weight": 0.0}
 
 
 @dataclass(frozen=True)
@@ -268,6 +270,13 @@ class ScoringPolicy:
     # of newer statements no longer coming before older ones (suite h:
     # stale-hit@1 0.293 -> 0.400 at the same recall; docs/benchmarks.md).
     cold_order: str = "fused"
+    # The keyword signal (issue 28): when a search has text, its similarity
+    # factor is ``(1 - keyword_weight)·cosine + keyword_weight·keywords``,
+    # keywords being the memory's BM25 over the query's words relative to
+    # the best of the query's, above a floor (tierstore/hybrid.py); chosen on
+    # suite h and a chat log (docs/benchmarks.md, issue 28). 0: meaning alone. A
+    # policy stored before this key existed is read with 0 (keywords.stored_policy).
+    keyword_weight: float = 0.2
 
 
 def _default_types() -> dict[str, TypePolicy]:
@@ -365,8 +374,8 @@ class Policy:
             if isinstance(sd, dict) and "resolve_margin" not in sd:
                 data = {**data, "supersession": {**SUPERSESSION_BEFORE_RESOLUTION, **sd}}
             sc = data.get("scoring")
-            if isinstance(sc, dict) and "cold_estimate" not in sc:
-                data = {**data, "scoring": {**SCORING_BEFORE_COLD_ESTIMATE, **sc}}
+            if sc is None or isinstance(sc, dict):
+                data = {**data, "scoring": {**SCORING_BEFORE, **(sc or {})}}
         return _parse_policy(data)
 
     @classmethod
@@ -744,6 +753,8 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
                 if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                     raise PolicyError(f"{key}: expected an integer >= 1, got {v!r}")
                 values[k] = v
+            elif k == "keyword_weight":
+                values[k] = _number(v, key, lo=0.0, hi=1.0)
             elif k == "floor":
                 values[k] = _number(v, key, lo=0.0, hi=0.5)
             else:

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from . import embedding as _embedding
-from . import supersession, tier_search
+from . import hybrid, supersession, tier_search
 from .resolution import annotate_resolution, order_marked, resolve_by_wording, resolve_hits
 from .engine import Engine
 from .errors import InvalidInputError, ReadOnlyStoreError, StoreClosedError
@@ -34,18 +34,24 @@ from .validation import (
 def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
            memory_types: Iterable[str] | None = None, min_confidence: float = 0.0, include_warm: bool = True,
            include_cold: bool | str | None = None, record_access: bool | None = None,
-           explain: bool = False, in_memory_only: bool = False) -> list[Hit] | None:
+           explain: bool = False, in_memory_only: bool = False, text: str | None = None) -> list[Hit] | None:
     """See :meth:`TierStore.search`; ``in_memory_only``: see
-    :meth:`TierStore.search_in_memory` (None when the search needs more)."""
+    :meth:`TierStore.search_in_memory` (None when the search needs more);
+    ``text``: the words of the query (a text query's own), for the keyword
+    signal (:mod:`tierstore.hybrid`)."""
     # Written for speed: this runs per query, and after hnswlib's search
     # every Python step runs with cold caches.
     if eng._closed:
         raise StoreClosedError("the store is closed")
-    if in_memory_only and (type(query) is str or explain or eng._trace is not None):
+    if in_memory_only and (type(query) is str or text is not None or explain or eng._trace is not None):
         return None  # a model to run, the catalog to read, a trace file to write
+    if text is not None and type(text) is not str:
+        raise InvalidInputError(f"text must be a string, got {type(text).__name__}")
     if ns not in eng._valid_ns:
         eng._valid_ns.add(check_namespace(ns))
     if type(query) is str:
+        if text is None:
+            text = query  # a text query: its words are the keyword side's
         query = _embedding.embed_query(eng._embedder, query)
     if (type(query) is np.ndarray and query.dtype is F32 and query.shape == eng._vector_shape
             and query.flags.c_contiguous):
@@ -76,6 +82,17 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     now = eng._time.now()
     sc = eng._policy.scoring
     cold_mode = sc.include_cold if include_cold is None else include_cold
+    if text is not None and sc.keyword_weight > 0.0 and not in_memory_only:
+        q = check_vector(query, eng.dim, "query")
+        found = hybrid.search(eng, ns, q, text, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now,
+                              include_warm=include_warm, cold_mode=cold_mode, record_access=record_access,
+                              access_cold=access_cold, explain=explain)
+        if found is not None:  # else no word matched: by meaning alone, below
+            if eng._trace is not None:
+                trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, found)
+            if explain and found:
+                supersession.annotate_explains(eng._catalog, ns, found, _factor(cp))
+            return found
     if in_memory_only:
         hot = eng._hot.get(ns)  # a namespace not loaded yet is read from the catalog
         listed = eng._warm.shards_if_listed(ns)

@@ -270,7 +270,7 @@ class TierStore:
     def search(self, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
                memory_types: Iterable[str] | None = None, min_confidence: float = 0.0, include_warm: bool = True,
                include_cold: bool | str | None = None, record_access: bool | None = None,
-               explain: bool = False) -> list[Hit]:
+               explain: bool = False, text: str | None = None) -> list[Hit]:
         """The ``k`` best memories for ``query``, ranked by the policy's fused score.
 
         query: a finite, non-zero vector of the store's dimension (or, with an
@@ -296,14 +296,22 @@ class TierStore:
         A superseded memory is never a cold hit: it was retired for a
         reason, and ``restore`` still reaches it. explain: attach each hit's
         factor breakdown (and, for a superseded memory, what superseded it
-        and how).
+        and how). text: the query's words, beside a vector query (a text
+        query's own words are used without it): candidates also come from the
+        keyword index over the namespace's memories in every tier, and the
+        similarity factor becomes ``(1 - w)·cosine + w·keywords`` (BM25 over the
+        query's best: tierstore.hybrid) with
+        ``w`` the policy's ``scoring.keyword_weight``; explain shows
+        ``keywords``. A text with no word to look for (empty, stop words)
+        or whose words match nothing: by meaning alone.
         """
         if type(include_warm) is not bool or type(explain) is not bool or (
                 record_access is not None and type(record_access) is not bool) or memory_types is not None:
             memory_types = check_search_flags(include_warm, record_access, explain, memory_types)
         return retrieval.search(self._engine, ns, query, k=k, context_tags=context_tags, memory_types=memory_types,
                                 min_confidence=min_confidence, include_warm=include_warm, include_cold=include_cold,
-                                record_access=record_access, explain=explain)  # type: ignore[return-value]
+                                record_access=record_access, explain=explain,
+                                text=text)  # type: ignore[return-value]
 
     def search_in_memory(self, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
                          memory_types: Iterable[str] | None = None, min_confidence: float = 0.0,

@@ -345,7 +345,6 @@ def forget_row(conn: sqlite3.Connection, row: MemoryRow, now: float, reason: str
     slot, if any, is the caller's to remove."""
     ns = row.ns
     conn.execute("DELETE FROM memories WHERE rid = ?", (row.rid,))
-    conn.execute("DELETE FROM cold_text WHERE rowid = ?", (row.rid,))
     if row.cold_key:
         conn.execute(MARK_PURGE_SQL, (row.cold_key,))
     has_record = row.cold_key is not None or row.rid in tombstones.stale_rids(conn, ns)

@@ -1080,6 +1080,7 @@ class TierVariant:
     policy: dict[str, Any] | None = None
     search_kwargs: dict[str, Any] = field(default_factory=dict)
     add_kwargs: dict[str, Any] = field(default_factory=dict)
+    text_query: bool = False  # search(..., text=question): the keyword signal (issue 28) beside the vector
 
 
 # The rows of the suite: what a new agent gets by default, and the default
@@ -1203,7 +1204,8 @@ def score_tierstore(wl: ConversationWorkload, tv: np.ndarray, qv: np.ndarray, cf
                     else:
                         q = wl.questions[i]
                         ns = f"u{q.user}"
-                        hits = store.search(ns, qv[i], k=k, **variant.search_kwargs)
+                        extra = {"text": q.text} if variant.text_query else {}
+                        hits = store.search(ns, qv[i], k=k, **variant.search_kwargs, **extra)
                         ranked = [h.id for h in hits]
                         sc.hits += len(hits)
                         sc.cold_hits += sum(h.memory.tier == "cold" for h in hits)

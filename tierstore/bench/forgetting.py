@@ -637,7 +637,7 @@ def retirement(wl: Workload, stored: dict[str, str], superseded_by: dict[str, st
 def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConfig, k: int = 5,
                     policy: Any = None, name: str = "tierstore", novelty_half_life: float | None = None,
                     novelty_weight: float | None = None, supersedes: bool = False, key: bool = False,
-                    tags: bool = True) -> Score:
+                    tags: bool = True, text_query: bool = False) -> Score:
     """Run the workload through a real TierStore.
 
     ``supersedes``: the agent says what a new statement replaces — a slot's
@@ -648,6 +648,8 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
     ``tags``: the memories carry their topic as a tag (as the workload has
     them; no query passes a context, so tags change no score, only whether
     automatic supersession may cross topics); ``False`` leaves them out.
+    ``text_query``: every search also passes the query's text
+    (``search(..., text=)``: the keyword signal, issue 28).
 
     ``novelty_half_life`` emulates a proposed scoring factor that tierstore
     does not have: novelty ``2^(-age / novelty_half_life)`` (age since
@@ -709,7 +711,8 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
                     else:
                         q = wl.queries[i]
                         if novelty_half_life is None:
-                            hits = store.search(f"u{q.user}", qv[i], k=k)
+                            hits = store.search(f"u{q.user}", qv[i], k=k,
+                                                **({"text": q.text} if text_query else {}))
                             ids = [h.id for h in hits]
                             sc.hits += len(hits)
                             tiers = [h.memory.tier for h in hits]

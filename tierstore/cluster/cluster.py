@@ -526,16 +526,20 @@ class Cluster:
     def search(self, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
                memory_types: Iterable[str] | None = None, min_confidence: float = 0.0, include_warm: bool = True,
                include_cold: bool | str | None = None, record_access: bool | None = None,
-               explain: bool = False) -> list[Hit]:
+               explain: bool = False, text: str | None = None) -> list[Hit]:
         """:meth:`TierStore.search`. An access is a write (a log append), so it
         is recorded only when asked: ``record_access=True`` searches, then
         touches the hits (durably); ``None`` means False here. A text query
-        needs an embedder (it is embedded here)."""
+        needs an embedder (it is embedded here; its words go to the shard as
+        ``text``, for the keyword signal)."""
         check_namespace(ns)
+        if isinstance(query, str) and text is None:
+            text = query
         query = _embedding.embed_query(self._embedder, query)
         hits = self._call(ns, "read", "search", [query], {
             "k": k, "context_tags": context_tags, "memory_types": memory_types, "min_confidence": min_confidence,
-            "include_warm": include_warm, "include_cold": include_cold, "record_access": False, "explain": explain})
+            "include_warm": include_warm, "include_cold": include_cold, "record_access": False, "explain": explain,
+            "text": text})
         if record_access and hits:
             self.touch(ns, [h.memory.id for h in hits])
         return hits

@@ -194,8 +194,9 @@ def _search(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> A
 
 def _search_in_memory(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
     """:func:`_search` if the hot tier answers it at once (``TierStore.search_in_memory``), else None."""
-    if a.pop("explain", False):
+    if a.pop("explain", False) or a.get("text") is not None:  # explained, or the keyword index to read
         return None
+    a.pop("text", None)
     return _hits(store.search_in_memory, p, a, lim)
 
 
@@ -403,7 +404,8 @@ class Calls:
         tier gives it at once; None to hand the request to a worker (``body``
         is left as it was)."""
         a = dict(body)
-        if a.get("explain") or a.get("include_cold") is True or isinstance(a.get("query"), str):
+        if a.get("explain") or a.get("include_cold") is True or isinstance(a.get("query"), str) \
+                or a.get("text") is not None:
             return None  # this request needs more (not the namespace: nothing to remember)
         ns = a.get("ns")
         if isinstance(ns, str) and self._not_in_memory:

@@ -172,8 +172,8 @@ def build_mcp(store: "TierStore", *, limits: Any = Bounds, max_results: int = MA
                                                  "(default true; false to look without changing anything)",
                                                  strict=True)] = True,
     ) -> dict[str, Any]:
-        """The memories that best match a question or topic, best first, each with its score and its tier
-        (hot, warm or cold: archived).
+        """The memories that best match a question or topic, by meaning and by its words (names, places,
+        dates), best first, each with its score and its tier (hot, warm or cold: archived).
 
         Returns at most `limit` results.
         """

@@ -1,0 +1,140 @@
+"""The keyword index: every memory's text, in any tier, searched by words.
+
+The catalog's FTS5 table ``memory_text`` (external content: the text stays in
+``memories.content`` alone; rowid = the memory's rid; the porter tokenizer
+stems English words) is kept in step by SQLite triggers on ``memories``, in
+the transaction of every write: an add, a delete, a content change. A tier
+move changes no text, so hot, warm and cold memories are all in it, and no
+write path, crash or recovery can leave it behind (``catalog.SCHEMA``).
+
+``search(ns, text)`` asks it for candidates beside the vector index's
+(:mod:`tierstore.hybrid`); ``restore(text=)`` for cold memories by keyword.
+
+Text from a user is never FTS5 syntax: it is split into words (runs of
+letters and digits, as FTS5's ``unicode61`` tokenizer splits them), common
+English stop words are dropped, each word is quoted (a quoted word is a
+phrase, never an operator) and any of them is enough (OR); at most
+:data:`MAX_WORDS` words, the first ones. A text with no word left (empty, all
+stop words, punctuation) has no keyword query: the search answers by meaning
+alone.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+MAX_WORDS = 32
+MAX_WORD_CHARS = 64  # longer runs (a base64 blob, an unsplit script) are kept, cut to this
+
+# Common English function words: they match most turns and only add noise (and cost) to BM25.
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between both
+but by can could did do does doing down during each few for from further had has have having he her here hers
+herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on
+once only or other our ours ourselves out over own same she should so some such than that the their theirs them
+themselves then there these they this those through to too under until up very was we were what when where which
+while who whom why will with would you your yours yourself yourselves s t d ll m re ve don doesn didn isn wasn
+aren weren won wouldn shouldn couldn let us also ok okay yes yeah hi hello hey please thanks thank
+""".split())
+
+
+def query_words(text: str) -> list[str]:
+    """The words of ``text`` a keyword query uses: lower-cased runs of
+    letters and digits, stop words dropped, each once, in order, at most
+    :data:`MAX_WORDS`."""
+    if not isinstance(text, str):
+        return []
+    words: list[str] = []
+    seen: set[str] = set()
+    for w in "".join(ch if ch.isalnum() else " " for ch in text.lower()).split():
+        if w in STOP_WORDS or w in seen:
+            continue
+        seen.add(w)
+        words.append(w[:MAX_WORD_CHARS])
+        if len(words) == MAX_WORDS:
+            break
+    return words
+
+
+def fts_query(text: str) -> str | None:
+    """``text`` as an FTS5 query: its :func:`query_words`, each quoted, OR-joined;
+    None when no word is left."""
+    words = query_words(text)
+    if not words:
+        return None
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+# A superseded memory is no keyword candidate: its words are what the statement that replaced it
+# says too, and BM25 cannot tell the newer (it stays findable by meaning, ranked as a vector search
+# ranks it).
+_CANDIDATES_SQL = (
+    "SELECT m.rid, m.id, m.tier, bm25(memory_text){} FROM memory_text JOIN memories m ON m.rid = memory_text.rowid"
+    " WHERE memory_text MATCH ? AND m.ns = ? AND NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.rid = m.rid)"
+    " ORDER BY rank LIMIT ?"
+)
+_PLAIN_SQL = _CANDIDATES_SQL.format("")
+_WITH_VECTORS_SQL = _CANDIDATES_SQL.format(", m.embedding")
+
+
+def keyword_candidates(catalog: Any, ns: str, text: str, limit: int, *, with_vectors: bool = False
+                       ) -> list[tuple[Any, ...]]:
+    """The best ``limit`` memories of ``ns`` (any tier, not superseded) for
+    the words of ``text``, best first: ``(rid, id, tier, bm25)`` with ``bm25`` positive
+    (FTS5's score negated: larger matches better), and with
+    ``with_vectors`` the catalog's embedding bytes (hot and warm memories;
+    None for cold ones) as a fifth field: the row is read anyway, and
+    hnswlib's ``get_items`` costs more than the bytes. Empty when the text
+    has no word to look for, or the catalog has no keyword index (a
+    read-only open of a store not upgraded yet). ``catalog``: a
+    :class:`Catalog` or an open ``sqlite3.Connection``."""
+    q = fts_query(text)
+    if q is None or limit < 1:
+        return []
+    sql = _WITH_VECTORS_SQL if with_vectors else _PLAIN_SQL
+    try:
+        if isinstance(catalog, sqlite3.Connection):
+            rows = catalog.execute(sql, (q, ns, int(limit))).fetchall()
+        else:
+            rows = catalog.query(sql, (q, ns, int(limit)))
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []
+        raise
+    return [(int(r[0]), r[1], int(r[2]), -float(r[3]), *r[4:]) for r in rows]
+
+
+# -- integrity ------------------------------------------------------------------------------
+
+def check_index(conn_or_catalog: Any) -> dict[str, list[int]]:
+    """The rids of memories missing from the keyword index, and of index
+    entries without a memory (``{"missing": [...], "extra": [...]}``, up to
+    1000 each), from the index's per-document table ``memory_text_docsize``."""
+    q = conn_or_catalog.execute if isinstance(conn_or_catalog, sqlite3.Connection) else conn_or_catalog.query
+
+    def rids(sql: str) -> list[int]:
+        out = q(sql)
+        return [int(r[0]) for r in (out.fetchall() if hasattr(out, "fetchall") else out)]
+
+    return {
+        "missing": rids("SELECT rid FROM memories WHERE rid NOT IN (SELECT id FROM memory_text_docsize) LIMIT 1000"),
+        "extra": rids("SELECT id FROM memory_text_docsize WHERE id NOT IN (SELECT rid FROM memories) LIMIT 1000"),
+    }
+
+
+def rebuild_index(conn: sqlite3.Connection) -> None:
+    """Rebuild the keyword index from the catalog's text (inside the caller's
+    write transaction): FTS5's ``rebuild`` reads every ``memories`` row."""
+    conn.execute("INSERT INTO memory_text (memory_text) VALUES ('rebuild')")
+
+
+def index_bytes(catalog: Any) -> int:
+    """Bytes the keyword index takes in the catalog (its shadow tables' pages;
+    the text itself is the memories table's), or -1 when SQLite's ``dbstat``
+    table is not available."""
+    try:
+        row = catalog.query_one("SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'memory_text%'")
+    except sqlite3.OperationalError:
+        return -1
+    return int(row[0] or 0)
