@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -70,11 +70,11 @@ def fuse(cos: np.ndarray, kw: np.ndarray, w: float) -> np.ndarray:
 
 def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, allowed: np.ndarray,
            min_conf: float, now: float, include_warm: bool, cold_mode: Any, record_access: bool,
-           access_cold: bool, explain: bool) -> list[Hit] | None:
+           access_cold: bool, explain: bool, record: Callable[..., None]) -> list[Hit] | None:
     """The hybrid search (module docstring) of unit query ``q`` and ``text``;
-    None when the keyword side has nothing (the caller searches by meaning)."""
-    from .retrieval import record_hits  # retrieval imports this module
-
+    None when the keyword side has nothing (the caller searches by meaning).
+    ``record``: how the hits' accesses are recorded (``retrieval.record_hits``;
+    passed in, as retrieval imports this module)."""
     cp = eng._cp
     sc = eng._policy.scoring
     w = float(sc.keyword_weight)
@@ -152,7 +152,7 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
         merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
     top = merged[:k]
     if record_access and top:
-        record_hits(eng, ns, hot, top, now, access_cold)
+        record(eng, ns, hot, top, now, access_cold)
     # query-time resolution and the marks, as for a search by meaning (tierstore.resolution), on the cosines
     sims = {m[4].id: cosines.get(m[4].id, m[1]) for m in top}
     result, moved = resolve_hits(cp, [m[4] for m in top], [sims[m[4].id] for m in top])

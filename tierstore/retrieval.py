@@ -86,7 +86,7 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         q = check_vector(query, eng.dim, "query")
         found = hybrid.search(eng, ns, q, text, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now,
                               include_warm=include_warm, cold_mode=cold_mode, record_access=record_access,
-                              access_cold=access_cold, explain=explain)
+                              access_cold=access_cold, explain=explain, record=record_hits)
         if found is not None:  # else no word matched: by meaning alone, below
             if eng._trace is not None:
                 trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, found)
