@@ -48,7 +48,7 @@ from .hot import HotNamespace, RankedSlots
 from .kernels import TIER_COLD, TIER_HOT, TIER_WARM, inner_products, rank_and_gather, top_candidates
 from .kernels import columns as C
 from .model import Explain, Hit
-from .resolution import annotate_resolution, order_marked, resolve_by_wording, resolve_hits
+from .resolution import annotate_resolution, marked_flags, order_marked, resolve_by_wording, resolve_hits
 from .tier_search import RowHit, _cold_rows, _read_moved_again
 
 # Keyword candidates asked of the index per search: enough for k hits after
@@ -160,7 +160,7 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
         result, more = resolve_by_wording(cp, result, sims)
         moved.update(more)
     if cp.marks_rank:
-        result = order_marked(eng._catalog, ns, result, [h.id for h in result if h.memory.ttl_seconds == 0.0])
+        result = order_marked(eng._catalog, ns, result, marked_flags(top, ranked, result))
     if explain:
         for h in result:
             if h.explain is not None:

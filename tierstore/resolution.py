@@ -23,9 +23,25 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import supersession
+from .kernels import columns as C
 from .kernels import resolve_order
 from .model import Hit
 from .scoring import CompiledPolicy
+
+
+# the row of rank_and_gather's float result holding each hit's per-memory TTL (0: superseded)
+R_TTL_OVERRIDE = C.R_F + C.SNAPSHOT_F.index(C.F_TTL_OVERRIDE)
+
+
+def marked_flags(top: Sequence[tuple[Any, ...]], ranked: Any, result: Sequence[Hit]) -> list[bool]:
+    """Whether each of ``result`` (the hits of the merge entries ``top``, in
+    any order) is superseded (its per-memory TTL is 0), without building its
+    Memory: a hot hit's TTL from the kernel's columns, a warm or cold one's
+    from its catalog row."""
+    flag = {m[4].id: (ranked.rf[R_TTL_OVERRIDE, m[3]] == 0.0 if m[2] == 0 else m[5].row.ttl_seconds == 0.0)
+            for m in top}
+    return [bool(flag[h.id]) for h in result]
+
 
 
 def resolve_hits(cp: CompiledPolicy, hits: list[Hit], sims: Sequence[float]) -> tuple[list[Hit], dict[str, str]]:
@@ -51,13 +67,16 @@ def resolve_hits(cp: CompiledPolicy, hits: list[Hit], sims: Sequence[float]) -> 
     return [hits[j] for j in order.tolist()], moved
 
 
-def order_marked(catalog: Any, ns: str, hits: list[Hit], marked: Sequence[str]) -> list[Hit]:
-    """``hits`` with each superseded one (``marked``: their ids) placed right
-    after the memory that superseded it, where that one is a hit and ranks
-    lower. Reads the marks from the catalog (only when a hit is marked)."""
-    if not marked:
+def order_marked(catalog: Any, ns: str, hits: list[Hit], marked: Sequence[bool]) -> list[Hit]:
+    """``hits`` with each superseded one (``marked``: a flag per hit) placed
+    right after the memory that superseded it, where that one is a hit and
+    ranks lower. Reads the marks from the catalog only when a marked hit
+    ranks above an unmarked one (else no successor can be below it)."""
+    first_marked = next((i for i, f in enumerate(marked) if f), None)
+    if first_marked is None or all(marked[first_marked:]):
         return hits
-    by = {mid: info.superseded_by for mid, info in supersession.marks_of(catalog, ns, marked).items()
+    ids = [h.id for h, f in zip(hits, marked) if f]
+    by = {mid: info.superseded_by for mid, info in supersession.marks_of(catalog, ns, ids).items()
           if info.superseded_by is not None}
     out = list(hits)
     for _ in range(len(out)):  # a chain (a by b by c) settles in at most len(out) passes

@@ -11,7 +11,14 @@ import numpy as np
 
 from . import embedding as _embedding
 from . import hybrid, supersession, tier_search
-from .resolution import annotate_resolution, order_marked, resolve_by_wording, resolve_hits
+from .resolution import (
+    R_TTL_OVERRIDE,
+    annotate_resolution,
+    marked_flags,
+    order_marked,
+    resolve_by_wording,
+    resolve_hits,
+)
 from .engine import Engine
 from .errors import InvalidInputError, ReadOnlyStoreError, StoreClosedError
 from .hot import HotNamespace
@@ -109,7 +116,7 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     estimate_note: str | None = None  # why the archive may rank (policy scoring.cold_estimate)
     try:
         ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
-        hits = hot.hits(ranked, cp, explain)
+        hits = col_hits = hot.hits(ranked, cp, explain)  # col_hits: in the kernel's column order
         col_sims = dict(zip((h.id for h in hits), ranked.rf[C.R_RAW].tolist())) \
             if cp.resolve_word_margin >= 0.0 and len(hits) > 1 else {}
         warm_shards = include_warm and bool(eng._warm.shards(ns))
@@ -149,8 +156,10 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
             hits, more = resolve_by_wording(cp, hits, col_sims)
             if more:
                 moved = {**(moved or {}), **more}
-        if cp.marks_rank and hits and 0.0 in ranked.rf[_R_TTL_OVERRIDE].tolist():  # a superseded hit
-            hits = order_marked(eng._catalog, ns, hits, [h.id for h in hits if h.memory.ttl_seconds == 0.0])
+        if cp.marks_rank and hits and 0.0 in ranked.rf[R_TTL_OVERRIDE].tolist():  # a superseded hit
+            ttl_row = ranked.rf[R_TTL_OVERRIDE].tolist()
+            col_of = {h.id: j for j, h in enumerate(col_hits)}
+            hits = order_marked(eng._catalog, ns, hits, [ttl_row[col_of[h.id]] == 0.0 for h in hits])
         if eng._trace is not None:
             trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, hits)
         if explain and hits:
@@ -198,12 +207,21 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     top = merged[:k]
     if record_access:
         record_hits(eng, ns, hot, top, now, access_cold)
-    result, moved = resolve_hits(cp, [m[4] for m in top], [m[1] for m in top])
+    if len(top) == len(hits) and all(m[2] == 0 for m in top):
+        # the hot hits alone, all of them: the kernel resolved them already (R_BEFORE, its slot before)
+        result = hits
+        moved = {}
+        if explain and cp.resolves:
+            slots = ranked.ri[C.R_SLOT].tolist()
+            id_of = dict(zip(slots, (h.id for h in hits)))
+            moved = {id_of[s]: id_of[b] for s, b in zip(slots, ranked.ri[C.R_BEFORE].tolist()) if b >= 0}
+    else:
+        result, moved = resolve_hits(cp, [m[4] for m in top], [m[1] for m in top])
     if cp.resolve_word_margin >= 0.0 and len(result) > 1:
         result, more = resolve_by_wording(cp, result, {m[4].id: m[1] for m in top})
         moved.update(more)
-    if cp.marks_rank:
-        result = order_marked(eng._catalog, ns, result, [h.id for h in result if h.memory.ttl_seconds == 0.0])
+    if cp.marks_rank and (any(m[2] != 0 for m in top) or 0.0 in ranked.rf[R_TTL_OVERRIDE].tolist()):
+        result = order_marked(eng._catalog, ns, result, marked_flags(top, ranked, result))
     if eng._trace is not None:
         trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, result)
     if explain and result:
@@ -234,8 +252,6 @@ def archive_may_rank(eng: Engine, ns: str, query: Any, kth: float, sc: Any, in_m
             f" hit) - {sc.cold_estimate_slack:g} (policy scoring.cold_estimate)")
 
 
-# the row of rank_and_gather's float result holding each hit's per-memory TTL (0: superseded)
-_R_TTL_OVERRIDE = C.R_F + C.SNAPSHOT_F.index(C.F_TTL_OVERRIDE)
 
 
 def _factor(cp: Any) -> float | None:
