@@ -518,7 +518,8 @@ def ref_resolve_order(sims, created, conf, types, tags, margin, tag_margin, min_
     created at least ``min_gap`` later, confidence at least the other's minus
     ``conf_margin``, similarity at least the other's minus the margin:
     ``tag_margin`` when they share a tag and ``tag_margin >= margin``, else
-    ``margin``; a negative margin never holds)."""
+    ``margin``; a negative margin never holds; never when both carry tags and
+    share none)."""
     tag_sets = [set(row) for row in _tag_rows(tags)]
 
     def replaces(j: int, i: int) -> bool:
@@ -526,6 +527,8 @@ def ref_resolve_order(sims, created, conf, types, tags, margin, tag_margin, min_
             return False
         if float(conf[j]) < float(conf[i]) - conf_margin:
             return False
+        if tag_sets[j] and tag_sets[i] and not tag_sets[j] & tag_sets[i]:
+            return False  # both tagged, none in common
         m = tag_margin if tag_margin >= margin and tag_sets[j] & tag_sets[i] else margin
         return m >= 0.0 and float(sims[j]) >= float(sims[i]) - m
 

@@ -30,7 +30,10 @@ def _replaces(j, i, sims, created, conf, types, tags, rows, margin, tag_margin, 
     """Whether hit ``j`` is taken as a newer statement of what hit ``i`` says."""
     if types[j] != types[i] or created[j] - created[i] < min_gap or conf[j] < conf[i] - conf_margin:
         return False
-    m = tag_margin if tag_margin >= margin and _share_tag(tags, rows[j], rows[i]) else margin
+    shared = _share_tag(tags, rows[j], rows[i])
+    if not shared and tags.shape[1] > 0 and tags[rows[j], 0] >= 0 and tags[rows[i], 0] >= 0:
+        return False  # both tagged, no tag in common: the caller said they are about different things
+    m = tag_margin if tag_margin >= margin and shared else margin
     return m >= 0.0 and sims[j] >= sims[i] - m
 
 
@@ -70,8 +73,10 @@ def resolve_order(sims, created, conf, types, tags, margin, tag_margin, min_gap,
     seconds; conf_margin: [0, 1].
 
     Hit ``j`` *replaces* an older hit ``i`` when both have the same type,
-    ``created[j] - created[i] >= min_gap``, ``conf[j] >= conf[i] - conf_margin``
-    and ``sims[j] >= sims[i] - margin`` (``tag_margin`` if they share a tag).
+    ``created[j] - created[i] >= min_gap``, ``conf[j] >= conf[i] - conf_margin``,
+    they do not both carry tags without one in common (tags veto, as for
+    automatic supersession), and ``sims[j] >= sims[i] - margin``
+    (``tag_margin`` if they share a tag).
     Hits are placed in rank order, each just before the first placed hit it
     replaces, else last. Returns ``(order, before)``: int64 hit indices in
     their new order, and for each hit the index of the hit it was placed

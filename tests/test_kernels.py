@@ -1225,3 +1225,16 @@ def test_a_superseded_memory_is_demoted_by_the_parameter():
     p[C.P_SUPERSEDED_DEMOTION] = 0.5
     pick, demoted, _, _ = fused_rerank(cand, cos, F, I, tags, p, *args)
     assert pick.tolist() == [0, 1] and demoted[1] == pytest.approx(0.5 * demoted[0])
+
+
+def test_resolve_order_leaves_two_statements_tagged_apart():
+    """Both tagged, no tag in common: the caller said they are about different
+    things, as the automatic rule's tag veto has it."""
+    from tierstore.kernels import resolve_order
+
+    sims, created = np.array([0.82, 0.80]), np.array([0.0, 86400.0])
+    conf, types = np.array([0.9, 0.9]), np.array([0, 0], np.int64)
+    apart = np.array([[1], [2]], np.int32)
+    one_untagged = np.array([[1], [-1]], np.int32)
+    assert resolve_order(sims, created, conf, types, apart, 0.1, 0.3, 3600.0, 0.1)[0].tolist() == [0, 1]
+    assert resolve_order(sims, created, conf, types, one_untagged, 0.1, 0.3, 3600.0, 0.1)[0].tolist() == [1, 0]

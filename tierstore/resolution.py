@@ -151,6 +151,8 @@ def resolve_by_wording(cp: CompiledPolicy, hits: list[Hit], sims: dict[str, floa
 
     def replaces(j: int, i: int) -> bool:
         a, b = mems[j], mems[i]
+        if a.tags and b.tags and not set(a.tags) & set(b.tags):
+            return False  # both tagged, none in common: about different things
         return (a.memory_type == b.memory_type and a.created_at - b.created_at >= gap
                 and a.confidence >= b.confidence - conf_margin and sims[hits[j].id] >= sims[hits[i].id] - margin
                 and same_wording(words[j], words[i]))
