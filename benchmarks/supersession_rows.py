@@ -51,7 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--users", type=int, default=None, help="users per suite (g: 40, h: 30)")
     ap.add_argument("--only", default=None, help="comma-separated variant numbers (0-based)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--render", nargs="+", default=None, metavar="FILE",
+                    help="print the rows of these --json files (or of this script's printed output) as Markdown "
+                         "tables, and stop")
     args = ap.parse_args(argv)
+    if args.render:
+        print(render([r for path in args.render for r in (json.load(open(path)) if path.endswith(".json")
+                                                           else parse_log(open(path).read()))]))
+        return 0
     from tierstore.bench.common import BenchConfig
     from tierstore.policy import Policy
 
@@ -116,6 +123,54 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1, default=str)
     return 0
+
+
+COLUMNS = {
+    "g": [("stale_hit_at_1", "stale@1"), ("live_recall_at_5", "live@5"), ("live_at_1", "live@1"),
+          ("long_lived_recall_at_5", "long-lived@5"), ("noise_at_1", "noise@1"), ("wrongly_retired", "wrongly retired")],
+    "i": [("stale@1", "stale@1"), ("live@1", "live@1"), ("live@5", "live@5"), ("kept@5", "kept@5"),
+          ("history@5", "history@5"), ("retired by mark", "retired by mark"), ("retired", "archived or retired")],
+    "h": [("recall_at_10", "recall@10"), ("stale_hit_at_1_current", "stale@1 (current)"),
+          ("stale_hit_at_1_current_mid", "stale@1 (current, mid)"), ("wrongly_retired", "wrongly retired")],
+}
+
+
+def parse_log(text: str) -> list[dict[str, Any]]:
+    """The rows this script printed (a run stopped before it wrote --json)."""
+    import re
+
+    rows = []
+    for line in text.splitlines():
+        m = re.match(r"^([ghi]) (\S+)\s+(.*?)((?:\s\S+=(?:-?[0-9.]+|nan))+)\s*$", line)
+        if not m:
+            continue
+        row: dict[str, Any] = {"suite": m.group(1), "condition": m.group(2), "variant": m.group(3).strip()}
+        for kv in m.group(4).split():
+            k, v = kv.rsplit("=", 1)
+            row[k.replace("_", " ") if k in ("retired_by_mark",) else k] = float(v)
+        rows.append(row)
+    return rows
+
+
+def render(rows: list[dict[str, Any]]) -> str:
+    """Markdown tables, one per suite, every row as measured."""
+    out = []
+    for suite, cols in COLUMNS.items():
+        mine = [r for r in rows if r["suite"] == suite]
+        if not mine:
+            continue
+        out.append(f"suite {suite}\n")
+        out.append("| variant | condition | " + " | ".join(c[1] for c in cols) + " |")
+        out.append("|---|---|" + "---|" * len(cols))
+        for r in mine:
+            cells = []
+            for key, _ in cols:
+                v = r.get(key)
+                cells.append("–" if v is None or (isinstance(v, float) and v != v) else
+                             f"{v:.3f}" if isinstance(v, float) else str(v))
+            out.append(f"| {r['variant']} | {r['condition']} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
