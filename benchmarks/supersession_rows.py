@@ -22,15 +22,18 @@ import time
 from typing import Any
 
 FORMER = {"types": {t: {"supersede_above": 0.7, "supersede_above_shared_tag": 0.6} for t in ("fact", "preference")},
-          "supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None}}
-AUTO_OFF = {"supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None}}
+          "supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None},
+          "scoring": {"cold_estimate": False}}
+AUTO_OFF = {"supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None},
+            "scoring": {"cold_estimate": False}}
 NO_USE = {"similarity": 0.75, "recency": 0.0, "confidence": 0.15, "context": 0.10, "weight": 0.0}
-DEMOTE_ONLY = {"supersession": {"resolve_margin": None, "resolve_margin_shared_tag": None}}
+DEMOTE_ONLY = {"supersession": {"resolve_margin": None, "resolve_margin_shared_tag": None},
+               "scoring": {"cold_estimate": False}}
 
 VARIANTS: list[tuple[str, dict[str, Any] | None, bool]] = [  # name, policy, all four hint conditions
-    ("former default (auto 0.7/0.6, marks expire)", FORMER, True),
-    ("auto off, nothing else", AUTO_OFF, False),
-    ("auto off + marks demote (x0.5), no resolution", DEMOTE_ONLY, False),
+    ("former default (auto 0.7/0.6, marks expire, no estimate)", FORMER, True),
+    ("auto off, nothing else (no estimate)", AUTO_OFF, False),
+    ("auto off + marks demote (x0.5), no resolution, no estimate", DEMOTE_ONLY, False),
     ("auto off + cold estimate, no resolution, marks expire",
      {"supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None}}, False),
     ("default without the cold estimate", {"scoring": {"cold_estimate": False}}, False),
