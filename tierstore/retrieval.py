@@ -207,7 +207,8 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     top = merged[:k]
     if record_access:
         record_hits(eng, ns, hot, top, now, access_cold)
-    if len(top) == len(hits) and all(m[2] == 0 for m in top):
+    hot_only = len(merged) == len(hits)  # nothing came from the warm or cold tier
+    if hot_only and len(top) == len(hits):
         # the hot hits alone, all of them: the kernel resolved them already (R_BEFORE, its slot before)
         result = hits
         moved = {}
@@ -220,7 +221,7 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     if cp.resolve_word_margin >= 0.0 and len(result) > 1:
         result, more = resolve_by_wording(cp, result, {m[4].id: m[1] for m in top})
         moved.update(more)
-    if cp.marks_rank and (any(m[2] != 0 for m in top) or 0.0 in ranked.rf[R_TTL_OVERRIDE].tolist()):
+    if cp.marks_rank and (not hot_only or 0.0 in ranked.rf[R_TTL_OVERRIDE].tolist()):
         result = order_marked(eng._catalog, ns, result, marked_flags(top, ranked, result))
     if eng._trace is not None:
         trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, result)
