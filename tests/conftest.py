@@ -34,3 +34,12 @@ def store(tmp_path, clock) -> Iterator[TierStore]:
 def unit(rng: np.random.Generator, dim: int = DIM) -> np.ndarray:
     v = rng.normal(size=dim).astype(np.float32)
     return v / np.linalg.norm(v)
+
+
+def near(rng: np.random.Generator, v: np.ndarray, cos: float) -> np.ndarray:
+    """A unit vector whose cosine with the unit vector ``v`` is exactly ``cos``."""
+    u = unit(rng)
+    u -= (u @ v) * v
+    u /= np.linalg.norm(u)
+    w = cos * v + np.sqrt(1.0 - cos * cos) * u
+    return (w / np.linalg.norm(w)).astype(np.float32)

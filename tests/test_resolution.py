@@ -9,19 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from conftest import DIM, T0, unit
+from conftest import DIM, T0, near, unit
 from tierstore import ManualClock, Policy, PolicyError, TierStore
 
 DAY = 86400.0
-
-
-def near(rng: np.random.Generator, v: np.ndarray, cos: float) -> np.ndarray:
-    """A unit vector whose cosine with the unit vector ``v`` is exactly ``cos``."""
-    u = unit(rng)
-    u -= (u @ v) * v
-    u /= np.linalg.norm(u)
-    w = cos * v + np.sqrt(1.0 - cos * cos) * u
-    return (w / np.linalg.norm(w)).astype(np.float32)
 
 
 def open_store(path, clock, policy: dict | None = None) -> TierStore:

@@ -5,20 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import DIM, T0, unit
+from conftest import DIM, T0, near, unit
 from tierstore import InvalidInputError, InvalidKeyError, ManualClock, Policy, TierStore
 
 DAY = 86400.0
 BAR = 0.9  # the fact bar of the policy these tests use (the default's is set by measurement, docs/benchmarks.md)
-
-
-def near(rng: np.random.Generator, v: np.ndarray, cos: float) -> np.ndarray:
-    """A unit vector whose cosine with the unit vector ``v`` is exactly ``cos``."""
-    u = unit(rng)
-    u -= (u @ v) * v
-    u /= np.linalg.norm(u)
-    w = cos * v + np.sqrt(1.0 - cos * cos) * u
-    return (w / np.linalg.norm(w)).astype(np.float32)
 
 
 def open_store(tmp_path, clock=None, **policy) -> TierStore:

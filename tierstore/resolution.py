@@ -44,6 +44,15 @@ def marked_flags(top: Sequence[tuple[Any, ...]], ranked: Any, result: Sequence[H
 
 
 
+def kernel_moves(ranked: Any, hits: Sequence[Hit]) -> dict[str, str]:
+    """What the hot kernel's resolution moved: ``{id: id of the hit it was
+    placed before}``, read off ``R_BEFORE`` (``hits``: in the kernel's
+    column order)."""
+    slots = ranked.ri[C.R_SLOT].tolist()
+    id_of = dict(zip(slots, (h.id for h in hits)))
+    return {id_of[s]: id_of[b] for s, b in zip(slots, ranked.ri[C.R_BEFORE].tolist()) if b >= 0}
+
+
 def resolve_hits(cp: CompiledPolicy, hits: list[Hit], sims: Sequence[float]) -> tuple[list[Hit], dict[str, str]]:
     """``hits`` (best first; ``sims``: each one's cosine to the query) in the
     order resolution gives, and ``{id: id of the hit it was placed before}``."""

@@ -14,6 +14,7 @@ from . import hybrid, supersession, tier_search
 from .resolution import (
     R_TTL_OVERRIDE,
     annotate_resolution,
+    kernel_moves,
     marked_flags,
     order_marked,
     resolve_by_wording,
@@ -148,16 +149,14 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     if q is query and (not hot_alone or eng._trace is not None):
         q = check_vector(query, eng.dim, "query")  # the other tiers and the trace take unit vectors
     if hot_alone:
-        if explain and hits and moved is None:  # the kernel resolved: R_BEFORE, the slot a hit was placed before
-            slots = ranked.ri[C.R_SLOT].tolist()
-            id_of = dict(zip(slots, (h.id for h in hits)))
-            moved = {id_of[s]: id_of[b] for s, b in zip(slots, ranked.ri[C.R_BEFORE].tolist()) if b >= 0}
+        if explain and hits and moved is None:  # the kernel resolved them
+            moved = kernel_moves(ranked, hits)
         if cp.resolve_word_margin >= 0.0 and len(hits) > 1:
             hits, more = resolve_by_wording(cp, hits, col_sims)
             if more:
                 moved = {**(moved or {}), **more}
-        if cp.marks_rank and hits and 0.0 in ranked.rf[R_TTL_OVERRIDE].tolist():  # a superseded hit
-            ttl_row = ranked.rf[R_TTL_OVERRIDE].tolist()
+        ttl_row = ranked.rf[R_TTL_OVERRIDE].tolist() if cp.marks_rank and hits else ()
+        if 0.0 in ttl_row:  # a superseded hit
             col_of = {h.id: j for j, h in enumerate(col_hits)}
             hits = order_marked(eng._catalog, ns, hits, [ttl_row[col_of[h.id]] == 0.0 for h in hits])
         if eng._trace is not None:
@@ -213,9 +212,7 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         result = hits
         moved = {}
         if explain and cp.resolves:
-            slots = ranked.ri[C.R_SLOT].tolist()
-            id_of = dict(zip(slots, (h.id for h in hits)))
-            moved = {id_of[s]: id_of[b] for s, b in zip(slots, ranked.ri[C.R_BEFORE].tolist()) if b >= 0}
+            moved = kernel_moves(ranked, hits)
     else:
         result, moved = resolve_hits(cp, [m[4] for m in top], [m[1] for m in top])
     if cp.resolve_word_margin >= 0.0 and len(result) > 1:

@@ -293,8 +293,10 @@ class TierStore:
         ``scoring.include_cold``, "auto" by default). A cold hit has
         ``memory.tier == "cold"``, its explanation says why the cold tier was
         reached, and if its access is recorded it is reactivated (back to hot).
-        A superseded memory is never a cold hit: it was retired for a
-        reason, and ``restore`` still reaches it. explain: attach each hit's
+        A superseded memory ranks after the memory that superseded it and
+        scores ``supersession.superseded_factor`` times its fused score, in
+        every tier (archived, it stays a cold hit: true history); with a
+        factor of 1 (stores created before issue 27) it is never a cold hit. explain: attach each hit's
         factor breakdown (and, for a superseded memory, what superseded it
         and how). text: the query's words, beside a vector query (a text
         query's own words are used without it): candidates also come from the

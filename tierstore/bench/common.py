@@ -367,3 +367,14 @@ def write_json(path: str | os.PathLike[str], results: Sequence[SuiteResult], env
         p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps({"environment": dict(env), "elapsed_s": elapsed_s,
                              "suites": [r.as_dict() for r in results]}, indent=2, default=str))
+
+
+def sweep_until_done(store: object, counts: dict[str, int]) -> None:
+    """Sweep until nothing is due (or nothing was examined), adding each
+    report's fields named in ``counts`` to it: a benchmark's night."""
+    while True:
+        r = store.sweep()  # type: ignore[attr-defined]
+        for key in counts:
+            counts[key] += getattr(r, key)
+        if r.remaining_due == 0 or r.examined == 0:
+            break

@@ -51,7 +51,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..progress import Progress
-from .common import BenchConfig, SuiteResult, workdir
+from .common import BenchConfig, SuiteResult, sweep_until_done, workdir
 from .forgetting import Hashing, former_weights, make_embedder
 
 DAY = 86400.0
@@ -1183,12 +1183,7 @@ def score_tierstore(wl: ConversationWorkload, tv: np.ndarray, qv: np.ndarray, cf
         store = TierStore.open(d / "store", dim=tv.shape[1], clock=clock, policy=policy)
         try:
             def night() -> None:
-                while True:
-                    r = store.sweep()
-                    for key in sweeps:
-                        sweeps[key] += getattr(r, key)
-                    if r.remaining_due == 0 or r.examined == 0:
-                        break
+                sweep_until_done(store, sweeps)
 
             with Progress(len(wl.events), f"(h) {variant.name}", enabled=cfg.progress) as bar:
                 for t, _, kind, i in wl.events:

@@ -74,7 +74,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..progress import Progress
-from .common import BenchConfig, SuiteResult, have, render_table, workdir
+from .common import BenchConfig, SuiteResult, have, render_table, sweep_until_done, workdir
 
 DAY = 86400.0
 HOUR = 3600.0
@@ -676,12 +676,7 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
         try:
             def night() -> None:
                 sc.peak.append(store.stats().by_tier["hot"])  # the day's peak: before the night's sweep
-                while True:
-                    r = store.sweep()
-                    for key_ in sweeps:
-                        sweeps[key_] += getattr(r, key_)
-                    if r.remaining_due == 0 or r.examined == 0:
-                        break
+                sweep_until_done(store, sweeps)
                 sc.footprint.append(store.stats().by_tier["hot"])
 
             with Progress(len(wl.events), f"(g) {name}", enabled=cfg.progress) as bar:

@@ -68,7 +68,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from ..progress import Progress
-from .common import BenchConfig, SuiteResult, workdir
+from .common import BenchConfig, SuiteResult, sweep_until_done, workdir
 from .relations_workload import DAY, MULTI, T0, RelationsWorkload, relations_workload
 
 K = 5
@@ -173,12 +173,7 @@ def store_rankings(wl: RelationsWorkload, vec: Callable[[str], np.ndarray], cfg:
         try:
             def night(t: float) -> None:
                 clock.set(t)
-                while True:
-                    r = store.sweep()
-                    for key in sweeps:
-                        sweeps[key] += getattr(r, key)
-                    if r.remaining_due == 0 or r.examined == 0:
-                        break
+                sweep_until_done(store, sweeps)
 
             with Progress(len(events), f"(i) {label}", enabled=cfg.progress) as bar:
                 for t, kind, i in events:
