@@ -4,8 +4,8 @@
 >>> store = TierStore.open("./agent-memory", dim=384)        # doctest: +SKIP
 """
 
-from .clock import Clock, ManualClock, SystemClock
-from .errors import (
+from tierstore.clock import Clock, ManualClock, SystemClock
+from tierstore.errors import (
     AuthError,
     ClockSkewError,
     CorruptDataError,
@@ -28,10 +28,10 @@ from .errors import (
     TierStoreError,
     UnknownMemoryTypeError,
 )
-from .hot import HotSettings
-from .model import Explain, Hit, Memory, Stats, SweepReport
-from .policy import ConfidencePolicy, ContextRule, MaskRule, Policy, ScoringPolicy, Thresholds, TypePolicy
-from .store import Settings, TierStore
+from tierstore.hot import HotSettings
+from tierstore.model import Explain, Hit, Memory, Stats, SweepReport
+from tierstore.policy import ConfidencePolicy, ContextRule, MaskRule, Policy, ScoringPolicy, Thresholds, TypePolicy
+from tierstore.store import Settings, TierStore
 
 __version__ = "0.1.0"
 

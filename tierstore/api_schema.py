@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from .errors import (
+from tierstore.errors import (
     InvalidConfidenceError,
     InvalidInputError,
     InvalidKeyError,
@@ -30,7 +30,7 @@ from .errors import (
     InvalidVectorError,
     TierStoreError,
 )
-from .validation import (
+from tierstore.validation import (
     CONTENT_MAX_CHARS,
     ID_MAX_LEN,
     KEY_MAX_LEN,

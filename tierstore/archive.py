@@ -26,8 +26,8 @@ from typing import Any, Sequence
 
 import msgpack
 
-from .errors import CorruptDataError
-from .supersession import KINDS
+from tierstore.errors import CorruptDataError
+from tierstore.supersession import KINDS
 
 MAGIC = b"TSARCH01"
 END = b"TSAEND01"

@@ -33,9 +33,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .kernels import columns as C
-from .policy import Policy
-from .supersession import Mark
+from tierstore.kernels import columns as C
+from tierstore.policy import Policy
+from tierstore.supersession import Mark
 
 HNSW_NEIGHBOURS = 32  # nearest hot memories examined per new memory once a namespace has an hnswlib index
 WARM_NEIGHBOURS = 32  # nearest rows examined per warm shard
@@ -153,7 +153,7 @@ def similar_in_warm(warm: Any, catalog: Any, ns: str, vectors: np.ndarray, memor
                     floors: Sequence[float | None]) -> list[dict[str, float]]:
     """:func:`similar_in_hot` for the warm tier (``warm`` a
     :class:`~tierstore.warm.WarmTier`; rows are checked in the catalog)."""
-    from .kernels import TIER_WARM
+    from tierstore.kernels import TIER_WARM
 
     out: list[dict[str, float]] = [{} for _ in range(len(vectors))]
     if not warm.shards(ns):

@@ -28,9 +28,9 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
-from . import faults
-from .dedupe import content_hash
-from .errors import ReadOnlyStoreError, StoreClosedError
+from tierstore import faults
+from tierstore.dedupe import content_hash
+from tierstore.errors import ReadOnlyStoreError, StoreClosedError
 
 T = TypeVar("T")
 
@@ -381,7 +381,7 @@ def stack_embeddings(blobs: Sequence[bytes | None], dim: int) -> np.ndarray:
     buf = b"".join(b or b"" for b in blobs)
     vecs = np.frombuffer(buf, dtype="<f4").astype(np.float32)
     if vecs.size != len(blobs) * dim:
-        from .errors import CorruptDataError
+        from tierstore.errors import CorruptDataError
 
         raise CorruptDataError("catalog rows hold embeddings of the wrong length")
     return vecs.reshape(len(blobs), dim)

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import TierStoreError
+from tierstore.errors import TierStoreError
 
 
 def _time_arg(text: str) -> float:
-    from .storetime import parse_time
+    from tierstore.storetime import parse_time
 
     try:
         return parse_time(text)
@@ -47,9 +47,9 @@ def _open(args: argparse.Namespace, *, own_time: bool = True, dim: int | None = 
     else (``sweep``) this machine's clock, which the store checks first.
     ``readonly``: a reader beside whatever process has the store open; it
     creates and changes nothing (a missing store is an error naming it)."""
-    from .clock import ManualClock
-    from .storetime import read_clock_record
-    from .store import TierStore
+    from tierstore.clock import ManualClock
+    from tierstore.storetime import read_clock_record
+    from tierstore.store import TierStore
 
     options = {k: v for k, v in (("endpoint_url", args.endpoint_url), ("region_name", args.region)) if v}
     clock = None
@@ -68,7 +68,7 @@ def _open(args: argparse.Namespace, *, own_time: bool = True, dim: int | None = 
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from .storetime import format_time
+    from tierstore.storetime import format_time
 
     with _open(args, own_time=False) as store:
         if args.dry_run:
@@ -127,7 +127,7 @@ def _cmd_restore(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    from .lifecycle import format_summary
+    from tierstore.lifecycle import format_summary
 
     with _open(args, readonly=True) as store:
         stats = store.stats()
@@ -149,7 +149,7 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .report import write_report
+    from tierstore.report import write_report
 
     with _open(args, readonly=True) as store:
         page = write_report(store, args.out, reactivation_days=args.reactivation_days,
@@ -159,7 +159,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from .simulate import format_comparison, results_json, simulate
+    from tierstore.simulate import format_comparison, results_json, simulate
 
     results = simulate(args.trace, args.policy, sweep_interval_s=args.sweep_interval, dim=args.dim, progress=None)
     print(results_json(results) if args.json else format_comparison(results))
@@ -201,7 +201,7 @@ def _cold_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from .server.run import serve
+    from tierstore.server.run import serve
 
     limits = {name: getattr(args, name) for name in ("max_body_bytes", "max_k", "max_batch", "max_restore",
                                                      "max_sweep_items", "max_sweep_seconds", "max_page",
@@ -228,7 +228,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
-    from .server.run import serve_mcp_stdio
+    from tierstore.server.run import serve_mcp_stdio
 
     return serve_mcp_stdio(args.path, dim=args.dim, embedder=args.embedder, migrator=not args.no_migrator,
                            migrator_interval_s=args.migrator_interval, cold=args.cold,
@@ -238,7 +238,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
 
 def _policy_arg(args: argparse.Namespace) -> Any:
     """The policy ``--policy FILE`` names (TOML, or JSON for a ``.json`` name), or None."""
-    from .policy import Policy
+    from tierstore.policy import Policy
 
     return None if args.policy is None else Policy.from_file(args.policy)
 
@@ -266,7 +266,7 @@ def _server_args(p: argparse.ArgumentParser, *, path_optional: bool = False) -> 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``tierstore`` command's parser (every option has a help text)."""
-    from . import __version__
+    from tierstore import __version__
 
     parser = argparse.ArgumentParser(prog="tierstore", description="A tiered memory engine for AI agents.")
     parser.add_argument("--version", action="version", version=f"tierstore {__version__}")
@@ -284,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "a search vs hnswlib, b vs the seed's Chroma design, c vs LangChain's "
                                        "TimeWeightedVectorStoreRetriever, d many namespaces, e sweep vs full-scan "
                                        "cleanup, f ingest, g forgetting quality. Peers need the 'bench' extra.")
-    from .bench import add_arguments as _bench_arguments
+    from tierstore.bench import add_arguments as _bench_arguments
 
     _bench_arguments(bench)
 
@@ -407,11 +407,11 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "demo":
-            from .demo import run_demo
+            from tierstore.demo import run_demo
 
             return run_demo(path=args.path, days=args.days, seed=args.seed)
         if args.command == "bench":
-            from .bench import run_from_args
+            from tierstore.bench import run_from_args
 
             return run_from_args(args)
         handler = {"sweep": _cmd_sweep, "restore": _cmd_restore, "stats": _cmd_stats,

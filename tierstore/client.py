@@ -49,10 +49,10 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from . import api_schema, wire
-from .errors import InvalidInputError, RemoteError, StoreClosedError
-from .model import Hit, Memory, Stats, SweepReport
-from .policy import Policy
+from tierstore import api_schema, wire
+from tierstore.errors import InvalidInputError, RemoteError, StoreClosedError
+from tierstore.model import Hit, Memory, Stats, SweepReport
+from tierstore.policy import Policy
 __all__ = ["RemoteStore", "ServerEmbedder"]
 
 

@@ -15,11 +15,11 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
-from .archive import ArchiveEntry, decode_batch, decode_record, decode_vector, encode_batch, vector_at
-from .catalog import MemoryRow
-from .errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
-from .objectstore import ObjectStore
-from .supersession import RecordMarks
+from tierstore.archive import ArchiveEntry, decode_batch, decode_record, decode_vector, encode_batch, vector_at
+from tierstore.catalog import MemoryRow
+from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
+from tierstore.objectstore import ObjectStore
+from tierstore.supersession import RecordMarks
 
 ARCHIVE_PREFIX = "archive"
 _COALESCE_GAP = 64 * 1024  # fetch neighbouring records in one GET when closer than this

@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from .clock import ManualClock
-from .errors import StoreConfigError
-from .model import Hit, SweepReport
-from .progress import Progress
-from .store import TierStore
-from .synthetic import HashingEmbedder
-from .workload import USERS, agent_workload
+from tierstore.clock import ManualClock
+from tierstore.errors import StoreConfigError
+from tierstore.model import Hit, SweepReport
+from tierstore.progress import Progress
+from tierstore.store import TierStore
+from tierstore.synthetic import HashingEmbedder
+from tierstore.workload import USERS, agent_workload
 
 DAY = 86400.0
 DIM = 128

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import InvalidInputError, StoreConfigError
+from tierstore.errors import InvalidInputError, StoreConfigError
 
 BATCH = 64  # texts per call of the model: MiniLM's throughput on CPU levels off around here
 
@@ -122,7 +122,7 @@ class MiniLMEmbedder(Embedder):
     dim = 384
 
     def __init__(self, model_dir: str | None = None, threads: int = 0) -> None:
-        from .minilm import MiniLM
+        from tierstore.minilm import MiniLM
 
         self._model = MiniLM(model_dir, threads=threads)
         if self._model.dim != self.dim:

@@ -25,31 +25,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from . import embedding as _embedding
-from . import lifetime, ownership
-from .catalog import ACCESS_LOG_SQL, UPDATE_STATE_SQL, Catalog, MemoryRow
-from .clock import Clock
-from .cold import ColdTier
-from .cold_index import ColdIndex, VectorCache
-from .errors import (
+from tierstore import embedding as _embedding
+from tierstore import lifetime, ownership
+from tierstore.catalog import ACCESS_LOG_SQL, UPDATE_STATE_SQL, Catalog, MemoryRow
+from tierstore.clock import Clock
+from tierstore.cold import ColdTier
+from tierstore.cold_index import ColdIndex, VectorCache
+from tierstore.errors import (
     ClockSkewError,
     MemoryNotFoundError,
     ReadOnlyStoreError,
     StoreClosedError,
 )
-from .hot import HotNamespace, HotSettings, HotTier
-from .kernels import TIER_HOT
-from .kernels import columns as C
-from .model import TIER_NAMES, Memory, SweepReport
-from .objectstore import ObjectStore
-from .policy import Policy
-from .scoring import CompiledPolicy
-from .storetime import ClockCheck, StoreClock
-from .tags import TagVocab
-from .tier_search import RowRanker
-from .trace import TraceWriter
-from .validation import CONTENT_MAX_CHARS, load_metadata
-from .warm import WarmSettings, WarmTier
+from tierstore.hot import HotNamespace, HotSettings, HotTier
+from tierstore.kernels import TIER_HOT
+from tierstore.kernels import columns as C
+from tierstore.model import TIER_NAMES, Memory, SweepReport
+from tierstore.objectstore import ObjectStore
+from tierstore.policy import Policy
+from tierstore.scoring import CompiledPolicy
+from tierstore.storetime import ClockCheck, StoreClock
+from tierstore.tags import TagVocab
+from tierstore.tier_search import RowRanker
+from tierstore.trace import TraceWriter
+from tierstore.validation import CONTENT_MAX_CHARS, load_metadata
+from tierstore.warm import WarmSettings, WarmTier
 
 
 @dataclass(frozen=True)

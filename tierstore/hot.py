@@ -31,18 +31,18 @@ from typing import Any, Iterator, NamedTuple, Sequence
 import hnswlib
 import numpy as np
 
-from .catalog import Catalog, MemoryRow, stack_embeddings
-from .errors import CorruptDataError
-from .faults import crash_point
-from .fileio import fsync_file, sha256_file
-from .kernels import columns as C
-from .lifetime import confidence_at, weight_at
-from .kernels import inner_products, rank_and_gather, top_candidates
-from .model import Explain, Hit, Memory
-from .rwlock import RWLock
-from .scoring import CompiledPolicy, QueryContext
-from .tags import TagVocab
-from .validation import check_vector, load_metadata
+from tierstore.catalog import Catalog, MemoryRow, stack_embeddings
+from tierstore.errors import CorruptDataError
+from tierstore.faults import crash_point
+from tierstore.fileio import fsync_file, sha256_file
+from tierstore.kernels import columns as C
+from tierstore.lifetime import confidence_at, weight_at
+from tierstore.kernels import inner_products, rank_and_gather, top_candidates
+from tierstore.model import Explain, Hit, Memory
+from tierstore.rwlock import RWLock
+from tierstore.scoring import CompiledPolicy, QueryContext
+from tierstore.tags import TagVocab
+from tierstore.validation import check_vector, load_metadata
 
 _INITIAL_CAPACITY = 64
 
@@ -673,7 +673,7 @@ class HotTier:
             return space
 
     def _load(self, ns: str) -> HotNamespace:
-        from .kernels.columns import TIER_HOT
+        from tierstore.kernels.columns import TIER_HOT
 
         space = HotNamespace(ns, self.dim, self.settings, self.vocab, self.type_names)
         rows = list(self.catalog.iter_rows(ns, TIER_HOT))

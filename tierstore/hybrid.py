@@ -40,16 +40,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import keywords
-from .cold_index import candidate_count, exact_rescore, fetch_row_vectors
-from .engine import Engine
-from .errors import ObjectNotFoundError
-from .hot import HotNamespace, RankedSlots
-from .kernels import TIER_COLD, TIER_HOT, TIER_WARM, inner_products, rank_and_gather, top_candidates
-from .kernels import columns as C
-from .model import Explain, Hit
-from .resolution import annotate_resolution, marked_flags, order_marked, resolve_by_wording, resolve_hits
-from .tier_search import RowHit, _cold_rows, _read_moved_again
+from tierstore import keywords
+from tierstore.cold_index import candidate_count, exact_rescore, fetch_row_vectors
+from tierstore.engine import Engine
+from tierstore.errors import ObjectNotFoundError
+from tierstore.hot import HotNamespace, RankedSlots
+from tierstore.kernels import TIER_COLD, TIER_HOT, TIER_WARM, inner_products, rank_and_gather, top_candidates
+from tierstore.kernels import columns as C
+from tierstore.model import Explain, Hit
+from tierstore.resolution import annotate_resolution, marked_flags, order_marked, resolve_by_wording, resolve_hits
+from tierstore.tier_search import RowHit, _cold_rows, _read_moved_again
 
 # Keyword candidates asked of the index per search: enough for k hits after
 # the lifetime factors reorder them; the index answers them in well under a ms.

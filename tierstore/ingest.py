@@ -13,25 +13,25 @@ from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
-from . import auto_supersession, dedupe, supersession
-from . import embedding as _embedding
-from .catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params
-from .engine import Engine
-from .errors import (
+from tierstore import auto_supersession, dedupe, supersession
+from tierstore import embedding as _embedding
+from tierstore.catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params
+from tierstore.engine import Engine
+from tierstore.errors import (
     CorruptDataError,
     DuplicateIdError,
     InvalidInputError,
     MemoryNotFoundError,
     ObjectStoreError,
 )
-from .faults import crash_point
-from .hot import HotNamespace
-from .kernels import TIER_COLD, TIER_HOT, due_times
-from .kernels import columns as C
-from .reads import get
-from .trace import encode_vector
-from .updates import apply_feedback, forget_row, set_lifetime
-from .validation import (
+from tierstore.faults import crash_point
+from tierstore.hot import HotNamespace
+from tierstore.kernels import TIER_COLD, TIER_HOT, due_times
+from tierstore.kernels import columns as C
+from tierstore.reads import get
+from tierstore.trace import encode_vector
+from tierstore.updates import apply_feedback, forget_row, set_lifetime
+from tierstore.validation import (
     LABEL_MAX_CHARS,
     check_confidence,
     check_content,

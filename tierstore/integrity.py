@@ -42,15 +42,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import keywords, tombstones
-from .archive import vector_crc
-from .cold import Location
-from .engine import Engine, engine_of
-from .cold_index import CODES_COMPLETE, encode_codes, query_codes
-from .errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
-from .hot import HotNamespace
-from .kernels import TIER_COLD, TIER_WARM
-from .model import SweepReport
+from tierstore import keywords, tombstones
+from tierstore.archive import vector_crc
+from tierstore.cold import Location
+from tierstore.engine import Engine, engine_of
+from tierstore.cold_index import CODES_COMPLETE, encode_codes, query_codes
+from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
+from tierstore.hot import HotNamespace
+from tierstore.kernels import TIER_COLD, TIER_WARM
+from tierstore.model import SweepReport
 
 
 __all__ = ["IntegrityReport", "Problem", "repair", "verify"]

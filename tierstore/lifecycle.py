@@ -19,8 +19,8 @@ import sqlite3
 from bisect import bisect_right
 from typing import Any, Iterable, Mapping, Sequence
 
-from .engine import Engine, engine_of
-from .errors import InvalidInputError
+from tierstore.engine import Engine, engine_of
+from tierstore.errors import InvalidInputError
 
 
 DAY = 86400.0

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .kernels import access_boost, due_times
-from .scoring import CompiledPolicy
+from tierstore.kernels import access_boost, due_times
+from tierstore.scoring import CompiledPolicy
 
 
 def weight_at(w_ref: float, t_ref: float, half_life: float, t: float) -> float:

@@ -35,15 +35,15 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from . import cold_index, lifetime, supersession, tombstones
-from .background import BackgroundSweeps
-from .catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
-from .cold import ColdTier, Location, batch_number, group_by_ns
-from .archive import vector_crc
-from .cold_index import CODE_SQL, CODES_COMPLETE, encode_codes
-from .errors import CorruptDataError, InvalidInputError, MemoryNotFoundError, ObjectNotFoundError, ObjectStoreError
-from .faults import crash_point
-from .kernels import (
+from tierstore import cold_index, lifetime, supersession, tombstones
+from tierstore.background import BackgroundSweeps
+from tierstore.catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
+from tierstore.cold import ColdTier, Location, batch_number, group_by_ns
+from tierstore.archive import vector_crc
+from tierstore.cold_index import CODE_SQL, CODES_COMPLETE, encode_codes
+from tierstore.errors import CorruptDataError, InvalidInputError, MemoryNotFoundError, ObjectNotFoundError, ObjectStoreError
+from tierstore.faults import crash_point
+from tierstore.kernels import (
     ACTION_ARCHIVE,
     ACTION_DELETE,
     ACTION_DEMOTE,
@@ -54,13 +54,13 @@ from .kernels import (
     classify,
     due_times,
 )
-from .kernels import columns as C
-from .model import TIER_NAMES, SweepReport
-from .progress import Progress
-from .validation import check_str, check_tags, check_time
+from tierstore.kernels import columns as C
+from tierstore.model import TIER_NAMES, SweepReport
+from tierstore.progress import Progress
+from tierstore.validation import check_str, check_tags, check_time
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from tierstore.engine import Engine
 
 # The state a sweep classified; a move commits only if the row still has it.
 # A batch whose object holds a stale record (its memory deleted, restored, or

@@ -33,9 +33,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .bert_graph import BertConfig, build_graph
-from .errors import CorruptDataError, MissingDependencyError, StoreConfigError
-from .optional import MINILM_FILES_INSTALL, missing_dependency
+from tierstore.bert_graph import BertConfig, build_graph
+from tierstore.errors import CorruptDataError, MissingDependencyError, StoreConfigError
+from tierstore.optional import MINILM_FILES_INSTALL, missing_dependency
 
 #: Packages on the index that ship the model's files, and the files' folder in each
 #: (first found is used). Neither is imported: only their files are read.

@@ -18,25 +18,25 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 
-from . import keywords, ownership, supersession
-from .catalog import EVENT_SQL, MEMORY_COLUMNS, Catalog, MemoryRow
-from .catalog import sql_time as _sql_time
-from .clock import Clock, SystemClock
-from .embedding import Embedder, check_against_record
-from .engine import Engine, Settings
-from .errors import ObjectStoreError, PolicyError, StoreConfigError
-from .kernels import decayed_weight, due_times
-from .model import TIER_NAMES
-from .objectstore import (
+from tierstore import keywords, ownership, supersession
+from tierstore.catalog import EVENT_SQL, MEMORY_COLUMNS, Catalog, MemoryRow
+from tierstore.catalog import sql_time as _sql_time
+from tierstore.clock import Clock, SystemClock
+from tierstore.embedding import Embedder, check_against_record
+from tierstore.engine import Engine, Settings
+from tierstore.errors import ObjectStoreError, PolicyError, StoreConfigError
+from tierstore.kernels import decayed_weight, due_times
+from tierstore.model import TIER_NAMES
+from tierstore.objectstore import (
     LocalObjectStore,
     ObjectStore,
     open_object_store,
     url_without_userinfo,
 )
-from .policy import Policy
-from .storetime import ClockRecord, check_clock
-from .validation import check_positive_int
-from .warmup import warm_up_kernels
+from tierstore.policy import Policy
+from tierstore.storetime import ClockRecord, check_clock
+from tierstore.validation import check_positive_int
+from tierstore.warmup import warm_up_kernels
 
 T = TypeVar("T")  # the store the facade's constructor makes
 

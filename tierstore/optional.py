@@ -17,7 +17,7 @@ import site
 import sysconfig
 from pathlib import Path
 
-from .errors import MissingDependencyError
+from tierstore.errors import MissingDependencyError
 
 
 #: all-MiniLM-L6-v2's files for embedder="minilm": the package ships them but declares

@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ObjectNotFoundError, StoreConfigError
-from .objectstore import ObjectStore
+from tierstore.errors import ObjectNotFoundError, StoreConfigError
+from tierstore.objectstore import ObjectStore
 
 OWNER_KEY = "owner.json"
 FORMAT = "tierstore-owner"

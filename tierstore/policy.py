@@ -21,8 +21,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Mapping
 
-from .dedupe import DEDUPE_MODES
-from .errors import PolicyError
+from tierstore.dedupe import DEDUPE_MODES
+from tierstore.errors import PolicyError
 
 MINUTE = 60.0
 HOUR = 3600.0
@@ -437,7 +437,7 @@ class Policy:
         try:
             return self.type_names.index(memory_type)
         except ValueError:
-            from .errors import UnknownMemoryTypeError
+            from tierstore.errors import UnknownMemoryTypeError
 
             raise UnknownMemoryTypeError(
                 f"unknown memory_type {memory_type!r}; the policy defines {', '.join(self.type_names)}"

@@ -26,11 +26,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .engine import engine_of
-from .errors import MissingDependencyError
-from .optional import install_hint
-from .lifecycle import EVENT_KINDS, folded_state
-from .model import TIER_NAMES
+from tierstore.engine import engine_of
+from tierstore.errors import MissingDependencyError
+from tierstore.optional import install_hint
+from tierstore.lifecycle import EVENT_KINDS, folded_state
+from tierstore.model import TIER_NAMES
 
 
 

@@ -8,14 +8,14 @@ import binascii
 import json
 from dataclasses import replace
 
-from . import supersession
-from .catalog import MemoryRow
-from .engine import Engine
-from .errors import InvalidInputError
-from .kernels import TIER_HOT
-from .lifecycle import lifecycle_metrics
-from .model import TIER_NAMES, Memory, Stats
-from .validation import check_id, check_key, check_namespace, check_positive_int
+from tierstore import supersession
+from tierstore.catalog import MemoryRow
+from tierstore.engine import Engine
+from tierstore.errors import InvalidInputError
+from tierstore.kernels import TIER_HOT
+from tierstore.lifecycle import lifecycle_metrics
+from tierstore.model import TIER_NAMES, Memory, Stats
+from tierstore.validation import check_id, check_key, check_namespace, check_positive_int
 
 
 def get(eng: Engine, ns: str, id: str) -> Memory | None:

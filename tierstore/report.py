@@ -31,15 +31,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .errors import InvalidInputError, MissingDependencyError
-from .optional import install_hint
-from .lifecycle import BACK_CAUSES, DAY, TIERS, lifecycle_metrics
+from tierstore.errors import InvalidInputError, MissingDependencyError
+from tierstore.optional import install_hint
+from tierstore.lifecycle import BACK_CAUSES, DAY, TIERS, lifecycle_metrics
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from .store import TierStore
+    from tierstore.store import TierStore
 
 REQUIRED = ("survival", "access_at_end", "reactivation", "value", "tiers", "policy", "events")
 PLOTS = ("decay", "survival", "tiers", "reactivation", "access")

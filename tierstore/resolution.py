@@ -22,11 +22,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import supersession
-from .kernels import columns as C
-from .kernels import resolve_order
-from .model import Hit
-from .scoring import CompiledPolicy
+from tierstore import supersession
+from tierstore.kernels import columns as C
+from tierstore.kernels import resolve_order
+from tierstore.model import Hit
+from tierstore.scoring import CompiledPolicy
 
 
 # the row of rank_and_gather's float result holding each hit's per-memory TTL (0: superseded)

@@ -9,9 +9,9 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from . import embedding as _embedding
-from . import hybrid, supersession, tier_search
-from .resolution import (
+from tierstore import embedding as _embedding
+from tierstore import hybrid, supersession, tier_search
+from tierstore.resolution import (
     R_TTL_OVERRIDE,
     annotate_resolution,
     kernel_moves,
@@ -20,16 +20,16 @@ from .resolution import (
     resolve_by_wording,
     resolve_hits,
 )
-from .engine import Engine
-from .errors import InvalidInputError, ReadOnlyStoreError, StoreClosedError
-from .hot import HotNamespace
-from .kernels import TIER_WARM, record_accesses
-from .kernels import columns as C
-from .model import Hit
-from .tier_search import RowHit
-from .trace import encode_vector
-from .updates import count_accesses
-from .validation import (
+from tierstore.engine import Engine
+from tierstore.errors import InvalidInputError, ReadOnlyStoreError, StoreClosedError
+from tierstore.hot import HotNamespace
+from tierstore.kernels import TIER_WARM, record_accesses
+from tierstore.kernels import columns as C
+from tierstore.model import Hit
+from tierstore.tier_search import RowHit
+from tierstore.trace import encode_vector
+from tierstore.updates import count_accesses
+from tierstore.validation import (
     F32,
     check_confidence,
     check_namespace,

@@ -11,11 +11,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .kernels import columns as C
-from .kernels import pack_query
-from .model import Explain
-from .policy import SCORE_FACTORS, USE_FACTORS, Policy
-from .tags import TagVocab
+from tierstore.kernels import columns as C
+from tierstore.kernels import pack_query
+from tierstore.model import Explain
+from tierstore.policy import SCORE_FACTORS, USE_FACTORS, Policy
+from tierstore.tags import TagVocab
 
 _EMPTY_I32 = np.empty(0, np.int32)
 _EMPTY_F64 = np.empty(0, np.float64)

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from .clock import ManualClock
-from .errors import (
+from tierstore.clock import ManualClock
+from tierstore.errors import (
     CorruptDataError,
     DuplicateIdError,
     InvalidInputError,
@@ -46,12 +46,12 @@ from .errors import (
     PolicyError,
     UnknownMemoryTypeError,
 )
-from .lifecycle import format_duration, lifecycle_metrics
-from .objectstore import validate_key, validate_prefix, validate_range
-from .objectstore._base import validate_data
-from .policy import Policy
-from .progress import Progress
-from .trace import decode_vector, read_trace
+from tierstore.lifecycle import format_duration, lifecycle_metrics
+from tierstore.objectstore import validate_key, validate_prefix, validate_range
+from tierstore.objectstore._base import validate_data
+from tierstore.policy import Policy
+from tierstore.progress import Progress
+from tierstore.trace import decode_vector, read_trace
 
 @dataclass
 class SimResult:
@@ -282,7 +282,7 @@ class MemoryObjectStore:
 
 
 def _replay(path: Path, res: SimResult, root: Path, interval: float, bar: Progress) -> None:
-    from .store import Settings, TierStore  # late: the store imports much of the package
+    from tierstore.store import Settings, TierStore  # late: the store imports much of the package
 
     started = time.perf_counter()
     clock = ManualClock(res.start)

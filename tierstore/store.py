@@ -12,21 +12,21 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from . import embedding as _embedding
-from . import ingest, integrity, opening, reads, retrieval, updates
-from .background import check_sweep_args
-from .catalog import Catalog
-from .clock import Clock
-from .engine import Engine, Settings
-from .errors import InvalidInputError, StoreConfigError
-from .migrator import Migrator
-from .model import Hit, Memory, Stats, SweepReport
-from .objectstore import ObjectStore
-from .policy import Policy
-from .prometheus import metrics_text
-from .storetime import ClockCheck
-from .trace import TraceWriter, encode_vector
-from .validation import (check_id_list, check_namespace, check_positive_int, check_search_flags, check_seconds,
+from tierstore import embedding as _embedding
+from tierstore import ingest, integrity, opening, reads, retrieval, updates
+from tierstore.background import check_sweep_args
+from tierstore.catalog import Catalog
+from tierstore.clock import Clock
+from tierstore.engine import Engine, Settings
+from tierstore.errors import InvalidInputError, StoreConfigError
+from tierstore.migrator import Migrator
+from tierstore.model import Hit, Memory, Stats, SweepReport
+from tierstore.objectstore import ObjectStore
+from tierstore.policy import Policy
+from tierstore.prometheus import metrics_text
+from tierstore.storetime import ClockCheck
+from tierstore.trace import TraceWriter, encode_vector
+from tierstore.validation import (check_id_list, check_namespace, check_positive_int, check_search_flags, check_seconds,
                          check_vector)
 
 __all__ = ["Settings", "TierStore"]

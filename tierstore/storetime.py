@@ -30,7 +30,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from .clock import Clock, SystemClock
+from tierstore.clock import Clock, SystemClock
 
 # Clock differences below this are ordinary (NTP slews, a store closed a few
 # minutes after its last operation); seconds.

@@ -37,7 +37,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .errors import InvalidInputError
+from tierstore.errors import InvalidInputError
 
 KINDS = ("explicit", "key", "auto")
 # A mark, unless the memory has one already (rid, ns, by_id, kind, similarity, t, prior_ttl_seconds).

@@ -19,16 +19,16 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .catalog import MemoryRow
-from .cold import ColdTier
-from .cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_row_vectors
-from .errors import ObjectNotFoundError
-from .hot import columns_from_rows
-from .kernels import TIER_COLD, fused_rerank
-from .model import Hit, HitRows, Memory
-from .scoring import CompiledPolicy, QueryContext
-from .supersession import unsuperseded_rows
-from .tags import TagVocab
+from tierstore.catalog import MemoryRow
+from tierstore.cold import ColdTier
+from tierstore.cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_row_vectors
+from tierstore.errors import ObjectNotFoundError
+from tierstore.hot import columns_from_rows
+from tierstore.kernels import TIER_COLD, fused_rerank
+from tierstore.model import Hit, HitRows, Memory
+from tierstore.scoring import CompiledPolicy, QueryContext
+from tierstore.supersession import unsuperseded_rows
+from tierstore.tags import TagVocab
 
 
 @dataclass(frozen=True)

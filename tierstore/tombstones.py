@@ -21,11 +21,11 @@ import secrets
 import sqlite3
 from dataclasses import dataclass
 
-from .archive import frame, pack, read_frame, unpack
-from .catalog import Catalog
-from .cold import ns_segment
-from .errors import CorruptDataError, ObjectNotFoundError
-from .objectstore import ObjectStore
+from tierstore.archive import frame, pack, read_frame, unpack
+from tierstore.catalog import Catalog
+from tierstore.cold import ns_segment
+from tierstore.errors import CorruptDataError, ObjectNotFoundError
+from tierstore.objectstore import ObjectStore
 
 TOMBSTONE_PREFIX = "tombstone"
 MAGIC = b"TSTOMB01"

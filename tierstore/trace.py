@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .errors import CorruptDataError
+from tierstore.errors import CorruptDataError
 
 OPS = ("add", "search", "touch", "feedback", "pin", "delete", "set_context", "restore")
 

@@ -11,13 +11,13 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from . import lifetime, supersession, tombstones
-from .catalog import EVENT_SQL, MEMORY_COLUMNS, MemoryRow
-from .engine import Engine
-from .errors import InvalidInputError, MemoryNotFoundError
-from .faults import crash_point
-from .hot import HotNamespace
-from .kernels import (
+from tierstore import lifetime, supersession, tombstones
+from tierstore.catalog import EVENT_SQL, MEMORY_COLUMNS, MemoryRow
+from tierstore.engine import Engine
+from tierstore.errors import InvalidInputError, MemoryNotFoundError
+from tierstore.faults import crash_point
+from tierstore.hot import HotNamespace
+from tierstore.kernels import (
     TIER_COLD,
     TIER_HOT,
     TIER_WARM,
@@ -26,11 +26,11 @@ from .kernels import (
     record_accesses,
     rescale_lifetimes,
 )
-from .kernels import columns as C
-from .migrator import MARK_PURGE_SQL
-from .model import TIER_NAMES, Memory
-from .reads import get, with_mark
-from .validation import check_id, check_id_list, check_namespace, check_tags
+from tierstore.kernels import columns as C
+from tierstore.migrator import MARK_PURGE_SQL
+from tierstore.model import TIER_NAMES, Memory
+from tierstore.reads import get, with_mark
+from tierstore.validation import check_id, check_id_list, check_namespace, check_tags
 
 
 def _opt(x: float) -> float | None:

@@ -11,8 +11,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .kernels import squared_length
-from .errors import (
+from tierstore.kernels import squared_length
+from tierstore.errors import (
     DimensionMismatchError,
     InvalidConfidenceError,
     InvalidInputError,
@@ -296,7 +296,7 @@ def check_time(value: Any, what: str) -> float:
     ``datetime``, or an ISO 8601 string (UTC unless it has an offset)."""
     import datetime as _dt
 
-    from .storetime import parse_time
+    from tierstore.storetime import parse_time
 
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:

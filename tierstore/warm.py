@@ -34,10 +34,10 @@ from typing import Sequence
 import hnswlib
 import numpy as np
 
-from .catalog import Catalog
-from .errors import CorruptDataError
-from .fileio import sha256_file
-from .kernels import inner_products, top_candidates
+from tierstore.catalog import Catalog
+from tierstore.errors import CorruptDataError
+from tierstore.fileio import sha256_file
+from tierstore.kernels import inner_products, top_candidates
 
 FORMAT = "tierstore-warm-shard"
 _LIST_ATTEMPTS = 4  # re-reads of a namespace's shard list when shards are replaced during a search

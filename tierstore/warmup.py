@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 
-from .kernels import columns as C
+from tierstore.kernels import columns as C
 
 _done = False
 _lock = threading.Lock()
@@ -20,7 +20,7 @@ def warm_up_kernels() -> None:
     with _lock:
         if _done:
             return
-        from .kernels import (
+        from tierstore.kernels import (
             access_boost,
             classify,
             context_multipliers,

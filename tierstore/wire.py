@@ -22,8 +22,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import errors
-from .errors import (
+from tierstore import errors
+from tierstore.errors import (
     ClockSkewError,
     DuplicateIdError,
     InvalidInputError,
@@ -34,7 +34,7 @@ from .errors import (
     StoreClosedError,
     TierStoreError,
 )
-from .model import Explain, Hit, Memory, Stats, SweepReport
+from tierstore.model import Explain, Hit, Memory, Stats, SweepReport
 
 API_VERSION = "v1"
 

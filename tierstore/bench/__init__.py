@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from .common import BenchConfig, SuiteResult, SuiteSkipped, environment, render_report, write_json
+from tierstore.bench.common import BenchConfig, SuiteResult, SuiteSkipped, environment, render_report, write_json
 
 SUITES: dict[str, tuple[str, str]] = {
     "a": ("search", "store.search vs raw hnswlib knn_query"),
@@ -135,7 +135,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_from_args(args: argparse.Namespace) -> int:
     if args.from_json:
-        from .common import load_json
+        from tierstore.bench.common import load_json
 
         results, env, elapsed = load_json(args.from_json)
         print(render_report(results, env, markdown=args.markdown), end="")

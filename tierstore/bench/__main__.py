@@ -11,6 +11,6 @@ import sys
 if sys.path and os.path.isfile(os.path.join(sys.path[0] or ".", "kernels", "_cache.py")):
     del sys.path[0]
 
-from . import main  # noqa: E402
+from tierstore.bench import main  # noqa: E402
 
 sys.exit(main())

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from .conversation import (
+from tierstore.bench.conversation import (
     CATEGORIES,
     DAY,
     HOUR,

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
-from .common import (
+from tierstore.bench.common import (
     DIM,
     EF,
     EF_CONSTRUCTION,
@@ -29,7 +29,7 @@ from .common import (
     timed,
     workdir,
 )
-from .seedref import SeedMemorySystem, seed_metadata
+from tierstore.bench.seedref import SeedMemorySystem, seed_metadata
 
 TITLE = "store.search vs the seed's Chroma + Python rerank (§4.3)"
 TAGS = ["travel", "food", "work", "health", "family", "budget", "japan", "summer"]
@@ -59,7 +59,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
     now = t0 + timedelta(days=1)
 
     with workdir(cfg, "chroma") as d:
-        from .. import ManualClock
+        from tierstore import ManualClock
 
         clock = ManualClock(T0)
         store = open_store(d / "store", clock=clock)
@@ -112,7 +112,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
 
 
 def _chroma_add(seed: SeedMemorySystem, ids: list[str], vecs: np.ndarray, metas: list[dict], cfg: BenchConfig) -> None:
-    from ..progress import Progress
+    from tierstore.progress import Progress
 
     b = seed.max_batch
     with Progress(len(ids), f"(b) Chroma add {len(ids)}", enabled=cfg.progress) as bar:

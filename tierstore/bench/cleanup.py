@@ -22,9 +22,9 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
-from ..progress import Progress
-from .common import DIM, BenchConfig, Row, SuiteResult, clustered_vectors, have, open_store, timed, workdir
-from .seedref import DictCollection, SeedMemorySystem, cleanup_dicts, seed_metadata
+from tierstore.progress import Progress
+from tierstore.bench.common import DIM, BenchConfig, Row, SuiteResult, clustered_vectors, have, open_store, timed, workdir
+from tierstore.bench.seedref import DictCollection, SeedMemorySystem, cleanup_dicts, seed_metadata
 
 TITLE = "store.sweep vs the seed's full-scan run_memory_cleanup (§4.4)"
 T0 = 1_700_000_000.0
@@ -49,7 +49,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
                            ttl=ttl[i]) for i in range(n)]
 
     with workdir(cfg, "cleanup") as d:
-        from .. import ManualClock
+        from tierstore import ManualClock
 
         clock = ManualClock(T0)
         store = open_store(d / "store", clock=clock)

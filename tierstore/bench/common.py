@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..progress import Progress
+from tierstore.progress import Progress
 
 DIM = 384
 K = 10
@@ -235,7 +235,7 @@ def open_store(path: Path, *, dim: int = DIM, clock: Any = None, ef: int = EF,
     and the default policy without automatic supersession: the suites'
     clustered vectors stand for related texts, not for statements that
     replace each other (suites g and h measure supersession on text)."""
-    from .. import HotSettings, ManualClock, Policy, Settings, TierStore
+    from tierstore import HotSettings, ManualClock, Policy, Settings, TierStore
 
     hot = HotSettings(hnsw_m=M, hnsw_ef_construction=EF_CONSTRUCTION, hnsw_ef_search=ef,
                       **({} if exact_threshold is None else {"exact_threshold": exact_threshold}))

@@ -50,9 +50,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..progress import Progress
-from .common import BenchConfig, SuiteResult, sweep_until_done, workdir
-from .forgetting import Hashing, former_weights, make_embedder
+from tierstore.progress import Progress
+from tierstore.bench.common import BenchConfig, SuiteResult, sweep_until_done, workdir
+from tierstore.bench.forgetting import Hashing, former_weights, make_embedder
 
 DAY = 86400.0
 HOUR = 3600.0
@@ -1169,7 +1169,7 @@ def score_tierstore(wl: ConversationWorkload, tv: np.ndarray, qv: np.ndarray, cf
     said, a ``sweep()`` every midnight until nothing is due, ``search(k)`` at
     question time. A missed question records the best tier its evidence was
     in at that moment (``get`` reads without counting an access)."""
-    from .. import ManualClock, Policy, TierStore
+    from tierstore import ManualClock, Policy, TierStore
 
     t0 = time.perf_counter()
     sc = Score(variant.name)

@@ -73,8 +73,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..progress import Progress
-from .common import BenchConfig, SuiteResult, have, render_table, sweep_until_done, workdir
+from tierstore.progress import Progress
+from tierstore.bench.common import BenchConfig, SuiteResult, have, render_table, sweep_until_done, workdir
 
 DAY = 86400.0
 HOUR = 3600.0
@@ -313,7 +313,7 @@ class MiniLM(Embedder):
     name = "all-MiniLM-L6-v2 (tierstore.minilm, ONNX Runtime, offline)"
 
     def __init__(self) -> None:
-        from ..minilm import MiniLM as Model
+        from tierstore.minilm import MiniLM as Model
 
         self.model = Model()
 
@@ -323,8 +323,8 @@ class MiniLM(Embedder):
 
 def minilm_installed() -> bool:
     """The ``embed`` extra's runtime and the model's files are there."""
-    from ..errors import MissingDependencyError
-    from ..minilm import packaged_model_dir
+    from tierstore.errors import MissingDependencyError
+    from tierstore.minilm import packaged_model_dir
 
     try:
         packaged_model_dir()
@@ -337,7 +337,7 @@ class Hashing(Embedder):
     name = "HashingEmbedder (synthetic: hashed bag of words + slot topic)"
 
     def __init__(self) -> None:
-        from ..synthetic import HashingEmbedder
+        from tierstore.synthetic import HashingEmbedder
 
         self.model = HashingEmbedder(dim=384)
 
@@ -660,7 +660,7 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
     ``w`` beside the five default weights, which sum to 1. The accesses the
     policy would record on the hits are recorded with ``touch`` on the final
     ``k``."""
-    from .. import ManualClock, TierStore
+    from tierstore import ManualClock, TierStore
 
     sc = Score(name, memories=len(wl.mems))
     nights = _midnights(wl.days)
@@ -771,7 +771,7 @@ def check_langchain_formula(samples: int = 50) -> str:
     from langchain_classic.retrievers import TimeWeightedVectorStoreRetriever
     from langchain_core.documents import Document
 
-    from .lcadapter import HnswVectorStore, LookupEmbeddings
+    from tierstore.bench.lcadapter import HnswVectorStore, LookupEmbeddings
 
     r = TimeWeightedVectorStoreRetriever(vectorstore=HnswVectorStore(LookupEmbeddings(4), 16), decay_rate=0.01, k=5)
     rng = np.random.default_rng(0)
@@ -866,7 +866,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
                                           "warm": ts.extra["warm_end"], "cold": ts.extra["cold_end"]},
                      retired={s.name: s.retired for s in (ts, ts_key, ts_sup)})
     if cfg.size("g.sweep", False, False):
-        from ..policy import Policy
+        from tierstore.policy import Policy
 
         srows = []
         default_bars = {t: (Policy.default().types[t].supersede_above, Policy.default().types[t].supersede_above_shared_tag)
@@ -887,7 +887,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
         res.tables.append(("automatic supersession: bar sweep (fact and preference; default policy otherwise; "
                            "no hints)", SWEEP_HEADER, sweep_cells(srows)))
     if cfg.size("g.variants", True, False):
-        from ..policy import Policy
+        from tierstore.policy import Policy
 
         vrows = []
         for vname, spec, novelty, nweight in VARIANTS:

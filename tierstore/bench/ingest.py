@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import (
+from tierstore.bench.common import (
     DIM,
     EF_CONSTRUCTION,
     M,
@@ -63,7 +63,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
 
     def chroma(d):  # type: ignore[no-untyped-def]
         def go() -> None:
-            from .seedref import SeedMemorySystem
+            from tierstore.bench.seedref import SeedMemorySystem
 
             seed = SeedMemorySystem(str(d / "chroma"))
             for s in range(0, n, batch):
@@ -73,7 +73,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
         return go
 
     times: dict[str, list[float]] = {"tierstore": [], "raw": [], "chroma": []}
-    from ..progress import Progress
+    from tierstore.progress import Progress
 
     names = ["tierstore", "raw"] + (["chroma"] if with_chroma else [])
     with Progress(reps * len(names), f"(f) ingest {n}", enabled=cfg.progress) as bar:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from .common import (
+from tierstore.bench.common import (
     DIM,
     EF,
     K,
@@ -42,7 +42,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
     from langchain_classic.retrievers import TimeWeightedVectorStoreRetriever
     from langchain_core.documents import Document
 
-    from .lcadapter import HnswVectorStore, LookupEmbeddings
+    from tierstore.bench.lcadapter import HnswVectorStore, LookupEmbeddings
 
     n = cfg.size("c.n", 100_000, 10_000)
     n_queries = cfg.size("c.queries", 600, 300)

@@ -26,7 +26,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from .common import EF, EF_CONSTRUCTION, M
+from tierstore.bench.common import EF, EF_CONSTRUCTION, M
 
 
 class LookupEmbeddings(Embeddings):

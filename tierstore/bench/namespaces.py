@@ -15,8 +15,8 @@ import gc
 
 import numpy as np
 
-from ..progress import Progress
-from .common import (
+from tierstore.progress import Progress
+from tierstore.bench.common import (
     DIM,
     EF,
     EF_CONSTRUCTION,

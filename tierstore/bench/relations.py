@@ -67,9 +67,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from ..progress import Progress
-from .common import BenchConfig, SuiteResult, sweep_until_done, workdir
-from .relations_workload import DAY, MULTI, T0, RelationsWorkload, relations_workload
+from tierstore.progress import Progress
+from tierstore.bench.common import BenchConfig, SuiteResult, sweep_until_done, workdir
+from tierstore.bench.relations_workload import DAY, MULTI, T0, RelationsWorkload, relations_workload
 
 K = 5
 DEFAULT_SEED = 2027  # the suite's seed is cfg.seed + this
@@ -81,7 +81,7 @@ _EMBEDDERS: dict[str, Any] = {}
 
 
 def _embedder(kind: str) -> Any:
-    from .forgetting import make_embedder
+    from tierstore.bench.forgetting import make_embedder
 
     if kind not in _EMBEDDERS:
         _EMBEDDERS[kind] = make_embedder(kind)
@@ -89,7 +89,7 @@ def _embedder(kind: str) -> Any:
 
 
 def embedder_name(kind: str = "auto") -> str:
-    from .forgetting import Hashing
+    from tierstore.bench.forgetting import Hashing
 
     emb = _embedder(kind)
     return "HashingEmbedder (synthetic, no topics)" if isinstance(emb, Hashing) else str(emb.name)
@@ -153,7 +153,7 @@ class StoreRun:
 def store_rankings(wl: RelationsWorkload, vec: Callable[[str], np.ndarray], cfg: BenchConfig,
                    policy: Any = None, k: int = K, label: str = "tierstore") -> StoreRun:
     """Load the workload into a fresh store (its own clock, nightly sweeps) and ask its questions."""
-    from .. import ManualClock, Policy, TierStore
+    from tierstore import ManualClock, Policy, TierStore
 
     t_start = time.perf_counter()
     policy = policy if policy is not None else Policy()
@@ -367,7 +367,7 @@ def _row(name: str, wl: RelationsWorkload, rankings: Rankings, plain: Rankings |
 
 def no_auto_supersession() -> Any:
     """The default policy with automatic supersession off for facts and preferences (diagnostic rows)."""
-    from ..policy import Policy
+    from tierstore.policy import Policy
 
     return Policy.from_dict({"types": {t: {"supersede_above": "off", "supersede_above_shared_tag": "off"}
                                        for t in ("fact", "preference")}})

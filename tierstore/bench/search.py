@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import (
+from tierstore.bench.common import (
     DIM,
     EF,
     K,

@@ -6,8 +6,8 @@ when a cluster is made, never at import; the embedded store never imports
 this package.
 """
 
-from .bucket import BucketConfig
-from .cluster import Cluster
-from .errors import ClusterError, FencedError, NotOwnerError
+from tierstore.cluster.bucket import BucketConfig
+from tierstore.cluster.cluster import Cluster
+from tierstore.cluster.errors import ClusterError, FencedError, NotOwnerError
 
 __all__ = ["BucketConfig", "Cluster", "ClusterError", "FencedError", "NotOwnerError"]

@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ObjectStoreError
-from ..objectstore import S3ObjectStore
+from tierstore.errors import ObjectStoreError
+from tierstore.objectstore import S3ObjectStore
 
 __all__ = ["Bucket", "BucketConfig"]
 

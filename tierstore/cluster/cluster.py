@@ -24,20 +24,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from .. import embedding as _embedding
-from ..background import BackgroundSweeps, check_sweep_args
-from ..errors import InvalidInputError, ObjectStoreError, StoreConfigError, TierStoreError
-from ..integrity import IntegrityReport, Problem
-from ..model import Hit, Memory, Stats, SweepReport
-from ..policy import Policy
-from ..validation import check_namespace, check_positive_int, check_seconds
-from .bucket import BucketConfig
-from .errors import ClusterError, NotOwnerError
-from .records import pack
-from .shard import Shard, check_lease_check
-from .slotstore import DEFAULT_LEASE_CHECK_S
-from .slots import DEFAULT_SLOTS, check_slots, placement, slot_of
-from .stats import sum_stats
+from tierstore import embedding as _embedding
+from tierstore.background import BackgroundSweeps, check_sweep_args
+from tierstore.errors import InvalidInputError, ObjectStoreError, StoreConfigError, TierStoreError
+from tierstore.integrity import IntegrityReport, Problem
+from tierstore.model import Hit, Memory, Stats, SweepReport
+from tierstore.policy import Policy
+from tierstore.validation import check_namespace, check_positive_int, check_seconds
+from tierstore.cluster.bucket import BucketConfig
+from tierstore.cluster.errors import ClusterError, NotOwnerError
+from tierstore.cluster.records import pack
+from tierstore.cluster.shard import Shard, check_lease_check
+from tierstore.cluster.slotstore import DEFAULT_LEASE_CHECK_S
+from tierstore.cluster.slots import DEFAULT_SLOTS, check_slots, placement, slot_of
+from tierstore.cluster.stats import sum_stats
 
 __all__ = ["Cluster"]
 
@@ -51,7 +51,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as exc:  # pragma: no cover - the extra is missing
-        from ..optional import missing_dependency
+        from tierstore.optional import missing_dependency
 
         raise missing_dependency(exc, "tierstore.cluster", "cluster") from exc
     return ray
@@ -60,7 +60,7 @@ def _ray() -> Any:
 def _check_bucket(config: BucketConfig, name: str) -> None:
     """The bucket answers (a wrong name, endpoint or credentials: StoreConfigError now,
     not after Ray started) and its prefix is ``name``'s or nobody's (:mod:`.identity`)."""
-    from .identity import claim
+    from tierstore.cluster.identity import claim
 
     try:
         bucket = config.open()

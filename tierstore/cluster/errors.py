@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import TierStoreError
+from tierstore.errors import TierStoreError
 
 __all__ = ["ClusterError", "FencedError", "LeaseUnconfirmedError", "NotOwnerError", "SlotLostError"]
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .bucket import Bucket
+from tierstore.cluster.bucket import Bucket
 
 __all__ = ["Collected", "blob_keys", "collect"]
 

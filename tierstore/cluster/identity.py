@@ -22,9 +22,9 @@ import socket
 import time
 from dataclasses import dataclass
 
-from ..errors import StoreConfigError
-from ..ownership import parse_claim
-from .bucket import Bucket
+from tierstore.errors import StoreConfigError
+from tierstore.ownership import parse_claim
+from tierstore.cluster.bucket import Bucket
 
 KEY = "cluster.json"
 FORMAT = "tierstore-cluster"

@@ -9,7 +9,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from ..errors import CorruptDataError
+from tierstore.errors import CorruptDataError
 
 __all__ = ["pack", "unpack"]
 

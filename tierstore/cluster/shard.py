@@ -20,17 +20,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorruptDataError, InvalidInputError
-from ..policy import Policy
-from ..store import TierStore
-from .bucket import BucketConfig
-from .errors import FencedError, NotOwnerError
-from .lease import release_lease, take_lease
-from .records import unpack
-from .slotlog import LogConflictError, SlotLog
-from .slotstore import DEFAULT_LEASE_CHECK_S, READ_OPS, WRITE_OPS, SlotClock, SlotStore, monotonic_now
-from .snapshot import materialize, snapshots_newest_first
-from .stats import sum_stats
+from tierstore.errors import CorruptDataError, InvalidInputError
+from tierstore.policy import Policy
+from tierstore.store import TierStore
+from tierstore.cluster.bucket import BucketConfig
+from tierstore.cluster.errors import FencedError, NotOwnerError
+from tierstore.cluster.lease import release_lease, take_lease
+from tierstore.cluster.records import unpack
+from tierstore.cluster.slotlog import LogConflictError, SlotLog
+from tierstore.cluster.slotstore import DEFAULT_LEASE_CHECK_S, READ_OPS, WRITE_OPS, SlotClock, SlotStore, monotonic_now
+from tierstore.cluster.snapshot import materialize, snapshots_newest_first
+from tierstore.cluster.stats import sum_stats
 
 __all__ = ["Shard", "check_lease_check"]
 

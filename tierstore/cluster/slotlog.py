@@ -22,10 +22,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from ..errors import CorruptDataError, ObjectStoreError
-from .bucket import Bucket
-from .errors import FencedError
-from .records import pack, unpack
+from tierstore.errors import CorruptDataError, ObjectStoreError
+from tierstore.cluster.bucket import Bucket
+from tierstore.cluster.errors import FencedError
+from tierstore.cluster.records import pack, unpack
 
 __all__ = ["LogConflictError", "LogRecord", "SlotLog"]
 

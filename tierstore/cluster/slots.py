@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Iterable
 
-from ..errors import InvalidInputError
+from tierstore.errors import InvalidInputError
 
 __all__ = ["DEFAULT_SLOTS", "placement", "rendezvous", "slot_of"]
 

@@ -23,14 +23,14 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..errors import InvalidInputError, ObjectStoreError, StoreClosedError
-from ..store import TierStore
-from .errors import FencedError, LeaseUnconfirmedError, NotOwnerError, SlotLostError
-from .gc import Collected, blob_keys, collect
-from .lease import Lease, lease_key
-from .records import unpack
-from .slotlog import LogRecord, SlotLog
-from .snapshot import Snapshot, decode_answer, encode_answer, read_files, snapshot_key, split_sealed
+from tierstore.errors import InvalidInputError, ObjectStoreError, StoreClosedError
+from tierstore.store import TierStore
+from tierstore.cluster.errors import FencedError, LeaseUnconfirmedError, NotOwnerError, SlotLostError
+from tierstore.cluster.gc import Collected, blob_keys, collect
+from tierstore.cluster.lease import Lease, lease_key
+from tierstore.cluster.records import unpack
+from tierstore.cluster.slotlog import LogRecord, SlotLog
+from tierstore.cluster.snapshot import Snapshot, decode_answer, encode_answer, read_files, snapshot_key, split_sealed
 
 __all__ = ["DEFAULT_LEASE_CHECK_S", "WRITE_OPS", "READ_OPS", "SlotClock", "SlotStore", "monotonic_now"]
 

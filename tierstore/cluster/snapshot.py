@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from .. import wire
-from ..errors import CorruptDataError
-from ..model import Memory, SweepReport
-from .bucket import Bucket
-from .records import pack, unpack
+from tierstore import wire
+from tierstore.errors import CorruptDataError
+from tierstore.model import Memory, SweepReport
+from tierstore.cluster.bucket import Bucket
+from tierstore.cluster.records import pack, unpack
 
 __all__ = ["Snapshot", "blob_key", "decode_answer", "encode_answer", "is_sealed", "latest_snapshot",
            "materialize", "read_files", "snapshot_key", "snapshots_newest_first", "split_sealed", "write_files"]

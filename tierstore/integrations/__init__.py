@@ -2,6 +2,6 @@
 :mod:`.langgraph` (extra ``langgraph``). Each imports its framework lazily,
 raising MissingDependencyError naming the extra when it is absent."""
 
-from .policy import adapter_policy, check_adapter_policy
+from tierstore.integrations.policy import adapter_policy, check_adapter_policy
 
 __all__ = ["adapter_policy", "check_adapter_policy"]

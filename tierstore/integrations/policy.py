@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import StoreConfigError
-from ..policy import Policy
+from tierstore.errors import StoreConfigError
+from tierstore.policy import Policy
 
 
 def adapter_policy(**overrides: Any) -> Policy:

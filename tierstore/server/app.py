@@ -28,14 +28,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from .. import api_schema, wire
-from ..errors import AuthError, InvalidInputError, TierStoreError
-from ..validation import CONTENT_MAX_CHARS
-from .auth import EVERYONE, Principal, TokenTable
-from .schema import GET_ROUTES, POST_ROUTES, openapi
+from tierstore import api_schema, wire
+from tierstore.errors import AuthError, InvalidInputError, TierStoreError
+from tierstore.validation import CONTENT_MAX_CHARS
+from tierstore.server.auth import EVERYONE, Principal, TokenTable
+from tierstore.server.schema import GET_ROUTES, POST_ROUTES, openapi
 
 if TYPE_CHECKING:
-    from ..store import TierStore
+    from tierstore.store import TierStore
 
 log = logging.getLogger("tierstore.server")
 

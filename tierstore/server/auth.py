@@ -25,8 +25,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import AuthError, StoreConfigError
-from ..validation import check_namespace
+from tierstore.errors import AuthError, StoreConfigError
+from tierstore.validation import check_namespace
 
 ENV_TOKEN = "TIERSTORE_TOKEN"
 MIN_TOKEN_LEN = 16  # shorter tokens are guessable; `python -c "import secrets; print(secrets.token_hex(32))"`

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ..errors import MissingDependencyError
-from ..optional import install_hint
+from tierstore.errors import MissingDependencyError
+from tierstore.optional import install_hint
 
 
 def require(module: str, package: str | None = None, extra: str = "server") -> ModuleType:

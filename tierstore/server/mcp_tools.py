@@ -23,16 +23,16 @@ with the details in the server's log.
 import inspect
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from .. import api_schema, wire
-from ..api_schema import ROUTES, Bounds
-from ..errors import AuthError, StoreConfigError, TierStoreError
-from ..optional import install_hint
-from ..validation import ID_MAX_LEN, KEY_MAX_LEN, LABEL_MAX_CHARS, TAG_MAX_LEN, TAGS_MAX_LISTED
-from .auth import EVERYONE, Principal
-from .deps import require
+from tierstore import api_schema, wire
+from tierstore.api_schema import ROUTES, Bounds
+from tierstore.errors import AuthError, StoreConfigError, TierStoreError
+from tierstore.optional import install_hint
+from tierstore.validation import ID_MAX_LEN, KEY_MAX_LEN, LABEL_MAX_CHARS, TAG_MAX_LEN, TAGS_MAX_LISTED
+from tierstore.server.auth import EVERYONE, Principal
+from tierstore.server.deps import require
 
 if TYPE_CHECKING:
-    from ..store import TierStore
+    from tierstore.store import TierStore
 
 INSTRUCTIONS = (
     "A memory that forgets: memories expire by type (conversation 1 h, task 2 d, opinion 3 d, preference 7 d, "

@@ -20,10 +20,10 @@ import sys
 import threading
 from typing import Any, Mapping, TextIO
 
-from ..errors import StoreConfigError
-from ..optional import install_hint
-from .auth import TokenTable, is_loopback, token_file_exposure
-from .deps import require
+from tierstore.errors import StoreConfigError
+from tierstore.optional import install_hint
+from tierstore.server.auth import TokenTable, is_loopback, token_file_exposure
+from tierstore.server.deps import require
 
 
 def _tokens(host: str, token_file: str | None, insecure_no_auth: bool) -> TokenTable | None:
@@ -76,10 +76,10 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
     out = sys.stdout if out is None else out
     require("starlette")
     uvicorn = require("uvicorn")
-    from .. import __version__
-    from ..engine import Settings
-    from ..store import TierStore
-    from .app import Limits, build_app, check_workers
+    from tierstore import __version__
+    from tierstore.engine import Settings
+    from tierstore.store import TierStore
+    from tierstore.server.app import Limits, build_app, check_workers
 
     # every setting checked before anything is bound, opened or created
     limits = Limits(**limits) if isinstance(limits, Mapping) else (limits or Limits())
@@ -95,7 +95,7 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
     store = None
     try:
         if cluster is not None:
-            from ..cluster import Cluster
+            from tierstore.cluster import Cluster
 
             name = "tierstore" if cluster_name is None else cluster_name
             # an embedder embeds text here, in this router: the shards log vectors. Background sweeps
@@ -108,7 +108,7 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
                                    settings=Settings(max_content_chars=limits.max_content_chars))
         mcp = None
         if store.embedder is not None:
-            from .mcp_tools import build_mcp
+            from tierstore.server.mcp_tools import build_mcp
 
             mcp = build_mcp(store, limits=limits)
         app = build_app(store, tokens=tokens, limits=limits, mcp=mcp, close_store=True, version=__version__,
@@ -145,8 +145,8 @@ def serve_mcp_stdio(path: str | os.PathLike[str], *, embedder: Any, dim: int | N
     require("mcp")
     import anyio
 
-    from ..store import TierStore
-    from .mcp_tools import build_mcp
+    from tierstore.store import TierStore
+    from tierstore.server.mcp_tools import build_mcp
 
     _check_seconds("migrator_interval_s", migrator_interval_s, zero_ok=False)
     if embedder is None:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 
-from ..api_schema import ROUTES, Bounds, Route, json_schema
+from tierstore.api_schema import ROUTES, Bounds, Route, json_schema
 
 
 class VectorB64(BaseModel):

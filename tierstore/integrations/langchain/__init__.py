@@ -7,13 +7,13 @@ from __future__ import annotations
 try:
     import langchain_core  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    from ...optional import missing_dependency
+    from tierstore.optional import missing_dependency
 
     raise missing_dependency(exc, "tierstore.integrations.langchain", "langchain") from exc
 
-from .fields import FieldMap
-from .retriever import TierStoreRetriever
-from ..policy import adapter_policy
-from .vectorstore import TierStoreVectorStore
+from tierstore.integrations.langchain.fields import FieldMap
+from tierstore.integrations.langchain.retriever import TierStoreRetriever
+from tierstore.integrations.policy import adapter_policy
+from tierstore.integrations.langchain.vectorstore import TierStoreVectorStore
 
 __all__ = ["FieldMap", "TierStoreRetriever", "TierStoreVectorStore", "adapter_policy"]

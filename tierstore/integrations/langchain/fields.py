@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ...errors import InvalidInputError
+from tierstore.errors import InvalidInputError
 
 _FIELDS = ("memory_type", "confidence", "tags", "ttl_seconds", "pinned")
 

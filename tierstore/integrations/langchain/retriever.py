@@ -9,7 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
-from .vectorstore import TierStoreVectorStore
+from tierstore.integrations.langchain.vectorstore import TierStoreVectorStore
 
 
 class TierStoreRetriever(BaseRetriever):

@@ -16,9 +16,9 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
-from ...errors import InvalidInputError
-from ...model import Hit
-from ..filters import check_filter, matches
+from tierstore.errors import InvalidInputError
+from tierstore.model import Hit
+from tierstore.integrations.filters import check_filter, matches
 
 #: candidates asked for at most over a server (``tierstore serve --max-k``, 1000 by default)
 REMOTE_MAX_CANDIDATES = 1000

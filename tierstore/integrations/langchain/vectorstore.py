@@ -11,14 +11,14 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from ...client import RemoteStore
-from ...errors import InvalidInputError, StoreConfigError
-from ...model import Hit
-from ...store import TierStore
-from ...validation import check_namespace
-from ..policy import adapter_policy, check_adapter_policy
-from .selection import REMOTE_MAX_CANDIDATES, check_mmr_args, filtered_hits, hit_filter, mmr, record_use
-from .fields import FieldMap
+from tierstore.client import RemoteStore
+from tierstore.errors import InvalidInputError, StoreConfigError
+from tierstore.model import Hit
+from tierstore.store import TierStore
+from tierstore.validation import check_namespace
+from tierstore.integrations.policy import adapter_policy, check_adapter_policy
+from tierstore.integrations.langchain.selection import REMOTE_MAX_CANDIDATES, check_mmr_args, filtered_hits, hit_filter, mmr, record_use
+from tierstore.integrations.langchain.fields import FieldMap
 
 # search() keywords passed through to TierStore.search
 SEARCH_OPTIONS = frozenset({"context_tags", "memory_types", "min_confidence", "include_warm", "include_cold",

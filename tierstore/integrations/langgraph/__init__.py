@@ -7,10 +7,10 @@ from __future__ import annotations
 try:
     import langgraph.store.base  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    from ...optional import missing_dependency
+    from tierstore.optional import missing_dependency
 
     raise missing_dependency(exc, "tierstore.integrations.langgraph", "langgraph") from exc
 
-from .store import TierStoreStore
+from tierstore.integrations.langgraph.store import TierStoreStore
 
 __all__ = ["TierStoreStore"]

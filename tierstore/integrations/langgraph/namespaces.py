@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from ...errors import InvalidNamespaceError
-from ...validation import NAMESPACE_RE
+from tierstore.errors import InvalidNamespaceError
+from tierstore.validation import NAMESPACE_RE
 
 _PLAIN = re.compile(r"[A-Za-z0-9-]")
 _PREFIX_RE = re.compile(r"[A-Za-z0-9-]{1,32}")

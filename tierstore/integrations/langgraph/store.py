@@ -29,14 +29,14 @@ from langgraph.store.base import (
     tokenize_path,
 )
 
-from ...errors import InvalidInputError, StoreConfigError
-from ...model import Memory
-from ...store import TierStore
-from ...validation import check_metadata
-from ..policy import check_adapter_policy
-from .namespaces import check_labels, check_prefix, decode, encode
-from .fieldvectors import VECTORS_KEY, best_cosine, encode_vectors, unit_rows
-from ..filters import check_filter, matches
+from tierstore.errors import InvalidInputError, StoreConfigError
+from tierstore.model import Memory
+from tierstore.store import TierStore
+from tierstore.validation import check_metadata
+from tierstore.integrations.policy import check_adapter_policy
+from tierstore.integrations.langgraph.namespaces import check_labels, check_prefix, decode, encode
+from tierstore.integrations.langgraph.fieldvectors import VECTORS_KEY, best_cosine, encode_vectors, unit_rows
+from tierstore.integrations.filters import check_filter, matches
 
 Ranking = Literal["fused", "similarity"]
 
