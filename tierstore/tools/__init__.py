@@ -1,0 +1,1 @@
+"""The tierstore command and its demo."""
