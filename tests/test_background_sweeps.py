@@ -6,7 +6,7 @@ import threading
 import time
 
 from tierstore.background import BackgroundSweeps, next_delay
-from tierstore.model import SweepReport
+from tierstore.records import SweepReport
 
 
 def _report(remaining_due: int = 0, errors: list[str] | None = None) -> SweepReport:

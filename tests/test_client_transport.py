@@ -120,7 +120,7 @@ def test_a_bad_response_is_a_remote_error(scripted, reply):
 
 def _wire_hit(i: int, explain: bool = False) -> dict:
     from tierstore import wire
-    from tierstore.model import Explain, Memory
+    from tierstore.records import Explain, Memory
 
     m = Memory(id=f"m{i}", namespace="u", content=f"text {i}", memory_type="fact", created_at=1.0,
                last_accessed_at=2.0, access_count=i, confidence=0.5, source="user_declaration", tags=("a",),

@@ -41,7 +41,7 @@ pytest.importorskip("boto3")
 
 from tierstore.cluster import Cluster, FencedError, NotOwnerError  # noqa: E402
 from tierstore.errors import InvalidInputError  # noqa: E402
-from tierstore.model import SweepReport  # noqa: E402
+from tierstore.records import SweepReport  # noqa: E402
 
 DIM = 16
 NAMESPACES = [f"user-{i:03d}" for i in range(400)]

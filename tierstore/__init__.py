@@ -29,7 +29,7 @@ from tierstore.errors import (
     UnknownMemoryTypeError,
 )
 from tierstore.hot import HotSettings
-from tierstore.model import Explain, Hit, Memory, Stats, SweepReport
+from tierstore.records import Explain, Hit, Memory, Stats, SweepReport
 from tierstore.policy import ConfidencePolicy, ContextRule, MaskRule, Policy, ScoringPolicy, Thresholds, TypePolicy
 from tierstore.store import Settings, TierStore
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from tierstore.model import SweepReport
+from tierstore.records import SweepReport
 from tierstore.validation import check_positive_int, check_seconds
 
 SweepFn = Callable[[int, float], SweepReport]  # (max_items, time_budget_s) -> report

@@ -51,7 +51,7 @@ import numpy as np
 
 from tierstore import api_schema, wire
 from tierstore.errors import InvalidInputError, RemoteError, StoreClosedError
-from tierstore.model import Hit, Memory, Stats, SweepReport
+from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.policy import Policy
 __all__ = ["RemoteStore", "ServerEmbedder"]
 

@@ -18,7 +18,7 @@ from typing import TextIO
 
 from tierstore.clock import ManualClock
 from tierstore.errors import StoreConfigError
-from tierstore.model import Hit, SweepReport
+from tierstore.records import Hit, SweepReport
 from tierstore.progress import Progress
 from tierstore.store import TierStore
 from tierstore.synthetic import HashingEmbedder

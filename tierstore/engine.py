@@ -40,7 +40,7 @@ from tierstore.errors import (
 from tierstore.hot import HotNamespace, HotSettings, HotTier
 from tierstore.kernels import TIER_HOT
 from tierstore.kernels import columns as C
-from tierstore.model import TIER_NAMES, Memory, SweepReport
+from tierstore.records import TIER_NAMES, Memory, SweepReport
 from tierstore.objectstore import ObjectStore
 from tierstore.policy import Policy
 from tierstore.scoring import CompiledPolicy

@@ -38,7 +38,7 @@ from tierstore.fileio import fsync_file, sha256_file
 from tierstore.kernels import columns as C
 from tierstore.lifetime import confidence_at, weight_at
 from tierstore.kernels import inner_products, rank_and_gather, top_candidates
-from tierstore.model import Explain, Hit, Memory
+from tierstore.records import Explain, Hit, Memory
 from tierstore.rwlock import RWLock
 from tierstore.scoring import CompiledPolicy, QueryContext
 from tierstore.tags import TagVocab
@@ -105,7 +105,7 @@ class HotSnapshot:
     among them the decayed confidence and the weight, at capture time), with
     the namespace's string lists held by reference (:class:`SlotStrings`).
 
-    As the source of search hits (see :class:`~tierstore.model.Hit`) it
+    As the source of search hits (see :class:`~tierstore.records.Hit`) it
     holds their ``ids``, ``scores`` and ``explains`` (made when the search
     builds its hits: callers read them); ``memory(j)`` builds hit j's Memory
     on first use, from values the search captured."""

@@ -47,7 +47,7 @@ from tierstore.errors import ObjectNotFoundError
 from tierstore.hot import HotNamespace, RankedSlots
 from tierstore.kernels import TIER_COLD, TIER_HOT, TIER_WARM, inner_products, rank_and_gather, top_candidates
 from tierstore.kernels import columns as C
-from tierstore.model import Explain, Hit
+from tierstore.records import Explain, Hit
 from tierstore.resolution import annotate_resolution, marked_flags, order_marked, resolve_by_wording, resolve_hits
 from tierstore.tier_search import RowHit, _cold_rows, _read_moved_again
 

@@ -50,7 +50,7 @@ from tierstore.cold_index import CODES_COMPLETE, encode_codes, query_codes
 from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from tierstore.hot import HotNamespace
 from tierstore.kernels import TIER_COLD, TIER_WARM
-from tierstore.model import SweepReport
+from tierstore.records import SweepReport
 
 
 __all__ = ["IntegrityReport", "Problem", "repair", "verify"]

@@ -55,7 +55,7 @@ from tierstore.kernels import (
     due_times,
 )
 from tierstore.kernels import columns as C
-from tierstore.model import TIER_NAMES, SweepReport
+from tierstore.records import TIER_NAMES, SweepReport
 from tierstore.progress import Progress
 from tierstore.validation import check_str, check_tags, check_time
 

@@ -26,7 +26,7 @@ from tierstore.embedding import Embedder, check_against_record
 from tierstore.engine import Engine, Settings
 from tierstore.errors import ObjectStoreError, PolicyError, StoreConfigError
 from tierstore.kernels import decayed_weight, due_times
-from tierstore.model import TIER_NAMES
+from tierstore.records import TIER_NAMES
 from tierstore.objectstore import (
     LocalObjectStore,
     ObjectStore,

@@ -30,7 +30,7 @@ from tierstore.engine import engine_of
 from tierstore.errors import MissingDependencyError
 from tierstore.optional import install_hint
 from tierstore.lifecycle import EVENT_KINDS, folded_state
-from tierstore.model import TIER_NAMES
+from tierstore.records import TIER_NAMES
 
 
 

@@ -14,7 +14,7 @@ from tierstore.engine import Engine
 from tierstore.errors import InvalidInputError
 from tierstore.kernels import TIER_HOT
 from tierstore.lifecycle import lifecycle_metrics
-from tierstore.model import TIER_NAMES, Memory, Stats
+from tierstore.records import TIER_NAMES, Memory, Stats
 from tierstore.validation import check_id, check_key, check_namespace, check_positive_int
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from tierstore import supersession
 from tierstore.kernels import columns as C
 from tierstore.kernels import resolve_order
-from tierstore.model import Hit
+from tierstore.records import Hit
 from tierstore.scoring import CompiledPolicy
 
 

@@ -25,7 +25,7 @@ from tierstore.errors import InvalidInputError, ReadOnlyStoreError, StoreClosedE
 from tierstore.hot import HotNamespace
 from tierstore.kernels import TIER_WARM, record_accesses
 from tierstore.kernels import columns as C
-from tierstore.model import Hit
+from tierstore.records import Hit
 from tierstore.tier_search import RowHit
 from tierstore.trace import encode_vector
 from tierstore.updates import count_accesses

@@ -13,7 +13,7 @@ import numpy as np
 
 from tierstore.kernels import columns as C
 from tierstore.kernels import pack_query
-from tierstore.model import Explain
+from tierstore.records import Explain
 from tierstore.policy import SCORE_FACTORS, USE_FACTORS, Policy
 from tierstore.tags import TagVocab
 

@@ -20,7 +20,7 @@ from tierstore.clock import Clock
 from tierstore.engine import Engine, Settings
 from tierstore.errors import InvalidInputError, StoreConfigError
 from tierstore.migrator import Migrator
-from tierstore.model import Hit, Memory, Stats, SweepReport
+from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.objectstore import ObjectStore
 from tierstore.policy import Policy
 from tierstore.prometheus import metrics_text

@@ -274,7 +274,7 @@ def marks_of(catalog: Any, ns: str, ids: Sequence[str]) -> dict[str, MarkInfo]:
 def annotate_explains(catalog: Any, ns: str, hits: Sequence[Any], factor: float | None = None) -> None:
     """Add ``superseded_by`` and ``supersession`` (and ``superseded_factor``,
     the policy's, when a mark demotes) to the explanations of the
-    superseded ones among ``hits`` (explained :class:`~tierstore.model.Hit`)."""
+    superseded ones among ``hits`` (explained :class:`~tierstore.records.Hit`)."""
     from dataclasses import replace
 
     info = marks_of(catalog, ns, [h.id for h in hits])

@@ -25,7 +25,7 @@ from tierstore.cold_index import ColdIndex, VectorCache, candidate_count, exact_
 from tierstore.errors import ObjectNotFoundError
 from tierstore.hot import columns_from_rows
 from tierstore.kernels import TIER_COLD, fused_rerank
-from tierstore.model import Hit, HitRows, Memory
+from tierstore.records import Hit, HitRows, Memory
 from tierstore.scoring import CompiledPolicy, QueryContext
 from tierstore.supersession import unsuperseded_rows
 from tierstore.tags import TagVocab

@@ -34,7 +34,7 @@ from tierstore.errors import (
     StoreClosedError,
     TierStoreError,
 )
-from tierstore.model import Explain, Hit, Memory, Stats, SweepReport
+from tierstore.records import Explain, Hit, Memory, Stats, SweepReport
 
 API_VERSION = "v1"
 
@@ -128,7 +128,7 @@ _MEMORY_KEYS = frozenset(_MEMORY_FIELDS)
 
 
 class WireRows:
-    """The hits of one search response (:class:`~tierstore.model.Hit`'s
+    """The hits of one search response (:class:`~tierstore.records.Hit`'s
     source): ids, scores and explanations read at once, each Memory built
     from its map on first use, as an in-process search builds its hits'
     (a caller reading ids, scores and contents builds none). Each hit's shape

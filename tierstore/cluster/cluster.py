@@ -28,7 +28,7 @@ from tierstore import embedding as _embedding
 from tierstore.background import BackgroundSweeps, check_sweep_args
 from tierstore.errors import InvalidInputError, ObjectStoreError, StoreConfigError, TierStoreError
 from tierstore.integrity import IntegrityReport, Problem
-from tierstore.model import Hit, Memory, Stats, SweepReport
+from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.policy import Policy
 from tierstore.validation import check_namespace, check_positive_int, check_seconds
 from tierstore.cluster.bucket import BucketConfig

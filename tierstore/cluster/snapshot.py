@@ -30,7 +30,7 @@ from typing import Any, Iterator
 
 from tierstore import wire
 from tierstore.errors import CorruptDataError
-from tierstore.model import Memory, SweepReport
+from tierstore.records import Memory, SweepReport
 from tierstore.cluster.bucket import Bucket
 from tierstore.cluster.records import pack, unpack
 

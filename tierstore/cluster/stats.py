@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from tierstore.model import Stats
+from tierstore.records import Stats
 
 
 def sum_stats(parts: Iterable[Mapping[str, Any]]) -> Stats:

@@ -40,7 +40,7 @@ from tierstore.errors import (
     TierStoreError,
     UnknownMemoryTypeError,
 )
-from tierstore.model import Explain, Hit, Memory, Stats, SweepReport
+from tierstore.records import Explain, Hit, Memory, Stats, SweepReport
 from tierstore.policy import Policy
 from tierstore.testing.embedders import DIM, T0, hash_embed
 

@@ -17,7 +17,7 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from tierstore.errors import InvalidInputError
-from tierstore.model import Hit
+from tierstore.records import Hit
 from tierstore.integrations.filters import check_filter, matches
 
 #: candidates asked for at most over a server (``tierstore serve --max-k``, 1000 by default)

@@ -13,7 +13,7 @@ from langchain_core.vectorstores import VectorStore
 
 from tierstore.client import RemoteStore
 from tierstore.errors import InvalidInputError, StoreConfigError
-from tierstore.model import Hit
+from tierstore.records import Hit
 from tierstore.store import TierStore
 from tierstore.validation import check_namespace
 from tierstore.integrations.policy import adapter_policy, check_adapter_policy

@@ -30,7 +30,7 @@ from langgraph.store.base import (
 )
 
 from tierstore.errors import InvalidInputError, StoreConfigError
-from tierstore.model import Memory
+from tierstore.records import Memory
 from tierstore.store import TierStore
 from tierstore.validation import check_metadata
 from tierstore.integrations.policy import check_adapter_policy
