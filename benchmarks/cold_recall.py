@@ -194,7 +194,7 @@ def fortune_lines() -> set[str]:
 
 
 def minilm_set(n_queries: int, n_data: int) -> tuple[np.ndarray, np.ndarray, str]:
-    from tierstore.minilm import MiniLM
+    from tierstore.embedding.minilm import MiniLM
 
     docs, quotes = stdlib_sentences(), fortune_lines()
     pool = sorted(docs | quotes)

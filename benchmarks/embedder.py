@@ -48,7 +48,7 @@ from typing import Any, Callable
 import numpy as np
 
 PATHS = ("torch", "onnx")
-LABEL = {"torch": "sentence-transformers + torch (old)", "onnx": "tierstore.minilm, ONNX Runtime (new)"}
+LABEL = {"torch": "sentence-transformers + torch (old)", "onnx": "tierstore.embedding.minilm, ONNX Runtime (new)"}
 
 
 def sentences(n: int) -> list[str]:

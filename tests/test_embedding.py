@@ -185,7 +185,7 @@ def _minilm_installed() -> bool:
     try:
         import onnxruntime  # noqa: F401
 
-        from tierstore.minilm import packaged_model_dir
+        from tierstore.embedding.minilm import packaged_model_dir
 
         packaged_model_dir()
     except ImportError:  # MissingDependencyError is one

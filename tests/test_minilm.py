@@ -1,4 +1,4 @@
-"""tierstore.minilm: all-MiniLM-L6-v2 without torch.
+"""tierstore.embedding.minilm: all-MiniLM-L6-v2 without torch.
 
 The tokenizer and the ONNX encoder are checked against the plain references of
 tierstore.testing.minilm_reference, on a tiny random model (always, with the
@@ -23,9 +23,9 @@ import pytest
 
 pytest.importorskip("onnxruntime", reason="the embed extra is not installed")
 
-from tierstore import minilm  # noqa: E402
+from tierstore.embedding import minilm  # noqa: E402
 from tierstore.errors import CorruptDataError, MissingDependencyError, StoreConfigError  # noqa: E402
-from tierstore.minilm import MiniLM, length_groups, packaged_model_dir  # noqa: E402
+from tierstore.embedding.minilm import MiniLM, length_groups, packaged_model_dir  # noqa: E402
 from tierstore.testing.minilm_reference import encode_one, wordpiece_ids, write_tiny_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

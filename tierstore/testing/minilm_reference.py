@@ -1,4 +1,4 @@
-"""Plain references for :mod:`tierstore.minilm`, and a tiny random model in its layout.
+"""Plain references for :mod:`tierstore.embedding.minilm`, and a tiny random model in its layout.
 
 Written from the published formulas, not from the code they check: BERT's
 word-piece tokenizer as its paper's reference implementation describes it
