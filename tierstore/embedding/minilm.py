@@ -33,7 +33,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tierstore.bert_graph import BertConfig, build_graph
+from tierstore.embedding.bert_graph import BertConfig, build_graph
 from tierstore.errors import CorruptDataError, MissingDependencyError, StoreConfigError
 from tierstore.optional import MINILM_FILES_INSTALL, missing_dependency
 
