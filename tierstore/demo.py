@@ -21,7 +21,7 @@ from tierstore.errors import StoreConfigError
 from tierstore.records import Hit, SweepReport
 from tierstore.progress import Progress
 from tierstore.store import TierStore
-from tierstore.synthetic import HashingEmbedder
+from tierstore.embedding.synthetic import HashingEmbedder
 from tierstore.workload import USERS, agent_workload
 
 DAY = 86400.0

