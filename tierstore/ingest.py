@@ -16,7 +16,7 @@ import numpy as np
 from tierstore import auto_supersession, dedupe, supersession
 from tierstore import embedding as _embedding
 from tierstore.catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params
-from tierstore.engine import Engine
+from tierstore.core.engine import Engine
 from tierstore.errors import (
     CorruptDataError,
     DuplicateIdError,

@@ -45,7 +45,7 @@ import numpy as np
 from tierstore import keywords, tombstones
 from tierstore.archive import vector_crc
 from tierstore.cold import Location
-from tierstore.engine import Engine, engine_of
+from tierstore.core.engine import Engine, engine_of
 from tierstore.cold_index import CODES_COMPLETE, encode_codes, query_codes
 from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from tierstore.hot import HotNamespace

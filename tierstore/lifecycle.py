@@ -19,7 +19,7 @@ import sqlite3
 from bisect import bisect_right
 from typing import Any, Iterable, Mapping, Sequence
 
-from tierstore.engine import Engine, engine_of
+from tierstore.core.engine import Engine, engine_of
 from tierstore.errors import InvalidInputError
 
 

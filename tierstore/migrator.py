@@ -60,7 +60,7 @@ from tierstore.progress import Progress
 from tierstore.validation import check_str, check_tags, check_time
 
 if TYPE_CHECKING:
-    from tierstore.engine import Engine
+    from tierstore.core.engine import Engine
 
 # The state a sweep classified; a move commits only if the row still has it.
 # A batch whose object holds a stale record (its memory deleted, restored, or

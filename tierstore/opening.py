@@ -23,7 +23,7 @@ from tierstore.catalog import EVENT_SQL, MEMORY_COLUMNS, Catalog, MemoryRow
 from tierstore.catalog import sql_time as _sql_time
 from tierstore.clock import Clock, SystemClock
 from tierstore.embedding import Embedder, check_against_record
-from tierstore.engine import Engine, Settings
+from tierstore.core.engine import Engine, Settings
 from tierstore.errors import ObjectStoreError, PolicyError, StoreConfigError
 from tierstore.kernels import decayed_weight, due_times
 from tierstore.records import TIER_NAMES

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from tierstore.engine import engine_of
+from tierstore.core.engine import engine_of
 from tierstore.errors import MissingDependencyError
 from tierstore.optional import install_hint
 from tierstore.lifecycle import EVENT_KINDS, folded_state

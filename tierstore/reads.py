@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from tierstore import supersession
 from tierstore.catalog import MemoryRow
-from tierstore.engine import Engine
+from tierstore.core.engine import Engine
 from tierstore.errors import InvalidInputError
 from tierstore.kernels import TIER_HOT
 from tierstore.lifecycle import lifecycle_metrics

@@ -20,7 +20,7 @@ from tierstore.resolution import (
     resolve_by_wording,
     resolve_hits,
 )
-from tierstore.engine import Engine
+from tierstore.core.engine import Engine
 from tierstore.errors import InvalidInputError, ReadOnlyStoreError, StoreClosedError
 from tierstore.hot import HotNamespace
 from tierstore.kernels import TIER_WARM, record_accesses

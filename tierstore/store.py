@@ -3,7 +3,7 @@ and delegates to the engine's parts: :mod:`tierstore.ingest` (add),
 :mod:`tierstore.retrieval` (search across tiers), :mod:`tierstore.reads`,
 :mod:`tierstore.updates` (touch, feedback, pin, delete, context),
 :mod:`tierstore.opening` and the migrator. The shared state is a
-:class:`tierstore.engine.Engine`; no module imports this one but the
+:class:`tierstore.core.engine.Engine`; no module imports this one but the
 package's callers (CLI, server, integrations)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tierstore import ingest, integrity, opening, reads, retrieval, updates
 from tierstore.background import check_sweep_args
 from tierstore.catalog import Catalog
 from tierstore.clock import Clock
-from tierstore.engine import Engine, Settings
+from tierstore.core.engine import Engine, Settings
 from tierstore.errors import InvalidInputError, StoreConfigError
 from tierstore.migrator import Migrator
 from tierstore.records import Hit, Memory, Stats, SweepReport

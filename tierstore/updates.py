@@ -13,7 +13,7 @@ import numpy as np
 
 from tierstore import lifetime, supersession, tombstones
 from tierstore.catalog import EVENT_SQL, MEMORY_COLUMNS, MemoryRow
-from tierstore.engine import Engine
+from tierstore.core.engine import Engine
 from tierstore.errors import InvalidInputError, MemoryNotFoundError
 from tierstore.faults import crash_point
 from tierstore.hot import HotNamespace

@@ -77,7 +77,7 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
     require("starlette")
     uvicorn = require("uvicorn")
     from tierstore import __version__
-    from tierstore.engine import Settings
+    from tierstore.core.engine import Settings
     from tierstore.store import TierStore
     from tierstore.server.app import Limits, build_app, check_workers
 
