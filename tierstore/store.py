@@ -2,7 +2,7 @@
 and delegates to the engine's parts: :mod:`tierstore.ingest` (add),
 :mod:`tierstore.retrieval` (search across tiers), :mod:`tierstore.reads`,
 :mod:`tierstore.updates` (touch, feedback, pin, delete, context),
-:mod:`tierstore.opening` and the migrator. The shared state is a
+:mod:`tierstore.core.opening` and the migrator. The shared state is a
 :class:`tierstore.core.engine.Engine`; no module imports this one but the
 package's callers (CLI, server, integrations)."""
 
@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from tierstore import embedding as _embedding
-from tierstore import ingest, integrity, opening, reads, retrieval, updates
+from tierstore import ingest, integrity, reads, retrieval, updates
+from tierstore.core import opening
 from tierstore.background import check_sweep_args
 from tierstore.catalog import Catalog
 from tierstore.clock import Clock
