@@ -28,7 +28,7 @@ from tierstore.kernels import columns as C
 from tierstore.records import Hit
 from tierstore.tier_search import RowHit
 from tierstore.trace import encode_vector
-from tierstore.updates import count_accesses
+from tierstore.core.updates import count_accesses
 from tierstore.validation import (
     F32,
     check_confidence,

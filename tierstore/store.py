@@ -1,7 +1,7 @@
 """TierStore: the public API (DESIGN §1) — a facade that validates arguments
 and delegates to the engine's parts: :mod:`tierstore.core.ingest` (add),
 :mod:`tierstore.retrieval` (search across tiers), :mod:`tierstore.reads`,
-:mod:`tierstore.updates` (touch, feedback, pin, delete, context),
+:mod:`tierstore.core.updates` (touch, feedback, pin, delete, context),
 :mod:`tierstore.core.opening` and the migrator. The shared state is a
 :class:`tierstore.core.engine.Engine`; no module imports this one but the
 package's callers (CLI, server, integrations)."""
@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from tierstore import embedding as _embedding
-from tierstore import integrity, reads, retrieval, updates
+from tierstore import integrity, reads, retrieval
+from tierstore.core import updates
 from tierstore.core import ingest
 from tierstore.core import opening
 from tierstore.background import check_sweep_args

@@ -30,7 +30,7 @@ from tierstore.kernels import TIER_COLD, TIER_HOT, due_times
 from tierstore.kernels import columns as C
 from tierstore.reads import get
 from tierstore.trace import encode_vector
-from tierstore.updates import apply_feedback, forget_row, set_lifetime
+from tierstore.core.updates import apply_feedback, forget_row, set_lifetime
 from tierstore.validation import (
     LABEL_MAX_CHARS,
     check_confidence,
