@@ -30,7 +30,7 @@ import pytest
 
 from conftest import DIM, T0, unit
 from tierstore import ManualClock, MemoryNotFoundError, Settings, TierStore
-from tierstore import retrieval
+from tierstore.core import retrieval
 
 RUN_S = 3.0
 MAX_RUN_S = 30.0

@@ -1,6 +1,6 @@
 """TierStore: the public API (DESIGN §1) — a facade that validates arguments
 and delegates to the engine's parts: :mod:`tierstore.core.ingest` (add),
-:mod:`tierstore.retrieval` (search across tiers), :mod:`tierstore.core.reads`,
+:mod:`tierstore.core.retrieval` (search across tiers), :mod:`tierstore.core.reads`,
 :mod:`tierstore.core.updates` (touch, feedback, pin, delete, context),
 :mod:`tierstore.core.opening` and the migrator. The shared state is a
 :class:`tierstore.core.engine.Engine`; no module imports this one but the
@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from tierstore import embedding as _embedding
-from tierstore import integrity, retrieval
+from tierstore import integrity
+from tierstore.core import retrieval
 from tierstore.core import reads
 from tierstore.core import updates
 from tierstore.core import ingest

@@ -6,7 +6,7 @@ as a Memory, read-modify-write of a row).
 
 :class:`tierstore.store.TierStore` is the facade over it: it validates and
 delegates to the modules named for what they do (:mod:`~tierstore.core.ingest`,
-:mod:`~tierstore.retrieval`, :mod:`~tierstore.core.reads`,
+:mod:`~tierstore.core.retrieval`, :mod:`~tierstore.core.reads`,
 :mod:`~tierstore.core.updates`, :mod:`~tierstore.core.opening`), and these, like the
 migrator, integrity checks, lifecycle metrics and Prometheus export, take the
 engine, never the facade. Attribute names are those ``TierStore`` had
