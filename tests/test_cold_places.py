@@ -350,7 +350,7 @@ def test_a_search_reads_again_where_a_compaction_under_it_moved_the_records(arch
     object and collects the old one, then the vectors are fetched: the
     search reads the candidates again where the catalog now points, and
     reports no error."""
-    import tierstore.tier_search as tier_search
+    import tierstore.core.row_ranker as tier_search
 
     store, vecs = archived
     ids = list(vecs)

@@ -49,7 +49,7 @@ from tierstore.kernels import TIER_COLD, TIER_HOT, TIER_WARM, inner_products, ra
 from tierstore.kernels import columns as C
 from tierstore.records import Explain, Hit
 from tierstore.resolution import annotate_resolution, marked_flags, order_marked, resolve_by_wording, resolve_hits
-from tierstore.tier_search import RowHit, _cold_rows, _read_moved_again
+from tierstore.core.row_ranker import RowHit, _cold_rows, _read_moved_again
 
 # Keyword candidates asked of the index per search: enough for k hits after
 # the lifetime factors reorder them; the index answers them in well under a ms.

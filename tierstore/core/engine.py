@@ -46,7 +46,7 @@ from tierstore.policy import Policy
 from tierstore.scoring import CompiledPolicy
 from tierstore.storetime import ClockCheck, StoreClock
 from tierstore.tags import TagVocab
-from tierstore.tier_search import RowRanker
+from tierstore.core.row_ranker import RowRanker
 from tierstore.trace import TraceWriter
 from tierstore.validation import CONTENT_MAX_CHARS, load_metadata
 from tierstore.warm import WarmSettings, WarmTier

@@ -10,7 +10,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from tierstore import embedding as _embedding
-from tierstore import hybrid, supersession, tier_search
+from tierstore import hybrid, supersession
+from tierstore.core import row_ranker as tier_search
 from tierstore.resolution import (
     R_TTL_OVERRIDE,
     annotate_resolution,
@@ -26,7 +27,7 @@ from tierstore.hot import HotNamespace
 from tierstore.kernels import TIER_WARM, record_accesses
 from tierstore.kernels import columns as C
 from tierstore.records import Hit
-from tierstore.tier_search import RowHit
+from tierstore.core.row_ranker import RowHit
 from tierstore.trace import encode_vector
 from tierstore.core.updates import count_accesses
 from tierstore.validation import (
@@ -338,7 +339,7 @@ def search_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: 
 
 def search_cold(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
                 now: float, explain: bool, note: str) -> list[RowHit]:
-    """Cold hits (see :func:`tierstore.tier_search.search_cold`); none when
+    """Cold hits (see :func:`tierstore.core.row_ranker.search_cold`); none when
     the namespace has nothing archived."""
     if not eng._cold_searchable or eng._cold_index.count(ns) == 0:
         return []
