@@ -1,7 +1,7 @@
 """Store time: a clock set back never shortens a memory's life, and a clock
 that disagrees with the store's own record of time does not sweep.
 
-See tierstore/storetime.py. A clock set back (a VM restored from a snapshot,
+See tierstore/core/store_clock.py. A clock set back (a VM restored from a snapshot,
 a device before NTP) and a store kept by another clock (a simulation's,
 opened with the machine's) are the two ways a sweep could archive or delete
 by the wrong time.
@@ -22,7 +22,7 @@ import pytest
 from tierstore import ClockSkewError, ManualClock, SystemClock, TierStore
 from tierstore.demo import next_steps, prepare_demo_dir, run_demo
 from tierstore.errors import StoreConfigError
-from tierstore.storetime import TOLERANCE_S, ClockRecord, check_clock, parse_time
+from tierstore.core.store_clock import TOLERANCE_S, ClockRecord, check_clock, parse_time
 
 DIM = 8
 DAY = 86400.0

@@ -15,7 +15,7 @@ from tierstore.errors import TierStoreError
 
 
 def _time_arg(text: str) -> float:
-    from tierstore.storetime import parse_time
+    from tierstore.core.store_clock import parse_time
 
     try:
         return parse_time(text)
@@ -48,7 +48,7 @@ def _open(args: argparse.Namespace, *, own_time: bool = True, dim: int | None = 
     ``readonly``: a reader beside whatever process has the store open; it
     creates and changes nothing (a missing store is an error naming it)."""
     from tierstore.clock import ManualClock
-    from tierstore.storetime import read_clock_record
+    from tierstore.core.store_clock import read_clock_record
     from tierstore.store import TierStore
 
     options = {k: v for k, v in (("endpoint_url", args.endpoint_url), ("region_name", args.region)) if v}
@@ -68,7 +68,7 @@ def _open(args: argparse.Namespace, *, own_time: bool = True, dim: int | None = 
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from tierstore.storetime import format_time
+    from tierstore.core.store_clock import format_time
 
     with _open(args, own_time=False) as store:
         if args.dry_run:

@@ -119,7 +119,7 @@ def run_demo(path: str | None = None, days: int = 60, seed: int = 7, out: TextIO
     """Run the walkthrough into a store kept at ``path`` (default
     ``./demo-store``). Its simulated days end at the present, so the kept store
     is safe to use with the command line afterwards (see
-    :mod:`tierstore.storetime`)."""
+    :mod:`tierstore.core.store_clock`)."""
     out = out or sys.stdout
     root = prepare_demo_dir(DEFAULT_PATH if path is None else path)
     # the namespace already says whose memory it is: leave names out of the vectors

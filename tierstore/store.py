@@ -29,7 +29,7 @@ from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.objectstore import ObjectStore
 from tierstore.policy import Policy
 from tierstore.prometheus import metrics_text
-from tierstore.storetime import ClockCheck
+from tierstore.core.store_clock import ClockCheck
 from tierstore.trace import TraceWriter, encode_vector
 from tierstore.validation import (check_id_list, check_namespace, check_positive_int, check_search_flags, check_seconds,
                          check_vector)
@@ -107,7 +107,7 @@ class TierStore:
         ``<path>/cold``, and a store reopened without it uses the one it was
         created with. clock: defaults to wall-clock time; pass a
         :class:`ManualClock` to drive time. Store time never runs backwards
-        (see :mod:`tierstore.storetime`): the system clock is checked against
+        (see :mod:`tierstore.core.store_clock`): the system clock is checked against
         the store's record, and if it is behind the latest time the store has
         seen, or the store's time was kept by another clock, ``sweep`` and the
         background migrator refuse to run (``ClockSkewError``) unless
@@ -178,7 +178,7 @@ class TierStore:
 
     def now(self) -> float:
         """Store time, POSIX seconds: the clock's reading, never earlier than
-        the latest time the store has seen (see :mod:`tierstore.storetime`)."""
+        the latest time the store has seen (see :mod:`tierstore.core.store_clock`)."""
         return self._engine._time.now()
 
     @property

@@ -296,7 +296,7 @@ def check_time(value: Any, what: str) -> float:
     ``datetime``, or an ISO 8601 string (UTC unless it has an offset)."""
     import datetime as _dt
 
-    from tierstore.storetime import parse_time
+    from tierstore.core.store_clock import parse_time
 
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:

@@ -44,7 +44,7 @@ from tierstore.records import TIER_NAMES, Memory, SweepReport
 from tierstore.objectstore import ObjectStore
 from tierstore.policy import Policy
 from tierstore.scoring import CompiledPolicy
-from tierstore.storetime import ClockCheck, StoreClock
+from tierstore.core.store_clock import ClockCheck, StoreClock
 from tierstore.tags import TagVocab
 from tierstore.core.row_ranker import RowRanker
 from tierstore.trace import TraceWriter
@@ -156,7 +156,7 @@ class Engine:
 
     def now(self) -> float:
         """Store time, POSIX seconds: the clock's reading, never earlier than
-        the latest time the store has seen (see :mod:`tierstore.storetime`)."""
+        the latest time the store has seen (see :mod:`tierstore.core.store_clock`)."""
         return self._time.now()
 
     @property

@@ -34,7 +34,7 @@ from tierstore.objectstore import (
     url_without_userinfo,
 )
 from tierstore.policy import Policy
-from tierstore.storetime import ClockRecord, check_clock
+from tierstore.core.store_clock import ClockRecord, check_clock
 from tierstore.validation import check_positive_int
 from tierstore.warmup import warm_up_kernels
 
