@@ -25,7 +25,7 @@ from dataclasses import fields, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from tierstore import embedding as _embedding
-from tierstore.background import BackgroundSweeps, check_sweep_args
+from tierstore.core.background import BackgroundSweeps, check_sweep_args
 from tierstore.errors import InvalidInputError, ObjectStoreError, StoreConfigError, TierStoreError
 from tierstore.integrity import IntegrityReport, Problem
 from tierstore.records import Hit, Memory, Stats, SweepReport
