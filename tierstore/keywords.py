@@ -8,7 +8,7 @@ move changes no text, so hot, warm and cold memories are all in it, and no
 write path, crash or recovery can leave it behind (``catalog.SCHEMA``).
 
 ``search(ns, text)`` asks it for candidates beside the vector index's
-(:mod:`tierstore.hybrid`); ``restore(text=)`` for cold memories by keyword.
+(:mod:`tierstore.core.hybrid`); ``restore(text=)`` for cold memories by keyword.
 
 Text from a user is never FTS5 syntax: it is split into words (runs of
 letters and digits, as FTS5's ``unicode61`` tokenizer splits them), common

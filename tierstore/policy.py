@@ -273,7 +273,7 @@ class ScoringPolicy:
     # The keyword signal (issue 28): when a search has text, its similarity
     # factor is ``(1 - keyword_weight)·cosine + keyword_weight·keywords``,
     # keywords being the memory's BM25 over the query's words relative to
-    # the best of the query's, above a floor (tierstore/hybrid.py); chosen on
+    # the best of the query's, above a floor (tierstore/core/hybrid.py); chosen on
     # suite h and a chat log (docs/benchmarks.md, issue 28). 0: meaning alone. A
     # policy stored before this key existed is read with 0 (keywords.stored_policy).
     keyword_weight: float = 0.2

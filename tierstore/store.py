@@ -307,7 +307,7 @@ class TierStore:
         query's own words are used without it): candidates also come from the
         keyword index over the namespace's memories in every tier, and the
         similarity factor becomes ``(1 - w)·cosine + w·keywords`` (BM25 over the
-        query's best: tierstore.hybrid) with
+        query's best: tierstore.core.hybrid) with
         ``w`` the policy's ``scoring.keyword_weight``; explain shows
         ``keywords``. A text with no word to look for (empty, stop words)
         or whose words match nothing: by meaning alone.

@@ -10,7 +10,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from tierstore import embedding as _embedding
-from tierstore import hybrid, supersession
+from tierstore import supersession
+from tierstore.core import hybrid
 from tierstore.core import row_ranker as tier_search
 from tierstore.resolution import (
     R_TTL_OVERRIDE,
@@ -47,7 +48,7 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     """See :meth:`TierStore.search`; ``in_memory_only``: see
     :meth:`TierStore.search_in_memory` (None when the search needs more);
     ``text``: the words of the query (a text query's own), for the keyword
-    signal (:mod:`tierstore.hybrid`)."""
+    signal (:mod:`tierstore.core.hybrid`)."""
     # Written for speed: this runs per query, and after hnswlib's search
     # every Python step runs with cold caches.
     if eng._closed:
