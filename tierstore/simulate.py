@@ -51,7 +51,7 @@ from tierstore.objectstore import validate_key, validate_prefix, validate_range
 from tierstore.objectstore._base import validate_data
 from tierstore.policy import Policy
 from tierstore.progress import Progress
-from tierstore.trace import decode_vector, read_trace
+from tierstore.core.trace import decode_vector, read_trace
 
 @dataclass
 class SimResult:

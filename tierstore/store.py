@@ -30,7 +30,7 @@ from tierstore.objectstore import ObjectStore
 from tierstore.policy import Policy
 from tierstore.prometheus import metrics_text
 from tierstore.core.store_clock import ClockCheck
-from tierstore.trace import TraceWriter, encode_vector
+from tierstore.core.trace import TraceWriter, encode_vector
 from tierstore.validation import (check_id_list, check_namespace, check_positive_int, check_search_flags, check_seconds,
                          check_vector)
 
@@ -526,7 +526,7 @@ class TierStore:
 
     def start_trace(self, path: str | os.PathLike[str]) -> None:
         """Record every call from now on as JSON lines in ``path`` (appended),
-        for ``tierstore simulate``. See :mod:`tierstore.trace`."""
+        for ``tierstore simulate``. See :mod:`tierstore.core.trace`."""
         self._check_open()
         self.stop_trace()
         self._trace = TraceWriter(path)

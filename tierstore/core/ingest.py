@@ -29,7 +29,7 @@ from tierstore.hot import HotNamespace
 from tierstore.kernels import TIER_COLD, TIER_HOT, due_times
 from tierstore.kernels import columns as C
 from tierstore.core.reads import get
-from tierstore.trace import encode_vector
+from tierstore.core.trace import encode_vector
 from tierstore.core.updates import apply_feedback, forget_row, set_lifetime
 from tierstore.validation import (
     LABEL_MAX_CHARS,

@@ -29,7 +29,7 @@ from tierstore.kernels import TIER_WARM, record_accesses
 from tierstore.kernels import columns as C
 from tierstore.records import Hit
 from tierstore.core.row_ranker import RowHit
-from tierstore.trace import encode_vector
+from tierstore.core.trace import encode_vector
 from tierstore.core.updates import count_accesses
 from tierstore.validation import (
     F32,
