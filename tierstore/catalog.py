@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
-from tierstore import faults
+from tierstore.core import faults
 from tierstore.dedupe import content_hash
 from tierstore.errors import ReadOnlyStoreError, StoreClosedError
 

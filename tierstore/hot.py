@@ -33,7 +33,7 @@ import numpy as np
 
 from tierstore.catalog import Catalog, MemoryRow, stack_embeddings
 from tierstore.errors import CorruptDataError
-from tierstore.faults import crash_point
+from tierstore.core.faults import crash_point
 from tierstore.fileio import fsync_file, sha256_file
 from tierstore.kernels import columns as C
 from tierstore.lifetime import confidence_at, weight_at

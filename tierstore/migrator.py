@@ -42,7 +42,7 @@ from tierstore.cold import ColdTier, Location, batch_number, group_by_ns
 from tierstore.archive import vector_crc
 from tierstore.cold_index import CODE_SQL, CODES_COMPLETE, encode_codes
 from tierstore.errors import CorruptDataError, InvalidInputError, MemoryNotFoundError, ObjectNotFoundError, ObjectStoreError
-from tierstore.faults import crash_point
+from tierstore.core.faults import crash_point
 from tierstore.kernels import (
     ACTION_ARCHIVE,
     ACTION_DELETE,

@@ -24,7 +24,7 @@ from tierstore.errors import (
     MemoryNotFoundError,
     ObjectStoreError,
 )
-from tierstore.faults import crash_point
+from tierstore.core.faults import crash_point
 from tierstore.hot import HotNamespace
 from tierstore.kernels import TIER_COLD, TIER_HOT, due_times
 from tierstore.kernels import columns as C
