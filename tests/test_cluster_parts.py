@@ -597,7 +597,7 @@ def test_verify_repair_compact_and_a_dry_run_sweep_on_a_slot(bucket: Bucket, tmp
 
 def test_integrity_reports_merge_per_slot() -> None:
     from tierstore.cluster.cluster import _merge_integrity
-    from tierstore.integrity import IntegrityReport, Problem
+    from tierstore.core.integrity import IntegrityReport, Problem
 
     one = IntegrityReport(problems=[Problem("warm", "warm/ns/s1", "bad checksum", True)],
                           checked={"warm_shards": 2, "archives": 1}, repaired=["warm/ns/s1"])

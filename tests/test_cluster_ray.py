@@ -411,7 +411,7 @@ _words_embedder.name = "words-test"  # type: ignore[attr-defined]
 
 
 def test_verify_repair_compact_and_dry_run_sweep_over_the_cluster(cluster: Cluster) -> None:
-    from tierstore.integrity import IntegrityReport
+    from tierstore.core.integrity import IntegrityReport
 
     report = cluster.verify()
     assert isinstance(report, IntegrityReport) and report.ok, report.problems[:3]

@@ -3,7 +3,7 @@ the error, contained (the rest of the store keeps serving), and rebuilt from
 the catalog where the catalog has what is needed.
 
 * warm shards: SHA-256 of each file in ``manifest.json``; rebuilt from the
-  catalog's vectors (``tierstore.integrity.repair``);
+  catalog's vectors (``tierstore.core.integrity.repair``);
 * hot checkpoints: SHA-256 in ``<ns>.json``; rebuilt automatically at load;
 * archive objects: CRC32 per frame; a damaged record cannot be restored (the
   object holds the only copy of the embedding): restore raises CorruptDataError
@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from conftest import DIM, T0, unit
-from tierstore import CorruptDataError, HotSettings, ManualClock, Settings, TierStore, integrity
+from tierstore import CorruptDataError, HotSettings, ManualClock, Settings, TierStore
+from tierstore.core import integrity
 from tierstore.archive import END, MAGIC, RECORD_FIELDS, decode_batch, decode_record, encode_batch, frame
 from tierstore.warm import WarmSettings
 

@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from tierstore import ManualClock, Settings, StoreClosedError, TierStore
-from tierstore.integrity import IntegrityReport
+from tierstore.core.integrity import IntegrityReport
 
 DIM = 8
 T0 = 1_700_000_000.0

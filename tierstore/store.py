@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from tierstore import embedding as _embedding
-from tierstore import integrity
+from tierstore.core import integrity
 from tierstore.core import retrieval
 from tierstore.core import reads
 from tierstore.core import updates
@@ -581,7 +581,7 @@ class TierStore:
     def verify(self) -> Any:
         """Check the catalog, warm shards, hot checkpoints and archive objects
         against their checksums; changes nothing. Returns an
-        :class:`tierstore.integrity.IntegrityReport`."""
+        :class:`tierstore.core.integrity.IntegrityReport`."""
         self._check_open()
         return integrity.verify(self._engine)
 

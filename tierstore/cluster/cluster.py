@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from tierstore import embedding as _embedding
 from tierstore.core.background import BackgroundSweeps, check_sweep_args
 from tierstore.errors import InvalidInputError, ObjectStoreError, StoreConfigError, TierStoreError
-from tierstore.integrity import IntegrityReport, Problem
+from tierstore.core.integrity import IntegrityReport, Problem
 from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.policy import Policy
 from tierstore.validation import check_namespace, check_positive_int, check_seconds
