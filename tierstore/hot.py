@@ -36,7 +36,7 @@ from tierstore.errors import CorruptDataError
 from tierstore.core.faults import crash_point
 from tierstore.fileio import fsync_file, sha256_file
 from tierstore.kernels import columns as C
-from tierstore.lifetime import confidence_at, weight_at
+from tierstore.rules.lifetime import confidence_at, weight_at
 from tierstore.kernels import inner_products, rank_and_gather, top_candidates
 from tierstore.records import Explain, Hit, Memory
 from tierstore.rwlock import RWLock

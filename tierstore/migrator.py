@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from tierstore import cold_index, lifetime, supersession, tombstones
+from tierstore import cold_index, supersession, tombstones
+
+from tierstore.rules import lifetime
 from tierstore.core.background import BackgroundSweeps
 from tierstore.catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
 from tierstore.cold import ColdTier, Location, batch_number, group_by_ns

@@ -11,7 +11,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from tierstore import lifetime, supersession, tombstones
+from tierstore import supersession, tombstones
+
+from tierstore.rules import lifetime
 from tierstore.catalog import EVENT_SQL, MEMORY_COLUMNS, MemoryRow
 from tierstore.core.engine import Engine
 from tierstore.errors import InvalidInputError, MemoryNotFoundError
