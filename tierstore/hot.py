@@ -40,7 +40,7 @@ from tierstore.rules.lifetime import confidence_at, weight_at
 from tierstore.kernels import inner_products, rank_and_gather, top_candidates
 from tierstore.records import Explain, Hit, Memory
 from tierstore.rwlock import RWLock
-from tierstore.scoring import CompiledPolicy, QueryContext
+from tierstore.rules.scoring import CompiledPolicy, QueryContext
 from tierstore.tags import TagVocab
 from tierstore.validation import check_vector, load_metadata
 

@@ -26,7 +26,7 @@ from tierstore import supersession
 from tierstore.kernels import columns as C
 from tierstore.kernels import resolve_order
 from tierstore.records import Hit
-from tierstore.scoring import CompiledPolicy
+from tierstore.rules.scoring import CompiledPolicy
 
 
 # the row of rank_and_gather's float result holding each hit's per-memory TTL (0: superseded)

@@ -44,7 +44,7 @@ from tierstore.kernels import columns as C
 from tierstore.records import TIER_NAMES, Memory, SweepReport
 from tierstore.objectstore import ObjectStore
 from tierstore.policy import Policy
-from tierstore.scoring import CompiledPolicy
+from tierstore.rules.scoring import CompiledPolicy
 from tierstore.core.store_clock import ClockCheck, StoreClock
 from tierstore.tags import TagVocab
 from tierstore.core.row_ranker import RowRanker

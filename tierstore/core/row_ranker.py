@@ -26,7 +26,7 @@ from tierstore.errors import ObjectNotFoundError
 from tierstore.hot import columns_from_rows
 from tierstore.kernels import TIER_COLD, fused_rerank
 from tierstore.records import Hit, HitRows, Memory
-from tierstore.scoring import CompiledPolicy, QueryContext
+from tierstore.rules.scoring import CompiledPolicy, QueryContext
 from tierstore.supersession import unsuperseded_rows
 from tierstore.tags import TagVocab
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tierstore.kernels import access_boost, due_times
-from tierstore.scoring import CompiledPolicy
+from tierstore.rules.scoring import CompiledPolicy
 
 
 def weight_at(w_ref: float, t_ref: float, half_life: float, t: float) -> float:
