@@ -56,7 +56,7 @@ P_WEIGHTS = 9  # 5 weights (similarity, recency, confidence, context, weight), s
 # A superseded memory's score is multiplied by 1 - this, in [0, 1] (0: not
 # demoted; stored as a demotion so that a zeroed parameter vector changes
 # nothing). Superseded: its per-memory TTL is 0, which every supersession
-# mark's damping sets and nothing else does (tierstore.supersession).
+# mark's damping sets and nothing else does (tierstore.rules.supersession).
 P_SUPERSEDED_DEMOTION = 14
 # query-time resolution in rank_and_gather (kernels.resolve): on when
 # P_RESOLVE is 1; then the margins ([0, 1], negative: off), the minimum gap

@@ -1,6 +1,6 @@
 """A catalog rebuilt from the bucket alone keeps slots (keys) and keeps
 retired statements retired: archive records carry the memory's key and the
-supersession marks on it and by it (tierstore/supersession.py,
+supersession marks on it and by it (tierstore/rules/supersession.py,
 ``record_marks``; ``TierStore.rebuild_catalog``)."""
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def test_a_rebuild_keeps_every_slot_and_mark_the_archive_can_know(tmp_path_facto
 
 
 def test_a_rebuild_cut_short_before_the_marks_is_finished_by_the_next(tmp_path, clock, rng, monkeypatch):
-    from tierstore import supersession
+    from tierstore.rules import supersession
 
     store, old, new, swept = _archived_slot(tmp_path, clock, rng)
     assert swept.archived == 2

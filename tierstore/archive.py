@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import msgpack
 
 from tierstore.errors import CorruptDataError
-from tierstore.supersession import KINDS
+from tierstore.rules.supersession import KINDS
 
 MAGIC = b"TSARCH01"
 END = b"TSAEND01"

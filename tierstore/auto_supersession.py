@@ -3,7 +3,7 @@
 When a memory is added, the live memories of its namespace **of the same
 type** whose cosine similarity to it reaches the type's bar
 (``types.<t>.supersede_above``) are superseded by it — marked (see
-:mod:`tierstore.supersession`), damped, and due at the next sweep, which
+:mod:`tierstore.rules.supersession`), damped, and due at the next sweep, which
 archives them (reversible: explicit positive feedback on one takes the mark
 back). No LLM is asked; the rule is deterministic, latest wins. A live
 memory is a candidate only if
@@ -35,7 +35,7 @@ import numpy as np
 
 from tierstore.kernels import columns as C
 from tierstore.policy import Policy
-from tierstore.supersession import Mark
+from tierstore.rules.supersession import Mark
 
 HNSW_NEIGHBOURS = 32  # nearest hot memories examined per new memory once a namespace has an hnswlib index
 WARM_NEIGHBOURS = 32  # nearest rows examined per warm shard

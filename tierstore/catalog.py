@@ -165,7 +165,7 @@ CREATE TABLE IF NOT EXISTS access_log (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS events_ns_id ON events (ns, id);
 -- What replaced what: one row per superseded memory while the mark holds (see
--- tierstore/supersession.py). Keyed by rid, which is never reused, so a mark
+-- tierstore/rules/supersession.py). Keyed by rid, which is never reused, so a mark
 -- left by a deleted memory can never fall on a new one with the same id.
 CREATE TABLE IF NOT EXISTS supersessions (
     rid               INTEGER PRIMARY KEY, -- the superseded memory (memories.rid)

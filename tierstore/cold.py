@@ -19,7 +19,7 @@ from tierstore.archive import ArchiveEntry, decode_batch, decode_record, decode_
 from tierstore.catalog import MemoryRow
 from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from tierstore.objectstore import ObjectStore
-from tierstore.supersession import RecordMarks
+from tierstore.rules.supersession import RecordMarks
 
 ARCHIVE_PREFIX = "archive"
 _COALESCE_GAP = 64 * 1024  # fetch neighbouring records in one GET when closer than this

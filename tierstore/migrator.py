@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from tierstore import cold_index, supersession, tombstones
+from tierstore import cold_index, tombstones
+
+from tierstore.rules import supersession
 
 from tierstore.rules import lifetime
 from tierstore.core.background import BackgroundSweeps

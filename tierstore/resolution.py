@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tierstore import supersession
+from tierstore.rules import supersession
 from tierstore.kernels import columns as C
 from tierstore.kernels import resolve_order
 from tierstore.records import Hit

@@ -13,7 +13,9 @@ from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
-from tierstore import auto_supersession, dedupe, supersession
+from tierstore import auto_supersession, dedupe
+
+from tierstore.rules import supersession
 from tierstore import embedding as _embedding
 from tierstore.catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params
 from tierstore.core.engine import Engine

@@ -18,7 +18,9 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 
-from tierstore import keywords, ownership, supersession
+from tierstore import keywords, ownership
+
+from tierstore.rules import supersession
 from tierstore.catalog import EVENT_SQL, MEMORY_COLUMNS, Catalog, MemoryRow
 from tierstore.catalog import sql_time as _sql_time
 from tierstore.clock import Clock, SystemClock

@@ -8,7 +8,7 @@ import binascii
 import json
 from dataclasses import replace
 
-from tierstore import supersession
+from tierstore.rules import supersession
 from tierstore.catalog import MemoryRow
 from tierstore.core.engine import Engine
 from tierstore.errors import InvalidInputError

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from tierstore import embedding as _embedding
-from tierstore import supersession
+from tierstore.rules import supersession
 from tierstore.core import hybrid
 from tierstore.core import row_ranker as tier_search
 from tierstore.resolution import (

@@ -27,7 +27,7 @@ from tierstore.hot import columns_from_rows
 from tierstore.kernels import TIER_COLD, fused_rerank
 from tierstore.records import Hit, HitRows, Memory
 from tierstore.rules.scoring import CompiledPolicy, QueryContext
-from tierstore.supersession import unsuperseded_rows
+from tierstore.rules.supersession import unsuperseded_rows
 from tierstore.tags import TagVocab
 
 

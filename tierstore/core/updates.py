@@ -11,7 +11,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from tierstore import supersession, tombstones
+from tierstore import tombstones
+
+from tierstore.rules import supersession
 
 from tierstore.rules import lifetime
 from tierstore.catalog import EVENT_SQL, MEMORY_COLUMNS, MemoryRow
