@@ -6,7 +6,7 @@ reinforces the existing memory instead of storing a second copy (policy
 equal: Unicode NFKC, case folded, runs of whitespace as one space, no leading
 or trailing whitespace and no trailing sentence punctuation. Paraphrases are
 not duplicates here; a paraphrase is a matter for automatic supersession
-(:mod:`tierstore.auto_supersession`), which compares vectors.
+(:mod:`tierstore.rules.auto_supersession`), which compares vectors.
 
 The catalog keeps a 64-bit hash of the normalised text per memory (column
 ``content_hash``, indexed with the namespace), so finding a duplicate is one

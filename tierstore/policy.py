@@ -43,7 +43,7 @@ class TypePolicy:
     boost: weight added by each access.
     initial_weight: weight at creation (W0).
     refresh_on_read: whether an access restarts the TTL.
-    supersede_above: automatic supersession (see :mod:`tierstore.auto_supersession`):
+    supersede_above: automatic supersession (see :mod:`tierstore.rules.auto_supersession`):
     a new memory of this type whose cosine similarity to a live one of the
     same type is at least this supersedes it (``None``: off).
     supersede_above_shared_tag: the same when the two share a tag (``None``:

@@ -392,7 +392,7 @@ class TierStore:
         and due time are recomputed for its new confidence. ``strength`` in
         (0, 1]. Durable when it returns; returns the updated memory. Explicit
         positive feedback on a memory that was superseded *automatically*
-        takes that back (see :mod:`tierstore.auto_supersession`): the mark
+        takes that back (see :mod:`tierstore.rules.auto_supersession`): the mark
         goes, its TTL is what it was, and an archived one is restored."""
         return updates.feedback(self._engine, ns, id, positive=positive, strength=strength, implicit=implicit)
 

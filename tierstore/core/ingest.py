@@ -13,7 +13,9 @@ from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
-from tierstore import auto_supersession, dedupe
+from tierstore import dedupe
+
+from tierstore.rules import auto_supersession
 
 from tierstore.rules import supersession
 from tierstore import embedding as _embedding

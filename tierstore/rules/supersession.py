@@ -8,7 +8,7 @@ A memory is *superseded* when a newer one replaces it. Three things say so:
     a slot: ``add(..., key=k)`` supersedes the live memory of ``(ns, k)``,
     exactly as ``supersedes=[that memory]`` would;
 ``auto``
-    automatic supersession (:mod:`tierstore.auto_supersession`): a new
+    automatic supersession (:mod:`tierstore.rules.auto_supersession`): a new
     memory very similar to a live one of the same type.
 
 Each is a *mark*: a row of the catalog table ``supersessions``, keyed by the
