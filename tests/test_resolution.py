@@ -174,7 +174,7 @@ def test_supersession_keys_read_as_documented():
 
 
 def test_content_words_and_same_wording():
-    from tierstore.resolution import content_words, same_wording
+    from tierstore.rules.resolution import content_words, same_wording
 
     assert content_words("Frank's sister lives in Madrid.") == {"frank", "sister", "lives", "madrid"}
     job_a, job_b = content_words("Frank works at Acme"), content_words("Frank now works at Globex")

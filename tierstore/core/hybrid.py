@@ -48,7 +48,7 @@ from tierstore.hot import HotNamespace, RankedSlots
 from tierstore.kernels import TIER_COLD, TIER_HOT, TIER_WARM, inner_products, rank_and_gather, top_candidates
 from tierstore.kernels import columns as C
 from tierstore.records import Explain, Hit
-from tierstore.resolution import annotate_resolution, marked_flags, order_marked, resolve_by_wording, resolve_hits
+from tierstore.rules.resolution import annotate_resolution, marked_flags, order_marked, resolve_by_wording, resolve_hits
 from tierstore.core.row_ranker import RowHit, _cold_rows, _read_moved_again
 
 # Keyword candidates asked of the index per search: enough for k hits after
@@ -153,7 +153,7 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
     top = merged[:k]
     if record_access and top:
         record(eng, ns, hot, top, now, access_cold)
-    # query-time resolution and the marks, as for a search by meaning (tierstore.resolution), on the cosines
+    # query-time resolution and the marks, as for a search by meaning (tierstore.rules.resolution), on the cosines
     sims = {m[4].id: cosines.get(m[4].id, m[1]) for m in top}
     result, moved = resolve_hits(cp, [m[4] for m in top], [sims[m[4].id] for m in top])
     if cp.resolve_word_margin >= 0.0 and len(result) > 1:

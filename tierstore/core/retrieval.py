@@ -13,7 +13,7 @@ from tierstore import embedding as _embedding
 from tierstore.rules import supersession
 from tierstore.core import hybrid
 from tierstore.core import row_ranker as tier_search
-from tierstore.resolution import (
+from tierstore.rules.resolution import (
     R_TTL_OVERRIDE,
     annotate_resolution,
     kernel_moves,
