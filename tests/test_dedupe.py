@@ -6,7 +6,7 @@ import pytest
 
 from conftest import DIM, T0, unit
 from tierstore import DuplicateIdError, ManualClock, Policy, TierStore
-from tierstore.dedupe import content_hash, normalise
+from tierstore.rules.dedupe import content_hash, normalise
 
 DAY = 86400.0
 

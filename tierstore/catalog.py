@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 import numpy as np
 
 from tierstore.core import faults
-from tierstore.dedupe import content_hash
+from tierstore.rules.dedupe import content_hash
 from tierstore.errors import ReadOnlyStoreError, StoreClosedError
 
 T = TypeVar("T")

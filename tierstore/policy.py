@@ -21,7 +21,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Mapping
 
-from tierstore.dedupe import DEDUPE_MODES
+from tierstore.rules.dedupe import DEDUPE_MODES
 from tierstore.errors import PolicyError
 
 MINUTE = 60.0
@@ -310,7 +310,7 @@ class Policy:
     mask_tag_prefix: str = "_ignore_in_context_"
     scoring: ScoringPolicy = field(default_factory=ScoringPolicy)
     # re-adding the same content (normalised) in the same namespace and type
-    # reinforces the existing memory: "exact", or "off" (see tierstore.dedupe)
+    # reinforces the existing memory: "exact", or "off" (see tierstore.rules.dedupe)
     dedupe: str = "exact"
     supersession: SupersessionPolicy = field(default_factory=SupersessionPolicy)
 

@@ -13,7 +13,7 @@ from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
-from tierstore import dedupe
+from tierstore.rules import dedupe
 
 from tierstore.rules import auto_supersession
 
