@@ -28,7 +28,7 @@ import numpy as np
 
 from tierstore.embedding import MiniLMEmbedder, check_window
 from tierstore.errors import InvalidInputError
-from tierstore.validation import check_content
+from tierstore.rules.validation import check_content
 
 NAMES = ["Alma", "Bruno", "Chiara", "Dmitri", "Esme", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Kofi", "Lena",
          "Mateo", "Nadia", "Oskar", "Priya", "Quentin", "Rosa", "Sven", "Tamsin", "Umar", "Vera", "Wim", "Ximena",

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 from tierstore import HotSettings, ManualClock, Settings, TierStore  # noqa: E402
 from tierstore.hot import RankedSlots  # noqa: E402
 from tierstore.kernels import rank_and_gather  # noqa: E402
-from tierstore.validation import F32, check_vector  # noqa: E402
+from tierstore.rules.validation import F32, check_vector  # noqa: E402
 
 STEPS = ["validate", "context", "lock", "params", "knn_query(candidates)", "rank_and_gather", "hits", "unlock"]
 

@@ -106,7 +106,7 @@ def embedding_for(ns: str, mid: str) -> np.ndarray:
 
 def expected_bytes(ns: str, mid: str) -> bytes:
     """The stored (L2-normalised float32) embedding, computed as the store does."""
-    from tierstore.validation import check_vector
+    from tierstore.rules.validation import check_vector
 
     return check_vector(embedding_for(ns, mid), DIM).astype("<f4").tobytes()
 

@@ -20,7 +20,7 @@ import pytest
 
 import wal_tail
 from tierstore import ManualClock, TierStore
-from tierstore.validation import check_vector
+from tierstore.rules.validation import check_vector
 
 DIM = 8
 T0 = 1_700_000_000.0

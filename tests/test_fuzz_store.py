@@ -51,7 +51,7 @@ from tierstore import (
     TierStore,
     UnknownMemoryTypeError,
 )
-from tierstore.validation import check_vector
+from tierstore.rules.validation import check_vector
 
 DIM = 8
 T0 = 1_700_000_000.0

@@ -27,7 +27,8 @@ from mcp import Client
 from server_process import ServerProcess
 from test_mcp import error_text, result
 from tierstore import ManualClock, TierStore
-from tierstore import api_schema, validation
+from tierstore import api_schema
+from tierstore.rules import validation
 from tierstore.api_schema import (ColdChoice, Count, Flag, Items, Number, Obj, ROUTES, Strings, Text, Vector)
 from tierstore.client import RemoteStore
 from tierstore.errors import InvalidInputError

@@ -8,7 +8,7 @@ import pytest
 
 from tierstore import ManualClock, TierStore
 from tierstore.errors import InvalidInputError, InvalidVectorError, TierStoreError
-from tierstore.validation import check_vector, check_vectors
+from tierstore.rules.validation import check_vector, check_vectors
 
 DIM = 4
 T0 = 1_700_000_000.0

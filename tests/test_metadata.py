@@ -179,7 +179,7 @@ def test_load_metadata_reads_back_exactly_what_json_reads(meta):
     integers beyond 64 bits stay exact integers, floats the same floats."""
     import json
 
-    from tierstore.validation import check_metadata, load_metadata
+    from tierstore.rules.validation import check_metadata, load_metadata
 
     text = check_metadata(meta)
     got, want = load_metadata(text), json.loads(text)

@@ -21,7 +21,7 @@ from tierstore.server.schema import GET_ROUTES, POST_ROUTES
 from tierstore.testing.embedders import DIM, T0, hash_embed
 from tierstore.testing.live_server import ThreadedServer
 from tierstore.policy import Policy
-from tierstore.validation import check_vector
+from tierstore.rules.validation import check_vector
 
 ADMIN = "admin-token-0123456789abcdef"
 ACME = "acme-token-0123456789abcdef0"

@@ -30,7 +30,7 @@ from tierstore.errors import (
     InvalidVectorError,
     TierStoreError,
 )
-from tierstore.validation import (
+from tierstore.rules.validation import (
     CONTENT_MAX_CHARS,
     ID_MAX_LEN,
     KEY_MAX_LEN,

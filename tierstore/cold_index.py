@@ -38,7 +38,7 @@ from tierstore.catalog import COLD_CODES_SCHEMA  # noqa: F401  (re-exported: the
 from tierstore.cold import ColdTier, Location
 from tierstore.errors import CorruptDataError, InvalidInputError, InvalidVectorError, ObjectStoreError
 from tierstore.kernels import code_words, hamming_topk, inner_products, sign_code, sign_codes, sign_scores
-from tierstore.validation import check_namespace, check_vector
+from tierstore.rules.validation import check_namespace, check_vector
 
 # Candidates rescored exactly for a search of k: max(MIN_CANDIDATES,
 # OVERSAMPLE * k); recall@10 0.99 on sentence embeddings at m = 100, where

@@ -42,7 +42,7 @@ from tierstore.records import Explain, Hit, Memory
 from tierstore.rwlock import RWLock
 from tierstore.rules.scoring import CompiledPolicy, QueryContext
 from tierstore.tags import TagVocab
-from tierstore.validation import check_vector, load_metadata
+from tierstore.rules.validation import check_vector, load_metadata
 
 _INITIAL_CAPACITY = 64
 

@@ -61,7 +61,7 @@ from tierstore.kernels import (
 from tierstore.kernels import columns as C
 from tierstore.records import TIER_NAMES, SweepReport
 from tierstore.progress import Progress
-from tierstore.validation import check_str, check_tags, check_time
+from tierstore.rules.validation import check_str, check_tags, check_time
 
 if TYPE_CHECKING:
     from tierstore.core.engine import Engine

@@ -31,7 +31,7 @@ from tierstore.policy import Policy
 from tierstore.prometheus import metrics_text
 from tierstore.core.store_clock import ClockCheck
 from tierstore.core.trace import TraceWriter, encode_vector
-from tierstore.validation import (check_id_list, check_namespace, check_positive_int, check_search_flags, check_seconds,
+from tierstore.rules.validation import (check_id_list, check_namespace, check_positive_int, check_search_flags, check_seconds,
                          check_vector)
 
 __all__ = ["Settings", "TierStore"]

@@ -30,7 +30,7 @@ from tierstore.errors import InvalidInputError, ObjectStoreError, StoreConfigErr
 from tierstore.core.integrity import IntegrityReport, Problem
 from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.policy import Policy
-from tierstore.validation import check_namespace, check_positive_int, check_seconds
+from tierstore.rules.validation import check_namespace, check_positive_int, check_seconds
 from tierstore.cluster.bucket import BucketConfig
 from tierstore.cluster.errors import ClusterError, NotOwnerError
 from tierstore.cluster.records import pack

@@ -7,7 +7,7 @@ import threading
 from typing import Callable
 
 from tierstore.records import SweepReport
-from tierstore.validation import check_positive_int, check_seconds
+from tierstore.rules.validation import check_positive_int, check_seconds
 
 SweepFn = Callable[[int, float], SweepReport]  # (max_items, time_budget_s) -> report
 

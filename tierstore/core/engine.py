@@ -49,7 +49,7 @@ from tierstore.core.store_clock import ClockCheck, StoreClock
 from tierstore.tags import TagVocab
 from tierstore.core.row_ranker import RowRanker
 from tierstore.core.trace import TraceWriter
-from tierstore.validation import CONTENT_MAX_CHARS, load_metadata
+from tierstore.rules.validation import CONTENT_MAX_CHARS, load_metadata
 from tierstore.warm import WarmSettings, WarmTier
 
 

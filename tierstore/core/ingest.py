@@ -35,7 +35,7 @@ from tierstore.kernels import columns as C
 from tierstore.core.reads import get
 from tierstore.core.trace import encode_vector
 from tierstore.core.updates import apply_feedback, forget_row, set_lifetime
-from tierstore.validation import (
+from tierstore.rules.validation import (
     LABEL_MAX_CHARS,
     check_confidence,
     check_content,

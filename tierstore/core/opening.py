@@ -37,7 +37,7 @@ from tierstore.objectstore import (
 )
 from tierstore.policy import Policy
 from tierstore.core.store_clock import ClockRecord, check_clock
-from tierstore.validation import check_positive_int
+from tierstore.rules.validation import check_positive_int
 from tierstore.core.compile_kernels import warm_up_kernels
 
 T = TypeVar("T")  # the store the facade's constructor makes

@@ -15,7 +15,7 @@ from tierstore.errors import InvalidInputError
 from tierstore.kernels import TIER_HOT
 from tierstore.lifecycle import lifecycle_metrics
 from tierstore.records import TIER_NAMES, Memory, Stats
-from tierstore.validation import check_id, check_key, check_namespace, check_positive_int
+from tierstore.rules.validation import check_id, check_key, check_namespace, check_positive_int
 
 
 def get(eng: Engine, ns: str, id: str) -> Memory | None:

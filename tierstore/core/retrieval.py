@@ -31,7 +31,7 @@ from tierstore.records import Hit
 from tierstore.core.row_ranker import RowHit
 from tierstore.core.trace import encode_vector
 from tierstore.core.updates import count_accesses
-from tierstore.validation import (
+from tierstore.rules.validation import (
     F32,
     check_confidence,
     check_namespace,

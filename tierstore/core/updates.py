@@ -34,7 +34,7 @@ from tierstore.kernels import columns as C
 from tierstore.migrator import MARK_PURGE_SQL
 from tierstore.records import TIER_NAMES, Memory
 from tierstore.core.reads import get, with_mark
-from tierstore.validation import check_id, check_id_list, check_namespace, check_tags
+from tierstore.rules.validation import check_id, check_id_list, check_namespace, check_tags
 
 
 def _opt(x: float) -> float | None:

@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from tierstore import api_schema, wire
 from tierstore.errors import AuthError, InvalidInputError, TierStoreError
-from tierstore.validation import CONTENT_MAX_CHARS
+from tierstore.rules.validation import CONTENT_MAX_CHARS
 from tierstore.server.auth import EVERYONE, Principal, TokenTable
 from tierstore.server.schema import GET_ROUTES, POST_ROUTES, openapi
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierstore.errors import AuthError, StoreConfigError
-from tierstore.validation import check_namespace
+from tierstore.rules.validation import check_namespace
 
 ENV_TOKEN = "TIERSTORE_TOKEN"
 MIN_TOKEN_LEN = 16  # shorter tokens are guessable; `python -c "import secrets; print(secrets.token_hex(32))"`

@@ -27,7 +27,7 @@ from tierstore import api_schema, wire
 from tierstore.api_schema import ROUTES, Bounds
 from tierstore.errors import AuthError, StoreConfigError, TierStoreError
 from tierstore.optional import install_hint
-from tierstore.validation import ID_MAX_LEN, KEY_MAX_LEN, LABEL_MAX_CHARS, TAG_MAX_LEN, TAGS_MAX_LISTED
+from tierstore.rules.validation import ID_MAX_LEN, KEY_MAX_LEN, LABEL_MAX_CHARS, TAG_MAX_LEN, TAGS_MAX_LISTED
 from tierstore.server.auth import EVERYONE, Principal
 from tierstore.server.deps import require
 

@@ -15,7 +15,7 @@ from tierstore.client import RemoteStore
 from tierstore.errors import InvalidInputError, StoreConfigError
 from tierstore.records import Hit
 from tierstore.store import TierStore
-from tierstore.validation import check_namespace
+from tierstore.rules.validation import check_namespace
 from tierstore.integrations.policy import adapter_policy, check_adapter_policy
 from tierstore.integrations.langchain.selection import REMOTE_MAX_CANDIDATES, check_mmr_args, filtered_hits, hit_filter, mmr, record_use
 from tierstore.integrations.langchain.fields import FieldMap

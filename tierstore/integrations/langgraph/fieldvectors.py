@@ -7,7 +7,7 @@ the cold tier use); when an item has several texts, their unit vectors are
 kept beside it, in the memory's metadata, as base64 of little-endian
 float32 (one string per text), so the cosine ranking can take the best.
 They count against the metadata's size limit
-(:data:`tierstore.validation.METADATA_MAX_BYTES`).
+(:data:`tierstore.rules.validation.METADATA_MAX_BYTES`).
 """
 
 from __future__ import annotations

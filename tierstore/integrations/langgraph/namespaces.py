@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from tierstore.errors import InvalidNamespaceError
-from tierstore.validation import NAMESPACE_RE
+from tierstore.rules.validation import NAMESPACE_RE
 
 _PLAIN = re.compile(r"[A-Za-z0-9-]")
 _PREFIX_RE = re.compile(r"[A-Za-z0-9-]{1,32}")

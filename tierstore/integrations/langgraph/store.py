@@ -32,7 +32,7 @@ from langgraph.store.base import (
 from tierstore.errors import InvalidInputError, StoreConfigError
 from tierstore.records import Memory
 from tierstore.store import TierStore
-from tierstore.validation import check_metadata
+from tierstore.rules.validation import check_metadata
 from tierstore.integrations.policy import check_adapter_policy
 from tierstore.integrations.langgraph.namespaces import check_labels, check_prefix, decode, encode
 from tierstore.integrations.langgraph.fieldvectors import VECTORS_KEY, best_cosine, encode_vectors, unit_rows
