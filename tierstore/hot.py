@@ -41,7 +41,7 @@ from tierstore.kernels import inner_products, rank_and_gather, top_candidates
 from tierstore.records import Explain, Hit, Memory
 from tierstore.rwlock import RWLock
 from tierstore.rules.scoring import CompiledPolicy, QueryContext
-from tierstore.tags import TagVocab
+from tierstore.rules.tags import TagVocab
 from tierstore.rules.validation import check_vector, load_metadata
 
 _INITIAL_CAPACITY = 64

@@ -46,7 +46,7 @@ from tierstore.objectstore import ObjectStore
 from tierstore.policy import Policy
 from tierstore.rules.scoring import CompiledPolicy
 from tierstore.core.store_clock import ClockCheck, StoreClock
-from tierstore.tags import TagVocab
+from tierstore.rules.tags import TagVocab
 from tierstore.core.row_ranker import RowRanker
 from tierstore.core.trace import TraceWriter
 from tierstore.rules.validation import CONTENT_MAX_CHARS, load_metadata

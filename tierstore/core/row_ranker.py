@@ -28,7 +28,7 @@ from tierstore.kernels import TIER_COLD, fused_rerank
 from tierstore.records import Hit, HitRows, Memory
 from tierstore.rules.scoring import CompiledPolicy, QueryContext
 from tierstore.rules.supersession import unsuperseded_rows
-from tierstore.tags import TagVocab
+from tierstore.rules.tags import TagVocab
 
 
 @dataclass(frozen=True)

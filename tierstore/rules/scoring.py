@@ -15,7 +15,7 @@ from tierstore.kernels import columns as C
 from tierstore.kernels import pack_query
 from tierstore.records import Explain
 from tierstore.policy import SCORE_FACTORS, USE_FACTORS, Policy
-from tierstore.tags import TagVocab
+from tierstore.rules.tags import TagVocab
 
 _EMPTY_I32 = np.empty(0, np.int32)
 _EMPTY_F64 = np.empty(0, np.float64)
