@@ -7,7 +7,7 @@ Replays the steps of ``TierStore.search`` (hot tier, no warm shards) on
 the median and 10th percentile of each step, then a whole ``store.search``
 and a raw ``knn_query(k=10)`` on other queries of the same run, and what is
 left of the overhead for the rest of ``search()``. The replay mirrors
-tierstore/store.py and tierstore/hot.py; if those change, change it too.
+tierstore/store.py and tierstore/tiers/hot.py; if those change, change it too.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from conftest import add_vectors, clustered_vectors  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tierstore import HotSettings, ManualClock, Settings, TierStore  # noqa: E402
-from tierstore.hot import RankedSlots  # noqa: E402
+from tierstore.tiers.hot import RankedSlots  # noqa: E402
 from tierstore.kernels import rank_and_gather  # noqa: E402
 from tierstore.rules.validation import F32, check_vector  # noqa: E402
 

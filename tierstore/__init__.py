@@ -28,7 +28,7 @@ from tierstore.errors import (
     TierStoreError,
     UnknownMemoryTypeError,
 )
-from tierstore.hot import HotSettings
+from tierstore.tiers.hot import HotSettings
 from tierstore.records import Explain, Hit, Memory, Stats, SweepReport
 from tierstore.policy import ConfidencePolicy, ContextRule, MaskRule, Policy, ScoringPolicy, Thresholds, TypePolicy
 from tierstore.store import Settings, TierStore

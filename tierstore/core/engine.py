@@ -38,7 +38,7 @@ from tierstore.errors import (
     ReadOnlyStoreError,
     StoreClosedError,
 )
-from tierstore.hot import HotNamespace, HotSettings, HotTier
+from tierstore.tiers.hot import HotNamespace, HotSettings, HotTier
 from tierstore.kernels import TIER_HOT
 from tierstore.kernels import columns as C
 from tierstore.records import TIER_NAMES, Memory, SweepReport

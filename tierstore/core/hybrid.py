@@ -44,7 +44,7 @@ from tierstore import keywords
 from tierstore.cold_index import candidate_count, exact_rescore, fetch_row_vectors
 from tierstore.core.engine import Engine
 from tierstore.errors import ObjectNotFoundError
-from tierstore.hot import HotNamespace, RankedSlots
+from tierstore.tiers.hot import HotNamespace, RankedSlots
 from tierstore.kernels import TIER_COLD, TIER_HOT, TIER_WARM, inner_products, rank_and_gather, top_candidates
 from tierstore.kernels import columns as C
 from tierstore.records import Explain, Hit

@@ -29,7 +29,7 @@ from tierstore.errors import (
     ObjectStoreError,
 )
 from tierstore.core.faults import crash_point
-from tierstore.hot import HotNamespace
+from tierstore.tiers.hot import HotNamespace
 from tierstore.kernels import TIER_COLD, TIER_HOT, due_times
 from tierstore.kernels import columns as C
 from tierstore.core.reads import get

@@ -48,7 +48,7 @@ from tierstore.cold import Location
 from tierstore.core.engine import Engine, engine_of
 from tierstore.cold_index import CODES_COMPLETE, encode_codes, query_codes
 from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
-from tierstore.hot import HotNamespace
+from tierstore.tiers.hot import HotNamespace
 from tierstore.kernels import TIER_COLD, TIER_WARM
 from tierstore.records import SweepReport
 

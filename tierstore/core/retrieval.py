@@ -24,7 +24,7 @@ from tierstore.rules.resolution import (
 )
 from tierstore.core.engine import Engine
 from tierstore.errors import InvalidInputError, ReadOnlyStoreError, StoreClosedError
-from tierstore.hot import HotNamespace
+from tierstore.tiers.hot import HotNamespace
 from tierstore.kernels import TIER_WARM, record_accesses
 from tierstore.kernels import columns as C
 from tierstore.records import Hit

@@ -2,7 +2,7 @@
 cold memories), ranked by the same fused score as hot hits.
 
 The hot tier ranks its slots in one kernel call over its own columns
-(:mod:`tierstore.hot`). A warm or cold candidate is a catalog row: its
+(:mod:`tierstore.tiers.hot`). A warm or cold candidate is a catalog row: its
 columns are built from the row and the same ``fused_rerank`` kernel ranks it,
 so a hit's score means the same whatever tier it came from.
 
@@ -23,7 +23,7 @@ from tierstore.catalog import MemoryRow
 from tierstore.cold import ColdTier
 from tierstore.cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_row_vectors
 from tierstore.errors import ObjectNotFoundError
-from tierstore.hot import columns_from_rows
+from tierstore.tiers.hot import columns_from_rows
 from tierstore.kernels import TIER_COLD, fused_rerank
 from tierstore.records import Hit, HitRows, Memory
 from tierstore.rules.scoring import CompiledPolicy, QueryContext

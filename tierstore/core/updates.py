@@ -20,7 +20,7 @@ from tierstore.catalog import EVENT_SQL, MEMORY_COLUMNS, MemoryRow
 from tierstore.core.engine import Engine
 from tierstore.errors import InvalidInputError, MemoryNotFoundError
 from tierstore.core.faults import crash_point
-from tierstore.hot import HotNamespace
+from tierstore.tiers.hot import HotNamespace
 from tierstore.kernels import (
     TIER_COLD,
     TIER_HOT,

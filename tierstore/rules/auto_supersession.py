@@ -113,7 +113,7 @@ def similar_in_hot(hot: Any, vectors: np.ndarray, type_idx: Sequence[int], floor
     """Per row of ``vectors`` (unit float32): the ids of live hot memories of
     type ``type_idx[i]`` whose cosine is at least ``floors[i]`` (``None``:
     none wanted), with that cosine. ``hot`` is a
-    :class:`~tierstore.hot.HotNamespace`; its read lock is taken here."""
+    :class:`~tierstore.tiers.hot.HotNamespace`; its read lock is taken here."""
     out: list[dict[str, float]] = [{} for _ in range(len(vectors))]
     want = [i for i, f in enumerate(floors) if f is not None]
     if not want:
