@@ -50,7 +50,7 @@ from tierstore.rules.tags import TagVocab
 from tierstore.core.row_ranker import RowRanker
 from tierstore.core.trace import TraceWriter
 from tierstore.rules.validation import CONTENT_MAX_CHARS, load_metadata
-from tierstore.warm import WarmSettings, WarmTier
+from tierstore.tiers.warm import WarmSettings, WarmTier
 
 
 @dataclass(frozen=True)

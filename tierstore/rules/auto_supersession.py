@@ -152,7 +152,7 @@ def similar_in_hot(hot: Any, vectors: np.ndarray, type_idx: Sequence[int], floor
 def similar_in_warm(warm: Any, catalog: Any, ns: str, vectors: np.ndarray, memory_types: Sequence[str],
                     floors: Sequence[float | None]) -> list[dict[str, float]]:
     """:func:`similar_in_hot` for the warm tier (``warm`` a
-    :class:`~tierstore.warm.WarmTier`; rows are checked in the catalog)."""
+    :class:`~tierstore.tiers.warm.WarmTier`; rows are checked in the catalog)."""
     from tierstore.kernels import TIER_WARM
 
     out: list[dict[str, float]] = [{} for _ in range(len(vectors))]
