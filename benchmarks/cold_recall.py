@@ -65,7 +65,7 @@ from conftest import clustered_vectors  # noqa: E402  (also sets one BLAS thread
 import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
 
-from tierstore.cold import ColdTier, Location  # noqa: E402
+from tierstore.tiers.cold import ColdTier, Location  # noqa: E402
 from tierstore.cold_index import (  # noqa: E402
     COLD_CODES_SCHEMA,
     ColdIndex,

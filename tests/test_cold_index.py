@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tierstore.cold import ColdTier, Location
+from tierstore.tiers.cold import ColdTier, Location
 from tierstore.cold_index import (
     COLD_CODES_SCHEMA,
     MIN_CANDIDATES,

@@ -14,10 +14,10 @@ import zlib
 import numpy as np
 import pytest
 
-import tierstore.cold as cold_module
+import tierstore.tiers.cold as cold_module
 from tierstore import ManualClock, TierStore
 from tierstore.archive import encode_batch
-from tierstore.cold import Location
+from tierstore.tiers.cold import Location
 from tierstore.cold_index import CODES_COMPLETE, fetch_vectors, insert_codes
 from tierstore.errors import CorruptDataError, InvalidInputError
 from tierstore.kernels import TIER_COLD

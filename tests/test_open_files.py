@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tierstore.archive import decode_record, decode_vector, encode_batch, frame
-from tierstore.cold import ColdTier, Location
+from tierstore.tiers.cold import ColdTier, Location
 from tierstore.errors import CorruptDataError, InvalidInputError, ObjectNotFoundError
 from tierstore.objectstore import LocalObjectStore
 from tierstore.objectstore._open_files import OpenFiles

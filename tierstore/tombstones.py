@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from tierstore.archive import frame, pack, read_frame, unpack
 from tierstore.catalog import Catalog
-from tierstore.cold import ns_segment
+from tierstore.tiers.cold import ns_segment
 from tierstore.errors import CorruptDataError, ObjectNotFoundError
 from tierstore.objectstore import ObjectStore
 

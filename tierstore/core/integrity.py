@@ -44,7 +44,7 @@ import numpy as np
 
 from tierstore import keywords, tombstones
 from tierstore.archive import vector_crc
-from tierstore.cold import Location
+from tierstore.tiers.cold import Location
 from tierstore.core.engine import Engine, engine_of
 from tierstore.cold_index import CODES_COMPLETE, encode_codes, query_codes
 from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError

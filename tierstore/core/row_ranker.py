@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tierstore.catalog import MemoryRow
-from tierstore.cold import ColdTier
+from tierstore.tiers.cold import ColdTier
 from tierstore.cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_row_vectors
 from tierstore.errors import ObjectNotFoundError
 from tierstore.tiers.hot import columns_from_rows
