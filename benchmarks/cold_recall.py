@@ -66,7 +66,7 @@ import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
 
 from tierstore.tiers.cold import ColdTier, Location  # noqa: E402
-from tierstore.cold_index import (  # noqa: E402
+from tierstore.tiers.cold_index import (  # noqa: E402
     COLD_CODES_SCHEMA,
     ColdIndex,
     encode_codes,

@@ -1,4 +1,4 @@
-"""The cold search index (tierstore/cold_index.py) on real archive objects.
+"""The cold search index (tierstore/tiers/cold_index.py) on real archive objects.
 
 Archive objects are written by ``ColdTier.write_records`` into a
 ``LocalObjectStore`` under ``tmp_path``; the codes live in a SQLite file with
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tierstore.tiers.cold import ColdTier, Location
-from tierstore.cold_index import (
+from tierstore.tiers.cold_index import (
     COLD_CODES_SCHEMA,
     MIN_CANDIDATES,
     OVERSAMPLE,

@@ -18,7 +18,7 @@ import tierstore.tiers.cold as cold_module
 from tierstore import ManualClock, TierStore
 from tierstore.archive import encode_batch
 from tierstore.tiers.cold import Location
-from tierstore.cold_index import CODES_COMPLETE, fetch_vectors, insert_codes
+from tierstore.tiers.cold_index import CODES_COMPLETE, fetch_vectors, insert_codes
 from tierstore.errors import CorruptDataError, InvalidInputError
 from tierstore.kernels import TIER_COLD
 from tierstore.objectstore import LocalObjectStore
@@ -272,7 +272,7 @@ def test_an_old_cold_codes_table_gets_the_columns_and_reads_meanwhile(tmp_path):
 
 def test_bad_places_are_refused_and_change_nothing(tmp_path):
     conn = sqlite3.connect(":memory:")
-    from tierstore.cold_index import COLD_CODES_SCHEMA
+    from tierstore.tiers.cold_index import COLD_CODES_SCHEMA
     conn.executescript(COLD_CODES_SCHEMA)
     code = bytes(8)
     for row in [(1, "u", code, -1, 5), (1, "u", code, 3, None), (1, "u", code, 3, 2**32), (1, "u", code, 1.5, 2),

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tierstore import ManualClock, Policy, PolicyError, TierStore
-from tierstore.cold_index import CODES_COMPLETE
+from tierstore.tiers.cold_index import CODES_COMPLETE
 from tierstore.errors import InvalidInputError
 from tierstore.lifecycle import lifecycle_metrics
 from tierstore.objectstore import LocalObjectStore

@@ -176,7 +176,7 @@ CREATE TABLE IF NOT EXISTS supersessions (
     t                 REAL    NOT NULL,
     prior_ttl_seconds REAL                 -- its per-memory TTL before (NULL: the type's), back on reversal
 );
--- The cold search index (tierstore/cold_index.py): a sign code per cold
+-- The cold search index (tierstore/tiers/cold_index.py): a sign code per cold
 -- memory, written in the transaction that archives it. A memory that leaves
 -- the cold tier, or the catalog, takes its code with it (the triggers), so no
 -- path that restores, reactivates or deletes can leave a stale code behind.

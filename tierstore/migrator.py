@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from tierstore import cold_index, tombstones
+from tierstore import tombstones
+
+from tierstore.tiers import cold_index
 
 from tierstore.rules import supersession
 
@@ -44,7 +46,7 @@ from tierstore.core.background import BackgroundSweeps
 from tierstore.catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
 from tierstore.tiers.cold import ColdTier, Location, batch_number, group_by_ns
 from tierstore.archive import vector_crc
-from tierstore.cold_index import CODE_SQL, CODES_COMPLETE, encode_codes
+from tierstore.tiers.cold_index import CODE_SQL, CODES_COMPLETE, encode_codes
 from tierstore.errors import CorruptDataError, InvalidInputError, MemoryNotFoundError, ObjectNotFoundError, ObjectStoreError
 from tierstore.core.faults import crash_point
 from tierstore.kernels import (

@@ -31,7 +31,7 @@ from tierstore.rules import lifetime
 from tierstore.catalog import ACCESS_LOG_SQL, UPDATE_STATE_SQL, Catalog, MemoryRow
 from tierstore.clock import Clock
 from tierstore.tiers.cold import ColdTier
-from tierstore.cold_index import ColdIndex, VectorCache
+from tierstore.tiers.cold_index import ColdIndex, VectorCache
 from tierstore.errors import (
     ClockSkewError,
     MemoryNotFoundError,

@@ -41,7 +41,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tierstore import keywords
-from tierstore.cold_index import candidate_count, exact_rescore, fetch_row_vectors
+from tierstore.tiers.cold_index import candidate_count, exact_rescore, fetch_row_vectors
 from tierstore.core.engine import Engine
 from tierstore.errors import ObjectNotFoundError
 from tierstore.tiers.hot import HotNamespace, RankedSlots

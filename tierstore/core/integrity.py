@@ -46,7 +46,7 @@ from tierstore import keywords, tombstones
 from tierstore.archive import vector_crc
 from tierstore.tiers.cold import Location
 from tierstore.core.engine import Engine, engine_of
-from tierstore.cold_index import CODES_COMPLETE, encode_codes, query_codes
+from tierstore.tiers.cold_index import CODES_COMPLETE, encode_codes, query_codes
 from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from tierstore.tiers.hot import HotNamespace
 from tierstore.kernels import TIER_COLD, TIER_WARM

@@ -6,7 +6,7 @@ The hot tier ranks its slots in one kernel call over its own columns
 columns are built from the row and the same ``fused_rerank`` kernel ranks it,
 so a hit's score means the same whatever tier it came from.
 
-The cold tier (:mod:`tierstore.cold_index`) is reached through its sign codes
+The cold tier (:mod:`tierstore.tiers.cold_index`) is reached through its sign codes
 and rescored from the archived vectors: a cold hit's similarity is the exact
 cosine, like every other hit's.
 """
@@ -21,7 +21,7 @@ import numpy as np
 
 from tierstore.catalog import MemoryRow
 from tierstore.tiers.cold import ColdTier
-from tierstore.cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_row_vectors
+from tierstore.tiers.cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_row_vectors
 from tierstore.errors import ObjectNotFoundError
 from tierstore.tiers.hot import columns_from_rows
 from tierstore.kernels import TIER_COLD, fused_rerank
