@@ -16,7 +16,7 @@ import pytest
 
 import tierstore.tiers.cold as cold_module
 from tierstore import ManualClock, TierStore
-from tierstore.archive import encode_batch
+from tierstore.tiers.archive import encode_batch
 from tierstore.tiers.cold import Location
 from tierstore.tiers.cold_index import CODES_COMPLETE, fetch_vectors, insert_codes
 from tierstore.errors import CorruptDataError, InvalidInputError

@@ -23,7 +23,7 @@ import pytest
 from conftest import DIM, T0, unit
 from tierstore import CorruptDataError, HotSettings, ManualClock, Settings, TierStore
 from tierstore.core import integrity
-from tierstore.archive import END, MAGIC, RECORD_FIELDS, decode_batch, decode_record, encode_batch, frame
+from tierstore.tiers.archive import END, MAGIC, RECORD_FIELDS, decode_batch, decode_record, encode_batch, frame
 from tierstore.tiers.warm import WarmSettings
 
 HOUR = 3600.0

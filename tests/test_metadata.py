@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from conftest import DIM, T0, unit
 from tierstore import ManualClock, TierStore
-from tierstore.archive import check_record
+from tierstore.tiers.archive import check_record
 from tierstore.errors import CorruptDataError, InvalidInputError
 
 HOUR, DAY = 3600.0, 86400.0

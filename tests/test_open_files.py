@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierstore.archive import decode_record, decode_vector, encode_batch, frame
+from tierstore.tiers.archive import decode_record, decode_vector, encode_batch, frame
 from tierstore.tiers.cold import ColdTier, Location
 from tierstore.errors import CorruptDataError, InvalidInputError, ObjectNotFoundError
 from tierstore.objectstore import LocalObjectStore

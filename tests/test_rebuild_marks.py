@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from conftest import DIM, unit
 from tierstore import ManualClock, TierStore
-from tierstore.archive import check_record, decode_batch
+from tierstore.tiers.archive import check_record, decode_batch
 from tierstore.errors import CorruptDataError
 
 HOUR = 3600.0

@@ -21,7 +21,7 @@ import secrets
 import sqlite3
 from dataclasses import dataclass
 
-from tierstore.archive import frame, pack, read_frame, unpack
+from tierstore.tiers.archive import frame, pack, read_frame, unpack
 from tierstore.catalog import Catalog
 from tierstore.tiers.cold import ns_segment
 from tierstore.errors import CorruptDataError, ObjectNotFoundError

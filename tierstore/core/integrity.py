@@ -43,7 +43,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tierstore import keywords, tombstones
-from tierstore.archive import vector_crc
+from tierstore.tiers.archive import vector_crc
 from tierstore.tiers.cold import Location
 from tierstore.core.engine import Engine, engine_of
 from tierstore.tiers.cold_index import CODES_COMPLETE, encode_codes, query_codes

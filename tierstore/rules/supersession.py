@@ -73,7 +73,7 @@ def describe(kind: str, similarity: float | None, key: str | None = None) -> str
 @dataclass(frozen=True)
 class RecordMarks:
     """A memory's marks as its archive record keeps them (maps of
-    :data:`tierstore.archive.MARK_FIELDS`: the other memory's id, kind,
+    :data:`tierstore.tiers.archive.MARK_FIELDS`: the other memory's id, kind,
     similarity, time, prior TTL): the mark on it, and the marks it made."""
 
     superseded_by: dict[str, Any] | None = None

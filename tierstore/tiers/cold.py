@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
-from tierstore.archive import ArchiveEntry, decode_batch, decode_record, decode_vector, encode_batch, vector_at
+from tierstore.tiers.archive import ArchiveEntry, decode_batch, decode_record, decode_vector, encode_batch, vector_at
 from tierstore.catalog import MemoryRow
 from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from tierstore.objectstore import ObjectStore
