@@ -1,6 +1,6 @@
 """Tombstones: a deleted memory stays forgotten when the catalog is rebuilt
 from the object store alone, until a sweep has rewritten every archive object
-that held its record (tierstore/tombstones.py)."""
+that held its record (tierstore/tiers/tombstones.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from conftest import DIM, T0, unit
 from tierstore import ManualClock, TierStore
 from tierstore.errors import CorruptDataError, ObjectStoreError
 from tierstore.objectstore import LocalObjectStore
-from tierstore.tombstones import TOMBSTONE_PREFIX, Tombstone, decode, encode
+from tierstore.tiers.tombstones import TOMBSTONE_PREFIX, Tombstone, decode, encode
 
 HOUR = 3600.0
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import DIM, T0, unit
 from tierstore import ManualClock, TierStore
 from tierstore.errors import DuplicateIdError, InvalidInputError, InvalidVectorError
-from tierstore.tombstones import TOMBSTONE_PREFIX
+from tierstore.tiers.tombstones import TOMBSTONE_PREFIX
 
 HOUR = 3600.0
 DAY = 86400.0

@@ -121,7 +121,7 @@ CREATE TABLE IF NOT EXISTS archives (
     created_at REAL    NOT NULL
 );
 -- Deletes that may leave a record in an archive object also write a tombstone
--- object (tierstore/tombstones.py), so a catalog rebuilt from the bucket does
+-- object (tierstore/tiers/tombstones.py), so a catalog rebuilt from the bucket does
 -- not bring the memory back; listed here until a sweep drops them.
 CREATE TABLE IF NOT EXISTS tombstones (
     key        TEXT    PRIMARY KEY,     -- object key under tombstone/

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from tierstore import tombstones
+from tierstore.tiers import tombstones
 
 from tierstore.tiers import cold_index
 

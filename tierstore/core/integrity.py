@@ -42,7 +42,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tierstore import keywords, tombstones
+from tierstore import keywords
+
+from tierstore.tiers import tombstones
 from tierstore.tiers.archive import vector_crc
 from tierstore.tiers.cold import Location
 from tierstore.core.engine import Engine, engine_of

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from tierstore import tombstones
+from tierstore.tiers import tombstones
 
 from tierstore.rules import supersession
 
