@@ -24,7 +24,7 @@ from tierstore.catalog import Catalog
 from tierstore.clock import Clock
 from tierstore.core.engine import Engine, Settings
 from tierstore.errors import InvalidInputError, StoreConfigError
-from tierstore.migrator import Migrator
+from tierstore.tiers.migrator import Migrator
 from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.objectstore import ObjectStore
 from tierstore.policy import Policy

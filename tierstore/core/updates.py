@@ -31,7 +31,7 @@ from tierstore.kernels import (
     rescale_lifetimes,
 )
 from tierstore.kernels import columns as C
-from tierstore.migrator import MARK_PURGE_SQL
+from tierstore.tiers.migrator import MARK_PURGE_SQL
 from tierstore.records import TIER_NAMES, Memory
 from tierstore.core.reads import get, with_mark
 from tierstore.rules.validation import check_id, check_id_list, check_namespace, check_tags
