@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from tierstore import ManualClock, TierStore
-from tierstore.catalog import INSERT_SQL
+from tierstore.storage.catalog import INSERT_SQL
 from tierstore.progress import Progress
 
 DIM = 8

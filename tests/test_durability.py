@@ -99,7 +99,7 @@ def test_a_sync_barrier_precedes_every_object_delete(tmp_path):
 
 @pytest.mark.parametrize("sync_mode", ["NORMAL", "FULL"])
 def test_catalog_sync_is_harmless_when_there_is_no_wal(tmp_path, sync_mode):
-    from tierstore.catalog import Catalog
+    from tierstore.storage.catalog import Catalog
 
     cat = Catalog(tmp_path / "c.sqlite", synchronous=sync_mode)
     cat.sync()

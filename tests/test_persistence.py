@@ -178,7 +178,7 @@ def test_preload_hot_loads_every_namespace_at_open(tmp_path, rng):
 
 def test_a_catalog_row_reads_back_every_column_in_place(tmp_path):
     # MemoryRow.from_sql is positional: its fields must stay in MEMORY_COLUMNS order
-    from tierstore.catalog import MEMORY_COLUMNS, MemoryRow
+    from tierstore.storage.catalog import MEMORY_COLUMNS, MemoryRow
 
     assert list(MemoryRow.__dataclass_fields__) == list(MEMORY_COLUMNS)
     clock = ManualClock(T0)

@@ -10,7 +10,7 @@ from tierstore import ManualClock, TierStore
 
 DAY = 86400.0
 
-# The memories table of the previous release, column by column (tierstore/catalog.py before issue 16).
+# The memories table of the previous release, column by column (tierstore/storage/catalog.py before issue 16).
 OLD_COLUMNS = [
     "rid", "ns", "id", "content", "embedding", "memory_type", "source", "tags", "created_at", "last_accessed_at",
     "access_count", "conf_llm", "conf_rule", "conf_feedback", "confidence", "t_conf", "ttl_seconds", "pinned", "tier",

@@ -20,7 +20,7 @@ from tierstore.core import updates
 from tierstore.core import ingest
 from tierstore.core import opening
 from tierstore.core.background import check_sweep_args
-from tierstore.catalog import Catalog
+from tierstore.storage.catalog import Catalog
 from tierstore.clock import Clock
 from tierstore.core.engine import Engine, Settings
 from tierstore.errors import InvalidInputError, StoreConfigError

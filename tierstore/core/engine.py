@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 from tierstore import embedding as _embedding
 from tierstore import ownership
 from tierstore.rules import lifetime
-from tierstore.catalog import ACCESS_LOG_SQL, UPDATE_STATE_SQL, Catalog, MemoryRow
+from tierstore.storage.catalog import ACCESS_LOG_SQL, UPDATE_STATE_SQL, Catalog, MemoryRow
 from tierstore.clock import Clock
 from tierstore.tiers.cold import ColdTier
 from tierstore.tiers.cold_index import ColdIndex, VectorCache

@@ -19,7 +19,7 @@ from tierstore.rules import auto_supersession
 
 from tierstore.rules import supersession
 from tierstore import embedding as _embedding
-from tierstore.catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params
+from tierstore.storage.catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params
 from tierstore.core.engine import Engine
 from tierstore.errors import (
     CorruptDataError,

@@ -21,8 +21,8 @@ import numpy as np
 from tierstore import keywords, ownership
 
 from tierstore.rules import supersession
-from tierstore.catalog import EVENT_SQL, MEMORY_COLUMNS, Catalog, MemoryRow
-from tierstore.catalog import sql_time as _sql_time
+from tierstore.storage.catalog import EVENT_SQL, MEMORY_COLUMNS, Catalog, MemoryRow
+from tierstore.storage.catalog import sql_time as _sql_time
 from tierstore.clock import Clock, SystemClock
 from tierstore.embedding import Embedder, check_against_record
 from tierstore.core.engine import Engine, Settings

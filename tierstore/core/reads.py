@@ -9,7 +9,7 @@ import json
 from dataclasses import replace
 
 from tierstore.rules import supersession
-from tierstore.catalog import MemoryRow
+from tierstore.storage.catalog import MemoryRow
 from tierstore.core.engine import Engine
 from tierstore.errors import InvalidInputError
 from tierstore.kernels import TIER_HOT

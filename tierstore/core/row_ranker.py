@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tierstore.catalog import MemoryRow
+from tierstore.storage.catalog import MemoryRow
 from tierstore.tiers.cold import ColdTier
 from tierstore.tiers.cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_row_vectors
 from tierstore.errors import ObjectNotFoundError

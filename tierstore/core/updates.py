@@ -16,7 +16,7 @@ from tierstore.tiers import tombstones
 from tierstore.rules import supersession
 
 from tierstore.rules import lifetime
-from tierstore.catalog import EVENT_SQL, MEMORY_COLUMNS, MemoryRow
+from tierstore.storage.catalog import EVENT_SQL, MEMORY_COLUMNS, MemoryRow
 from tierstore.core.engine import Engine
 from tierstore.errors import InvalidInputError, MemoryNotFoundError
 from tierstore.core.faults import crash_point

@@ -230,7 +230,7 @@ class AutoMark:
 
 def auto_mark(conn_or_catalog: Any, ns: str, id: str) -> AutoMark | None:
     """The automatic mark on memory ``id``, if it has one (a connection or a
-    :class:`~tierstore.catalog.Catalog`)."""
+    :class:`~tierstore.storage.catalog.Catalog`)."""
     sql = ("SELECT s.rid, s.by_id, s.prior_ttl_seconds FROM supersessions s JOIN memories m ON m.rid = s.rid"
            " WHERE m.ns = ? AND m.id = ? AND s.kind = 'auto'")
     if isinstance(conn_or_catalog, sqlite3.Connection):

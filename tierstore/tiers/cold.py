@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 from tierstore.tiers.archive import ArchiveEntry, decode_batch, decode_record, decode_vector, encode_batch, vector_at
-from tierstore.catalog import MemoryRow
+from tierstore.storage.catalog import MemoryRow
 from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from tierstore.objectstore import ObjectStore
 from tierstore.rules.supersession import RecordMarks

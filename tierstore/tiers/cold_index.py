@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from tierstore.catalog import COLD_CODES_SCHEMA  # noqa: F401  (re-exported: the table lives in the catalog's schema)
+from tierstore.storage.catalog import COLD_CODES_SCHEMA  # noqa: F401  (re-exported: the table lives in the catalog's schema)
 from tierstore.tiers.cold import ColdTier, Location
 from tierstore.errors import CorruptDataError, InvalidInputError, InvalidVectorError, ObjectStoreError
 from tierstore.kernels import code_words, hamming_topk, inner_products, sign_code, sign_codes, sign_scores

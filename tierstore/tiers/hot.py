@@ -31,7 +31,7 @@ from typing import Any, Iterator, NamedTuple, Sequence
 import hnswlib
 import numpy as np
 
-from tierstore.catalog import Catalog, MemoryRow, stack_embeddings
+from tierstore.storage.catalog import Catalog, MemoryRow, stack_embeddings
 from tierstore.errors import CorruptDataError
 from tierstore.core.faults import crash_point
 from tierstore.fileio import fsync_file, sha256_file

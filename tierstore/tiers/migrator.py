@@ -43,7 +43,7 @@ from tierstore.rules import supersession
 
 from tierstore.rules import lifetime
 from tierstore.core.background import BackgroundSweeps
-from tierstore.catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
+from tierstore.storage.catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
 from tierstore.tiers.cold import ColdTier, Location, batch_number, group_by_ns
 from tierstore.tiers.archive import vector_crc
 from tierstore.tiers.cold_index import CODE_SQL, CODES_COMPLETE, encode_codes

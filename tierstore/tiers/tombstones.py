@@ -22,7 +22,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from tierstore.tiers.archive import frame, pack, read_frame, unpack
-from tierstore.catalog import Catalog
+from tierstore.storage.catalog import Catalog
 from tierstore.tiers.cold import ns_segment
 from tierstore.errors import CorruptDataError, ObjectNotFoundError
 from tierstore.objectstore import ObjectStore

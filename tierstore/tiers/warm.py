@@ -34,7 +34,7 @@ from typing import Sequence
 import hnswlib
 import numpy as np
 
-from tierstore.catalog import Catalog
+from tierstore.storage.catalog import Catalog
 from tierstore.errors import CorruptDataError
 from tierstore.fileio import sha256_file
 from tierstore.kernels import inner_products, top_candidates
