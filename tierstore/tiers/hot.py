@@ -34,7 +34,7 @@ import numpy as np
 from tierstore.storage.catalog import Catalog, MemoryRow, stack_embeddings
 from tierstore.errors import CorruptDataError
 from tierstore.core.faults import crash_point
-from tierstore.fileio import fsync_file, sha256_file
+from tierstore.storage.fileio import fsync_file, sha256_file
 from tierstore.kernels import columns as C
 from tierstore.rules.lifetime import confidence_at, weight_at
 from tierstore.kernels import inner_products, rank_and_gather, top_candidates

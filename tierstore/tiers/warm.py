@@ -36,7 +36,7 @@ import numpy as np
 
 from tierstore.storage.catalog import Catalog
 from tierstore.errors import CorruptDataError
-from tierstore.fileio import sha256_file
+from tierstore.storage.fileio import sha256_file
 from tierstore.kernels import inner_products, top_candidates
 
 FORMAT = "tierstore-warm-shard"
