@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
-import tierstore.ownership as ownership
+import tierstore.storage.ownership as ownership
 from tierstore import ManualClock, StoreConfigError, TierStore
 
 DIM = 8

@@ -95,7 +95,7 @@ def restore_all_and_check(store: TierStore, expected: dict[str, tuple[str, str, 
 
 
 def bucket_keys(server: MotoServer, bucket: str) -> list[str]:
-    """The bucket's data objects (not the prefix's owner object, tierstore/ownership.py)."""
+    """The bucket's data objects (not the prefix's owner object, tierstore/storage/ownership.py)."""
     resp = server.client().list_objects_v2(Bucket=bucket)
     return sorted(o["Key"] for o in resp.get("Contents", ()) if o["Key"] != "mem/owner.json")
 

@@ -114,7 +114,7 @@ class TierStore:
         ``allow_clock_jump``. The object store is reached at open (a wrong
         bucket or missing credentials raise StoreConfigError, and a new store
         leaves nothing behind) and claimed for this store alone (see
-        :mod:`tierstore.ownership`; ``take_over_cold=True`` hands over a prefix
+        :mod:`tierstore.storage.ownership`; ``take_over_cold=True`` hands over a prefix
         another, stopped, store owns). One process at a time; with
         ``readonly=True`` any number of readers beside it (SQLite's WAL): such
         a store never creates or writes anything, takes no lock, and serves

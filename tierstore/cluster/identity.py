@@ -7,7 +7,7 @@ its memories, served under the wrong name, and its live shards fenced.
 So a prefix names its cluster in ``cluster.json``, written create-only
 (``If-None-Match: *``) by the first router that starts shards on it; a
 router starting a cluster of another name there is refused. As with a
-store's ``owner.json`` (:mod:`tierstore.ownership`), the object says who
+store's ``owner.json`` (:mod:`tierstore.storage.ownership`), the object says who
 owns the prefix; the slots' leases still say who serves each slot.
 
 A prefix used by a version without the object is claimed by the first
@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 
 from tierstore.errors import StoreConfigError
-from tierstore.ownership import parse_claim
+from tierstore.storage.ownership import parse_claim
 from tierstore.cluster.bucket import Bucket
 
 KEY = "cluster.json"

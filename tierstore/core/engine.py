@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from tierstore import embedding as _embedding
-from tierstore import ownership
+from tierstore.storage import ownership
 from tierstore.rules import lifetime
 from tierstore.storage.catalog import ACCESS_LOG_SQL, UPDATE_STATE_SQL, Catalog, MemoryRow
 from tierstore.clock import Clock

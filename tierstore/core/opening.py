@@ -18,7 +18,9 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 
-from tierstore import keywords, ownership
+from tierstore import keywords
+
+from tierstore.storage import ownership
 
 from tierstore.rules import supersession
 from tierstore.storage.catalog import EVENT_SQL, MEMORY_COLUMNS, Catalog, MemoryRow
