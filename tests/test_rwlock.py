@@ -1,4 +1,4 @@
-"""The hot index's readers-writer lock (tierstore/rwlock.py): readers share it,
+"""The hot index's readers-writer lock (tierstore/storage/rwlock.py): readers share it,
 a writer has it alone, and a waiting writer goes before new readers."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tierstore.rwlock import RWLock
+from tierstore.storage.rwlock import RWLock
 
 WAIT = 10.0  # seconds: a bound on waits that must end, never reached when the code is right
 

@@ -39,7 +39,7 @@ from tierstore.kernels import columns as C
 from tierstore.rules.lifetime import confidence_at, weight_at
 from tierstore.kernels import inner_products, rank_and_gather, top_candidates
 from tierstore.records import Explain, Hit, Memory
-from tierstore.rwlock import RWLock
+from tierstore.storage.rwlock import RWLock
 from tierstore.rules.scoring import CompiledPolicy, QueryContext
 from tierstore.rules.tags import TagVocab
 from tierstore.rules.validation import check_vector, load_metadata
