@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from conftest import clustered_vectors  # noqa: E402
 from tierstore import ManualClock, Policy, TierStore  # noqa: E402
-from tierstore import keywords  # noqa: E402
+from tierstore.storage import keyword_index as keywords  # noqa: E402
 from tierstore.bench.chatlog import chatlog_workload  # noqa: E402
 
 T0 = 1_700_000_000.0

@@ -44,7 +44,7 @@ from tierstore.bench.conversation import (  # noqa: E402
     score_tierstore,
 )
 from tierstore.bench.forgetting import make_embedder  # noqa: E402
-from tierstore.keywords import fts_query, query_words  # noqa: E402
+from tierstore.storage.keyword_index import fts_query, query_words  # noqa: E402
 
 
 def plain_rows(wl, tv, qv, weights, k=10) -> list[Score]:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from conftest import DIM, T0, unit
 from tierstore import ManualClock, Policy, TierStore
-from tierstore import keywords
+from tierstore.storage import keyword_index as keywords
 from tierstore.client import RemoteStore
 from tierstore.server.app import build_app
 from tierstore.server.auth import Principal, TokenTable

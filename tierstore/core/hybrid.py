@@ -4,7 +4,7 @@ When a search has text (``search(ns, "text")`` with an embedder, or
 ``search(ns, vector, text="...")``), its candidates come from the vector
 indexes (as a vector search's: hot, warm, and the cold index when the cold
 tier is reached) and from the keyword index over the namespace's memories in
-every tier (:mod:`tierstore.keywords`). Each candidate's similarity factor is
+every tier (:mod:`tierstore.storage.keyword_index`). Each candidate's similarity factor is
 
     relevance = (1 - w)·clip(cosine, 0, 1) + w·bm25 / best
 
@@ -12,7 +12,7 @@ every tier (:mod:`tierstore.keywords`). Each candidate's similarity factor is
 for the query's words (0 when the keyword index did not return it), ``best``
 the best of the query's keyword candidates (so the best keyword match
 scores 1 whatever the query's length). A superseded memory is no keyword
-candidate (:mod:`tierstore.keywords`). The rest of the score is the
+candidate (:mod:`tierstore.storage.keyword_index`). The rest of the score is the
 vector search's, by the same kernels: recency, confidence, context and
 weight, the filters and masks, the merge of the tiers (an archived memory
 more relevant than every hot and warm hit first, policy ``similar_first``).
@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tierstore import keywords
+from tierstore.storage import keyword_index as keywords
 from tierstore.tiers.cold_index import candidate_count, exact_rescore, fetch_row_vectors
 from tierstore.core.engine import Engine
 from tierstore.errors import ObjectNotFoundError

@@ -42,7 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tierstore import keywords
+from tierstore.storage import keyword_index as keywords
 
 from tierstore.tiers import tombstones
 from tierstore.tiers.archive import vector_crc

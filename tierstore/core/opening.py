@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 
-from tierstore import keywords
+from tierstore.storage import keyword_index as keywords
 
 from tierstore.storage import ownership
 

@@ -130,7 +130,7 @@ CREATE TABLE IF NOT EXISTS tombstones (
     deleted_at REAL    NOT NULL,
     state      TEXT    NOT NULL         -- pending (object not yet written) | written
 );
--- The keyword index (tierstore/keywords.py): every memory's text, in any tier,
+-- The keyword index (tierstore/storage/keyword_index.py): every memory's text, in any tier,
 -- for search(text=...) and restore(text=...): FTS5 over stemmed words (the
 -- porter tokenizer), BM25. External content: the text itself stays in
 -- memories.content alone; rowid = memories.rid. The triggers below keep it
