@@ -82,7 +82,7 @@ from tierstore.kernels import (  # noqa: E402
     sign_scores,
     top_candidates,
 )
-from tierstore.objectstore import LocalObjectStore  # noqa: E402
+from tierstore.storage.objectstore import LocalObjectStore  # noqa: E402
 
 K = 10
 MS = (10, 20, 50, 100, 200, 400)

@@ -39,7 +39,7 @@ from tierstore.errors import (
     ObjectNotFoundError,
 )
 from tierstore.kernels import sign_codes
-from tierstore.objectstore import LocalObjectStore
+from tierstore.storage.objectstore import LocalObjectStore
 
 DIM = 70
 NOW = 1_700_000_000.0

@@ -21,7 +21,7 @@ from tierstore.tiers.cold import Location
 from tierstore.tiers.cold_index import CODES_COMPLETE, fetch_vectors, insert_codes
 from tierstore.errors import CorruptDataError, InvalidInputError
 from tierstore.kernels import TIER_COLD
-from tierstore.objectstore import LocalObjectStore
+from tierstore.storage.objectstore import LocalObjectStore
 
 DIM = 16
 T0 = 1_700_000_000.0

@@ -10,7 +10,7 @@ import sys
 
 from conftest import DIM, T0, unit
 from tierstore import ManualClock, TierStore
-from tierstore.objectstore import S3ObjectStore
+from tierstore.storage.objectstore import S3ObjectStore
 
 HOUR = 3600.0
 

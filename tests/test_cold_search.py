@@ -14,7 +14,7 @@ from tierstore import ManualClock, Policy, PolicyError, TierStore
 from tierstore.tiers.cold_index import CODES_COMPLETE
 from tierstore.errors import InvalidInputError
 from tierstore.lifecycle import lifecycle_metrics
-from tierstore.objectstore import LocalObjectStore
+from tierstore.storage.objectstore import LocalObjectStore
 
 DIM = 16
 T0 = 1_700_000_000.0

@@ -39,7 +39,7 @@ from tierstore import (
     Settings,
     TierStore,
 )
-from tierstore.objectstore import LocalObjectStore, S3ObjectStore, open_object_store
+from tierstore.storage.objectstore import LocalObjectStore, S3ObjectStore, open_object_store
 
 HOUR = 3600.0
 DAY = 86400.0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tierstore.errors import InvalidInputError, ObjectNotFoundError, ObjectStoreError
-from tierstore.objectstore import LocalObjectStore, ObjectStore, open_object_store
+from tierstore.storage.objectstore import LocalObjectStore, ObjectStore, open_object_store
 from tierstore.testing import ObjectStoreTests
 from tierstore.testing.object_store_suite import INVALID_KEYS
 
@@ -192,7 +192,7 @@ def test_absolute_key_pointing_outside(tmp_path: Path) -> None:
 
 _CHILD = r"""
 import json, os, sys, time
-from tierstore.objectstore import LocalObjectStore
+from tierstore.storage.objectstore import LocalObjectStore
 
 root, go, name, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 store = LocalObjectStore(root)
@@ -324,7 +324,7 @@ def test_open_local_rejects_s3_options(tmp_path: Path) -> None:
 
 def test_open_does_not_import_boto3_for_local(tmp_path: Path) -> None:
     code = (
-        "import sys; from tierstore.objectstore import open_object_store; "
+        "import sys; from tierstore.storage.objectstore import open_object_store; "
         f"open_object_store({str(tmp_path)!r}).put('k', b'v'); "
         "print('boto3' in sys.modules)"
     )

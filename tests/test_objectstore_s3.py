@@ -20,7 +20,7 @@ from tierstore.errors import (  # noqa: E402
     ObjectNotFoundError,
     ObjectStoreError,
 )
-from tierstore.objectstore import S3ObjectStore, open_object_store  # noqa: E402
+from tierstore.storage.objectstore import S3ObjectStore, open_object_store  # noqa: E402
 from tierstore.testing import ObjectStoreTests  # noqa: E402
 
 SECRET = "SECRET-SHOULD-NOT-LEAK"
@@ -192,7 +192,7 @@ def _stubbed(responses: list[tuple[str, dict[str, Any]]]) -> tuple[S3ObjectStore
 
 
 def test_put_if_absent_retries_409_conflict(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("tierstore.objectstore._s3._CONFLICT_BACKOFF_S", 0.0)
+    monkeypatch.setattr("tierstore.storage.objectstore._s3._CONFLICT_BACKOFF_S", 0.0)
     conflict = {"service_error_code": "ConditionalRequestConflict", "http_status_code": 409}
     store, stubber = _stubbed([("error", conflict), ("error", conflict), ("ok", {})])
     assert store.put_if_absent("k", b"v") is True
@@ -200,7 +200,7 @@ def test_put_if_absent_retries_409_conflict(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_put_if_absent_412_after_409_is_false(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("tierstore.objectstore._s3._CONFLICT_BACKOFF_S", 0.0)
+    monkeypatch.setattr("tierstore.storage.objectstore._s3._CONFLICT_BACKOFF_S", 0.0)
     conflict = {"service_error_code": "ConditionalRequestConflict", "http_status_code": 409}
     failed = {"service_error_code": "PreconditionFailed", "http_status_code": 412}
     store, stubber = _stubbed([("error", conflict), ("error", failed)])
@@ -209,7 +209,7 @@ def test_put_if_absent_412_after_409_is_false(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_put_if_absent_persistent_409_raises(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("tierstore.objectstore._s3._CONFLICT_BACKOFF_S", 0.0)
+    monkeypatch.setattr("tierstore.storage.objectstore._s3._CONFLICT_BACKOFF_S", 0.0)
     conflict = {"service_error_code": "ConditionalRequestConflict", "http_status_code": 409}
     store, _ = _stubbed([("error", conflict)] * 5)
     with pytest.raises(ObjectStoreError, match="ConditionalRequestConflict") as info:

@@ -1,5 +1,5 @@
 """LocalObjectStore.read_ranges: archive objects kept open between reads
-(tierstore/objectstore/_open_files.py), and the vector-only record decode a
+(tierstore/storage/objectstore/_open_files.py), and the vector-only record decode a
 cold search uses (archive.decode_vector)."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from tierstore.tiers.archive import decode_record, decode_vector, encode_batch, frame
 from tierstore.tiers.cold import ColdTier, Location
 from tierstore.errors import CorruptDataError, InvalidInputError, ObjectNotFoundError
-from tierstore.objectstore import LocalObjectStore
-from tierstore.objectstore._open_files import OpenFiles
+from tierstore.storage.objectstore import LocalObjectStore
+from tierstore.storage.objectstore._open_files import OpenFiles
 
 
 def _fds() -> int:

@@ -9,7 +9,7 @@ import pytest
 from conftest import DIM, T0, unit
 from tierstore import ManualClock, TierStore
 from tierstore.errors import CorruptDataError, ObjectStoreError
-from tierstore.objectstore import LocalObjectStore
+from tierstore.storage.objectstore import LocalObjectStore
 from tierstore.tiers.tombstones import TOMBSTONE_PREFIX, Tombstone, decode, encode
 
 HOUR = 3600.0

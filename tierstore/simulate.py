@@ -47,8 +47,8 @@ from tierstore.errors import (
     UnknownMemoryTypeError,
 )
 from tierstore.lifecycle import format_duration, lifecycle_metrics
-from tierstore.objectstore import validate_key, validate_prefix, validate_range
-from tierstore.objectstore._base import validate_data
+from tierstore.storage.objectstore import validate_key, validate_prefix, validate_range
+from tierstore.storage.objectstore._base import validate_data
 from tierstore.policy import Policy
 from tierstore.progress import Progress
 from tierstore.core.trace import decode_vector, read_trace
@@ -229,7 +229,7 @@ def simulate(trace_path: str | os.PathLike[str], policies: Sequence[Any], *, swe
 
 
 class MemoryObjectStore:
-    """A dict-backed :class:`~tierstore.objectstore.ObjectStore` for the
+    """A dict-backed :class:`~tierstore.storage.objectstore.ObjectStore` for the
     throwaway stores of a simulation: the cold tier's protocol without the
     fsyncs that make the local directory durable (durability is moot here)."""
 

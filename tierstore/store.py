@@ -26,7 +26,7 @@ from tierstore.core.engine import Engine, Settings
 from tierstore.errors import InvalidInputError, StoreConfigError
 from tierstore.tiers.migrator import Migrator
 from tierstore.records import Hit, Memory, Stats, SweepReport
-from tierstore.objectstore import ObjectStore
+from tierstore.storage.objectstore import ObjectStore
 from tierstore.policy import Policy
 from tierstore.prometheus import metrics_text
 from tierstore.core.store_clock import ClockCheck

@@ -5,7 +5,7 @@ Ownership rests on two S3 conditions (no consensus service of our own):
 ``If-Match: <etag>`` (compare-and-swap: a lease taken over). A failed
 condition is HTTP 412 ``PreconditionFailed``; a race S3 could not order is
 409 ``ConditionalRequestConflict``, which AWS documents as "retry". The client
-is made by :class:`tierstore.objectstore.S3ObjectStore` (its validation,
+is made by :class:`tierstore.storage.objectstore.S3ObjectStore` (its validation,
 timeouts and retries); the settings travel to Ray actors as a plain dict.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tierstore.errors import ObjectStoreError
-from tierstore.objectstore import S3ObjectStore
+from tierstore.storage.objectstore import S3ObjectStore
 
 __all__ = ["Bucket", "BucketConfig"]
 

@@ -42,7 +42,7 @@ from tierstore.tiers.hot import HotNamespace, HotSettings, HotTier
 from tierstore.kernels import TIER_HOT
 from tierstore.kernels import columns as C
 from tierstore.records import TIER_NAMES, Memory, SweepReport
-from tierstore.objectstore import ObjectStore
+from tierstore.storage.objectstore import ObjectStore
 from tierstore.policy import Policy
 from tierstore.rules.scoring import CompiledPolicy
 from tierstore.core.store_clock import ClockCheck, StoreClock

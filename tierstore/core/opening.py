@@ -31,7 +31,7 @@ from tierstore.core.engine import Engine, Settings
 from tierstore.errors import ObjectStoreError, PolicyError, StoreConfigError
 from tierstore.kernels import decayed_weight, due_times
 from tierstore.records import TIER_NAMES
-from tierstore.objectstore import (
+from tierstore.storage.objectstore import (
     LocalObjectStore,
     ObjectStore,
     open_object_store,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierstore.errors import ObjectNotFoundError, StoreConfigError
-from tierstore.objectstore import ObjectStore
+from tierstore.storage.objectstore import ObjectStore
 
 OWNER_KEY = "owner.json"
 FORMAT = "tierstore-owner"

@@ -1,6 +1,6 @@
 """Test helpers shipped with tierstore, for backends written outside this package.
 
-``ObjectStoreTests`` is the conformance suite every :class:`~tierstore.objectstore.ObjectStore`
+``ObjectStoreTests`` is the conformance suite every :class:`~tierstore.storage.objectstore.ObjectStore`
 must pass; subclass it and provide a ``store`` fixture. ``StoreAPITests``
 (:mod:`tierstore.testing.api_suite`) is the suite the store API must pass, in
 process (:class:`~tierstore.TierStore`) or over HTTP

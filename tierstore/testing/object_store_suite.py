@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tierstore.errors import InvalidInputError, ObjectNotFoundError
-from tierstore.objectstore import ObjectStore
+from tierstore.storage.objectstore import ObjectStore
 
 __all__ = ["ObjectStoreTests", "INVALID_KEYS"]
 

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from tierstore.tiers.archive import ArchiveEntry, decode_batch, decode_record, decode_vector, encode_batch, vector_at
 from tierstore.storage.catalog import MemoryRow
 from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
-from tierstore.objectstore import ObjectStore
+from tierstore.storage.objectstore import ObjectStore
 from tierstore.rules.supersession import RecordMarks
 
 ARCHIVE_PREFIX = "archive"

@@ -25,7 +25,7 @@ from tierstore.tiers.archive import frame, pack, read_frame, unpack
 from tierstore.storage.catalog import Catalog
 from tierstore.tiers.cold import ns_segment
 from tierstore.errors import CorruptDataError, ObjectNotFoundError
-from tierstore.objectstore import ObjectStore
+from tierstore.storage.objectstore import ObjectStore
 
 TOMBSTONE_PREFIX = "tombstone"
 MAGIC = b"TSTOMB01"

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import NoReturn, Sequence
 
 from tierstore.errors import InvalidInputError, ObjectNotFoundError, ObjectStoreError
-from tierstore.objectstore._open_files import OpenFiles
-from tierstore.objectstore._base import (
+from tierstore.storage.objectstore._open_files import OpenFiles
+from tierstore.storage.objectstore._base import (
     _SEGMENT,
     validate_data,
     validate_key,
@@ -82,7 +82,7 @@ def _unlink_quiet(path: str) -> None:
 
 
 class LocalObjectStore:
-    """An :class:`~tierstore.objectstore.ObjectStore` backed by files under ``root``.
+    """An :class:`~tierstore.storage.objectstore.ObjectStore` backed by files under ``root``.
 
     A key ``a/b/c`` is the file ``root/a/b/c``. The directory is created if missing
     (unless ``create=False``: a reader that must change nothing sees a missing

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import unquote, urlsplit
 
 from tierstore.errors import InvalidInputError
-from tierstore.objectstore._base import (
+from tierstore.storage.objectstore._base import (
     KEY_MAX_BYTES,
     ObjectStore,
     url_without_userinfo,
@@ -20,10 +20,10 @@ from tierstore.objectstore._base import (
     validate_prefix,
     validate_range,
 )
-from tierstore.objectstore._local import LocalObjectStore
+from tierstore.storage.objectstore._local import LocalObjectStore
 
 if TYPE_CHECKING:
-    from tierstore.objectstore._s3 import S3ObjectStore
+    from tierstore.storage.objectstore._s3 import S3ObjectStore
 
 __all__ = [
     "KEY_MAX_BYTES",
@@ -41,7 +41,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # S3ObjectStore is importable from here without importing boto3 up front.
     if name == "S3ObjectStore":
-        from tierstore.objectstore._s3 import S3ObjectStore
+        from tierstore.storage.objectstore._s3 import S3ObjectStore
 
         return S3ObjectStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -76,7 +76,7 @@ def _open_file(
 def _open_s3(
     url: str, endpoint_url: Any, region_name: Any, kwargs: dict[str, Any]
 ) -> ObjectStore:
-    from tierstore.objectstore._s3 import S3ObjectStore
+    from tierstore.storage.objectstore._s3 import S3ObjectStore
 
     parts = urlsplit(url)
     if "@" in parts.netloc:  # do not echo the URL: it holds credentials

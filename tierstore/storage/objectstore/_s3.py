@@ -21,7 +21,7 @@ from tierstore.errors import (
     ObjectStoreError,
 )
 from tierstore.optional import install_hint
-from tierstore.objectstore._base import (
+from tierstore.storage.objectstore._base import (
     url_without_userinfo,
     validate_data,
     validate_key,
@@ -73,7 +73,7 @@ def _error_fields(exc: Any) -> tuple[str, int | None, str]:
 
 
 class S3ObjectStore:
-    """An :class:`~tierstore.objectstore.ObjectStore` on an S3 bucket, under an optional prefix.
+    """An :class:`~tierstore.storage.objectstore.ObjectStore` on an S3 bucket, under an optional prefix.
 
     The key ``k`` is stored as ``prefix/k``. Network errors are retried by botocore
     ("standard" mode, at most ``max_attempts`` tries per request, the first included);
