@@ -13,7 +13,7 @@ import pytest
 from tierstore import ManualClock, Policy, PolicyError, TierStore
 from tierstore.tiers.cold_index import CODES_COMPLETE
 from tierstore.errors import InvalidInputError
-from tierstore.lifecycle import lifecycle_metrics
+from tierstore.analytics.lifecycle import lifecycle_metrics
 from tierstore.storage.objectstore import LocalObjectStore
 
 DIM = 16

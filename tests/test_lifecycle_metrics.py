@@ -27,7 +27,7 @@ import pytest
 from conftest import DIM, unit
 from tierstore import ManualClock, Policy, TierStore
 from tierstore.errors import InvalidInputError
-from tierstore.lifecycle import (
+from tierstore.analytics.lifecycle import (
     DEFAULT_KEEP_KINDS,
     compact_events,
     format_summary,

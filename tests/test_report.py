@@ -22,7 +22,7 @@ from test_lifecycle_metrics import D, D0, DAY, POLICY, script
 from tierstore import ManualClock, TierStore
 from tierstore.cli import main
 from tierstore.errors import InvalidInputError, MissingDependencyError
-from tierstore.lifecycle import lifecycle_metrics
+from tierstore.analytics.lifecycle import lifecycle_metrics
 from tierstore.report import (
     PLOTS,
     access_figure,
@@ -347,7 +347,7 @@ def test_tier_counts_by_type_at_now(scripted_path):
     (and from what compaction folded), equal to the catalog at the store's time."""
     from test_lifecycle_metrics import DAY
 
-    from tierstore.lifecycle import compact_events
+    from tierstore.analytics.lifecycle import compact_events
 
     with TierStore.open(scripted_path, policy=POLICY, clock=ManualClock(D0 + 20 * DAY)) as store:
         m = lifecycle_metrics(store)
@@ -362,7 +362,7 @@ def test_tier_counts_by_type_at_now(scripted_path):
 
 
 def test_folded_tiers_from_before_per_type_folding_count_as_unknown():
-    from tierstore.lifecycle import _parse_folded
+    from tierstore.analytics.lifecycle import _parse_folded
 
     old = json.dumps({"cutoff": 1.0, "events": {"create": 3}, "tiers": {"hot": 2, "warm": 0, "cold": 1}})
     assert _parse_folded(old)["tiers_by_type"] == {"unknown": {"hot": 2, "warm": 0, "cold": 1}}

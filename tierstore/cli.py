@@ -127,7 +127,7 @@ def _cmd_restore(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    from tierstore.lifecycle import format_summary
+    from tierstore.analytics.lifecycle import format_summary
 
     with _open(args, readonly=True) as store:
         stats = store.stats()

@@ -29,7 +29,7 @@ from typing import Any, Iterator
 from tierstore.core.engine import engine_of
 from tierstore.errors import MissingDependencyError
 from tierstore.optional import install_hint
-from tierstore.lifecycle import EVENT_KINDS, folded_state
+from tierstore.analytics.lifecycle import EVENT_KINDS, folded_state
 from tierstore.records import TIER_NAMES
 
 

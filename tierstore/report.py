@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tierstore.errors import InvalidInputError, MissingDependencyError
 from tierstore.optional import install_hint
-from tierstore.lifecycle import BACK_CAUSES, DAY, TIERS, lifecycle_metrics
+from tierstore.analytics.lifecycle import BACK_CAUSES, DAY, TIERS, lifecycle_metrics
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -559,7 +559,7 @@ def write_report(store_or_metrics: "TierStore | Mapping[str, Any]", out_dir: str
     """Write ``out_dir/index.html`` and its PNG plots; returns the HTML path.
 
     store_or_metrics: an open store (its metrics are computed as of ``now``)
-    or a dict from :func:`tierstore.lifecycle.lifecycle_metrics` (already
+    or a dict from :func:`tierstore.analytics.lifecycle.lifecycle_metrics` (already
     evaluated at its own ``now``). boost_every_s: the access interval
     (seconds) of the decay plot's "with use" curves; default, per type, one
     access per half-life. reactivation_days: the window, when a store is

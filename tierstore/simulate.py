@@ -17,7 +17,7 @@ Per policy (:class:`SimResult`): the hot footprint sampled at each sweep
 archived / deleted, reactivations (restore + reactivate + promote events), stale hits
 (searches labelled ``stale`` whose top hit is one of those ids) and live
 recall@k (the share of a search's ``live`` ids among its hits), and
-:func:`tierstore.lifecycle.lifecycle_metrics` at the end.
+:func:`tierstore.analytics.lifecycle.lifecycle_metrics` at the end.
 :func:`format_comparison` prints them side by side and explains each
 difference by the policy parameters that drive it.
 """
@@ -46,7 +46,7 @@ from tierstore.errors import (
     PolicyError,
     UnknownMemoryTypeError,
 )
-from tierstore.lifecycle import format_duration, lifecycle_metrics
+from tierstore.analytics.lifecycle import format_duration, lifecycle_metrics
 from tierstore.storage.objectstore import validate_key, validate_prefix, validate_range
 from tierstore.storage.objectstore._base import validate_data
 from tierstore.policy import Policy

@@ -571,7 +571,7 @@ class TierStore:
 
     def stats(self, *, lifecycle: bool = True) -> Stats:
         """Counts per tier and type, what is due now, engine figures, and
-        (``lifecycle=True``) the lifecycle metrics of :mod:`tierstore.lifecycle`
+        (``lifecycle=True``) the lifecycle metrics of :mod:`tierstore.analytics.lifecycle`
         — survival per type, access counts at archive or delete, reactivation,
         memory value, tier sizes over time; these read the whole event log."""
         self._check_open()

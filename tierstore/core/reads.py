@@ -13,7 +13,7 @@ from tierstore.storage.catalog import MemoryRow
 from tierstore.core.engine import Engine
 from tierstore.errors import InvalidInputError
 from tierstore.kernels import TIER_HOT
-from tierstore.lifecycle import lifecycle_metrics
+from tierstore.analytics.lifecycle import lifecycle_metrics
 from tierstore.records import TIER_NAMES, Memory, Stats
 from tierstore.rules.validation import check_id, check_key, check_namespace, check_positive_int
 
