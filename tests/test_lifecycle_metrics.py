@@ -130,7 +130,7 @@ def test_survival_per_type(scripted):
 def test_a_restored_memory_ended_its_first_life_and_is_alive_now(tmp_path, rng):
     """Archived, then restored: its first life ended (survival counts the end),
     and it is hot now (``alive_now``), which the summary and the report say."""
-    from tierstore.report import write_report
+    from tierstore.analytics.report import write_report
 
     clock = ManualClock(D0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock, policy=POLICY) as store:

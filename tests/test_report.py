@@ -23,7 +23,7 @@ from tierstore import ManualClock, TierStore
 from tierstore.cli import main
 from tierstore.errors import InvalidInputError, MissingDependencyError
 from tierstore.analytics.lifecycle import lifecycle_metrics
-from tierstore.report import (
+from tierstore.analytics.report import (
     PLOTS,
     access_figure,
     decay_figure,

@@ -24,7 +24,7 @@ import pytest
 from conftest import DIM
 from test_lifecycle_metrics import D0, POLICY, script
 from tierstore import ManualClock, TierStore
-from tierstore.report import DPI, PLOTS, WIDTH_IN, write_report
+from tierstore.analytics.report import DPI, PLOTS, WIDTH_IN, write_report
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync")

@@ -149,7 +149,7 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from tierstore.report import write_report
+    from tierstore.analytics.report import write_report
 
     with _open(args, readonly=True) as store:
         page = write_report(store, args.out, reactivation_days=args.reactivation_days,
