@@ -13,7 +13,7 @@ from conftest import DIM, T0
 from tierstore import ManualClock, Policy, TierStore
 from tierstore.cli import main
 from tierstore.errors import CorruptDataError, InvalidInputError, PolicyError
-from tierstore.simulate import format_comparison, policy_changes, simulate
+from tierstore.analytics.simulate import format_comparison, policy_changes, simulate
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
 TRACE = EXAMPLES / "trace.jsonl.gz"

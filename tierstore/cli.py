@@ -159,7 +159,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from tierstore.simulate import format_comparison, results_json, simulate
+    from tierstore.analytics.simulate import format_comparison, results_json, simulate
 
     results = simulate(args.trace, args.policy, sweep_interval_s=args.sweep_interval, dim=args.dim, progress=None)
     print(results_json(results) if args.json else format_comparison(results))
