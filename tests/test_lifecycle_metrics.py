@@ -265,7 +265,7 @@ def test_compaction_of_every_kind_keeps_counts_value_and_series_from_cutoff(scri
 
 
 def test_prometheus_counters_survive_compaction(scripted):
-    from tierstore.prometheus import metrics_text
+    from tierstore.analytics.prometheus import metrics_text
 
     store, _ = scripted
     before = metrics_text(store)
@@ -352,7 +352,7 @@ def parse_exposition(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]],
 
 
 def test_prometheus_text_parses_and_matches_stats(scripted):
-    from tierstore.prometheus import metrics_text
+    from tierstore.analytics.prometheus import metrics_text
 
     store, _ = scripted
     text = metrics_text(store)
@@ -375,7 +375,7 @@ def test_prometheus_text_parses_and_matches_stats(scripted):
 def test_prometheus_client_collector_exposes_the_same_samples(scripted):
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from tierstore.prometheus import TierStoreCollector, metrics_text
+    from tierstore.analytics.prometheus import TierStoreCollector, metrics_text
 
     store, _ = scripted
     registry = CollectorRegistry()

@@ -28,7 +28,7 @@ from tierstore.tiers.migrator import Migrator
 from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.storage.objectstore import ObjectStore
 from tierstore.policy import Policy
-from tierstore.prometheus import metrics_text
+from tierstore.analytics.prometheus import metrics_text
 from tierstore.core.store_clock import ClockCheck
 from tierstore.core.trace import TraceWriter, encode_vector
 from tierstore.rules.validation import (check_id_list, check_namespace, check_positive_int, check_search_flags, check_seconds,
