@@ -1,6 +1,6 @@
 """``tierstore demo``: sixty simulated days of an assistant's memory.
 
-Runs the synthetic agent workload (:mod:`tierstore.workload`) on a
+Runs the synthetic agent workload (:mod:`tierstore.analytics.workload`) on a
 :class:`ManualClock` against an embedded store, prints searches as tables with
 each hit's score breakdown, and shows what the migrator finds due.
 """
@@ -22,7 +22,7 @@ from tierstore.records import Hit, SweepReport
 from tierstore.progress import Progress
 from tierstore.store import TierStore
 from tierstore.embedding.synthetic import HashingEmbedder
-from tierstore.workload import USERS, agent_workload
+from tierstore.analytics.workload import USERS, agent_workload
 
 DAY = 86400.0
 DIM = 128

@@ -1,6 +1,6 @@
 """Make ``trace.jsonl.gz``: an example workload trace for ``tierstore simulate``.
 
-Runs the synthetic agent workload (:mod:`tierstore.workload`: users chat,
+Runs the synthetic agent workload (:mod:`tierstore.analytics.workload`: users chat,
 state facts and preferences, open tasks, move house every three weeks; the
 assistant searches its memory, uses the top two hits and gives implicit
 feedback on the first) against a store with the default policy, records every
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tierstore import ManualClock, TierStore
 from tierstore.embedding.synthetic import HashingEmbedder
-from tierstore.workload import USERS, agent_workload
+from tierstore.analytics.workload import USERS, agent_workload
 
 DAY = 86400.0
 DIM = 32
