@@ -8,8 +8,8 @@ import pytest
 
 from tierstore import ManualClock, TierStore
 from tierstore.client import RemoteStore
-from tierstore.server.app import Limits, build_app
-from tierstore.server.auth import Principal, TokenTable
+from tierstore.remote.server.app import Limits, build_app
+from tierstore.remote.server.auth import Principal, TokenTable
 from tierstore.testing.api_suite import StoreAPITests
 from tierstore.testing.embedders import hash_embed
 from tierstore.testing.live_server import ThreadedServer

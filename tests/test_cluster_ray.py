@@ -284,7 +284,7 @@ def test_http_api_serves_the_cluster(cluster: Cluster) -> None:
     pytest.importorskip("uvicorn")
     from tierstore.client import RemoteStore
     from tierstore.errors import InvalidNamespaceError, MemoryNotFoundError
-    from tierstore.server.app import build_app
+    from tierstore.remote.server.app import build_app
     from tierstore.testing.live_server import ThreadedServer
 
     rng = np.random.default_rng(21)

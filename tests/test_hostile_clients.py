@@ -32,10 +32,10 @@ from tierstore.rules import validation
 from tierstore.api_schema import (ColdChoice, Count, Flag, Items, Number, Obj, ROUTES, Strings, Text, Vector)
 from tierstore.client import RemoteStore
 from tierstore.errors import InvalidInputError
-from tierstore.server import app as server_app
-from tierstore.server.app import Limits, build_app
-from tierstore.server.auth import Principal, TokenTable, token_file_exposure
-from tierstore.server.mcp_tools import build_mcp
+from tierstore.remote.server import app as server_app
+from tierstore.remote.server.app import Limits, build_app
+from tierstore.remote.server.auth import Principal, TokenTable, token_file_exposure
+from tierstore.remote.server.mcp_tools import build_mcp
 from tierstore.testing.embedders import DIM, T0, hash_embed
 from tierstore.testing.live_server import ThreadedServer
 

@@ -130,7 +130,7 @@ def test_the_vector_store_works_over_a_remote_store(tmp_path):
     store whose policy merges duplicates is refused as a local one is."""
     pytest.importorskip("uvicorn")
     from tierstore.client import RemoteStore
-    from tierstore.server.app import build_app
+    from tierstore.remote.server.app import build_app
     from tierstore.testing.live_server import ThreadedServer
 
     with TierStore.open(tmp_path / "s", dim=8, clock=ManualClock(1_700_000_000.0), policy=adapter_policy()) as store:

@@ -17,9 +17,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tierstore import ManualClock, TierStore
 from tierstore.errors import StoreConfigError
-from tierstore.server.app import build_app
-from tierstore.server.auth import Principal, TokenTable
-from tierstore.server.mcp_tools import build_mcp
+from tierstore.remote.server.app import build_app
+from tierstore.remote.server.auth import Principal, TokenTable
+from tierstore.remote.server.mcp_tools import build_mcp
 from tierstore.testing.embedders import T0, hash_embed
 from tierstore.testing.live_server import ThreadedServer
 

@@ -37,8 +37,8 @@ def test_the_serving_example_runs_against_a_server(tmp_path):
     """The README's RemoteStore block, against a server on a free port (the
     README's address replaced) with a toy embedder in place of MiniLM."""
     from tierstore import TierStore
-    from tierstore.server.app import build_app
-    from tierstore.server.auth import Principal, TokenTable
+    from tierstore.remote.server.app import build_app
+    from tierstore.remote.server.auth import Principal, TokenTable
     from tierstore.testing.embedders import hash_embed
     from tierstore.testing.live_server import ThreadedServer
 

@@ -14,7 +14,7 @@ import pytest
 from tierstore import ManualClock, TierStore
 from tierstore.client import RemoteStore
 from tierstore.errors import InvalidInputError
-from tierstore.server.app import build_app
+from tierstore.remote.server.app import build_app
 from tierstore.testing.embedders import hash_embed
 from tierstore.testing.live_server import ThreadedServer
 

@@ -15,9 +15,9 @@ import urllib3
 from tierstore import ManualClock, TierStore
 from tierstore.client import RemoteStore
 from tierstore.errors import AuthError, CorruptDataError, InvalidInputError, RemoteError, StoreClosedError
-from tierstore.server.app import Limits, build_app
-from tierstore.server.auth import Principal, TokenTable, is_loopback
-from tierstore.server.schema import GET_ROUTES, POST_ROUTES
+from tierstore.remote.server.app import Limits, build_app
+from tierstore.remote.server.auth import Principal, TokenTable, is_loopback
+from tierstore.remote.server.schema import GET_ROUTES, POST_ROUTES
 from tierstore.testing.embedders import DIM, T0, hash_embed
 from tierstore.testing.live_server import ThreadedServer
 from tierstore.policy import Policy
@@ -307,7 +307,7 @@ def test_internal_errors_leak_no_path_or_trace(server, store, caplog, monkeypatc
         raise CorruptDataError(f"checksum mismatch in {secret_path} at byte 42")
 
     monkeypatch.setattr(store, "get", broken)
-    with caplog.at_level(logging.ERROR, logger="tierstore.server"):
+    with caplog.at_level(logging.ERROR, logger="tierstore.remote.server"):
         status, body = call(server, "/v1/get", {"ns": "n", "id": "x"})
     assert status == 500
     assert body["error"]["type"] == "CorruptDataError"

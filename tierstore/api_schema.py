@@ -49,7 +49,7 @@ MAX_WHERE_KEYS = 16  # a restore filter has 8 known keys
 
 
 class Bounds:
-    """The server's limits a check needs (``tierstore.server.app.Limits`` has
+    """The server's limits a check needs (``tierstore.remote.server.app.Limits`` has
     them all); these defaults are the server's."""
 
     max_k = 1000

@@ -201,7 +201,7 @@ def _cold_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from tierstore.server.run import serve
+    from tierstore.remote.server.run import serve
 
     limits = {name: getattr(args, name) for name in ("max_body_bytes", "max_k", "max_batch", "max_restore",
                                                      "max_sweep_items", "max_sweep_seconds", "max_page",
@@ -228,7 +228,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
-    from tierstore.server.run import serve_mcp_stdio
+    from tierstore.remote.server.run import serve_mcp_stdio
 
     return serve_mcp_stdio(args.path, dim=args.dim, embedder=args.embedder, migrator=not args.no_migrator,
                            migrator_interval_s=args.migrator_interval, cold=args.cold,

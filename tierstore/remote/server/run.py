@@ -22,8 +22,8 @@ from typing import Any, Mapping, TextIO
 
 from tierstore.errors import StoreConfigError
 from tierstore.optional import install_hint
-from tierstore.server.auth import TokenTable, is_loopback, token_file_exposure
-from tierstore.server.deps import require
+from tierstore.remote.server.auth import TokenTable, is_loopback, token_file_exposure
+from tierstore.remote.server.deps import require
 
 
 def _tokens(host: str, token_file: str | None, insecure_no_auth: bool) -> TokenTable | None:
@@ -79,7 +79,7 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
     from tierstore import __version__
     from tierstore.core.engine import Settings
     from tierstore.store import TierStore
-    from tierstore.server.app import Limits, build_app, check_workers
+    from tierstore.remote.server.app import Limits, build_app, check_workers
 
     # every setting checked before anything is bound, opened or created
     limits = Limits(**limits) if isinstance(limits, Mapping) else (limits or Limits())
@@ -89,7 +89,7 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
     tokens = _tokens(host, token_file, insecure_no_auth)
     exposure = token_file_exposure(token_file)
     if exposure is not None:  # a warning, not a refusal: the file may sit in a directory only the owner reaches
-        logging.getLogger("tierstore.server").warning("%s", exposure)
+        logging.getLogger("tierstore.remote.server").warning("%s", exposure)
         print(f"warning: {exposure}", file=sys.stderr, flush=True)
     sock = _bind(host, port)
     store = None
@@ -108,7 +108,7 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
                                    settings=Settings(max_content_chars=limits.max_content_chars))
         mcp = None
         if store.embedder is not None:
-            from tierstore.server.mcp_tools import build_mcp
+            from tierstore.remote.server.mcp_tools import build_mcp
 
             mcp = build_mcp(store, limits=limits)
         app = build_app(store, tokens=tokens, limits=limits, mcp=mcp, close_store=True, version=__version__,
@@ -146,7 +146,7 @@ def serve_mcp_stdio(path: str | os.PathLike[str], *, embedder: Any, dim: int | N
     import anyio
 
     from tierstore.store import TierStore
-    from tierstore.server.mcp_tools import build_mcp
+    from tierstore.remote.server.mcp_tools import build_mcp
 
     _check_seconds("migrator_interval_s", migrator_interval_s, zero_ok=False)
     if embedder is None:

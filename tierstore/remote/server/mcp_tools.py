@@ -28,8 +28,8 @@ from tierstore.api_schema import ROUTES, Bounds
 from tierstore.errors import AuthError, StoreConfigError, TierStoreError
 from tierstore.optional import install_hint
 from tierstore.rules.validation import ID_MAX_LEN, KEY_MAX_LEN, LABEL_MAX_CHARS, TAG_MAX_LEN, TAGS_MAX_LISTED
-from tierstore.server.auth import EVERYONE, Principal
-from tierstore.server.deps import require
+from tierstore.remote.server.auth import EVERYONE, Principal
+from tierstore.remote.server.deps import require
 
 if TYPE_CHECKING:
     from tierstore.store import TierStore
@@ -62,7 +62,7 @@ def _doc(route: str, name: str) -> str:
 
 def build_mcp(store: "TierStore", *, limits: Any = Bounds, max_results: int = MAX_RESULTS) -> Any:
     """An ``MCPServer`` with the memory tools over ``store``; ``limits``: the
-    server's (``tierstore.server.app.Limits``); ``max_results``: most hits
+    server's (``tierstore.remote.server.app.Limits``); ``max_results``: most hits
     or memories per call (stated in the tools' schemas). Raises
     StoreConfigError if the store has no embedder (the tools take text)."""
     if store.embedder is None:

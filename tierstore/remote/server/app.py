@@ -31,13 +31,13 @@ from starlette.routing import Route
 from tierstore import api_schema, wire
 from tierstore.errors import AuthError, InvalidInputError, TierStoreError
 from tierstore.rules.validation import CONTENT_MAX_CHARS
-from tierstore.server.auth import EVERYONE, Principal, TokenTable
-from tierstore.server.schema import GET_ROUTES, POST_ROUTES, openapi
+from tierstore.remote.server.auth import EVERYONE, Principal, TokenTable
+from tierstore.remote.server.schema import GET_ROUTES, POST_ROUTES, openapi
 
 if TYPE_CHECKING:
     from tierstore.store import TierStore
 
-log = logging.getLogger("tierstore.server")
+log = logging.getLogger("tierstore.remote.server")
 
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json"})  # probes and the schema: no token needed
 
@@ -428,7 +428,7 @@ def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = L
 
     tokens: ``None`` serves without authentication (the caller checked that
     it binds to loopback only). mcp: an MCPServer (see
-    :mod:`tierstore.server.mcp_tools`) mounted at ``/mcp`` (streamable HTTP,
+    :mod:`tierstore.remote.server.mcp_tools`) mounted at ``/mcp`` (streamable HTTP,
     stateless, JSON responses). close_store: close the store when the app
     shuts down (after in-flight requests finished). host: the address served
     (on loopback the MCP route also checks Host and Origin against DNS rebinding).
