@@ -109,7 +109,7 @@ class Server:
 
 def bench_latency(path: Path, X: np.ndarray, server: Server, n_queries: int) -> None:
     from tierstore import TierStore
-    from tierstore.client import RemoteStore
+    from tierstore.remote.client import RemoteStore
 
     Q = queries(X, n_queries + 200)
     local = TierStore.open(path, readonly=True)
@@ -142,7 +142,7 @@ def bench_latency(path: Path, X: np.ndarray, server: Server, n_queries: int) -> 
 
 def bench_cpu(path: Path, X: np.ndarray, server: Server, n: int = 1500) -> None:
     from tierstore import TierStore
-    from tierstore.client import RemoteStore
+    from tierstore.remote.client import RemoteStore
 
     def server_cpu() -> float:
         fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -173,7 +173,7 @@ def bench_cpu(path: Path, X: np.ndarray, server: Server, n: int = 1500) -> None:
 CLIENT = r"""
 import os, sys, time
 import numpy as np
-from tierstore.client import RemoteStore
+from tierstore.remote.client import RemoteStore
 url, token, seconds, go, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 Q = np.load(sys.argv[6])
 r = RemoteStore(url, token=token)
@@ -269,7 +269,7 @@ def texts(n: int) -> list[str]:
 
 def bench_ingest(workdir: Path, n: int, batch: int = 100) -> None:
     from tierstore import TierStore
-    from tierstore.client import RemoteStore
+    from tierstore.remote.client import RemoteStore
 
     T = texts(n)
     with TierStore.open(workdir / "ingest-text", embedder="minilm") as store:

@@ -72,7 +72,7 @@ def base_client(src: str) -> type:
 
 def bench_latency(path: Path, X: np.ndarray, a: Server, b: Server, base_cls: type, n_queries: int) -> None:
     from tierstore import TierStore
-    from tierstore.client import RemoteStore
+    from tierstore.remote.client import RemoteStore
 
     Q = queries(X, n_queries + 200)
     local = TierStore.open(path, readonly=True)

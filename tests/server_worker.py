@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from tierstore.client import RemoteStore
+from tierstore.remote.client import RemoteStore
 from tierstore.errors import RemoteError
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]

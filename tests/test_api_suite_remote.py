@@ -7,7 +7,7 @@ from typing import Iterator
 import pytest
 
 from tierstore import ManualClock, TierStore
-from tierstore.client import RemoteStore
+from tierstore.remote.client import RemoteStore
 from tierstore.remote.server.app import Limits, build_app
 from tierstore.remote.server.auth import Principal, TokenTable
 from tierstore.testing.api_suite import StoreAPITests

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from tierstore.client import _Pool
+from tierstore.remote.client import _Pool
 from tierstore.errors import RemoteError
 
 
@@ -109,7 +109,7 @@ def test_connection_close_and_a_body_to_the_end(scripted):
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n<close>",
 ])
 def test_a_bad_response_is_a_remote_error(scripted, reply):
-    from tierstore.client import RemoteStore
+    from tierstore.remote.client import RemoteStore
 
     s = scripted([b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"dim\": 4}\n", reply])
     remote = RemoteStore(s.url, token="t")

@@ -282,7 +282,7 @@ def test_a_second_router_finds_the_running_shards(cluster: Cluster) -> None:
 def test_http_api_serves_the_cluster(cluster: Cluster) -> None:
     """What ``tierstore serve --cluster ADDRESS`` serves: the HTTP app over a Cluster."""
     pytest.importorskip("uvicorn")
-    from tierstore.client import RemoteStore
+    from tierstore.remote.client import RemoteStore
     from tierstore.errors import InvalidNamespaceError, MemoryNotFoundError
     from tierstore.remote.server.app import build_app
     from tierstore.testing.live_server import ThreadedServer
@@ -330,7 +330,7 @@ def test_serve_cli_serves_the_named_cluster(cluster: Cluster, tmp_path, capsys) 
     import socket
 
     from tierstore.cli import main
-    from tierstore.client import RemoteStore
+    from tierstore.remote.client import RemoteStore
     from tierstore.errors import AuthError
 
     token = "cli-test-token-0123456789abcdef"
@@ -529,7 +529,7 @@ def test_serve_joins_the_cluster_at_its_address_with_the_local_token(cluster: Cl
     fails with a message saying what to set."""
     from server_process import TOKEN
 
-    from tierstore.client import RemoteStore
+    from tierstore.remote.client import RemoteStore
 
     address = cluster.ray_address
     assert re.fullmatch(r"[^:]+:\d+", address)

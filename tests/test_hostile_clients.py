@@ -30,7 +30,7 @@ from tierstore import ManualClock, TierStore
 from tierstore import api_schema
 from tierstore.rules import validation
 from tierstore.api_schema import (ColdChoice, Count, Flag, Items, Number, Obj, ROUTES, Strings, Text, Vector)
-from tierstore.client import RemoteStore
+from tierstore.remote.client import RemoteStore
 from tierstore.errors import InvalidInputError
 from tierstore.remote.server import app as server_app
 from tierstore.remote.server.app import Limits, build_app

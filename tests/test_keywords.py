@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from conftest import DIM, T0, unit
 from tierstore import ManualClock, Policy, TierStore
 from tierstore.storage import keyword_index as keywords
-from tierstore.client import RemoteStore
+from tierstore.remote.client import RemoteStore
 from tierstore.remote.server.app import build_app
 from tierstore.remote.server.auth import Principal, TokenTable
 from tierstore.testing.embedders import hash_embed

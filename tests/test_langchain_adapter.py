@@ -129,7 +129,7 @@ def test_the_vector_store_works_over_a_remote_store(tmp_path):
     in place by id (the server's upsert_batch), found, deleted; a served
     store whose policy merges duplicates is refused as a local one is."""
     pytest.importorskip("uvicorn")
-    from tierstore.client import RemoteStore
+    from tierstore.remote.client import RemoteStore
     from tierstore.remote.server.app import build_app
     from tierstore.testing.live_server import ThreadedServer
 
@@ -246,7 +246,7 @@ def test_the_vector_store_over_tierstore_serve_with_the_adapters_policy(tmp_path
 
     from server_process import TOKEN, ServerProcess
 
-    from tierstore.client import RemoteStore
+    from tierstore.remote.client import RemoteStore
 
     policy_file = Path(__file__).resolve().parents[1] / "docs" / "examples" / "policy-adapters.toml"
     assert Policy.from_file(policy_file) == adapter_policy()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tierstore import ManualClock, TierStore
-from tierstore.client import RemoteStore
+from tierstore.remote.client import RemoteStore
 from tierstore.errors import InvalidInputError
 from tierstore.remote.server.app import build_app
 from tierstore.testing.embedders import hash_embed

@@ -13,7 +13,7 @@ import pytest
 import urllib3
 
 from tierstore import ManualClock, TierStore
-from tierstore.client import RemoteStore
+from tierstore.remote.client import RemoteStore
 from tierstore.errors import AuthError, CorruptDataError, InvalidInputError, RemoteError, StoreClosedError
 from tierstore.remote.server.app import Limits, build_app
 from tierstore.remote.server.auth import Principal, TokenTable, is_loopback

@@ -18,7 +18,7 @@ import numpy as np
 
 from server_process import TOKEN, ServerProcess, child_env
 from tierstore import TierStore
-from tierstore.client import RemoteStore
+from tierstore.remote.client import RemoteStore
 from tierstore.errors import RemoteError
 
 WORKER = str(Path(__file__).with_name("server_worker.py"))

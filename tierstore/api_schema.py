@@ -1,7 +1,7 @@
 """The HTTP API's requests: per route, each field's JSON type, bounds and meaning.
 
 One definition, four uses: the server checks every body against it before
-any work (:func:`check_body`), :class:`tierstore.client.RemoteStore` builds
+any work (:func:`check_body`), :class:`tierstore.remote.client.RemoteStore` builds
 its bodies from it (:func:`body`), the MCP tools take their parameters'
 descriptions and bounds from it, and the OpenAPI document is made from it
 (:func:`json_schema`).

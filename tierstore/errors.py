@@ -99,4 +99,4 @@ class AuthError(TierStoreError, PermissionError):
 
 class RemoteError(TierStoreError):
     """A server failed (a 5xx whose details stay in its log), could not be
-    reached, or answered outside its API (see :mod:`tierstore.client`)."""
+    reached, or answered outside its API (see :mod:`tierstore.remote.client`)."""

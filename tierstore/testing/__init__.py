@@ -4,7 +4,7 @@
 must pass; subclass it and provide a ``store`` fixture. ``StoreAPITests``
 (:mod:`tierstore.testing.api_suite`) is the suite the store API must pass, in
 process (:class:`~tierstore.TierStore`) or over HTTP
-(:class:`~tierstore.client.RemoteStore`); subclass it and provide an ``api``
+(:class:`~tierstore.remote.client.RemoteStore`); subclass it and provide an ``api``
 fixture. Importing them requires pytest.
 """
 

@@ -5,7 +5,7 @@ the wire), authorises (token, tenant prefixes), applies the server's limits
 (body size, ``k``, batch size, work per sweep or restore), calls one
 :class:`TierStore` method and encodes what it returns. The store decides
 everything else, and its errors go back as ``{"error": {"type", "message"}}``
-with the class name, so :class:`tierstore.client.RemoteStore` raises the same
+with the class name, so :class:`tierstore.remote.client.RemoteStore` raises the same
 exception a local call would. Internal errors are logged with an id; the
 client gets the id and the class name, never a path or a traceback.
 """
