@@ -119,7 +119,7 @@ def test_a_bad_response_is_a_remote_error(scripted, reply):
 
 
 def _wire_hit(i: int, explain: bool = False) -> dict:
-    from tierstore import wire
+    from tierstore.remote import wire
     from tierstore.records import Explain, Memory
 
     m = Memory(id=f"m{i}", namespace="u", content=f"text {i}", memory_type="fact", created_at=1.0,
@@ -134,7 +134,7 @@ def _wire_hit(i: int, explain: bool = False) -> dict:
 
 
 def test_search_hits_from_the_wire_build_each_memory_on_first_use() -> None:
-    from tierstore import wire
+    from tierstore.remote import wire
 
     maps = [_wire_hit(i) for i in range(3)]
     rows = wire.WireRows(maps)
@@ -156,7 +156,7 @@ def test_search_hits_from_the_wire_build_each_memory_on_first_use() -> None:
     ["m0", 1.0],
 ])
 def test_a_malformed_search_hit_is_a_remote_error_at_the_search(bad) -> None:
-    from tierstore import wire
+    from tierstore.remote import wire
 
     with pytest.raises(RemoteError, match="search hit"):
         wire.WireRows([_wire_hit(1), bad])

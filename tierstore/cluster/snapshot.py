@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from tierstore import wire
+from tierstore.remote import wire
 from tierstore.errors import CorruptDataError
 from tierstore.records import Memory, SweepReport
 from tierstore.cluster.bucket import Bucket

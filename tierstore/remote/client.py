@@ -49,7 +49,9 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from tierstore import api_schema, wire
+from tierstore import api_schema
+
+from tierstore.remote import wire
 from tierstore.errors import InvalidInputError, RemoteError, StoreClosedError
 from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.policy import Policy

@@ -28,7 +28,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from tierstore import api_schema, wire
+from tierstore import api_schema
+
+from tierstore.remote import wire
 from tierstore.errors import AuthError, InvalidInputError, TierStoreError
 from tierstore.rules.validation import CONTENT_MAX_CHARS
 from tierstore.remote.server.auth import EVERYONE, Principal, TokenTable

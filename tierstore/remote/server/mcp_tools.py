@@ -23,7 +23,9 @@ with the details in the server's log.
 import inspect
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from tierstore import api_schema, wire
+from tierstore import api_schema
+
+from tierstore.remote import wire
 from tierstore.api_schema import ROUTES, Bounds
 from tierstore.errors import AuthError, StoreConfigError, TierStoreError
 from tierstore.optional import install_hint
