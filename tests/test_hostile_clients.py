@@ -27,9 +27,9 @@ from mcp import Client
 from server_process import ServerProcess
 from test_mcp import error_text, result
 from tierstore import ManualClock, TierStore
-from tierstore import api_schema
+from tierstore.remote import api_schema
 from tierstore.rules import validation
-from tierstore.api_schema import (ColdChoice, Count, Flag, Items, Number, Obj, ROUTES, Strings, Text, Vector)
+from tierstore.remote.api_schema import (ColdChoice, Count, Flag, Items, Number, Obj, ROUTES, Strings, Text, Vector)
 from tierstore.remote.client import RemoteStore
 from tierstore.errors import InvalidInputError
 from tierstore.remote.server import app as server_app

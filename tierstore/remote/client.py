@@ -49,7 +49,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from tierstore import api_schema
+from tierstore.remote import api_schema
 
 from tierstore.remote import wire
 from tierstore.errors import InvalidInputError, RemoteError, StoreClosedError

@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from tierstore import api_schema
+from tierstore.remote import api_schema
 
 from tierstore.remote import wire
 from tierstore.errors import AuthError, InvalidInputError, TierStoreError
@@ -151,7 +151,7 @@ LOOP_PARSE_MAX = 32 << 10  # bytes: a search body parsed on the event loop (~0.1
 
 def _parse(raw: bytes, path: str, limits: Limits) -> dict[str, Any]:
     """The body's fields, each checked by its route's schema (type, count,
-    length: :mod:`tierstore.api_schema`), nulls left out."""
+    length: :mod:`tierstore.remote.api_schema`), nulls left out."""
     try:
         body = json.loads(raw)
     except RecursionError:

@@ -9,7 +9,7 @@ stdio by ``tierstore mcp``.
 
 A translation layer: each tool's parameters are typed strictly (a boolean
 is a JSON boolean, a list a JSON array) with their bounds and descriptions
-in its input schema (from :mod:`tierstore.api_schema`, the HTTP API's
+in its input schema (from :mod:`tierstore.remote.api_schema`, the HTTP API's
 definitions); its arguments are checked against the same definitions as an
 HTTP body, errors naming the tool's own parameters; then it authorises the
 namespace, calls :class:`TierStore` in a worker thread and returns plain
@@ -23,10 +23,10 @@ with the details in the server's log.
 import inspect
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from tierstore import api_schema
+from tierstore.remote import api_schema
 
 from tierstore.remote import wire
-from tierstore.api_schema import ROUTES, Bounds
+from tierstore.remote.api_schema import ROUTES, Bounds
 from tierstore.errors import AuthError, StoreConfigError, TierStoreError
 from tierstore.optional import install_hint
 from tierstore.rules.validation import ID_MAX_LEN, KEY_MAX_LEN, LABEL_MAX_CHARS, TAG_MAX_LEN, TAGS_MAX_LISTED

@@ -1,6 +1,6 @@
 """The HTTP API's response bodies, and its OpenAPI document.
 
-The requests are defined once, in :mod:`tierstore.api_schema` (the server
+The requests are defined once, in :mod:`tierstore.remote.api_schema` (the server
 checks bodies against it, the client and the MCP tools use it); the
 responses are pydantic models here. Both make the OpenAPI document.
 """
@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 
-from tierstore.api_schema import ROUTES, Bounds, Route, json_schema
+from tierstore.remote.api_schema import ROUTES, Bounds, Route, json_schema
 
 
 class VectorB64(BaseModel):
