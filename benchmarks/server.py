@@ -84,7 +84,7 @@ class Server:
 
     def __init__(self, path: Path, *args: str) -> None:
         env = {**os.environ, "TIERSTORE_TOKEN": TOKEN}
-        self.proc = subprocess.Popen([sys.executable, "-m", "tierstore.cli", "serve", str(path), "--port", "0",
+        self.proc = subprocess.Popen([sys.executable, "-m", "tierstore.tools.cli", "serve", str(path), "--port", "0",
                                       "--no-migrator", *args], stdout=subprocess.PIPE, text=True, env=env,
                                      cwd=path.parent)
         line = self.proc.stdout.readline()  # type: ignore[union-attr]

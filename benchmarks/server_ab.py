@@ -47,7 +47,7 @@ class Server:
         self.env = {**os.environ, "TIERSTORE_TOKEN": TOKEN}
         if src is not None:
             self.env["PYTHONPATH"] = src
-        self.proc = subprocess.Popen([sys.executable, "-m", "tierstore.cli", "serve", str(path), "--port", "0",
+        self.proc = subprocess.Popen([sys.executable, "-m", "tierstore.tools.cli", "serve", str(path), "--port", "0",
                                       "--no-migrator"], stdout=subprocess.PIPE, text=True, env=self.env,
                                      cwd=path.parent)
         line = self.proc.stdout.readline()  # type: ignore[union-attr]

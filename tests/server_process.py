@@ -25,7 +25,7 @@ class ServerProcess:
 
     def __init__(self, path: Path, *args: str, cwd: Path, timeout_s: float = 120.0) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tierstore.cli", "serve", str(path), "--port", "0", *args],
+            [sys.executable, "-m", "tierstore.tools.cli", "serve", str(path), "--port", "0", *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=cwd)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

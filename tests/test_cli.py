@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from tierstore import TierStore
-from tierstore.cli import build_parser, in_cli_words, main
+from tierstore.tools.cli import build_parser, in_cli_words, main
 from tierstore.errors import StoreConfigError
 
 DIM = 8
@@ -96,7 +96,7 @@ def test_a_taken_store_is_said_before_a_model_loads(tmp_path, monkeypatch):
         # from another process, through the CLI: the store's holder is named (the embed extra, which this
         # environment may lack, is never reached)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
-        done = subprocess.run([sys.executable, "-m", "tierstore.cli", "serve", str(tmp_path / "s"), "--embedder",
+        done = subprocess.run([sys.executable, "-m", "tierstore.tools.cli", "serve", str(tmp_path / "s"), "--embedder",
                                "minilm", "--insecure-no-auth", "--port", "0"],
                               capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 2

@@ -298,7 +298,7 @@ def test_a_corrupt_snapshot_is_passed_over(bucket: Bucket, tmp_path) -> None:
 
 
 def test_serve_takes_a_path_or_a_cluster_not_both(capsys) -> None:
-    from tierstore.cli import main
+    from tierstore.tools.cli import main
 
     assert main(["serve"]) == 2
     assert main(["serve", "some/path", "--cluster", "auto"]) == 2

