@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from tierstore import ClockSkewError, ManualClock, SystemClock, TierStore
-from tierstore.demo import next_steps, prepare_demo_dir, run_demo
+from tierstore.tools.demo import next_steps, prepare_demo_dir, run_demo
 from tierstore.errors import StoreConfigError
 from tierstore.core.store_clock import TOLERANCE_S, ClockRecord, check_clock, parse_time
 

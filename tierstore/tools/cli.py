@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "demo":
-            from tierstore.demo import run_demo
+            from tierstore.tools.demo import run_demo
 
             return run_demo(path=args.path, days=args.days, seed=args.seed)
         if args.command == "bench":
