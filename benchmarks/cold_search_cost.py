@@ -68,7 +68,7 @@ from search_ab import export_old  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import tierstore.core.row_ranker as tier_search  # noqa: E402
+import tierstore.core.row_ranker  # noqa: E402
 from tierstore import ManualClock, TierStore  # noqa: E402
 from tierstore.progress import Progress  # noqa: E402
 
@@ -79,7 +79,7 @@ START = 1_700_000_000.0
 
 
 class FetchTimer:
-    """Wraps ``tier_search.fetch_vectors``: the seconds of the last call and the
+    """Wraps ``row_ranker.fetch_vectors``: the seconds of the last call and the
     distinct objects it read (cache misses only)."""
 
     def __init__(self, inner: Callable[..., np.ndarray]) -> None:
@@ -165,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     server = None
     stores: list[TierStore] = []
-    timer = FetchTimer(tier_search.fetch_vectors)
-    tier_search.fetch_vectors = timer  # type: ignore[assignment]
+    timer = FetchTimer(row_ranker.fetch_vectors)
+    row_ranker.fetch_vectors = timer  # type: ignore[assignment]
     try:
         t0 = time.perf_counter()
         local = build_store(root / "local", X, H, "local", cold=str(root / "local-cold"))
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             bar.update()
         bar.close()
     finally:
-        tier_search.fetch_vectors = timer.inner  # type: ignore[assignment]
+        row_ranker.fetch_vectors = timer.inner  # type: ignore[assignment]
         for st in stores:
             st.close()
         if server is not None:

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from conftest import clustered_vectors  # noqa: E402
 from tierstore import ManualClock, Policy, TierStore  # noqa: E402
-from tierstore.storage import keyword_index as keywords  # noqa: E402
+from tierstore.storage import keyword_index  # noqa: E402
 from tierstore.bench.chatlog import chatlog_workload  # noqa: E402
 
 T0 = 1_700_000_000.0
@@ -117,9 +117,9 @@ def main() -> int:
                             search_b(i, q)
                         else:
                             t = tp()
-                            keywords.keyword_candidates(store._catalog, "ns", q.text, 50)
+                            keyword_index.keyword_candidates(store._catalog, "ns", q.text, 50)
                         res[kind].append(tp() - t)
-                kw_bytes = keywords.index_bytes(store._catalog)
+                kw_bytes = keyword_index.index_bytes(store._catalog)
                 vec_bytes = 384 * 4
             finally:
                 store.close()

@@ -350,12 +350,12 @@ def test_a_search_reads_again_where_a_compaction_under_it_moved_the_records(arch
     object and collects the old one, then the vectors are fetched: the
     search reads the candidates again where the catalog now points, and
     reports no error."""
-    import tierstore.core.row_ranker as tier_search
+    import tierstore.core.row_ranker
 
     store, vecs = archived
     ids = list(vecs)
     old_key = store._catalog.get_row("u", ids[1]).cold_key
-    real = tier_search.fetch_row_vectors
+    real = row_ranker.fetch_row_vectors
     calls = []
 
     def compact_first(index, cold, cache, ns, rows, errors):

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from conftest import DIM, T0, unit
 from tierstore import ManualClock, Policy, TierStore
-from tierstore.storage import keyword_index as keywords
+from tierstore.storage import keyword_index
 from tierstore.remote.client import RemoteStore
 from tierstore.remote.server.app import build_app
 from tierstore.remote.server.auth import Principal, TokenTable
@@ -41,11 +41,11 @@ def rids(store) -> set[int]:
 
 def in_step(store) -> None:
     assert indexed(store) == rids(store)
-    assert keywords.check_index(store._catalog) == {"missing": [], "extra": []}
+    assert keyword_index.check_index(store._catalog) == {"missing": [], "extra": []}
 
 
 def word_ids(store, ns, text):
-    return [mid for _, mid, _, _ in keywords.keyword_candidates(store._catalog, ns, text, 100)]
+    return [mid for _, mid, _, _ in keyword_index.keyword_candidates(store._catalog, ns, text, 100)]
 
 
 def at_cos(q: np.ndarray, c: float, rng) -> np.ndarray:
@@ -294,22 +294,22 @@ def test_fts_syntax_in_user_text_is_never_interpreted(fuzz_store, text):
     q = np.ones(DIM, np.float32)
     hits = fuzz_store.search("u", q, text=text, k=4, record_access=False)
     assert 1 <= len(hits) <= 4
-    words = keywords.query_words(text)
-    expr = keywords.fts_query(text)
+    words = keyword_index.query_words(text)
+    expr = keyword_index.fts_query(text)
     assert (expr is None) == (not words)
     if expr is not None:  # every word a quoted phrase, joined by OR: nothing else
         assert expr == " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
         assert all(w and all(ch.isalnum() for ch in w) for w in words)
-    found = keywords.keyword_candidates(fuzz_store._catalog, "u", text, 10)
+    found = keyword_index.keyword_candidates(fuzz_store._catalog, "u", text, 10)
     assert all(bm > 0 for *_, bm in found)
 
 
 @pytest.mark.parametrize("text", ['NEAR(a b)', 'content: plain', '"quote', 'star*', 'NOT plain', '^caret', 'a OR'])
 def test_fts_operators_are_words(fuzz_store, text):
-    got = {mid for _, mid, _, _ in keywords.keyword_candidates(fuzz_store._catalog, "u", text, 10)}
+    got = {mid for _, mid, _, _ in keyword_index.keyword_candidates(fuzz_store._catalog, "u", text, 10)}
     contents = {m.id: m.content.lower() for m in fuzz_store.memories("u")}
     for mid in got:  # every match shares a word with the text, as words
-        assert set(keywords.query_words(contents[mid])) & set(keywords.query_words(text))
+        assert set(keyword_index.query_words(contents[mid])) & set(keyword_index.query_words(text))
 
 
 # -- the policy ----------------------------------------------------------------------------------

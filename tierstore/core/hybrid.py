@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tierstore.storage import keyword_index as keywords
+from tierstore.storage import keyword_index
 from tierstore.tiers.cold_index import candidate_count, exact_rescore, fetch_row_vectors
 from tierstore.core.engine import Engine
 from tierstore.errors import ObjectNotFoundError
@@ -81,7 +81,7 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
     if w <= 0.0:
         return None
     limit = keyword_limit(k)
-    found = keywords.keyword_candidates(eng._catalog, ns, text, limit, with_vectors=True)
+    found = keyword_index.keyword_candidates(eng._catalog, ns, text, limit, with_vectors=True)
     if not found:
         return None
     best_bm = found[0][3]

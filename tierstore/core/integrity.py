@@ -42,7 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tierstore.storage import keyword_index as keywords
+from tierstore.storage import keyword_index
 
 from tierstore.tiers import tombstones
 from tierstore.tiers.archive import vector_crc
@@ -169,7 +169,7 @@ def repair(store: Any, *, now: float | None = None) -> IntegrityReport:
             store._cold_index.invalidate()
         # The keyword index: rebuilt from the catalog's text.
         if any(p.kind == "keyword_index" for p in first.problems):
-            store._catalog.write(keywords.rebuild_index)
+            store._catalog.write(keyword_index.rebuild_index)
             done.append("rebuilt the keyword index from the catalog")
         # Pending archive batches: finished as the next sweep would.
         if any(p.where.startswith("archive/") for p in first.in_flight):
@@ -194,7 +194,7 @@ def _verify_keywords(store: "Engine", report: IntegrityReport) -> None:
     cat = store._catalog
     if not cat.has_table("memory_text"):
         return
-    found = keywords.check_index(cat)
+    found = keyword_index.check_index(cat)
     report.checked["keyword_index"] = int(cat.query_one("SELECT count(*) FROM memory_text_docsize")[0])
     for what, rids in (("missing", found["missing"]), ("extra", found["extra"])):
         if rids:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 
-from tierstore.storage import keyword_index as keywords
+from tierstore.storage import keyword_index
 
 from tierstore.storage import ownership
 

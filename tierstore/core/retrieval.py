@@ -12,7 +12,7 @@ import numpy as np
 from tierstore import embedding as _embedding
 from tierstore.rules import supersession
 from tierstore.core import hybrid
-from tierstore.core import row_ranker as tier_search
+from tierstore.core import row_ranker
 from tierstore.rules.resolution import (
     R_TTL_OVERRIDE,
     annotate_resolution,
@@ -345,7 +345,7 @@ def search_cold(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: 
     if not eng._cold_searchable or eng._cold_index.count(ns) == 0:
         return []
     errors: list[BaseException] = []
-    hits = tier_search.search_cold(eng._ranker, index=eng._cold_index, catalog=eng._catalog, cold=eng._cold,
+    hits = row_ranker.search_cold(eng._ranker, index=eng._cold_index, catalog=eng._catalog, cold=eng._cold,
                        cache=eng._vector_cache, ns=ns, q=q, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
                        now=now, explain=explain, note=note, errors=errors)
     if errors:  # the search serves what it could read; the failures are counted and kept for stats
