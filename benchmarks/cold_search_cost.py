@@ -68,7 +68,7 @@ from search_ab import export_old  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import tierstore.core.row_ranker  # noqa: E402
+from tierstore.core import row_ranker  # noqa: E402
 from tierstore import ManualClock, TierStore  # noqa: E402
 from tierstore.progress import Progress  # noqa: E402
 

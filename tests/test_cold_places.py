@@ -350,7 +350,7 @@ def test_a_search_reads_again_where_a_compaction_under_it_moved_the_records(arch
     object and collects the old one, then the vectors are fetched: the
     search reads the candidates again where the catalog now points, and
     reports no error."""
-    import tierstore.core.row_ranker
+    from tierstore.core import row_ranker
 
     store, vecs = archived
     ids = list(vecs)
@@ -365,7 +365,7 @@ def test_a_search_reads_again_where_a_compaction_under_it_moved_the_records(arch
         calls.append([r.cold_key for r in rows])
         return real(index, cold, cache, ns, rows, errors)
 
-    monkeypatch.setattr(tier_search, "fetch_row_vectors", compact_first)
+    monkeypatch.setattr(row_ranker, "fetch_row_vectors", compact_first)
     store._vector_cache.clear()
     hits = store.search("u", vecs[ids[1]], k=3, record_access=False, include_cold=True, explain=True)
     assert hits[0].id == ids[1] and abs(hits[0].explain.raw["similarity"] - 1.0) < 1e-5
