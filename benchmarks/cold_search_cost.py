@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                                config=Config(retries={"max_attempts": 1}))
         build_s = time.perf_counter() - t0
         for st in stores:
-            cold_n = st._cold_index.count(NS)
+            cold_n = st.engine.cold_index.count(NS)
             if cold_n != args.n:
                 raise SystemExit(f"{cold_n} of {args.n} memories archived: the sweep did not finish")
 
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                 t = time.perf_counter()
                 hot_search(st, q)
                 t_hot = time.perf_counter() - t
-                st._vector_cache.clear()
+                st.engine.vector_cache.clear()
                 t = time.perf_counter()
                 hits = cold_search(st, q)
                 t_cold = time.perf_counter() - t

@@ -117,9 +117,9 @@ def main() -> int:
                             search_b(i, q)
                         else:
                             t = tp()
-                            keyword_index.keyword_candidates(store._catalog, "ns", q.text, 50)
+                            keyword_index.keyword_candidates(store.engine.catalog, "ns", q.text, 50)
                         res[kind].append(tp() - t)
-                kw_bytes = keyword_index.index_bytes(store._catalog)
+                kw_bytes = keyword_index.index_bytes(store.engine.catalog)
                 vec_bytes = 384 * 4
             finally:
                 store.close()

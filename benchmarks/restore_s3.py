@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         sample = rng.choice(len(ids), size=min(args.samples, len(ids)), replace=False)
         t_raw, t_restore = [], []
         for j in sample.tolist():
-            row = store._catalog.get_row("u", ids[j])
+            row = store.engine.catalog.get_row("u", ids[j])
             key = "mem/" + row.cold_key
             rng_hdr = f"bytes={row.cold_offset}-{row.cold_offset + row.cold_length - 1}"
             t = time.perf_counter()

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             # copies of the graph sit in different memory, and one warmed by
             # the raw calls would flatter the version that searches it.
             stores = {"old": old, "new": new}
-            index = {w: st._hot.ensure("ns").index for w, st in stores.items()}
+            index = {w: st.engine.hot.ensure("ns").index for w, st in stores.items()}
             queries = clustered_vectors(1000, 384, seed=1, draw_seed=2)  # like search_ratio.py's data
             for q in queries[:30]:
                 for st in stores.values():

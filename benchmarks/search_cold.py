@@ -52,10 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     store = TierStore.open(args.store, clock=ManualClock())
     try:
-        hot = store._hot.ensure("ns")
+        hot = store.engine.hot.ensure("ns")
         if hot.index is None:
             raise SystemExit("the namespace has no hnswlib index (too small)")
-        cp, now = store._cp, store.clock.now()
+        cp, now = store.engine.compiled_policy, store.clock.now()
         ctx = cp.empty_context
         qf, qi = ctx.packed[1], ctx.packed_tags
         calls = {

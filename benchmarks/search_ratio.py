@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             store = TierStore.open(args.keep or Path(d) / "s", dim=args.dim, clock=ManualClock(),
                                    settings=settings, policy=policy)
             add_vectors(store, "ns", vecs)
-        index = store._hot.ensure("ns").index
-        n_live = store._hot.ensure("ns").live
+        index = store.engine.hot.ensure("ns").index
+        n_live = store.engine.hot.ensure("ns").live
         assert index is not None
         for q in queries[:20]:  # warm caches and code paths
             index.knn_query(q, k=10)

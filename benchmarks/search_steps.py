@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             store = TierStore.open(args.keep or Path(d) / "s", dim=args.dim, clock=ManualClock(), settings=settings)
             add_vectors(store, "ns", vecs)
-        hot, cp = store._hot.ensure("ns"), store._cp
+        hot, cp = store.engine.hot.ensure("ns"), store.engine.compiled_policy
         assert hot.index is not None, "use --n above the exact threshold (2048)"
         samples: list[list[int]] = [[] for _ in STEPS]
         shape = (args.dim,)
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                     else check_vector(q, args.dim, "query")
                 t.append(tp())
                 allowed = cp.type_allowed(None)
-                ctx = cp.context(store._contexts.get("ns", ()))
+                ctx = cp.context(store.engine.contexts.get("ns", ()))
                 now = store.clock.now()
                 t.append(tp())
                 hot.lock._acquire_read()

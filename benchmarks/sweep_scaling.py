@@ -103,7 +103,7 @@ def fill(store: TierStore, n: int, due: int, batches: int, progress: bool) -> li
                     T0, T0, 0, 0.9, None, None, 0.9, T0, None, 0, 0, w_ref, t_ref, h, ttl, T0, 1.0, due_at,
                     None, None, None, None,
                 ))
-            store._catalog.write(lambda conn, rows=rows: conn.executemany(INSERT_SQL, rows))
+            store.engine.catalog.write(lambda conn, rows=rows: conn.executemany(INSERT_SQL, rows))
             bar.update(len(rows))
     return due_times
 
@@ -116,7 +116,7 @@ def run(size: int, due: int, batches: int, progress: bool, local_cold: bool) -> 
         t = time.perf_counter()
         times = fill(store, size, due, batches, progress)
         fill_s = time.perf_counter() - t
-        store._catalog.write(lambda conn: conn.execute("ANALYZE"))
+        store.engine.catalog.write(lambda conn: conn.execute("ANALYZE"))
         # Let the fill's dirty pages reach the disk first: on ext4 an fsync of
         # a new archive object otherwise waits for them, which would charge
         # the fill to the sweep.

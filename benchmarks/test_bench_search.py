@@ -32,7 +32,7 @@ def big(tmp_path_factory):
     own.add_items(vecs, np.arange(N))
     own.set_ef(EF)
     own.set_num_threads(1)
-    hot = store._hot.ensure("big")
+    hot = store.engine.hot.ensure("big")
     assert hot.index is not None
     yield store, hot.index, own, vecs, queries.astype(np.float32)
     store.close()
@@ -106,7 +106,7 @@ def small(tmp_path_factory):
     queries = clustered_vectors(500, DIM, clusters=50, seed=4)
     store = TierStore.open(tmp_path_factory.mktemp("bench-small") / "store", dim=DIM, clock=ManualClock())
     store.add_batch("small", [{"content": f"m{i}", "embedding": v, "id": f"m{i}"} for i, v in enumerate(vecs)])
-    assert store._hot.ensure("small").index is None
+    assert store.engine.hot.ensure("small").index is None
     yield store, vecs, queries
     store.close()
 

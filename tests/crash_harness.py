@@ -141,7 +141,7 @@ def child_main(path: str, seed: int, round_no: int, t_start: float, exact_thresh
         store.start_migrator(interval_s=0.05, max_items=200, time_budget_s=0.5)
     out("READY")
     known: dict[str, list[str]] = {ns: [] for ns in NAMESPACES}
-    for ns, mid in store._catalog.query("SELECT ns, id FROM memories"):
+    for ns, mid in store.engine.catalog.query("SELECT ns, id FROM memories"):
         known.setdefault(ns, []).append(mid)
     counter = 0
 
@@ -197,7 +197,7 @@ def child_main(path: str, seed: int, round_no: int, t_start: float, exact_thresh
                 store.sweep(max_items=int(rng.choice([10, 50, 1000])))
             elif op == "restore":
                 if rng.integers(2) and ids:
-                    cold = [r[0] for r in store._catalog.query(
+                    cold = [r[0] for r in store.engine.catalog.query(
                         "SELECT id FROM memories WHERE ns = ? AND tier = 2 LIMIT 20", (ns,))]
                     if cold:
                         store.restore(ns, ids=cold[: int(rng.integers(1, len(cold) + 1))])
@@ -387,30 +387,30 @@ def verify(path: Path, log: Log, exact_threshold: int, result: TrialResult) -> N
         if report.errors:
             problems.append(f"recovery sweep errors: {report.errors}")
         _check_structure(store, log, result, "after the recovery sweep")
-        pending = store._catalog.query("SELECT key FROM archives WHERE state = 'pending'")
+        pending = store.engine.catalog.query("SELECT key FROM archives WHERE state = 'pending'")
         if pending:
             problems.append(f"pending archive batches after the recovery sweep: {pending}")
-        referenced = {k for (k,) in store._catalog.query("SELECT DISTINCT cold_key FROM memories"
+        referenced = {k for (k,) in store.engine.catalog.query("SELECT DISTINCT cold_key FROM memories"
                                                          " WHERE cold_key IS NOT NULL")}
-        objects = set(store._cold.list_batches())
+        objects = set(store.engine.cold.list_batches())
         if objects != referenced:
             problems.append(f"archive objects {sorted(objects - referenced)} are not referenced; "
                             f"{sorted(referenced - objects)} are referenced but missing")
         # A deleted memory leaves no record behind once the sweep has compacted.
         present_now = _present(store)
         for key in sorted(objects & referenced):
-            header, records = store._cold.read_batch(key)
+            header, records = store.engine.cold.read_batch(key)
             gone = [e.id for e, _ in records if (header["namespace"], e.id) not in present_now]
             if gone:
                 problems.append(f"archive object {key} still holds deleted memories {gone[:5]}")
         shard_dirs = {f"{d.parent.name}/{d.name}" for d in (path / "warm").glob("*/*")}
-        shard_rows = {n for (n,) in store._catalog.query("SELECT name FROM shards")}
+        shard_rows = {n for (n,) in store.engine.catalog.query("SELECT name FROM shards")}
         if shard_dirs != shard_rows:
             problems.append(f"warm shard directories {sorted(shard_dirs ^ shard_rows)} disagree with the catalog")
         # Every cold memory comes back, bit-identical.
         present = _present(store)
         for ns in sorted({ns for ns, _ in present}):
-            cold = [mid for (mid,) in store._catalog.query(
+            cold = [mid for (mid,) in store.engine.catalog.query(
                 "SELECT id FROM memories WHERE ns = ? AND tier = 2", (ns,))]
             if cold:
                 try:
@@ -449,18 +449,18 @@ def verify(path: Path, log: Log, exact_threshold: int, result: TrialResult) -> N
 
 
 def _present(store: Any) -> set[tuple[str, str]]:
-    return {(ns, mid) for ns, mid in store._catalog.query("SELECT ns, id FROM memories")}
+    return {(ns, mid) for ns, mid in store.engine.catalog.query("SELECT ns, id FROM memories")}
 
 
 def _check_structure(store: Any, log: Log, result: TrialResult, when: str, count: bool = True) -> None:
     from tierstore.kernels import columns as C
 
     problems = result.problems
-    rows = store._catalog.query("SELECT ns, id, tier, cold_key, cold_offset, shard FROM memories")
+    rows = store.engine.catalog.query("SELECT ns, id, tier, cold_key, cold_offset, shard FROM memories")
     counts = Counter((ns, mid) for ns, mid, *_ in rows)
     dup = {k for k, n in counts.items() if n > 1}
     present = set(counts)
-    policy_deleted = {(ns, mid) for ns, mid in store._catalog.query(
+    policy_deleted = {(ns, mid) for ns, mid in store.engine.catalog.query(
         "SELECT ns, id FROM events WHERE kind = 'delete' AND reason != 'explicit'")}
     expected = log.acked - log.try_deleted - policy_deleted
     lost = expected - present
@@ -469,7 +469,7 @@ def _check_structure(store: Any, log: Log, result: TrialResult, when: str, count
     # The hot index must agree with the catalog: every hot row once, nothing else.
     hot_dup: set[tuple[str, str]] = set()
     for ns in sorted({ns for ns, *_ in rows} | set(NAMESPACES)):
-        hot = store._hot.ensure(ns)
+        hot = store.engine.hot.ensure(ns)
         with hot.lock.read():
             alive = [hot.ids[s] for s in range(hot.n) if hot.I[C.I_ALIVE, s]]
             index_ids = Counter(alive)
@@ -491,9 +491,9 @@ def _check_structure(store: Any, log: Log, result: TrialResult, when: str, count
         if tier == 1 and shard is None:
             problems.append(f"{when}: warm memory {ns}/{mid} has no shard")
     for info_ns in NAMESPACES:
-        for info in store._warm.shards(info_ns):
+        for info in store.engine.warm.shards(info_ns):
             try:
-                store._warm.load(info)
+                store.engine.warm.load(info)
             except Exception as exc:  # noqa: BLE001 - reported as a problem
                 problems.append(f"{when}: warm shard {info.name} does not load: {exc}")
     if resurrected:

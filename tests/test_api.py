@@ -27,7 +27,7 @@ from tierstore import (
 def snapshot(store: TierStore):
     """Everything observable about the store's contents."""
     store.flush()
-    rows = store._catalog.query(
+    rows = store.engine.catalog.query(
         "SELECT ns, id, content, memory_type, confidence, access_count, tier, pinned, w_ref, due_at FROM memories ORDER BY ns, id"
     )
     return rows, store.stats().by_tier
@@ -105,7 +105,7 @@ def test_hits_survive_a_compaction_of_their_namespace(store, rng):
                                 for i, v in enumerate(vecs)])
     hits = store.search("c", vecs[250], k=5, record_access=False)
     assert hits[0].id == "m250"
-    hot = store._hot.ensure("c")
+    hot = store.engine.hot.ensure("c")
     old_strings = hot.strings
     for i in ids[:200]:
         store.delete("c", i)
@@ -283,7 +283,7 @@ def either_store(request, tmp_path, clock):
     s = TierStore.open(tmp_path / "s", dim=DIM, clock=clock, settings=Settings(hot=HotSettings(exact_threshold=threshold)))
     rng = np.random.default_rng(7)
     s.add_batch("n", [{"content": f"m{i}", "embedding": unit(rng), "id": f"m{i}"} for i in range(300)])
-    assert (s._hot.ensure("n").index is None) == (request.param == "exact")
+    assert (s.engine.hot.ensure("n").index is None) == (request.param == "exact")
     yield s
     s.close()
 
@@ -325,7 +325,7 @@ def test_query_length_does_not_change_the_ranking(either_store, length):
         assert g.score == pytest.approx(w.score, rel=1e-5, abs=1e-6)
         assert g.explain.raw["similarity"] == pytest.approx(w.explain.raw["similarity"], abs=2e-6)
     s.flush()
-    counts = dict(s._catalog.query("SELECT id, access_count FROM memories WHERE ns = 'n'"))
+    counts = dict(s.engine.catalog.query("SELECT id, access_count FROM memories WHERE ns = 'n'"))
     assert sorted(i for i, c in counts.items() if c) == sorted(h.id for h in want)
     assert set(counts[h.id] for h in want) == {1}
     # the caller's array is left as it was

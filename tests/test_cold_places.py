@@ -55,7 +55,7 @@ def archived(tmp_path):
 
 def _places(store) -> dict[str, tuple]:
     """id -> (cold_key, cold_offset, vector_at, vector_crc) of every cold memory."""
-    return {mid: (key, off, at, crc) for mid, key, off, at, crc in store._catalog.query(
+    return {mid: (key, off, at, crc) for mid, key, off, at, crc in store.engine.catalog.query(
         "SELECT m.id, m.cold_key, m.cold_offset, c.vector_at, c.vector_crc FROM memories m"
         " JOIN cold_codes c ON c.rid = m.rid WHERE m.tier = ?", (TIER_COLD,))}
 
@@ -65,7 +65,7 @@ def _assert_places_hold(store, vecs: dict) -> None:
     assert set(places) == set(vecs)
     for mid, (key, off, at, crc) in places.items():
         emb = vecs[mid].astype("<f4").tobytes()
-        data = store._cold.store.get(key)
+        data = store.engine.cold.store.get(key)
         assert at is not None and data[off + at : off + at + len(emb)] == emb, mid
         assert crc == zlib.crc32(emb), mid
 
@@ -101,7 +101,7 @@ def test_archiving_writes_each_vectors_place_and_a_search_reads_no_record(archiv
     _assert_places_hold(store, vecs)
     counter = DecodeCounter(monkeypatch)
     for mid, v in list(vecs.items())[:5]:
-        store._vector_cache.clear()
+        store.engine.vector_cache.clear()
         hits = store.search("u", v, k=3, record_access=False, include_cold=True)
         assert hits[0].id == mid and hits[0].memory.tier == "cold"
     assert counter.n == 0  # every candidate's vector read alone
@@ -131,18 +131,18 @@ def test_a_local_search_reads_only_the_candidates_vector_bytes(tmp_path):
 def test_a_wrong_place_costs_a_whole_record_read_not_a_wrong_vector(archived, monkeypatch):
     store, vecs = archived
     ids = list(vecs)
-    rid = {mid: store._catalog.get_row("u", mid).rid for mid in ids}
+    rid = {mid: store.engine.catalog.get_row("u", mid).rid for mid in ids}
     # one place points elsewhere in the frame, one has another CRC, one is not known
-    store._catalog.write(lambda c: c.execute("UPDATE cold_codes SET vector_at = vector_at + 4 WHERE rid = ?",
+    store.engine.catalog.write(lambda c: c.execute("UPDATE cold_codes SET vector_at = vector_at + 4 WHERE rid = ?",
                                              (rid[ids[0]],)))
-    store._catalog.write(lambda c: c.execute("UPDATE cold_codes SET vector_crc = (vector_crc + 1) % 4294967296"
+    store.engine.catalog.write(lambda c: c.execute("UPDATE cold_codes SET vector_crc = (vector_crc + 1) % 4294967296"
                                              " WHERE rid = ?", (rid[ids[1]],)))
-    store._catalog.write(lambda c: c.execute("UPDATE cold_codes SET vector_at = NULL, vector_crc = NULL"
+    store.engine.catalog.write(lambda c: c.execute("UPDATE cold_codes SET vector_at = NULL, vector_crc = NULL"
                                              " WHERE rid = ?", (rid[ids[2]],)))
-    store._cold_index.invalidate()
+    store.engine.cold_index.invalidate()
     counter = DecodeCounter(monkeypatch)
     for mid in ids[:3]:
-        store._vector_cache.clear()
+        store.engine.vector_cache.clear()
         hits = store.search("u", vecs[mid], k=1, record_access=False, include_cold=True, explain=True)
         assert hits[0].id == mid and abs(hits[0].explain.raw["similarity"] - 1.0) < 1e-5
     assert store.cold_search_errors == 0
@@ -164,14 +164,14 @@ def test_places_that_are_not_numbers_or_out_of_range_are_not_known(archived):
     are read, and verify() names them."""
     store, vecs = archived
     ids = list(vecs)
-    rid = {mid: store._catalog.get_row("u", mid).rid for mid in ids[:3]}
+    rid = {mid: store.engine.catalog.get_row("u", mid).rid for mid in ids[:3]}
     for mid, at, crc in ((ids[0], "x", 1), (ids[1], 2**40, 1), (ids[2], 9, b"crc")):
-        store._catalog.write(lambda c, at=at, crc=crc, r=rid[mid]: c.execute(
+        store.engine.catalog.write(lambda c, at=at, crc=crc, r=rid[mid]: c.execute(
             "UPDATE cold_codes SET vector_at = ?, vector_crc = ? WHERE rid = ?", (at, crc, r)))
-    store._cold_index.invalidate()
-    assert (store._cold_index.vector_places("u", list(rid.values())) == -1).all()
+    store.engine.cold_index.invalidate()
+    assert (store.engine.cold_index.vector_places("u", list(rid.values())) == -1).all()
     for mid in ids[:3]:
-        store._vector_cache.clear()
+        store.engine.vector_cache.clear()
         hits = store.search("u", vecs[mid], k=1, record_access=False, include_cold=True, explain=True)
         assert hits[0].id == mid and abs(hits[0].explain.raw["similarity"] - 1.0) < 1e-5
     wrong = {m for p in store.verify().problems if p.kind == "cold_index" for m in p.memories}
@@ -188,16 +188,16 @@ def test_damaged_vector_bytes_are_caught_by_the_whole_record_check(archived):
     data = bytearray(path.read_bytes())
     data[off + at + 5] ^= 0x40
     path.write_bytes(bytes(data))
-    store._cold.store.close_open_files()
-    store._vector_cache.clear()
+    store.engine.cold.store.close_open_files()
+    store.engine.vector_cache.clear()
     hits = store.search("u", vecs[mid], k=1, record_access=False, include_cold=True)
     assert mid not in [h.id for h in hits]  # its object's candidates are lost, the search is not
     assert store.cold_search_errors == 1
-    row = store._catalog.get_row("u", mid)
+    row = store.engine.catalog.get_row("u", mid)
     locs = [Location(row.cold_key, row.cold_offset, row.cold_length)]
-    places = store._cold_index.vector_places("u", [row.rid])
+    places = store.engine.cold_index.vector_places("u", [row.rid])
     with pytest.raises(CorruptDataError, match="checksum"):
-        fetch_vectors(store._cold, locs, None, places=places)
+        fetch_vectors(store.engine.cold, locs, None, places=places)
 
 
 def test_a_rewritten_object_keeps_its_places_true(archived):
@@ -229,12 +229,12 @@ def test_codes_written_before_the_places_get_them_from_sweeps(archived):
     """A store whose codes predate the places (meta said "complete") is
     backfilled by the next sweep, then says so."""
     store, vecs = archived
-    store._catalog.write(lambda c: c.execute("UPDATE cold_codes SET vector_at = NULL, vector_crc = NULL"))
-    store._catalog.set_meta({"cold_codes": "complete"})
-    store._cold_index.invalidate()
+    store.engine.catalog.write(lambda c: c.execute("UPDATE cold_codes SET vector_at = NULL, vector_crc = NULL"))
+    store.engine.catalog.set_meta({"cold_codes": "complete"})
+    store.engine.cold_index.invalidate()
     assert store.verify().ok  # not known is not damage
     assert store.sweep().errors == []
-    assert store._catalog.get_meta("cold_codes") == CODES_COMPLETE
+    assert store.engine.catalog.get_meta("cold_codes") == CODES_COMPLETE
     _assert_places_hold(store, vecs)
 
 
@@ -287,12 +287,12 @@ def test_bad_places_are_refused_and_change_nothing(tmp_path):
 
 def test_fetch_vectors_checks_the_shape_of_places(archived):
     store, vecs = archived
-    row = store._catalog.get_row("u", next(iter(vecs)))
+    row = store.engine.catalog.get_row("u", next(iter(vecs)))
     locs = [Location(row.cold_key, row.cold_offset, row.cold_length)]
     for bad in ([[1, 2, 3]], [[1, 2], [3, 4]], "xy", [[None, 1]]):
         with pytest.raises(InvalidInputError, match="places"):
-            fetch_vectors(store._cold, locs, None, places=bad)
-    got = fetch_vectors(store._cold, locs, None, places=[[-1, -1]])
+            fetch_vectors(store.engine.cold, locs, None, places=bad)
+    got = fetch_vectors(store.engine.cold, locs, None, places=[[-1, -1]])
     assert np.array_equal(got[0], vecs[row.id])
 
 
@@ -333,7 +333,7 @@ def test_searches_racing_compaction_never_score_a_wrong_vector(tmp_path):
         try:
             while worker.is_alive() or checked == 0:
                 q = vecs[int(rng.integers(n))]
-                store._vector_cache.clear()
+                store.engine.vector_cache.clear()
                 for h in store.search("u", q, k=5, record_access=False, include_cold=True, explain=True):
                     assert abs(h.explain.raw["similarity"] - float(np.dot(q, vec_of[h.id]))) < 1e-5, h.id
                     checked += 1
@@ -354,7 +354,7 @@ def test_a_search_reads_again_where_a_compaction_under_it_moved_the_records(arch
 
     store, vecs = archived
     ids = list(vecs)
-    old_key = store._catalog.get_row("u", ids[1]).cold_key
+    old_key = store.engine.catalog.get_row("u", ids[1]).cold_key
     real = row_ranker.fetch_row_vectors
     calls = []
 
@@ -366,7 +366,7 @@ def test_a_search_reads_again_where_a_compaction_under_it_moved_the_records(arch
         return real(index, cold, cache, ns, rows, errors)
 
     monkeypatch.setattr(row_ranker, "fetch_row_vectors", compact_first)
-    store._vector_cache.clear()
+    store.engine.vector_cache.clear()
     hits = store.search("u", vecs[ids[1]], k=3, record_access=False, include_cold=True, explain=True)
     assert hits[0].id == ids[1] and abs(hits[0].explain.raw["similarity"] - 1.0) < 1e-5
     assert len(hits) == 3 and store.cold_search_errors == 0

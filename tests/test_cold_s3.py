@@ -28,7 +28,7 @@ def test_archive_and_restore_over_s3(tmp_path, rng, moto_server, s3_bucket):
     before = {i: store.get("alice", i) for i in ids}
     clock.advance(2 * HOUR)
     assert store.sweep().archived == 12
-    assert isinstance(store._cold.store, S3ObjectStore)
+    assert isinstance(store.engine.cold.store, S3ObjectStore)
     keys = moto_server.client().list_objects_v2(Bucket=s3_bucket, Prefix="mem/archive/")["Contents"]
     assert len(keys) == 1 and keys[0]["Key"].startswith("mem/archive/alice/")
     assert store.restore("alice", ids=ids[:3]) == ids[:3]
@@ -39,7 +39,7 @@ def test_archive_and_restore_over_s3(tmp_path, rng, moto_server, s3_bucket):
     store.close()
     # reopened without cold=: the store remembers its bucket and endpoint
     with TierStore.open(tmp_path / "s", clock=clock) as again:
-        assert isinstance(again._cold.store, S3ObjectStore)
+        assert isinstance(again.engine.cold.store, S3ObjectStore)
         got = again.restore("alice", where={"memory_type": "conversation"})
         assert sorted(got) == sorted(ids[7:])
         assert again.stats().by_tier["cold"] == 0
@@ -53,15 +53,15 @@ def test_rebuild_cold_catalog_from_the_bucket_alone(tmp_path, rng, moto_server, 
         before = {i: store.get("bob", i) for i in ids}
         clock.advance(2 * HOUR)
         store.sweep()
-        (first,) = store._cold.list_batches()
-        first_bytes = store._cold.store.get(first)
+        (first,) = store.engine.cold.list_batches()
+        first_bytes = store.engine.cold.store.get(first)
         store.restore("bob", ids=[ids[0]])
         clock.advance(2 * HOUR)
         report = store.sweep()  # archived a second time, in a second batch; the first object rewritten
-        assert report.archived == 1 and report.compacted == 1 and first not in store._cold.list_batches()
+        assert report.archived == 1 and report.compacted == 1 and first not in store.engine.cold.list_batches()
         # as if the rewrite's delete of the old object had been lost: the bucket
         # holds an older copy of every memory, of ids[0] two
-        assert store._cold.store.put_if_absent(first, first_bytes)
+        assert store.engine.cold.store.put_if_absent(first, first_bytes)
     # The catalog is lost: a fresh store on the same bucket (handed over to it).
     with open_s3_store(tmp_path / "new", clock, moto_server, s3_bucket, take_over_cold=True) as fresh:
         assert fresh.stats().total == 0
@@ -97,7 +97,7 @@ def test_a_deleted_memory_stays_forgotten_in_a_rebuild_over_s3(tmp_path, rng, mo
         assert fresh.sweep().compacted == 1
         keys = [o["Key"] for o in moto_server.client().list_objects_v2(Bucket=s3_bucket, Prefix="mem/")["Contents"]]
         assert not any(k.startswith("mem/tombstone/") for k in keys)
-        assert all(b"private note 2" not in fresh._cold.store.get(k) for k in fresh._cold.list_batches())
+        assert all(b"private note 2" not in fresh.engine.cold.store.get(k) for k in fresh.engine.cold.list_batches())
 
 
 def test_cli_sweep_restore_stats_over_s3(tmp_path, rng, moto_server, s3_bucket):

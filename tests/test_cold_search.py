@@ -58,7 +58,7 @@ def world(tmp_path):
 
 
 def _codes(store) -> int:
-    return store._catalog.query_one("SELECT count(*) FROM cold_codes")[0]
+    return store.engine.catalog.query_one("SELECT count(*) FROM cold_codes")[0]
 
 
 def test_a_weak_hot_answer_reaches_the_cold_tier_and_says_why(world):
@@ -75,8 +75,8 @@ def test_a_weak_hot_answer_reaches_the_cold_tier_and_says_why(world):
 def test_auto_leaves_the_cold_tier_alone_when_hot_answers_well(world, monkeypatch):
     store, clock, ids, vecs, hot_id, hot_vec = world
     calls = []
-    real = store._cold_index.candidates
-    monkeypatch.setattr(store._cold_index, "candidates", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    real = store.engine.cold_index.candidates
+    monkeypatch.setattr(store.engine.cold_index, "candidates", lambda *a, **kw: calls.append(a) or real(*a, **kw))
     hits = store.search("u", hot_vec, k=1, record_access=False)
     assert hits[0].id == hot_id and calls == []  # k hits, similarity 1.0 >= the bar: hot answered
     store.search("u", hot_vec, k=1, record_access=False, include_cold=True)
@@ -84,7 +84,7 @@ def test_auto_leaves_the_cold_tier_alone_when_hot_answers_well(world, monkeypatc
     store.search("u", hot_vec, k=3, record_access=False)
     assert len(calls) == 2  # hot holds one memory: fewer than the k asked for is a weak answer
     near = unit(hot_vec + 0.2 * np.ones(DIM, np.float32))  # similar, but not 1
-    store._policy = Policy.from_dict({"scoring": {"cold_similarity_bar": 1.0}})  # the bar is policy data
+    store.engine.policy = Policy.from_dict({"scoring": {"cold_similarity_bar": 1.0}})  # the bar is policy data
     hits = store.search("u", near, k=1, record_access=False, explain=True)
     assert len(calls) == 3
 
@@ -97,7 +97,7 @@ def test_a_used_cold_hit_is_reactivated(world):
     after = store.get("u", ids[3])
     assert after.tier == "hot" and after.access_count == before.access_count + 1
     assert after.embedding.tobytes() == before.embedding.tobytes() if before.embedding is not None else True
-    kinds = [k for (k,) in store._catalog.query("SELECT kind FROM events WHERE id = ? ORDER BY seq", (ids[3],))]
+    kinds = [k for (k,) in store.engine.catalog.query("SELECT kind FROM events WHERE id = ? ORDER BY seq", (ids[3],))]
     assert kinds[-1] == "reactivate"
     m = lifecycle_metrics(store)
     assert m["events"]["by_kind"]["reactivate"] == 1
@@ -112,7 +112,7 @@ def test_touch_reactivates_a_cold_memory_bit_identical(world):
         m = store.get("u", ids[i])
         assert m.tier == "hot" and m.access_count == 1
         np.testing.assert_array_equal(m.embedding, vecs[i])
-    assert store._catalog.query_one("SELECT count(*) FROM events WHERE kind = 'reactivate'")[0] == 2
+    assert store.engine.catalog.query_one("SELECT count(*) FROM events WHERE kind = 'reactivate'")[0] == 2
 
 
 def test_codes_follow_memories_in_and_out_of_the_cold_tier(world, tmp_path):
@@ -138,12 +138,12 @@ def test_codes_follow_memories_in_and_out_of_the_cold_tier(world, tmp_path):
 
 def test_verify_and_repair_cover_the_codes(world):
     store, clock, ids, vecs, hot_id, _ = world
-    rid = store._catalog.get_row("u", ids[2]).rid
-    other = store._catalog.get_row("u", ids[4]).rid
-    store._catalog.write(lambda c: c.execute("DELETE FROM cold_codes WHERE rid = ?", (rid,)))
-    wrong = bytes(8 * store._cold_index.words)
-    store._catalog.write(lambda c: c.execute("UPDATE cold_codes SET code = ? WHERE rid = ?", (wrong, other)))
-    store._cold_index.invalidate()
+    rid = store.engine.catalog.get_row("u", ids[2]).rid
+    other = store.engine.catalog.get_row("u", ids[4]).rid
+    store.engine.catalog.write(lambda c: c.execute("DELETE FROM cold_codes WHERE rid = ?", (rid,)))
+    wrong = bytes(8 * store.engine.cold_index.words)
+    store.engine.catalog.write(lambda c: c.execute("UPDATE cold_codes SET code = ? WHERE rid = ?", (wrong, other)))
+    store.engine.cold_index.invalidate()
     assert store.search("u", vecs[2], k=1, record_access=False)[0].id != ids[2]  # without a code: unfindable
     report = store.verify()
     kinds = {(p.kind, "no cold-index code" in p.message, "do not match" in p.message) for p in report.problems}
@@ -157,13 +157,13 @@ def test_verify_and_repair_cover_the_codes(world):
 
 def test_a_store_archived_before_the_index_gets_its_codes_from_sweeps(world):
     store, clock, ids, vecs, hot_id, _ = world
-    store._catalog.write(lambda c: c.execute("DELETE FROM cold_codes"))
-    store._catalog.write(lambda c: c.execute("DELETE FROM meta WHERE key = 'cold_codes'"))
-    store._cold_index.invalidate()
+    store.engine.catalog.write(lambda c: c.execute("DELETE FROM cold_codes"))
+    store.engine.catalog.write(lambda c: c.execute("DELETE FROM meta WHERE key = 'cold_codes'"))
+    store.engine.cold_index.invalidate()
     report = store.verify()
     assert report.ok and any("archived before the cold index" in p.message for p in report.in_flight)
     assert store.sweep().errors == []
-    assert _codes(store) == 40 and store._catalog.get_meta("cold_codes") == CODES_COMPLETE
+    assert _codes(store) == 40 and store.engine.catalog.get_meta("cold_codes") == CODES_COMPLETE
     assert store.search("u", vecs[11], k=1, record_access=False)[0].id == ids[11]
     assert store.verify().in_flight == []
 
@@ -233,8 +233,8 @@ def test_the_keyword_index_of_an_older_store_is_built_at_open(tmp_path):
 
 def test_a_missing_archive_object_costs_its_candidates_not_the_search(world):
     store, clock, ids, vecs, hot_id, hot_vec = world
-    key = store._catalog.get_row("u", ids[8]).cold_key
-    store._cold.store.delete(key)  # lost outside tierstore
+    key = store.engine.catalog.get_row("u", ids[8]).cold_key
+    store.engine.cold.store.delete(key)  # lost outside tierstore
     hits = store.search("u", vecs[8], k=3, record_access=False)
     assert hits and all(h.id != ids[8] for h in hits)
     assert store.cold_search_errors >= 1

@@ -82,7 +82,7 @@ def test_eight_threads_exact_access_counts(tmp_path):
 def test_concurrent_adds_are_group_committed(tmp_path):
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
-        start = store._catalog.commits
+        start = store.engine.catalog.commits
         per_thread = 100
 
         def worker(t):
@@ -91,7 +91,7 @@ def test_concurrent_adds_are_group_committed(tmp_path):
                 store.add(f"ns{t % 2}", f"{t}-{j}", r.normal(size=DIM))
 
         run_threads(worker)
-        commits = store._catalog.commits - start
+        commits = store.engine.catalog.commits - start
         assert store.stats().total == THREADS * per_thread
     # Eight writers, one writer thread: at least some commits carried several adds.
     assert commits < THREADS * per_thread

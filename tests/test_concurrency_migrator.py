@@ -146,7 +146,7 @@ def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path)
 
     def restorer(r):
         ns = r.choice(namespaces)
-        cold = [i for (i,) in store._catalog.query("SELECT id FROM memories WHERE ns = ? AND tier = 2 LIMIT 10",
+        cold = [i for (i,) in store.engine.catalog.query("SELECT id FROM memories WHERE ns = ? AND tier = 2 LIMIT 10",
                                                    (ns,))]
         if cold:
             store.restore(ns, ids=cold)
@@ -170,7 +170,7 @@ def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path)
     # (at most MAX_RUN_S) until the migrator has demoted, archived and restored.
     moved_by = time.monotonic() + MAX_RUN_S - RUN_S
     while time.monotonic() < moved_by and not all(
-            store._catalog.query_one("SELECT 1 FROM events WHERE kind = ? LIMIT 1", (kind,))
+            store.engine.catalog.query_one("SELECT 1 FROM events WHERE kind = ? LIMIT 1", (kind,))
             for kind in ("demote", "archive", "restore")):
         time.sleep(0.1)
     stop.set()
@@ -182,13 +182,13 @@ def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path)
         dump = _dump_threads_to_tmp(tmp_path)
         pytest.fail(f"threads {hung} did not finish within {JOIN_S} s (deadlock?)\n{dump}")
     store.stop_migrator(timeout=JOIN_S)
-    assert not store._migrator.running, _dump_threads_to_tmp(tmp_path)
+    assert not store.engine.migrator.running, _dump_threads_to_tmp(tmp_path)
     try:
         assert errors == [], "\n".join(errors[:3])
-        assert store._migrator.background_errors == []
+        assert store.engine.migrator.background_errors == []
         assert all(ops[t.name] > 0 for t in threads), ops
         store.flush()
-        cat = store._catalog
+        cat = store.engine.catalog
 
         # the migrator really moved things meanwhile
         kinds = Counter(k for (k,) in cat.query("SELECT kind FROM events"))
@@ -199,7 +199,7 @@ def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path)
         assert len(rows) == sum(len(v) for v in ids.values())
         assert {(ns, i) for ns, i, _, _ in rows} == {(ns, i) for ns in ids for i in ids[ns]}
         for ns in namespaces:
-            hot = store._hot.ensure(ns)
+            hot = store.engine.hot.ensure(ns)
             assert set(hot.slot_of) == {i for n, i, tier, _ in rows if n == ns and tier == 0}
             assert hot.live == len(hot.slot_of)
 
@@ -232,7 +232,7 @@ def test_touch_counts_an_access_on_a_warm_memory_archived_meanwhile(tmp_path, rn
         clock.advance(20 * DAY)
         store.sweep()
         assert store.get("ns", mid).tier == "warm"
-        promote = store._migrator.promote
+        promote = store.engine.migrator.promote
 
         raced = []
 
@@ -245,9 +245,9 @@ def test_touch_counts_an_access_on_a_warm_memory_archived_meanwhile(tmp_path, rn
                 assert store.sweep().archived == 1
             return promote(*args, **kwargs)
 
-        store._migrator.promote = racing_promote
+        store.engine.migrator.promote = racing_promote
         store.touch("ns", [mid])
-        store._migrator.promote = promote
+        store.engine.migrator.promote = promote
         store.flush()
         assert store.get("ns", mid).access_count == 1
 
@@ -258,16 +258,16 @@ def test_touch_counts_an_access_on_a_cold_memory_restored_meanwhile(tmp_path, rn
         mid = store.add("ns", "a chat", unit(rng), memory_type="conversation", confidence=0.9)
         clock.advance(2 * HOUR)
         assert store.sweep().archived == 1
-        engine = store._engine
-        update_row = engine._update_row
+        engine = store.engine
+        update_row = engine.update_row
 
         def racing_update_row(ns, id, change):
             store.restore(ns, ids=[id])  # another thread restores it first
             return update_row(ns, id, change)
 
-        engine._update_row = racing_update_row
+        engine.update_row = racing_update_row
         store.touch("ns", [mid])
-        engine._update_row = update_row
+        engine.update_row = update_row
         store.flush()
         m = store.get("ns", mid)
         assert m.tier == "hot" and m.access_count == 1
@@ -282,16 +282,16 @@ def test_touch_on_a_memory_deleted_meanwhile_raises_not_found(tmp_path, rng):
         mid = store.add("ns", "a chat", unit(rng), memory_type="conversation")
         clock.advance(2 * HOUR)
         store.sweep()
-        reactivate = store._migrator.reactivate
+        reactivate = store.engine.migrator.reactivate
 
         def racing(ns, rows, now, records=None):  # the archived memory is deleted as the touch reactivates it
             store.delete(ns, rows[0].id)
             return reactivate(ns, rows, now, records)
 
-        store._migrator.reactivate = racing
+        store.engine.migrator.reactivate = racing
         with pytest.raises(MemoryNotFoundError):
             store.touch("ns", [mid])
-        store._migrator.reactivate = reactivate
+        store.engine.migrator.reactivate = reactivate
         assert store.get("ns", mid) is None
 
 
@@ -330,20 +330,20 @@ def test_search_survives_a_warm_shard_replaced_while_it_reads(tmp_path, rng):
                                     for i, v in enumerate(vecs)])
         clock.advance(20 * DAY)
         assert store.sweep().demoted == 10
-        (info,) = store._warm.shards("w")
-        store._warm.forget(info.shard)
-        load = store._warm.load
+        (info,) = store.engine.warm.shards("w")
+        store.engine.warm.forget(info.shard)
+        load = store.engine.warm.load
         replaced = []
 
         def racing_load(i):
             if not replaced:
                 replaced.append(i)
-                store._migrator.rebuild_shards("w", [i], clock.now())  # a concurrent compaction
+                store.engine.migrator.rebuild_shards("w", [i], clock.now())  # a concurrent compaction
             return load(i)
 
-        store._warm.load = racing_load
+        store.engine.warm.load = racing_load
         hits = store.search("w", vecs[3], k=5, record_access=False)
-        store._warm.load = load
+        store.engine.warm.load = load
         assert replaced and not (store.path / "warm" / info.name).exists()
         assert any(h.id == ids[3] and h.memory.tier == "warm" for h in hits)
-        assert store._warm.errors == [] and store._warm.damaged == {}
+        assert store.engine.warm.errors == [] and store.engine.warm.damaged == {}

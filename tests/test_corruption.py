@@ -45,7 +45,7 @@ def change_digest(manifest_path, digest: str) -> None:
 
 
 def snapshot(store: TierStore) -> list:
-    cat = store._catalog
+    cat = store.engine.catalog
     return (cat.query("SELECT * FROM memories ORDER BY rid") + cat.query("SELECT * FROM archives ORDER BY batch")
             + cat.query("SELECT count(*) FROM events") + cat.query("SELECT id, sz FROM memory_text_docsize ORDER BY id"))
 
@@ -68,7 +68,7 @@ def test_damaged_warm_shard_is_detected_contained_and_rebuilt(tmp_path, rng, kin
         assert store.sweep().demoted == 20
         for ns in ids:
             store.add(ns, f"{ns}: a hot one", unit(rng))
-        (info,) = store._warm.shards("w")
+        (info,) = store.engine.warm.shards("w")
         assert info.kind == kind
         shard_dir = store.path / "warm" / info.name
         if target == "manifest.json":
@@ -78,14 +78,14 @@ def test_damaged_warm_shard_is_detected_contained_and_rebuilt(tmp_path, rng, kin
             name = target if target != "vectors" else ("index.hnsw" if kind == "hnsw" else "vectors.f32")
             path = shard_dir / name
             flip(path, path.stat().st_size // 2)
-        store._warm.forget(info.shard)
+        store.engine.warm.forget(info.shard)
 
         with pytest.raises(CorruptDataError, match=re.escape(str(shard_dir))):
-            store._warm.load(info)
+            store.engine.warm.load(info)
         # The rest keeps serving: the namespace's hot tier, the other namespace's warm tier.
         hits = store.search("w", vecs["w"][3], k=5, record_access=False)
         assert hits and all(h.memory.tier == "hot" for h in hits)
-        assert any(str(shard_dir) in e for e in store._warm.errors)
+        assert any(str(shard_dir) in e for e in store.engine.warm.errors)
         top = store.search("other", vecs["other"][3], k=1, record_access=False)[0]
         assert top.id == ids["other"][3] and top.memory.tier == "warm"
         # reads and promotions come from the catalog, not the shard
@@ -132,7 +132,7 @@ def test_damaged_archive_object(tmp_path, rng, region):
     store, ids, emb = _archived_store(tmp_path, rng)
     try:
         target = ids["c"][4]
-        row = store._catalog.get_row("c", target)
+        row = store.engine.catalog.get_row("c", target)
         key = row.cold_key
         obj = store.path / "cold" / key
         data = obj.read_bytes()
@@ -152,7 +152,7 @@ def test_damaged_archive_object(tmp_path, rng, region):
         assert problem.kind == "cold" and problem.where == key and key in problem.message
         assert not problem.repairable
         with pytest.raises(CorruptDataError, match=re.escape(key)):
-            store._cold.read_batch(key)
+            store.engine.cold.read_batch(key)
 
         if region in ("record", "truncated"):
             assert f"c/{target}" in problem.memories
@@ -162,7 +162,7 @@ def test_damaged_archive_object(tmp_path, rng, region):
                     store.restore("c", ids=attempt)
                 assert snapshot(store) == before  # nothing changed
                 assert obj.read_bytes() == damaged
-                assert target not in store._hot.ensure("c").slot_of
+                assert target not in store.engine.hot.ensure("c").slot_of
                 assert store.get("c", target).tier == "cold"
             intact = [i for i in ids["c"][:4]] if region == "truncated" else [i for i in ids["c"] if i != target]
         else:
@@ -192,7 +192,7 @@ def test_a_damaged_archive_object_does_not_hold_up_the_others(tmp_path, rng):
     every batch (here one place per pass), and compact_cold() still names it."""
     store, ids, emb = _archived_store(tmp_path, rng)
     try:
-        keys = {ns: store._catalog.get_row(ns, ids[ns][0]).cold_key for ns in ("c", "d")}
+        keys = {ns: store.engine.catalog.get_row(ns, ids[ns][0]).cold_key for ns in ("c", "d")}
         assert keys["c"] != keys["d"]
         first = min(keys.values())  # the batch order the sweep takes them in
         second = max(keys.values())
@@ -200,17 +200,17 @@ def test_a_damaged_archive_object_does_not_hold_up_the_others(tmp_path, rng):
         second_ns = next(ns for ns, k in keys.items() if k == second)
         store.delete(first_ns, ids[first_ns][1])  # both objects now hold a deleted memory's record
         store.delete(second_ns, ids[second_ns][1])
-        row = store._catalog.get_row(first_ns, ids[first_ns][2])
+        row = store.engine.catalog.get_row(first_ns, ids[first_ns][2])
         obj = store.path / "cold" / first
         flip(obj, row.cold_offset + row.cold_length // 2)
         damaged = obj.read_bytes()
         now = store.clock.now()
-        assert store._migrator.compact_archives(now, limit=1) == 0  # took the damaged one, left it
+        assert store.engine.migrator.compact_archives(now, limit=1) == 0  # took the damaged one, left it
         assert obj.read_bytes() == damaged
-        assert store._migrator.compact_archives(now, limit=1) == 1  # then the other one
-        assert store._catalog.get_row(second_ns, ids[second_ns][0]).cold_key != second
+        assert store.engine.migrator.compact_archives(now, limit=1) == 1  # then the other one
+        assert store.engine.catalog.get_row(second_ns, ids[second_ns][0]).cold_key != second
         assert not (store.path / "cold" / second).exists()
-        assert store._migrator.compact_archives(now, limit=1) == 0  # nothing left it would try
+        assert store.engine.migrator.compact_archives(now, limit=1) == 0  # nothing left it would try
         with pytest.raises(CorruptDataError, match=re.escape(first)):
             store.compact_cold()
         for i in ids[second_ns][2:]:
@@ -302,10 +302,10 @@ def test_damaged_hot_checkpoint_is_rebuilt_at_load(tmp_path, rng, suffix):
         report = integrity.verify(store)
         assert [(p.kind, p.where) for p in report.problems] == [("hot", "big")]
         assert "big." in report.problems[0].message
-        other = store._hot.ensure("other")  # an intact checkpoint loads without complaint
-        assert store._hot.checkpoint_errors == [] and other.index is not None
-        big = store._hot.ensure("big")
-        (err,) = store._hot.checkpoint_errors
+        other = store.engine.hot.ensure("other")  # an intact checkpoint loads without complaint
+        assert store.engine.hot.checkpoint_errors == [] and other.index is not None
+        big = store.engine.hot.ensure("big")
+        (err,) = store.engine.hot.checkpoint_errors
         assert str(path / "hot" / "big.") in err
         assert big.live == 80 and big.index is not None
         for ns, vs in vecs.items():
@@ -314,8 +314,8 @@ def test_damaged_hot_checkpoint_is_rebuilt_at_load(tmp_path, rng, suffix):
     # closed cleanly: the rebuilt namespace was checkpointed again, soundly
     with TierStore.open(path, dim=DIM, clock=clock, settings=settings) as store:
         assert integrity.verify(store).ok
-        store._hot.ensure("big")
-        assert store._hot.checkpoint_errors == []
+        store.engine.hot.ensure("big")
+        assert store.engine.hot.checkpoint_errors == []
         assert store.search("big", vecs["big"][5], k=1, record_access=False)[0].id == "m5"
 
 
@@ -414,7 +414,7 @@ def test_cli_verify_reports_and_repairs_a_damaged_shard(tmp_path):
                               for i in range(6)])
         clock.advance(20 * 86400)
         assert store.sweep().demoted == 6
-        (info,) = store._warm.shards("v")
+        (info,) = store.engine.warm.shards("v")
     vec = path / "warm" / info.name / "vectors.f32"
     data = bytearray(vec.read_bytes())
     data[3] ^= 1

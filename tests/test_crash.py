@@ -40,16 +40,16 @@ def seed_store(path, rng, n_chat=30, n_fact=20):
 
 
 def check_exactly_once(store, ids, embeddings):
-    rows = store._catalog.query("SELECT id, tier FROM memories WHERE ns = 'crash'")
+    rows = store.engine.catalog.query("SELECT id, tier FROM memories WHERE ns = 'crash'")
     counts = Counter(mid for mid, _ in rows)
     assert all(counts[i] == 1 for i in ids), "a memory is missing or duplicated in the catalog"
     # the hot index agrees with the catalog: each hot memory once, no stale slot
-    hot = store._hot.ensure("crash")
+    hot = store.engine.hot.ensure("crash")
     hot_rows = {mid for mid, tier in rows if tier == 0}
     assert set(hot.slot_of) == hot_rows
     assert hot.live == len(hot_rows)
     # every archived memory is in exactly one object, referenced once
-    cold = [store._catalog.get_row("crash", mid) for mid, tier in rows if tier == 2]
+    cold = [store.engine.catalog.get_row("crash", mid) for mid, tier in rows if tier == 2]
     assert len({(r.cold_key, r.cold_offset) for r in cold}) == len(cold)
     # and restorable, bit-identical
     back = store.restore("crash", ids=[r.id for r in cold])
@@ -70,9 +70,9 @@ def test_sigkill_during_archive(tmp_path, rng, crash_at):
         assert {store.get("crash", c).tier for c in chats} == {"cold"}
         assert {store.get("crash", f).tier for f in facts} == {"hot"}
         # the interrupted batch was finished, not written twice
-        keys = store._cold.list_batches()
+        keys = store.engine.cold.list_batches()
         assert len(keys) == 1
-        assert store._catalog.query("SELECT state FROM archives") == [("done",)]
+        assert store.engine.catalog.query("SELECT state FROM archives") == [("done",)]
         check_exactly_once(store, chats + facts, embeddings)
 
 
@@ -85,18 +85,18 @@ def test_sigkill_while_an_archive_is_rewritten(tmp_path, rng, crash_at):
     chats, facts, embeddings = seed_store(path, rng)
     with TierStore.open(path, clock=ManualClock(T0 + 2 * HOUR)) as store:
         assert store.sweep().archived == len(chats)
-        (old_key,) = store._cold.list_batches()
+        (old_key,) = store.engine.cold.list_batches()
         assert store.delete("crash", chats[0])
     proc = run_child(path, "compact-cold", T0 + 2 * HOUR, crash_at)
     assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
     with TierStore.open(path, clock=ManualClock(T0 + 2 * HOUR)) as store:
         report = store.sweep()
         assert not report.errors
-        (key,) = store._cold.list_batches()
+        (key,) = store.engine.cold.list_batches()
         assert key != old_key
-        assert b"chat 0" not in store._cold.store.get(key)  # the deleted memory's text ("chat 1".."chat 29" stay)
-        assert sorted(e.id for e, _ in store._cold.read_batch(key)[1]) == sorted(chats[1:])
-        assert store._catalog.query("SELECT state FROM archives") == [("done",)]
+        assert b"chat 0" not in store.engine.cold.store.get(key)  # the deleted memory's text ("chat 1".."chat 29" stay)
+        assert sorted(e.id for e, _ in store.engine.cold.read_batch(key)[1]) == sorted(chats[1:])
+        assert store.engine.catalog.query("SELECT state FROM archives") == [("done",)]
         assert store.get("crash", chats[0]) is None
         check_exactly_once(store, chats[1:] + facts, embeddings)
 
@@ -126,7 +126,7 @@ def test_sigkill_after_restore_commit(tmp_path, rng):
         assert {store.get("crash", c).tier for c in chats} == {"hot"}
         check_exactly_once(store, chats + facts, embeddings)
         store.sweep()
-        assert store._cold.list_batches() == []  # the emptied batch is collected by the next sweep
+        assert store.engine.cold.list_batches() == []  # the emptied batch is collected by the next sweep
 
 
 def test_sigkill_after_add_commit_keeps_the_acknowledged_add(tmp_path, rng):

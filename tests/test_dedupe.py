@@ -12,7 +12,7 @@ DAY = 86400.0
 
 
 def count(store, ns="u") -> int:
-    return store._catalog.query("SELECT count(*) FROM memories WHERE ns = ?", (ns,))[0][0]
+    return store.engine.catalog.query("SELECT count(*) FROM memories WHERE ns = ?", (ns,))[0][0]
 
 
 def test_normalisation():
@@ -36,7 +36,7 @@ def test_re_adding_the_same_content_reinforces_and_returns_the_existing_id(tmp_p
         assert after.weight > before.weight and after.confidence > before.confidence
         assert after.expires_at == pytest.approx(clock.now() + (before.expires_at - before.created_at))
         assert after.embedding.tobytes() == before.embedding.tobytes()  # the existing memory keeps its vector
-        kinds = [k for (k,) in store._catalog.query("SELECT kind FROM events WHERE id = ? ORDER BY seq", (first,))]
+        kinds = [k for (k,) in store.engine.catalog.query("SELECT kind FROM events WHERE id = ? ORDER BY seq", (first,))]
         assert kinds == ["create", "feedback", "reinforce"]
         # not duplicates: another type, another key, another namespace, other words
         store.add("u", "Alice prefers window seats", unit(rng), memory_type="fact")
@@ -64,7 +64,7 @@ def test_a_surer_re_add_makes_the_memory_surer(tmp_path, rng):
         assert store.get("u", mid).confidence >= sure.confidence
     with TierStore.open(tmp_path / "s", clock=clock) as store:
         assert store.get("u", mid).confidence >= sure.confidence
-        assert store._catalog.query("SELECT conf_llm, conf_rule FROM memories") == [(0.95, 0.95)]
+        assert store.engine.catalog.query("SELECT conf_llm, conf_rule FROM memories") == [(0.95, 0.95)]
 
 
 def test_a_retried_add_with_its_id_is_idempotent(tmp_path, rng):

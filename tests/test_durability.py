@@ -57,7 +57,7 @@ def test_a_restore_survives_an_os_crash_that_drops_the_unsynced_wal(tmp_path):
         from tierstore import ManualClock, TierStore
         store = TierStore.open({str(path)!r}, clock=ManualClock({T0 + 60 * DAY + 60}))
         assert sorted(store.restore("ns", ids={ids!r})) == {sorted(ids)!r}
-        assert store._cold.list_batches() == []   # the emptied archive object is gone
+        assert store.engine.cold.list_batches() == []   # the emptied archive object is gone
     """, sync_log)
     durable, kept, valid = wal_tail.lose_unsynced_tail(path / "catalog.sqlite", sync_log, lambda c: 0)
     assert valid > 0 and kept == durable  # the crash kept only what was synced
@@ -80,21 +80,21 @@ def test_a_sync_barrier_precedes_every_object_delete(tmp_path):
         clock.advance(60 * DAY)
         assert store.sweep().archived == 4
         deletes: list[int] = []
-        cold = store._cold.store
+        cold = store.engine.cold.store
         real_delete = cold.delete
 
         def counting_delete(key: str) -> bool:
-            deletes.append(store._catalog.syncs)
+            deletes.append(store.engine.catalog.syncs)
             return real_delete(key)
 
         cold.delete = counting_delete  # type: ignore[method-assign]
-        before = store._catalog.syncs
+        before = store.engine.catalog.syncs
         assert store.delete("ns", "m0")       # marks the object, writes a tombstone
         store.restore("ns", ids=["m1", "m2", "m3"])  # empties the object: deleted
         store.sweep()                          # drops the tombstone
         assert len(deletes) >= 2
         assert all(n > before for n in deletes)  # a barrier came before each delete
-        assert store._catalog.syncs > before
+        assert store.engine.catalog.syncs > before
 
 
 @pytest.mark.parametrize("sync_mode", ["NORMAL", "FULL"])

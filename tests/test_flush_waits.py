@@ -17,7 +17,7 @@ def test_flush_waits_for_a_write_another_flush_queued(tmp_path):
     try:
         mid = store.add("u", "a fact", np.ones(8, np.float32), memory_type="fact")
         store.flush()
-        eng = store._engine
+        eng = store.engine
         release = threading.Event()
         entered = threading.Event()
 
@@ -25,12 +25,12 @@ def test_flush_waits_for_a_write_another_flush_queued(tmp_path):
             entered.set()
             release.wait(30)
 
-        blocked = eng._catalog.submit(blocker)
+        blocked = eng.catalog.submit(blocker)
         assert entered.wait(10)
         store.touch("u", mid)  # counted in the hot tier, dirty
         other = threading.Thread(target=eng.flush)  # as the background flusher would: takes the state, waits
         other.start()
-        hot = eng._hot.get("u")
+        hot = eng.hot.get("u")
         slot = hot.slot_of[mid]
         for _ in range(1000):  # until the other flush has taken the dirty state (its write queued)
             if hot.I[C.I_DIRTY, slot] == 0:
@@ -45,7 +45,7 @@ def test_flush_waits_for_a_write_another_flush_queued(tmp_path):
         assert done.wait(30)
         blocked.result(10)
         other.join(10)
-        assert store._catalog.query_one("SELECT access_count FROM memories WHERE id = ?", (mid,))[0] == 1
+        assert store.engine.catalog.query_one("SELECT access_count FROM memories WHERE id = ?", (mid,))[0] == 1
     finally:
         release.set()
         store.close()

@@ -100,7 +100,7 @@ class StoreMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             if _COVERAGE is not None:
-                for kind, frm, to in self.store._catalog.query("SELECT kind, from_tier, to_tier FROM events"):
+                for kind, frm, to in self.store.engine.catalog.query("SELECT kind, from_tier, to_tier FROM events"):
                     _COVERAGE[(kind, frm, to)] += 1
             self.store.close()
         finally:
@@ -127,12 +127,12 @@ class StoreMachine(RuleBasedStateMachine):
     def _state(self) -> list:
         """Everything observable in the catalog (after a flush)."""
         self.store.flush()
-        cat = self.store._catalog
+        cat = self.store.engine.catalog
         return (cat.query("SELECT * FROM memories ORDER BY rid") + cat.query("SELECT count(*) FROM events")
                 + cat.query("SELECT * FROM archives ORDER BY batch") + cat.query("SELECT * FROM contexts ORDER BY ns"))
 
     def _sync_policy_deletes(self) -> None:
-        rows = self.store._catalog.query(
+        rows = self.store.engine.catalog.query(
             "SELECT seq, ns, id, reason FROM events WHERE kind = 'delete' AND seq > ? ORDER BY seq", (self.event_seq,))
         for seq, ns, mid, reason in rows:
             self.event_seq = seq
@@ -192,7 +192,7 @@ class StoreMachine(RuleBasedStateMachine):
         # supersession of near-identical facts, or a key) stays retired once
         # archived: the cold pass skips it (restore reaches it). The marks
         # are the store's to decide, read back like deletions.
-        retired = {r[0] for r in self.store._catalog.query(
+        retired = {r[0] for r in self.store.engine.catalog.query(
             "SELECT m.id FROM supersessions s JOIN memories m ON m.rid = s.rid WHERE m.ns = ?", (ns,))}
         tiers = {i: ("retired" if t == "cold" and i in retired else t) for i, t in tiers.items()}
         hits = self.store.search(ns, q, k=k, record_access=record, include_warm=include_warm,
@@ -352,7 +352,7 @@ class StoreMachine(RuleBasedStateMachine):
     @invariant()
     def every_memory_is_where_the_model_says(self):
         store = self.store
-        count = store._catalog.query_one("SELECT count(*) FROM memories")[0]
+        count = store.engine.catalog.query_one("SELECT count(*) FROM memories")[0]
         assert count == len(self.live)
         for (ns, mid), m in self.live.items():
             got = store.get(ns, mid)
@@ -378,10 +378,10 @@ class StoreMachine(RuleBasedStateMachine):
         store = self.store
         store.flush()
         now = self.clock.now()
-        rows = store._catalog.select_rows("ORDER BY m.rid")
+        rows = store.engine.catalog.select_rows("ORDER BY m.rid")
         if not rows:
             return
-        actions = store._migrator.classify_rows(rows, now)
+        actions = store.engine.migrator.classify_rows(rows, now)
         for r, a in zip(rows, actions.tolist()):
             if a != 0:
                 assert r.due_at <= now, f"{r.ns}/{r.id}: action {a} now, but due at {r.due_at}"

@@ -106,7 +106,7 @@ def state(store: TierStore) -> Any:
     store.flush()
     memories = sorted((m.id, m.content, m.access_count, m.pinned, m.confidence, m.tier, m.tags)
                       for m in store.memories("n"))
-    events = store._engine._catalog.query("SELECT count(*) FROM events")[0][0]
+    events = store.engine.catalog.query("SELECT count(*) FROM events")[0][0]
     return memories, store.get_context("n"), store.namespaces(), events
 
 
@@ -266,10 +266,10 @@ def test_supersedes_is_bounded_and_each_id_marked_once(server, store):
     with pytest.raises(InvalidInputError, match="supersedes: 6000 entries"):
         store.add("n", "newer", supersedes=["m1"] * 6000)  # the library too
     assert state(store) == before
-    events = store._engine._catalog.query("SELECT count(*) FROM events WHERE kind = 'supersede'")[0][0]
+    events = store.engine.catalog.query("SELECT count(*) FROM events WHERE kind = 'supersede'")[0][0]
     status, body = call(server, "/v1/add", {"ns": "n", "content": "Henry moved", "supersedes": ["m1"] * 100})
     assert status == 200
-    after = store._engine._catalog.query("SELECT count(*) FROM events WHERE kind = 'supersede'")[0][0]
+    after = store.engine.catalog.query("SELECT count(*) FROM events WHERE kind = 'supersede'")[0][0]
     assert after - events == 1  # one id named 100 times: one mark, one event
     assert store.get("n", "m1").superseded_by == body["id"]
 

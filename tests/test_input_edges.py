@@ -23,7 +23,7 @@ def store(tmp_path):
 
 def _unchanged(store) -> tuple:
     st = store.stats(lifecycle=False)
-    return st.total, st.by_tier["hot"], store._catalog.query_one("SELECT count(*) FROM events")[0]
+    return st.total, st.by_tier["hot"], store.engine.catalog.query_one("SELECT count(*) FROM events")[0]
 
 
 @pytest.mark.parametrize("vec, expected", [
@@ -141,7 +141,7 @@ def test_restore_filters_take_datetimes_and_iso_strings(store):
 def test_start_migrator_refuses_bad_settings_and_starts_nothing(store, kwargs):
     with pytest.raises(InvalidInputError):
         store.start_migrator(**kwargs)
-    assert not store._migrator.running
+    assert not store.engine.migrator.running
 
 
 @pytest.mark.parametrize("budget", [0, -1, float("nan"), float("inf")])

@@ -108,14 +108,14 @@ def test_randomized_workload_never_leaks_across_namespaces(tmp_path):
                 store.close()
                 store = TierStore.open(path, clock=clock, settings=settings)
             # the policy may delete (it should not here: confidence 0.9, at most a few months)
-        for ns, mid in store._catalog.query("SELECT ns, id FROM events WHERE kind = 'delete' AND reason != 'explicit'"):
+        for ns, mid in store.engine.catalog.query("SELECT ns, id FROM events WHERE kind = 'delete' AND reason != 'explicit'"):
             live[ns].discard(mid)
         store.close()
         store = TierStore.open(path, clock=clock, settings=settings)  # from checkpoints
 
         leaks: list[str] = []
         all_ids = {mid for ids in live.values() for mid in ids} | {"shared-0", "nope"}
-        tiers = {(ns, mid): t for ns, mid, t in store._catalog.query("SELECT ns, id, tier FROM memories")}
+        tiers = {(ns, mid): t for ns, mid, t in store.engine.catalog.query("SELECT ns, id, tier FROM memories")}
         assert {k for k in tiers} == {(ns, m) for ns in live for m in live[ns]}
         assert {t for t in tiers.values()} == {0, 1, 2}  # every tier took part
         for a in NAMESPACES:
@@ -216,7 +216,7 @@ def test_dotted_namespaces_archive_and_restore(tmp_path, rng):
         clock.advance(2 * HOUR)
         report = store.sweep()
         assert report.errors == [] and report.archived == 12
-        keys = store._cold.list_batches()
+        keys = store.engine.cold.list_batches()
         assert sorted(k.split("/")[1] for k in keys) == ["=2e..", "=2ehidden", "a.b", "plain"]
         for ns in (".hidden", "...", "a.b", "plain"):
             assert sorted(store.restore(ns, where={"memory_type": "conversation"})) == ["m0", "m1", "m2"]
@@ -224,7 +224,7 @@ def test_dotted_namespaces_archive_and_restore(tmp_path, rng):
                 m = store.get(ns, f"m{i}")
                 assert m.namespace == ns and m.content == f"{ns} chat {i}"
                 assert m.embedding.tobytes() == embs[(ns, f"m{i}")]
-        assert store._cold.list_batches() == []
+        assert store.engine.cold.list_batches() == []
     assert not (tmp_path / "hidden").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["s"]
 
 
@@ -333,7 +333,7 @@ def test_credentials_never_leak(tmp_path, rng, moto_server, s3_bucket):
         path = tmp_path / "s"
         store = TierStore.open(path, dim=DIM, clock=clock, cold=f"s3://{s3_bucket}/p", cold_options={
             "endpoint_url": endpoint, "max_attempts": 1, "connect_timeout": 0.5, "read_timeout": 0.5, **creds})
-        texts += [repr(store), str(store), repr(store._cold.store), repr(vars(store._cold.store))]
+        texts += [repr(store), str(store), repr(store.engine.cold.store), repr(vars(store.engine.cold.store))]
         ids = store.add_batch("a", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"}
                                     for i in range(4)])
         clock.advance(2 * HOUR)
@@ -388,7 +388,7 @@ def test_endpoint_user_info_is_not_written_to_the_catalog(tmp_path, moto_server,
     endpoint = moto_server.endpoint_url.replace("http://", f"http://user:{PASSWORD}@")
     with TierStore.open(tmp_path / "s", dim=DIM, cold=f"s3://{s3_bucket}/p",
                         cold_options={"endpoint_url": endpoint}) as store:
-        assert store._catalog.get_meta("cold") is not None
+        assert store.engine.catalog.get_meta("cold") is not None
     disk = b"".join(p.read_bytes() for p in (tmp_path / "s").rglob("*") if p.is_file())
     assert PASSWORD.encode() not in disk
 

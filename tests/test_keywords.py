@@ -32,20 +32,20 @@ DAY = 86400.0
 
 
 def indexed(store) -> set[int]:
-    return {r[0] for r in store._catalog.query("SELECT id FROM memory_text_docsize")}
+    return {r[0] for r in store.engine.catalog.query("SELECT id FROM memory_text_docsize")}
 
 
 def rids(store) -> set[int]:
-    return {r[0] for r in store._catalog.query("SELECT rid FROM memories")}
+    return {r[0] for r in store.engine.catalog.query("SELECT rid FROM memories")}
 
 
 def in_step(store) -> None:
     assert indexed(store) == rids(store)
-    assert keyword_index.check_index(store._catalog) == {"missing": [], "extra": []}
+    assert keyword_index.check_index(store.engine.catalog) == {"missing": [], "extra": []}
 
 
 def word_ids(store, ns, text):
-    return [mid for _, mid, _, _ in keyword_index.keyword_candidates(store._catalog, ns, text, 100)]
+    return [mid for _, mid, _, _ in keyword_index.keyword_candidates(store.engine.catalog, ns, text, 100)]
 
 
 def at_cos(q: np.ndarray, c: float, rng) -> np.ndarray:
@@ -180,14 +180,14 @@ def test_verify_finds_a_missing_and_an_extra_entry_and_repair_rebuilds(tmp_path,
         a = store.add("u", "the spare key is under the mat", unit(rng))
         store.add("u", "the wifi password is on the fridge", unit(rng))
         assert store.verify().ok
-        rid, content = store._catalog.query_one("SELECT rid, content FROM memories WHERE id = ?", (a,))
+        rid, content = store.engine.catalog.query_one("SELECT rid, content FROM memories WHERE id = ?", (a,))
 
         def damage(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT INTO memory_text (memory_text, rowid, content) VALUES ('delete', ?, ?)",
                          (rid, content))
             conn.execute("INSERT INTO memory_text (rowid, content) VALUES (999999, 'a ghost entry')")
 
-        store._catalog.write(damage)
+        store.engine.catalog.write(damage)
         report = store.verify()
         bad = [p for p in report.problems if p.kind == "keyword_index"]
         assert len(bad) == 2 and all(p.repairable for p in bad)
@@ -219,7 +219,7 @@ def test_a_rare_name_that_cosine_ranks_low_is_found_by_its_words(tmp_path, rng):
         assert sum(e.terms.values()) == pytest.approx(e.score, abs=1e-6)
         assert sum(e.weights.values()) == pytest.approx(1.0)
         w = store.policy.scoring.keyword_weight
-        assert e.weights["keywords"] == pytest.approx(w * store._cp.weights["similarity"])
+        assert e.weights["keywords"] == pytest.approx(w * store.engine.compiled_policy.weights["similarity"])
         # a keyword-less hit of the same search says keywords 0
         others = [h for h in hits if h.id != rare]
         assert others and all(h.explain.raw["keywords"] == 0.0 for h in others if "Thorvald" not in h.memory.content)
@@ -300,13 +300,13 @@ def test_fts_syntax_in_user_text_is_never_interpreted(fuzz_store, text):
     if expr is not None:  # every word a quoted phrase, joined by OR: nothing else
         assert expr == " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
         assert all(w and all(ch.isalnum() for ch in w) for w in words)
-    found = keyword_index.keyword_candidates(fuzz_store._catalog, "u", text, 10)
+    found = keyword_index.keyword_candidates(fuzz_store.engine.catalog, "u", text, 10)
     assert all(bm > 0 for *_, bm in found)
 
 
 @pytest.mark.parametrize("text", ['NEAR(a b)', 'content: plain', '"quote', 'star*', 'NOT plain', '^caret', 'a OR'])
 def test_fts_operators_are_words(fuzz_store, text):
-    got = {mid for _, mid, _, _ in keyword_index.keyword_candidates(fuzz_store._catalog, "u", text, 10)}
+    got = {mid for _, mid, _, _ in keyword_index.keyword_candidates(fuzz_store.engine.catalog, "u", text, 10)}
     contents = {m.id: m.content.lower() for m in fuzz_store.memories("u")}
     for mid in got:  # every match shares a word with the text, as words
         assert set(keyword_index.query_words(contents[mid])) & set(keyword_index.query_words(text))

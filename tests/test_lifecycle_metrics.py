@@ -228,7 +228,7 @@ def test_metrics_as_of_an_earlier_time(scripted):
 def test_compaction_keeps_metrics(scripted):
     store, _ = scripted
     before = lifecycle_metrics(store)
-    n_access = store._catalog.query_one("SELECT count(*) FROM access_log")[0]
+    n_access = store.engine.catalog.query_one("SELECT count(*) FROM access_log")[0]
     # cutoff at 8 d: old feedback (4 rows) and the pin go; transitions stay (default keep kinds)
     removed = compact_events(store, older_than_s=12 * DAY)
     assert removed == 5
@@ -238,7 +238,7 @@ def test_compaction_keeps_metrics(scripted):
     for key in ("events", "survival", "access_at_end", "reactivation", "value", "tiers"):
         assert after[key] == before[key], key
     # old access days are one row per memory, dated the day before the cutoff
-    rows = store._catalog.query("SELECT id, day, count FROM access_log ORDER BY id")
+    rows = store.engine.catalog.query("SELECT id, day, count FROM access_log ORDER BY id")
     assert rows == [("f1", D + 7, 1), ("f2", D + 7, 3), ("f3", D + 7, 2), ("n1", D + 7, 1)]
     assert len(rows) == n_access
     assert compact_events(store, older_than_s=12 * DAY) == 0  # idempotent
@@ -251,7 +251,7 @@ def test_compaction_of_every_kind_keeps_counts_value_and_series_from_cutoff(scri
     # every event before 8 d: 6 creates, 3 archives, 1 delete, 1 restore, 2 demotes,
     # 1 promote, 4 feedback, 1 pin
     assert removed == 19
-    assert store._catalog.query_one("SELECT count(*) FROM events")[0] == 2  # n1 archive@10, feedback@15
+    assert store.engine.catalog.query_one("SELECT count(*) FROM events")[0] == 2  # n1 archive@10, feedback@15
     after = lifecycle_metrics(store)
     assert after["events"] == before["events"]
     assert after["value"] == before["value"]

@@ -38,7 +38,7 @@ def test_verify_reports_no_problems_while_archives_and_restores_churn(tmp_path):
                     n += 1
                     clock.advance(40 * DAY)
                     store.sweep()                                   # archive (and compact, collect tombstones)
-                    cold = [i for (i,) in store._catalog.query(
+                    cold = [i for (i,) in store.engine.catalog.query(
                         "SELECT id FROM memories WHERE tier = 2 ORDER BY random() LIMIT 20")]
                     if cold:
                         store.restore("ns", ids=cold[:10])          # empties objects: collected
@@ -72,7 +72,7 @@ def test_verify_lists_interrupted_work_as_in_flight_not_as_damage(tmp_path):
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
         store.add_batch("ns", _items(rng, 6, "a"))
         clock.advance(40 * DAY)
-        store._migrator._record_batches({"ns": [1, 2]}, clock.now())  # an archive interrupted after its intent
+        store.engine.migrator._record_batches({"ns": [1, 2]}, clock.now())  # an archive interrupted after its intent
         report = store.verify()
         assert report.ok and report.problems == []
         assert len(report.in_flight) == 1 and "pending" in report.in_flight[0].message
@@ -120,4 +120,4 @@ def test_close_waits_for_a_sweep_and_racing_calls_get_store_closed(tmp_path):
         with TierStore.open(path, clock=ManualClock(T0 + 40 * DAY)) as again:  # and the next open goes on
             assert again.verify().ok
             again.sweep()
-            assert again._catalog.count_due(again.now()) == 0
+            assert again.engine.catalog.count_due(again.now()) == 0

@@ -194,7 +194,7 @@ def test_a_store_closes_the_archive_files_its_cold_searches_opened(tmp_path: Pat
                           for i, v in enumerate(vecs)])
     clock.advance(2 * 3600)
     assert store.sweep().archived == 20
-    objects = store._cold.store
+    objects = store.engine.cold.store
     hits = store.search("u", vecs[3], k=3, include_cold=True, record_access=False)
     assert hits[0].content == "c3" and hits[0].memory.tier == "cold"
     assert len(objects._open) >= 1

@@ -77,7 +77,7 @@ def test_the_owner_is_claimed_with_a_conditional_put_and_kept_across_reopens(tmp
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
         sid = store.store_id
-        owner = ownership.read_owner(store._cold.store)
+        owner = ownership.read_owner(store.engine.cold.store)
         assert isinstance(owner, ownership.Owner) and owner.store_id == sid
     with TierStore.open(tmp_path / "s", clock=clock) as store:
         assert store.store_id == sid
@@ -89,17 +89,17 @@ def test_the_owner_is_claimed_with_a_conditional_put_and_kept_across_reopens(tmp
     (tmp_path / "s" / "cold" / "owner.json").unlink()
     with TierStore.open(tmp_path / "s", clock=clock) as store:
         assert store.store_id and store.store_id != sid
-        assert ownership.read_owner(store._cold.store).store_id == store.store_id
+        assert ownership.read_owner(store.engine.cold.store).store_id == store.store_id
 
 
 def test_a_damaged_owner_object_is_refused_until_taken_over(tmp_path):
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
-        store._cold.store.put("owner.json", b"{not json")
+        store.engine.cold.store.put("owner.json", b"{not json")
     with pytest.raises(StoreConfigError, match="does not parse"):
         TierStore.open(tmp_path / "s", clock=clock)
     with TierStore.open(tmp_path / "s", clock=clock, take_over_cold=True) as store:
-        assert ownership.read_owner(store._cold.store).store_id == store.store_id
+        assert ownership.read_owner(store.engine.cold.store).store_id == store.store_id
 
 
 def test_a_missing_bucket_is_an_error_at_open_and_nothing_is_left(tmp_path, moto_server):

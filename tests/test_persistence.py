@@ -56,11 +56,11 @@ def test_access_updates_flushed_within_a_second(tmp_path, rng):
 
         deadline = time.time() + 5
         while time.time() < deadline:
-            row = store._catalog.get_row("a", mid)
+            row = store.engine.catalog.get_row("a", mid)
             if row.access_count == 1:
                 break
             time.sleep(0.02)
-        assert store._catalog.get_row("a", mid).access_count == 1
+        assert store.engine.catalog.get_row("a", mid).access_count == 1
 
 
 def test_dimension_is_fixed_and_store_is_exclusive(tmp_path, clock):
@@ -99,7 +99,7 @@ def test_memories_an_older_version_stored_as_never_due_get_a_due_time_at_open(tm
     clock = ManualClock(T0)
     path = tmp_path / "s"
     with TierStore.open(path, dim=DIM, clock=clock) as store:
-        assert store._catalog.get_meta("due_times") == "2"
+        assert store.engine.catalog.get_meta("due_times") == "2"
         stuck, pinned, fine = (store.add("u", c, unit(rng), memory_type="fact") for c in ("stuck", "pinned", "fine"))
         store.pin("u", pinned)
         for _ in range(4):
@@ -107,14 +107,14 @@ def test_memories_an_older_version_stored_as_never_due_get_a_due_time_at_open(tm
         store.flush()
         fine_due = store.get("u", fine).due_at
         # as the older version left it
-        store._catalog.write(lambda conn: conn.execute(
+        store.engine.catalog.write(lambda conn: conn.execute(
             "UPDATE memories SET due_at = NULL WHERE id = ?", (stuck,)))
-        store._catalog.write(lambda conn: conn.execute("DELETE FROM meta WHERE key = 'due_times'"))
+        store.engine.catalog.write(lambda conn: conn.execute("DELETE FROM meta WHERE key = 'due_times'"))
     with TierStore.open(path, clock=clock) as store:
-        due = dict(store._catalog.query("SELECT id, due_at FROM memories"))
+        due = dict(store.engine.catalog.query("SELECT id, due_at FROM memories"))
         assert due[stuck] is not None and due[stuck] <= clock.now()
         assert due[pinned] is None and due[fine] == fine_due
-        assert store._catalog.get_meta("due_times") == "2"
+        assert store.engine.catalog.get_meta("due_times") == "2"
         clock.advance(1.0)
         assert store.sweep().archived == 1 and store.get("u", stuck).tier == "cold"
 
@@ -135,15 +135,15 @@ def test_namespace_grows_into_an_hnsw_index_and_reloads_from_checkpoint(tmp_path
     assert manifest["slots"] >= 149
     with TierStore.open(path, dim=DIM, clock=clock, settings=small_hot()) as store:
         # more rows committed after the checkpoint are brought in from the catalog
-        hot = store._hot.ensure("big")
+        hot = store.engine.hot.ensure("big")
         assert hot.index is not None and hot.index.ef == 64  # ef is set again after load
         assert hot.live == 149
         assert [h.id for h in store.search("big", vecs[3], k=5, record_access=False)] == hits_before
         store.add_batch("big", [{"content": str(i), "embedding": v, "id": f"m{i}"} for i, v in enumerate(vecs[150:], 150)])
-        store._hot.checkpoint()  # saved now ...
+        store.engine.hot.checkpoint()  # saved now ...
         store.add("big", "late", vecs[0] + 0.001, id="late")  # ... and this one only in the catalog
     with TierStore.open(path, dim=DIM, clock=clock, settings=small_hot()) as store:
-        assert store._hot.ensure("big").live == 200
+        assert store.engine.hot.ensure("big").live == 200
         assert store.search("big", vecs[0], k=2, record_access=False)[0].id in {"late", "m0"}
         assert store.get("big", "m7") is None
 
@@ -159,8 +159,8 @@ def test_corrupt_checkpoint_is_rebuilt_from_the_catalog(tmp_path, rng):
     data[len(data) // 2] ^= 0xFF
     index_file.write_bytes(bytes(data))
     with TierStore.open(path, dim=DIM, clock=clock, settings=small_hot()) as store:
-        hot = store._hot.ensure("big")
-        assert any("big.hnsw" in e for e in store._hot.checkpoint_errors)
+        hot = store.engine.hot.ensure("big")
+        assert any("big.hnsw" in e for e in store.engine.hot.checkpoint_errors)
         assert hot.live == 120
         assert store.search("big", vecs[5], k=1, record_access=False)[0].id == "m5"
 
@@ -186,7 +186,7 @@ def test_a_catalog_row_reads_back_every_column_in_place(tmp_path):
         store.add("u", "pinned fact", unit(np.random.default_rng(1)), id="a", memory_type="fact", tags=["x", "y"],
                   pinned=True, key="slot", metadata={"k": 1}, ttl_seconds=99.0, source="user_declaration")
         store.flush()
-        row = store._catalog.get_row("u", "a")
+        row = store.engine.catalog.get_row("u", "a")
     assert (row.ns, row.id, row.content, row.memory_type, row.source) == ("u", "a", "pinned fact", "fact",
                                                                           "user_declaration")
     assert row.tags == ("x", "y") and row.pinned is True and row.key == "slot" and json.loads(row.metadata) == {"k": 1}

@@ -146,7 +146,7 @@ def test_feedback_moves_the_due_time(tmp_path, rng):
     assert store.feedback("u", ids[1], positive=False).due_at < before
     # and the catalog's due index says the same (a sweep reads it)
     store.flush()
-    rows = dict(store._catalog.query("SELECT id, due_at FROM memories"))
+    rows = dict(store.engine.catalog.query("SELECT id, due_at FROM memories"))
     assert rows[ids[0]] > before > rows[ids[1]]
     store.close()
 
@@ -163,7 +163,7 @@ def test_negative_feedback_below_a_threshold_is_acted_on_by_the_next_sweep(tmp_p
     assert m.weight < store.policy.thresholds.archive
     assert m.due_at is not None and m.due_at <= clock.now()
     store.flush()
-    assert store._catalog.query_one("SELECT due_at FROM memories WHERE id = ?", (mid,))[0] <= clock.now()
+    assert store.engine.catalog.query_one("SELECT due_at FROM memories WHERE id = ?", (mid,))[0] <= clock.now()
     clock.advance(1.0)
     report = store.sweep()
     assert report.archived == 1 and store.get("u", mid).tier == "cold"
@@ -241,7 +241,7 @@ def test_supersedes_retires_the_old_statement(tmp_path, rng):
     m = store.get("u", old)
     assert m is None or m.tier == "cold"
     assert [h.id for h in store.search("u", v, k=2, record_access=False, include_cold=False)] == [new]
-    events = store._catalog.query("SELECT id, kind, reason FROM events WHERE kind = 'supersede'")
+    events = store.engine.catalog.query("SELECT id, kind, reason FROM events WHERE kind = 'supersede'")
     assert events == [("home-1", "supersede", "by home-2")]
     store.close()
 

@@ -41,7 +41,7 @@ def _ids(hits):
 
 
 def _supersessions(store):
-    return sorted(store._catalog.query(
+    return sorted(store.engine.catalog.query(
         "SELECT m.id, s.by_id, s.kind FROM supersessions s JOIN memories m ON m.rid = s.rid"))
 
 
@@ -84,7 +84,7 @@ def test_a_retired_statement_stays_retired_and_a_slot_keeps_its_key(tmp_path, cl
         assert fresh.get_by_key("u", "lang").id == rust
         assert (lang, rust, "key") in _supersessions(fresh)
         # a restored mark damps as a fresh one does: TTL 0 (its record was archived after the damping)
-        assert fresh._catalog.get_row("u", old_plan).ttl_seconds == 0.0
+        assert fresh.engine.catalog.get_row("u", old_plan).ttl_seconds == 0.0
     finally:
         fresh.close()
 
@@ -95,7 +95,7 @@ def test_a_slot_left_with_two_live_memories_keeps_the_newest(tmp_path, clock, rn
     first = store.add("u", "tea", unit(rng), memory_type="conversation", key="drink")
     clock.advance(5.0)
     second = store.add("u", "coffee", unit(rng), memory_type="conversation", key="drink")
-    store._catalog.write(lambda conn: conn.execute("DELETE FROM supersessions"))
+    store.engine.catalog.write(lambda conn: conn.execute("DELETE FROM supersessions"))
     clock.advance(2 * HOUR)
     assert store.sweep().archived == 2
     fresh, counts = _rebuilt(tmp_path, store, clock)
@@ -119,8 +119,8 @@ def test_a_memory_the_catalog_kept_keeps_its_own_state(tmp_path, clock, rng):
 
 def test_archive_records_carry_the_marks_and_refuse_malformed_ones(tmp_path, clock, rng):
     store, old, new, _ = _archived_slot(tmp_path, clock, rng)
-    key = store._catalog.get_row("u", old).cold_key
-    _, records = decode_batch(store._cold.store.get(key), key)
+    key = store.engine.catalog.get_row("u", old).cold_key
+    _, records = decode_batch(store.engine.cold.store.get(key), key)
     by_id = {rec["id"]: rec for _, rec in records}
     assert by_id[old]["key"] == "k" and by_id[old]["superseded_by"]["id"] == new
     assert by_id[old]["superseded_by"]["kind"] == "key" and by_id[old]["supersedes"] is None
@@ -185,7 +185,7 @@ def test_a_rebuild_keeps_every_slot_and_mark_the_archive_can_know(tmp_path_facto
     slots_before = {k: store.get_by_key("u", k) for k in ("k0", "k1", "k2")}
     fresh, _ = _rebuilt(root, store, clock)
     try:
-        live_per_slot = fresh._catalog.query(
+        live_per_slot = fresh.engine.catalog.query(
             "SELECT m.key, count(*) FROM memories m WHERE m.key IS NOT NULL AND NOT EXISTS"
             " (SELECT 1 FROM supersessions s WHERE s.rid = m.rid) GROUP BY m.key")
         assert all(count == 1 for _, count in live_per_slot)
@@ -214,7 +214,7 @@ def test_a_rebuild_cut_short_before_the_marks_is_finished_by_the_next(tmp_path, 
         monkeypatch.setattr(supersession, "restore_marks", crash)
         with pytest.raises(RuntimeError, match="before the marks"):
             fresh.rebuild_catalog()
-        assert _supersessions(fresh) == [] and fresh._catalog.get_row("u", old).tier == 2  # rows in, marks not
+        assert _supersessions(fresh) == [] and fresh.engine.catalog.get_row("u", old).tier == 2  # rows in, marks not
         monkeypatch.undo()
         counts = fresh.rebuild_catalog()
         assert counts["inserted"] == 0 and counts["marks"] == 1

@@ -140,10 +140,10 @@ def test_a_store_opened_with_a_policy_stored_before_keeps_its_behaviour(tmp_path
                         for t in ("fact", "preference")}}
     with open_store(path, clock, former) as store:
         store.add("u", "x", unit(rng))
-        stored = json.loads(store._catalog.get_meta("policy"))
+        stored = json.loads(store.engine.catalog.get_meta("policy"))
         for k in ("superseded_factor", "resolve_margin", "resolve_margin_shared_tag", "resolve_min_gap"):
             del stored["supersession"][k]  # as a store written before issue 27 recorded it
-        store._catalog.set_meta({"policy": json.dumps(stored)})
+        store.engine.catalog.set_meta({"policy": json.dumps(stored)})
     with TierStore.open(path, clock=clock) as store:
         sup = store.policy.supersession
         assert sup.resolve_margin is None and sup.resolve_margin_shared_tag is None and sup.superseded_factor == 1.0

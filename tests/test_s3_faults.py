@@ -101,13 +101,13 @@ def bucket_keys(server: MotoServer, bucket: str) -> list[str]:
 
 
 def referenced_keys(store: TierStore) -> set[str]:
-    return {f"mem/{k}" for (k,) in store._catalog.query(
+    return {f"mem/{k}" for (k,) in store.engine.catalog.query(
         "SELECT DISTINCT cold_key FROM memories WHERE cold_key IS NOT NULL")}
 
 
 def catalog_snapshot(store: TierStore) -> list[tuple]:
-    return store._catalog.query("SELECT * FROM memories ORDER BY rid") + store._catalog.query(
-        "SELECT * FROM archives ORDER BY batch") + store._catalog.query("SELECT count(*) FROM events")
+    return store.engine.catalog.query("SELECT * FROM memories ORDER BY rid") + store.engine.catalog.query(
+        "SELECT * FROM archives ORDER BY batch") + store.engine.catalog.query("SELECT count(*) FROM events")
 
 
 def assert_clear(message: str, *, op: str | None = None) -> None:
@@ -164,7 +164,7 @@ def test_sweep_during_an_outage_archives_nothing_and_the_next_sweep_finishes(tmp
             q = np.frombuffer(emb, np.float32)
             hits = store.search(ns, q, k=1, memory_types=["conversation"], record_access=False)
             assert hits[0].memory.content == content
-        assert store._catalog.query("SELECT count(*) FROM archives WHERE state = 'pending'")[0][0] >= 1
+        assert store.engine.catalog.query("SELECT count(*) FROM archives WHERE state = 'pending'")[0][0] >= 1
         assert bucket_keys(moto_server, s3_bucket) == []
 
         # Another sweep while it lasts: an error (reported or raised), no change.
@@ -181,7 +181,7 @@ def test_sweep_during_an_outage_archives_nothing_and_the_next_sweep_finishes(tmp
         proxy.clear()
         report = store.sweep()
         assert report.errors == [] and report.archived == CONVERSATIONS
-        assert store._catalog.query("SELECT count(*) FROM archives WHERE state = 'pending'")[0][0] == 0
+        assert store.engine.catalog.query("SELECT count(*) FROM archives WHERE state = 'pending'")[0][0] == 0
         assert bucket_keys(moto_server, s3_bucket) == sorted(referenced_keys(store))
         check_nothing_lost(store, expected)
         restore_all_and_check(store, expected)
@@ -260,7 +260,7 @@ def test_restore_during_an_outage_raises_and_changes_nothing(tmp_path, rng, moto
         assert not isinstance(info.value, ObjectNotFoundError)
         assert_clear(str(info.value), op="S3 get")
         assert catalog_snapshot(store) == before
-        hot = store._hot.ensure("a")
+        hot = store.engine.hot.ensure("a")
         assert not set(ids) & set(hot.slot_of)
         assert {store.get("a", i).tier for i in ids} == {"cold"}
         proxy.clear()
@@ -281,7 +281,7 @@ def test_background_migrator_backs_off_during_an_outage_and_completes_after(tmp_
         proxy.set_fault("503")
         starts: list[float] = []
         ends: list[float] = []
-        engine = store._engine
+        engine = store.engine
         sweep = engine.sweep
 
         def timed_sweep(**kwargs):
@@ -306,7 +306,7 @@ def test_background_migrator_backs_off_during_an_outage_and_completes_after(tmp_
         while store.stats().by_tier["cold"] < CONVERSATIONS and time.monotonic() < deadline:
             time.sleep(0.05)
         store.stop_migrator()
-        errors = list(store._migrator.background_errors)
+        errors = list(store.engine.migrator.background_errors)
         assert len(errors) >= failed - 1 >= 4
         for e in errors:
             assert_clear(e)
@@ -317,7 +317,7 @@ def test_background_migrator_backs_off_during_an_outage_and_completes_after(tmp_
             assert starts[i + 1] - ends[i] >= 0.9 * interval * 2 ** (i + 1)
         assert store.stats().by_tier == {"hot": 4, "warm": 0, "cold": CONVERSATIONS}
         check_nothing_lost(store, expected)
-        assert store._catalog.query("SELECT count(*) FROM archives WHERE state = 'pending'")[0][0] == 0
+        assert store.engine.catalog.query("SELECT count(*) FROM archives WHERE state = 'pending'")[0][0] == 0
         restore_all_and_check(store, expected)
     finally:
         store.close()

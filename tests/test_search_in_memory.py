@@ -64,10 +64,10 @@ def test_it_declines_what_may_wait_and_changes_nothing(world, tmp_path):
     # ... which is known to hold nothing of "u" (read at open): the answer is the hot hits
     fast = store.search_in_memory("u", weak, k=3, include_cold="auto", record_access=False)
     assert [h.id for h in fast] == [h.id for h in store.search("u", weak, k=3, record_access=False)]
-    store._engine._cold_index.invalidate("u")  # as an archive of "u" would: its codes are to be read
+    store.engine.cold_index.invalidate("u")  # as an archive of "u" would: its codes are to be read
     assert store.search_in_memory("u", weak, k=3, include_cold="auto", record_access=True) is None
     assert store.search_in_memory("other", vecs[0], k=1) is None  # a namespace not loaded
-    hot = store._engine._hot.get("u")
+    hot = store.engine.hot.get("u")
     with hot.lock.write():  # a writer holds the index: a reader would wait
         got: list = []
         t = threading.Thread(target=lambda: got.append(store.search_in_memory("u", vecs[0], k=1)))
@@ -144,7 +144,7 @@ def test_a_namespace_the_hot_tier_could_not_answer_goes_to_workers_for_a_while(w
         with ThreadedServer(app) as url, RemoteStore(url) as remote:
             assert remote.search("u", vecs[1], k=2, record_access=False)[0].id == ids[1]
             assert calls == ["u"]
-            store._engine._cold_index.invalidate("u")  # "u" may have archived memories now (codes unread)
+            store.engine.cold_index.invalidate("u")  # "u" may have archived memories now (codes unread)
             weak = -vecs[1]  # "auto" goes cold: declined, then answered by a worker
             remote.search("u", weak, k=2, record_access=False)
             assert calls == ["u", "u"]
@@ -174,5 +174,5 @@ def test_a_weak_answer_is_final_when_nothing_is_archived(world):
     clock.advance(2 * 3600)  # past a conversation's TTL: archived
     assert store.sweep().archived >= 1
     store.search("u", weak, k=4, record_access=False)
-    assert store._cold_index.count("u") >= 1
+    assert store.engine.cold_index.count("u") >= 1
     assert store.search_in_memory("u", weak, k=4, record_access=False) is None

@@ -20,13 +20,13 @@ def open_store(tmp_path, clock=None, **policy) -> TierStore:
 
 
 def mark_of(store, ns, mid):
-    return store._catalog.query(
+    return store.engine.catalog.query(
         "SELECT s.by_id, s.kind FROM supersessions s JOIN memories m ON m.rid = s.rid WHERE m.ns = ? AND m.id = ?",
         (ns, mid))
 
 
 def count(store) -> int:
-    return store._catalog.query("SELECT count(*) FROM memories")[0][0]
+    return store.engine.catalog.query("SELECT count(*) FROM memories")[0][0]
 
 
 # ---------------------------------------------------------------- keys
@@ -49,7 +49,7 @@ def test_a_key_supersedes_its_live_memory_exactly_as_supersedes_does(tmp_path, r
         assert by_key.get_by_key("u", "home_city").id == b and by_key.get("u", b).key == "home_city"
         assert by_key.get("u", b).superseded_by is None and old_k.key == "home_city"
         assert mark_of(by_key, "u", a) == [(b, "key")] and mark_of(explicit, "u", "h1") == [("h2", "explicit")]
-        reasons = by_key._catalog.query("SELECT reason FROM events WHERE kind = 'supersede'")
+        reasons = by_key.engine.catalog.query("SELECT reason FROM events WHERE kind = 'supersede'")
         assert reasons == [("by h2 (key home_city)",)]
         by_key.sweep()
         assert by_key.get("u", a).tier == "cold" and by_key.get_by_key("u", "home_city").tier == "hot"
@@ -124,7 +124,7 @@ def test_a_key_and_supersedes_that_disagree_are_an_error_and_change_nothing(tmp_
         with pytest.raises(InvalidInputError, match="item 1: key 'home'"):  # in a batch: all or nothing
             store.add_batch("u", [{"content": "ok", "embedding": unit(rng), "key": "other"},
                                   {"content": "Osaka", "embedding": unit(rng), "key": "home", "supersedes": [job]}])
-        assert count(store) == before and not store._catalog.query("SELECT * FROM supersessions")
+        assert count(store) == before and not store.engine.catalog.query("SELECT * FROM supersessions")
         assert store.get("u", home).due_at > store.now() and store.get_by_key("u", "other") is None
         # agreeing: the slot's live memory, and an unkeyed one besides
         new = store.add("u", "Osaka", unit(rng), key="home", supersedes=[home, loose])
@@ -156,7 +156,7 @@ def test_a_very_similar_memory_of_the_same_type_supersedes_softly(tmp_path, rng)
         expl = {h.id: h.explain for h in hits}
         assert expl[old].superseded_by == new and expl[old].supersession.startswith("auto, similarity 0.9")
         assert expl[new].superseded_by is None and "superseded_by=black" in str(expl[old])
-        reason = store._catalog.query("SELECT reason FROM events WHERE kind = 'supersede'")[0][0]
+        reason = store.engine.catalog.query("SELECT reason FROM events WHERE kind = 'supersede'")[0][0]
         assert reason.startswith("by black (auto, similarity 0.92")
         report = store.sweep()
         assert report.archived == 1 and report.deleted == 0 and store.get("u", old).tier == "cold"
@@ -239,7 +239,7 @@ def test_explicit_positive_feedback_takes_an_automatic_supersession_back(tmp_pat
         back = store.feedback("u", old, positive=True)
         assert back.superseded_by is None and back.tier == "hot" and back.ttl_seconds == 40 * DAY
         assert back.due_at > clock.now() and store.get("u", new).superseded_by is None  # both live now
-        kinds = [k for (k,) in store._catalog.query("SELECT kind FROM events WHERE id = ? ORDER BY seq", (old,))]
+        kinds = [k for (k,) in store.engine.catalog.query("SELECT kind FROM events WHERE id = ? ORDER BY seq", (old,))]
         assert kinds[-3:] == ["feedback", "unsupersede", "restore"]
         assert store.sweep().archived == 0 and store.get("u", old).tier == "hot"
 
@@ -276,7 +276,7 @@ def test_a_crash_between_the_commit_and_the_damping_is_finished_at_open(tmp_path
         first = store.get("crash", "first")
         assert first.superseded_by == "late" and store.get_by_key("crash", "slot").id == "late"
         assert first.ttl_seconds == 0 and first.due_at <= T0 + 120
-        assert store._catalog.query("SELECT reason FROM events WHERE id = 'first' AND kind = 'supersede'") == [
+        assert store.engine.catalog.query("SELECT reason FROM events WHERE id = 'first' AND kind = 'supersede'") == [
             ("damping finished at open",)]
         assert store.sweep().archived == 1
 
@@ -290,7 +290,7 @@ def test_candidates_are_found_through_the_hnsw_index_too(tmp_path, rng):
     settings = Settings(hot=HotSettings(exact_threshold=16))
     with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0), policy=policy, settings=settings) as store:
         ids = store.add_batch("u", [{"content": f"fact {i}", "embedding": unit(rng)} for i in range(40)])
-        assert store._hot.ensure("u").index is not None
+        assert store.engine.hot.ensure("u").index is not None
         target = store.get("u", ids[7]).embedding
         new = store.add("u", "fact 7, restated", near(rng, target, 0.96))
         marked = [i for i in ids if store.get("u", i).superseded_by is not None]

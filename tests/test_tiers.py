@@ -48,7 +48,7 @@ def test_sixty_days_of_sweeps(tmp_path, rng):
     stats = store.stats()
     assert stats.by_type["conversation"]["cold"] == len(chats)
     # every transition is in the lifecycle log
-    kinds = {k for (k,) in store._catalog.query("SELECT DISTINCT kind FROM events")}
+    kinds = {k for (k,) in store.engine.catalog.query("SELECT DISTINCT kind FROM events")}
     assert {"create", "archive"} <= kinds
 
     # -- restore by id: bit-identical, searchable
@@ -128,13 +128,13 @@ def test_search_whose_warm_shards_go_away_mid_search_returns_the_hot_hits(store,
     clock.advance(20 * DAY)
     assert store.sweep().demoted == 4
     hot = store.add("w", "fresh", vecs[0])
-    listed = store._warm.shards
+    listed = store.engine.warm.shards
 
     def vanishing(ns, calls=[]):  # noqa: B006 - counts the calls
         calls.append(ns)
         return listed(ns) if len(calls) == 1 else []
 
-    monkeypatch.setattr(store._warm, "shards", vanishing)
+    monkeypatch.setattr(store.engine.warm, "shards", vanishing)
     hits = store.search("w", vecs[0], k=3, record_access=False)
     assert [h.id for h in hits] == [hot]
 
@@ -144,12 +144,12 @@ def test_warm_shard_is_rebuilt_when_mostly_tombstones(store, clock, rng):
     ids = store.add_batch("w", [{"content": f"f{i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)])
     clock.advance(20 * DAY)
     store.sweep()
-    (shard,) = store._warm.shards("w")
+    (shard,) = store.engine.warm.shards("w")
     store.touch("w", ids[:10])  # 10 of 40 leave the shard for hot ...
     for mid in ids[10:30]:  # ... and 20 are forgotten: 30 tombstones
         store.delete("w", mid)
-    store._migrator.compact_warm("w", clock.now())
-    (rebuilt,) = store._warm.shards("w")
+    store.engine.migrator.compact_warm("w", clock.now())
+    (rebuilt,) = store.engine.warm.shards("w")
     assert rebuilt.shard != shard.shard and rebuilt.count == 10
     assert not (store.path / "warm" / shard.name).exists()
     for i in range(30, 40):
@@ -162,19 +162,19 @@ def test_damaged_shard_is_skipped_then_rebuilt_from_catalog(store, clock, rng):
     ids = store.add_batch("w", [{"content": f"f{i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)])
     clock.advance(20 * DAY)
     store.sweep()
-    (info,) = store._warm.shards("w")
+    (info,) = store.engine.warm.shards("w")
     path = store.path / "warm" / info.name / "vectors.f32"
     data = bytearray(path.read_bytes())
     data[7] ^= 0x55
     path.write_bytes(bytes(data))
-    store._warm.forget(info.shard)
+    store.engine.warm.forget(info.shard)
     store.add("w", "a hot one", unit(rng))
     hits = store.search("w", vecs[3], k=3, record_access=False)  # still serves the hot tier
     assert all(h.memory.tier == "hot" for h in hits)
-    assert any("vectors.f32" in e for e in store._warm.errors)
+    assert any("vectors.f32" in e for e in store.engine.warm.errors)
     with pytest.raises(CorruptDataError, match="vectors.f32"):
-        store._warm.load(info)
-    store._migrator.rebuild_shards("w", [info], clock.now())
+        store.engine.warm.load(info)
+    store.engine.migrator.rebuild_shards("w", [info], clock.now())
     assert store.search("w", vecs[3], k=1, record_access=False)[0].id == ids[3]
 
 
@@ -183,13 +183,13 @@ def test_archive_objects_are_collected_when_empty(store, clock, rng):
                                 for i in range(4)])
     clock.advance(2 * HOUR)
     store.sweep()
-    keys = store._cold.list_batches()
+    keys = store.engine.cold.list_batches()
     assert len(keys) == 1
     store.delete("c", ids[0])
     store.restore("c", ids=ids[1:3])
-    assert store._cold.list_batches() == keys  # one record still cold there
+    assert store.engine.cold.list_batches() == keys  # one record still cold there
     store.restore("c", ids=[ids[3]])
-    assert store._cold.list_batches() == []
+    assert store.engine.cold.list_batches() == []
     assert {store.get("c", i).tier for i in ids[1:]} == {"hot"}
 
 
@@ -237,7 +237,7 @@ def test_background_migrator(tmp_path, rng):
             time.sleep(0.02)
         store.stop_migrator()
         assert store.stats().by_tier["cold"] == 30
-        assert not store._migrator.running
+        assert not store.engine.migrator.running
 
 
 def test_lost_shard_files_are_rebuilt_by_the_next_sweep(store, clock, rng):
@@ -247,13 +247,13 @@ def test_lost_shard_files_are_rebuilt_by_the_next_sweep(store, clock, rng):
     ids = store.add_batch("w", [{"content": f"f{i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)])
     clock.advance(20 * DAY)
     store.sweep()
-    (info,) = store._warm.shards("w")
+    (info,) = store.engine.warm.shards("w")
     shutil.rmtree(store.path / "warm" / info.name)  # e.g. a power cut before the files reached the disk
-    store._warm.forget(info.shard)
+    store.engine.warm.forget(info.shard)
     assert store.search("w", vecs[4], k=1, record_access=False) == []  # skipped, not an error
-    assert info.shard in store._warm.damaged
+    assert info.shard in store.engine.warm.damaged
     store.sweep()
-    assert not store._warm.damaged
+    assert not store.engine.warm.damaged
     hit = store.search("w", vecs[4], k=1, record_access=False)[0]
     assert hit.id == ids[4] and hit.memory.tier == "warm"
 
@@ -264,7 +264,7 @@ def _archive_four(store, clock, rng, contents=("alpha secret", "bravo", "charlie
     vecs = {i: store.get("c", i).embedding.tobytes() for i in ids}
     clock.advance(2 * HOUR)
     assert store.sweep().archived == len(ids)
-    (key,) = store._cold.list_batches()
+    (key,) = store.engine.cold.list_batches()
     return ids, vecs, key
 
 
@@ -274,17 +274,17 @@ def test_deleting_an_archived_memory_purges_its_record_at_the_next_sweep(store, 
     restorable bit-identical; a catalog rebuilt from the bucket does not bring
     the deleted memory back."""
     ids, vecs, key = _archive_four(store, clock, rng)
-    assert b"alpha secret" in store._cold.store.get(key)
+    assert b"alpha secret" in store.engine.cold.store.get(key)
     assert store.delete("c", ids[0])
-    assert store._catalog.query("SELECT state FROM archives WHERE key = ?", (key,)) == [("purge",)]
-    assert b"alpha secret" in store._cold.store.get(key)  # until the sweep
+    assert store.engine.catalog.query("SELECT state FROM archives WHERE key = ?", (key,)) == [("purge",)]
+    assert b"alpha secret" in store.engine.cold.store.get(key)  # until the sweep
     report = store.sweep()
     assert report.compacted == 1 and not report.errors
-    (new_key,) = store._cold.list_batches()
+    (new_key,) = store.engine.cold.list_batches()
     assert new_key != key
-    data = store._cold.store.get(new_key)
+    data = store.engine.cold.store.get(new_key)
     assert b"alpha secret" not in data and b"bravo" in data and b"delta" in data
-    assert store._catalog.query("SELECT key, state, count FROM archives") == [(new_key, "done", 3)]
+    assert store.engine.catalog.query("SELECT key, state, count FROM archives") == [(new_key, "done", 3)]
     assert store.sweep().compacted == 0  # nothing left to rewrite
     counts = store.rebuild_catalog()
     assert counts["inserted"] == 0 and store.get("c", ids[0]) is None
@@ -301,25 +301,25 @@ def test_every_stale_record_is_compacted_by_the_next_sweep(store, clock, rng):
     ids, vecs, key = _archive_four(store, clock, rng)
 
     def records(k):
-        return sorted(e.id for e, _ in store._cold.read_batch(k)[1])
+        return sorted(e.id for e, _ in store.engine.cold.read_batch(k)[1])
 
     store.restore("c", ids=ids[:1])
-    assert store._catalog.query("SELECT state FROM archives") == [("purge",)]
+    assert store.engine.catalog.query("SELECT state FROM archives") == [("purge",)]
     assert store.sweep().compacted == 1
-    (key2,) = store._cold.list_batches()
+    (key2,) = store.engine.cold.list_batches()
     assert key2 != key and records(key2) == sorted(ids[1:])
     assert store.delete("c", ids[0])  # from the hot tier: no archived copy left anywhere
-    assert all(b"alpha secret" not in store._cold.store.get(k) for k in store._cold.list_batches())
+    assert all(b"alpha secret" not in store.engine.cold.store.get(k) for k in store.engine.cold.list_batches())
     # an unmarked stale object (as an older version left them): only compact_cold rewrites it
     store.restore("c", ids=ids[1:2])
-    store._catalog.write(lambda conn: conn.execute("UPDATE archives SET state = 'done'"))
-    assert store.sweep().compacted == 0 and store._cold.list_batches() == [key2]
+    store.engine.catalog.write(lambda conn: conn.execute("UPDATE archives SET state = 'done'"))
+    assert store.sweep().compacted == 0 and store.engine.cold.list_batches() == [key2]
     assert store.compact_cold() == 1
-    (key3,) = store._cold.list_batches()
+    (key3,) = store.engine.cold.list_batches()
     assert records(key3) == sorted(ids[2:])
     assert store.compact_cold() == 0
     assert sorted(store.restore("c", ids=ids[2:])) == sorted(ids[2:])
-    assert store._cold.list_batches() == []
+    assert store.engine.cold.list_batches() == []
     for i in ids[1:]:
         assert store.get("c", i).embedding.tobytes() == vecs[i]
 
@@ -337,7 +337,7 @@ def test_cli_compact_cold_purges_a_deleted_memory(tmp_path, rng, capsys):
     assert main(["compact-cold", str(tmp_path / "s")]) == 0
     assert json.loads(capsys.readouterr().out) == {"rewritten": 1}
     with TierStore.open(tmp_path / "s", clock=clock) as store:
-        (new_key,) = store._cold.list_batches()
+        (new_key,) = store.engine.cold.list_batches()
         assert new_key != key
-        assert sorted(e.id for e, _ in store._cold.read_batch(new_key)[1]) == sorted(ids[2:])
-        assert b"alpha secret" not in store._cold.store.get(new_key)
+        assert sorted(e.id for e, _ in store.engine.cold.read_batch(new_key)[1]) == sorted(ids[2:])
+        assert b"alpha secret" not in store.engine.cold.store.get(new_key)

@@ -16,11 +16,11 @@ HOUR = 3600.0
 
 
 def _stones(store):
-    return store._cold.store.list(TOMBSTONE_PREFIX + "/")
+    return store.engine.cold.store.list(TOMBSTONE_PREFIX + "/")
 
 
 def _rows(store):
-    return store._catalog.query("SELECT ns, id, state FROM tombstones ORDER BY key")
+    return store.engine.catalog.query("SELECT ns, id, state FROM tombstones ORDER BY key")
 
 
 def _archive(store, clock, rng, contents=("alpha secret", "bravo", "charlie", "delta"), **fields):
@@ -45,7 +45,7 @@ def test_a_deleted_archived_memory_is_not_brought_back_by_a_rebuild(tmp_path, cl
     assert store.delete("c", ids[0])
     (stone,) = _stones(store)
     assert stone.startswith("tombstone/c/") and _rows(store) == [("c", ids[0], "written")]
-    t = decode(store._cold.store.get(stone), stone)
+    t = decode(store.engine.cold.store.get(stone), stone)
     assert (t.ns, t.id, t.deleted_at) == ("c", ids[0], clock.now())
     store.close()  # the catalog is lost before any sweep rewrote the object
 
@@ -53,12 +53,12 @@ def test_a_deleted_archived_memory_is_not_brought_back_by_a_rebuild(tmp_path, cl
     assert counts["forgotten"] == 1 and counts["inserted"] == 3
     assert fresh.get("c", ids[0]) is None
     # the rebuilt catalog knows the object holds a forgotten record, and the tombstone
-    assert fresh._catalog.query("SELECT state FROM archives") == [("purge",)]
+    assert fresh.engine.catalog.query("SELECT state FROM archives") == [("purge",)]
     assert _rows(fresh) == [("c", ids[0], "written")]
     report = fresh.sweep()
     assert report.compacted == 1 and not report.errors
     assert _stones(fresh) == [] and _rows(fresh) == []  # no object needs it any more
-    assert all(b"alpha secret" not in fresh._cold.store.get(k) for k in fresh._cold.list_batches())
+    assert all(b"alpha secret" not in fresh.engine.cold.store.get(k) for k in fresh.engine.cold.list_batches())
     assert sorted(fresh.restore("c", ids=ids[1:])) == sorted(ids[1:])
     assert fresh.get("c", ids[1]).content == "bravo"
     fresh.close()
@@ -85,7 +85,7 @@ def test_a_delete_that_leaves_no_record_writes_no_tombstone(store, clock, rng):
     # a namespace with a stale object, holding other memories' records only
     ids = _archive(store, clock, rng)
     store.restore("c", ids=[ids[1]])
-    assert store._catalog.query("SELECT state FROM archives") == [("purge",)]
+    assert store.engine.catalog.query("SELECT state FROM archives") == [("purge",)]
     fresh = store.add("c", "added after the archive", unit(rng))
     assert store.delete("c", fresh)
     assert _stones(store) == [] and _rows(store) == []
@@ -96,19 +96,19 @@ def test_a_memory_added_again_under_the_same_id_comes_back_as_its_new_self(tmp_p
     are the new memory's."""
     store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
     (old_id,) = _archive(store, clock, rng, contents=("old text",))
-    (old_key,) = store._cold.list_batches()
-    old_bytes = store._cold.store.get(old_key)
+    (old_key,) = store.engine.cold.list_batches()
+    old_bytes = store.engine.cold.store.get(old_key)
     assert store.delete("c", old_id)
     (stone,) = _stones(store)
-    stone_bytes = store._cold.store.get(stone)
+    stone_bytes = store.engine.cold.store.get(stone)
     clock.advance(1.0)
     store.add("c", "new text", unit(rng), memory_type="conversation", id=old_id)
     clock.advance(2 * HOUR)
     report = store.sweep()  # archives the new one, rewrites the old object away, drops the tombstone
     assert report.archived == 1 and _stones(store) == []
     # as if the old object's delete and the tombstone's had been lost
-    assert store._cold.store.put_if_absent(old_key, old_bytes)
-    assert store._cold.store.put_if_absent(stone, stone_bytes)
+    assert store.engine.cold.store.put_if_absent(old_key, old_bytes)
+    assert store.engine.cold.store.put_if_absent(stone, stone_bytes)
     store.close()
     fresh, counts = _rebuilt(tmp_path, store, clock)
     assert counts["forgotten"] == 1 and counts["inserted"] == 1
@@ -121,7 +121,7 @@ def test_a_memory_the_policy_deletes_from_the_cold_tier_gets_a_tombstone(tmp_pat
     # an unknown source: confidence is the caller's 0.32 alone, just above the delete bar (0.3)
     ids = _archive(store, clock, rng, confidence=0.32, source="notes")
     store.feedback("c", ids[0], positive=False)  # below the bar; expired and light already
-    monkeypatch.setattr(store._migrator, "compact_archives", lambda *a, **k: 0)  # the rewrite has to wait
+    monkeypatch.setattr(store.engine.migrator, "compact_archives", lambda *a, **k: 0)  # the rewrite has to wait
     report = store.sweep()
     assert report.deleted == 1 and store.get("c", ids[0]) is None
     assert _rows(store) == [("c", ids[0], "written")]  # kept: the object still holds the record
@@ -177,7 +177,7 @@ def test_damaged_tombstones_are_named(tmp_path, clock, rng):
     ids = _archive(store, clock, rng)
     store.delete("c", ids[0])
     (stone,) = _stones(store)
-    store._cold.store.put(stone, data[:-1])
+    store.engine.cold.store.put(stone, data[:-1])
     store.close()
     fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=ManualClock(T0), cold=store.path / "cold",
                            take_over_cold=True)
@@ -193,12 +193,12 @@ def test_verify_reports_a_missing_or_damaged_tombstone_and_repair_rewrites_it(st
     store.delete("c", ids[1])
     first, second = _stones(store)
     assert store.verify().ok and store.verify().checked["tombstones"] == 2
-    store._cold.store.delete(first)
-    store._cold.store.put(second, b"TSTOMB01 not a frame")
+    store.engine.cold.store.delete(first)
+    store.engine.cold.store.put(second, b"TSTOMB01 not a frame")
     report = store.verify()
     assert sorted(p.where for p in report.problems) == sorted([first, second])
     assert all(p.kind == "tombstone" and p.repairable for p in report.problems)
     fixed = store.repair()
     assert fixed.ok and len(fixed.repaired) == 2
-    got = {decode(store._cold.store.get(k), k).id for k in (first, second)}
+    got = {decode(store.engine.cold.store.get(k), k).id for k in (first, second)}
     assert got == {ids[0], ids[1]}

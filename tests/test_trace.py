@@ -53,6 +53,6 @@ def test_access_log_aggregates_per_memory_and_day(tmp_path, rng):
         clock.advance(86400)
         store.touch("a", [a, a])
         store.flush()
-        rows = store._catalog.query("SELECT id, day, count FROM access_log ORDER BY day")
+        rows = store.engine.catalog.query("SELECT id, day, count FROM access_log ORDER BY day")
     day0 = int(T0 // 86400)
     assert rows == [("a", day0, 6), ("a", day0 + 1, 2)]

@@ -25,7 +25,7 @@ CHILD = Path(__file__).with_name("crash_child.py")
 
 def _one(store: TierStore, ns: str, mid: str) -> int:
     """How many catalog rows hold ``mid`` (a replace must leave exactly one)."""
-    return store._catalog.query_one("SELECT count(*) FROM memories WHERE ns = ? AND id = ?", (ns, mid))[0]
+    return store.engine.catalog.query_one("SELECT count(*) FROM memories WHERE ns = ? AND id = ?", (ns, mid))[0]
 
 
 def test_upsert_replaces_content_vector_and_metadata_under_the_same_id(store, rng):
@@ -39,14 +39,14 @@ def test_upsert_replaces_content_vector_and_metadata_under_the_same_id(store, rn
     assert (m.content, m.metadata, m.tags, m.tier) == ("new text", {"v": 2}, (), "hot")
     assert np.allclose(m.embedding, new_v, atol=1e-6)
     assert _one(store, "u", "doc") == 1 and store.get("u", "fresh").content == "brand new"
-    hot = store._hot.ensure("u")
+    hot = store.engine.hot.ensure("u")
     assert hot.live == 3 and set(hot.slot_of) == {"doc", "fresh", other}
     # found by its new vector, and the old vector no longer leads to it
     assert store.search("u", new_v, k=1, record_access=False)[0].id == "doc"
     hits = store.search("u", old_v, k=3, record_access=False, explain=True)
     assert all(h.id != "doc" or h.explain.raw["similarity"] < 0.5 for h in hits)
     # the events say what happened: the old version deleted (replaced), the new one created
-    kinds = store._catalog.query("SELECT kind, reason FROM events WHERE ns = 'u' AND id = 'doc' ORDER BY seq")
+    kinds = store.engine.catalog.query("SELECT kind, reason FROM events WHERE ns = 'u' AND id = 'doc' ORDER BY seq")
     assert kinds == [("create", "add"), ("delete", "replaced"), ("create", "add")]
 
 
@@ -67,7 +67,7 @@ def test_a_later_upsert_survives_a_reopen(tmp_path, clock, rng):
     with TierStore.open(tmp_path / "s", clock=clock) as store:
         assert store.get("u", "m7").content == "m7 again"
         assert store.search("u", v, k=1, record_access=False)[0].id == "m7"
-        hot = store._hot.ensure("u")
+        hot = store.engine.hot.ensure("u")
         assert hot.live == 3000 and _one(store, "u", "m7") == 1
 
 
@@ -79,7 +79,7 @@ def test_a_later_upsert_survives_a_reopen(tmp_path, clock, rng):
 def test_bad_input_changes_nothing(store, rng, bad):
     v = unit(rng)
     store.add("u", "kept", v, id="doc", metadata={"v": 1})
-    before = store._catalog.query("SELECT rid, id, content FROM memories ORDER BY rid")
+    before = store.engine.catalog.query("SELECT rid, id, content FROM memories ORDER BY rid")
     item = {"id": "other", **bad}
     if item["embedding"] is None:
         item["embedding"] = unit(rng)
@@ -90,7 +90,7 @@ def test_bad_input_changes_nothing(store, rng, bad):
                                  {"content": "b", "embedding": unit(rng), "id": "doc"}])
     with pytest.raises(InvalidInputError):
         store.upsert_batch("u", [{"content": "a", "embedding": unit(rng), "id": "doc", "nonsense": 1}])
-    assert store._catalog.query("SELECT rid, id, content FROM memories ORDER BY rid") == before
+    assert store.engine.catalog.query("SELECT rid, id, content FROM memories ORDER BY rid") == before
     assert store.get("u", "doc").content == "kept"
     assert store.search("u", v, k=1, record_access=False)[0].id == "doc"
 
@@ -122,7 +122,7 @@ def test_upsert_replaces_an_archived_memory_and_a_rebuild_keeps_the_new_one(tmp_
                               "memory_type": "conversation"}])
     assert store.get("c", "chat").content == "new text" and store.get("c", "chat").tier == "hot"
     # the old record is in its archive object until a sweep rewrites it: a tombstone names it meanwhile
-    assert store._cold.store.list(TOMBSTONE_PREFIX + "/")
+    assert store.engine.cold.store.list(TOMBSTONE_PREFIX + "/")
     store.close()
     fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=clock, cold=store.path / "cold",
                            take_over_cold=True)
@@ -190,5 +190,5 @@ def test_sigkill_after_the_replace_commit_keeps_the_new_version_once(tmp_path, r
         assert m.content == "replaced just before the crash" and _one(store, "crash", "late") == 1
         q = np.ones(DIM) / np.sqrt(DIM)
         assert store.search("crash", q, k=1, record_access=False)[0].id == "late"
-        hot = store._hot.ensure("crash")
+        hot = store.engine.hot.ensure("crash")
         assert hot.live == 21 and "late" in hot.slot_of

@@ -143,7 +143,7 @@ class Hit:
         """``memory.metadata``, read without building the Memory (a hot hit parses it anew each time)."""
         return self._source.metadata(self._j)
 
-    def _set_explain(self, explain: Explain) -> None:
+    def set_explain(self, explain: Explain) -> None:
         """Replace this hit's explanation (the store adds what a search's
         columns do not hold, e.g. a supersession)."""
         self._source.explains[self._j] = explain

@@ -41,10 +41,10 @@ def _delegated(name: str, settable: bool = False) -> property:
     """A property reading (and, ``settable``, writing) the engine's attribute ``name``."""
 
     def get(self: "TierStore") -> Any:
-        return getattr(self._engine, name)
+        return getattr(self.engine, name)
 
     def set_(self: "TierStore", value: Any) -> None:
-        setattr(self._engine, name, value)
+        setattr(self.engine, name, value)
 
     return property(get, set_ if settable else None, doc=f"The engine's ``{name}``.")
 
@@ -60,33 +60,19 @@ class TierStore:
                  catalog: Catalog, lock_fd: int, cold: ObjectStore, clock_check: ClockCheck,
                  allow_clock_jump: bool = False, store_id: str = "", readonly: bool = False,
                  embedder: _embedding.Embedder | None = None) -> None:
-        self._engine = Engine(path=path, dim=dim, policy=policy, clock=clock, settings=settings, catalog=catalog,
+        self.engine = Engine(path=path, dim=dim, policy=policy, clock=clock, settings=settings, catalog=catalog,
                               lock_fd=lock_fd, cold=cold, clock_check=clock_check,
                               allow_clock_jump=allow_clock_jump, store_id=store_id, readonly=readonly,
                               embedder=embedder, migrator=Migrator)
 
-    # the engine's state, as the store's attributes (tests and tools read the underscored ones)
+    # the engine's state a caller may read, as the store's attributes (the rest: ``store.engine``)
     path = _delegated("path")
     dim = _delegated("dim")
     clock = _delegated("clock")
     settings = _delegated("settings")
     store_id = _delegated("store_id")
     cold_search_errors = _delegated("cold_search_errors")
-    _catalog = _delegated("_catalog")
-    _hot = _delegated("_hot")
-    _warm = _delegated("_warm")
-    _cold = _delegated("_cold")
-    _cold_index = _delegated("_cold_index")
-    _vector_cache = _delegated("_vector_cache")
-    _migrator = _delegated("_migrator")
-    _ownership = _delegated("_ownership")
-    _time = _delegated("_time")
-    _cp = _delegated("_cp")
-    _policy = _delegated("_policy", settable=True)
-    _contexts = _delegated("_contexts")
-    _closed = _delegated("_closed")
-    _sweep_lock = _delegated("_sweep_lock")
-    _trace = _delegated("_trace", settable=True)
+    closed = _delegated("closed")
 
     # ------------------------------------------------------------------ open
 
@@ -143,24 +129,18 @@ class TierStore:
             cls, Path(path), dim=dim, policy=policy, cold=cold, cold_options=cold_options, clock=clock,
             settings=settings or Settings(), allow_clock_jump=allow_clock_jump, take_over_cold=take_over_cold,
             embedder=emb)
-        opening.finish_open(store._engine, policy_changed=policy_changed)
+        opening.finish_open(store.engine, policy_changed=policy_changed)
         return store
 
     @property
     def embedder(self) -> _embedding.Embedder | None:
         """The embedder text is turned into vectors with (``None``: vectors only)."""
-        return self._engine.embedder
+        return self.engine.embedder
 
     @property
     def readonly(self) -> bool:
         """Opened with ``readonly=True``: it changes nothing."""
-        return self._engine.readonly
-
-    def _check_writable(self) -> None:
-        self._engine._check_writable()
-
-    def _check_open(self) -> None:
-        self._engine._check_open()
+        return self.engine.readonly
 
     def __enter__(self) -> "TierStore":
         return self
@@ -169,22 +149,22 @@ class TierStore:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        state = "closed" if self.closed else "open"
         return f"TierStore({str(self.path)!r}, dim={self.dim}, {state})"
 
     @property
     def policy(self) -> Policy:
-        return self._engine.policy
+        return self.engine.policy
 
     def now(self) -> float:
         """Store time, POSIX seconds: the clock's reading, never earlier than
         the latest time the store has seen (see :mod:`tierstore.core.store_clock`)."""
-        return self._engine._time.now()
+        return self.engine.store_time.now()
 
     @property
     def clock_check(self) -> ClockCheck:
         """How the clock given at open compared with the store's record."""
-        return self._engine.clock_check
+        return self.engine.clock_check
 
     # ------------------------------------------------------------------ add
 
@@ -224,7 +204,7 @@ class TierStore:
         item = {"content": content, "embedding": embedding, "memory_type": memory_type, "confidence": confidence,
                         "source": source, "tags": tags, "ttl_seconds": ttl_seconds, "pinned": pinned, "id": id,
                         "supersedes": supersedes, "key": key, "metadata": metadata}
-        return ingest.add(self._engine, ns, [item])[0]
+        return ingest.add(self.engine, ns, [item])[0]
 
     def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         """Store many memories in one transaction (dicts with :meth:`add`'s
@@ -232,7 +212,7 @@ class TierStore:
         effect in order: a later item with an earlier one's key supersedes it,
         a later duplicate reinforces it and returns its id."""
         ingest.check_items(items)
-        return ingest.add(self._engine, ns, items)
+        return ingest.add(self.engine, ns, items)
 
     def upsert_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         """Store many memories under their ids in one transaction (dicts with
@@ -258,17 +238,17 @@ class TierStore:
         in the instant between, a search of the warm tier that started
         before the commit may find neither."""
         ingest.check_items(items)
-        return ingest.add(self._engine, ns, items, replace=True)
+        return ingest.add(self.engine, ns, items, replace=True)
 
     def check_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> None:
         """Raise the InvalidInputError :meth:`add_batch` would raise for
         ``items`` before writing (their fields and ids within the batch;
         not a clash with an existing id), and change nothing."""
-        self._check_open()
+        self.engine.check_open()
         check_namespace(ns)
         ingest.check_items(items)
         if items:
-            ingest.prepare_rows(self._engine, ns, items, self._engine._time.now())
+            ingest.prepare_rows(self.engine, ns, items, self.engine.store_time.now())
 
     # ------------------------------------------------------------------ search
 
@@ -315,7 +295,7 @@ class TierStore:
         if type(include_warm) is not bool or type(explain) is not bool or (
                 record_access is not None and type(record_access) is not bool) or memory_types is not None:
             memory_types = check_search_flags(include_warm, record_access, explain, memory_types)
-        return retrieval.search(self._engine, ns, query, k=k, context_tags=context_tags, memory_types=memory_types,
+        return retrieval.search(self.engine, ns, query, k=k, context_tags=context_tags, memory_types=memory_types,
                                 min_confidence=min_confidence, include_warm=include_warm, include_cold=include_cold,
                                 record_access=record_access, explain=explain,
                                 text=text)  # type: ignore[return-value]
@@ -335,7 +315,7 @@ class TierStore:
         if type(include_warm) is not bool or (record_access is not None and type(record_access) is not bool) \
                 or memory_types is not None:
             memory_types = check_search_flags(include_warm, record_access, False, memory_types)
-        return retrieval.search(self._engine, ns, query, k=k, context_tags=context_tags, memory_types=memory_types,
+        return retrieval.search(self.engine, ns, query, k=k, context_tags=context_tags, memory_types=memory_types,
                                 min_confidence=min_confidence, include_warm=include_warm, include_cold=include_cold,
                                 record_access=record_access, in_memory_only=True)
 
@@ -344,14 +324,14 @@ class TierStore:
     def get(self, ns: str, id: str) -> Memory | None:
         """The memory, from any tier, without counting an access; ``None`` if
         absent. Carries its ``key`` and, if it was superseded, ``superseded_by``."""
-        return reads.get(self._engine, ns, id)
+        return reads.get(self.engine, ns, id)
 
     def get_by_key(self, ns: str, key: str) -> Memory | None:
         """The live memory of slot ``(ns, key)`` (``add(..., key=key)``), from
         any tier, without counting an access; ``None`` if the slot is empty
         (never used, or its memory was deleted or superseded without a
         successor in the slot)."""
-        return reads.get_by_key(self._engine, ns, key)
+        return reads.get_by_key(self.engine, ns, key)
 
     def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
         """Every memory of ``ns``, from any tier, in the order they were added,
@@ -359,7 +339,7 @@ class TierStore:
         ``superseded_by`` as :meth:`get` gives them. ``with_embedding``: include the stored
         vectors (cold memories have none in the catalog: ``None``). Reads the
         whole namespace: meant for listings and exports, not per query."""
-        return reads.memories(self._engine, ns, with_embedding=with_embedding)
+        return reads.memories(self.engine, ns, with_embedding=with_embedding)
 
     def memories_page(self, ns: str, *, after: str | None = None, limit: int | None = None,
                       with_embedding: bool = False) -> tuple[list[Memory], str | None]:
@@ -371,7 +351,7 @@ class TierStore:
         read on its own: memories added meanwhile appear on a later page,
         deleted ones do not, and one replaced by :meth:`upsert_batch` after
         its page was read appears again, as its new version, on a later one."""
-        return reads.memories_page(self._engine, ns, after=after, limit=limit, with_embedding=with_embedding)
+        return reads.memories_page(self.engine, ns, after=after, limit=limit, with_embedding=with_embedding)
 
     def touch(self, ns: str, ids: str | Iterable[str]) -> None:
         """Count an access (the memories were used in a response): boosts their
@@ -381,7 +361,7 @@ class TierStore:
         Unknown ids raise MemoryNotFoundError and nothing is counted. A memory
         that moves between tiers while it is counted (a concurrent sweep or
         restore) is counted where it went; one deleted meanwhile is not."""
-        updates.touch(self._engine, ns, ids)
+        updates.touch(self.engine, ns, ids)
 
     def feedback(self, ns: str, id: str, *, positive: bool, strength: float = 1.0, implicit: bool = False) -> Memory:
         """Explicit (or, with ``implicit=True``, a smaller implicit) feedback on
@@ -394,12 +374,12 @@ class TierStore:
         positive feedback on a memory that was superseded *automatically*
         takes that back (see :mod:`tierstore.rules.auto_supersession`): the mark
         goes, its TTL is what it was, and an archived one is restored."""
-        return updates.feedback(self._engine, ns, id, positive=positive, strength=strength, implicit=implicit)
+        return updates.feedback(self.engine, ns, id, positive=positive, strength=strength, implicit=implicit)
 
     def pin(self, ns: str, id: str, pinned: bool = True) -> None:
         """Exempt a memory from every expiry (or, ``pinned=False``, end the
         exemption), in any tier. Durable when it returns."""
-        updates.pin(self._engine, ns, id, pinned)
+        updates.pin(self.engine, ns, id, pinned)
 
     def delete(self, ns: str, id: str) -> bool:
         """Forget a memory for good, from any tier. Returns False if there was none.
@@ -410,7 +390,7 @@ class TierStore:
         Until then a tombstone object in the object store names the memory, so
         that :meth:`rebuild_catalog` does not bring it back (if that write
         fails, the next sweep writes it)."""
-        return updates.delete(self._engine, ns, id)
+        return updates.delete(self.engine, ns, id)
 
     # ------------------------------------------------------------------ context
 
@@ -418,22 +398,22 @@ class TierStore:
         """Set the namespace's active context. Memories matched by context rules
         get their TTL and half-life rescaled now (one kernel pass); searches
         without ``context_tags`` use this context."""
-        updates.set_context(self._engine, ns, tags)
+        updates.set_context(self.engine, ns, tags)
 
     def namespaces(self) -> list[str]:
         """The namespaces that hold at least one memory (any tier), sorted."""
-        self._check_open()
-        return self._catalog.namespaces()
+        self.engine.check_open()
+        return self.engine.catalog.namespaces()
 
     def get_context(self, ns: str) -> tuple[str, ...]:
         check_namespace(ns)
-        return self._engine._contexts.get(ns, ())
+        return self.engine.contexts.get(ns, ())
 
     # ------------------------------------------------------------------ flush
 
     def flush(self) -> None:
         """Write every pending access update to the catalog and wait for it."""
-        self._engine.flush()
+        self.engine.flush()
 
     # ------------------------------------------------------------------ sweep
 
@@ -454,15 +434,15 @@ class TierStore:
         Raises ClockSkewError (except a dry run) if the clock failed the check
         at open (see :meth:`open`).
         """
-        self._check_open()
+        self.engine.check_open()
         if max_items is not None:
             max_items = check_positive_int(max_items, "max_items")
         time_budget_s = check_seconds(time_budget_s, "time_budget_s", optional=True)
         if not isinstance(dry_run, bool):
             raise InvalidInputError(f"dry_run must be True or False, got {dry_run!r}")
         if dry_run:
-            return self._migrator.preview(max_items, time_budget_s)
-        return self._engine.sweep(max_items, time_budget_s, progress)
+            return self.engine.migrator.preview(max_items, time_budget_s)
+        return self.engine.sweep(max_items, time_budget_s, progress)
 
     def compact_cold(self, *, progress: bool | None = False) -> int:
         """Rewrite every archive object that holds records of memories no
@@ -473,13 +453,13 @@ class TierStore:
         Raises CorruptDataError, after rewriting the others, if an object's
         live records fail their checksums (the sweep skips such objects;
         ``verify`` reports them)."""
-        self._check_writable()
-        with self._sweep_lock:
+        self.engine.check_writable()
+        with self.engine.sweep_lock:
             try:
-                return self._migrator.compact_archives(self._time.now(), everything=True, progress=progress,
+                return self.engine.migrator.compact_archives(self.engine.store_time.now(), everything=True, progress=progress,
                                                        strict=True)
             finally:
-                self._migrator.settle_tombstones()
+                self.engine.migrator.settle_tombstones()
 
     def restore(self, ns: str, *, ids: Iterable[str] | None = None, where: Mapping[str, Any] | None = None,
                 text: str | None = None, query: Any = None, k: int | None = None, limit: int | None = None,
@@ -499,7 +479,7 @@ class TierStore:
         as recently used (recency, not the access count) and keeps at least
         its type's initial weight.
         """
-        self._check_writable()
+        self.engine.check_writable()
         check_namespace(ns)
         if ids is None and where is None and text is None and query is None:
             raise InvalidInputError("restore needs ids, where, text or query")
@@ -515,11 +495,11 @@ class TierStore:
             limit = min(k or 5, limit) if limit is not None else (k or 5)
         if where is not None and not isinstance(where, Mapping):
             raise InvalidInputError("restore where must be a dict")
-        with self._sweep_lock:
-            restored = self._migrator.restore(ns, ids=id_list, where=None if where is None else dict(where),
+        with self.engine.sweep_lock:
+            restored = self.engine.migrator.restore(ns, ids=id_list, where=None if where is None else dict(where),
                                               text=text, query=q, limit=limit, progress=progress)
-        if self._trace is not None:
-            self._trace.write("restore", self._time.now(), ns=ns, ids=id_list,
+        if self.engine.trace is not None:
+            self.engine.trace.write("restore", self.engine.store_time.now(), ns=ns, ids=id_list,
                               where=None if where is None else dict(where), text=text,
                               query=None if q is None else encode_vector(q), limit=limit, restored=restored)
         return restored
@@ -527,12 +507,12 @@ class TierStore:
     def start_trace(self, path: str | os.PathLike[str]) -> None:
         """Record every call from now on as JSON lines in ``path`` (appended),
         for ``tierstore simulate``. See :mod:`tierstore.core.trace`."""
-        self._check_open()
+        self.engine.check_open()
         self.stop_trace()
-        self._trace = TraceWriter(path)
+        self.engine.trace = TraceWriter(path)
 
     def stop_trace(self) -> None:
-        self._engine.stop_trace()
+        self.engine.stop_trace()
 
     def rebuild_catalog(self, *, progress: bool | None = False) -> dict[str, int]:
         """Rebuild the cold catalog from the archive objects in the object
@@ -540,11 +520,11 @@ class TierStore:
         tombstones say they were deleted stay out, and a statement its record
         says was superseded stays retired. Returns counts: objects, records,
         inserted, repointed, skipped, forgotten, marks."""
-        self._check_writable()
-        with self._sweep_lock:
-            counts = self._migrator.rebuild_cold_catalog(progress)
+        self.engine.check_writable()
+        with self.engine.sweep_lock:
+            counts = self.engine.migrator.rebuild_cold_catalog(progress)
             if counts["marks"]:  # a restored mark on a memory archived before it was damped gets its TTL of 0
-                opening.repair_supersessions(self._engine)
+                opening.repair_supersessions(self.engine)
             return counts
 
     def start_migrator(self, *, interval_s: float = 60.0, max_items: int = 10_000,
@@ -553,19 +533,19 @@ class TierStore:
         wall-clock time), each bounded by ``max_items`` and ``time_budget_s``.
         It comes back sooner while work remains and backs off after errors.
         Raises ClockSkewError if the clock failed the check at open."""
-        self._check_writable()
+        self.engine.check_writable()
         interval_s, max_items, time_budget_s = check_sweep_args(interval_s, max_items, time_budget_s)
-        self._engine._require_trusted_clock()
-        self._migrator.start(interval_s, max_items, time_budget_s)
+        self.engine.require_trusted_clock()
+        self.engine.migrator.start(interval_s, max_items, time_budget_s)
 
     @property
     def migrator_running(self) -> bool:
         """Whether background sweeps (:meth:`start_migrator`) are running."""
-        return bool(self._migrator.running)
+        return bool(self.engine.migrator.running)
 
     def stop_migrator(self, timeout: float = 30.0) -> None:
         """Stop the background migrator (waits for a running sweep)."""
-        self._migrator.stop(timeout)
+        self.engine.migrator.stop(timeout)
 
     # ------------------------------------------------------------------ stats
 
@@ -574,38 +554,38 @@ class TierStore:
         (``lifecycle=True``) the lifecycle metrics of :mod:`tierstore.analytics.lifecycle`
         — survival per type, access counts at archive or delete, reactivation,
         memory value, tier sizes over time; these read the whole event log."""
-        self._check_open()
+        self.engine.check_open()
         self.flush()
-        return reads.stats(self._engine, lifecycle=lifecycle)
+        return reads.stats(self.engine, lifecycle=lifecycle)
 
     def verify(self) -> Any:
         """Check the catalog, warm shards, hot checkpoints and archive objects
         against their checksums; changes nothing. Returns an
         :class:`tierstore.core.integrity.IntegrityReport`."""
-        self._check_open()
-        return integrity.verify(self._engine)
+        self.engine.check_open()
+        return integrity.verify(self.engine)
 
     def repair(self) -> Any:
         """Rebuild what the catalog can rebuild (warm shards, hot checkpoints,
         pending archive batches); returns what is still wrong."""
-        self._check_writable()
-        return integrity.repair(self._engine)  # takes the sweep lock itself
+        self.engine.check_writable()
+        return integrity.repair(self.engine)  # takes the sweep lock itself
 
     def metrics_text(self) -> str:
         """Counters and gauges in the Prometheus text exposition format."""
-        self._check_open()
-        return metrics_text(self._engine)
+        self.engine.check_open()
+        return metrics_text(self.engine)
 
     # ------------------------------------------------------------------ close
 
     def checkpoint(self) -> int:
         """Save every changed hot index to disk; returns how many were saved."""
-        self._check_writable()
-        return self._hot.checkpoint()
+        self.engine.check_writable()
+        return self.engine.hot.checkpoint()
 
     def close(self) -> None:
         """Flush access updates, checkpoint hot indexes, close the catalog and
         release the store. Idempotent. Calls made from other threads from now
         on raise StoreClosedError; a sweep under way stops after its current
         batch, and a restore, verify or repair under way is waited for."""
-        self._engine.close()
+        self.engine.close()

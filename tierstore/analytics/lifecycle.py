@@ -146,15 +146,15 @@ def _median(xs: Sequence[float]) -> float | None:
     return float(s[m]) if len(s) % 2 else (s[m - 1] + s[m]) / 2.0
 
 
-def _table_exists(store: "Engine", name: str) -> bool:
-    return store._catalog.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) is not None
+def _table_exists(eng: "Engine", name: str) -> bool:
+    return eng.catalog.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) is not None
 
 
 def folded_state(store: Any) -> dict[str, Any]:
     """What compaction folded so far: ``cutoff`` (seconds or None), dropped
     ``events`` per kind, net ``tiers`` change of dropped transitions, and the
     same per memory type (``tiers_by_type``)."""
-    return _parse_folded(engine_of(store)._catalog.get_meta(FOLD_META))
+    return _parse_folded(engine_of(store).catalog.get_meta(FOLD_META))
 
 
 def _parse_folded(raw: str | None) -> dict[str, Any]:
@@ -178,9 +178,9 @@ def _parse_folded(raw: str | None) -> dict[str, Any]:
     return base
 
 
-def _now(store: "Engine", now: float | None) -> float:
+def _now(eng: "Engine", now: float | None) -> float:
     if now is None:
-        return float(store.now())
+        return float(eng.now())
     if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
         raise InvalidInputError(f"now must be a finite number of seconds, got {now!r}")
     return float(now)
@@ -209,15 +209,15 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
     (each type's TTL, half-life, boost, initial weight; the thresholds) and
     ``compaction``. ``store``: a TierStore or its engine.
     """
-    store = engine_of(store)
-    store._check_open()
-    now = _now(store, now)
+    eng = engine_of(store)
+    eng.check_open()
+    now = _now(eng, now)
     if isinstance(reactivation_days, bool) or not isinstance(reactivation_days, (int, float)) \
             or not (math.isfinite(reactivation_days) and reactivation_days > 0):
         raise InvalidInputError(f"reactivation_days must be a positive number of days, got {reactivation_days!r}")
     window = float(reactivation_days) * DAY
-    store.flush()  # pending access counts reach access_log first
-    folded = folded_state(store)
+    eng.flush()  # pending access counts reach access_log first
+    folded = folded_state(eng)
 
     # One pass over the events in order. The event log is append-only and
     # ordered by (t, seq); seq breaks ties between events of one instant.
@@ -233,7 +233,7 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
     feedback: dict[tuple[str, str], list[int]] = {}
     day_deltas: dict[int, list[int]] = {}  # POSIX day -> net change of (hot, warm, cold)
     type_deltas: dict[str, list[int]] = {}  # memory type -> net change of (hot, warm, cold) up to now
-    cur = store._catalog.reader().execute(
+    cur = eng.catalog.reader().execute(
         "SELECT t, ns, id, kind, from_tier, to_tier, reason, access_count, memory_type FROM events"
         " WHERE t <= ? ORDER BY t, seq", (now,))
     for t, ns, mid, kind, from_tier, to_tier, reason, access_count, mtype in cur:
@@ -302,9 +302,9 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
         "survival": _survival(lives, now, tiers["by_type"]),
         "access_at_end": _access_at_end(ends),
         "reactivation": _reactivation(react, open_count, reactivation_days),
-        "value": _value(store, now, types, feedback),
+        "value": _value(eng, now, types, feedback),
         "tiers": tiers,
-        "policy": _policy_summary(store),
+        "policy": _policy_summary(eng),
         "compaction": {"cutoff": folded["cutoff"], "folded_events": dict(folded["events"])},
     }
 
@@ -387,7 +387,7 @@ def _reactivation(react: list[tuple[str, str, float | None, str | None]],
     return out
 
 
-def _value(store: "Engine", now: float, types: dict[tuple[str, str], str],
+def _value(eng: "Engine", now: float, types: dict[tuple[str, str], str],
            feedback: dict[tuple[str, str], list[int]]) -> dict[str, Any]:
     """Memory value = retrievals × positive-feedback rate (seed §5.4).
 
@@ -396,13 +396,13 @@ def _value(store: "Engine", now: float, types: dict[tuple[str, str], str],
     explicit and implicit alike; a memory without feedback is *unrated* and
     has no value (it is counted, not guessed)."""
     retrievals: dict[tuple[str, str], int] = {}
-    for ns, mid, count in store._catalog.query(
+    for ns, mid, count in eng.catalog.query(
         "SELECT ns, id, sum(count) FROM access_log WHERE day <= ? GROUP BY ns, id", (int(now // DAY),)
     ):
         retrievals[(ns, mid)] = int(count)
     fb = {k: list(v) for k, v in feedback.items()}
-    if _table_exists(store, FOLD_TABLE):
-        for ns, mid, mtype, pos, neg in store._catalog.query(
+    if _table_exists(eng, FOLD_TABLE):
+        for ns, mid, mtype, pos, neg in eng.catalog.query(
             f"SELECT ns, id, memory_type, positive, negative FROM {FOLD_TABLE}"
         ):
             if pos or neg:
@@ -416,7 +416,7 @@ def _value(store: "Engine", now: float, types: dict[tuple[str, str], str],
     for i in range(0, len(missing), 400):  # memories whose events were compacted away
         chunk = missing[i : i + 400]
         cond = " OR ".join("(ns = ? AND id = ?)" for _ in chunk)
-        for ns, mid, mtype in store._catalog.query(
+        for ns, mid, mtype in eng.catalog.query(
             f"SELECT ns, id, memory_type FROM memories WHERE {cond}", [x for k in chunk for x in k]
         ):
             types[(ns, mid)] = mtype
@@ -444,7 +444,7 @@ def _value(store: "Engine", now: float, types: dict[tuple[str, str], str],
     top = rated[:TOP_VALUE]
     if top:
         cond = " OR ".join("(ns = ? AND id = ?)" for _ in top)
-        content = {(ns, mid): c for ns, mid, c in store._catalog.query(
+        content = {(ns, mid): c for ns, mid, c in eng.catalog.query(
             f"SELECT ns, id, content FROM memories WHERE {cond}", [x for r in top for x in (r["ns"], r["id"])])}
         for r in top:
             r["content"] = content.get((r["ns"], r["id"]))  # None: deleted since
@@ -489,8 +489,8 @@ def _tier_series(day_deltas: dict[int, list[int]], type_deltas: dict[str, list[i
     return {"days": days, **{t: series[i] for i, t in enumerate(TIERS)}, "by_type": by_type}
 
 
-def _policy_summary(store: "Engine") -> dict[str, Any]:
-    pol = store.policy
+def _policy_summary(eng: "Engine") -> dict[str, Any]:
+    pol = eng.policy
     return {
         "types": {
             name: {"ttl_s": t.ttl_seconds, "half_life_s": t.half_life_seconds, "boost": t.boost,
@@ -544,8 +544,8 @@ def compact_events(store: Any, *, older_than_s: float,
     longer enter the survival statistics; metrics asked ``now=`` before the
     cutoff see folded counts as if they were already there.
     """
-    store = engine_of(store)
-    store._check_open()
+    eng = engine_of(store)
+    eng.check_open()
     if isinstance(older_than_s, bool) or not isinstance(older_than_s, (int, float)) \
             or not (math.isfinite(older_than_s) and older_than_s > 0):
         raise InvalidInputError(f"older_than_s must be a positive number of seconds, got {older_than_s!r}")
@@ -555,9 +555,9 @@ def compact_events(store: Any, *, older_than_s: float,
     unknown = sorted(set(keep) - set(EVENT_KINDS))
     if unknown:
         raise InvalidInputError(f"keep_kinds: unknown event kinds {unknown} (known: {', '.join(EVENT_KINDS)})")
-    cutoff = store.now() - float(older_than_s)
+    cutoff = eng.now() - float(older_than_s)
     cutoff_day = int(cutoff // DAY)
-    store.flush()
+    eng.flush()
     dropped_kinds = [k for k in EVENT_KINDS if k not in keep]
     marks = ",".join("?" * len(dropped_kinds))
 
@@ -611,7 +611,7 @@ def compact_events(store: Any, *, older_than_s: float,
             removed += sum(n for _, _, _, n, _ in sums) - len(sums)
         return removed
 
-    return int(store._catalog.write(write))
+    return int(eng.catalog.write(write))
 
 
 # ---------------------------------------------------------------------------

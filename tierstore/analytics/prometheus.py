@@ -53,28 +53,28 @@ def families(store: Any) -> list[Family]:
     # The gauges are stats()'s numbers, read with the same queries here rather
     # than through stats(), which may grow costlier (lifecycle metrics) than a
     # scrape should be.
-    store = engine_of(store)
-    store.flush()
-    q = store._catalog.query
+    eng = engine_of(store)
+    eng.flush()
+    q = eng.catalog.query
     by_type: dict[str, dict[str, int]] = {}
     for mtype, tier, n in q("SELECT memory_type, tier, count(*) FROM memories GROUP BY memory_type, tier"):
         by_type.setdefault(mtype, {})[TIER_NAMES[tier]] = int(n)
     pinned = int(q("SELECT count(*) FROM memories WHERE pinned = 1")[0][0])
     namespaces = int(q("SELECT count(DISTINCT ns) FROM memories")[0][0])
-    due_now = store._catalog.count_due(store.now())
+    due_now = eng.catalog.count_due(eng.now())
     counts = {k: 0 for k in EVENT_KINDS}
-    for kind, n in store._catalog.query("SELECT kind, count(*) FROM events GROUP BY kind"):
+    for kind, n in eng.catalog.query("SELECT kind, count(*) FROM events GROUP BY kind"):
         counts[kind] = counts.get(kind, 0) + int(n)
-    for kind, n in folded_state(store)["events"].items():
+    for kind, n in folded_state(eng)["events"].items():
         counts[kind] = counts.get(kind, 0) + int(n)
-    row = store._catalog.query_one("SELECT coalesce(sum(count), 0) FROM access_log")
+    row = eng.catalog.query_one("SELECT coalesce(sum(count), 0) FROM access_log")
     accesses = int(row[0]) if row else 0
     events = Family("tierstore_events", "counter", "Lifecycle events logged, by kind (compacted ones included).",
                     [({"kind": k}, n) for k, n in counts.items()])
     acc = Family("tierstore_accesses", "counter", "Accesses counted (touches, recorded search hits, promotions).",
                  [({}, accesses)])
     # Every type of the policy, with zeros: a series should not vanish when its last memory goes.
-    types = sorted(set(store.policy.type_names) | set(by_type))
+    types = sorted(set(eng.policy.type_names) | set(by_type))
     mem = Family("tierstore_memories", "gauge", "Memories per tier and type.",
                  [({"tier": tier, "type": mtype}, by_type.get(mtype, {}).get(tier, 0))
                   for mtype in types for tier in TIER_NAMES])
@@ -86,7 +86,7 @@ def families(store: Any) -> list[Family]:
         Family("tierstore_namespaces", "gauge", "Namespaces holding memories.", [({}, namespaces)]),
         Family("tierstore_cold_search_errors", "counter",
                "Archive objects a search that reached the cold tier could not read (it served the rest).",
-               [({}, store.cold_search_errors)]),
+               [({}, eng.cold_search_errors)]),
     ]
 
 
@@ -124,9 +124,9 @@ def render(fams: list[Family]) -> str:
 def metrics_text(store: Any) -> str:
     """The store's metrics in the Prometheus text exposition format (0.0.4,
     ``Content-Type: text/plain; version=0.0.4``)."""
-    store = engine_of(store)
-    store._check_open()
-    return render(families(store))
+    eng = engine_of(store)
+    eng.check_open()
+    return render(families(eng))
 
 
 class TierStoreCollector:

@@ -295,11 +295,11 @@ def _replay(path: Path, res: SimResult, root: Path, interval: float, bar: Progre
             # A sweep reads only what is due; skip the call (not the sample)
             # when the due index is empty. Unflushed accesses only postpone
             # due times, so the catalog never says "nothing due" wrongly.
-            if store._catalog.count_due(clock.now()) > 0:
+            if store.engine.catalog.count_due(clock.now()) > 0:
                 store.sweep()
             res.sweeps += 1
             total = 0
-            for mtype, n in store._catalog.query(
+            for mtype, n in store.engine.catalog.query(
                 "SELECT memory_type, count(*) FROM memories WHERE tier = 0 GROUP BY memory_type"
             ):
                 hot_sums[mtype] = hot_sums.get(mtype, 0) + n
@@ -332,7 +332,7 @@ def _replay(path: Path, res: SimResult, root: Path, interval: float, bar: Progre
         res.hot_final = res.hot_samples[-1]
         res.hot_by_type = {t: n / len(res.hot_samples) for t, n in sorted(hot_sums.items())}
         res.tiers_final = store.stats(lifecycle=False).by_tier
-        for kind, mtype, from_tier, explicit, count in store._catalog.query(
+        for kind, mtype, from_tier, explicit, count in store.engine.catalog.query(
             "SELECT kind, memory_type, from_tier, reason = 'explicit', count(*) FROM events"
             " GROUP BY kind, memory_type, from_tier, reason = 'explicit'"
         ):

@@ -2,7 +2,7 @@
 
 Same clustered vectors, same queries, k=10, ef=64, M=16, ef_construction=200.
 The fairest baseline is ``knn_query`` on the store's own hot index
-(``store._hot.ensure(ns).index``): the difference is then exactly what the
+(``store.engine.hot.ensure(ns).index``): the difference is then exactly what the
 store adds (validation, oversampled candidates, the fused rerank kernel,
 hit snapshots). A separately built raw index is reported too.
 """
@@ -45,7 +45,7 @@ def measure(n: int, cfg: BenchConfig, *, n_queries: int = 1000, rounds: int = 15
         store = open_store(d / "store")
         try:
             t_store, _ = timed(lambda: add_in_batches(store, "big", vecs, batch=20_000, label=f"(a) add {n}", cfg=cfg))
-            hot = store._hot.ensure("big")
+            hot = store.engine.hot.ensure("big")
             index = hot.index
             if index is None:
                 raise RuntimeError(f"{n} memories stayed below the store's exact threshold: "

@@ -77,54 +77,54 @@ class Engine:
                  embedder: _embedding.Embedder | None = None,
                  migrator: Callable[["Engine"], Any] | None = None) -> None:
         self.path = path
-        self._embedder = embedder
+        self.embedder = embedder  # text to vectors (None: vectors only)
         self.dim = dim
-        self._vector_shape = (dim,)
+        self.vector_shape = (dim,)
         self.clock = clock
         record = clock_check.record
-        self._time = StoreClock(clock, -math.inf if record is None else record.high_water)
+        self.store_time = StoreClock(clock, -math.inf if record is None else record.high_water)
         self._clock_check = clock_check
         # A clock that failed the check at open may not sweep, and its readings
         # are not remembered (the next open must see the same disagreement).
         self._clock_trusted = (clock_check.ok or allow_clock_jump) and not readonly
         self._clock_saved = record
-        self._readonly = readonly
+        self.readonly = readonly  # opened with readonly=True: it changes nothing
         # a reader of a store an earlier version wrote may find no cold index (it cannot create it)
-        self._cold_searchable = catalog.has_table("cold_codes")
+        self.cold_searchable = catalog.has_table("cold_codes")
         self.settings = settings
-        self._catalog = catalog
+        self.catalog = catalog
         self._lock_fd = lock_fd
-        self._vocab = TagVocab()
-        self._policy = policy
-        self._cp = CompiledPolicy(policy, self._vocab)
-        self._hot = HotTier(path / "hot", dim, settings.hot, self._vocab, policy.type_names, catalog)
-        self._warm = WarmTier(path / "warm", dim, settings.warm, catalog)
+        self.vocab = TagVocab()
+        self.policy = policy
+        self.compiled_policy = CompiledPolicy(policy, self.vocab)
+        self.hot = HotTier(path / "hot", dim, settings.hot, self.vocab, policy.type_names, catalog)
+        self.warm = WarmTier(path / "warm", dim, settings.warm, catalog)
         if not readonly:
-            self._warm.remove_orphans()
-        self._cold = ColdTier(cold, dim)
-        self._cold_index = ColdIndex(catalog.query, dim)
-        self._vector_cache = VectorCache()
+            self.warm.remove_orphans()
+        self.cold = ColdTier(cold, dim)
+        self.cold_index = ColdIndex(catalog.query, dim)
+        self.vector_cache = VectorCache()
         # archive objects a cold search could not read (it served the rest): a count and the last 100
         self.cold_search_errors = 0
-        self._cold_error_log: list[str] = []
-        self._cold_errors_lock = threading.Lock()
+        self.cold_error_log: list[str] = []
+        self.cold_errors_lock = threading.Lock()
         self.store_id = store_id
-        self._ownership = ownership.PrefixOwnership(cold, store_id)
+        self.ownership = ownership.PrefixOwnership(cold, store_id)
         # built by the caller (the migrator module builds on the engine, not the other way round)
-        self._migrator: Any = None if migrator is None else migrator(self)
-        self._type_idx = {t: i for i, t in enumerate(policy.type_names)}
-        self._ranker = RowRanker(self._cp, self._vocab, self._type_idx,
-                                 lambda row, now: self._memory_from_row(row, now, with_embedding=False))
-        self._trace: TraceWriter | None = None
-        self._valid_ns: set[str] = set()  # namespaces that passed check_namespace (search fast path)
-        self._contexts: dict[str, tuple[str, ...]] = {
+        self.migrator: Any = None if migrator is None else migrator(self)
+        self.type_idx = {t: i for i, t in enumerate(policy.type_names)}
+        self.ranker = RowRanker(self.compiled_policy, self.vocab, self.type_idx,
+                                 lambda row, now: self.memory_from_row(row, now, with_embedding=False))
+        self.trace: TraceWriter | None = None
+        self.valid_ns: set[str] = set()  # namespaces that passed check_namespace (search fast path)
+        self.contexts: dict[str, tuple[str, ...]] = {
             ns: tuple(json.loads(tags)) for ns, tags in catalog.query("SELECT ns, tags FROM contexts")
         }
-        self._closed = False
+        self.closed = False
         self._close_lock = threading.Lock()
-        self._sweep_lock = threading.Lock()
+        self.sweep_lock = threading.Lock()
         self._stop = threading.Event()
-        # The newest state write queued by _submit_dirty (any thread): a flush
+        # The newest state write queued by submit_dirty (any thread): a flush
         # waits for it too, since the background flusher may have taken the
         # dirty state a moment before and its write may still be queued.
         self._dirty_tail_lock = threading.Lock()
@@ -134,63 +134,49 @@ class Engine:
             self._flusher.start()
 
 
-    @property
-    def embedder(self) -> _embedding.Embedder | None:
-        """The embedder text is turned into vectors with (``None``: vectors only)."""
-        return self._embedder
 
-    @property
-    def readonly(self) -> bool:
-        """Opened with ``readonly=True``: it changes nothing."""
-        return self._readonly
-
-
-    def _check_writable(self) -> None:
-        self._check_open()
-        if self._readonly:
+    def check_writable(self) -> None:
+        self.check_open()
+        if self.readonly:
             raise ReadOnlyStoreError("the store was opened read-only (readonly=True): it changes nothing")
 
-
-    @property
-    def policy(self) -> Policy:
-        return self._policy
 
     def now(self) -> float:
         """Store time, POSIX seconds: the clock's reading, never earlier than
         the latest time the store has seen (see :mod:`tierstore.core.store_clock`)."""
-        return self._time.now()
+        return self.store_time.now()
 
     @property
     def clock_check(self) -> ClockCheck:
         """How the clock given at open compared with the store's record."""
         return self._clock_check
 
-    def _require_trusted_clock(self) -> None:
+    def require_trusted_clock(self) -> None:
         if not self._clock_trusted:
             raise ClockSkewError(self._clock_check.reason())
 
-    def _save_clock(self) -> None:
+    def save_clock(self) -> None:
         """Remember the high-water mark and the clock's offset (after a
         trusted open, then at most once a second, and at close)."""
         if not self._clock_trusted:
             return
-        self._time.now()
-        rec = self._time.record()
+        self.store_time.now()
+        rec = self.store_time.record()
         saved = self._clock_saved
         if saved is not None and rec.high_water - saved.high_water < 1.0 and abs(rec.offset - saved.offset) < 1.0:
             return
-        self._catalog.submit(lambda conn: conn.execute(
+        self.catalog.submit(lambda conn: conn.execute(
             "INSERT INTO meta (key, value) VALUES ('clock', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (rec.to_json(),)))
         self._clock_saved = rec
 
-    def _check_open(self) -> None:
-        if self._closed:
+    def check_open(self) -> None:
+        if self.closed:
             raise StoreClosedError("the store is closed")
 
 
-    def _memory_from_row(self, row: MemoryRow, now: float, with_embedding: bool = True) -> Memory:
-        conf = lifetime.confidence_at(row.confidence, row.t_conf, self._cp.conf_half_life, now)
+    def memory_from_row(self, row: MemoryRow, now: float, with_embedding: bool = True) -> Memory:
+        conf = lifetime.confidence_at(row.confidence, row.t_conf, self.compiled_policy.conf_half_life, now)
         expires = row.expires_at
         return Memory(
             id=row.id, namespace=row.ns, content=row.content, memory_type=row.memory_type,
@@ -203,7 +189,7 @@ class Engine:
             metadata=None if row.metadata is None else load_metadata(row.metadata),
         )
 
-    def _split(self, ns: str, hot: HotNamespace, ids: Sequence[str]) -> tuple[list[int], list[MemoryRow]]:
+    def split_ids(self, ns: str, hot: HotNamespace, ids: Sequence[str]) -> tuple[list[int], list[MemoryRow]]:
         """Hot slots of ``ids`` and the catalog rows of the others (warm or
         cold), with multiplicity. Raises MemoryNotFoundError, before anything
         changes, if an id is nowhere. Hold ``hot.lock.read()``."""
@@ -218,7 +204,7 @@ class Engine:
         rows: list[MemoryRow] = []
         if others:
             uniq = sorted(set(others))
-            found = {r.id: r for r in self._catalog.select_rows(
+            found = {r.id: r for r in self.catalog.select_rows(
                 f"WHERE m.ns = ? AND m.id IN ({','.join('?' * len(uniq))})", (ns, *uniq))}
             for mid in others:
                 r = found.get(mid)
@@ -228,34 +214,34 @@ class Engine:
                 rows.append(r)
         return slots, rows
 
-    def _update_row(self, ns: str, id: str, change: Any) -> MemoryRow:
+    def update_row(self, ns: str, id: str, change: Any) -> MemoryRow:
         """Read-modify-write one catalog row inside a transaction:
         ``change(row, conn)`` writes its update and returns the new row."""
         def write(conn: sqlite3.Connection) -> MemoryRow:
-            row = self._catalog.row_in(conn, ns, id)
+            row = self.catalog.row_in(conn, ns, id)
             if row is None:
                 raise MemoryNotFoundError(f"no memory {id!r} in namespace {ns!r}")
             return change(row, conn)
 
-        return self._catalog.write(write)
+        return self.catalog.write(write)
 
 
-    def _due_of(self, row: MemoryRow) -> float:
-        return lifetime.due_at(self._cp, row.tier, row.pinned, row.w_ref, row.t_ref, row.half_life, row.expires_at,
+    def due_of(self, row: MemoryRow) -> float:
+        return lifetime.due_at(self.compiled_policy, row.tier, row.pinned, row.w_ref, row.t_ref, row.half_life, row.expires_at,
                                row.confidence, row.t_conf)
 
 
-    def _refresh_due(self, hot: HotNamespace, s: int) -> None:
+    def refresh_due(self, hot: HotNamespace, s: int) -> None:
         """Recompute slot ``s``'s due time and mark it dirty (hold access_lock)."""
         F, I = hot.F, hot.I
         F[C.F_DUE, s] = lifetime.due_at(
-            self._cp, TIER_HOT, bool(I[C.I_PINNED, s]), F[C.F_W_REF, s], F[C.F_T_REF, s], F[C.F_HALF_LIFE, s],
+            self.compiled_policy, TIER_HOT, bool(I[C.I_PINNED, s]), F[C.F_W_REF, s], F[C.F_T_REF, s], F[C.F_HALF_LIFE, s],
             F[C.F_TTL_ANCHOR, s] + F[C.F_TTL, s], F[C.F_CONF, s], F[C.F_T_CONF, s],
         )
         I[C.I_DIRTY, s] = 1
 
 
-    def _submit_dirty(self, hot: HotNamespace, extra: Any = None) -> Any:
+    def submit_dirty(self, hot: HotNamespace, extra: Any = None) -> Any:
         """Queue the namespace's dirty state for the catalog (hold access_lock,
         so queue order is the order the state was taken in)."""
         rows, accesses = hot.take_dirty()
@@ -273,18 +259,18 @@ class Engine:
                 extra(conn)
 
         with self._dirty_tail_lock:  # queued and recorded in one step: the tail is the newest in the queue
-            fut = self._catalog.submit(write)
+            fut = self.catalog.submit(write)
             self._dirty_tail = fut
         return fut
 
     def flush(self) -> None:
         """Write every pending access update to the catalog and wait for it."""
-        if self._readonly:
+        if self.readonly:
             return  # a reader records no access
         futures = []
-        for hot in self._hot.loaded():
+        for hot in self.hot.loaded():
             with hot.access_lock:
-                fut = self._submit_dirty(hot)
+                fut = self.submit_dirty(hot)
             if fut is not None:
                 futures.append(fut)
         tail = self._dirty_tail
@@ -304,7 +290,7 @@ class Engine:
         while not self._stop.wait(interval):
             try:
                 self.flush()
-                self._save_clock()
+                self.save_clock()
             except StoreClosedError:
                 return
             except Exception:  # noqa: BLE001 - retried on the next tick; close() flushes again
@@ -315,15 +301,15 @@ class Engine:
               progress: bool | None = False) -> SweepReport:
         """One sweep under the sweep lock, with validated arguments (the
         facade's ``sweep`` and the background migrator call this)."""
-        self._check_writable()
-        self._require_trusted_clock()
-        with self._sweep_lock:
-            return self._migrator.sweep(max_items, time_budget_s, progress)
+        self.check_writable()
+        self.require_trusted_clock()
+        with self.sweep_lock:
+            return self.migrator.sweep(max_items, time_budget_s, progress)
 
     def stop_trace(self) -> None:
-        if self._trace is not None:
-            self._trace.close()
-            self._trace = None
+        if self.trace is not None:
+            self.trace.close()
+            self.trace = None
 
     def close(self) -> None:
         """Flush access updates, checkpoint hot indexes, close the catalog and
@@ -331,26 +317,26 @@ class Engine:
         on raise StoreClosedError; a sweep under way stops after its current
         batch, and a restore, verify or repair under way is waited for."""
         with self._close_lock:
-            if self._closed:
+            if self.closed:
                 return
-            self._closed = True  # new calls are refused from here on
-            self._migrator.stop()
-            with self._sweep_lock:  # what holds it finishes first (a sweep stops between batches)
+            self.closed = True  # new calls are refused from here on
+            self.migrator.stop()
+            with self.sweep_lock:  # what holds it finishes first (a sweep stops between batches)
                 self.stop_trace()
                 self._stop.set()
-                close_files = getattr(self._cold.store, "close_open_files", None)
+                close_files = getattr(self.cold.store, "close_open_files", None)
                 if close_files is not None:  # archive files a cold search kept open
                     close_files()
-                if self._readonly:
-                    self._catalog.close()
+                if self.readonly:
+                    self.catalog.close()
                     return
                 self._flusher.join(timeout=30)
                 try:
                     self.flush()
-                    self._clock_trusted and self._save_clock()
-                    self._hot.checkpoint()
+                    self._clock_trusted and self.save_clock()
+                    self.hot.checkpoint()
                 finally:
-                    self._catalog.close()
+                    self.catalog.close()
                     try:
                         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
                     finally:
@@ -362,4 +348,4 @@ def engine_of(store: Any) -> Engine:
     """The engine of a :class:`~tierstore.store.TierStore` (or ``store`` itself,
     an engine): the public functions of integrity, lifecycle and prometheus
     take either."""
-    return getattr(store, "_engine", store)
+    return getattr(store, "engine", store)

@@ -75,13 +75,13 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
     None when the keyword side has nothing (the caller searches by meaning).
     ``record``: how the hits' accesses are recorded (``retrieval.record_hits``;
     passed in, as retrieval imports this module)."""
-    cp = eng._cp
-    sc = eng._policy.scoring
+    cp = eng.compiled_policy
+    sc = eng.policy.scoring
     w = float(sc.keyword_weight)
     if w <= 0.0:
         return None
     limit = keyword_limit(k)
-    found = keyword_index.keyword_candidates(eng._catalog, ns, text, limit, with_vectors=True)
+    found = keyword_index.keyword_candidates(eng.catalog, ns, text, limit, with_vectors=True)
     if not found:
         return None
     best_bm = found[0][3]
@@ -99,11 +99,11 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
         by_tier.setdefault(tier, {})[mid if tier == TIER_HOT else rid] = (bm, kwn, emb)
         kw_by_id[mid] = (bm, kwn)
 
-    hot = eng._hot.ensure(ns)
-    shards = eng._warm.shards(ns)
+    hot = eng.hot.ensure(ns)
+    shards = eng.warm.shards(ns)
     if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
         total = hot.live + sum(info.count for info in shards) + (
-            eng._cold_index.count(ns) if eng._cold_searchable else 0)
+            eng.cold_index.count(ns) if eng.cold_searchable else 0)
         k = max(1, min(k, max(total, len(found))))
     cosines: dict[str, float] = {}
     hot.lock.acquire_read()
@@ -160,12 +160,12 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
         result, more = resolve_by_wording(cp, result, sims)
         moved.update(more)
     if cp.marks_rank:
-        result = order_marked(eng._catalog, ns, result, marked_flags(top, ranked, result))
+        result = order_marked(eng.catalog, ns, result, marked_flags(top, ranked, result))
     if explain:
         for h in result:
             if h.explain is not None:
                 bm, kwn = kw_by_id.get(h.id, (0.0, 0.0))
-                h._set_explain(explained(h.explain, cosines.get(h.id, 0.0), bm, kwn, w))
+                h.set_explain(explained(h.explain, cosines.get(h.id, 0.0), bm, kwn, w))
         annotate_resolution(result, moved)
     return result
 
@@ -200,7 +200,7 @@ def _rank_hot(hot: HotNamespace, q: np.ndarray, k: int, eng: Engine, ctx: Any, a
     live = hot.live
     if live == 0:
         return RankedSlots(np.zeros((C.NRF, 0)), np.zeros((C.NRI, 0), np.int64)), []
-    sc = eng._policy.scoring
+    sc = eng.policy.scoring
     want = min(live, max(k * sc.oversample, sc.min_candidates, k))
     slot_of = hot.slot_of
     kw_ids = [i for i in kw if i in slot_of]
@@ -255,12 +255,12 @@ def _rank_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: n
                ) -> tuple[list[RowHit], list[float]]:
     """The warm tier's best ``k``: the shards' vector candidates and the warm
     keyword candidates, their live rows, ranked on the fused similarity."""
-    sc = eng._policy.scoring
+    sc = eng.policy.scoring
     want = max(k * sc.oversample, sc.min_candidates, k)
-    rids, sims = eng._warm.candidates(ns, q, want)
+    rids, sims = eng.warm.candidates(ns, q, want)
     cos_of = dict(zip(rids.tolist(), np.asarray(sims, np.float64).tolist()))
     wanted = list(dict.fromkeys([*cos_of, *kw]))
-    rows = [r for r in eng._catalog.get_rows_by_rid(wanted) if r.tier == TIER_WARM and r.ns == ns]
+    rows = [r for r in eng.catalog.get_rows_by_rid(wanted) if r.tier == TIER_WARM and r.ns == ns]
     if not rows:
         return [], []
     cos = []
@@ -271,7 +271,7 @@ def _rank_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: n
             c = float(v @ q) if v is not None else 0.0
         cos.append(c)
     norm = [kw[r.rid][1] if r.rid in kw else 0.0 for r in rows]
-    picked, hits = eng._ranker.rank(rows, fuse(np.array(cos), np.array(norm), w).tolist(), k=k, ctx=ctx,
+    picked, hits = eng.ranker.rank(rows, fuse(np.array(cos), np.array(norm), w).tolist(), k=k, ctx=ctx,
                                     allowed=allowed, min_conf=min_conf, now=now, explain=explain, tier="warm")
     return hits, [cos[j] for j in picked]
 
@@ -284,25 +284,25 @@ def _rank_cold(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: n
     their rows (still cold, not superseded), exact cosines from the archived
     vectors, ranked on the fused similarity as a cold search ranks."""
     wanted: list[int] = []
-    if reach and eng._cold_searchable and eng._cold_index.count(ns):
-        rids, _ = eng._cold_index.candidates(ns, q, candidate_count(k))
+    if reach and eng.cold_searchable and eng.cold_index.count(ns):
+        rids, _ = eng.cold_index.candidates(ns, q, candidate_count(k))
         wanted = rids.tolist()
     wanted = list(dict.fromkeys([*wanted, *kw]))
     if not wanted:
         return [], []
-    rows = _cold_rows(eng._catalog, ns, wanted, eng._cp.marks_rank)
+    rows = _cold_rows(eng.catalog, ns, wanted, eng.compiled_policy.marks_rank)
     if not rows:
         return [], []
     failed: list[BaseException] = []
-    index, cold, cache = eng._cold_index, eng._cold, eng._vector_cache
+    index, cold, cache = eng.cold_index, eng.cold, eng.vector_cache
     vectors = fetch_row_vectors(index, cold, cache, ns, rows, failed)
     if any(isinstance(e, ObjectNotFoundError) for e in failed):
-        failed = _read_moved_again(index, eng._catalog, cold, cache, ns, rows, vectors, failed, eng._cp.marks_rank)
+        failed = _read_moved_again(index, eng.catalog, cold, cache, ns, rows, vectors, failed, eng.compiled_policy.marks_rank)
     if failed:
-        with eng._cold_errors_lock:
+        with eng.cold_errors_lock:
             eng.cold_search_errors += len(failed)
-            eng._cold_error_log.extend(f"{type(e).__name__}: {e}" for e in failed)
-            del eng._cold_error_log[:-100]
+            eng.cold_error_log.extend(f"{type(e).__name__}: {e}" for e in failed)
+            del eng.cold_error_log[:-100]
     readable = np.flatnonzero(~np.isnan(vectors[:, 0]))
     rows = [rows[i] for i in readable.tolist()]
     vectors = vectors[readable]
@@ -310,8 +310,8 @@ def _rank_cold(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: n
         return [], []
     cos = exact_rescore(q, vectors).astype(np.float64)
     norm = np.array([kw[r.rid][1] if r.rid in kw else 0.0 for r in rows])
-    picked, hits = eng._ranker.rank(rows, fuse(cos, norm, w).tolist(), k=k, ctx=ctx, allowed=allowed,
+    picked, hits = eng.ranker.rank(rows, fuse(cos, norm, w).tolist(), k=k, ctx=ctx, allowed=allowed,
                                     min_conf=min_conf, now=now, explain=explain, tier="cold", note=note,
-                                    by_relevance=eng._cp.cold_by_relevance)
+                                    by_relevance=eng.compiled_policy.cold_by_relevance)
     return ([replace(h, embedding=vectors[j].astype("<f4").tobytes()) for j, h in zip(picked, hits)],
             [float(cos[j]) for j in picked])

@@ -75,22 +75,22 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
     """Insert ``items`` (see :meth:`TierStore.add_batch`). ``replace``: an
     item whose id exists replaces that memory in the same transaction (see
     :meth:`TierStore.upsert_batch`)."""
-    eng._check_writable()
+    eng.check_writable()
     check_namespace(ns)
     if not items:
         return []
     # every field but the vector checked before the model runs: a bad item costs no embedding
     fields = [check_fields(eng, item, _where(items, i)) for i, item in enumerate(items)]
-    items = _embedding.fill_embeddings(eng._embedder, items)  # text in: one batched call of the model
-    now = eng._time.now()
+    items = _embedding.fill_embeddings(eng.embedder, items)  # text in: one batched call of the model
+    now = eng.store_time.now()
     rows, vectors = prepare_rows(eng, ns, items, now, fields)
-    hot = eng._hot.ensure(ns)
+    hot = eng.hot.ensure(ns)
     superseded = dict(check_supersedes(eng, ns, fields))
     # a replaced memory's old version is gone by the time the rule applies: never a candidate
     similar = similar_live(eng, ns, hot, rows, vectors, exclude={r.id for r in rows} if replace else set())
     # a replacement is stored under its id: never merged into a duplicate
-    dedupe_on = eng._policy.dedupe == "exact" and not replace
-    conf_half_life = eng._cp.conf_half_life
+    dedupe_on = eng.policy.dedupe == "exact" and not replace
+    conf_half_life = eng.compiled_policy.conf_half_life
     forgotten: list[tuple[MemoryRow, str | None]] = []  # replaced versions and their tombstones (replace only)
 
     def insert(conn: sqlite3.Connection) -> tuple[list[int | dedupe.Duplicate], list[supersession.Mark]]:
@@ -101,7 +101,7 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
         for i, row in enumerate(rows):
             where = "" if len(rows) == 1 else f"item {i}: "
             if replace:
-                old = eng._catalog.row_in(conn, ns, row.id)
+                old = eng.catalog.row_in(conn, ns, row.id)
                 if old is not None:
                     forgotten.append((old, forget_row(conn, old, now, "replaced")))
             olds = superseded.get(row.id, [])
@@ -122,7 +122,7 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
             wanted = supersession.named_marks(new_id, olds, row.key, live, include_live=dup is None)
             if dup is None and similar[i]:
                 new = auto_supersession.NewMemory(row.id, row.memory_type, row.tags, row.confidence)
-                wanted += auto_supersession.decide(conn, ns, new, similar[i], olds, eng._policy, now,
+                wanted += auto_supersession.decide(conn, ns, new, similar[i], olds, eng.policy, now,
                                                    conf_half_life)
             marks += supersession.record_all(conn, ns, wanted, now)
         return outcome, marks
@@ -131,8 +131,8 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
         # The namespace's write lock from before the commit until the hot
         # tier holds the new versions: a reader sees the old version or the
         # new one, never neither (see TierStore.upsert_batch).
-        with eng._hot.guard(ns) as space:
-            outcome, marks = eng._catalog.write(insert)
+        with eng.hot.guard(ns) as space:
+            outcome, marks = eng.catalog.write(insert)
             crash_point("replace.after_commit")
             added = _added(rows, vectors, outcome)
             if space is not None:  # else the namespace loads from the catalog, which has the new versions
@@ -140,12 +140,12 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
                 if added:
                     space.add_rows([r for r, _ in added], np.stack([v for _, v in added]))
         if any(stone is not None for _, stone in forgotten):
-            eng._migrator.write_tombstones()
+            eng.migrator.write_tombstones()
         cold_keys = {r.cold_key for r, _ in forgotten if r.cold_key}
         if cold_keys:
-            eng._migrator.collect_archives(cold_keys)
+            eng.migrator.collect_archives(cold_keys)
     else:
-        outcome, marks = eng._catalog.write(insert)
+        outcome, marks = eng.catalog.write(insert)
         crash_point("add.after_commit")
         added = _added(rows, vectors, outcome)
         if added:
@@ -157,11 +157,11 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
         if isinstance(out, dedupe.Duplicate):
             reinforce(eng, ns, out, row, now)
     ids = [out.id if isinstance(out, dedupe.Duplicate) else row.id for row, out in zip(rows, outcome)]
-    if eng._trace is not None:
+    if eng.trace is not None:
         for old, _ in forgotten:  # replayed as the delete and the add it amounts to
-            eng._trace.write("delete", now, ns=ns, id=old.id)
+            eng.trace.write("delete", now, ns=ns, id=old.id)
         for r, v, mid in zip(rows, vectors, ids):
-            eng._trace.write("add", now, ns=ns, id=mid, content=r.content, embedding=encode_vector(v),
+            eng.trace.write("add", now, ns=ns, id=mid, content=r.content, embedding=encode_vector(v),
                               memory_type=r.memory_type, confidence=r.conf_llm, source=r.source,
                               tags=list(r.tags), ttl_seconds=r.ttl_seconds, pinned=r.pinned,
                               supersedes=superseded.get(r.id, []), key=r.key,
@@ -188,12 +188,12 @@ def similar_live(eng: Engine, ns: str, hot: HotNamespace, rows: Sequence[MemoryR
     its type at or above its type's lowest supersession bar, with their
     cosine. Read before the add's transaction; the rule is applied in it.
     ``exclude``: ids of live memories not to return (earlier rows still count)."""
-    floors = [auto_supersession.bars_for(eng._policy, r.memory_type).lowest for r in rows]
+    floors = [auto_supersession.bars_for(eng.policy, r.memory_type).lowest for r in rows]
     if all(f is None for f in floors):
         return [{} for _ in rows]
     types = [r.memory_type for r in rows]
-    found = auto_supersession.similar_in_hot(hot, vectors, [eng._type_idx[t] for t in types], floors)
-    for mine, more in zip(found, auto_supersession.similar_in_warm(eng._warm, eng._catalog, ns, vectors, types,
+    found = auto_supersession.similar_in_hot(hot, vectors, [eng.type_idx[t] for t in types], floors)
+    for mine, more in zip(found, auto_supersession.similar_in_warm(eng.warm, eng.catalog, ns, vectors, types,
                                                                     floors)):
         mine.update(more)
     if exclude:
@@ -248,8 +248,8 @@ def reinforce(eng: Engine, ns: str, dup: dedupe.Duplicate, again: MemoryRow, now
     event)."""
     if dup.tier == TIER_COLD:
         try:
-            with eng._sweep_lock:
-                eng._migrator.restore(ns, ids=[dup.id], where=None, text=None, query=None, limit=None,
+            with eng.sweep_lock:
+                eng.migrator.restore(ns, ids=[dup.id], where=None, text=None, query=None, limit=None,
                                        progress=False, reason="re-added")
         except (ObjectStoreError, CorruptDataError):
             pass  # still cold: reinforced there; restore() can bring it back later
@@ -271,7 +271,7 @@ def raise_confidence_signals(eng: Engine, ns: str, id: str, llm: float | None, r
             return None  # nothing to raise
         return new
 
-    hot = eng._hot.ensure(ns)
+    hot = eng.hot.ensure(ns)
     with hot.lock.read():
         slot = hot.slot_of.get(id)
         if slot is not None:
@@ -289,7 +289,7 @@ def raise_confidence_signals(eng: Engine, ns: str, id: str, llm: float | None, r
         conn.execute("UPDATE memories SET conf_llm = coalesce(?, conf_llm), conf_rule = coalesce(?, conf_rule)"
                      " WHERE ns = ? AND id = ?", (higher(r[0], llm), higher(r[1], rule), ns, id))
 
-    eng._catalog.write(write)
+    eng.catalog.write(write)
 
 
 
@@ -316,7 +316,7 @@ def check_fields(eng: Engine, item: Mapping[str, Any], where: str = "") -> Field
     ``where``): types, counts and lengths, each bounded before per-entry
     work, and a text to embed (``embedding`` given as a str) as valid text
     within ``Settings.max_content_chars``."""
-    pol, max_chars = eng._policy, eng.settings.max_content_chars
+    pol, max_chars = eng.policy, eng.settings.max_content_chars
     try:
         content = check_content(item["content"], max_chars)
         if isinstance(item.get("embedding"), str):
@@ -353,10 +353,10 @@ def prepare_rows(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], now: 
                  fields: Sequence[Fields] | None = None) -> tuple[list[MemoryRow], np.ndarray]:
     """Catalog rows and unit vectors of ``items`` (their ``fields`` when
     :func:`check_fields` already checked them)."""
-    cp, pol = eng._cp, eng._policy
+    cp, pol = eng.compiled_policy, eng.policy
     if fields is None:
         fields = [check_fields(eng, item, _where(items, i)) for i, item in enumerate(items)]
-    ctx = cp.context(eng._contexts.get(ns, ()))
+    ctx = cp.context(eng.contexts.get(ns, ()))
     rows: list[MemoryRow] = []
     vectors = np.empty((len(items), eng.dim), np.float32)
     seen: set[str] = set()
@@ -374,7 +374,7 @@ def prepare_rows(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], now: 
         seen.add(mid)
         conf_rule = pol.rule_confidence(f.source)
         conf = pol.fuse_confidence(f.conf_llm, conf_rule, None)
-        ctx_mult = cp.ttl_multiplier(ctx, eng._vocab.ids(f.tags))
+        ctx_mult = cp.ttl_multiplier(ctx, eng.vocab.ids(f.tags))
         half_life = cp.half_life(f.type_idx, conf, ctx_mult)
         ttl = cp.ttl(f.type_idx, conf, f.ttl_override, ctx_mult)
         w0 = float(cp.w0_by_type[f.type_idx])

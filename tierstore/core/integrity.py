@@ -101,22 +101,22 @@ class IntegrityReport:
 def verify(store: Any) -> IntegrityReport:
     """Check everything listed in the module docstring; change nothing.
     ``store``: a TierStore or its engine."""
-    store = engine_of(store)
-    store._check_open()
-    with store._sweep_lock:
-        return _verify(store)
+    eng = engine_of(store)
+    eng.check_open()
+    with eng.sweep_lock:
+        return _verify(eng)
 
 
-def _verify(store: "Engine") -> IntegrityReport:
+def _verify(eng: "Engine") -> IntegrityReport:
     """:func:`verify`, the sweep lock held by the caller."""
     report = IntegrityReport()
-    _verify_catalog(store, report)
-    _verify_warm(store, report)
-    _verify_hot(store, report)
-    _verify_cold(store, report)
-    _verify_cold_codes(store, report)
-    _verify_tombstones(store, report)
-    _verify_keywords(store, report)
+    _verify_catalog(eng, report)
+    _verify_warm(eng, report)
+    _verify_hot(eng, report)
+    _verify_cold(eng, report)
+    _verify_cold_codes(eng, report)
+    _verify_tombstones(eng, report)
+    _verify_keywords(eng, report)
     return report
 
 
@@ -125,12 +125,12 @@ def repair(store: Any, *, now: float | None = None) -> IntegrityReport:
 
     Returns the final report (what is still wrong) with ``repaired`` listing
     what was done. Holds the sweep lock, so no sweep runs meanwhile."""
-    store = engine_of(store)
-    store._check_open()
-    now = store.now() if now is None else now
+    eng = engine_of(store)
+    eng.check_open()
+    now = eng.now() if now is None else now
     done: list[str] = []
-    with store._sweep_lock:
-        first = _verify(store)
+    with eng.sweep_lock:
+        first = _verify(eng)
         # Warm shards: rebuilt from the catalog's vectors (one new shard per namespace).
         bad_shards: dict[str, set[str]] = {}
         for p in first.problems:
@@ -138,48 +138,48 @@ def repair(store: Any, *, now: float | None = None) -> IntegrityReport:
                 ns, name = p.where.split("\x00", 1)
                 bad_shards.setdefault(ns, set()).add(name)
         for ns, names in sorted(bad_shards.items()):
-            infos = [i for i in store._warm.shards(ns) if i.name in names]
+            infos = [i for i in eng.warm.shards(ns) if i.name in names]
             if infos:
-                store._migrator.rebuild_shards(ns, infos, now)
+                eng.migrator.rebuild_shards(ns, infos, now)
                 done.extend(f"rebuilt warm shard {i.name} from the catalog" for i in infos)
         # Hot checkpoints: the namespace is rebuilt from the catalog at load when its
         # checkpoint fails its checksum; write a good checkpoint now.
         for p in first.problems:
             if p.kind == "hot" and p.repairable:
-                space = store._hot.ensure(p.where)
-                with store._hot.checkpoint_lock, space.lock.read():
-                    space.save_checkpoint(store._hot.directory)
+                space = eng.hot.ensure(p.where)
+                with eng.hot.checkpoint_lock, space.lock.read():
+                    space.save_checkpoint(eng.hot.directory)
                 done.append(f"rewrote the hot checkpoint of namespace {p.where!r}")
         # Tombstones: written again from the catalog's list.
         for p in first.problems:
             if p.kind == "tombstone":
-                ns, mid, at = store._catalog.query_one(
+                ns, mid, at = eng.catalog.query_one(
                     "SELECT ns, id, deleted_at FROM tombstones WHERE key = ?", (p.where,))
-                store._cold.store.put(p.where, tombstones.encode(tombstones.Tombstone(ns, mid, at)))
+                eng.cold.store.put(p.where, tombstones.encode(tombstones.Tombstone(ns, mid, at)))
                 done.append(f"rewrote tombstone {p.where} from the catalog")
         # Cold-index codes: the bad ones dropped, every missing one written from its archived vector.
         if any(p.kind == "cold_index" for p in first.problems + first.in_flight):
             try:
                 wrong = [m for p in first.problems if p.kind == "cold_index" for m in p.memories]
-                dropped = store._catalog.write(lambda conn: _drop_bad_codes(store, conn, wrong))
-                written = store._migrator.backfill_codes()
+                dropped = eng.catalog.write(lambda conn: _drop_bad_codes(eng, conn, wrong))
+                written = eng.migrator.backfill_codes()
                 done.append(f"cold index: dropped {dropped} bad codes, wrote {written} from the archive")
             except (ObjectStoreError, CorruptDataError, OSError) as exc:
                 done.append(f"cold-index codes not written: {type(exc).__name__}: {exc}")
-            store._cold_index.invalidate()
+            eng.cold_index.invalidate()
         # The keyword index: rebuilt from the catalog's text.
         if any(p.kind == "keyword_index" for p in first.problems):
-            store._catalog.write(keyword_index.rebuild_index)
+            eng.catalog.write(keyword_index.rebuild_index)
             done.append("rebuilt the keyword index from the catalog")
         # Pending archive batches: finished as the next sweep would.
         if any(p.where.startswith("archive/") for p in first.in_flight):
             sweep_report = SweepReport(now=now)
             try:
-                store._migrator.recover(now, sweep_report)
+                eng.migrator.recover(now, sweep_report)
                 done.append("finished pending archive batches")
             except (ObjectStoreError, CorruptDataError, OSError) as exc:
                 done.append(f"pending archive batches not finished: {type(exc).__name__}: {exc}")
-        final = _verify(store)
+        final = _verify(eng)
     final.repaired = done
     return final
 
@@ -187,11 +187,11 @@ def repair(store: Any, *, now: float | None = None) -> IntegrityReport:
 # -- the checks ---------------------------------------------------------------------------
 
 
-def _verify_keywords(store: "Engine", report: IntegrityReport) -> None:
+def _verify_keywords(eng: "Engine", report: IntegrityReport) -> None:
     """The keyword index (``memory_text``) holds every memory and nothing
     else: a memory missing from it would never be found by its words, an
     entry without a memory is noise. Repairable: rebuilt from the catalog."""
-    cat = store._catalog
+    cat = eng.catalog
     if not cat.has_table("memory_text"):
         return
     found = keyword_index.check_index(cat)
@@ -206,8 +206,8 @@ def _verify_keywords(store: "Engine", report: IntegrityReport) -> None:
                 repairable=True))
 
 
-def _verify_catalog(store: "Engine", report: IntegrityReport) -> None:
-    cat = store._catalog
+def _verify_catalog(eng: "Engine", report: IntegrityReport) -> None:
+    cat = eng.catalog
     result = [r[0] for r in cat.query("PRAGMA quick_check")]
     if result != ["ok"]:
         report.problems.append(Problem("catalog", str(cat.path), f"catalog {cat.path}: quick_check: "
@@ -215,10 +215,10 @@ def _verify_catalog(store: "Engine", report: IntegrityReport) -> None:
     for key, count in cat.query("SELECT key, count FROM archives WHERE state = 'pending'"):
         report.in_flight.append(Problem(
             "catalog", key, f"archive batch {key} ({count} memories) is pending: interrupted by a crash or an "
-            "object-store error; the next sweep finishes it", repairable=True))
+            "object-eng error; the next sweep finishes it", repairable=True))
     for key, ns, mid in cat.query("SELECT key, ns, id FROM tombstones WHERE state = 'pending'"):
         report.in_flight.append(Problem(
-            "tombstone", key, f"the tombstone of deleted memory {ns}/{mid} is not written yet (an object-store "
+            "tombstone", key, f"the tombstone of deleted memory {ns}/{mid} is not written yet (an object-eng "
             "error, or a delete under way); the next sweep writes it", repairable=True))
     for ns, mid in cat.query("SELECT ns, id FROM memories WHERE tier = ? AND (cold_key IS NULL OR cold_offset IS NULL"
                              " OR cold_length IS NULL)", (TIER_COLD,)):
@@ -231,24 +231,24 @@ def _verify_catalog(store: "Engine", report: IntegrityReport) -> None:
     report.checked["memories"] = int(cat.query_one("SELECT count(*) FROM memories")[0])  # type: ignore[index]
 
 
-def _verify_warm(store: "Engine", report: IntegrityReport) -> None:
+def _verify_warm(eng: "Engine", report: IntegrityReport) -> None:
     n = 0
-    for (ns,) in store._catalog.query("SELECT DISTINCT ns FROM shards ORDER BY ns"):  # shards change only under the sweep lock
-        for info in store._warm.shards(ns):
+    for (ns,) in eng.catalog.query("SELECT DISTINCT ns FROM shards ORDER BY ns"):  # shards change only under the sweep lock
+        for info in eng.warm.shards(ns):
             n += 1
-            err = store._warm.verify(info)
+            err = eng.warm.verify(info)
             if err is not None:
                 report.problems.append(Problem("warm", f"{ns}\x00{info.name}", err, repairable=True))
     report.checked["warm_shards"] = n
 
 
-def _verify_hot(store: "Engine", report: IntegrityReport) -> None:
-    hot = store._hot
+def _verify_hot(eng: "Engine", report: IntegrityReport) -> None:
+    hot = eng.hot
     n = 0
     if not hot.directory.exists():
         report.checked["hot_checkpoints"] = 0
         return
-    for ns in store._catalog.namespaces():
+    for ns in eng.catalog.namespaces():
         space = HotNamespace(ns, hot.dim, hot.settings, hot.vocab, hot.type_names)
         try:
             with hot.checkpoint_lock:  # not while a checkpoint() is half written
@@ -267,13 +267,13 @@ def _verify_hot(store: "Engine", report: IntegrityReport) -> None:
     report.checked["hot_checkpoints"] = n
 
 
-def _verify_tombstones(store: "Engine", report: IntegrityReport) -> None:
-    """Every tombstone the catalog says was written is in the object store and
+def _verify_tombstones(eng: "Engine", report: IntegrityReport) -> None:
+    """Every tombstone the catalog says was written is in the object eng and
     parses (a rebuild stops at a damaged one)."""
-    rows = store._catalog.query("SELECT key FROM tombstones WHERE state = 'written' ORDER BY key")
+    rows = eng.catalog.query("SELECT key FROM tombstones WHERE state = 'written' ORDER BY key")
     for (key,) in rows:
         try:
-            tombstones.decode(store._cold.store.get(key), f"tombstone object {key}")
+            tombstones.decode(eng.cold.store.get(key), f"tombstone object {key}")
         except ObjectNotFoundError:
             report.problems.append(Problem("tombstone", key, f"tombstone object {key} is missing", repairable=True))
         except CorruptDataError as exc:
@@ -285,13 +285,13 @@ _COLD_SQL = ("SELECT ns, id, cold_key, cold_offset, cold_length FROM memories WH
              " AND cold_offset IS NOT NULL AND cold_length IS NOT NULL")
 
 
-def _verify_cold(store: "Engine", report: IntegrityReport) -> None:
+def _verify_cold(eng: "Engine", report: IntegrityReport) -> None:
     by_key: dict[str, list[tuple[str, str, Location]]] = {}
-    for ns, mid, key, off, length in store._catalog.query(_COLD_SQL + " ORDER BY cold_key, cold_offset",
+    for ns, mid, key, off, length in eng.catalog.query(_COLD_SQL + " ORDER BY cold_key, cold_offset",
                                                           (TIER_COLD,)):
         by_key.setdefault(key, []).append((ns, mid, Location(key, off, length)))
-    codes = _codes_with_places(store)
-    rid_of = {(ns, mid): rid for ns, mid, rid in store._catalog.query(
+    codes = _codes_with_places(eng)
+    rid_of = {(ns, mid): rid for ns, mid, rid in eng.catalog.query(
         "SELECT ns, id, rid FROM memories WHERE tier = ?", (TIER_COLD,))}
 
     # ns/id of memories whose code is not their archived vector's, or whose
@@ -312,16 +312,16 @@ def _verify_cold(store: "Engine", report: IntegrityReport) -> None:
 
     for key, entries in by_key.items():
         ns_of = {mid: ns for ns, mid, _ in entries}
-        problems, damaged = store._cold.verify_batch(key, [(mid, loc) for _, mid, loc in entries], code_agrees(ns_of))
+        problems, damaged = eng.cold.verify_batch(key, [(mid, loc) for _, mid, loc in entries], code_agrees(ns_of))
         if problems:
             # A delete() (which does not wait for the sweep lock) may have emptied
             # and collected the object since it was listed: look again before
             # calling anything missing or damaged.
-            entries = [(ns, mid, Location(k, off, length)) for ns, mid, k, off, length in store._catalog.query(
+            entries = [(ns, mid, Location(k, off, length)) for ns, mid, k, off, length in eng.catalog.query(
                 _COLD_SQL + " AND cold_key = ? ORDER BY cold_offset", (TIER_COLD, key))]
             if not entries:
                 continue
-            problems, damaged = store._cold.verify_batch(key, [(mid, loc) for _, mid, loc in entries])
+            problems, damaged = eng.cold.verify_batch(key, [(mid, loc) for _, mid, loc in entries])
         if problems:
             ns_of = {mid: ns for ns, mid, _ in entries}
             report.problems.append(Problem(
@@ -337,10 +337,10 @@ def _verify_cold(store: "Engine", report: IntegrityReport) -> None:
                                        repairable=True, memories=tuple(wrong_codes)))
 
 
-def _codes_with_places(store: "Engine") -> dict[int, tuple[bytes, Any, Any]]:
+def _codes_with_places(eng: "Engine") -> dict[int, tuple[bytes, Any, Any]]:
     """``rid -> (code, vector_at, vector_crc)`` of every cold-index row
-    (the places None where not kept: rows, or a read-only store, from before them)."""
-    cat = store._catalog
+    (the places None where not kept: rows, or a read-only eng, from before them)."""
+    cat = eng.catalog
     if not cat.has_table("cold_codes"):
         return {}
     return {rid: (code, at, crc) for rid, code, at, crc in query_codes(cat.query)}
@@ -352,24 +352,24 @@ _STRAY_CODES_SQL = ("SELECT c.rid FROM cold_codes c LEFT JOIN memories m ON m.ri
                     " WHERE m.rid IS NULL OR m.tier != ? OR m.ns != c.ns OR length(c.code) != ?")
 
 
-def _verify_cold_codes(store: "Engine", report: IntegrityReport) -> None:
+def _verify_cold_codes(eng: "Engine", report: IntegrityReport) -> None:
     """Every cold memory has a cold-index code of the right size, and no code
     belongs to anything else (a memory without one cannot be found by search).
-    Codes missing from a store archived before the index are interrupted
+    Codes missing from a eng archived before the index are interrupted
     work, written by sweeps; missing otherwise, damage that repair rewrites.
     Whether each code matches its archived vector is checked with the
     archive objects (``_verify_cold``)."""
-    cat = store._catalog
-    if not cat.has_table("cold_codes"):  # a read-only look at a store from before the index
-        report.in_flight.append(Problem("cold_index", "cold_codes", "this store has no cold index yet: opened "
+    cat = eng.catalog
+    if not cat.has_table("cold_codes"):  # a read-only look at a eng from before the index
+        report.in_flight.append(Problem("cold_index", "cold_codes", "this eng has no cold index yet: opened "
                                         "for writing, it gets one (sweeps write the codes)", repairable=True))
         return
     missing = int(cat.query_one(_MISSING_CODES_SQL, (TIER_COLD,))[0])  # type: ignore[index]
-    width = 8 * int(store._cold_index.words)
+    width = 8 * int(eng.cold_index.words)
     stray = [r for (r,) in cat.query(_STRAY_CODES_SQL, (TIER_COLD, width))]
     if missing:
         msg = f"{missing} cold memories have no cold-index code: search cannot find them until they get one"
-        if cat.get_meta("cold_codes") != CODES_COMPLETE:  # an older store: sweeps are writing them
+        if cat.get_meta("cold_codes") != CODES_COMPLETE:  # an older eng: sweeps are writing them
             report.in_flight.append(Problem("cold_index", "cold_codes", msg + " (archived before the cold index; "
                                             "sweeps write them, a few thousand at a time)", repairable=True))
         else:
@@ -380,9 +380,9 @@ def _verify_cold_codes(store: "Engine", report: IntegrityReport) -> None:
     report.checked["cold_codes"] = int(cat.query_one("SELECT count(*) FROM cold_codes")[0])  # type: ignore[index]
 
 
-def _drop_bad_codes(store: "Engine", conn: Any, wrong: Sequence[str]) -> int:
+def _drop_bad_codes(eng: "Engine", conn: Any, wrong: Sequence[str]) -> int:
     """Delete stray codes and those of ``wrong`` (``ns/id``) memories; backfill writes them again."""
-    bad = [r for (r,) in conn.execute(_STRAY_CODES_SQL, (TIER_COLD, 8 * int(store._cold_index.words)))]
+    bad = [r for (r,) in conn.execute(_STRAY_CODES_SQL, (TIER_COLD, 8 * int(eng.cold_index.words)))]
     for name in wrong:
         ns, mid = name.split("/", 1)
         bad += [r for (r,) in conn.execute("SELECT rid FROM memories WHERE ns = ? AND id = ?", (ns, mid))]

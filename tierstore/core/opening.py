@@ -49,11 +49,11 @@ def reapply_policy(eng: Engine, chunk: int = 100_000) -> None:
     """Recompute every memory's half-life, TTL and due time under the
     current policy (after it changed), in chunks, with the kernels.
     Weights are rebased at now so the past is unchanged."""
-    cp = eng._cp
-    now = eng._time.now()
+    cp = eng.compiled_policy
+    now = eng.store_time.now()
     last = 0
     while True:
-        rows = eng._catalog.query(
+        rows = eng.catalog.query(
             "SELECT rid, memory_type, confidence, ttl_seconds, ctx_mult, w_ref, t_ref, half_life, tier, pinned,"
             " ttl_anchor, t_conf FROM memories WHERE rid > ? ORDER BY rid LIMIT ?", (last, chunk))
         if not rows:
@@ -61,7 +61,7 @@ def reapply_policy(eng: Engine, chunk: int = 100_000) -> None:
         last = rows[-1][0]
         cols = list(zip(*rows))
         rid = np.array(cols[0], np.int64)
-        t_idx = np.array([eng._type_idx[t] for t in cols[1]], np.int64)
+        t_idx = np.array([eng.type_idx[t] for t in cols[1]], np.int64)
         conf = np.array(cols[2], np.float64)
         override = np.array([math.nan if x is None else x for x in cols[3]], np.float64)
         ctx_mult = np.array(cols[4], np.float64)
@@ -75,7 +75,7 @@ def reapply_policy(eng: Engine, chunk: int = 100_000) -> None:
                         cp.conf_half_life, cp.thresholds)
         updates = [(wi, now, hi, _sql_time(ti), _sql_time(di), ri) for wi, hi, ti, di, ri in
                    zip(w.tolist(), h.tolist(), ttl.tolist(), due.tolist(), rid.tolist())]
-        eng._catalog.write(lambda conn, updates=updates: conn.executemany(
+        eng.catalog.write(lambda conn, updates=updates: conn.executemany(
             "UPDATE memories SET w_ref = ?, t_ref = ?, half_life = ?, ttl = ?, due_at = ? WHERE rid = ?",
             updates))
 
@@ -95,14 +95,14 @@ def repair_supersessions(eng: Engine) -> None:
             row = MemoryRow.from_sql(r)
             row.ttl_seconds, row.ttl = 0.0, 0.0
             row.ttl_anchor = min(row.ttl_anchor, marked_at)
-            row.due_at = eng._due_of(row)
-            eng._catalog.write_state(conn, row)
+            row.due_at = eng.due_of(row)
+            eng.catalog.write_state(conn, row)
             tier = TIER_NAMES[row.tier]
-            conn.execute(EVENT_SQL, (eng._time.now(), row.ns, row.id, "supersede", tier, tier,
+            conn.execute(EVENT_SQL, (eng.store_time.now(), row.ns, row.id, "supersede", tier, tier,
                                      "damping finished at open", row.w_ref, row.confidence, row.access_count,
                                      row.memory_type))
 
-    eng._catalog.write(fix)
+    eng.catalog.write(fix)
 
 
 
@@ -112,10 +112,10 @@ def repair_never_due(eng: Engine) -> None:
     confidence was already past a threshold when its state was set (e.g.
     after negative feedback) as never due, so no sweep looked at it
     again. Runs once per store (one scan of the catalog)."""
-    rows = eng._catalog.select_rows("WHERE m.due_at IS NULL AND m.pinned = 0")
-    updates = [(due, r.rid) for r in rows if math.isfinite(due := eng._due_of(r))]
+    rows = eng.catalog.select_rows("WHERE m.due_at IS NULL AND m.pinned = 0")
+    updates = [(due, r.rid) for r in rows if math.isfinite(due := eng.due_of(r))]
     if updates:
-        eng._catalog.write(lambda conn: conn.executemany("UPDATE memories SET due_at = ? WHERE rid = ?", updates))
+        eng.catalog.write(lambda conn: conn.executemany("UPDATE memories SET due_at = ? WHERE rid = ?", updates))
 
 
 # Version 2: a threshold already crossed when a memory's state was set makes it
@@ -296,12 +296,12 @@ def finish_open(eng: Engine, *, policy_changed: bool) -> None:
     """What an open does once the store exists: the clock recorded, the
     supersessions a crash left half done finished, a changed policy applied
     to every memory, old due times repaired, the hot tier preloaded."""
-    catalog = eng._catalog
-    eng._save_clock()
+    catalog = eng.catalog
+    eng.save_clock()
     # what a search that must not wait asks first: whether a namespace has
     # warm shards or archived memories, known from now on without a read
-    eng._warm.refresh()
-    eng._cold_index.prime()
+    eng.warm.refresh()
+    eng.cold_index.prime()
     repair_supersessions(eng)
     if policy_changed:
         reapply_policy(eng)
@@ -310,7 +310,7 @@ def finish_open(eng: Engine, *, policy_changed: bool) -> None:
         catalog.set_meta({"due_times": DUE_TIMES_VERSION})
     if eng.settings.preload_hot:
         for ns in catalog.namespaces():
-            eng._hot.ensure(ns)
+            eng.hot.ensure(ns)
 
 
 def open_readonly(make: Callable[..., T], root: Path, *, dim: int | None, policy: Policy | None, cold: Any,

@@ -27,7 +27,7 @@ def get(eng: Engine, ns: str, id: str) -> Memory | None:
 
 def with_mark(eng: Engine, memory: Memory) -> Memory:
     """``memory`` with its key and ``superseded_by`` (one catalog read)."""
-    info = supersession.marks_of(eng._catalog, memory.namespace, [memory.id]).get(memory.id)
+    info = supersession.marks_of(eng.catalog, memory.namespace, [memory.id]).get(memory.id)
     if info is None:
         return memory
     return replace(memory, key=info.key, superseded_by=info.superseded_by)
@@ -36,24 +36,24 @@ def with_mark(eng: Engine, memory: Memory) -> Memory:
 
 def get_by_key(eng: Engine, ns: str, key: str) -> Memory | None:
     """See :meth:`TierStore.get_by_key`."""
-    eng._check_open()
+    eng.check_open()
     check_namespace(ns)
     key = check_key(key)
     if key is None:
         raise InvalidInputError("get_by_key needs a key, got None")
-    mid = supersession.live_id_of_key(eng._catalog, ns, key)
+    mid = supersession.live_id_of_key(eng.catalog, ns, key)
     return None if mid is None else get(eng, ns, mid)
 
 
 
 def memories(eng: Engine, ns: str, *, with_embedding: bool = False) -> list[Memory]:
     """See :meth:`TierStore.memories`."""
-    eng._check_open()
+    eng.check_open()
     check_namespace(ns)
     if not isinstance(with_embedding, bool):  # as memories_page and the server refuse it
         raise InvalidInputError(f"with_embedding must be True or False, got {with_embedding!r}")
-    now = eng._time.now()
-    rows = eng._catalog.select_rows("WHERE m.ns = ? ORDER BY m.rid", (ns,))
+    now = eng.store_time.now()
+    rows = eng.catalog.select_rows("WHERE m.ns = ? ORDER BY m.rid", (ns,))
     return _listed(eng, ns, rows, now, with_embedding)
 
 
@@ -67,7 +67,7 @@ def memories_page(eng: Engine, ns: str, *, after: str | None, limit: int | None,
     """See :meth:`TierStore.memories_page`: the memories of ``ns`` after the
     cursor ``after`` in the order of :func:`memories` (by rid), at most
     ``limit``, and the cursor of the next page (None after the last)."""
-    eng._check_open()
+    eng.check_open()
     check_namespace(ns)
     after_rid = 0 if after is None else _cursor_rid(after, ns)  # rids start at 1
     limit = DEFAULT_PAGE if limit is None else check_positive_int(limit, "limit")
@@ -79,9 +79,9 @@ def memories_page(eng: Engine, ns: str, *, after: str | None, limit: int | None,
     # (embeddings included) and sort every row of the namespace after the
     # cursor, on every page. One row more than asked says whether a next page
     # exists, so the last page is not followed by an empty one.
-    now = eng._time.now()
+    now = eng.store_time.now()
     fetch = min(limit, 1 << 62) + 1  # SQLite's integers are 64-bit
-    rows = eng._catalog.select_rows(
+    rows = eng.catalog.select_rows(
         "WHERE m.rid IN (SELECT rid FROM memories WHERE ns = ? AND rid > ? ORDER BY rid LIMIT ?) ORDER BY m.rid",
         (ns, after_rid, fetch))
     more = len(rows) > limit
@@ -122,7 +122,7 @@ def _listed(eng: Engine, ns: str, rows: list[MemoryRow], now: float, with_embedd
     """``rows`` of ``ns`` as memories at store time ``now`` (POSIX seconds); a
     hot one with its live state (accesses not yet flushed); each with its
     key and ``superseded_by``, as :func:`get` gives them."""
-    hot = eng._hot.get(ns)
+    hot = eng.hot.get(ns)
     marks = _marks_between(eng, ns, rows[0].rid, rows[-1].rid) if rows else {}
     out = []
     for row in rows:
@@ -131,9 +131,9 @@ def _listed(eng: Engine, ns: str, rows: list[MemoryRow], now: float, with_embedd
             with hot.lock.read():
                 slot = hot.slot_of.get(row.id)
                 if slot is not None:  # its live state (accesses not yet flushed)
-                    memory = hot.memory(slot, eng._cp, now, with_embedding=with_embedding)
+                    memory = hot.memory(slot, eng.compiled_policy, now, with_embedding=with_embedding)
         if memory is None:
-            memory = eng._memory_from_row(row, now, with_embedding)
+            memory = eng.memory_from_row(row, now, with_embedding)
         mark = marks.get(row.rid)
         out.append(memory if mark is None else replace(memory, key=mark[0], superseded_by=mark[1]))
     return out
@@ -144,11 +144,11 @@ def _marks_between(eng: Engine, ns: str, first_rid: int, last_rid: int) -> dict[
     ``[first_rid, last_rid]`` that have either: two range scans by rid (the
     memories' and the supersessions' primary keys), only marked rows returned."""
     marks: dict[int, tuple[str | None, str | None]] = {}
-    for rid, key in eng._catalog.query(
+    for rid, key in eng.catalog.query(
             "SELECT rid, key FROM memories WHERE rid BETWEEN ? AND ? AND ns = ? AND key IS NOT NULL",
             (first_rid, last_rid, ns)):
         marks[rid] = (key, None)
-    for rid, by_id in eng._catalog.query(
+    for rid, by_id in eng.catalog.query(
             "SELECT rid, by_id FROM supersessions WHERE rid BETWEEN ? AND ? AND ns = ?", (first_rid, last_rid, ns)):
         marks[rid] = (marks.get(rid, (None, None))[0], by_id)
     return marks
@@ -156,29 +156,29 @@ def _marks_between(eng: Engine, ns: str, first_rid: int, last_rid: int) -> dict[
 
 
 def get_memory(eng: Engine, ns: str, id: str) -> Memory | None:
-    eng._check_open()
+    eng.check_open()
     check_namespace(ns)
     check_id(id)
-    now = eng._time.now()
-    hot = eng._hot.get(ns)
+    now = eng.store_time.now()
+    hot = eng.hot.get(ns)
     if hot is not None:
         with hot.lock.read():
             slot = hot.slot_of.get(id)
             if slot is not None:
-                return hot.memory(slot, eng._cp, now, with_embedding=True)
-    row = eng._catalog.get_row(ns, id)
+                return hot.memory(slot, eng.compiled_policy, now, with_embedding=True)
+    row = eng.catalog.get_row(ns, id)
     if row is None:
         return None
     if row.tier == TIER_HOT and hot is None:
-        return eng._memory_from_row(row, now)
+        return eng.memory_from_row(row, now)
     if row.tier == TIER_HOT:
         # added or moved after we looked: read again from memory
-        hot = eng._hot.ensure(ns)
+        hot = eng.hot.ensure(ns)
         with hot.lock.read():
             slot = hot.slot_of.get(id)
             if slot is not None:
-                return hot.memory(slot, eng._cp, now, with_embedding=True)
-    return eng._memory_from_row(row, now)
+                return hot.memory(slot, eng.compiled_policy, now, with_embedding=True)
+    return eng.memory_from_row(row, now)
 
 
 def stats(eng: Engine, *, lifecycle: bool) -> Stats:
@@ -186,22 +186,22 @@ def stats(eng: Engine, *, lifecycle: bool) -> Stats:
     by_tier = {name: 0 for name in TIER_NAMES}
     by_type: dict[str, dict[str, int]] = {}
     total = 0
-    for mtype, tier, count in eng._catalog.query(
+    for mtype, tier, count in eng.catalog.query(
         "SELECT memory_type, tier, count(*) FROM memories GROUP BY memory_type, tier"
     ):
         by_tier[TIER_NAMES[tier]] += count
         by_type.setdefault(mtype, {name: 0 for name in TIER_NAMES})[TIER_NAMES[tier]] = count
         total += count
-    pinned = eng._catalog.query_one("SELECT count(*) FROM memories WHERE pinned = 1")
-    namespaces = eng._catalog.query_one("SELECT count(DISTINCT ns) FROM memories")
+    pinned = eng.catalog.query_one("SELECT count(*) FROM memories WHERE pinned = 1")
+    namespaces = eng.catalog.query_one("SELECT count(DISTINCT ns) FROM memories")
     return Stats(
         total=total,
         by_tier=by_tier,
         by_type=by_type,
         namespaces=int(namespaces[0]) if namespaces else 0,
         pinned=int(pinned[0]) if pinned else 0,
-        due_now=eng._catalog.count_due(eng._time.now()),
-        hot_loaded={h.name: ("hnsw" if h.index is not None else "exact") for h in eng._hot.loaded()},
-        catalog_commits=eng._catalog.commits,
+        due_now=eng.catalog.count_due(eng.store_time.now()),
+        hot_loaded={h.name: ("hnsw" if h.index is not None else "exact") for h in eng.hot.loaded()},
+        catalog_commits=eng.catalog.commits,
         lifecycle=lifecycle_metrics(eng) if lifecycle else {},
     )

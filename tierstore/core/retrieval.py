@@ -51,19 +51,19 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     signal (:mod:`tierstore.core.hybrid`)."""
     # Written for speed: this runs per query, and after hnswlib's search
     # every Python step runs with cold caches.
-    if eng._closed:
+    if eng.closed:
         raise StoreClosedError("the store is closed")
-    if in_memory_only and (type(query) is str or text is not None or explain or eng._trace is not None):
+    if in_memory_only and (type(query) is str or text is not None or explain or eng.trace is not None):
         return None  # a model to run, the catalog to read, a trace file to write
     if text is not None and type(text) is not str:
         raise InvalidInputError(f"text must be a string, got {type(text).__name__}")
-    if ns not in eng._valid_ns:
-        eng._valid_ns.add(check_namespace(ns))
+    if ns not in eng.valid_ns:
+        eng.valid_ns.add(check_namespace(ns))
     if type(query) is str:
         if text is None:
             text = query  # a text query: its words are the keyword side's
-        query = _embedding.embed_query(eng._embedder, query)
-    if (type(query) is np.ndarray and query.dtype is F32 and query.shape == eng._vector_shape
+        query = _embedding.embed_query(eng.embedder, query)
+    if (type(query) is np.ndarray and query.dtype is F32 and query.shape == eng.vector_shape
             and query.flags.c_contiguous):
         # As given: the rerank kernel measures the query's length (in cache
         # after the candidate search); the hot tier checks and normalises
@@ -75,22 +75,22 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         k = check_positive_int(k, "k")
     min_conf = min_confidence if type(min_confidence) is float and 0.0 <= min_confidence <= 1.0 \
         else check_confidence(min_confidence, "min_confidence")
-    cp = eng._cp
+    cp = eng.compiled_policy
     allowed = cp.all_types if memory_types is None else cp.type_allowed(list(memory_types))
-    ctx_tags = (check_tags(context_tags, 1024) if context_tags else ()) or eng._contexts.get(ns, ())
+    ctx_tags = (check_tags(context_tags, 1024) if context_tags else ()) or eng.contexts.get(ns, ())
     ctx = cp.context(ctx_tags) if ctx_tags else cp.empty_context
     asked_access = record_access  # the trace keeps what was asked: a replay under another policy applies its own
     if record_access is None:  # the policy's: hot and warm hits, cold ones only with record_access_cold
-        record_access = eng._policy.scoring.record_access and not eng._readonly
-        access_cold = eng._policy.scoring.record_access_cold
-    elif record_access and eng._readonly:
+        record_access = eng.policy.scoring.record_access and not eng.readonly
+        access_cold = eng.policy.scoring.record_access_cold
+    elif record_access and eng.readonly:
         raise ReadOnlyStoreError("the store was opened read-only: search(record_access=True) would change it")
     else:
         access_cold = True  # asked for: every hit was used
     if include_cold is not None and not (include_cold == "auto" or type(include_cold) is bool):
         raise InvalidInputError(f"include_cold must be True, False, 'auto' or None, got {include_cold!r}")
-    now = eng._time.now()
-    sc = eng._policy.scoring
+    now = eng.store_time.now()
+    sc = eng.policy.scoring
     cold_mode = sc.include_cold if include_cold is None else include_cold
     if text is not None and sc.keyword_weight > 0.0 and not in_memory_only:
         q = check_vector(query, eng.dim, "query")
@@ -98,22 +98,22 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
                               include_warm=include_warm, cold_mode=cold_mode, record_access=record_access,
                               access_cold=access_cold, explain=explain, record=record_hits)
         if found is not None:  # else no word matched: by meaning alone, below
-            if eng._trace is not None:
+            if eng.trace is not None:
                 trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, found)
             if explain and found:
-                supersession.annotate_explains(eng._catalog, ns, found, _factor(cp))
+                supersession.annotate_explains(eng.catalog, ns, found, _factor(cp))
             return found
     if in_memory_only:
-        hot = eng._hot.get(ns)  # a namespace not loaded yet is read from the catalog
-        listed = eng._warm.shards_if_listed(ns)
+        hot = eng.hot.get(ns)  # a namespace not loaded yet is read from the catalog
+        listed = eng.warm.shards_if_listed(ns)
         if hot is None or k > hot.live or cold_mode is True or listed is None or (include_warm and listed) \
                 or not hot.lock.try_read():  # a writer holds or waits for the index
             return None
     else:
-        hot = eng._hot.ensure(ns)
+        hot = eng.hot.ensure(ns)
         if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
-            k = max(1, min(k, hot.live + sum(info.count for info in eng._warm.shards(ns))
-                           + (eng._cold_index.count(ns) if eng._cold_searchable else 0)))
+            k = max(1, min(k, hot.live + sum(info.count for info in eng.warm.shards(ns))
+                           + (eng.cold_index.count(ns) if eng.cold_searchable else 0)))
         hot.lock.acquire_read()  # released below, as try_read's is
     moved: dict[str, str] | None = None  # resolution's moves, where not read off the kernel's R_BEFORE
     estimate_note: str | None = None  # why the archive may rank (policy scoring.cold_estimate)
@@ -122,18 +122,18 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         hits = col_hits = hot.hits(ranked, cp, explain)  # col_hits: in the kernel's column order
         col_sims = dict(zip((h.id for h in hits), ranked.rf[C.R_RAW].tolist())) \
             if cp.resolve_word_margin >= 0.0 and len(hits) > 1 else {}
-        warm_shards = include_warm and bool(eng._warm.shards(ns))
+        warm_shards = include_warm and bool(eng.warm.shards(ns))
         # hot alone answers when there is no warm tier to merge and the cold
         # tier is not wanted: off, or "auto" with k hits, one as similar as the bar
         hot_alone = not warm_shards and (cold_mode is False or (
             cold_mode == "auto" and len(hits) >= k and ranked.rf[C.R_RAW].max() >= sc.cold_similarity_bar))
-        if hot_alone and cold_mode == "auto" and sc.cold_estimate and eng._cold_searchable:
+        if hot_alone and cold_mode == "auto" and sc.cold_estimate and eng.cold_searchable:
             estimate_note = archive_may_rank(eng, ns, query, float(ranked.rf[C.R_RAW].min()), sc, in_memory_only)
             if estimate_note is _UNKNOWN:
                 return None  # the archive's codes are not loaded: the caller searches again where it may wait
             hot_alone = estimate_note is None
         if in_memory_only and not hot_alone:  # no warm shard to merge: refused above
-            if eng._cold_searchable and eng._cold_index.count_if_loaded(ns) != 0:
+            if eng.cold_searchable and eng.cold_index.count_if_loaded(ns) != 0:
                 return None  # nothing recorded: the caller searches again where it may wait
             # The cold pass would find nothing (the namespace has no archived
             # memory): the merged answer is the hot hits in the merge's order.
@@ -148,7 +148,7 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
                                 cp.thresholds, cp.conf_half_life)
     finally:
         hot.lock.release_read()
-    if q is query and (not hot_alone or eng._trace is not None):
+    if q is query and (not hot_alone or eng.trace is not None):
         q = check_vector(query, eng.dim, "query")  # the other tiers and the trace take unit vectors
     if hot_alone:
         if explain and hits and moved is None:  # the kernel resolved them
@@ -160,11 +160,11 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         ttl_row = ranked.rf[R_TTL_OVERRIDE].tolist() if cp.marks_rank and hits else ()
         if 0.0 in ttl_row:  # a superseded hit
             col_of = {h.id: j for j, h in enumerate(col_hits)}
-            hits = order_marked(eng._catalog, ns, hits, [ttl_row[col_of[h.id]] == 0.0 for h in hits])
-        if eng._trace is not None:
+            hits = order_marked(eng.catalog, ns, hits, [ttl_row[col_of[h.id]] == 0.0 for h in hits])
+        if eng.trace is not None:
             trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, hits)
         if explain and hits:
-            supersession.annotate_explains(eng._catalog, ns, hits, _factor(cp))
+            supersession.annotate_explains(eng.catalog, ns, hits, _factor(cp))
             annotate_resolution(hits, moved or {})
         return hits
     # Merge with the warm and cold tiers: the best k of all by (score, similarity).
@@ -176,7 +176,7 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         merged += [(w.hit.score, w.similarity, 1, i, w.hit, w) for i, w in enumerate(warm) if w.hit.id not in seen]
         seen.update(w.hit.id for w in warm)
     best = max((m[1] for m in merged), default=-math.inf)
-    if cold_mode == "auto" and estimate_note is None and sc.cold_estimate and eng._cold_searchable \
+    if cold_mode == "auto" and estimate_note is None and sc.cold_estimate and eng.cold_searchable \
             and best >= sc.cold_similarity_bar and len(merged) >= k:
         kth = min(m[1] for m in sorted(merged, key=lambda m: (-m[0], -m[1], m[2], m[3]))[:k])
         estimate_note = archive_may_rank(eng, ns, q, kth, sc, False)
@@ -221,11 +221,11 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         result, more = resolve_by_wording(cp, result, {m[4].id: m[1] for m in top})
         moved.update(more)
     if cp.marks_rank and (not hot_only or 0.0 in ranked.rf[R_TTL_OVERRIDE].tolist()):
-        result = order_marked(eng._catalog, ns, result, marked_flags(top, ranked, result))
-    if eng._trace is not None:
+        result = order_marked(eng.catalog, ns, result, marked_flags(top, ranked, result))
+    if eng.trace is not None:
         trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, result)
     if explain and result:
-        supersession.annotate_explains(eng._catalog, ns, result, _factor(cp))
+        supersession.annotate_explains(eng.catalog, ns, result, _factor(cp))
         annotate_resolution(result, moved)
     return result
 
@@ -239,7 +239,7 @@ def archive_may_rank(eng: Engine, ns: str, query: Any, kth: float, sc: Any, in_m
     is at least ``kth - sc.cold_estimate_slack``; ``None`` when it cannot,
     or the namespace has nothing archived; :data:`_UNKNOWN` when
     ``in_memory_only`` and the namespace's codes are not loaded."""
-    index = eng._cold_index
+    index = eng.cold_index
     n = index.count_if_loaded(ns) if in_memory_only else index.count(ns)
     if n is None:
         return _UNKNOWN
@@ -265,7 +265,7 @@ def record_hits(eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ..
     """Count an access on each merged hit where it is: hot hits in place,
     warm ones promoted to hot, cold ones (when ``access_cold``) reactivated
     (back to hot, with the archived embedding the search already read)."""
-    cp = eng._cp
+    cp = eng.compiled_policy
     hot_ids = [m[4].id for m in top if m[2] == 0]
     moved_away: list[str] = []
     if hot_ids:
@@ -278,12 +278,12 @@ def record_hits(eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ..
                                 cp.thresholds, cp.conf_half_life)
     used_warm = [m[5].row for m in top if m[2] == 1]
     if used_warm:
-        promoted = {r.rid for r in eng._migrator.promote(ns, used_warm, now, access=True, kind="promote")}
+        promoted = {r.rid for r in eng.migrator.promote(ns, used_warm, now, access=True, kind="promote")}
         moved_away += [r.id for r in used_warm if r.rid not in promoted]
     used_cold = [m[5] for m in top if m[2] == 2] if access_cold else []
     if used_cold:
         rows = [c.row for c in used_cold]
-        back = {r.rid for r in eng._migrator.reactivate(
+        back = {r.rid for r in eng.migrator.reactivate(
             ns, rows, now, records={c.row.id: {"embedding": c.embedding} for c in used_cold})}
         moved_away += [r.id for r in rows if r.rid not in back]
     pending = moved_away
@@ -297,8 +297,8 @@ def record_hits(eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ..
 def trace_search(eng: Engine, now: float, ns: str, q: np.ndarray, k: int, ctx_tags: Sequence[str],
                  memory_types: Any, min_conf: float, include_warm: bool, record_access: bool | None,
                  hits: list[Hit]) -> None:
-    assert eng._trace is not None
-    eng._trace.write("search", now, ns=ns, query=encode_vector(q), k=k, context_tags=list(ctx_tags),
+    assert eng.trace is not None
+    eng.trace.write("search", now, ns=ns, query=encode_vector(q), k=k, context_tags=list(ctx_tags),
                       memory_types=None if memory_types is None else list(memory_types),
                       min_confidence=min_conf, include_warm=include_warm, record_access=record_access,
                       hits=[h.id for h in hits])
@@ -310,15 +310,15 @@ def search_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: 
     """Warm hits: shard candidates, their live rows from the catalog (a
     row left its shard when the catalog says so), then the same fused
     rerank as the hot tier."""
-    sc = eng._policy.scoring
+    sc = eng.policy.scoring
     want = max(k * sc.oversample, sc.min_candidates, k)
-    shards = eng._warm.shards(ns)
+    shards = eng.warm.shards(ns)
     if not shards:  # a concurrent sweep archived or merged them away since the caller looked
         return []
     largest = max(info.count for info in shards)
     while True:
-        rids, sims = eng._warm.candidates(ns, q, want)
-        rows_by_rid = {r.rid: r for r in eng._catalog.get_rows_by_rid(np.unique(rids).tolist())}
+        rids, sims = eng.warm.candidates(ns, q, want)
+        rows_by_rid = {r.rid: r for r in eng.catalog.get_rows_by_rid(np.unique(rids).tolist())}
         seen: set[int] = set()
         rows, cand_sims = [], []
         for rid, sim in zip(rids.tolist(), sims.tolist()):
@@ -330,7 +330,7 @@ def search_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: 
             cand_sims.append(sim)
         if not rows:
             return []
-        picked, hits = eng._ranker.rank(rows, cand_sims, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
+        picked, hits = eng.ranker.rank(rows, cand_sims, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
                                          now=now, explain=explain, tier="warm")
         if len(picked) >= k or want >= largest:
             return hits
@@ -342,16 +342,16 @@ def search_cold(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: 
                 now: float, explain: bool, note: str) -> list[RowHit]:
     """Cold hits (see :func:`tierstore.core.row_ranker.search_cold`); none when
     the namespace has nothing archived."""
-    if not eng._cold_searchable or eng._cold_index.count(ns) == 0:
+    if not eng.cold_searchable or eng.cold_index.count(ns) == 0:
         return []
     errors: list[BaseException] = []
-    hits = row_ranker.search_cold(eng._ranker, index=eng._cold_index, catalog=eng._catalog, cold=eng._cold,
-                       cache=eng._vector_cache, ns=ns, q=q, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
+    hits = row_ranker.search_cold(eng.ranker, index=eng.cold_index, catalog=eng.catalog, cold=eng.cold,
+                       cache=eng.vector_cache, ns=ns, q=q, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
                        now=now, explain=explain, note=note, errors=errors)
     if errors:  # the search serves what it could read; the failures are counted and kept for stats
-        with eng._cold_errors_lock:
+        with eng.cold_errors_lock:
             eng.cold_search_errors += len(errors)
-            eng._cold_error_log.extend(f"{type(e).__name__}: {e}" for e in errors)
-            del eng._cold_error_log[:-100]
+            eng.cold_error_log.extend(f"{type(e).__name__}: {e}" for e in errors)
+            del eng.cold_error_log[:-100]
     return hits
 

@@ -52,8 +52,8 @@ def set_lifetime(eng: Engine, ns: str, id: str, now: float, *, override: Any = _
     new), in whichever tier it is; its effective TTL and due time follow.
     Logs an event ``kind``/``reason``; ``extra(conn)`` runs in the same
     transaction. Returns False if the memory is gone."""
-    cp = eng._cp
-    hot = eng._hot.ensure(ns)
+    cp = eng.compiled_policy
+    hot = eng.hot.ensure(ns)
     fut = None
     with hot.lock.read():
         slot = hot.slot_of.get(id)
@@ -66,7 +66,7 @@ def set_lifetime(eng: Engine, ns: str, id: str, now: float, *, override: Any = _
                                               float(F[C.F_CTX_MULT, slot]))
                 if anchor is not None:
                     F[C.F_TTL_ANCHOR, slot] = anchor(float(F[C.F_TTL_ANCHOR, slot]))
-                eng._refresh_due(hot, slot)
+                eng.refresh_due(hot, slot)
                 event = (now, ns, id, kind, "hot", "hot", reason, float(F[C.F_W_REF, slot]),
                          float(F[C.F_CONF, slot]), int(hot.I[C.I_ACCESS_COUNT, slot]),
                          cp.type_names[int(hot.I[C.I_TYPE, slot])])
@@ -76,7 +76,7 @@ def set_lifetime(eng: Engine, ns: str, id: str, now: float, *, override: Any = _
                     if extra is not None:
                         extra(conn)
 
-                fut = eng._submit_dirty(hot, extra=write)
+                fut = eng.submit_dirty(hot, extra=write)
     if fut is not None:
         fut.result()
         return True
@@ -84,11 +84,11 @@ def set_lifetime(eng: Engine, ns: str, id: str, now: float, *, override: Any = _
     def change(row: MemoryRow, conn: sqlite3.Connection) -> MemoryRow:
         if override is not _KEEP:
             row.ttl_seconds = override
-            row.ttl = cp.ttl(eng._policy.type_index(row.memory_type), row.confidence, override, row.ctx_mult)
+            row.ttl = cp.ttl(eng.policy.type_index(row.memory_type), row.confidence, override, row.ctx_mult)
         if anchor is not None:
             row.ttl_anchor = anchor(row.ttl_anchor)
-        row.due_at = eng._due_of(row)
-        eng._catalog.write_state(conn, row)
+        row.due_at = eng.due_of(row)
+        eng.catalog.write_state(conn, row)
         tier = TIER_NAMES[row.tier]
         conn.execute(EVENT_SQL, (now, ns, id, kind, tier, tier, reason, row.w_ref, row.confidence,
                                  row.access_count, row.memory_type))
@@ -97,7 +97,7 @@ def set_lifetime(eng: Engine, ns: str, id: str, now: float, *, override: Any = _
         return row
 
     try:
-        eng._update_row(ns, id, change)
+        eng.update_row(ns, id, change)
     except MemoryNotFoundError:
         return False
     return True
@@ -109,17 +109,17 @@ def reverse_auto_supersession(eng: Engine, ns: str, id: str) -> bool:
     feedback said it still holds): the mark goes, its per-memory TTL is
     what it was before, and an archived memory is restored. Returns
     whether there was one to take back."""
-    mark = supersession.auto_mark(eng._catalog, ns, id)
+    mark = supersession.auto_mark(eng.catalog, ns, id)
     if mark is None:
         return False
-    now = eng._time.now()
+    now = eng.store_time.now()
     done = set_lifetime(eng, ns, id, now, override=mark.prior_ttl_seconds, kind="unsupersede",
                               reason=f"positive feedback (was superseded by {mark.by_id})",
                               extra=lambda conn: supersession.clear(conn, mark.rid))
-    row = eng._catalog.get_row(ns, id)
+    row = eng.catalog.get_row(ns, id)
     if done and row is not None and row.tier == TIER_COLD:
-        with eng._sweep_lock:
-            eng._migrator.restore(ns, ids=[id], where=None, text=None, query=None, limit=None,
+        with eng.sweep_lock:
+            eng.migrator.restore(ns, ids=[id], where=None, text=None, query=None, limit=None,
                                    progress=False)
     return done
 
@@ -127,20 +127,20 @@ def reverse_auto_supersession(eng: Engine, ns: str, id: str) -> bool:
 
 def touch(eng: Engine, ns: str, ids: str | Iterable[str]) -> None:
     """See :meth:`TierStore.touch`."""
-    eng._check_writable()
+    eng.check_writable()
     check_namespace(ns)
     id_list = check_id_list(ids)
     if not id_list:
         return
-    now = eng._time.now()
-    hot = eng._hot.ensure(ns)
+    now = eng.store_time.now()
+    hot = eng.hot.ensure(ns)
     pending = count_accesses(eng, ns, hot, id_list, now, strict=True)
     for _ in range(16):  # each round, a memory that moved again; bounded so a livelock cannot hang
         if not pending:
             break
         pending = count_accesses(eng, ns, hot, pending, now, strict=False)
-    if eng._trace is not None:
-        eng._trace.write("touch", now, ns=ns, ids=id_list)
+    if eng.trace is not None:
+        eng.trace.write("touch", now, ns=ns, ids=id_list)
 
 
 
@@ -150,11 +150,11 @@ def count_accesses(eng: Engine, ns: str, hot: HotNamespace, id_list: list[str], 
     Returns the occurrences whose memory moved meanwhile (count them again).
     ``strict``: an unknown id raises MemoryNotFoundError before anything is
     counted; otherwise ids deleted meanwhile are dropped."""
-    cp = eng._cp
+    cp = eng.compiled_policy
     with hot.lock.read():
         if not strict:
-            id_list = [i for i in id_list if i in hot.slot_of or eng._catalog.get_row(ns, i) is not None]
-        slots, rows = eng._split(ns, hot, id_list)
+            id_list = [i for i in id_list if i in hot.slot_of or eng.catalog.get_row(ns, i) is not None]
+        slots, rows = eng.split_ids(ns, hot, id_list)
         if slots:
             with hot.access_lock:
                 record_accesses(np.array(slots, np.int64), now, hot.F, hot.I, cp.boost_by_type,
@@ -162,7 +162,7 @@ def count_accesses(eng: Engine, ns: str, hot: HotNamespace, id_list: list[str], 
     retry: list[str] = []
     warm = {r.rid: r for r in rows if r.tier == TIER_WARM}
     if warm:
-        moved = eng._migrator.promote(ns, list(warm.values()), now, access=True, kind="promote")
+        moved = eng.migrator.promote(ns, list(warm.values()), now, access=True, kind="promote")
         extra = [r.id for r in rows if r.tier == TIER_WARM]
         for r in moved:
             extra.remove(r.id)
@@ -176,12 +176,12 @@ def count_accesses(eng: Engine, ns: str, hot: HotNamespace, id_list: list[str], 
                 retry.extend(i for i in extra if i not in hot.slot_of)
     cold = {r.rid: r for r in rows if r.tier == TIER_COLD}
     if cold:  # a used archived memory comes back: reactivated, its access counted in the hot tier
-        back = eng._migrator.reactivate(ns, list(cold.values()), now)
+        back = eng.migrator.reactivate(ns, list(cold.values()), now)
         extra = [r.id for r in rows if r.tier == TIER_COLD]
         for r in back:
             extra.remove(r.id)
         if strict:  # deleted between the look and the count: as unknown as if it had never been
-            gone = [i for i in extra if eng._catalog.get_row(ns, i) is None]
+            gone = [i for i in extra if eng.catalog.get_row(ns, i) is None]
             if gone:
                 raise MemoryNotFoundError(f"no memory {gone[0]!r} in namespace {ns!r}")
         retry.extend(extra)  # touched twice, or moved meanwhile: counted where it is now
@@ -196,8 +196,8 @@ def feedback(eng: Engine, ns: str, id: str, *, positive: bool, strength: float =
         memory = get(eng, ns, id) or memory
     else:
         memory = with_mark(eng, memory)
-    if eng._trace is not None:
-        eng._trace.write("feedback", eng._time.now(), ns=ns, id=id, positive=positive, strength=strength,
+    if eng.trace is not None:
+        eng.trace.write("feedback", eng.store_time.now(), ns=ns, id=id, positive=positive, strength=strength,
                           implicit=implicit)
     return memory
 
@@ -205,7 +205,7 @@ def feedback(eng: Engine, ns: str, id: str, *, positive: bool, strength: float =
 
 def apply_feedback(eng: Engine, ns: str, id: str, *, positive: bool, strength: float, implicit: bool) -> Memory:
     """See :meth:`feedback`."""
-    eng._check_writable()
+    eng.check_writable()
     check_namespace(ns)
     check_id(id)
     if not isinstance(positive, bool):
@@ -215,10 +215,10 @@ def apply_feedback(eng: Engine, ns: str, id: str, *, positive: bool, strength: f
     if not isinstance(implicit, bool):
         raise InvalidInputError(f"implicit must be True or False, got {implicit!r}")
     strength = float(strength)
-    now = eng._time.now()
-    cp = eng._cp
+    now = eng.store_time.now()
+    cp = eng.compiled_policy
     reason = ("implicit " if implicit else "") + ("positive" if positive else "negative")
-    hot = eng._hot.ensure(ns)
+    hot = eng.hot.ensure(ns)
     fut = None
     with hot.lock.read():
         slot = hot.slot_of.get(id)
@@ -240,10 +240,10 @@ def apply_feedback(eng: Engine, ns: str, id: str, *, positive: bool, strength: f
                 F[C.F_T_REF, slot] = out.t_ref
                 F[C.F_HALF_LIFE, slot] = out.half_life
                 F[C.F_TTL, slot] = out.ttl
-                eng._refresh_due(hot, slot)
+                eng.refresh_due(hot, slot)
                 event = (now, ns, id, "feedback", "hot", "hot", reason, out.w_ref, out.confidence,
                          int(I[C.I_ACCESS_COUNT, slot]), cp.type_names[int(I[C.I_TYPE, slot])])
-                fut = eng._submit_dirty(hot, extra=lambda conn: conn.execute(EVENT_SQL, event))
+                fut = eng.submit_dirty(hot, extra=lambda conn: conn.execute(EVENT_SQL, event))
             memory = hot.memory(slot, cp, now)
     if fut is not None:
         fut.result()
@@ -251,56 +251,56 @@ def apply_feedback(eng: Engine, ns: str, id: str, *, positive: bool, strength: f
 
     def change(row: MemoryRow, conn: sqlite3.Connection) -> MemoryRow:
         out = lifetime.apply_feedback(
-            cp, type_idx=eng._policy.type_index(row.memory_type), conf_llm=row.conf_llm, conf_rule=row.conf_rule,
+            cp, type_idx=eng.policy.type_index(row.memory_type), conf_llm=row.conf_llm, conf_rule=row.conf_rule,
             conf_feedback=row.conf_feedback, confidence=row.confidence, t_conf=row.t_conf, w_ref=row.w_ref,
             t_ref=row.t_ref, half_life=row.half_life, ctx_mult=row.ctx_mult, ttl_override=row.ttl_seconds,
             positive=positive, strength=strength, implicit=implicit, now=now)
         row.conf_feedback, row.confidence, row.t_conf = out.conf_feedback, out.confidence, out.t_conf
         row.w_ref, row.t_ref, row.half_life, row.ttl = out.w_ref, out.t_ref, out.half_life, out.ttl
-        row.due_at = eng._due_of(row)
-        eng._catalog.write_state(conn, row)
+        row.due_at = eng.due_of(row)
+        eng.catalog.write_state(conn, row)
         tier = TIER_NAMES[row.tier]
         conn.execute(EVENT_SQL, (now, ns, id, "feedback", tier, tier, reason, out.w_ref, out.confidence,
                                  row.access_count, row.memory_type))
         return row
 
-    return eng._memory_from_row(eng._update_row(ns, id, change), now)
+    return eng.memory_from_row(eng.update_row(ns, id, change), now)
 
 
 
 def pin(eng: Engine, ns: str, id: str, pinned: bool = True) -> None:
     """See :meth:`TierStore.pin`."""
-    eng._check_writable()
+    eng.check_writable()
     check_namespace(ns)
     check_id(id)
     if not isinstance(pinned, bool):
         raise InvalidInputError(f"pinned must be True or False, got {pinned!r}")
-    now = eng._time.now()
+    now = eng.store_time.now()
     kind = "pin" if pinned else "unpin"
-    hot = eng._hot.ensure(ns)
+    hot = eng.hot.ensure(ns)
     fut = None
     with hot.lock.read():
         slot = hot.slot_of.get(id)
         if slot is not None:
             with hot.access_lock:
                 hot.I[C.I_PINNED, slot] = 1 if pinned else 0
-                eng._refresh_due(hot, slot)
+                eng.refresh_due(hot, slot)
                 event = (now, ns, id, kind, "hot", "hot", "explicit", None, float(hot.F[C.F_CONF, slot]),
-                         int(hot.I[C.I_ACCESS_COUNT, slot]), eng._cp.type_names[int(hot.I[C.I_TYPE, slot])])
-                fut = eng._submit_dirty(hot, extra=lambda conn: conn.execute(EVENT_SQL, event))
+                         int(hot.I[C.I_ACCESS_COUNT, slot]), eng.compiled_policy.type_names[int(hot.I[C.I_TYPE, slot])])
+                fut = eng.submit_dirty(hot, extra=lambda conn: conn.execute(EVENT_SQL, event))
     if fut is not None:
         fut.result()
     else:
-        eng._update_row(ns, id, lambda row, conn: pin_in_catalog(eng, row, conn, pinned, now))
-    if eng._trace is not None:
-        eng._trace.write("pin", now, ns=ns, id=id, pinned=pinned)
+        eng.update_row(ns, id, lambda row, conn: pin_in_catalog(eng, row, conn, pinned, now))
+    if eng.trace is not None:
+        eng.trace.write("pin", now, ns=ns, id=id, pinned=pinned)
 
 
 
 def pin_in_catalog(eng: Engine, row: MemoryRow, conn: sqlite3.Connection, pinned: bool, now: float) -> MemoryRow:
     row.pinned = pinned
-    row.due_at = eng._due_of(row)
-    eng._catalog.write_state(conn, row)
+    row.due_at = eng.due_of(row)
+    eng.catalog.write_state(conn, row)
     tier = TIER_NAMES[row.tier]
     conn.execute(EVENT_SQL, (now, row.ns, row.id, "pin" if pinned else "unpin", tier, tier, "explicit", None,
                              row.confidence, row.access_count, row.memory_type))
@@ -310,31 +310,31 @@ def pin_in_catalog(eng: Engine, row: MemoryRow, conn: sqlite3.Connection, pinned
 
 def delete(eng: Engine, ns: str, id: str) -> bool:
     """See :meth:`TierStore.delete`."""
-    eng._check_writable()
+    eng.check_writable()
     check_namespace(ns)
     check_id(id)
-    now = eng._time.now()
-    eng._hot.ensure(ns)
+    now = eng.store_time.now()
+    eng.hot.ensure(ns)
 
     def write(conn: sqlite3.Connection) -> tuple[MemoryRow | None, str | None]:
-        row = eng._catalog.row_in(conn, ns, id)
+        row = eng.catalog.row_in(conn, ns, id)
         if row is None:
             return None, None
         return row, forget_row(conn, row, now, "explicit")
 
-    with eng._hot.guard(ns) as space:
-        row, stone = eng._catalog.write(write)
+    with eng.hot.guard(ns) as space:
+        row, stone = eng.catalog.write(write)
         crash_point("delete.after_commit")
         if row is not None and space is not None:
             slot = space.slot_of.get(id)
             if slot is not None:
                 space.remove([slot])
     if stone is not None:
-        eng._migrator.write_tombstones()
+        eng.migrator.write_tombstones()
     if row is not None and row.cold_key:
-        eng._migrator.collect_archives({row.cold_key})
-    if eng._trace is not None and row is not None:
-        eng._trace.write("delete", now, ns=ns, id=id)
+        eng.migrator.collect_archives({row.cold_key})
+    if eng.trace is not None and row is not None:
+        eng.trace.write("delete", now, ns=ns, id=id)
     return row is not None
 
 
@@ -362,13 +362,13 @@ def forget_row(conn: sqlite3.Connection, row: MemoryRow, now: float, reason: str
 
 def set_context(eng: Engine, ns: str, tags: Iterable[str]) -> None:
     """See :meth:`TierStore.set_context`."""
-    eng._check_writable()
+    eng.check_writable()
     check_namespace(ns)
     new_tags = check_tags(tags, 1024)
-    ctx = eng._cp.context(new_tags)
-    now = eng._time.now()
-    hot = eng._hot.ensure(ns)
-    cp = eng._cp
+    ctx = eng.compiled_policy.context(new_tags)
+    now = eng.store_time.now()
+    hot = eng.hot.ensure(ns)
+    cp = eng.compiled_policy
     with hot.lock.read():
         with hot.access_lock:
             n = hot.n
@@ -396,12 +396,12 @@ def set_context(eng: Engine, ns: str, tags: Iterable[str]) -> None:
                              " ON CONFLICT(ns) DO UPDATE SET tags = excluded.tags", (ns, json.dumps(list(new_tags))))
                 rescale_cold_rows(eng, conn, ns, ctx, now)
 
-            fut = eng._submit_dirty(hot, extra=write)
-            eng._contexts[ns] = new_tags
+            fut = eng.submit_dirty(hot, extra=write)
+            eng.contexts[ns] = new_tags
     if fut is not None:
         fut.result()
-    if eng._trace is not None:
-        eng._trace.write("set_context", now, ns=ns, tags=list(new_tags))
+    if eng.trace is not None:
+        eng.trace.write("set_context", now, ns=ns, tags=list(new_tags))
 
 
 
@@ -412,8 +412,8 @@ def rescale_cold_rows(eng: Engine, conn: sqlite3.Connection, ns: str, ctx: Any, 
         "SELECT " + ", ".join(MEMORY_COLUMNS) + " FROM memories WHERE ns = ? AND tier != ?", (ns, TIER_HOT))]
     if not rows:
         return
-    cp = eng._cp
-    mult = np.array([cp.ttl_multiplier(ctx, eng._vocab.ids(r.tags)) for r in rows])
+    cp = eng.compiled_policy
+    mult = np.array([cp.ttl_multiplier(ctx, eng.vocab.ids(r.tags)) for r in rows])
     old = np.array([r.ctx_mult for r in rows])
     changed = np.flatnonzero(mult != old)
     if not changed.size:
@@ -428,8 +428,8 @@ def rescale_cold_rows(eng: Engine, conn: sqlite3.Connection, ns: str, ctx: Any, 
     for tier in (TIER_WARM, TIER_COLD):
         sel = [r for r in part if r.tier == tier]
         if sel:
-            for r, d in zip(sel, eng._migrator.due_in_tier(sel, tier).tolist()):
+            for r, d in zip(sel, eng.migrator.due_in_tier(sel, tier).tolist()):
                 r.due_at = d
     for r in part:
-        eng._catalog.write_state(conn, r)
+        eng.catalog.write_state(conn, r)
 

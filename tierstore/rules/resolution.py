@@ -119,7 +119,7 @@ def annotate_resolution(hits: Sequence[Hit], moved: dict[str, str]) -> None:
             notes.append(f"ranked after {after[h.id]}: a newer statement of the same type that answers about as"
                          " well (policy supersession.resolve_margin)")
         if notes:
-            h._set_explain(replace(h.explain, resolution="; ".join(notes)))
+            h.set_explain(replace(h.explain, resolution="; ".join(notes)))
 
 
 _WORD = re.compile(r"[^\W_]+")

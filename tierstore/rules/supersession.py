@@ -281,7 +281,7 @@ def annotate_explains(catalog: Any, ns: str, hits: Sequence[Any], factor: float 
     for h in hits:
         m = info.get(h.id)
         if m is not None and m.superseded_by is not None and h.explain is not None:
-            h._set_explain(replace(h.explain, superseded_by=m.superseded_by, supersession=m.description,
+            h.set_explain(replace(h.explain, superseded_by=m.superseded_by, supersession=m.description,
                                    superseded_factor=factor))
 
 

@@ -31,8 +31,8 @@ class _Side:
 
 
 class _ReadSide:
-    """The shared side, entered once per search: its fast path (no writer
-    waiting) is one Python frame each way."""
+    """The shared side as a context manager, built once per lock (entered once
+    per search, so no object is made per entry)."""
 
     __slots__ = ("_lock",)
 
@@ -43,18 +43,10 @@ class _ReadSide:
         return self
 
     def __enter__(self) -> None:
-        lock = self._lock
-        mutex = lock._mutex
-        mutex.acquire()
-        if lock._writer or lock._waiting_writers:
-            mutex.release()
-            lock._acquire_read()
-            return
-        lock._readers += 1
-        mutex.release()
+        self._lock.acquire_read()
 
     def __exit__(self, *exc: object) -> None:
-        self._lock._release_read()
+        self._lock.release_read()
 
 
 class RWLock:
@@ -70,21 +62,22 @@ class RWLock:
         self.read = _ReadSide(self)
         self.write = _Side(self._acquire_write, self._release_write)
 
-    def _acquire_read(self) -> None:
+    def acquire_read(self) -> None:
+        """Take the shared side, waiting while a writer holds or waits for the
+        lock, as ``with lock.read():`` does (release with :meth:`release_read`):
+        for a caller that may have taken it with :meth:`try_read` instead."""
         mutex = self._mutex
         mutex.acquire()
+        if not (self._writer or self._waiting_writers):  # the uncontended path: no Condition, one lock round
+            self._readers += 1
+            mutex.release()
+            return
         try:
             while self._writer or self._waiting_writers:
                 self._cond.wait()
             self._readers += 1
         finally:
             mutex.release()
-
-    def acquire_read(self) -> None:
-        """Take the shared side, waiting while a writer holds or waits for the
-        lock, as ``with lock.read():`` does (release with :meth:`release_read`):
-        for a caller that may have taken it with :meth:`try_read` instead."""
-        self.read.__enter__()
 
     def try_read(self) -> bool:
         """Take the shared side if no writer holds or waits for the lock,
@@ -101,9 +94,6 @@ class RWLock:
 
     def release_read(self) -> None:
         """Release the shared side taken by :meth:`acquire_read` or :meth:`try_read`."""
-        self._release_read()
-
-    def _release_read(self) -> None:
         mutex = self._mutex
         mutex.acquire()
         try:

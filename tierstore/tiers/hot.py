@@ -231,7 +231,7 @@ class HotNamespace:
 
     # -- structure (callers hold lock.write()) ------------------------------
 
-    def _grow(self, need: int) -> None:
+    def grow(self, need: int) -> None:
         if need <= self.cap:
             return
         cap = max(_INITIAL_CAPACITY, self.cap)
@@ -279,7 +279,7 @@ class HotNamespace:
         else:
             slot_arr = np.asarray(slots, dtype=np.int64)
         top = int(slot_arr.max()) + 1
-        self._grow(top)
+        self.grow(top)
         tag_ids = [self.vocab.ids(r.tags) for r in rows]
         self._widen_tags(max((len(t) for t in tag_ids), default=0))
         while len(self.ids) < top:
@@ -382,7 +382,7 @@ class HotNamespace:
         use_index = k > self.settings.exact_threshold // 2 and self.index is not None
         self.index = None
         self.vectors = np.zeros((0, self.dim), np.float32)
-        self._grow(max(k, 1))
+        self.grow(max(k, 1))
         self.F[:, :k] = F
         self.I[:, :k] = I
         self.tags[:k] = tags
@@ -690,7 +690,7 @@ class HotTier:
             index, slot_rids = ckpt
             space.index = index
             space.vectors = None
-            space._grow(max(len(slot_rids), 1))
+            space.grow(max(len(slot_rids), 1))
             space.n = len(slot_rids)
             rid_slot = {int(r): s for s, r in enumerate(slot_rids.tolist()) if r >= 0}
             known = [(r, rid_slot[r.rid]) for r in rows if r.rid in rid_slot]

@@ -93,7 +93,7 @@ def _sql_inf(x: float) -> float | None:
 
 class Migrator:
     def __init__(self, store: "Engine") -> None:
-        self.s = store
+        self.engine = store
         self._background = BackgroundSweeps(
             lambda max_items, budget: store.sweep(max_items=max_items, time_budget_s=budget), "tierstore-migrator")
         # archive objects a sweep found damaged: later sweeps pass them over (one
@@ -108,7 +108,7 @@ class Migrator:
 
     @property
     def cp(self):  # type: ignore[no-untyped-def]
-        return self.s._cp
+        return self.engine.compiled_policy
 
     def _event(self, row: MemoryRow, now: float, kind: str, from_tier: int | None, to_tier: int | None,
                reason: str) -> tuple[Any, ...]:
@@ -157,10 +157,10 @@ class Migrator:
     # ------------------------------------------------------------------ sweep
 
     def sweep(self, max_items: int | None, time_budget_s: float | None, progress: bool | None) -> SweepReport:
-        s = self.s
+        eng = self.engine
         start = time.perf_counter()
-        s.flush()
-        now = s._time.now()
+        eng.flush()
+        now = eng.store_time.now()
         report = SweepReport(now=now)
         archive_ok = True
         try:
@@ -170,10 +170,10 @@ class Migrator:
             # (they do not need it); archiving waits for the next sweep.
             report.errors.append(f"{type(exc).__name__}: {exc}")
             archive_ok = False
-        batch_size = s.settings.sweep_batch
+        batch_size = eng.settings.sweep_batch
         bar = Progress(None, "sweep", enabled=progress, unit=" due")
         if bar.enabled:  # the total is for the bar only: count it only when one is drawn
-            total_due = s._catalog.count_due(now)
+            total_due = eng.catalog.count_due(now)
             bar.total = min(total_due, max_items) if max_items else total_due
         touched_shards: set[str] = set()
         try:
@@ -181,9 +181,9 @@ class Migrator:
                 limit = batch_size if max_items is None else min(batch_size, max_items - report.examined)
                 if limit <= 0 or (time_budget_s is not None and time.perf_counter() - start >= time_budget_s):
                     break
-                if s._closed:  # close() is waiting: stop between batches (the next open goes on)
+                if eng.closed:  # close() is waiting: stop between batches (the next open goes on)
                     break
-                rows = s._catalog.due(now, limit)
+                rows = eng.catalog.due(now, limit)
                 if not rows:
                     break
                 report.examined += len(rows)
@@ -205,14 +205,14 @@ class Migrator:
             report.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             bar.close()
-        if archive_ok and not s._closed and (time_budget_s is None or time.perf_counter() - start < time_budget_s):
+        if archive_ok and not eng.closed and (time_budget_s is None or time.perf_counter() - start < time_budget_s):
             try:
                 report.compacted = self.compact_archives(now, limit=_COMPACT_PER_SWEEP)
             except (ObjectStoreError, CorruptDataError, OSError) as exc:
                 report.errors.append(f"{type(exc).__name__}: {exc}")
         if archive_ok:
             self.settle_tombstones(report)
-        if archive_ok and not s._closed and s._catalog.get_meta("cold_codes") != CODES_COMPLETE:
+        if archive_ok and not eng.closed and eng.catalog.get_meta("cold_codes") != CODES_COMPLETE:
             try:  # stores archived before the cold index, or its places: a bounded share per sweep
                 self.backfill_codes(limit=_BACKFILL_PER_SWEEP)
             except (ObjectStoreError, CorruptDataError, OSError) as exc:
@@ -220,9 +220,9 @@ class Migrator:
         for ns in touched_shards:
             self.compact_warm(ns, now)
         self.repair_warm(now)
-        if s._ownership.lost:
-            report.errors.append(s._ownership.lost)
-        report.remaining_due = s._catalog.count_due(now)
+        if eng.ownership.lost:
+            report.errors.append(eng.ownership.lost)
+        report.remaining_due = eng.catalog.count_due(now)
         report.elapsed_s = time.perf_counter() - start
         return report
 
@@ -231,25 +231,25 @@ class Migrator:
         in order (keyset pages of the due index), classified, counted by
         action and type. Pending archive batches and marked objects are not
         finished or rewritten (a dry run writes nothing)."""
-        s = self.s
+        eng = self.engine
         start = time.perf_counter()
-        now = s._time.now()
+        now = eng.store_time.now()
         report = SweepReport(now=now, dry_run=True)
         names = {ACTION_KEEP: "kept", ACTION_DEMOTE: "demoted", ACTION_ARCHIVE: "archived", ACTION_DELETE: "deleted"}
         after: tuple[float, int] = (-math.inf, -1)
         while max_items is None or report.examined < max_items:
             if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
                 break
-            limit = s.settings.sweep_batch if max_items is None else min(s.settings.sweep_batch,
+            limit = eng.settings.sweep_batch if max_items is None else min(eng.settings.sweep_batch,
                                                                           max_items - report.examined)
-            rows = s._catalog.due_after(now, after, limit)
+            rows = eng.catalog.due_after(now, after, limit)
             if not rows:
                 break
             after = (rows[-1].due_at, rows[-1].rid)
             report.examined += len(rows)
             for r, a in zip(rows, self.classify_rows(rows, now).tolist()):
                 self._count(report, r, names[a])
-        report.remaining_due = s._catalog.count_due(now)
+        report.remaining_due = eng.catalog.count_due(now)
         report.elapsed_s = time.perf_counter() - start
         return report
 
@@ -277,9 +277,9 @@ class Migrator:
                 if _unchanged(conn, r):
                     conn.execute("UPDATE memories SET due_at = ? WHERE rid = ?", (_sql_inf(new_due[r.rid]), r.rid))
 
-        self.s._catalog.write(write)
+        self.engine.catalog.write(write)
         for ns, group in group_by_ns(r for r in rows if r.tier == TIER_HOT).items():
-            space = self.s._hot.get(ns)
+            space = self.engine.hot.get(ns)
             if space is None:
                 continue
             with space.lock.read(), space.access_lock:
@@ -299,7 +299,7 @@ class Migrator:
     @contextmanager
     def _guards(self, namespaces: Iterable[str]) -> Iterator[dict[str, Any]]:
         with ExitStack() as stack:
-            yield {ns: stack.enter_context(self.s._hot.guard(ns)) for ns in sorted(set(namespaces))}
+            yield {ns: stack.enter_context(self.engine.hot.guard(ns)) for ns in sorted(set(namespaces))}
 
     def _plan(self, spaces: dict[str, Any], groups: dict[str, list[MemoryRow]]
               ) -> dict[str, tuple[list[MemoryRow], list[int], list[MemoryRow]]]:
@@ -350,7 +350,7 @@ class Migrator:
                     done.append(r)
                 return done
 
-            done = self.s._catalog.write(write)
+            done = self.engine.catalog.write(write)
             self._remove_hot(spaces, plan, done)
         for r in done:
             self._count(report, r, "deleted")
@@ -364,12 +364,12 @@ class Migrator:
     def _demote(self, rows: list[MemoryRow], now: float, report: SweepReport, touched: set[str]) -> int:
         if not rows:
             return 0
-        s = self.s
+        eng = self.engine
         groups = group_by_ns(rows)
         shards = {}
         for ns, group in groups.items():  # 1. copy
-            shards[ns] = s._warm.write_shard(ns, np.array([r.rid for r in group], np.int64),
-                                             stack_embeddings([r.embedding for r in group], s.dim))
+            shards[ns] = eng.warm.write_shard(ns, np.array([r.rid for r in group], np.int64),
+                                             stack_embeddings([r.embedding for r in group], eng.dim))
         crash_point("demote.after_shard")
         with self._guards(groups) as spaces:
             plan = self._plan(spaces, groups)
@@ -396,14 +396,14 @@ class Migrator:
                         conn.execute("DELETE FROM shards WHERE shard = ?", (shard,))
                 return done
 
-            done = s._catalog.write(write)
+            done = eng.catalog.write(write)
             crash_point("demote.after_commit")
             self._remove_hot(spaces, plan, done)  # 3. remove
         moved_ns = {r.ns for r in done}
         for ns, (name, _) in shards.items():
             if ns not in moved_ns:
-                s._warm.remove_files(name)
-        s._warm.refresh()
+                eng.warm.remove_files(name)
+        eng.warm.refresh()
         touched.update(moved_ns)
         for r in done:
             self._count(report, r, "demoted")
@@ -433,23 +433,23 @@ class Migrator:
                 conn.execute("UPDATE archives SET key = ? WHERE batch = ?", (keys[ns], batch))
             return keys
 
-        keys = self.s._catalog.write(write)
+        keys = self.engine.catalog.write(write)
         # The intent is on disk before the object is written: were it lost to an
         # OS crash, the object would be an orphan no sweep finishes or collects
         # (and a catalog rebuilt from the bucket would find its stale records).
-        self.s._catalog.sync()
+        self.engine.catalog.sync()
         return keys
 
     def _finish_batches(self, batches: list[tuple[str, str, list[MemoryRow]]], now: float,
                         report: SweepReport | None) -> list[MemoryRow]:
         """Write each batch's object (unless it exists), then move the rows that
         are still as classified into them, in one transaction."""
-        s = self.s
+        eng = self.engine
         where = {}
         held: dict[str, int] = {}  # records in each object
         for key, ns, rows in batches:  # 1. copy
-            marks = supersession.record_marks(s._catalog, ns, rows)
-            entries, held[key] = s._cold.write_batch(key, ns, rows, now, marks)
+            marks = supersession.record_marks(eng.catalog, ns, rows)
+            entries, held[key] = eng.cold.write_batch(key, ns, rows, now, marks)
             where[key] = {e.id: e for e in entries}
         crash_point("archive.after_put")
         groups = {ns: rows for _, ns, rows in batches}
@@ -459,7 +459,7 @@ class Migrator:
             candidates = [(key_of[ns], r) for ns, (ok_hot, _, other) in plan.items() for r in ok_hot + other]
             due = self.due_in_tier([r for _, r in candidates], TIER_COLD) if candidates else np.zeros(0)
             # the cold index's codes, from the vectors about to leave the catalog
-            codes = encode_codes(stack_embeddings([r.embedding for _, r in candidates], s.dim)) if candidates else []
+            codes = encode_codes(stack_embeddings([r.embedding for _, r in candidates], eng.dim)) if candidates else []
 
             def write(conn: sqlite3.Connection) -> list[MemoryRow]:  # 2. commit
                 done = []
@@ -481,11 +481,11 @@ class Migrator:
                 conn.executemany(MARK_PURGE_SQL, [(k,) for k, _, _ in batches if committed[k] < held[k]])
                 return done
 
-            done = s._catalog.write(write)
+            done = eng.catalog.write(write)
             crash_point("archive.after_commit")
             self._remove_hot(spaces, plan, done)  # 3. remove
         for ns in {r.ns for r in done}:
-            s._cold_index.invalidate(ns)
+            eng.cold_index.invalidate(ns)
         if report is not None:
             for r in done:
                 self._count(report, r, "archived")
@@ -497,42 +497,42 @@ class Migrator:
         """Finish archive batches a crash interrupted: the memories still due
         for archiving go into the batch's object (written now if it was not);
         the batch is dropped if none is left. Collect emptied batches."""
-        s = self.s
+        eng = self.engine
         # Batches emptied by a restore or delete that crashed before collecting them.
-        self.collect_archives(k for (k,) in s._catalog.query(
+        self.collect_archives(k for (k,) in eng.catalog.query(
             "SELECT key FROM archives a WHERE state != 'pending' AND NOT EXISTS"
             " (SELECT 1 FROM memories m WHERE m.cold_key = a.key)"))
-        for key, ns, rids_json in s._catalog.query("SELECT key, ns, rids FROM archives WHERE state = 'pending'"):
-            rows = [r for r in s._catalog.get_rows_by_rid(json.loads(rids_json)) if r.tier != TIER_COLD]
+        for key, ns, rids_json in eng.catalog.query("SELECT key, ns, rids FROM archives WHERE state = 'pending'"):
+            rows = [r for r in eng.catalog.get_rows_by_rid(json.loads(rids_json)) if r.tier != TIER_COLD]
             actions = self.classify_rows(rows, now) if rows else np.zeros(0, np.int8)
             rows = [r for r, a in zip(rows, actions.tolist()) if a == ACTION_ARCHIVE]
             if rows:
                 self._finish_batches([(key, ns, rows)], now, report)
             else:
-                s._catalog.write(lambda conn, key=key: conn.execute(
+                eng.catalog.write(lambda conn, key=key: conn.execute(
                     "UPDATE archives SET state = 'done' WHERE key = ?", (key,)))
                 self.collect_archives({key})
 
     def collect_archives(self, keys: Iterable[str]) -> int:
         """Delete archive objects none of whose memories is still cold there."""
-        s = self.s
+        eng = self.engine
         empty = []
         for key in keys:
-            live = s._catalog.query_one("SELECT count(*) FROM memories WHERE cold_key = ?", (key,))
-            pending = s._catalog.query_one("SELECT count(*) FROM archives WHERE key = ? AND state = 'pending'",
+            live = eng.catalog.query_one("SELECT count(*) FROM memories WHERE cold_key = ?", (key,))
+            pending = eng.catalog.query_one("SELECT count(*) FROM archives WHERE key = ? AND state = 'pending'",
                                            (key,))
             if live and live[0] == 0 and pending and pending[0] == 0:
                 empty.append(key)
-        if not empty or not s._ownership.may_delete():  # never delete in a prefix handed over to another store
+        if not empty or not eng.ownership.may_delete():  # never delete in a prefix handed over to another store
             return 0
         # The commits that moved the memories out (restore, delete, rewrite) must
         # be on disk before the object goes: lost to an OS crash after the
         # delete, they would leave the catalog pointing at nothing.
-        s._catalog.sync()
+        eng.catalog.sync()
         for key in empty:
-            s._cold.delete(key)
+            eng.cold.delete(key)
             crash_point("collect.after_object_delete")
-            s._catalog.write(lambda conn, key=key: conn.execute("DELETE FROM archives WHERE key = ?", (key,)))
+            eng.catalog.write(lambda conn, key=key: conn.execute("DELETE FROM archives WHERE key = ?", (key,)))
         return len(empty)
 
     # -- tombstones --------------------------------------------------------------------------
@@ -548,12 +548,12 @@ class Migrator:
         (while the prefix is still this store's)."""
         self._tombstone_step(tombstones.write_pending, report)
         self._tombstone_step(lambda catalog, objects: tombstones.collect(catalog, objects)
-                             if self.s._ownership.may_delete() else 0, report)
+                             if self.engine.ownership.may_delete() else 0, report)
 
     def _tombstone_step(self, step: Any, report: SweepReport | None) -> None:
         try:
             with self._tombstone_lock:
-                step(self.s._catalog, self.s._cold.store)
+                step(self.engine.catalog, self.engine.cold.store)
         except (ObjectStoreError, OSError) as exc:  # retried by the next sweep
             if report is not None:
                 report.errors.append(f"{type(exc).__name__}: {exc}")
@@ -577,15 +577,15 @@ class Migrator:
         reports it; copying it would spread the damage), or with ``strict``
         CorruptDataError is raised after the other objects are done; later
         sweeps of this process pass it over (``everything`` tries it again)."""
-        s = self.s
+        eng = self.engine
         if everything:
-            todo = [(key, ns) for key, ns, state, count, live in s._catalog.query(
+            todo = [(key, ns) for key, ns, state, count, live in eng.catalog.query(
                 "SELECT a.key, a.ns, a.state, a.count,"
                 " (SELECT count(*) FROM memories m WHERE m.cold_key = a.key)"
                 " FROM archives a WHERE a.state != 'pending' ORDER BY a.batch")
                 if state == "purge" or 0 < live < count]
         else:  # the sweep: marked batches only, no count per batch
-            todo = [(key, ns) for key, ns in s._catalog.query(
+            todo = [(key, ns) for key, ns in eng.catalog.query(
                 "SELECT key, ns FROM archives WHERE state = 'purge' ORDER BY batch")
                 if key not in self._damaged_archives]
         todo = todo[:limit] if limit is not None else todo
@@ -606,19 +606,19 @@ class Migrator:
         return done
 
     def _rewrite_batch(self, key: str, ns: str, now: float) -> int:
-        s = self.s
-        rows = s._catalog.select_rows("WHERE m.cold_key = ? ORDER BY m.cold_offset", (key,))
+        eng = self.engine
+        rows = eng.catalog.select_rows("WHERE m.cold_key = ? ORDER BY m.cold_offset", (key,))
         if not rows:
             self.collect_archives({key})
             return 0
-        records = s._cold.fetch([Location(key, r.cold_offset, r.cold_length) for r in rows])  # type: ignore[arg-type]
+        records = eng.cold.fetch([Location(key, r.cold_offset, r.cold_length) for r in rows])  # type: ignore[arg-type]
         for r, rec in zip(rows, records):
             if rec["id"] != r.id or rec["ns"] != r.ns:
                 raise CorruptDataError(f"archive object {key} at byte {r.cold_offset} holds {rec['id']!r}, "
                                        f"the catalog expects {r.id!r}")
         new_key = self._record_batches({ns: [r.rid for r in rows]}, now)[ns]
         crash_point("compact.after_intent")
-        entries, _ = s._cold.write_records(new_key, ns, records, now)
+        entries, _ = eng.cold.write_records(new_key, ns, records, now)
         crash_point("compact.after_put")
 
         def write(conn: sqlite3.Connection) -> int:
@@ -636,7 +636,7 @@ class Migrator:
                          ("done" if moved == len(rows) else "purge", new_key))
             return moved
 
-        s._catalog.write(write)
+        eng.catalog.write(write)
         crash_point("compact.after_commit")
         self.collect_archives({key, new_key})
         return 1
@@ -646,12 +646,12 @@ class Migrator:
     def compact_warm(self, ns: str, now: float) -> None:
         """Rebuild shards that are mostly tombstones, and merge a namespace's
         shards when there are too many."""
-        s = self.s
-        settings = s._warm.settings
-        infos = s._warm.shards(ns)
+        eng = self.engine
+        settings = eng.warm.settings
+        infos = eng.warm.shards(ns)
         if not infos:
             return
-        live = {shard: n for shard, n in s._catalog.query(
+        live = {shard: n for shard, n in eng.catalog.query(
             "SELECT shard, count(*) FROM memories WHERE ns = ? AND tier = ? AND shard IS NOT NULL GROUP BY shard",
             (ns, TIER_WARM))}
         stale = [i for i in infos if live.get(i.shard, 0) < settings.rebuild_live_fraction * i.count]
@@ -664,7 +664,7 @@ class Migrator:
     def repair_warm(self, now: float) -> int:
         """Rebuild, from the catalog, the shards that failed to load (damaged
         or lost files). Returns how many shards were rebuilt."""
-        damaged = list(self.s._warm.damaged.values())
+        damaged = list(self.engine.warm.damaged.values())
         by_ns: dict[str, list[Any]] = {}
         for info in damaged:
             by_ns.setdefault(info.ns, []).append(info)
@@ -675,14 +675,14 @@ class Migrator:
     def rebuild_shards(self, ns: str, infos: Sequence[Any], now: float) -> None:
         """Replace ``infos`` by one shard of their live rows, vectors from the
         catalog (so a damaged shard is rebuilt too)."""
-        s = self.s
+        eng = self.engine
         ids = [i.shard for i in infos]
         marks = ",".join("?" * len(ids))
-        rows = s._catalog.select_rows(f"WHERE m.tier = ? AND m.shard IN ({marks})", (TIER_WARM, *ids))
+        rows = eng.catalog.select_rows(f"WHERE m.tier = ? AND m.shard IN ({marks})", (TIER_WARM, *ids))
         name = kind = None
         if rows:
-            name, kind = s._warm.write_shard(ns, np.array([r.rid for r in rows], np.int64),
-                                             stack_embeddings([r.embedding for r in rows], s.dim))
+            name, kind = eng.warm.write_shard(ns, np.array([r.rid for r in rows], np.int64),
+                                             stack_embeddings([r.embedding for r in rows], eng.dim))
 
         def write(conn: sqlite3.Connection) -> None:
             shard = None
@@ -694,16 +694,16 @@ class Migrator:
                          (shard, TIER_WARM, *ids))
             conn.execute(f"DELETE FROM shards WHERE shard IN ({marks})", ids)
 
-        s._catalog.write(write)
+        eng.catalog.write(write)
         crash_point("rebuild.after_commit")
-        s._warm.refresh()
+        eng.warm.refresh()
         # The commit that moved the rows off the old shards is on disk before
         # their files go: lost to an OS crash after the delete, it would leave
         # the catalog pointing at shards without files (as for archive objects).
-        s._catalog.sync()
+        eng.catalog.sync()
         for i in infos:
-            s._warm.forget(i.shard)
-            s._warm.remove_files(i.name)
+            eng.warm.forget(i.shard)
+            eng.warm.remove_files(i.name)
 
     # ------------------------------------------------------------------ into hot
 
@@ -717,11 +717,11 @@ class Migrator:
         recency, and keep at least their type's initial weight, so the next
         sweep does not send them straight back.
         Returns the rows as they are now hot."""
-        s = self.s
+        eng = self.engine
         cp = self.cp
         new_rows: list[MemoryRow] = []
         for r in rows:
-            t_idx = s.policy.type_index(r.memory_type)
+            t_idx = eng.policy.type_index(r.memory_type)
             w = lifetime.weight_at(r.w_ref, r.t_ref, r.half_life, now)
             w0 = float(cp.w0_by_type[t_idx])
             w = max(w, w0)
@@ -742,7 +742,7 @@ class Migrator:
         due = self.due_in_tier(new_rows, TIER_HOT)
         for nr, d in zip(new_rows, due.tolist()):
             nr.due_at = d
-        with s._hot.guard(ns) as space:
+        with eng.hot.guard(ns) as space:
             def write(conn: sqlite3.Connection) -> list[int]:
                 done = []
                 for old, nr in zip(rows, new_rows):
@@ -756,17 +756,17 @@ class Migrator:
                          nr.last_accessed_at, _sql_inf(nr.due_at), old.rid))
                     if old.tier == TIER_COLD:
                         conn.execute(MARK_PURGE_SQL, (old.cold_key,))  # its record there is stale now
-                    if access and s.settings.access_log:
+                    if access and eng.settings.access_log:
                         conn.execute(ACCESS_LOG_SQL, (nr.ns, nr.id, int(now // 86400), 1))
                     conn.execute(EVENT_SQL, self._event(nr, now, kind, old.tier, TIER_HOT, reason or kind))
                     done.append(old.rid)
                 return done
 
-            done_rids = set(s._catalog.write(write))
+            done_rids = set(eng.catalog.write(write))
             crash_point("restore.after_commit")
             moved = [nr for nr in new_rows if nr.rid in done_rids]
             if space is not None and moved:
-                space.add_rows(moved, stack_embeddings([nr.embedding for nr in moved], s.dim))
+                space.add_rows(moved, stack_embeddings([nr.embedding for nr in moved], eng.dim))
         keys = {r.cold_key for r in rows if r.cold_key and r.rid in done_rids}
         if keys:
             self.collect_archives(keys)
@@ -786,7 +786,7 @@ class Migrator:
             for i in range(0, len(rows), 256):
                 chunk = rows[i : i + 256]
                 records = self.cold_records(chunk)
-                moved = self.promote(ns, [r for r in chunk if r.id in records], self.s._time.now(), access=False,
+                moved = self.promote(ns, [r for r in chunk if r.id in records], self.engine.store_time.now(), access=False,
                                      kind="restore", cold_records=records, reason=reason)
                 restored.extend(r.id for r in moved)
                 bar.update(len(chunk))
@@ -805,7 +805,7 @@ class Migrator:
         try:
             return self._fetch_records(rows, vector_at)
         except (ObjectNotFoundError, CorruptDataError):
-            current = {r.rid: r for r in self.s._catalog.get_rows_by_rid([r.rid for r in rows])}
+            current = {r.rid: r for r in self.engine.catalog.get_rows_by_rid([r.rid for r in rows])}
             still = [r for r in rows if (c := current.get(r.rid)) is not None and c.tier == TIER_COLD
                      and (c.cold_key, c.cold_offset) == (r.cold_key, r.cold_offset)]
             if len(still) == len(rows):
@@ -814,7 +814,7 @@ class Migrator:
 
     def _fetch_records(self, rows: Sequence[MemoryRow], vector_at: dict[str, int] | None = None
                        ) -> dict[str, dict[str, Any]]:
-        placed = self.s._cold.fetch_placed([Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows])  # type: ignore[arg-type]
+        placed = self.engine.cold.fetch_placed([Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows])  # type: ignore[arg-type]
         by_id = {}
         for r, (rec, at) in zip(rows, placed):
             if rec["id"] != r.id or rec["ns"] != r.ns:
@@ -843,21 +843,21 @@ class Migrator:
         the archive objects. Returns how many were written; bounded by
         ``limit``. Once a pass finds none missing, the catalog says so (meta
         ``cold_codes``: :data:`CODES_COMPLETE`) and later sweeps skip the look."""
-        s = self.s
+        eng = self.engine
         sql = ("SELECT m.rid FROM memories m LEFT JOIN cold_codes c ON c.rid = m.rid"
                " WHERE m.tier = ? AND (c.rid IS NULL OR c.vector_at IS NULL) AND m.cold_key IS NOT NULL")
-        rids = [r for (r,) in s._catalog.query(sql + ("" if limit is None else f" LIMIT {int(limit)}"), (TIER_COLD,))]
+        rids = [r for (r,) in eng.catalog.query(sql + ("" if limit is None else f" LIMIT {int(limit)}"), (TIER_COLD,))]
         if not rids:
-            s._catalog.set_meta({"cold_codes": CODES_COMPLETE})
+            eng.catalog.set_meta({"cold_codes": CODES_COMPLETE})
             return 0
         finishes = limit is None or len(rids) < limit  # this pass covers every memory still missing one
-        rows = sorted(s._catalog.get_rows_by_rid(rids), key=lambda r: (r.cold_key or "", r.cold_offset or 0))
+        rows = sorted(eng.catalog.get_rows_by_rid(rids), key=lambda r: (r.cold_key or "", r.cold_offset or 0))
         written = 0
         for i in range(0, len(rows), 512):
             chunk = [r for r in rows[i : i + 512] if r.tier == TIER_COLD]
             at: dict[str, int] = {}
             records = self.cold_records(chunk, at)
-            entries = [(r, _code_of(records[r.id]["embedding"], s.dim),
+            entries = [(r, _code_of(records[r.id]["embedding"], eng.dim),
                         _place(at[r.id], records[r.id]["embedding"])) for r in chunk if r.id in records]
 
             def write(conn: sqlite3.Connection, entries: Any = entries) -> int:
@@ -869,11 +869,11 @@ class Migrator:
                         n += 1
                 return n
 
-            written += s._catalog.write(write)
+            written += eng.catalog.write(write)
         for ns in {r.ns for r in rows}:
-            s._cold_index.invalidate(ns)
+            eng.cold_index.invalidate(ns)
         if finishes:  # every archive since writes its codes itself
-            s._catalog.set_meta({"cold_codes": CODES_COMPLETE})
+            eng.catalog.set_meta({"cold_codes": CODES_COMPLETE})
         return written
 
     def select_cold(self, ns: str, *, ids: Sequence[str] | None, where: dict[str, Any] | None, text: str | None,
@@ -882,7 +882,7 @@ class Migrator:
         any of the stemmed words, best first) or meaning (``query``, a unit
         vector: the cold index's candidates, ranked by their exact cosine
         similarity; ``limit`` of them)."""
-        s = self.s
+        eng = self.engine
         if query is not None:
             return self._select_by_meaning(ns, query, ids=ids, where=where, text=text, limit=limit)
         clauses = ["m.ns = ?", "m.tier = ?"]
@@ -892,7 +892,7 @@ class Migrator:
             ids = list(ids)
             if not ids:
                 return []
-            known = {r[0]: r[1] for r in s._catalog.query(
+            known = {r[0]: r[1] for r in eng.catalog.query(
                 f"SELECT id, tier FROM memories WHERE ns = ? AND id IN ({','.join('?' * len(ids))})", (ns, *ids))}
             missing = [i for i in ids if i not in known]
             if missing:
@@ -908,7 +908,7 @@ class Migrator:
             if "memory_type" in where:
                 types = _strings(where["memory_type"], "restore where memory_type")
                 for t in types:
-                    s.policy.type_index(t)
+                    eng.policy.type_index(t)
                 clauses.append(f"m.memory_type IN ({','.join('?' * len(types))})")
                 params.extend(types)
             if "source" in where:
@@ -946,7 +946,7 @@ class Migrator:
             sql += " LIMIT ?"
             params.append(int(limit))
         try:
-            return s._catalog.select_rows(sql, params)
+            return eng.catalog.select_rows(sql, params)
         except sqlite3.OperationalError as exc:
             raise InvalidInputError(f"restore text query {text!r} is not valid: {exc}") from None
 
@@ -956,19 +956,19 @@ class Migrator:
         ``k`` of restore), narrowed by ``ids``/``where``/``text`` when given
         (their rows, as a filter), ranked by the exact cosine similarity of
         their archived vectors."""
-        s = self.s
+        eng = self.engine
         k = limit or 5
         allowed = None
         if ids is not None or where or text is not None:
             allowed = [r.rid for r in self.select_cold(ns, ids=ids, where=where, text=text, limit=None)]
             if not allowed:
                 return []
-        rids, _ = s._cold_index.candidates(ns, query, cold_index.candidate_count(k), allowed_rids=allowed)
-        rows = [r for r in s._catalog.get_rows_by_rid(rids.tolist())
+        rids, _ = eng.cold_index.candidates(ns, query, cold_index.candidate_count(k), allowed_rids=allowed)
+        rows = [r for r in eng.catalog.get_rows_by_rid(rids.tolist())
                 if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None]
         if not rows:
             return []
-        vectors = cold_index.fetch_row_vectors(s._cold_index, s._cold, s._vector_cache, ns, rows)
+        vectors = cold_index.fetch_row_vectors(eng.cold_index, eng.cold, eng.vector_cache, ns, rows)
         sims = cold_index.exact_rescore(query, vectors)
         order = np.argsort(-sims, kind="stable")[:k]
         return [rows[i] for i in order.tolist()]
@@ -992,7 +992,7 @@ class Migrator:
         record read: a rebuild cut short before this step is finished by the
         next one), and a slot left with several live memories keeps its
         newest (counted ``marks``)."""
-        s = self.s
+        eng = self.engine
         counts = {"objects": 0, "records": 0, "inserted": 0, "repointed": 0, "skipped": 0, "forgotten": 0,
                   "marks": 0}
         rebuilt: set[int] = set()  # rids whose state is their record's
@@ -1010,26 +1010,26 @@ class Migrator:
             if key is not None:
                 slots.setdefault(ns, set()).add(key)
 
-        stones = tombstones.read_all(s._cold.store)
+        stones = tombstones.read_all(eng.cold.store)
         deleted_at = tombstones.latest_by_memory(stones)
         if stones:  # listed again, so that a sweep drops them once the objects are rewritten
-            s._catalog.write(lambda conn: conn.executemany(
+            eng.catalog.write(lambda conn: conn.executemany(
                 "INSERT OR IGNORE INTO tombstones (key, ns, id, deleted_at, state) VALUES (?, ?, ?, ?, 'written')",
                 [(k, t.ns, t.id, t.deleted_at) for k, t in stones.items()]))
-        keys = s._cold.list_batches()
+        keys = eng.cold.list_batches()
         with Progress(len(keys), "rebuild-catalog", enabled=progress, unit=" objects") as bar:
             for key in keys:
-                header, records = s._cold.read_batch(key)
+                header, records = eng.cold.read_batch(key)
                 ns = header["namespace"]
                 counts["objects"] += 1
                 counts["records"] += len(records)
-                now = s._time.now()
+                now = eng.store_time.now()
 
                 # Decide outside the write transaction (comparing copies reads the
                 # object store); the transaction re-checks that the row is as seen.
                 plan = []
                 for entry, rec in records:
-                    row = s._catalog.get_row(ns, rec["id"])
+                    row = eng.catalog.get_row(ns, rec["id"])
                     gone = deleted_at.get((ns, rec["id"]))
                     forgotten = row is None and gone is not None and float(rec["archived_at"]) <= gone
                     replace = not forgotten and (row is None or (row.tier == TIER_COLD and row.cold_key != key
@@ -1040,7 +1040,7 @@ class Migrator:
                     rids = []
                     stale = False  # the object holds records no catalog row points at
                     for entry, rec, seen, replace, forgotten in plan:
-                        row = s._catalog.row_in(conn, ns, rec["id"])
+                        row = eng.catalog.row_in(conn, ns, rec["id"])
                         if forgotten and row is None:
                             counts["forgotten"] += 1
                             stale = True
@@ -1071,7 +1071,7 @@ class Migrator:
                             conn.execute("UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ? WHERE rid = ?",
                                          (key, entry.offset, entry.length, row.rid))
                             counts["repointed"] += 1
-                        conn.execute(CODE_SQL, (new.rid, ns, _code_of(rec["embedding"], s.dim),
+                        conn.execute(CODE_SQL, (new.rid, ns, _code_of(rec["embedding"], eng.dim),
                                                 *_place(entry.vector_at, rec["embedding"])))
                         rids.append(new.rid)
                     if conn.execute("SELECT 1 FROM archives WHERE key = ?", (key,)).fetchone() is None:
@@ -1086,7 +1086,7 @@ class Migrator:
                     elif stale:
                         conn.execute(MARK_PURGE_SQL, (key,))
 
-                s._catalog.write(write)
+                eng.catalog.write(write)
                 bar.update()
 
         def settle(conn: sqlite3.Connection) -> int:
@@ -1095,16 +1095,16 @@ class Migrator:
             return n + sum(supersession.settle_slots(conn, ns, sorted(keys), rebuilt) for ns, keys in slots.items())
 
         if rebuilt:
-            counts["marks"] = s._catalog.write(settle)
-        s._cold_index.invalidate()
+            counts["marks"] = eng.catalog.write(settle)
+        eng.cold_index.invalidate()
         return counts
 
     def _older_copy(self, row: MemoryRow, rec: dict[str, Any]) -> bool:
         """Whether the catalog's cold copy of a memory is missing or older than ``rec``."""
-        s = self.s
-        if row.cold_key is None or not s._cold.store.exists(row.cold_key):
+        eng = self.engine
+        if row.cold_key is None or not eng.cold.store.exists(row.cold_key):
             return True
-        current = s._cold.fetch([Location(row.cold_key, row.cold_offset, row.cold_length)])[0]  # type: ignore[arg-type]
+        current = eng.cold.fetch([Location(row.cold_key, row.cold_offset, row.cold_length)])[0]  # type: ignore[arg-type]
         return float(current["archived_at"]) < float(rec["archived_at"])
 
     # ------------------------------------------------------------------ background
