@@ -38,7 +38,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import clustered_vectors  # noqa: E402  (also pins BLAS to one thread)
-
 from langchain_core.embeddings import Embeddings  # noqa: E402
 
 from tierstore import TierStore  # noqa: E402
@@ -69,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     vectors = clustered_vectors(args.n, args.dim)
-    queries = np.ascontiguousarray(vectors[rng.choice(args.n, args.queries, replace=False)]
-                                   + 0.05 * rng.normal(size=(args.queries, args.dim)).astype(np.float32))
+    queries = np.ascontiguousarray(
+        vectors[rng.choice(args.n, args.queries, replace=False)]
+        + 0.05 * rng.normal(size=(args.queries, args.dim)).astype(np.float32)
+    )
     texts = [f"query {i}" for i in range(args.queries)]
     table = {t: q for t, q in zip(texts, queries)}
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,9 +81,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.base:
             base_vs = base_adapter(args.base)(store, LookupEmbeddings(table), namespace="bench")
         for start in range(0, args.n, 5000):
-            store.add_batch("bench", [{"content": f"document {i}", "embedding": vectors[i],
-                                       "metadata": {"source": f"doc-{i}.md", "page": i % 50}}
-                                      for i in range(start, min(args.n, start + 5000))])
+            store.add_batch(
+                "bench",
+                [
+                    {
+                        "content": f"document {i}",
+                        "embedding": vectors[i],
+                        "metadata": {"source": f"doc-{i}.md", "page": i % 50},
+                    }
+                    for i in range(start, min(args.n, start + 5000))
+                ],
+            )
         for t, q in zip(texts[:20], queries[:20]):  # warm up both paths
             store.search("bench", q, k=args.k, record_access=False)
             vs.similarity_search(t, k=args.k)

@@ -99,11 +99,18 @@ def failover(cluster, args, rng) -> dict:
             first = time.perf_counter() - t0
     served = time.perf_counter() - t0
     lost = sum(1 for ns, mid in acked if cluster.get(ns, mid) is None)
-    out = {"shards": args.shards, "namespaces": len(namespaces), "memories_per_ns": args.memories,
-           "victim_namespaces": len(victim_ns), "victim_slots": cluster.failovers[-1]["slots"],
-           "served_again_s": round(served, 3), "first_read_s": round(first or 0.0, 3),
-           "router_failover_s": round(cluster.failovers[-1]["seconds"], 3),
-           "acked_writes": len(acked), "acked_lost": lost}
+    out = {
+        "shards": args.shards,
+        "namespaces": len(namespaces),
+        "memories_per_ns": args.memories,
+        "victim_namespaces": len(victim_ns),
+        "victim_slots": cluster.failovers[-1]["slots"],
+        "served_again_s": round(served, 3),
+        "first_read_s": round(first or 0.0, 3),
+        "router_failover_s": round(cluster.failovers[-1]["seconds"], 3),
+        "acked_writes": len(acked),
+        "acked_lost": lost,
+    }
     # a zombie: paused, declared dead, resumed; every write it tries must be refused
     zombie = cluster.shards[0]
     handle = cluster.handle(zombie)
@@ -139,8 +146,12 @@ def failover(cluster, args, rng) -> dict:
         except ray.exceptions.RayTaskError:
             pass
     ray.kill(handle)
-    out.update(zombie_writes_tried=sum(1 for s in zslots if s in ns_of), zombie_writes_accepted=accepted,
-               zombie_reads_tried=len(read_slots), zombie_reads_answered=answered)
+    out.update(
+        zombie_writes_tried=sum(1 for s in zslots if s in ns_of),
+        zombie_writes_accepted=accepted,
+        zombie_reads_tried=len(read_slots),
+        zombie_reads_answered=answered,
+    )
     return out
 
 
@@ -184,13 +195,19 @@ def overhead(cluster, args, rng, root: Path) -> dict:
         emb_g.append(a), clu_g.append(b), diff_g.append(b - a)
     store.close()
     ms = lambda xs: round(1000 * statistics.median(xs), 3)  # noqa: E731
-    return {"samples": args.samples, "memories": args.memories,
-            "search_p50_ms": {"embedded": ms(emb_s), "cluster": ms(clu_s), "overhead": ms(diff_s),
-                              "actor_direct": ms(direct)},
-            "ray_ping_p50_ms": ms(ping),
-            "get_p50_ms": {"embedded": ms(emb_g), "cluster": ms(clu_g), "overhead": ms(diff_g)},
-            "search_p99_ms": {"embedded": round(1000 * _p(emb_s, 0.99), 3),
-                              "cluster": round(1000 * _p(clu_s, 0.99), 3)}}
+    return {
+        "samples": args.samples,
+        "memories": args.memories,
+        "search_p50_ms": {
+            "embedded": ms(emb_s),
+            "cluster": ms(clu_s),
+            "overhead": ms(diff_s),
+            "actor_direct": ms(direct),
+        },
+        "ray_ping_p50_ms": ms(ping),
+        "get_p50_ms": {"embedded": ms(emb_g), "cluster": ms(clu_g), "overhead": ms(diff_g)},
+        "search_p99_ms": {"embedded": round(1000 * _p(emb_s, 0.99), 3), "cluster": round(1000 * _p(clu_s, 0.99), 3)},
+    }
 
 
 def puts_per_write(cluster, namespaces: list[str], ops: int, label: str, write_share: float = 0.3) -> dict:
@@ -222,12 +239,19 @@ def puts_per_write(cluster, namespaces: list[str], ops: int, label: str, write_s
     puts = sum(after[n]["puts"] - before[n]["puts"] for n in common)
     commits = sum(after[n]["commits"] - before[n]["commits"] for n in common)
     snaps = sum(after[n]["snapshots"] - before[n]["snapshots"] for n in common)
-    return {"namespaces": len(namespaces), "threads": 8, "calls": 8 * ops, "write_share": write_share,
-            "acked_writes": acked[0],
-            "puts": puts, "log_appends": commits, "snapshots": snaps,
-            "puts_per_acked_write": round(puts / max(acked[0], 1), 3),
-            "log_appends_per_acked_write": round(commits / max(acked[0], 1), 3),
-            "calls_per_s": round(8 * ops / elapsed, 1)}
+    return {
+        "namespaces": len(namespaces),
+        "threads": 8,
+        "calls": 8 * ops,
+        "write_share": write_share,
+        "acked_writes": acked[0],
+        "puts": puts,
+        "log_appends": commits,
+        "snapshots": snaps,
+        "puts_per_acked_write": round(puts / max(acked[0], 1), 3),
+        "log_appends_per_acked_write": round(commits / max(acked[0], 1), 3),
+        "calls_per_s": round(8 * ops / elapsed, 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,8 +281,14 @@ def main(argv: list[str] | None = None) -> int:
         server.client().create_bucket(Bucket="bench")
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="tierstore-bench")
         t = time.perf_counter()
-        cluster = Cluster(bucket="bench", s3_options={"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
-                          dim=DIM, shards=args.shards, root=str(root / "shards"), name="tierstore-bench")
+        cluster = Cluster(
+            bucket="bench",
+            s3_options={"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
+            dim=DIM,
+            shards=args.shards,
+            root=str(root / "shards"),
+            name="tierstore-bench",
+        )
         results["start_s"] = round(time.perf_counter() - t, 1)
         rng = np.random.default_rng(0)
         results["overhead"] = overhead(cluster, args, rng, root)
@@ -270,8 +300,9 @@ def main(argv: list[str] | None = None) -> int:
             ray.get(cluster.handle(name).set_put_delay.remote(0.05))
         results["puts_spread_50ms"] = puts_per_write(cluster, namespaces, args.ops // 2, "spread50")
         results["puts_hot_50ms"] = puts_per_write(cluster, namespaces[:4], args.ops // 2, "hot50")
-        results["puts_one_ns_writes_only_50ms"] = puts_per_write(cluster, namespaces[:1], args.ops // 4, "one50",
-                                                                 write_share=1.0)
+        results["puts_one_ns_writes_only_50ms"] = puts_per_write(
+            cluster, namespaces[:1], args.ops // 4, "one50", write_share=1.0
+        )
         for name in cluster.shards:
             ray.get(cluster.handle(name).set_put_delay.remote(0.0))
         results["failover"] = failover(cluster, args, rng)

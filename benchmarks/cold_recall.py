@@ -60,20 +60,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import clustered_vectors  # noqa: E402  (also sets one BLAS thread)
-
 import numpy as np  # noqa: E402
+from conftest import clustered_vectors  # noqa: E402  (also sets one BLAS thread)
 from numba import njit  # noqa: E402
 
-from tierstore.tiers.cold import ColdTier, Location  # noqa: E402
-from tierstore.tiers.cold_index import (  # noqa: E402
-    COLD_CODES_SCHEMA,
-    ColdIndex,
-    encode_codes,
-    fetch_vectors,
-    first_stage_count,
-    insert_codes,
-)
 from tierstore.kernels import (  # noqa: E402
     hamming_topk,
     inner_products,
@@ -83,6 +73,15 @@ from tierstore.kernels import (  # noqa: E402
     top_candidates,
 )
 from tierstore.storage.objectstore import LocalObjectStore  # noqa: E402
+from tierstore.tiers.cold import ColdTier, Location  # noqa: E402
+from tierstore.tiers.cold_index import (  # noqa: E402
+    COLD_CODES_SCHEMA,
+    ColdIndex,
+    encode_codes,
+    fetch_vectors,
+    first_stage_count,
+    insert_codes,
+)
 
 K = 10
 MS = (10, 20, 50, 100, 200, 400)
@@ -169,8 +168,11 @@ def stdlib_sentences() -> set[str]:
             continue
         texts.append(inspect.getdoc(mod) or "")
         for attr, obj in sorted(vars(mod).items()):
-            if not attr.startswith("_") and getattr(obj, "__module__", None) == name and (
-                    inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj)):
+            if (
+                not attr.startswith("_")
+                and getattr(obj, "__module__", None) == name
+                and (inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj))
+            ):
                 texts.append(inspect.getdoc(obj) or "")
     return {s for t in texts for s in _sentences(t) if not re.search(r"[=<>{}\[\]|`*_\\]|\w\(|::", s)}
 
@@ -202,8 +204,10 @@ def minilm_set(n_queries: int, n_data: int) -> tuple[np.ndarray, np.ndarray, str
     pool = pool[: n_queries + n_data]
     n_docs = sum(s in docs for s in pool)
     vecs = MiniLM().encode(pool)
-    what = (f"{len(pool)} sentences ({len(pool) - n_docs} fortunes, {n_docs} docstring sentences; "
-            f"pools {len(quotes)} and {len(docs)}; Python {platform.python_version()})")
+    what = (
+        f"{len(pool)} sentences ({len(pool) - n_docs} fortunes, {n_docs} docstring sentences; "
+        f"pools {len(quotes)} and {len(docs)}; Python {platform.python_version()})"
+    )
     return vecs[n_queries:], vecs[:n_queries], what
 
 
@@ -230,14 +234,13 @@ def recall_rows(X: np.ndarray, Q: np.ndarray) -> dict[str, list[float]]:
         asym_all = all_rows[np.argsort(-sign_scores(q, bits, all_rows), kind="stable")]
         int8_all = all_rows[np.argsort(-int8_inner_products(q, i8, scales, all_rows), kind="stable")]
         for j, m in enumerate(MS):
-            head = first[:first_stage_count(m)]
+            head = first[: first_stage_count(m)]
             orders = {
                 "1-bit": first,
                 "1-bit asym.": asym_all,
                 f"1-bit {FIRST} > asym.": head[np.argsort(-sign_scores(q, bits, head), kind="stable")],
                 "int8": int8_all,
-                f"1-bit {FIRST} > int8": head[np.argsort(-int8_inner_products(q, i8, scales, head),
-                                                         kind="stable")],
+                f"1-bit {FIRST} > int8": head[np.argsort(-int8_inner_products(q, i8, scales, head), kind="stable")],
             }
             for name, order in orders.items():
                 cand = order[:m]
@@ -249,7 +252,9 @@ def recall_rows(X: np.ndarray, Q: np.ndarray) -> dict[str, list[float]]:
 def print_recall(title: str, what: str, X: np.ndarray, Q: np.ndarray) -> None:
     t0 = time.perf_counter()
     rows = recall_rows(X, Q)
-    print(f"\n#### {title}: {X.shape[0]} x {X.shape[1]}, {Q.shape[0]} queries ({what}; {time.perf_counter() - t0:.0f} s)\n")
+    print(
+        f"\n#### {title}: {X.shape[0]} x {X.shape[1]}, {Q.shape[0]} queries ({what}; {time.perf_counter() - t0:.0f} s)\n"
+    )
     names = list(rows)
     print("| m | " + " | ".join(f"{n} → exact" for n in names) + " |")
     print("|---" * (len(names) + 1) + "|")
@@ -292,6 +297,7 @@ def time_scans(n: int, dim: int, m: int, rounds: int) -> list[tuple[str, str, fl
     conn.executescript(COLD_CODES_SCHEMA)
     insert_codes(conn, [(i, "ns", c) for i, c in enumerate(encode_codes(X))])
     index = ColdIndex(lambda sql, p: conn.execute(sql, p).fetchall(), dim)
+
     def two_stage(q: np.ndarray) -> np.ndarray:
         first, _ = hamming_topk(sign_code(q), bits, first_stage_count(m), NO_MASK)
         return first[np.argsort(-sign_scores(q, bits, first), kind="stable")[:m]]
@@ -327,9 +333,15 @@ def time_scans(n: int, dim: int, m: int, rounds: int) -> list[tuple[str, str, fl
             f(q)
             samples[name].append(time.perf_counter() - t0)
     med = {name: _median_us(s) for name, s in samples.items()}
-    pairs = [("hamming", "numpy hamming"), ("two-stage", "numpy hamming"), ("candidates", "numpy hamming"),
-             ("asym", "numpy hamming"), ("int8", "numpy int8"), ("float32", "numpy float32"),
-             ("candidates", "float32")]
+    pairs = [
+        ("hamming", "numpy hamming"),
+        ("two-stage", "numpy hamming"),
+        ("candidates", "numpy hamming"),
+        ("asym", "numpy hamming"),
+        ("int8", "numpy int8"),
+        ("float32", "numpy float32"),
+        ("candidates", "float32"),
+    ]
     return [(label[a], label[b], med[a], med[b]) for a, b in pairs]
 
 
@@ -362,12 +374,35 @@ def fetch_costs(X: np.ndarray, Q: np.ndarray, per_object: int) -> list[tuple[int
         locs: list[Location] = []
         for b in range(0, len(X), per_object):
             key = ColdTier.new_key("bench", b)
-            recs = [dict(ns="bench", id=f"m{i}", content=f"memory {i} " + "x" * 200,
-                         embedding=X[i].astype("<f4").tobytes(), memory_type="fact", source="s", tags=[],
-                         created_at=0.0, last_accessed_at=0.0, access_count=0, conf_llm=None, conf_rule=None,
-                         conf_feedback=None, confidence=0.8, t_conf=0.0, ttl_seconds=None, pinned=False,
-                         w_ref=1.0, t_ref=0.0, half_life=1.0, ttl=None, ttl_anchor=0.0, ctx_mult=1.0,
-                         archived_at=0.0) for i in range(b, min(len(X), b + per_object))]
+            recs = [
+                dict(
+                    ns="bench",
+                    id=f"m{i}",
+                    content=f"memory {i} " + "x" * 200,
+                    embedding=X[i].astype("<f4").tobytes(),
+                    memory_type="fact",
+                    source="s",
+                    tags=[],
+                    created_at=0.0,
+                    last_accessed_at=0.0,
+                    access_count=0,
+                    conf_llm=None,
+                    conf_rule=None,
+                    conf_feedback=None,
+                    confidence=0.8,
+                    t_conf=0.0,
+                    ttl_seconds=None,
+                    pinned=False,
+                    w_ref=1.0,
+                    t_ref=0.0,
+                    half_life=1.0,
+                    ttl=None,
+                    ttl_anchor=0.0,
+                    ctx_mult=1.0,
+                    archived_at=0.0,
+                )
+                for i in range(b, min(len(X), b + per_object))
+            ]
             entries, _ = cold.write_records(key, "bench", recs, 0.0)
             locs.extend(Location(key, e.offset, e.length) for e in entries)
         bits = sign_codes(X)
@@ -376,8 +411,11 @@ def fetch_costs(X: np.ndarray, Q: np.ndarray, per_object: int) -> list[tuple[int
                 gets, nbytes, times = 0, 0, []
                 for q in Q:
                     first, _ = hamming_topk(sign_code(q), bits, first_stage_count(m), NO_MASK)
-                    cand = first[:m] if scheme == "1-bit" else \
-                        first[np.argsort(-sign_scores(q, bits, first), kind="stable")[:m]]
+                    cand = (
+                        first[:m]
+                        if scheme == "1-bit"
+                        else first[np.argsort(-sign_scores(q, bits, first), kind="stable")[:m]]
+                    )
                     g0, b0 = counting.gets, counting.bytes
                     t0 = time.perf_counter()
                     fetch_vectors(cold, [locs[i] for i in cand.tolist()], None)
@@ -398,8 +436,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--per-object", type=int, default=500, help="records per archive object (fetch cost)")
     args = ap.parse_args(argv)
-    print(f"# cold_recall: k = {K}, m in {MS}; {platform.processor() or platform.machine()}, "
-          f"numpy {np.__version__}, {os.cpu_count()} cpus")
+    print(
+        f"# cold_recall: k = {K}, m in {MS}; {platform.processor() or platform.machine()}, "
+        f"numpy {np.__version__}, {os.cpu_count()} cpus"
+    )
     fetch_set = None
     if not args.no_minilm:
         X, Q, what = minilm_set(args.queries, args.sentences)
@@ -412,12 +452,18 @@ def main(argv: list[str] | None = None) -> int:
         fetch_set = fetch_set or (X, Q[:100])
     X = clustered_vectors(args.clustered // 10, 384, seed=1)
     Q = clustered_vectors(args.queries, 384, seed=1, draw_seed=2)
-    print_recall("clustered-384-small", "the same centres, a tenth of the vectors: the top 10 reach into "
-                 "other clusters, at similarities near 0", X, Q)
+    print_recall(
+        "clustered-384-small",
+        "the same centres, a tenth of the vectors: the top 10 reach into other clusters, at similarities near 0",
+        X,
+        Q,
+    )
 
     X, Q = fetch_set
-    print(f"\n#### fetch cost: {len(X)} archived memories in objects of {args.per_object} (row order), "
-          f"local directory, {len(Q)} queries, no cache\n")
+    print(
+        f"\n#### fetch cost: {len(X)} archived memories in objects of {args.per_object} (row order), "
+        f"local directory, {len(Q)} queries, no cache\n"
+    )
     print("| m | candidates | GETs per search | MiB read per search | `fetch_vectors` median ms |")
     print("|---|---|---|---|---|")
     for m, scheme, gets, mib, ms in fetch_costs(X, Q, args.per_object):

@@ -57,19 +57,19 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.append(str(ROOT / "tests"))  # s3_fixtures; after benchmarks/, whose conftest is wanted
+import numpy as np  # noqa: E402
 from conftest import clustered_vectors  # noqa: E402  (also sets one BLAS thread)
 from search_ab import export_old  # noqa: E402
 
-import numpy as np  # noqa: E402
-
-from tierstore.core import row_ranker  # noqa: E402
 from tierstore import ManualClock, TierStore  # noqa: E402
+from tierstore.core import row_ranker  # noqa: E402
 from tierstore.progress import Progress  # noqa: E402
 
 DIM = 384
@@ -107,8 +107,13 @@ def build_store(path: Path, X: np.ndarray, hot: np.ndarray, label: str, **open_k
     chunk = 5000
     for s in range(0, len(X), chunk):
         e = min(len(X), s + chunk)
-        store.add_batch(NS, [{"content": f"conversation m{i}", "embedding": X[i], "id": f"m{i}",
-                              "memory_type": "conversation"} for i in range(s, e)])
+        store.add_batch(
+            NS,
+            [
+                {"content": f"conversation m{i}", "embedding": X[i], "id": f"m{i}", "memory_type": "conversation"}
+                for i in range(s, e)
+            ],
+        )
         bar.update(e - s)
     bar.close()
     clock.advance(2 * 3600)  # conversation: TTL 1 h
@@ -121,8 +126,9 @@ def build_store(path: Path, X: np.ndarray, hot: np.ndarray, label: str, **open_k
         if rep.remaining_due == 0 and rep.examined == 0:
             break
     bar.close()
-    store.add_batch(NS, [{"content": f"fact h{i}", "embedding": v, "id": f"h{i}", "memory_type": "fact"}
-                         for i, v in enumerate(hot)])
+    store.add_batch(
+        NS, [{"content": f"fact h{i}", "embedding": v, "id": f"h{i}", "memory_type": "fact"} for i, v in enumerate(hot)]
+    )
     return store
 
 
@@ -147,8 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--no-s3", action="store_true", help="skip the S3 (moto) part")
     ap.add_argument("--json", type=Path, help="also write the figures here as JSON")
-    ap.add_argument("--ab", metavar="REV",
-                    help="also time the local cold search of revision REV (git archive) on a copy of the store")
+    ap.add_argument(
+        "--ab",
+        metavar="REV",
+        help="also time the local cold search of revision REV (git archive) on a copy of the store",
+    )
     ap.add_argument("--keep", type=Path, help="build the stores under this directory and keep them")
     args = ap.parse_args(argv)
     check_args(args)
@@ -182,8 +191,9 @@ def main(argv: list[str] | None = None) -> int:
             import tierstore_old  # type: ignore[import-not-found]
 
             at = START + 2 * 3600  # build_store's clock at its end: nothing becomes due
-            old = tierstore_old.TierStore.open(root / "ab-local", cold=str(root / "ab-local-cold"),
-                                               clock=tierstore_old.ManualClock(at))
+            old = tierstore_old.TierStore.open(
+                root / "ab-local", cold=str(root / "ab-local-cold"), clock=tierstore_old.ManualClock(at)
+            )
             stores.append(old)
             local = TierStore.open(root / "local", cold=str(root / "local-cold"), clock=ManualClock(at))
         stores.append(local)
@@ -197,14 +207,19 @@ def main(argv: list[str] | None = None) -> int:
             server = MotoServer(_free_port(MotoServer.host), root / "moto.log")
             server.start()
             server.client().create_bucket(Bucket="bench")
-            s3 = build_store(root / "s3", X, H, "s3", cold=f"s3://bench/{prefix}",
-                             cold_options={"endpoint_url": server.endpoint_url})
+            s3 = build_store(
+                root / "s3", X, H, "s3", cold=f"s3://bench/{prefix}", cold_options={"endpoint_url": server.endpoint_url}
+            )
             stores.append(s3)
             import boto3
             from botocore.config import Config
 
-            raw = boto3.client("s3", endpoint_url=server.endpoint_url, region_name="us-east-1",
-                               config=Config(retries={"max_attempts": 1}))
+            raw = boto3.client(
+                "s3",
+                endpoint_url=server.endpoint_url,
+                region_name="us-east-1",
+                config=Config(retries={"max_attempts": 1}),
+            )
         build_s = time.perf_counter() - t0
         for st in stores:
             cold_n = st.engine.cold_index.count(NS)
@@ -221,9 +236,26 @@ def main(argv: list[str] | None = None) -> int:
             for q in Q[:5]:
                 hot_search(st, q)
                 cold_search(st, q)
-        s: dict[str, list[float]] = {k: [] for k in (
-            "hot", "cold", "warm", "added", "added_warm", "fetch_local", "objects_local", "cold_hits",
-            "recall", "s3_cold", "s3_fetch", "s3_objects", "raw_get", "ratio_per_object", "ratio_one_get")}
+        s: dict[str, list[float]] = {
+            k: []
+            for k in (
+                "hot",
+                "cold",
+                "warm",
+                "added",
+                "added_warm",
+                "fetch_local",
+                "objects_local",
+                "cold_hits",
+                "recall",
+                "s3_cold",
+                "s3_fetch",
+                "s3_objects",
+                "raw_get",
+                "ratio_per_object",
+                "ratio_one_get",
+            )
+        }
         ab: dict[str, list[float]] = {"this": [], "rev": []}
         same_hits = 0  # queries whose hits (ids, scores to 1e-6, order) both versions agree on
         order = list(range(len(Q)))
@@ -295,10 +327,18 @@ def main(argv: list[str] | None = None) -> int:
 
     ms = lambda xs: {k: v * 1e3 for k, v in quantiles(xs).items()}  # noqa: E731
     out: dict[str, Any] = {
-        "n_archived": args.n, "hot": args.hot, "queries": len(Q), "k": K, "dim": DIM,
-        "cpus": os.cpu_count(), "load": os.getloadavg(), "python": platform.python_version(),
-        "build_s": build_s, "build_local_s": build_local_s,
-        "recall_at_10": float(np.mean(s["recall"])), "recall_min": float(np.min(s["recall"])),
+        "n_archived": args.n,
+        "hot": args.hot,
+        "queries": len(Q),
+        "k": K,
+        "dim": DIM,
+        "cpus": os.cpu_count(),
+        "load": os.getloadavg(),
+        "python": platform.python_version(),
+        "build_s": build_s,
+        "build_local_s": build_local_s,
+        "recall_at_10": float(np.mean(s["recall"])),
+        "recall_min": float(np.min(s["recall"])),
         "cold_hits_mean": float(np.mean(s["cold_hits"])),
         "local_ms": {name: ms(s[name]) for name in ("hot", "cold", "warm", "added", "added_warm", "fetch_local")},
         "objects_local": quantiles(s["objects_local"]),
@@ -313,20 +353,26 @@ def main(argv: list[str] | None = None) -> int:
         out["s3_ratio_of_medians_one_get"] = p50(s["s3_fetch"]) / p50(s["raw_get"])
 
     L = out["local_ms"]
-    print(f"\n# cold_search_cost: {args.n} archived + {args.hot} hot memories in one namespace, dim {DIM}, "
-          f"k = {K}, {len(Q)} queries; {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}; "
-          f"build {build_s:.0f} s\n")
+    print(
+        f"\n# cold_search_cost: {args.n} archived + {args.hot} hot memories in one namespace, dim {DIM}, "
+        f"k = {K}, {len(Q)} queries; {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}; "
+        f"build {build_s:.0f} s\n"
+    )
     print("| row | p50 | p90 | mean | target |")
     print("|---|---|---|---|---|")
-    print(f"| (a) recall@10 of the cold hits vs exact cosine over the archived vectors "
-          f"(mean; min {out['recall_min']:.2f}; {out['cold_hits_mean']:.1f} of 10 hits cold) "
-          f"| | | {out['recall_at_10']:.3f} | >= 0.95 |")
-    rows = [("hot-only search (`include_cold=False`), ms", "hot", ""),
-            ("cold search, vector cache cleared, ms", "cold", ""),
-            ("cold search again (cache hits), ms", "warm", ""),
-            ("(b) time added: cold (cache cleared) − hot-only, per query, ms", "added", "<= 5 ms p50"),
-            ("(b) time added, cache hits: warm − hot-only, ms", "added_warm", ""),
-            ("  of which `fetch_vectors` (cache cleared), ms", "fetch_local", "")]
+    print(
+        f"| (a) recall@10 of the cold hits vs exact cosine over the archived vectors "
+        f"(mean; min {out['recall_min']:.2f}; {out['cold_hits_mean']:.1f} of 10 hits cold) "
+        f"| | | {out['recall_at_10']:.3f} | >= 0.95 |"
+    )
+    rows = [
+        ("hot-only search (`include_cold=False`), ms", "hot", ""),
+        ("cold search, vector cache cleared, ms", "cold", ""),
+        ("cold search again (cache hits), ms", "warm", ""),
+        ("(b) time added: cold (cache cleared) − hot-only, per query, ms", "added", "<= 5 ms p50"),
+        ("(b) time added, cache hits: warm − hot-only, ms", "added_warm", ""),
+        ("  of which `fetch_vectors` (cache cleared), ms", "fetch_local", ""),
+    ]
     for label, key, target in rows:
         v = L[key]
         print(f"| {label} | {v['p50']:.2f} | {v['p90']:.2f} | {v['mean']:.2f} | {target} |")
@@ -334,16 +380,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| distinct objects read per cold search (local) | {o['p50']:.0f} | {o['p90']:.0f} | {o['mean']:.1f} | |")
     if "s3_ms" in out:
         S = out["s3_ms"]
-        for label, key in (("S3: cold search, cache cleared, ms", "s3_cold"),
-                           ("S3: `fetch_vectors` part, ms", "s3_fetch"),
-                           ("S3: one raw boto3 ranged GET, ms", "raw_get")):
+        for label, key in (
+            ("S3: cold search, cache cleared, ms", "s3_cold"),
+            ("S3: `fetch_vectors` part, ms", "s3_fetch"),
+            ("S3: one raw boto3 ranged GET, ms", "raw_get"),
+        ):
             v = S[key]
             print(f"| {label} | {v['p50']:.2f} | {v['p90']:.2f} | {v['mean']:.2f} | |")
         o = out["s3_objects"]
         print(f"| S3: distinct objects touched | {o['p50']:.0f} | {o['p90']:.0f} | {o['mean']:.1f} | |")
         r = out["s3_ratio_per_object"]
-        print(f"| (c) fetch / (raw GET × distinct objects), per query | {r['p50']:.3f} | {r['p90']:.3f} | "
-              f"{r['mean']:.3f} | <= 2 |")
+        print(
+            f"| (c) fetch / (raw GET × distinct objects), per query | {r['p50']:.3f} | {r['p90']:.3f} | "
+            f"{r['mean']:.3f} | <= 2 |"
+        )
         print(f"| (c) the same, of the medians | {out['s3_ratio_of_medians_per_object']:.3f} | | | <= 2 |")
         r = out["s3_ratio_one_get"]
         print(f"| (c) fetch / one raw GET, per query | {r['p50']:.2f} | {r['p90']:.2f} | {r['mean']:.2f} | |")
@@ -352,8 +402,10 @@ def main(argv: list[str] | None = None) -> int:
         out["ab_ms"] = {name: ms(v) for name, v in ab.items()}
         out["ab_same_hits"] = same_hits
         this, rev = out["ab_ms"]["this"], out["ab_ms"]["rev"]
-        print(f"\n| local cold search, cache cleared (`--ab {args.ab}`: a copy of the store, same queries, "
-              "interleaved) | time added p50 ms | p90 | mean |")
+        print(
+            f"\n| local cold search, cache cleared (`--ab {args.ab}`: a copy of the store, same queries, "
+            "interleaved) | time added p50 ms | p90 | mean |"
+        )
         print("|---|---|---|---|")
         for name, d in ((args.ab, rev), ("this checkout", this)):
             print(f"| {name} | {d['p50']:.2f} | {d['p90']:.2f} | {d['mean']:.2f} |")

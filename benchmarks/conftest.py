@@ -36,8 +36,9 @@ RATIOS = [
 ]
 
 
-def clustered_vectors(n: int, dim: int, *, clusters: int = 1000, spread: float = 0.35, seed: int = 0,
-                      draw_seed: int | None = None) -> np.ndarray:
+def clustered_vectors(
+    n: int, dim: int, *, clusters: int = 1000, spread: float = 0.35, seed: int = 0, draw_seed: int | None = None
+) -> np.ndarray:
     """``n`` L2-normalised vectors drawn around ``clusters`` random centres.
 
     Real embeddings are clustered; HNSW recall on isotropic random normal data
@@ -58,8 +59,13 @@ def add_vectors(store, ns: str, vecs: np.ndarray, chunk: int = 20_000) -> None:
     """Add ``vecs`` to namespace ``ns`` as memories ``m0``, ``m1``, ... (content
     as id), ``chunk`` at a time."""
     for start in range(0, len(vecs), chunk):
-        store.add_batch(ns, [{"content": f"m{i}", "embedding": vecs[i], "id": f"m{i}"}
-                             for i in range(start, min(len(vecs), start + chunk))])
+        store.add_batch(
+            ns,
+            [
+                {"content": f"m{i}", "embedding": vecs[i], "id": f"m{i}"}
+                for i in range(start, min(len(vecs), start + chunk))
+            ],
+        )
 
 
 def record(group: str, name: str, benchmark) -> None:
@@ -76,9 +82,12 @@ def pytest_terminal_summary(terminalreporter):
     for group, cand, base in RATIOS:
         if (group, cand) in _MEDIANS and (group, base) in _MEDIANS:
             c, b = _MEDIANS[(group, cand)], _MEDIANS[(group, base)]
-            tr.write_line(f"{group:<12} {cand:<32} / {base:<30} = {c / b:6.3f}   ({c * 1e6:10.1f} us / {b * 1e6:10.1f} us)")
-            out.append({"group": group, "candidate": cand, "baseline": base, "ratio": c / b,
-                        "candidate_s": c, "baseline_s": b})
+            tr.write_line(
+                f"{group:<12} {cand:<32} / {base:<30} = {c / b:6.3f}   ({c * 1e6:10.1f} us / {b * 1e6:10.1f} us)"
+            )
+            out.append(
+                {"group": group, "candidate": cand, "baseline": base, "ratio": c / b, "candidate_s": c, "baseline_s": b}
+            )
     path = Path(os.environ.get("TIERSTORE_BENCH_OUT", ".benchmarks/ratios.json"))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"machine": platform.platform(), "cpus": os.cpu_count(), "ratios": out}, indent=2))

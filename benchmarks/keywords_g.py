@@ -38,12 +38,24 @@ def main() -> None:
     cfg = BenchConfig(progress=False)
     mv, qv = embed_workload(wl, emb, cfg)
     print(f"g: {len(wl.mems)} memories, {len(wl.queries)} queries, embedder {emb.name}", flush=True)
-    rows = [] if args.no_baseline else [
-        score_tierstore(wl, mv, qv, cfg, name="tierstore (default policy, no hints), vector only").row()]
+    rows = (
+        []
+        if args.no_baseline
+        else [score_tierstore(wl, mv, qv, cfg, name="tierstore (default policy, no hints), vector only").row()]
+    )
     for w in args.weights.split(","):
         pol = Policy.from_dict({"scoring": {"keyword_weight": float(w)}})
-        rows.append(score_tierstore(wl, mv, qv, cfg, policy=pol, text_query=True,
-                                    name=f"tierstore (default policy, no hints), text query, keyword_weight={w}").row())
+        rows.append(
+            score_tierstore(
+                wl,
+                mv,
+                qv,
+                cfg,
+                policy=pol,
+                text_query=True,
+                name=f"tierstore (default policy, no hints), text query, keyword_weight={w}",
+            ).row()
+        )
         print(f"  {rows[-1]['policy']} done", flush=True)
     print("| policy | " + " | ".join(COLS) + " |")
     print("|---|" + "---|" * len(COLS))

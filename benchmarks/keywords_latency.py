@@ -36,9 +36,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from conftest import clustered_vectors  # noqa: E402
+
 from tierstore import ManualClock, Policy, TierStore  # noqa: E402
-from tierstore.storage import keyword_index  # noqa: E402
 from tierstore.bench.chatlog import chatlog_workload  # noqa: E402
+from tierstore.storage import keyword_index  # noqa: E402
 
 T0 = 1_700_000_000.0
 
@@ -58,9 +59,18 @@ def build(path: Path, n: int, cold: float, seed: int = 0, embedder: str | None =
     store = TierStore.open(path, dim=384, clock=clock, policy=Policy.from_dict(POLICY), embedder=embedder)
     ncold = int(cold * n)
     for s in range(0, n, 500):
-        store.add_batch("ns", [{"content": t.text, "embedding": vecs[i], "id": t.id,
-                                "memory_type": "conversation" if i < ncold else "fact"}
-                               for i, t in enumerate(turns[s:s + 500], start=s)])
+        store.add_batch(
+            "ns",
+            [
+                {
+                    "content": t.text,
+                    "embedding": vecs[i],
+                    "id": t.id,
+                    "memory_type": "conversation" if i < ncold else "fact",
+                }
+                for i, t in enumerate(turns[s : s + 500], start=s)
+            ],
+        )
     if ncold:
         clock.advance(2 * 3600)
         while store.sweep().remaining_due:
@@ -75,17 +85,22 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cold", type=float, default=0.0, help="share of the memories archived first")
     ap.add_argument("--max-questions", type=int, default=400)
-    ap.add_argument("--embedder", default=None, help="minilm: text queries, the question embedded in each call "
-                    "(A: search(ns, question, text=\"\") = today's, embed + vector; B: search(ns, question))")
+    ap.add_argument(
+        "--embedder",
+        default=None,
+        help="minilm: text queries, the question embedded in each call "
+        '(A: search(ns, question, text="") = today\'s, embed + vector; B: search(ns, question))',
+    )
     args = ap.parse_args()
     for n in [int(x) for x in args.sizes.split(",")]:
         with tempfile.TemporaryDirectory() as d:
             t0 = time.perf_counter()
             store, questions, qv = build(Path(d) / "s", n, args.cold, embedder=args.embedder)
             by_text = args.embedder is not None
-            questions = questions[:args.max_questions]
+            questions = questions[: args.max_questions]
             try:
                 tiers = store.stats().by_tier
+
                 def search_a(i: int, q) -> None:
                     if by_text:
                         store.search("ns", q.text, k=10, record_access=False, text="")
@@ -125,16 +140,23 @@ def main() -> int:
                 store.close()
         p50 = {k: float(np.median(v)) / 1e3 for k, v in res.items()}
         p90 = {k: float(np.percentile(v, 90)) / 1e3 for k, v in res.items()}
-        print(f"N={n} ({dict(tiers)}; built in {time.perf_counter() - t0:.0f} s), {len(questions)} questions x "
-              f"{args.rounds} rounds, shuffled")
-        a, b = ("search(question, text='') ", "search(question)         ") if by_text else (
-            "search(vector)           ", "search(vector, text=...)  ")
+        print(
+            f"N={n} ({dict(tiers)}; built in {time.perf_counter() - t0:.0f} s), {len(questions)} questions x "
+            f"{args.rounds} rounds, shuffled"
+        )
+        a, b = (
+            ("search(question, text='') ", "search(question)         ")
+            if by_text
+            else ("search(vector)           ", "search(vector, text=...)  ")
+        )
         print(f"  A {a}: p50 {p50['A']:8.1f} us  p90 {p90['A']:8.1f} us")
         print(f"  B {b}: p50 {p50['B']:8.1f} us  p90 {p90['B']:8.1f} us")
         print(f"  K keyword_candidates(50):    p50 {p50['K']:8.1f} us  p90 {p90['K']:8.1f} us")
         print(f"  ratio B/A p50 {p50['B'] / p50['A']:.2f}, p90 {p90['B'] / p90['A']:.2f}")
-        print(f"  keyword index {kw_bytes} bytes = {kw_bytes / n:.1f} B/memory; the vector {vec_bytes} B/memory "
-              f"(float32 x 384) in the catalog, plus the hnswlib graph above 2048")
+        print(
+            f"  keyword index {kw_bytes} bytes = {kw_bytes / n:.1f} B/memory; the vector {vec_bytes} B/memory "
+            f"(float32 x 384) in the catalog, plus the hnswlib graph above 2048"
+        )
     return 0
 
 

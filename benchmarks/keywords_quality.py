@@ -68,8 +68,7 @@ def plain_rows(wl, tv, qv, weights, k=10) -> list[Score]:
             total += max(1e-6, np.log((n_docs - d + 0.5) / (d + 0.5)))
         return total
 
-    scores = {"bm25": Score("BM25 alone (no forgetting)"),
-              "rrf": Score("reciprocal-rank fusion, k=60 (no forgetting)")}
+    scores = {"bm25": Score("BM25 alone (no forgetting)"), "rrf": Score("reciprocal-rank fusion, k=60 (no forgetting)")}
     for w in weights:
         scores[w] = Score(f"fused (1-w)·cos + w·bm25/best, w={w} (no forgetting)")
     for w in weights:
@@ -148,8 +147,11 @@ def main() -> None:
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
             np.savez(cache, tv=tv, qv=qv)
-    print(f"{args.workload}: {len(wl.turns)} turns, {len(wl.questions)} questions, embedder {embedder_label(emb)}, "
-          f"embedded in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(
+        f"{args.workload}: {len(wl.turns)} turns, {len(wl.questions)} questions, embedder {embedder_label(emb)}, "
+        f"embedded in {time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
     scores = [score_plain(wl, tv, qv)]
     scores += plain_rows(wl, tv, qv, [float(w) for w in args.plain_weights.split(",")])
     for s in scores:
@@ -159,8 +161,13 @@ def main() -> None:
         cfg = BenchConfig(progress=False)
         variants = [] if args.no_baseline else [TierVariant("tierstore, default policy, vector only (today's search)")]
         for w in args.weights.split(","):
-            variants.append(TierVariant(f"tierstore, default policy, text query, keyword_weight={w}",
-                                        policy={"scoring": {"keyword_weight": float(w)}}, text_query=True))
+            variants.append(
+                TierVariant(
+                    f"tierstore, default policy, text query, keyword_weight={w}",
+                    policy={"scoring": {"keyword_weight": float(w)}},
+                    text_query=True,
+                )
+            )
         for v in variants:
             s = score_tierstore(wl, tv, qv, cfg, v)
             scores.append(s)
@@ -168,11 +175,29 @@ def main() -> None:
             print(f"  {r['scorer']}: recall@10 {r['recall_at_10']:.3f} ({s.elapsed_s:.0f} s)", flush=True)
     rows = [s.row() for s in scores]
     if args.json:
-        args.json.write_text(json.dumps({"workload": args.workload, "users": args.users, "turns": len(wl.turns),
-                                         "questions": len(wl.questions), "embedder": embedder_label(emb),
-                                         "rows": rows}, indent=1, default=str))
-    cols = ["recall_at_10", "recall_at_10_current", "recall_at_10_current_mid", "recall_at_10_old",
-            "recall_at_10_passing", "evidence_at_1_current", "stale_hit_at_1_current"]
+        args.json.write_text(
+            json.dumps(
+                {
+                    "workload": args.workload,
+                    "users": args.users,
+                    "turns": len(wl.turns),
+                    "questions": len(wl.questions),
+                    "embedder": embedder_label(emb),
+                    "rows": rows,
+                },
+                indent=1,
+                default=str,
+            )
+        )
+    cols = [
+        "recall_at_10",
+        "recall_at_10_current",
+        "recall_at_10_current_mid",
+        "recall_at_10_old",
+        "recall_at_10_passing",
+        "evidence_at_1_current",
+        "stale_hit_at_1_current",
+    ]
     print("| scorer | recall@10 | current | current day 30 | old | passing | current evidence@1 | stale-hit@1 |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:

@@ -30,35 +30,156 @@ from tierstore.embedding import MiniLMEmbedder, check_window
 from tierstore.errors import InvalidInputError
 from tierstore.rules.validation import check_content
 
-NAMES = ["Alma", "Bruno", "Chiara", "Dmitri", "Esme", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Kofi", "Lena",
-         "Mateo", "Nadia", "Oskar", "Priya", "Quentin", "Rosa", "Sven", "Tamsin", "Umar", "Vera", "Wim", "Ximena",
-         "Yusuf", "Zofia", "Anselm", "Beatriz", "Cyrus", "Delphine", "Emeka", "Freya", "Gustav", "Halima", "Ivo",
-         "Juno", "Kasimir", "Leila", "Magnus", "Nell"]
-PLACES = ["Lisbon", "Osaka", "Tromso", "Valparaiso", "Zanzibar", "Reykjavik", "Cusco", "Tbilisi", "Hobart", "Quebec",
-          "Marrakesh", "Kraków", "Hanoi", "Oaxaca", "Bergen", "Dakar", "Tallinn", "Medellín", "Kyoto", "Cork"]
-ANIMALS = ["alpacas", "bees", "goats", "pigeons", "ferrets", "tortoises", "geese", "rabbits", "quails", "llamas",
-           "koi carp", "donkeys", "parrots", "hedgehogs", "snails", "ostriches", "ducks", "yaks", "bison", "owls"]
-FOODS = ["sourdough", "kimchi", "mole sauce", "pierogi", "ceviche", "baklava", "ramen", "paella", "injera", "borscht",
-         "gnocchi", "laksa", "tagine", "empanadas", "goulash", "pho", "falafel", "risotto", "churros", "dumplings"]
-TRADES = ["violin making", "bookbinding", "glassblowing", "beekeeping", "cartography", "blacksmithing", "pottery",
-          "clock repair", "sail making", "typesetting", "weaving", "woodturning", "shoemaking", "bell casting",
-          "stained glass", "perfumery", "taxidermy", "lacquerware", "basketry", "calligraphy"]
-FILLER = ["On most mornings the work starts before sunrise and goes on until the light fails.",
-          "Neighbours sometimes drop by with questions, and the answers take longer than anyone expects.",
-          "There is a notebook for everything, with dates, sketches and the occasional complaint.",
-          "Winters are the hardest part, because the cold gets into the tools and the hands.",
-          "Every year brings a new small improvement, usually discovered by accident.",
-          "Visitors tend to ask the same three questions, and they always get the same patient replies."]
+NAMES = [
+    "Alma",
+    "Bruno",
+    "Chiara",
+    "Dmitri",
+    "Esme",
+    "Farid",
+    "Greta",
+    "Hiro",
+    "Ines",
+    "Jonas",
+    "Kofi",
+    "Lena",
+    "Mateo",
+    "Nadia",
+    "Oskar",
+    "Priya",
+    "Quentin",
+    "Rosa",
+    "Sven",
+    "Tamsin",
+    "Umar",
+    "Vera",
+    "Wim",
+    "Ximena",
+    "Yusuf",
+    "Zofia",
+    "Anselm",
+    "Beatriz",
+    "Cyrus",
+    "Delphine",
+    "Emeka",
+    "Freya",
+    "Gustav",
+    "Halima",
+    "Ivo",
+    "Juno",
+    "Kasimir",
+    "Leila",
+    "Magnus",
+    "Nell",
+]
+PLACES = [
+    "Lisbon",
+    "Osaka",
+    "Tromso",
+    "Valparaiso",
+    "Zanzibar",
+    "Reykjavik",
+    "Cusco",
+    "Tbilisi",
+    "Hobart",
+    "Quebec",
+    "Marrakesh",
+    "Kraków",
+    "Hanoi",
+    "Oaxaca",
+    "Bergen",
+    "Dakar",
+    "Tallinn",
+    "Medellín",
+    "Kyoto",
+    "Cork",
+]
+ANIMALS = [
+    "alpacas",
+    "bees",
+    "goats",
+    "pigeons",
+    "ferrets",
+    "tortoises",
+    "geese",
+    "rabbits",
+    "quails",
+    "llamas",
+    "koi carp",
+    "donkeys",
+    "parrots",
+    "hedgehogs",
+    "snails",
+    "ostriches",
+    "ducks",
+    "yaks",
+    "bison",
+    "owls",
+]
+FOODS = [
+    "sourdough",
+    "kimchi",
+    "mole sauce",
+    "pierogi",
+    "ceviche",
+    "baklava",
+    "ramen",
+    "paella",
+    "injera",
+    "borscht",
+    "gnocchi",
+    "laksa",
+    "tagine",
+    "empanadas",
+    "goulash",
+    "pho",
+    "falafel",
+    "risotto",
+    "churros",
+    "dumplings",
+]
+TRADES = [
+    "violin making",
+    "bookbinding",
+    "glassblowing",
+    "beekeeping",
+    "cartography",
+    "blacksmithing",
+    "pottery",
+    "clock repair",
+    "sail making",
+    "typesetting",
+    "weaving",
+    "woodturning",
+    "shoemaking",
+    "bell casting",
+    "stained glass",
+    "perfumery",
+    "taxidermy",
+    "lacquerware",
+    "basketry",
+    "calligraphy",
+]
+FILLER = [
+    "On most mornings the work starts before sunrise and goes on until the light fails.",
+    "Neighbours sometimes drop by with questions, and the answers take longer than anyone expects.",
+    "There is a notebook for everything, with dates, sketches and the occasional complaint.",
+    "Winters are the hardest part, because the cold gets into the tools and the hands.",
+    "Every year brings a new small improvement, usually discovered by accident.",
+    "Visitors tend to ask the same three questions, and they always get the same patient replies.",
+]
 
 
 def paragraph(rng: random.Random, subject: dict[str, str]) -> str:
     s = subject
-    facts = [f"{s['name']} keeps {s['animal']} on a small plot outside {s['place']}.",
-             f"The {s['animal']} of {s['name']} are known all over {s['place']}.",
-             f"For dinner {s['name']} likes to cook {s['food']} for friends from {s['place']}.",
-             f"{s['name']} earns a living from {s['trade']}, a craft learned in {s['place']}.",
-             f"People say nobody in {s['place']} knows more about {s['trade']} than {s['name']}.",
-             f"When the {s['animal']} are fed, {s['name']} turns back to {s['trade']}."]
+    facts = [
+        f"{s['name']} keeps {s['animal']} on a small plot outside {s['place']}.",
+        f"The {s['animal']} of {s['name']} are known all over {s['place']}.",
+        f"For dinner {s['name']} likes to cook {s['food']} for friends from {s['place']}.",
+        f"{s['name']} earns a living from {s['trade']}, a craft learned in {s['place']}.",
+        f"People say nobody in {s['place']} knows more about {s['trade']} than {s['name']}.",
+        f"When the {s['animal']} are fed, {s['name']} turns back to {s['trade']}.",
+    ]
     text = facts + rng.sample(FILLER, 4) + facts[:3]
     return " ".join(text)
 
@@ -72,8 +193,13 @@ def corpus(n_docs: int, seed: int) -> tuple[list[list[str]], list[tuple[int, int
         paras = []
         for p in range(3):
             while True:
-                s = {"name": rng.choice(NAMES), "place": rng.choice(PLACES), "animal": rng.choice(ANIMALS),
-                     "food": rng.choice(FOODS), "trade": rng.choice(TRADES)}
+                s = {
+                    "name": rng.choice(NAMES),
+                    "place": rng.choice(PLACES),
+                    "animal": rng.choice(ANIMALS),
+                    "food": rng.choice(FOODS),
+                    "trade": rng.choice(TRADES),
+                }
                 key = (s["name"], s["place"], s["animal"], s["trade"])
                 if key not in combos:
                     combos.add(key)
@@ -93,9 +219,11 @@ def main() -> None:
     docs, queries = corpus(args.docs, args.seed)
     tokens = [emb.count_tokens(p) for doc in docs for p in doc]
     whole = [" ".join(doc) for doc in docs]
-    print(f"{len(docs)} documents of 3 paragraphs; a paragraph is {min(tokens)}-{max(tokens)} tokens, a document "
-          f"{min(emb.count_tokens(w) for w in whole)}-{max(emb.count_tokens(w) for w in whole)}; "
-          f"the window is {emb.max_tokens}")
+    print(
+        f"{len(docs)} documents of 3 paragraphs; a paragraph is {min(tokens)}-{max(tokens)} tokens, a document "
+        f"{min(emb.count_tokens(w) for w in whole)}-{max(emb.count_tokens(w) for w in whole)}; "
+        f"the window is {emb.max_tokens}"
+    )
 
     cut = emb.embed(whole)
     chunks = emb.embed([p for doc in docs for p in doc]).reshape(len(docs), 3, -1)
@@ -115,8 +243,7 @@ def main() -> None:
 
     print("recall@1 of the right document, by the paragraph the question is about:")
     print(f"{'':>8} {'first':>7} {'second':>7} {'third':>7}")
-    for label, fn in (("cut", lambda p: recall(cut, p)), ("mean", lambda p: recall(mean, p)),
-                      ("split", recall_split)):
+    for label, fn in (("cut", lambda p: recall(cut, p)), ("mean", lambda p: recall(mean, p)), ("split", recall_split)):
         print(f"{label:>8} " + " ".join(f"{fn(p):7.3f}" for p in range(3)))
 
     a = whole[0] + " The secret is the colour blue."
@@ -140,9 +267,11 @@ def main() -> None:
     emb.embed(["a short memory about alpacas in Lisbon"])
     one = time.perf_counter() - t
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"refusing a 15 MB text: {by_length * 1e6:.1f} us by its length, {by_words * 1e3:.0f} ms by its words "
-          f"against the window (never tokenized); embedding one short text: {one * 1e3:.0f} ms; "
-          f"peak RSS grew {(rss1 - rss0) / 1024:.0f} MiB")
+    print(
+        f"refusing a 15 MB text: {by_length * 1e6:.1f} us by its length, {by_words * 1e3:.0f} ms by its words "
+        f"against the window (never tokenized); embedding one short text: {one * 1e3:.0f} ms; "
+        f"peak RSS grew {(rss1 - rss0) / 1024:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

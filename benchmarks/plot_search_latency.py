@@ -46,10 +46,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"size {n} ...", file=sys.stderr, flush=True)
         m = measure(n, cfg, n_queries=args.queries, rounds=args.rounds, with_record_access=False)
         med = m["medians"]
-        points.append({"n": n, "tierstore_search_s": med["tierstore_search"],
-                       "knn_query_same_index_s": med["knn_query_same_index"],
-                       "knn_query_own_index_s": med["knn_query_own_index"],
-                       "recall_store": m["recall_store"], "recall_raw": m["recall_raw"]})
+        points.append(
+            {
+                "n": n,
+                "tierstore_search_s": med["tierstore_search"],
+                "knn_query_same_index_s": med["knn_query_same_index"],
+                "knn_query_own_index_s": med["knn_query_own_index"],
+                "recall_store": m["recall_store"],
+                "recall_raw": m["recall_raw"],
+            }
+        )
         print(json.dumps(points[-1]), flush=True)
 
     env = environment()
@@ -78,10 +84,18 @@ def plot(points: list[dict], env: dict, out: Path) -> None:
     ax.set_title("search latency vs store size (ef=64, M=16, 384-d)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    ax2.plot(xs, [pt["tierstore_search_s"] / pt["knn_query_same_index_s"] for pt in points], "o-",
-             label="/ knn_query, store's index")
-    ax2.plot(xs, [pt["tierstore_search_s"] / pt["knn_query_own_index_s"] for pt in points], "^:",
-             label="/ knn_query, separate index")
+    ax2.plot(
+        xs,
+        [pt["tierstore_search_s"] / pt["knn_query_same_index_s"] for pt in points],
+        "o-",
+        label="/ knn_query, store's index",
+    )
+    ax2.plot(
+        xs,
+        [pt["tierstore_search_s"] / pt["knn_query_own_index_s"] for pt in points],
+        "^:",
+        label="/ knn_query, separate index",
+    )
     ax2.set_xscale("log")
     ax2.set_xlabel("memories in the namespace")
     ax2.set_ylabel("ratio tierstore / raw (same run)")
@@ -89,9 +103,12 @@ def plot(points: list[dict], env: dict, out: Path) -> None:
     ax2.axhline(1.0, color="grey", lw=0.8)
     ax2.grid(True, which="both", alpha=0.3)
     ax2.legend()
-    fig.suptitle(f"{env['cores']} cores; hnswlib {env['versions'].get('hnswlib')}, numba "
-                 f"{env['versions'].get('numba')}; median per-query latency, tierstore and raw interleaved "
-                 "in the same run; shared machine, absolute times move with its load", fontsize=9)
+    fig.suptitle(
+        f"{env['cores']} cores; hnswlib {env['versions'].get('hnswlib')}, numba "
+        f"{env['versions'].get('numba')}; median per-query latency, tierstore and raw interleaved "
+        "in the same run; shared machine, absolute times move with its load",
+        fontsize=9,
+    )
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

@@ -65,11 +65,13 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             r = score_g(wl, mv, qv, cfg, policy=Policy.from_dict(spec) if spec else None, name=name).row()
             out.append(r)
-            print(f"{name}: stale@1 {r['stale_hit_at_1']:.3f} live@5 {r['live_recall_at_5']:.3f} "
-                  f"live@1 {r['live_at_1']:.3f} long-lived@5 {r['long_lived_recall_at_5']:.3f} "
-                  f"noise@1 {r['noise_at_1']:.3f} hot at end {r['hot_end']} reactivations {r['reactivations']} "
-                  f"long-lived misses {r.get('long_lived_misses_by_tier')} ({time.perf_counter() - t:.0f} s)",
-                  flush=True)
+            print(
+                f"{name}: stale@1 {r['stale_hit_at_1']:.3f} live@5 {r['live_recall_at_5']:.3f} "
+                f"live@1 {r['live_at_1']:.3f} long-lived@5 {r['long_lived_recall_at_5']:.3f} "
+                f"noise@1 {r['noise_at_1']:.3f} hot at end {r['hot_end']} reactivations {r['reactivations']} "
+                f"long-lived misses {r.get('long_lived_misses_by_tier')} ({time.perf_counter() - t:.0f} s)",
+                flush=True,
+            )
     else:
         wl = conversation_workload(30, 60, seed=args.seed + 83)
         tv, qv = vectors("h", wl, cache, cfg)
@@ -77,11 +79,14 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             r = score_h(wl, tv, qv, cfg, TierVariant(name, memory_type=args.type, policy=spec), 10).row()
             out.append(r)
-            print(f"{name}: recall@10 {r['recall_at_10']:.3f} current {r['recall_at_10_current']:.3f} "
-                  f"old {r['recall_at_10_old']:.3f} passing {r['recall_at_10_passing']:.3f} "
-                  f"all-evidence {r['all_evidence_at_10']:.3f} evidence@1 {r['evidence_at_1_current']:.3f} "
-                  f"stale@1 {r['stale_hit_at_1_current']:.3f} hot {r['hot']} reactivations {r['reactivations']} "
-                  f"({time.perf_counter() - t:.0f} s)", flush=True)
+            print(
+                f"{name}: recall@10 {r['recall_at_10']:.3f} current {r['recall_at_10_current']:.3f} "
+                f"old {r['recall_at_10_old']:.3f} passing {r['recall_at_10_passing']:.3f} "
+                f"all-evidence {r['all_evidence_at_10']:.3f} evidence@1 {r['evidence_at_1_current']:.3f} "
+                f"stale@1 {r['stale_hit_at_1_current']:.3f} hot {r['hot']} reactivations {r['reactivations']} "
+                f"({time.perf_counter() - t:.0f} s)",
+                flush=True,
+            )
     if args.json:
         args.json.write_text(json.dumps(out, default=str, indent=1))
     return 0

@@ -47,20 +47,27 @@ def main(argv: list[str] | None = None) -> int:
         client = server.client()
         client.create_bucket(Bucket="bench")
         clock = ManualClock(1_700_000_000.0)
-        store = TierStore.open(root / "s", dim=DIM, clock=clock, cold="s3://bench/mem",
-                               cold_options={"endpoint_url": server.endpoint_url})
+        store = TierStore.open(
+            root / "s", dim=DIM, clock=clock, cold="s3://bench/mem", cold_options={"endpoint_url": server.endpoint_url}
+        )
         rng = np.random.default_rng(0)
         vecs = rng.normal(size=(args.memories, DIM)).astype(np.float32)
-        ids = store.add_batch("u", [{"content": f"conversation {i} " + "words " * 40, "embedding": v,
-                                     "memory_type": "conversation"} for i, v in enumerate(vecs)])
+        ids = store.add_batch(
+            "u",
+            [
+                {"content": f"conversation {i} " + "words " * 40, "embedding": v, "memory_type": "conversation"}
+                for i, v in enumerate(vecs)
+            ],
+        )
         clock.advance(2 * 3600)
         report = store.sweep()
         assert report.archived == args.memories, report
         import boto3
         from botocore.config import Config
 
-        raw = boto3.client("s3", endpoint_url=server.endpoint_url, region_name="us-east-1",
-                           config=Config(retries={"max_attempts": 1}))
+        raw = boto3.client(
+            "s3", endpoint_url=server.endpoint_url, region_name="us-east-1", config=Config(retries={"max_attempts": 1})
+        )
         sample = rng.choice(len(ids), size=min(args.samples, len(ids)), replace=False)
         t_raw, t_restore = [], []
         for j in sample.tolist():
@@ -78,8 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         store.close()
         p50_raw, p50_res = statistics.median(t_raw), statistics.median(t_restore)
         q = lambda xs, p: float(np.quantile(xs, p))  # noqa: E731
-        print(f"cores {os.cpu_count()}, {args.memories} archived memories (dim {DIM}), {len(sample)} restores by id,"
-              f" moto server {server.endpoint_url}")
+        print(
+            f"cores {os.cpu_count()}, {args.memories} archived memories (dim {DIM}), {len(sample)} restores by id,"
+            f" moto server {server.endpoint_url}"
+        )
         print(f"  raw boto3 ranged GET  p50 {p50_raw * 1e3:7.2f} ms   p90 {q(t_raw, 0.9) * 1e3:7.2f} ms")
         print(f"  store.restore(ids=[]) p50 {p50_res * 1e3:7.2f} ms   p90 {q(t_restore, 0.9) * 1e3:7.2f} ms")
         print(f"  ratio p50 restore / raw GET = {p50_res / p50_raw:.2f}")

@@ -41,8 +41,9 @@ from conftest import clustered_vectors  # noqa: E402
 
 def export_old(rev: str, dest: Path) -> None:
     """OLD_REV's package as ``dest/tierstore_old`` (absolute imports renamed)."""
-    tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "tierstore", "kernels"], check=True,
-                         capture_output=True).stdout
+    tar = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "tierstore", "kernels"], check=True, capture_output=True
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(tar)) as t:
         t.extractall(dest / "src", filter="data")
     pkg = dest / "tierstore_old"
@@ -82,13 +83,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--read-hits", action="store_true", help="read every hit's id and score")
     ap.add_argument("--explain", action="store_true", help="search(explain=True)")
     ap.add_argument("--store", type=Path, default=ROOT / ".benchmarks" / "ab-store")
-    ap.add_argument("--default-policy", action="store_true",
-                    help="open each copy with its version's Policy.default() (else the policy the store recorded, "
-                         "read as each version reads it); both copies are then separate from --store")
+    ap.add_argument(
+        "--default-policy",
+        action="store_true",
+        help="open each copy with its version's Policy.default() (else the policy the store recorded, "
+        "read as each version reads it); both copies are then separate from --store",
+    )
     args = ap.parse_args(argv)
     if not args.store.exists():
-        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "search_ratio.py"), "--n", "100000",
-                        "--rounds", "1", "--keep", str(args.store)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "benchmarks" / "search_ratio.py"),
+                "--n",
+                "100000",
+                "--rounds",
+                "1",
+                "--keep",
+                str(args.store),
+            ],
+            check=True,
+            capture_output=True,
+        )
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         export_old(args.old_rev, tmp)
@@ -98,16 +114,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.default_policy:  # opening with another policy rewrites lifetimes: never in the saved store
             new_path = tmp / "store-new"
             shutil.copytree(args.store, new_path, ignore=shutil.ignore_patterns("LOCK"))
-        import tierstore
         import tierstore_old  # type: ignore[import-not-found]
+
+        import tierstore
 
         def open_store(mod, path):
             hot = mod.HotSettings(hnsw_m=16, hnsw_ef_construction=200, hnsw_ef_search=64)
             policy = mod.Policy.default() if args.default_policy else None
             for _ in range(20):
                 try:
-                    return mod.TierStore.open(path, clock=mod.ManualClock(), settings=mod.Settings(hot=hot),
-                                              policy=policy)
+                    return mod.TierStore.open(
+                        path, clock=mod.ManualClock(), settings=mod.Settings(hot=hot), policy=policy
+                    )
                 except mod.errors.PolicyError as exc:  # a policy key newer than OLD_REV: dropped from its copy
                     if not forget_policy_key(path, str(exc)):
                         raise
@@ -146,12 +164,16 @@ def main(argv: list[str] | None = None) -> int:
             new.close()
             old.close()
     m = {key: float(np.median(v)) / 1e3 for key, v in res.items()}
-    print(f"{len(queries) * args.rounds} calls of each kind, shuffled"
-          f"{', reading every hit' if args.read_hits else ''}{', explain=True' if args.explain else ''}")
+    print(
+        f"{len(queries) * args.rounds} calls of each kind, shuffled"
+        f"{', reading every hit' if args.read_hits else ''}{', explain=True' if args.explain else ''}"
+    )
     for w in ("old", "new"):
         raw, search = m[w, "raw"], m[w, "search"]
-        print(f"  {w} ({args.old_rev if w == 'old' else 'this checkout'}): raw knn_query {raw:.1f} us, "
-              f"search {search:.1f} us: ratio {search / raw:.3f}, adds {search - raw:.1f} us")
+        print(
+            f"  {w} ({args.old_rev if w == 'old' else 'this checkout'}): raw knn_query {raw:.1f} us, "
+            f"search {search:.1f} us: ratio {search / raw:.3f}, adds {search - raw:.1f} us"
+        )
     return 0
 
 

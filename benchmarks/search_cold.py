@@ -59,12 +59,15 @@ def main(argv: list[str] | None = None) -> int:
         ctx = cp.empty_context
         qf, qi = ctx.packed[1], ctx.packed_tags
         calls = {
-            "rank_and_gather": lambda q, c, s: rank_and_gather(q, c, s, hot.F, hot.I, hot.tags, qf, qi,
-                                                               cp.all_types, now, 0.0, 10),
-            "no-op, 12 arguments": lambda q, c, s: _noop(q, c, s, hot.F, hot.I, hot.tags, qf, qi, cp.all_types,
-                                                         now, 0.0, 10),
-            "no-op, 12 arguments, 2 arrays back": lambda q, c, s: _noop_results(q, c, s, hot.F, hot.I, hot.tags, qf,
-                                                                                qi, cp.all_types, now, 0.0, 10),
+            "rank_and_gather": lambda q, c, s: rank_and_gather(
+                q, c, s, hot.F, hot.I, hot.tags, qf, qi, cp.all_types, now, 0.0, 10
+            ),
+            "no-op, 12 arguments": lambda q, c, s: _noop(
+                q, c, s, hot.F, hot.I, hot.tags, qf, qi, cp.all_types, now, 0.0, 10
+            ),
+            "no-op, 12 arguments, 2 arrays back": lambda q, c, s: _noop_results(
+                q, c, s, hot.F, hot.I, hot.tags, qf, qi, cp.all_types, now, 0.0, 10
+            ),
             "no-op, no arguments": lambda q, c, s: _empty(),
         }
         queries = clustered_vectors(args.queries, store.dim, seed=1, draw_seed=2)
@@ -90,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{hot.live} x {store.dim}, {want} candidates, {args.rounds} x {args.queries} queries; medians")
     print(f"  {'call':38s} {'after the walk':>15s} {'again':>9s}")
     for name in calls:
-        print(f"  {name:38s} {statistics.median(after[name]) / 1e3:12.2f} us {statistics.median(again[name]) / 1e3:6.2f} us")
+        print(
+            f"  {name:38s} {statistics.median(after[name]) / 1e3:12.2f} us {statistics.median(again[name]) / 1e3:6.2f} us"
+        )
     return 0
 
 

@@ -19,14 +19,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np  # noqa: E402
 from conftest import add_vectors, clustered_vectors  # noqa: E402
 
-import numpy as np  # noqa: E402
-
 from tierstore import HotSettings, ManualClock, Settings, TierStore  # noqa: E402
-from tierstore.tiers.hot import RankedSlots  # noqa: E402
 from tierstore.kernels import rank_and_gather  # noqa: E402
 from tierstore.rules.validation import F32, check_vector  # noqa: E402
+from tierstore.tiers.hot import RankedSlots  # noqa: E402
 
 STEPS = ["validate", "context", "lock", "params", "knn_query(candidates)", "rank_and_gather", "hits", "unlock"]
 
@@ -74,8 +73,11 @@ def main(argv: list[str] | None = None) -> int:
                 t = [tp()]
                 # as store.search: a contiguous float32 query of the right shape is taken as
                 # given; the kernel measures its length
-                qq = q if type(q) is np.ndarray and q.dtype is F32 and q.shape == shape and q.flags.c_contiguous \
+                qq = (
+                    q
+                    if type(q) is np.ndarray and q.dtype is F32 and q.shape == shape and q.flags.c_contiguous
                     else check_vector(q, args.dim, "query")
+                )
                 t.append(tp())
                 allowed = cp.type_allowed(None)
                 ctx = cp.context(store.engine.contexts.get("ns", ()))
@@ -89,8 +91,9 @@ def main(argv: list[str] | None = None) -> int:
                 t.append(tp())
                 labels, dists = hot.index.knn_query(qq, k=want)
                 t.append(tp())
-                rf, ri, _ = rank_and_gather(qq, labels, dists, hot.F, hot.I, hot.tags, qf, ctx.packed_tags, allowed,
-                                            now, 0.0, 10)
+                rf, ri, _ = rank_and_gather(
+                    qq, labels, dists, hot.F, hot.I, hot.tags, qf, ctx.packed_tags, allowed, now, 0.0, 10
+                )
                 ranked = RankedSlots(rf, ri)
                 t.append(tp())
                 hot.hits(ranked, cp, False)
@@ -108,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     steps = sum(m for name, m in zip(STEPS, med) if not name.startswith("knn"))
     print(f"  store.search (whole)     median {w:8.2f} us")
     print(f"  knn_query(k=10) (raw)    median {r:8.2f} us")
-    print(f"  overhead {w - r:.2f} us = the steps above but knn_query {steps:.2f} us + the rest of search() "
-          f"{w - r - steps:.2f} us")
+    print(
+        f"  overhead {w - r:.2f} us = the steps above but knn_query {steps:.2f} us + the rest of search() "
+        f"{w - r - steps:.2f} us"
+    )
     return 0
 
 

@@ -68,8 +68,9 @@ def make_store(path: Path, n: int, seed: int = 0) -> np.ndarray:
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     with TierStore.open(path, dim=DIM) as store:
         for start in range(0, n, 1000):
-            store.add_batch("bench", [{"content": f"memory {i}", "embedding": X[i]}
-                                      for i in range(start, min(start + 1000, n))])
+            store.add_batch(
+                "bench", [{"content": f"memory {i}", "embedding": X[i]} for i in range(start, min(start + 1000, n))]
+            )
     return X
 
 
@@ -84,9 +85,13 @@ class Server:
 
     def __init__(self, path: Path, *args: str) -> None:
         env = {**os.environ, "TIERSTORE_TOKEN": TOKEN}
-        self.proc = subprocess.Popen([sys.executable, "-m", "tierstore.tools.cli", "serve", str(path), "--port", "0",
-                                      "--no-migrator", *args], stdout=subprocess.PIPE, text=True, env=env,
-                                     cwd=path.parent)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tierstore.tools.cli", "serve", str(path), "--port", "0", "--no-migrator", *args],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=path.parent,
+        )
         line = self.proc.stdout.readline()  # type: ignore[union-attr]
         if not line.startswith("serving"):
             raise SystemExit(f"server did not start: {line!r}")
@@ -156,10 +161,12 @@ def bench_cpu(path: Path, X: np.ndarray, server: Server, n: int = 1500) -> None:
         remote.search("bench", q, k=5, record_access=False)
     print(f"\ncpu: ms per search, {n} sequential searches each way   {load()}")
     print(f"{'':14}{'wall':>8}{'this process':>14}{'server process':>16}")
-    calls = (("in process", lambda q: local.search("bench", q, k=5, record_access=False)),
-             ("RemoteStore", lambda q: remote.search("bench", q, k=5, record_access=False)),
-             # the floor of any call through the stack: one keep-alive GET of a tiny JSON body
-             ("GET /health", lambda q: remote._request("GET", "/health")))
+    calls = (
+        ("in process", lambda q: local.search("bench", q, k=5, record_access=False)),
+        ("RemoteStore", lambda q: remote.search("bench", q, k=5, record_access=False)),
+        # the floor of any call through the stack: one keep-alive GET of a tiny JSON body
+        ("GET /health", lambda q: remote._request("GET", "/health")),
+    )
     for name, call in calls:
         c0, s0, w0 = time.process_time(), server_cpu(), time.perf_counter()
         for q in Q[200:]:
@@ -215,17 +222,25 @@ def remote_rate(url: str, qfile: Path, seconds: float, clients: int, env: dict[s
     """Searches per second of ``clients`` RemoteStore processes (:data:`CLIENT`) against ``url``, started
     together once all are ready; the queries are read from ``qfile``."""
     go = qfile.parent / f"go-{time.monotonic_ns()}"
-    procs = [subprocess.Popen([sys.executable, "-c", CLIENT, url, TOKEN, str(seconds), str(go), str(c), str(qfile)],
-                              stdout=subprocess.PIPE, text=True, cwd=qfile.parent, env=env)
-             for c in range(clients)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLIENT, url, TOKEN, str(seconds), str(go), str(c), str(qfile)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=qfile.parent,
+            env=env,
+        )
+        for c in range(clients)
+    ]
     for p in procs:
         assert p.stdout.readline().strip() == "ready"  # type: ignore[union-attr]
     go.write_text("")
     return sum(int(p.communicate()[0].strip()) for p in procs) / seconds
 
 
-def bench_throughput(path: Path, X: np.ndarray, server: Server, seconds: float, rounds: int,
-                     local_threads: int = 2, clients: int = 8) -> None:
+def bench_throughput(
+    path: Path, X: np.ndarray, server: Server, seconds: float, rounds: int, local_threads: int = 2, clients: int = 8
+) -> None:
     from tierstore import TierStore
 
     Q = queries(X, 2000, seed=3)
@@ -237,8 +252,7 @@ def bench_throughput(path: Path, X: np.ndarray, server: Server, seconds: float, 
 
     print(f"\nthroughput: searches/s, k=5, {seconds:g} s per round, rounds alternating")
     left, right = f"in process, {local_threads} threads", f"{clients} RemoteStore clients"
-    print(f"{'round':>6}{left:>26}{right:>24}"
-          f"{'ratio':>8}   {load()}")
+    print(f"{'round':>6}{left:>26}{right:>24}{'ratio':>8}   {load()}")
     ratios = []
     for r in range(rounds):
         a = in_process_rate(local, Q, seconds, local_threads)
@@ -251,19 +265,40 @@ def bench_throughput(path: Path, X: np.ndarray, server: Server, seconds: float, 
 
 SUBJECTS = ["Alice", "Bob", "The user", "My sister", "Our team lead", "The landlord", "Grandpa", "The dentist"]
 VERBS = ["prefers", "booked", "asked about", "is allergic to", "moved to", "cancelled", "recommended", "forgot"]
-OBJECTS = ["green tea", "a flight to Osaka", "the quarterly report", "peanuts", "a flat in Lisbon",
-           "the gym membership", "a sushi place downtown", "the passport renewal", "Python type hints",
-           "a hiking trip in the Alps", "the 9am standup", "oat milk"]
-WHEN = ["yesterday", "last week", "every Monday", "since March", "this morning", "for the third time", "again",
-        "before the holidays"]
+OBJECTS = [
+    "green tea",
+    "a flight to Osaka",
+    "the quarterly report",
+    "peanuts",
+    "a flat in Lisbon",
+    "the gym membership",
+    "a sushi place downtown",
+    "the passport renewal",
+    "Python type hints",
+    "a hiking trip in the Alps",
+    "the 9am standup",
+    "oat milk",
+]
+WHEN = [
+    "yesterday",
+    "last week",
+    "every Monday",
+    "since March",
+    "this morning",
+    "for the third time",
+    "again",
+    "before the holidays",
+]
 
 
 def texts(n: int) -> list[str]:
     rng = np.random.default_rng(5)
     out = []
     for i in range(n):
-        out.append(f"{SUBJECTS[rng.integers(len(SUBJECTS))]} {VERBS[rng.integers(len(VERBS))]} "
-                   f"{OBJECTS[rng.integers(len(OBJECTS))]} {WHEN[rng.integers(len(WHEN))]} (note {i})")
+        out.append(
+            f"{SUBJECTS[rng.integers(len(SUBJECTS))]} {VERBS[rng.integers(len(VERBS))]} "
+            f"{OBJECTS[rng.integers(len(OBJECTS))]} {WHEN[rng.integers(len(WHEN))]} (note {i})"
+        )
     return out
 
 
@@ -289,7 +324,7 @@ def bench_ingest(workdir: Path, n: int, batch: int = 100) -> None:
         model_s = 0.0
         t0 = time.perf_counter()
         for start in range(0, n, batch):
-            store.add_batch("u", [{"content": t} for t in T[start:start + batch]])
+            store.add_batch("u", [{"content": t} for t in T[start : start + batch]])
         total = time.perf_counter() - t0
         in_model = model_s
         V = emb.embed(T)
@@ -297,8 +332,9 @@ def bench_ingest(workdir: Path, n: int, batch: int = 100) -> None:
         store.add_batch("warm", [{"content": t, "embedding": V[i]} for i, t in enumerate(T[:64])])
         t0 = time.perf_counter()
         for start in range(0, n, batch):
-            store.add_batch("u", [{"content": t, "embedding": V[start + j]}
-                                  for j, t in enumerate(T[start:start + batch])])
+            store.add_batch(
+                "u", [{"content": t, "embedding": V[start + j]} for j, t in enumerate(T[start : start + batch])]
+            )
         vectors_s = time.perf_counter() - t0
     server = Server(workdir / "ingest-remote", "--embedder", "minilm")
     try:
@@ -306,16 +342,20 @@ def bench_ingest(workdir: Path, n: int, batch: int = 100) -> None:
         remote.add_batch("warm", [{"content": t} for t in T[:64]])
         t0 = time.perf_counter()
         for start in range(0, n, batch):
-            remote.add_batch("u", [{"content": t} for t in T[start:start + batch]])
+            remote.add_batch("u", [{"content": t} for t in T[start : start + batch]])
         remote_s = time.perf_counter() - t0
         remote.close()
     finally:
         server.stop()
-    print(f"\ningest: {n} texts (~{statistics.mean(len(t) for t in T):.0f} characters), add_batch of {batch}, "
-          f"MiniLM on CPU   {load()}")
+    print(
+        f"\ningest: {n} texts (~{statistics.mean(len(t) for t in T):.0f} characters), add_batch of {batch}, "
+        f"MiniLM on CPU   {load()}"
+    )
     print(f"{'':40}{'memories/s':>12}{'seconds':>10}")
-    print(f"{'text in, in process (embedder=minilm)':40}{n / total:12.0f}{total:10.2f}   model: {in_model:.2f} s = "
-          f"{100 * in_model / total:.0f} % of the time")
+    print(
+        f"{'text in, in process (embedder=minilm)':40}{n / total:12.0f}{total:10.2f}   model: {in_model:.2f} s = "
+        f"{100 * in_model / total:.0f} % of the time"
+    )
     print(f"{'vectors given, in process':40}{n / vectors_s:12.0f}{vectors_s:10.2f}")
     print(f"{'text in, RemoteStore (serve --embedder)':40}{n / remote_s:12.0f}{remote_s:10.2f}")
 

@@ -47,9 +47,13 @@ class Server:
         self.env = {**os.environ, "TIERSTORE_TOKEN": TOKEN}
         if src is not None:
             self.env["PYTHONPATH"] = src
-        self.proc = subprocess.Popen([sys.executable, "-m", "tierstore.tools.cli", "serve", str(path), "--port", "0",
-                                      "--no-migrator"], stdout=subprocess.PIPE, text=True, env=self.env,
-                                     cwd=path.parent)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tierstore.tools.cli", "serve", str(path), "--port", "0", "--no-migrator"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=self.env,
+            cwd=path.parent,
+        )
         line = self.proc.stdout.readline()  # type: ignore[union-attr]
         if not line.startswith("serving"):
             raise SystemExit(f"server did not start: {line!r}")
@@ -78,8 +82,10 @@ def bench_latency(path: Path, X: np.ndarray, a: Server, b: Server, base_cls: typ
     local = TierStore.open(path, readonly=True)
     sides = [lambda q: local.search("bench", q, k=5, record_access=False)]
     ra, rb = base_cls(a.url, token=TOKEN), RemoteStore(b.url, token=TOKEN)
-    sides += [lambda q: ra.search("bench", q, k=5, record_access=False),
-              lambda q: rb.search("bench", q, k=5, record_access=False)]
+    sides += [
+        lambda q: ra.search("bench", q, k=5, record_access=False),
+        lambda q: rb.search("bench", q, k=5, record_access=False),
+    ]
     for q in Q[:200]:
         for side in sides:
             side(q)
@@ -99,16 +105,28 @@ def bench_latency(path: Path, X: np.ndarray, a: Server, b: Server, base_cls: typ
     rb.close()
     print(f"\nlatency: {n_queries} queries, k=5, {len(X)} memories x {DIM} dims (hnswlib), order rotating   {load()}")
     print(f"{'':28}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}")
-    rows = [("in process", took[0]), ("A (base)", took[1]), ("B (this checkout)", took[2]),
-            ("A - in process (paired)", [x - y for x, y in zip(took[1], took[0])]),
-            ("B - in process (paired)", [x - y for x, y in zip(took[2], took[0])]),
-            ("B - A (paired)", [x - y for x, y in zip(took[2], took[1])])]
+    rows = [
+        ("in process", took[0]),
+        ("A (base)", took[1]),
+        ("B (this checkout)", took[2]),
+        ("A - in process (paired)", [x - y for x, y in zip(took[1], took[0])]),
+        ("B - in process (paired)", [x - y for x, y in zip(took[2], took[0])]),
+        ("B - A (paired)", [x - y for x, y in zip(took[2], took[1])]),
+    ]
     for name, xs in rows:
         print(f"{name:28}{pct(xs, 50):9.3f}{pct(xs, 90):9.3f}{pct(xs, 99):9.3f}")
 
 
-def bench_throughput(path: Path, X: np.ndarray, a: Server, b: Server, seconds: float, rounds: int,
-                     clients: int = 8, local_threads: int = 2) -> None:
+def bench_throughput(
+    path: Path,
+    X: np.ndarray,
+    a: Server,
+    b: Server,
+    seconds: float,
+    rounds: int,
+    clients: int = 8,
+    local_threads: int = 2,
+) -> None:
     from tierstore import TierStore
 
     Q = queries(X, 2000, seed=3)
@@ -118,13 +136,17 @@ def bench_throughput(path: Path, X: np.ndarray, a: Server, b: Server, seconds: f
     for q in Q[:100]:
         local.search("bench", q, k=5, record_access=False)
 
-    print(f"\nthroughput: searches/s, k=5, {seconds:g} s per round; in process {local_threads} threads, "
-          f"{clients} client processes per server")
+    print(
+        f"\nthroughput: searches/s, k=5, {seconds:g} s per round; in process {local_threads} threads, "
+        f"{clients} client processes per server"
+    )
     print(f"{'round':>6}{'in process':>12}{'A (base)':>10}{'B (this)':>10}{'A/in':>7}{'B/in':>7}{'B/A':>7}   load")
     ra, rb, rba = [], [], []
-    sides = [("l", lambda: in_process_rate(local, Q, seconds, local_threads)),
-             ("a", lambda: remote_rate(a.url, qfile, seconds, clients, a.env)),
-             ("b", lambda: remote_rate(b.url, qfile, seconds, clients, b.env))]
+    sides = [
+        ("l", lambda: in_process_rate(local, Q, seconds, local_threads)),
+        ("a", lambda: remote_rate(a.url, qfile, seconds, clients, a.env)),
+        ("b", lambda: remote_rate(b.url, qfile, seconds, clients, b.env)),
+    ]
     for r in range(rounds):
         got = {}
         for j in range(3):  # rotating order: no side always runs after the same one
@@ -133,10 +155,14 @@ def bench_throughput(path: Path, X: np.ndarray, a: Server, b: Server, seconds: f
         ra.append(got["a"] / got["l"])
         rb.append(got["b"] / got["l"])
         rba.append(got["b"] / got["a"])
-        print(f"{r + 1:>6}{got['l']:12.0f}{got['a']:10.0f}{got['b']:10.0f}{ra[-1]:7.2f}{rb[-1]:7.2f}{rba[-1]:7.2f}"
-              f"   {load()}")
-    print(f"median ratios: A/in process {statistics.median(ra):.2f}, B/in process {statistics.median(rb):.2f}, "
-          f"B/A {statistics.median(rba):.2f}")
+        print(
+            f"{r + 1:>6}{got['l']:12.0f}{got['a']:10.0f}{got['b']:10.0f}{ra[-1]:7.2f}{rb[-1]:7.2f}{rba[-1]:7.2f}"
+            f"   {load()}"
+        )
+    print(
+        f"median ratios: A/in process {statistics.median(ra):.2f}, B/in process {statistics.median(rb):.2f}, "
+        f"B/A {statistics.median(rba):.2f}"
+    )
     local.close()
 
 

@@ -21,26 +21,38 @@ import sys
 import time
 from typing import Any
 
-FORMER = {"types": {t: {"supersede_above": 0.7, "supersede_above_shared_tag": 0.6} for t in ("fact", "preference")},
-          "supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None},
-          "scoring": {"cold_estimate": False}}
-AUTO_OFF = {"supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None},
-            "scoring": {"cold_estimate": False}}
+FORMER = {
+    "types": {t: {"supersede_above": 0.7, "supersede_above_shared_tag": 0.6} for t in ("fact", "preference")},
+    "supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None},
+    "scoring": {"cold_estimate": False},
+}
+AUTO_OFF = {
+    "supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None},
+    "scoring": {"cold_estimate": False},
+}
 NO_USE = {"similarity": 0.75, "recency": 0.0, "confidence": 0.15, "context": 0.10, "weight": 0.0}
-DEMOTE_ONLY = {"supersession": {"resolve_margin": None, "resolve_margin_shared_tag": None},
-               "scoring": {"cold_estimate": False}}
+DEMOTE_ONLY = {
+    "supersession": {"resolve_margin": None, "resolve_margin_shared_tag": None},
+    "scoring": {"cold_estimate": False},
+}
 
 VARIANTS: list[tuple[str, dict[str, Any] | None, bool]] = [  # name, policy, all four hint conditions
     ("former default (auto 0.7/0.6, marks expire, no estimate)", FORMER, True),
     ("auto off, nothing else (no estimate)", AUTO_OFF, False),
     ("auto off + marks demote (x0.5), no resolution, no estimate", DEMOTE_ONLY, False),
-    ("auto off + cold estimate, no resolution, marks expire",
-     {"supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None}}, False),
+    (
+        "auto off + cold estimate, no resolution, marks expire",
+        {"supersession": {"superseded_factor": 1.0, "resolve_margin": None, "resolve_margin_shared_tag": None}},
+        False,
+    ),
     ("default without the cold estimate", {"scoring": {"cold_estimate": False}}, False),
     ("default (resolve margin 0.1 / tag 0.3, gap 1 h, x0.5, cold estimate)", None, True),
     ("no use factors in the score (recency 0, weight 0)", {"scoring": {"weights": NO_USE}}, True),
-    ("no use factors, resolve margin 0.15", {"scoring": {"weights": NO_USE}, "supersession": {"resolve_margin": 0.15}},
-     False),
+    (
+        "no use factors, resolve margin 0.15",
+        {"scoring": {"weights": NO_USE}, "supersession": {"resolve_margin": 0.15}},
+        False,
+    ),
     ("resolve margin 0.05", {"supersession": {"resolve_margin": 0.05}}, False),
     ("resolve margin 0.15", {"supersession": {"resolve_margin": 0.15}}, False),
     ("resolve gap 0", {"supersession": {"resolve_min_gap": 0}}, False),
@@ -54,13 +66,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--users", type=int, default=None, help="users per suite (g: 40, h: 30)")
     ap.add_argument("--only", default=None, help="comma-separated variant numbers (0-based)")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--render", nargs="+", default=None, metavar="FILE",
-                    help="print the rows of these --json files (or of this script's printed output) as Markdown "
-                         "tables, and stop")
+    ap.add_argument(
+        "--render",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="print the rows of these --json files (or of this script's printed output) as Markdown tables, and stop",
+    )
     args = ap.parse_args(argv)
     if args.render:
-        print(render([r for path in args.render for r in (json.load(open(path)) if path.endswith(".json")
-                                                           else parse_log(open(path).read()))]))
+        print(
+            render(
+                [
+                    r
+                    for path in args.render
+                    for r in (json.load(open(path)) if path.endswith(".json") else parse_log(open(path).read()))
+                ]
+            )
+        )
         return 0
     from tierstore.bench.common import BenchConfig
     from tierstore.policy import Policy
@@ -72,11 +95,32 @@ def main(argv: list[str] | None = None) -> int:
     def emit(suite: str, cond: str, name: str, row: dict[str, Any], t: float) -> None:
         row = {"suite": suite, "condition": cond, "variant": name, "seconds": round(t, 1), **row}
         out.append(row)
-        keys = [k for k in ("stale@1", "live@1", "live@5", "kept@5", "history@5", "retired", "retired by mark",
-                            "stale_hit_at_1", "live_recall_at_5", "live_at_1", "long_lived_recall_at_5",
-                            "noise_at_1", "wrongly_retired", "recall_at_10", "stale_hit_at_1_current",
-                            "stale_hit_at_1_current_mid") if isinstance(row.get(k), float)]
-        print(f"{suite} {cond:10s} {name:58s} " + " ".join(f"{k.replace(' ', '_')}={row[k]:.3f}" for k in keys), flush=True)
+        keys = [
+            k
+            for k in (
+                "stale@1",
+                "live@1",
+                "live@5",
+                "kept@5",
+                "history@5",
+                "retired",
+                "retired by mark",
+                "stale_hit_at_1",
+                "live_recall_at_5",
+                "live_at_1",
+                "long_lived_recall_at_5",
+                "noise_at_1",
+                "wrongly_retired",
+                "recall_at_10",
+                "stale_hit_at_1_current",
+                "stale_hit_at_1_current_mid",
+            )
+            if isinstance(row.get(k), float)
+        ]
+        print(
+            f"{suite} {cond:10s} {name:58s} " + " ".join(f"{k.replace(' ', '_')}={row[k]:.3f}" for k in keys),
+            flush=True,
+        )
 
     if "g" in args.suites:
         from tierstore.bench import forgetting as g
@@ -107,9 +151,25 @@ def main(argv: list[str] | None = None) -> int:
             for cond, kw in conds:
                 t0 = time.perf_counter()
                 m = i_suite.evaluate(policy, households=households, cfg=cfg, **kw)
-                emit("i", cond, name, {k: m[k] for k in ("stale@1", "live@1", "live@5", "kept@5", "history@5",
-                                                        "retired", "retired by mark", "marked")},
-                     time.perf_counter() - t0)
+                emit(
+                    "i",
+                    cond,
+                    name,
+                    {
+                        k: m[k]
+                        for k in (
+                            "stale@1",
+                            "live@1",
+                            "live@5",
+                            "kept@5",
+                            "history@5",
+                            "retired",
+                            "retired by mark",
+                            "marked",
+                        )
+                    },
+                    time.perf_counter() - t0,
+                )
     if "h" in args.suites:
         from tierstore.bench import conversation as h
 
@@ -129,12 +189,29 @@ def main(argv: list[str] | None = None) -> int:
 
 
 COLUMNS = {
-    "g": [("stale_hit_at_1", "stale@1"), ("live_recall_at_5", "live@5"), ("live_at_1", "live@1"),
-          ("long_lived_recall_at_5", "long-lived@5"), ("noise_at_1", "noise@1"), ("wrongly_retired", "wrongly retired")],
-    "i": [("stale@1", "stale@1"), ("live@1", "live@1"), ("live@5", "live@5"), ("kept@5", "kept@5"),
-          ("history@5", "history@5"), ("retired by mark", "retired by mark"), ("retired", "archived or retired")],
-    "h": [("recall_at_10", "recall@10"), ("stale_hit_at_1_current", "stale@1 (current)"),
-          ("stale_hit_at_1_current_mid", "stale@1 (current, mid)"), ("wrongly_retired", "wrongly retired")],
+    "g": [
+        ("stale_hit_at_1", "stale@1"),
+        ("live_recall_at_5", "live@5"),
+        ("live_at_1", "live@1"),
+        ("long_lived_recall_at_5", "long-lived@5"),
+        ("noise_at_1", "noise@1"),
+        ("wrongly_retired", "wrongly retired"),
+    ],
+    "i": [
+        ("stale@1", "stale@1"),
+        ("live@1", "live@1"),
+        ("live@5", "live@5"),
+        ("kept@5", "kept@5"),
+        ("history@5", "history@5"),
+        ("retired by mark", "retired by mark"),
+        ("retired", "archived or retired"),
+    ],
+    "h": [
+        ("recall_at_10", "recall@10"),
+        ("stale_hit_at_1_current", "stale@1 (current)"),
+        ("stale_hit_at_1_current_mid", "stale@1 (current, mid)"),
+        ("wrongly_retired", "wrongly retired"),
+    ],
 }
 
 
@@ -169,8 +246,13 @@ def render(rows: list[dict[str, Any]]) -> str:
             cells = []
             for key, _ in cols:
                 v = r.get(key)
-                cells.append("–" if v is None or (isinstance(v, float) and v != v) else
-                             f"{v:.3f}" if isinstance(v, float) else str(v))
+                cells.append(
+                    "–"
+                    if v is None or (isinstance(v, float) and v != v)
+                    else f"{v:.3f}"
+                    if isinstance(v, float)
+                    else str(v)
+                )
             out.append(f"| {r['variant']} | {r['condition']} | " + " | ".join(cells) + " |")
         out.append("")
     return "\n".join(out)

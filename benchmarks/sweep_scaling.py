@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from tierstore import ManualClock, TierStore
-from tierstore.storage.catalog import INSERT_SQL
 from tierstore.progress import Progress
+from tierstore.storage.catalog import INSERT_SQL
 
 DIM = 8
 T0 = 1_700_000_000.0
@@ -98,11 +98,39 @@ def fill(store: TierStore, n: int, due: int, batches: int, progress: bool) -> li
                 else:
                     mtype, ttl, w_ref, t_ref, h = "fact", 1e9, 1.0, T0, 1e9
                     due_at = T0 + 1e9
-                rows.append((
-                    f"ns{i % NAMESPACES}", f"m{i}", "x", blobs[i % 1024], mtype, "user_declaration", "[]",
-                    T0, T0, 0, 0.9, None, None, 0.9, T0, None, 0, 0, w_ref, t_ref, h, ttl, T0, 1.0, due_at,
-                    None, None, None, None,
-                ))
+                rows.append(
+                    (
+                        f"ns{i % NAMESPACES}",
+                        f"m{i}",
+                        "x",
+                        blobs[i % 1024],
+                        mtype,
+                        "user_declaration",
+                        "[]",
+                        T0,
+                        T0,
+                        0,
+                        0.9,
+                        None,
+                        None,
+                        0.9,
+                        T0,
+                        None,
+                        0,
+                        0,
+                        w_ref,
+                        t_ref,
+                        h,
+                        ttl,
+                        T0,
+                        1.0,
+                        due_at,
+                        None,
+                        None,
+                        None,
+                        None,
+                    )
+                )
             store.engine.catalog.write(lambda conn, rows=rows: conn.executemany(INSERT_SQL, rows))
             bar.update(len(rows))
     return due_times
@@ -130,8 +158,15 @@ def run(size: int, due: int, batches: int, progress: bool, local_cold: bool) -> 
             counts.append((report.examined, report.archived, report.demoted, report.errors))
         db = (root / "s" / "catalog.sqlite").stat().st_size
         store.close()
-        return {"size": size, "due_per_sweep": due, "sweep_s": elapsed, "median_s": statistics.median(elapsed),
-                "counts": counts, "fill_s": fill_s, "catalog_bytes": db}
+        return {
+            "size": size,
+            "due_per_sweep": due,
+            "sweep_s": elapsed,
+            "median_s": statistics.median(elapsed),
+            "counts": counts,
+            "fill_s": fill_s,
+            "catalog_bytes": db,
+        }
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -147,14 +182,18 @@ def main(argv: list[str] | None = None) -> int:
     progress = sys.stderr.isatty()
     results = [run(n, args.due, args.batches, progress, args.local_cold) for n in args.sizes]
     base = results[0]["median_s"]
-    print(f"cores {os.cpu_count()}, dim {DIM}, {NAMESPACES} namespaces, {args.due} due per sweep "
-          f"(half archive, half demote), median of {args.batches}, cold: "
-          f"{'local directory' if args.local_cold else 'in-memory object store'}")
+    print(
+        f"cores {os.cpu_count()}, dim {DIM}, {NAMESPACES} namespaces, {args.due} due per sweep "
+        f"(half archive, half demote), median of {args.batches}, cold: "
+        f"{'local directory' if args.local_cold else 'in-memory object store'}"
+    )
     for r in results:
-        print(f"  {r['size']:>11,} memories: sweep {r['median_s'] * 1e3:8.1f} ms "
-              f"(runs {', '.join(f'{x * 1e3:.0f}' for x in r['sweep_s'])} ms), ratio {r['median_s'] / base:5.2f}, "
-              f"catalog {r['catalog_bytes'] / 2**30:.2f} GiB, fill {r['fill_s']:.0f} s; "
-              f"examined/archived/demoted {[c[:3] for c in r['counts']]}")
+        print(
+            f"  {r['size']:>11,} memories: sweep {r['median_s'] * 1e3:8.1f} ms "
+            f"(runs {', '.join(f'{x * 1e3:.0f}' for x in r['sweep_s'])} ms), ratio {r['median_s'] / base:5.2f}, "
+            f"catalog {r['catalog_bytes'] / 2**30:.2f} GiB, fill {r['fill_s']:.0f} s; "
+            f"examined/archived/demoted {[c[:3] for c in r['counts']]}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import record
 from numba import njit
 
-from conftest import record
 from tierstore.kernels import classify, decayed_weight, due_times
 
 N = 10_000_000
@@ -59,14 +59,16 @@ def test_kernel_decayed_weight(benchmark, columns):
 @pytest.mark.benchmark(group="decay-10m")
 def test_kernel_due_times(benchmark, columns):
     w, t, h, exp, conf, tier, pinned, th = columns
-    benchmark.pedantic(due_times, args=(tier, pinned, w, t, h, exp, conf, t, 180 * 86400.0, th), rounds=5,
-                       warmup_rounds=1)
+    benchmark.pedantic(
+        due_times, args=(tier, pinned, w, t, h, exp, conf, t, 180 * 86400.0, th), rounds=5, warmup_rounds=1
+    )
     record("decay-10m", "kernel_due_times", benchmark)
 
 
 @pytest.mark.benchmark(group="decay-10m")
 def test_kernel_classify(benchmark, columns):
     w, t, h, exp, conf, tier, pinned, th = columns
-    benchmark.pedantic(classify, args=(NOW, tier, pinned, w, t, h, exp, conf, t, 180 * 86400.0, th), rounds=5,
-                       warmup_rounds=1)
+    benchmark.pedantic(
+        classify, args=(NOW, tier, pinned, w, t, h, exp, conf, t, 180 * 86400.0, th), rounds=5, warmup_rounds=1
+    )
     record("decay-10m", "kernel_classify", benchmark)

@@ -7,8 +7,8 @@ import itertools
 
 import numpy as np
 import pytest
-
 from conftest import add_vectors, clustered_vectors, record
+
 from tierstore import HotSettings, ManualClock, Settings, TierStore
 from tierstore.kernels import flat_topk
 
@@ -21,7 +21,7 @@ def big(tmp_path_factory):
 
     vecs = clustered_vectors(N, DIM, seed=1)
     queries = clustered_vectors(1000, DIM, seed=1)[::-1].copy()  # same centres, fresh noise
-    queries = (queries + 0.05 * np.random.default_rng(9).normal(size=queries.shape).astype(np.float32) / np.sqrt(DIM))
+    queries = queries + 0.05 * np.random.default_rng(9).normal(size=queries.shape).astype(np.float32) / np.sqrt(DIM)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     path = tmp_path_factory.mktemp("bench") / "store"
     settings = Settings(hot=HotSettings(hnsw_m=16, hnsw_ef_construction=200, hnsw_ef_search=EF))

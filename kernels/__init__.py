@@ -9,6 +9,14 @@ default threading layer aborts when two threads enter a parallel kernel at once.
 """
 
 from . import _cache  # noqa: F401  (first: registers the cache locator before any kernel is defined)
+from .codes import (
+    code_words,
+    hamming_distances,
+    hamming_topk,
+    sign_code,
+    sign_codes,
+    sign_scores,
+)
 from .columns import (
     ACTION_ARCHIVE,
     ACTION_DELETE,
@@ -18,20 +26,12 @@ from .columns import (
     TIER_HOT,
     TIER_WARM,
 )
+from .context import context_multipliers, rescale_lifetimes
 from .decay import access_boost, decayed_weight, record_accesses
 from .due import classify, due_times
 from .flat import flat_topk, inner_products, squared_length, top_candidates
 from .rerank import fused_rerank, pack_query, rank_and_gather
-from .context import context_multipliers, rescale_lifetimes
 from .resolve import resolve_order
-from .codes import (
-    code_words,
-    hamming_distances,
-    hamming_topk,
-    sign_code,
-    sign_codes,
-    sign_scores,
-)
 
 __all__ = [
     "ACTION_ARCHIVE",

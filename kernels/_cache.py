@@ -32,8 +32,10 @@ def _install() -> None:
     except ImportError:  # pragma: no cover - numba is a hard dependency
         return
     impl = getattr(caching, "CacheImpl", None)
-    bases = [getattr(caching, name, None) for name in
-             ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")]
+    bases = [
+        getattr(caching, name, None)
+        for name in ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")
+    ]
     if impl is None or None in bases or not hasattr(impl, "_locator_classes"):
         return
     stamp = _package_stamp()

@@ -72,8 +72,7 @@ def record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, thresholds
     for j in range(slots.shape[0]):
         s = slots[j]
         t = I[I_TYPE, s]
-        F[F_W_REF, s], F[F_T_REF, s] = _boosted(F[F_W_REF, s], F[F_T_REF, s], F[F_HALF_LIFE, s], boost_by_type[t],
-                                                now)
+        F[F_W_REF, s], F[F_T_REF, s] = _boosted(F[F_W_REF, s], F[F_T_REF, s], F[F_HALF_LIFE, s], boost_by_type[t], now)
         F[F_LAST_ACCESS, s] = max(F[F_LAST_ACCESS, s], now)
         I[I_ACCESS_COUNT, s] += 1
         if refresh_by_type[t] != 0:

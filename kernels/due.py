@@ -42,16 +42,19 @@ def _since(t, t_state):
 
 
 @njit(cache=True)
-def _due_one(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life,
-             demote, archive, delete, delete_bar):
+def _due_one(
+    tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, demote, archive, delete, delete_bar
+):
     if pinned != 0:
         return math.inf
     if tier == TIER_HOT:
         return min(expires_at, _since(crossing_time(w_ref, t_ref, half_life, demote), t_ref))
     if tier == TIER_WARM:
         return min(expires_at, _since(crossing_time(w_ref, t_ref, half_life, archive), t_ref))
-    return max(_since(crossing_time(w_ref, t_ref, half_life, delete), t_ref),
-               _since(confidence_crossing_time(conf, t_conf, conf_half_life, delete_bar), t_conf))
+    return max(
+        _since(crossing_time(w_ref, t_ref, half_life, delete), t_ref),
+        _since(confidence_crossing_time(conf, t_conf, conf_half_life, delete_bar), t_conf),
+    )
 
 
 @njit(nogil=True, cache=True)
@@ -67,9 +70,21 @@ def due_times(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, c
     n = tier.shape[0]
     out = np.empty(n, np.float64)
     for i in range(n):
-        out[i] = _due_one(tier[i], pinned[i], w_ref[i], t_ref[i], half_life[i], expires_at[i], conf[i],
-                          t_conf[i], conf_half_life, thresholds[0], thresholds[1], thresholds[2],
-                          thresholds[3])
+        out[i] = _due_one(
+            tier[i],
+            pinned[i],
+            w_ref[i],
+            t_ref[i],
+            half_life[i],
+            expires_at[i],
+            conf[i],
+            t_conf[i],
+            conf_half_life,
+            thresholds[0],
+            thresholds[1],
+            thresholds[2],
+            thresholds[3],
+        )
     return out
 
 
@@ -89,8 +104,7 @@ def classify(now, tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_con
         if pinned[i] != 0:
             out[i] = ACTION_KEEP
             continue
-        t_del = _delete_time(w_ref[i], t_ref[i], half_life[i], conf[i], t_conf[i], conf_half_life, delete,
-                             delete_bar)
+        t_del = _delete_time(w_ref[i], t_ref[i], half_life[i], conf[i], t_conf[i], conf_half_life, delete, delete_bar)
         if tier[i] == TIER_COLD:
             out[i] = ACTION_DELETE if now >= t_del else ACTION_KEEP
             continue

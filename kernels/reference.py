@@ -202,9 +202,16 @@ def ref_record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, thresh
         if refresh[t] != 0:
             F[F_TTL_ANCHOR, s] = max(float(F[F_TTL_ANCHOR, s]), now)
         F[F_DUE, s] = _due(
-            TIER_HOT, int(I[I_PINNED, s]), w, tr, float(F[F_HALF_LIFE, s]),
-            float(F[F_TTL_ANCHOR, s]) + float(F[F_TTL, s]), float(F[F_CONF, s]), float(F[F_T_CONF, s]),
-            float(conf_half_life), th,
+            TIER_HOT,
+            int(I[I_PINNED, s]),
+            w,
+            tr,
+            float(F[F_HALF_LIFE, s]),
+            float(F[F_TTL_ANCHOR, s]) + float(F[F_TTL, s]),
+            float(F[F_CONF, s]),
+            float(F[F_T_CONF, s]),
+            float(conf_half_life),
+            th,
         )
         I[I_DIRTY, s] = 1
     return F, I
@@ -218,6 +225,7 @@ def _due(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_h
     demote, archive, delete, bar = th[0], th[1], th[2], th[3]
     if pinned != 0:
         return math.inf
+
     # a threshold already crossed when the state was set (-inf) is due from then on
     def since(t: float, t_state: float) -> float:
         return t_state if t == -math.inf else t
@@ -227,8 +235,10 @@ def _due(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_h
     if tier == TIER_WARM:
         return min(expires_at, since(weight_crossing(w_ref, t_ref, half_life, archive), t_ref))
     # cold: deleted once the weight is below `delete` AND the confidence below the bar
-    return max(since(weight_crossing(w_ref, t_ref, half_life, delete), t_ref),
-               since(confidence_crossing(conf, t_conf, conf_half_life, bar), t_conf))
+    return max(
+        since(weight_crossing(w_ref, t_ref, half_life, delete), t_ref),
+        since(confidence_crossing(conf, t_conf, conf_half_life, bar), t_conf),
+    )
 
 
 def ref_due_times(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
@@ -325,8 +335,9 @@ def ref_top_candidates(sims, alive, n, want) -> np.ndarray:
 # fused rerank
 
 
-def ref_fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags,
-                     rule_mult, mask_tags, k):
+def ref_fused_rerank(
+    cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags, rule_mult, mask_tags, k
+):
     """Best ``k`` candidates: ``(pick int64, score float64, norm (len, 5), raw (len, 5))``.
 
     Excluded: negative or out-of-range slot, dead slot, type not allowed, decayed confidence
@@ -351,7 +362,7 @@ def ref_fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_
     floor = p[P_FLOOR]
     bonus = p[P_CONTEXT_BONUS]
     distance = p[P_DISTANCE] != 0.0
-    weights = p[P_WEIGHTS:P_WEIGHTS + 5]
+    weights = p[P_WEIGHTS : P_WEIGHTS + 5]
     allowed = _i(type_allowed)
     w0 = _f(w0_by_type)
     qset = set(_i(q_tags))
@@ -446,7 +457,9 @@ def ref_gather_picks(cand, pick, F, I):
     """``(slots, F[:, slots].T, I[:, slots].T)`` with ``slots = cand[pick]``
     (int64): what ``rank_and_gather`` copies for the picks."""
     slots = [int(cand[int(j)]) for j in _i(pick)]
-    Fp = np.array([[float(F[r, s]) for r in range(F.shape[0])] for s in slots], np.float64).reshape(len(slots), F.shape[0])
+    Fp = np.array([[float(F[r, s]) for r in range(F.shape[0])] for s in slots], np.float64).reshape(
+        len(slots), F.shape[0]
+    )
     Ip = np.array([[int(I[r, s]) for r in range(I.shape[0])] for s in slots], np.int64).reshape(len(slots), I.shape[0])
     return np.array(slots, np.int64), Fp, Ip
 

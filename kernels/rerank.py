@@ -24,8 +24,6 @@ from numba import njit
 
 from ._scalar import confidence_at, weight_at
 from ._topk import topk_order
-from .flat import squared_length
-from .resolve import resolve_rows
 from .columns import (
     F_CONF,
     F_CREATED,
@@ -74,6 +72,8 @@ from .columns import (
     SNAPSHOT_F,
     SNAPSHOT_I,
 )
+from .flat import squared_length
+from .resolve import resolve_rows
 
 LN2 = math.log(2.0)
 # the F rows the rerank reads, in the order it loads them
@@ -105,8 +105,23 @@ def _find_sorted(arr, x):
 
 
 @njit(nogil=True, cache=True)
-def _score_candidates(cand, cand_scores, F, I, tags, params, now, min_conf, type_allowed, w0_by_type, q_tags,
-                      rule_tags, rule_mult, mask_tags, sim_scale):
+def _score_candidates(
+    cand,
+    cand_scores,
+    F,
+    I,
+    tags,
+    params,
+    now,
+    min_conf,
+    type_allowed,
+    w0_by_type,
+    q_tags,
+    rule_tags,
+    rule_mult,
+    mask_tags,
+    sim_scale,
+):
     """Score every candidate (arguments as :func:`fused_rerank`; ``now`` and
     ``min_conf`` in place of ``params[P_NOW]`` and ``params[P_MIN_CONF]``; each
     candidate's similarity multiplied by ``sim_scale``, one over the query's
@@ -205,8 +220,13 @@ def _score_candidates(cand, cand_scores, F, I, tags, params, now, min_conf, type
         if product:
             sc = n_sim * n_rec * n_conf * n_ctx * n_wt
         else:
-            sc = (params[P_WEIGHTS] * n_sim + params[P_WEIGHTS + 1] * n_rec + params[P_WEIGHTS + 2] * n_conf
-                  + params[P_WEIGHTS + 3] * n_ctx + params[P_WEIGHTS + 4] * n_wt)
+            sc = (
+                params[P_WEIGHTS] * n_sim
+                + params[P_WEIGHTS + 1] * n_rec
+                + params[P_WEIGHTS + 2] * n_conf
+                + params[P_WEIGHTS + 3] * n_ctx
+                + params[P_WEIGHTS + 4] * n_wt
+            )
         if G[6, j] == 0.0:  # superseded
             sc *= kept_if_superseded
         W[_W_NORM, j] = n_sim
@@ -225,8 +245,9 @@ def _score_candidates(cand, cand_scores, F, I, tags, params, now, min_conf, type
 
 
 @njit(nogil=True, cache=True)
-def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags,
-                 rule_mult, mask_tags, k):
+def fused_rerank(
+    cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags, rule_mult, mask_tags, k
+):
     """Rank candidate slots of one namespace; return the best ``k``.
 
     cand: slot of each candidate (int64, negative = none; or hnswlib's uint64 labels);
@@ -240,8 +261,23 @@ def fused_rerank(cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type
     Returns ``(pick, score, norm, raw)``: indices into ``cand`` best first,
     their scores, and their normalised and raw factors ``(len(pick), 5)``.
     """
-    W = _score_candidates(cand, cand_scores, F, I, tags, params, params[P_NOW], params[P_MIN_CONF], type_allowed,
-                          w0_by_type, q_tags, rule_tags, rule_mult, mask_tags, 1.0)
+    W = _score_candidates(
+        cand,
+        cand_scores,
+        F,
+        I,
+        tags,
+        params,
+        params[P_NOW],
+        params[P_MIN_CONF],
+        type_allowed,
+        w0_by_type,
+        q_tags,
+        rule_tags,
+        rule_mult,
+        mask_tags,
+        1.0,
+    )
     pick = topk_order(W[_W_SCORE], W[_W_TIEBREAK], k)
     m = pick.shape[0]
     score = np.empty(m)
@@ -266,10 +302,11 @@ def pack_query(params, w0_by_type, q_tags, rule_tags, rule_mult, mask_tags):
     qf = np.empty(Q_HEADER + nt + nr, np.float64)
     qf[:NP] = params[:NP]
     qf[Q_NTYPES], qf[Q_NQ_TAGS], qf[Q_NRULES], qf[Q_NMASKS] = nt, nq, nr, nm
-    qf[Q_HEADER:Q_HEADER + nt] = w0_by_type
-    qf[Q_HEADER + nt:] = rule_mult
-    qi = np.concatenate([np.asarray(q_tags, np.int32), np.asarray(rule_tags, np.int32),
-                         np.asarray(mask_tags, np.int32)])
+    qf[Q_HEADER : Q_HEADER + nt] = w0_by_type
+    qf[Q_HEADER + nt :] = rule_mult
+    qi = np.concatenate(
+        [np.asarray(q_tags, np.int32), np.asarray(rule_tags, np.int32), np.asarray(mask_tags, np.int32)]
+    )
     return qf, qi
 
 
@@ -310,9 +347,23 @@ def rank_and_gather(q, labels, distances, F, I, tags, qf, qi, type_allowed, now,
     nq = np.int64(qf[Q_NQ_TAGS])
     nr = np.int64(qf[Q_NRULES])
     nm = np.int64(qf[Q_NMASKS])
-    W = _score_candidates(cand, cand_scores, F, I, tags, qf, now, min_conf, type_allowed,
-                          qf[Q_HEADER:Q_HEADER + nt], qi[:nq], qi[nq:nq + nr], qf[Q_HEADER + nt:Q_HEADER + nt + nr],
-                          qi[nq + nr:nq + nr + nm], 1.0 / math.sqrt(n2))
+    W = _score_candidates(
+        cand,
+        cand_scores,
+        F,
+        I,
+        tags,
+        qf,
+        now,
+        min_conf,
+        type_allowed,
+        qf[Q_HEADER : Q_HEADER + nt],
+        qi[:nq],
+        qi[nq : nq + nr],
+        qf[Q_HEADER + nt : Q_HEADER + nt + nr],
+        qi[nq + nr : nq + nr + nm],
+        1.0 / math.sqrt(n2),
+    )
     pick = topk_order(W[_W_SCORE], W[_W_TIEBREAK], k)
     m = pick.shape[0]
     rf = np.empty((NRF, m))
@@ -331,8 +382,18 @@ def rank_and_gather(q, labels, distances, F, I, tags, qf, qi, type_allowed, now,
             conf[j] = W[_W_RAW + 2, pick[j]]
             created[j] = F[F_CREATED, s]
             types[j] = I[I_TYPE, s]
-        order, before = resolve_rows(sims, created, conf, types, tags, slots, qf[P_RESOLVE_MARGIN],
-                                     qf[P_RESOLVE_TAG_MARGIN], qf[P_RESOLVE_MIN_GAP], qf[P_RESOLVE_CONF_MARGIN])
+        order, before = resolve_rows(
+            sims,
+            created,
+            conf,
+            types,
+            tags,
+            slots,
+            qf[P_RESOLVE_MARGIN],
+            qf[P_RESOLVE_TAG_MARGIN],
+            qf[P_RESOLVE_MIN_GAP],
+            qf[P_RESOLVE_CONF_MARGIN],
+        )
         pick = pick[order]
         for j in range(m):
             b = before[order[j]]

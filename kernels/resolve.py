@@ -48,8 +48,7 @@ def resolve_rows(sims, created, conf, types, tags, rows, margin, tag_margin, min
     for j in range(m):
         at = n
         for p in range(n):
-            if _replaces(j, order[p], sims, created, conf, types, tags, rows, margin, tag_margin, min_gap,
-                         conf_margin):
+            if _replaces(j, order[p], sims, created, conf, types, tags, rows, margin, tag_margin, min_gap, conf_margin):
                 at = p
                 break
         for p in range(n, at, -1):
@@ -81,5 +80,6 @@ def resolve_order(sims, created, conf, types, tags, margin, tag_margin, min_gap,
     replaces, else last. Returns ``(order, before)``: int64 hit indices in
     their new order, and for each hit the index of the hit it was placed
     before, or -1 where it kept its place."""
-    return resolve_rows(sims, created, conf, types, tags, np.arange(sims.shape[0]), margin, tag_margin, min_gap,
-                        conf_margin)
+    return resolve_rows(
+        sims, created, conf, types, tags, np.arange(sims.shape[0]), margin, tag_margin, min_gap, conf_margin
+    )

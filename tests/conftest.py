@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
-
 from s3_fixtures import *  # noqa: F401,F403
+
 from tierstore import ManualClock, TierStore
 
 DIM = 64  # wide enough that random unit vectors are unrelated (cosine ~ N(0, 1/8)), as real embeddings of unrelated texts are; automatic supersession would otherwise pair them

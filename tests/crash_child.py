@@ -22,8 +22,9 @@ elif op == "add":
 elif op == "add-key":  # supersedes the live memory of the slot "slot"
     store.add("crash", "the slot's new value", np.ones(store.dim), id="late", key="slot")
 elif op == "upsert":  # replaces the memory "late"
-    store.upsert_batch("crash", [{"content": "replaced just before the crash", "embedding": np.ones(store.dim),
-                                  "id": "late"}])
+    store.upsert_batch(
+        "crash", [{"content": "replaced just before the crash", "embedding": np.ones(store.dim), "id": "late"}]
+    )
 elif op == "compact-cold":
     store.compact_cold()
 elif op == "search-warm":

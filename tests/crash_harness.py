@@ -125,8 +125,7 @@ def store_settings(exact_threshold: int) -> Any:
 # -- child -------------------------------------------------------------------------------
 
 
-def child_main(path: str, seed: int, round_no: int, t_start: float, exact_threshold: int,
-               background: bool) -> None:
+def child_main(path: str, seed: int, round_no: int, t_start: float, exact_threshold: int, background: bool) -> None:
     from tierstore import ManualClock, MemoryNotFoundError, TierStore
 
     rng = np.random.default_rng(seed)
@@ -149,12 +148,16 @@ def child_main(path: str, seed: int, round_no: int, t_start: float, exact_thresh
         nonlocal counter
         mid = f"r{round_no}-{counter}"
         counter += 1
-        return {"id": mid, "content": content_for(ns, mid), "embedding": embedding_for(ns, mid),
-                "memory_type": TYPES[int(rng.integers(len(TYPES)))],
-                "confidence": float(rng.uniform(0.7, 1.0)), "tags": [f"t{int(rng.integers(4))}"]}
+        return {
+            "id": mid,
+            "content": content_for(ns, mid),
+            "embedding": embedding_for(ns, mid),
+            "memory_type": TYPES[int(rng.integers(len(TYPES)))],
+            "confidence": float(rng.uniform(0.7, 1.0)),
+            "tags": [f"t{int(rng.integers(4))}"],
+        }
 
-    ops = ("add", "add_batch", "search", "touch", "feedback", "delete", "advance", "sweep", "restore",
-           "checkpoint")
+    ops = ("add", "add_batch", "search", "touch", "feedback", "delete", "advance", "sweep", "restore", "checkpoint")
     weights = np.array([24, 10, 14, 10, 5, 3, 10, 14, 7, 3], float)
     weights /= weights.sum()
     for _ in range(CHILD_STEPS):
@@ -177,8 +180,7 @@ def child_main(path: str, seed: int, round_no: int, t_start: float, exact_thresh
                     out(f"ACK {ns} {item['id']}")
                 ids.extend(item["id"] for item in items)
             elif op == "search":
-                store.search(ns, rng.normal(size=DIM), k=int(rng.integers(1, 10)),
-                             record_access=bool(rng.integers(2)))
+                store.search(ns, rng.normal(size=DIM), k=int(rng.integers(1, 10)), record_access=bool(rng.integers(2)))
             elif op == "touch" and ids:
                 store.touch(ns, [ids[int(i)] for i in rng.integers(len(ids), size=int(rng.integers(1, 4)))])
             elif op == "feedback" and ids:
@@ -197,13 +199,18 @@ def child_main(path: str, seed: int, round_no: int, t_start: float, exact_thresh
                 store.sweep(max_items=int(rng.choice([10, 50, 1000])))
             elif op == "restore":
                 if rng.integers(2) and ids:
-                    cold = [r[0] for r in store.engine.catalog.query(
-                        "SELECT id FROM memories WHERE ns = ? AND tier = 2 LIMIT 20", (ns,))]
+                    cold = [
+                        r[0]
+                        for r in store.engine.catalog.query(
+                            "SELECT id FROM memories WHERE ns = ? AND tier = 2 LIMIT 20", (ns,)
+                        )
+                    ]
                     if cold:
                         store.restore(ns, ids=cold[: int(rng.integers(1, len(cold) + 1))])
                 else:
-                    store.restore(ns, where={"memory_type": TYPES[int(rng.integers(len(TYPES)))]},
-                                  limit=int(rng.integers(1, 30)))
+                    store.restore(
+                        ns, where={"memory_type": TYPES[int(rng.integers(len(TYPES)))]}, limit=int(rng.integers(1, 30))
+                    )
             elif op == "checkpoint":
                 store.checkpoint()
         except MemoryNotFoundError:
@@ -257,8 +264,15 @@ class TrialResult:
     points: Counter = field(default_factory=Counter)  # crash points that killed a round
 
 
-def run_round(path: Path, log: Log, rng: np.random.Generator, round_no: int, exact_threshold: int,
-              result: TrialResult, os_crash_rate: float = 0.0) -> None:
+def run_round(
+    path: Path,
+    log: Log,
+    rng: np.random.Generator,
+    round_no: int,
+    exact_threshold: int,
+    result: TrialResult,
+    os_crash_rate: float = 0.0,
+) -> None:
     env = dict(os.environ)
     env["TIERSTORE_SYNC_LOG"] = str(_sync_log(path))
     env.pop("TIERSTORE_CRASH_AT", None)
@@ -271,10 +285,18 @@ def run_round(path: Path, log: Log, rng: np.random.Generator, round_no: int, exa
     else:
         delay = float(rng.uniform(0.02, 2.5))
     background = bool(rng.random() < 0.3)
-    cmd = [sys.executable, str(HERE), "--child", str(path), str(int(rng.integers(2**31))), str(round_no),
-           repr(log.t_max), str(exact_threshold), str(int(background))]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
-                            bufsize=1)
+    cmd = [
+        sys.executable,
+        str(HERE),
+        "--child",
+        str(path),
+        str(int(rng.integers(2**31))),
+        str(round_no),
+        repr(log.t_max),
+        str(exact_threshold),
+        str(int(background)),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, bufsize=1)
     lines: list[str] = []
     ready = threading.Event()
     err: list[str] = []
@@ -342,8 +364,9 @@ def os_crash(path: Path, log: Log, rng: np.random.Generator, result: TrialResult
 
     import wal_tail
 
-    wal_tail.lose_unsynced_tail(path / "catalog.sqlite", _sync_log(path),
-                                lambda candidates: int(rng.integers(len(candidates))))
+    wal_tail.lose_unsynced_tail(
+        path / "catalog.sqlite", _sync_log(path), lambda candidates: int(rng.integers(len(candidates)))
+    )
     _sync_log(path).unlink(missing_ok=True)  # salts of a new WAL generation never match the old lines
     result.os_crashes += 1
     with tempfile.TemporaryDirectory() as d:  # read a copy: closing the last connection would checkpoint
@@ -371,8 +394,9 @@ def verify(path: Path, log: Log, exact_threshold: int, result: TrialResult) -> N
     with tempfile.TemporaryDirectory() as d:
         # on a copy of the bucket: the scratch store must not take the prefix over from the store
         shutil.copytree(path / "cold", Path(d) / "cold")
-        rebuilt = TierStore.open(Path(d) / "rebuilt", dim=DIM, clock=ManualClock(log.t_max), cold=Path(d) / "cold",
-                                 take_over_cold=True)
+        rebuilt = TierStore.open(
+            Path(d) / "rebuilt", dim=DIM, clock=ManualClock(log.t_max), cold=Path(d) / "cold", take_over_cold=True
+        )
         try:
             rebuilt.rebuild_catalog()
             back = log.deleted & _present(rebuilt)
@@ -390,12 +414,16 @@ def verify(path: Path, log: Log, exact_threshold: int, result: TrialResult) -> N
         pending = store.engine.catalog.query("SELECT key FROM archives WHERE state = 'pending'")
         if pending:
             problems.append(f"pending archive batches after the recovery sweep: {pending}")
-        referenced = {k for (k,) in store.engine.catalog.query("SELECT DISTINCT cold_key FROM memories"
-                                                         " WHERE cold_key IS NOT NULL")}
+        referenced = {
+            k
+            for (k,) in store.engine.catalog.query("SELECT DISTINCT cold_key FROM memories WHERE cold_key IS NOT NULL")
+        }
         objects = set(store.engine.cold.list_batches())
         if objects != referenced:
-            problems.append(f"archive objects {sorted(objects - referenced)} are not referenced; "
-                            f"{sorted(referenced - objects)} are referenced but missing")
+            problems.append(
+                f"archive objects {sorted(objects - referenced)} are not referenced; "
+                f"{sorted(referenced - objects)} are referenced but missing"
+            )
         # A deleted memory leaves no record behind once the sweep has compacted.
         present_now = _present(store)
         for key in sorted(objects & referenced):
@@ -410,8 +438,9 @@ def verify(path: Path, log: Log, exact_threshold: int, result: TrialResult) -> N
         # Every cold memory comes back, bit-identical.
         present = _present(store)
         for ns in sorted({ns for ns, _ in present}):
-            cold = [mid for (mid,) in store.engine.catalog.query(
-                "SELECT id FROM memories WHERE ns = ? AND tier = 2", (ns,))]
+            cold = [
+                mid for (mid,) in store.engine.catalog.query("SELECT id FROM memories WHERE ns = ? AND tier = 2", (ns,))
+            ]
             if cold:
                 try:
                     back = store.restore(ns, ids=cold)
@@ -460,11 +489,15 @@ def _check_structure(store: Any, log: Log, result: TrialResult, when: str, count
     counts = Counter((ns, mid) for ns, mid, *_ in rows)
     dup = {k for k, n in counts.items() if n > 1}
     present = set(counts)
-    policy_deleted = {(ns, mid) for ns, mid in store.engine.catalog.query(
-        "SELECT ns, id FROM events WHERE kind = 'delete' AND reason != 'explicit'")}
+    policy_deleted = {
+        (ns, mid)
+        for ns, mid in store.engine.catalog.query(
+            "SELECT ns, id FROM events WHERE kind = 'delete' AND reason != 'explicit'"
+        )
+    }
     expected = log.acked - log.try_deleted - policy_deleted
     lost = expected - present
-    resurrected = (log.deleted & present)
+    resurrected = log.deleted & present
     phantom = present - log.tried
     # The hot index must agree with the catalog: every hot row once, nothing else.
     hot_dup: set[tuple[str, str]] = set()
@@ -530,25 +563,38 @@ def run_trial(workdir: Path, seed: int, os_crash_rate: float = 0.0) -> TrialResu
     return result
 
 
-def run_trials(n: int, workdir: Path, seed: int = 0, verbose: bool = False,
-               os_crash_rate: float = 0.0) -> dict[str, Any]:
+def run_trials(
+    n: int, workdir: Path, seed: int = 0, verbose: bool = False, os_crash_rate: float = 0.0
+) -> dict[str, Any]:
     totals = Counter()
     points: Counter = Counter()
     problems: list[str] = []
     for i in range(n):
         r = run_trial(workdir, seed + i, os_crash_rate)
         points.update(r.points)
-        totals.update(lost=r.lost, duplicated=r.duplicated, rounds=r.rounds, killed_at_point=r.killed_at_point,
-                      killed_by_timer=r.killed_by_timer, clean_exits=r.clean_exits, acked=r.acked,
-                      policy_deleted=r.policy_deleted, restored=r.restored, failed=int(bool(r.problems)),
-                      os_crashes=r.os_crashes, os_crash_dropped=r.os_crash_dropped)
+        totals.update(
+            lost=r.lost,
+            duplicated=r.duplicated,
+            rounds=r.rounds,
+            killed_at_point=r.killed_at_point,
+            killed_by_timer=r.killed_by_timer,
+            clean_exits=r.clean_exits,
+            acked=r.acked,
+            policy_deleted=r.policy_deleted,
+            restored=r.restored,
+            failed=int(bool(r.problems)),
+            os_crashes=r.os_crashes,
+            os_crash_dropped=r.os_crash_dropped,
+        )
         for p in r.problems:
             problems.append(f"trial {seed + i}: {p}")
         if verbose:
-            print(f"trial {seed + i}: rounds {r.rounds} (crash point {r.killed_at_point}, timer "
-                  f"{r.killed_by_timer}, clean {r.clean_exits}), acked {r.acked}, restored {r.restored}, "
-                  f"lost {r.lost}, duplicated {r.duplicated}" + (f", PROBLEMS {r.problems}" if r.problems else ""),
-                  flush=True)
+            print(
+                f"trial {seed + i}: rounds {r.rounds} (crash point {r.killed_at_point}, timer "
+                f"{r.killed_by_timer}, clean {r.clean_exits}), acked {r.acked}, restored {r.restored}, "
+                f"lost {r.lost}, duplicated {r.duplicated}" + (f", PROBLEMS {r.problems}" if r.problems else ""),
+                flush=True,
+            )
     return {"trials": n, **{k: int(v) for k, v in totals.items()}, "problems": problems, "points": dict(points)}
 
 
@@ -562,8 +608,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", type=Path, default=None, help="keep the stores here (default: a temp dir)")
-    ap.add_argument("--os-crash-rate", type=float, default=0.0,
-                    help="chance that a killed round also loses the WAL's unsynced tail (an OS crash)")
+    ap.add_argument(
+        "--os-crash-rate",
+        type=float,
+        default=0.0,
+        help="chance that a killed round also loses the WAL's unsynced tail (an OS crash)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     import tempfile
@@ -577,13 +627,17 @@ def main(argv: list[str] | None = None) -> int:
     for p in out["problems"]:
         print(p)
     print("crash points hit: " + (", ".join(f"{k} {v}" for k, v in sorted(out["points"].items())) or "none"))
-    print(f"rounds {out.get('rounds', 0)}: killed at a crash point {out.get('killed_at_point', 0)}, "
-          f"killed after a random delay {out.get('killed_by_timer', 0)}, ran to the end {out.get('clean_exits', 0)}; "
-          f"acknowledged adds {out.get('acked', 0)}, restored at verification {out.get('restored', 0)}, "
-          f"deleted by policy {out.get('policy_deleted', 0)}")
+    print(
+        f"rounds {out.get('rounds', 0)}: killed at a crash point {out.get('killed_at_point', 0)}, "
+        f"killed after a random delay {out.get('killed_by_timer', 0)}, ran to the end {out.get('clean_exits', 0)}; "
+        f"acknowledged adds {out.get('acked', 0)}, restored at verification {out.get('restored', 0)}, "
+        f"deleted by policy {out.get('policy_deleted', 0)}"
+    )
     if args.os_crash_rate:
-        print(f"OS crashes {out.get('os_crashes', 0)}: acknowledged adds never synced and dropped "
-              f"{out.get('os_crash_dropped', 0)}")
+        print(
+            f"OS crashes {out.get('os_crashes', 0)}: acknowledged adds never synced and dropped "
+            f"{out.get('os_crash_dropped', 0)}"
+        )
     print(f"trials {out['trials']}, lost {out.get('lost', 0)}, duplicated {out.get('duplicated', 0)}")
     ok = not out["problems"] and out.get("lost", 0) == 0 and out.get("duplicated", 0) == 0
     return 0 if ok else 1

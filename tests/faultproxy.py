@@ -37,7 +37,7 @@ import socket
 import struct
 import threading
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["FaultProxy", "FAULTS"]
 
@@ -104,8 +104,13 @@ def _read_chunked(rfile) -> bytes:  # type: ignore[no-untyped-def]
         out.append(data)
 
 
-def _read_body(rfile, headers: list[bytes], *, response_to: bytes | None = None,  # type: ignore[no-untyped-def]
-               status: int = 0) -> tuple[bytes, bool]:
+def _read_body(
+    rfile,
+    headers: list[bytes],
+    *,
+    response_to: bytes | None = None,  # type: ignore[no-untyped-def]
+    status: int = 0,
+) -> tuple[bytes, bool]:
     """The raw body and whether it was delimited by the connection closing."""
     if response_to == b"HEAD" or status in (204, 304) or 100 <= status < 200:
         return b"", False
@@ -139,8 +144,9 @@ def _reset(sock: socket.socket) -> None:
 class FaultProxy:
     """See the module docstring. Thread-safe; ``start()`` returns ``self``."""
 
-    def __init__(self, upstream_host: str, upstream_port: int, *, stall_s: float = 10.0,
-                 host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, upstream_host: str, upstream_port: int, *, stall_s: float = 10.0, host: str = "127.0.0.1"
+    ) -> None:
         self.upstream = (upstream_host, upstream_port)
         self.stall_s = stall_s
         self.host = host
@@ -196,7 +202,7 @@ class FaultProxy:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def start(self) -> "FaultProxy":
+    def start(self) -> FaultProxy:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
@@ -223,7 +229,7 @@ class FaultProxy:
         if self._thread is not None:
             self._thread.join(5)
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -237,7 +243,7 @@ class FaultProxy:
         while not self._stop.is_set():
             try:
                 conn, _ = self._listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -292,8 +298,7 @@ class FaultProxy:
                         while 100 <= status < 200:  # interim responses: not forwarded
                             rstart, rheaders = _read_head(up_rfile)
                             status = int(rstart.split(b" ")[1])
-                        rbody, until_close = _read_body(up_rfile, rheaders, response_to=method.encode(),
-                                                        status=status)
+                        rbody, until_close = _read_body(up_rfile, rheaders, response_to=method.encode(), status=status)
                         break
                     except (_Closed, OSError, ValueError, IndexError):
                         if upstream is not None:
@@ -325,10 +330,14 @@ class FaultProxy:
     @staticmethod
     def _error_response(fault: str, method: str) -> bytes:
         status, reason, code, message = _ERRORS[fault]
-        body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
-                f"<RequestId>faultproxy</RequestId></Error>").encode()
+        body = (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
+            f"<RequestId>faultproxy</RequestId></Error>"
+        ).encode()
         if method == "HEAD":
             body = b""
-        head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/xml\r\n"
-                f"Content-Length: {len(body)}\r\nx-amz-request-id: faultproxy\r\n\r\n").encode()
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/xml\r\n"
+            f"Content-Length: {len(body)}\r\nx-amz-request-id: faultproxy\r\n\r\n"
+        ).encode()
         return head + body

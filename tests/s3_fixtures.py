@@ -116,14 +116,12 @@ class MotoServer:
                 code = self.process.returncode
                 self.process = None
                 raise RuntimeError(
-                    f"moto server on port {self.port} exited with {code} before answering;"
-                    f" log:\n{self._log_tail()}"
+                    f"moto server on port {self.port} exited with {code} before answering; log:\n{self._log_tail()}"
                 )
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(
-                    f"moto server on port {self.port} did not answer HTTP within {timeout} s;"
-                    f" log:\n{self._log_tail()}"
+                    f"moto server on port {self.port} did not answer HTTP within {timeout} s; log:\n{self._log_tail()}"
                 )
             time.sleep(0.05)
 

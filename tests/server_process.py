@@ -26,7 +26,12 @@ class ServerProcess:
     def __init__(self, path: Path, *args: str, cwd: Path, timeout_s: float = 120.0) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tierstore.tools.cli", "serve", str(path), "--port", "0", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=cwd)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+            cwd=cwd,
+        )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.startswith("serving "):
@@ -55,7 +60,7 @@ class ServerProcess:
             self.proc.kill()
         self.proc.wait(timeout=60)
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
-from tierstore.remote.client import RemoteStore
 from tierstore.errors import RemoteError
+from tierstore.remote.client import RemoteStore
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
 
@@ -53,14 +53,24 @@ def main() -> int:
     while time.monotonic() < deadline:
         n += 1
         ns = own if rng.random() < 0.7 else shared
-        op = "add" if mode == "adds" or not known[ns] else rng.choice(
-            ["add", "batch", "search", "touch", "feedback", "restore"], p=[0.25, 0.05, 0.3, 0.2, 0.1, 0.1])
+        op = (
+            "add"
+            if mode == "adds" or not known[ns]
+            else rng.choice(
+                ["add", "batch", "search", "touch", "feedback", "restore"], p=[0.25, 0.05, 0.3, 0.2, 0.1, 0.1]
+            )
+        )
         try:
             if op == "add":
                 short = mode == "mix" and rng.random() < 0.2  # archived within a second by the migrator
                 content = f"{WORDS[n % len(WORDS)]} memory {wid_n}-{n}"
-                mid = store.add(ns, content, vec(), ttl_seconds=1.0 if short else None,
-                                memory_type="conversation" if short else "fact")
+                mid = store.add(
+                    ns,
+                    content,
+                    vec(),
+                    ttl_seconds=1.0 if short else None,
+                    memory_type="conversation" if short else "fact",
+                )
                 log(add=[ns, mid, content])
                 known[ns].append(mid)
                 counts["add"] += 1

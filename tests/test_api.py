@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 import pytest
-
 from conftest import DIM, unit
+
 from tierstore import (
     DimensionMismatchError,
     DuplicateIdError,
@@ -35,8 +35,16 @@ def snapshot(store: TierStore):
 
 def test_add_then_get_roundtrip(store, rng):
     v = rng.normal(size=DIM)
-    mid = store.add("alice", "Allergic to peanuts", v, memory_type="fact", confidence=0.95,
-                    source="user_declaration", tags=["health", "food"], id="peanuts")
+    mid = store.add(
+        "alice",
+        "Allergic to peanuts",
+        v,
+        memory_type="fact",
+        confidence=0.95,
+        source="user_declaration",
+        tags=["health", "food"],
+        id="peanuts",
+    )
     assert mid == "peanuts"
     m = store.get("alice", "peanuts")
     assert m.content == "Allergic to peanuts"
@@ -101,8 +109,7 @@ def test_hits_survive_a_compaction_of_their_namespace(store, rng):
     hits taken before it still build their own memories (the snapshot holds
     the old lists), and a search after it sees the new slots."""
     vecs = [unit(rng) for _ in range(300)]
-    ids = store.add_batch("c", [{"content": f"memory {i}", "embedding": v, "id": f"m{i}"}
-                                for i, v in enumerate(vecs)])
+    ids = store.add_batch("c", [{"content": f"memory {i}", "embedding": v, "id": f"m{i}"} for i, v in enumerate(vecs)])
     hits = store.search("c", vecs[250], k=5, record_access=False)
     assert hits[0].id == "m250"
     hot = store.engine.hot.ensure("c")
@@ -120,8 +127,9 @@ def test_hits_survive_a_compaction_of_their_namespace(store, rng):
 def test_product_mode_explains_a_product(tmp_path, clock, rng):
     from tierstore import Policy
 
-    with TierStore.open(tmp_path / "p", dim=DIM, clock=clock,
-                        policy=Policy.from_dict({"scoring": {"mode": "product"}})) as store:
+    with TierStore.open(
+        tmp_path / "p", dim=DIM, clock=clock, policy=Policy.from_dict({"scoring": {"mode": "product"}})
+    ) as store:
         q = unit(rng)
         store.add("a", "x", q + 0.1 * unit(rng))
         (hit,) = store.search("a", q, k=1, explain=True)
@@ -230,8 +238,10 @@ def test_bad_batch_rejects_every_item(store, rng):
     with pytest.raises(InvalidVectorError, match="item 1"):
         store.add_batch("alice", items)
     with pytest.raises(DuplicateIdError):
-        store.add_batch("alice", [{"content": "a", "embedding": unit(rng), "id": "x"},
-                                  {"content": "b", "embedding": unit(rng), "id": "x"}])
+        store.add_batch(
+            "alice",
+            [{"content": "a", "embedding": unit(rng), "id": "x"}, {"content": "b", "embedding": unit(rng), "id": "x"}],
+        )
     with pytest.raises(InvalidInputError, match="unknown keys"):
         store.add_batch("alice", [{"content": "a", "embedding": unit(rng), "colour": "red"}])
     assert snapshot(store) == before
@@ -280,7 +290,9 @@ def either_store(request, tmp_path, clock):
     from tierstore import HotSettings, Settings
 
     threshold = 2048 if request.param == "exact" else 100
-    s = TierStore.open(tmp_path / "s", dim=DIM, clock=clock, settings=Settings(hot=HotSettings(exact_threshold=threshold)))
+    s = TierStore.open(
+        tmp_path / "s", dim=DIM, clock=clock, settings=Settings(hot=HotSettings(exact_threshold=threshold))
+    )
     rng = np.random.default_rng(7)
     s.add_batch("n", [{"content": f"m{i}", "embedding": unit(rng), "id": f"m{i}"} for i in range(300)])
     assert (s.engine.hot.ensure("n").index is None) == (request.param == "exact")
@@ -288,11 +300,15 @@ def either_store(request, tmp_path, clock):
     s.close()
 
 
-@pytest.mark.parametrize("bad", [
-    np.zeros(DIM, np.float32),
-    np.r_[np.ones(DIM - 1), np.nan].astype(np.float32),
-    np.r_[np.ones(DIM - 1), -np.inf].astype(np.float32),
-], ids=["zero", "nan", "inf"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.zeros(DIM, np.float32),
+        np.r_[np.ones(DIM - 1), np.nan].astype(np.float32),
+        np.r_[np.ones(DIM - 1), -np.inf].astype(np.float32),
+    ],
+    ids=["zero", "nan", "inf"],
+)
 def test_bad_float32_query_raises_and_changes_nothing(either_store, bad):
     """A float32 query of the right shape skips the Python-side check (the
     rerank kernel measures its length): a zero, NaN or infinite one still

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -29,9 +29,29 @@ class TestRemoteStore(StoreAPITests):
 
 # Every method both have: the same parameters (names, kinds, defaults) and the
 # same return annotation.
-MIRRORED = ["add", "get_by_key", "add_batch", "upsert_batch", "search", "get", "memories", "memories_page", "touch",
-            "feedback", "pin", "delete", "set_context", "get_context", "namespaces", "restore", "sweep", "stats",
-            "metrics_text", "now", "close"]
+MIRRORED = [
+    "add",
+    "get_by_key",
+    "add_batch",
+    "upsert_batch",
+    "search",
+    "get",
+    "memories",
+    "memories_page",
+    "touch",
+    "feedback",
+    "pin",
+    "delete",
+    "set_context",
+    "get_context",
+    "namespaces",
+    "restore",
+    "sweep",
+    "stats",
+    "metrics_text",
+    "now",
+    "close",
+]
 
 
 @pytest.mark.parametrize("name", MIRRORED)

@@ -10,8 +10,20 @@ from tierstore.records import SweepReport
 
 
 def _report(remaining_due: int = 0, errors: list[str] | None = None) -> SweepReport:
-    return SweepReport(now=0.0, dry_run=False, examined=0, kept=0, demoted=0, archived=0, deleted=0, compacted=0,
-                       remaining_due=remaining_due, elapsed_s=0.0, by_type={}, errors=errors or [])
+    return SweepReport(
+        now=0.0,
+        dry_run=False,
+        examined=0,
+        kept=0,
+        demoted=0,
+        archived=0,
+        deleted=0,
+        compacted=0,
+        remaining_due=remaining_due,
+        elapsed_s=0.0,
+        by_type={},
+        errors=errors or [],
+    )
 
 
 class Script:
@@ -43,8 +55,9 @@ def test_next_delay():
 
 
 def test_it_sweeps_with_its_bounds_until_stopped_and_keeps_failures():
-    sweep = Script([RuntimeError("bucket down"), _report(errors=["archive x: damaged"]),
-                    _report(remaining_due=5), _report()])
+    sweep = Script(
+        [RuntimeError("bucket down"), _report(errors=["archive x: damaged"]), _report(remaining_due=5), _report()]
+    )
     bg = BackgroundSweeps(sweep, "test-sweeps")
     bg.start(0.05, 123, 2.5)
     bg.start(0.05, 999, 9.0)  # already running: no second thread

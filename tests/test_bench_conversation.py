@@ -77,8 +77,23 @@ def test_suite_h_runs_and_scores(tmp_path):
     from tierstore.bench import main
 
     out = tmp_path / "h.json"
-    rc = main(["--suite", "h", "--no-progress", "--json", str(out), "--workdir", str(tmp_path / "work"),
-               "--set", "h.users=2", "--set", "h.days=40", "--set", "h.embedder=hashing"])
+    rc = main(
+        [
+            "--suite",
+            "h",
+            "--no-progress",
+            "--json",
+            str(out),
+            "--workdir",
+            str(tmp_path / "work"),
+            "--set",
+            "h.users=2",
+            "--set",
+            "h.days=40",
+            "--set",
+            "h.embedder=hashing",
+        ]
+    )
     assert rc == 0
     suite = json.loads(out.read_text())["suites"][0]
     assert suite["suite"] == "h" and not suite["skipped"]
@@ -93,8 +108,9 @@ def test_suite_h_runs_and_scores(tmp_path):
         # every stored memory is in exactly one tier, unless a sweep deleted it; a re-said turn is
         # deduplicated into the memory of its first saying (not when the policy turns dedupe off)
         assert r["hot"] + r["warm"] + r["cold"] == r["memories"] - r.get("sweeps", {}).get("deleted", 0)
-        assert r["memories"] == turns if "dedupe off" in r["scorer"] or "plain" in r["scorer"] \
-            else r["memories"] < turns
+        assert (
+            r["memories"] == turns if "dedupe off" in r["scorer"] or "plain" in r["scorer"] else r["memories"] < turns
+        )
         misses = sum(sum(m.values()) for m in r["misses_by_tier"].values())
         assert misses == round(r["questions"] * (1 - r["recall_at_10"]))
     plain = rows["plain similarity (no forgetting)"]
@@ -111,8 +127,11 @@ def test_tierstore_variant_passes_search_kwargs(tmp_path):
     emb = cv.Hashing()
     tv, qv = cv.embed_conversations(wl, emb)
     cfg = BenchConfig(progress=False, workdir=tmp_path)
-    v = cv.TierVariant("no warm, long conversations", policy={"types": {"conversation": {"ttl": 90 * cv.DAY}}},
-                       search_kwargs={"include_warm": False})
+    v = cv.TierVariant(
+        "no warm, long conversations",
+        policy={"types": {"conversation": {"ttl": 90 * cv.DAY}}},
+        search_kwargs={"include_warm": False},
+    )
     sc = cv.score_tierstore(wl, tv, qv, cfg, v)
     assert sum(sc.n.values()) == len(wl.questions) and sc.row()["recall_at_10"] is not None
     with pytest.raises(TypeError):  # a keyword the store does not have is not emulated

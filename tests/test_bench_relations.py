@@ -13,8 +13,7 @@ import pytest
 from tierstore.bench import parse_suites
 from tierstore.bench import relations as rel
 from tierstore.bench.common import BenchConfig
-from tierstore.bench.relations_workload import (MULTI, SINGLE, T0, RelationsWorkload, RMem, RQuestion,
-                                                relations_workload)
+from tierstore.bench.relations_workload import MULTI, SINGLE, T0, RelationsWorkload, RMem, RQuestion, relations_workload
 
 
 def test_generator_is_deterministic_for_a_seed():
@@ -116,29 +115,51 @@ def test_safety_variant_has_no_drift():
 
 # ------------------------------------------------------------------ the scorer on a hand-made workload
 
+
 def _tiny() -> RelationsWorkload:
     def m(mid, day, rel_=None, value=None, kind="chatter", subject="Frank"):
-        return RMem(mid, "h0", T0 + day * 86400, f"text {mid}", "fact", kind=kind,
-                    subject=subject if rel_ else None, relation=rel_, value=value)
+        return RMem(
+            mid,
+            "h0",
+            T0 + day * 86400,
+            f"text {mid}",
+            "fact",
+            kind=kind,
+            subject=subject if rel_ else None,
+            relation=rel_,
+            value=value,
+        )
 
-    mems = [m("a1", 1, "allergy", "peanuts", "multi"), m("a2", 2, "allergy", "shellfish", "multi"),
-            m("a2r", 5, "allergy", "shellfish", "restate"), m("e1", 3, "employer", "Acme", "single"),
-            m("e2", 6, "employer", "Globex", "single"), m("c1", 4),
-            m("h1", 2, "home", "Oslo", "single", "Ana"), m("h2", 7, "home", "Bergen", "single", "Ana")]
+    mems = [
+        m("a1", 1, "allergy", "peanuts", "multi"),
+        m("a2", 2, "allergy", "shellfish", "multi"),
+        m("a2r", 5, "allergy", "shellfish", "restate"),
+        m("e1", 3, "employer", "Acme", "single"),
+        m("e2", 6, "employer", "Globex", "single"),
+        m("c1", 4),
+        m("h1", 2, "home", "Oslo", "single", "Ana"),
+        m("h2", 7, "home", "Bergen", "single", "Ana"),
+    ]
     end = T0 + 10 * 86400
 
     def q(qid, kind, relation, live, stale=(), subject="Frank"):
         return RQuestion(qid, "h0", end, f"question {qid}", kind, subject, relation, "end", live, stale)
 
-    questions = [q("qa", "multi", "allergy", (("a1",), ("a2", "a2r"))),
-                 q("qe", "current", "employer", (("e2",),), (("e1",),)),
-                 q("qh", "current", "home", (("h2",),), (("h1",),), "Ana"),
-                 q("qeh", "history", "employer", (("e1",),))]
+    questions = [
+        q("qa", "multi", "allergy", (("a1",), ("a2", "a2r"))),
+        q("qe", "current", "employer", (("e2",),), (("e1",),)),
+        q("qh", "current", "home", (("h2",),), (("h1",),), "Ana"),
+        q("qeh", "history", "employer", (("e1",),)),
+    ]
     return RelationsWorkload(1, 10, 0, True, "none", mems, questions)
 
 
-RANKINGS = {"qa": ["a2r", "c1", "e1", "e2", "h1"], "qe": ["e1", "e2", "c1"], "qh": ["h2", "h1"],
-            "qeh": ["e2", "c1", "a1"]}
+RANKINGS = {
+    "qa": ["a2r", "c1", "e1", "e2", "h1"],
+    "qe": ["e1", "e2", "c1"],
+    "qh": ["h2", "h1"],
+    "qeh": ["e2", "c1", "a1"],
+}
 PLAIN = {"qa": ["a1", "a2", "c1"], "qe": ["e2", "e1"], "qh": ["h1", "h2"], "qeh": ["e1", "e2"]}
 STATE = {"a1": "superseded", "a2": "cold", "a2r": "hot", "e1": "superseded", "e2": "hot", "h1": "hot", "c1": "hot"}
 # h2 is absent from STATE: deleted
@@ -212,15 +233,21 @@ def test_store_run_on_a_tiny_workload(tmp_path):
 
 def test_suite_registered_and_runs(tmp_path):
     assert parse_suites("relations", quick=True) == ["i"]
-    cfg = BenchConfig(progress=False, workdir=tmp_path, sizes={"i.households": 1, "i.days": 12,
-                                                               "i.embedder": "hashing"})
+    cfg = BenchConfig(
+        progress=False, workdir=tmp_path, sizes={"i.households": 1, "i.days": 12, "i.embedder": "hashing"}
+    )
     res = rel.run(cfg)
     names = [r["row"] for r in res.data["rows"]]
-    assert names == ["plain similarity, drift", "default policy, drift, no hints",
-                     "default policy, drift, tags=[relation]", "default policy, drift, key=subject:relation",
-                     "diagnostic: automatic supersession off, drift, no hints",
-                     "plain similarity, safety (no drift)", "default policy, safety (no drift), no hints",
-                     "diagnostic: automatic supersession off, safety (no drift), no hints"]
+    assert names == [
+        "plain similarity, drift",
+        "default policy, drift, no hints",
+        "default policy, drift, tags=[relation]",
+        "default policy, drift, key=subject:relation",
+        "diagnostic: automatic supersession off, drift, no hints",
+        "plain similarity, safety (no drift)",
+        "default policy, safety (no drift), no hints",
+        "diagnostic: automatic supersession off, safety (no drift), no hints",
+    ]
     assert all(r["households"] == 1 and r["memories"] > 0 and r["questions"] > 0 for r in res.data["rows"])
     title, header, cells = res.tables[0]
     assert header == rel.HEADER and len(cells) == 8 and "relations" in title

@@ -12,17 +12,40 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from tierstore.bench import main, parse_suites
 from tierstore.bench import forgetting as fq
+from tierstore.bench import main, parse_suites
 from tierstore.bench.seedref import DictCollection, cleanup_dicts, seed_metadata
 
 
 def test_bench_runs_and_prints_ratios(tmp_path, capsys):
     out_json = tmp_path / "bench.json"
-    rc = main(["--suite", "a,e", "--no-progress", "--json", str(out_json), "--workdir", str(tmp_path / "work"),
-               "--set", "a.n=2200", "--set", "a.queries=40", "--set", "a.rounds=2",
-               "--set", "e.n=600", "--set", "e.due=40", "--set", "e.rounds=2", "--set", "e.namespaces=4",
-               "--set", "e.no_chroma=true"])
+    rc = main(
+        [
+            "--suite",
+            "a,e",
+            "--no-progress",
+            "--json",
+            str(out_json),
+            "--workdir",
+            str(tmp_path / "work"),
+            "--set",
+            "a.n=2200",
+            "--set",
+            "a.queries=40",
+            "--set",
+            "a.rounds=2",
+            "--set",
+            "e.n=600",
+            "--set",
+            "e.due=40",
+            "--set",
+            "e.rounds=2",
+            "--set",
+            "e.namespaces=4",
+            "--set",
+            "e.no_chroma=true",
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert "ratio" in out and "store.search" in out and "store.sweep()" in out
@@ -47,11 +70,13 @@ def test_suite_selection():
 
 def test_seed_cleanup_over_dicts():
     t0 = datetime(2024, 1, 1)
-    metas = [seed_metadata("old", memory_type="conversation", created=t0, last_access=t0, confidence=0.8, tags=[],
-                           ttl=None),
-             seed_metadata("stale", memory_type="fact", created=t0, last_access=t0, confidence=0.2, tags=["a"],
-                           ttl=None, weight=0.005),
-             seed_metadata("fresh", memory_type="fact", created=t0, last_access=t0, confidence=0.9, tags=[], ttl=None)]
+    metas = [
+        seed_metadata("old", memory_type="conversation", created=t0, last_access=t0, confidence=0.8, tags=[], ttl=None),
+        seed_metadata(
+            "stale", memory_type="fact", created=t0, last_access=t0, confidence=0.2, tags=["a"], ttl=None, weight=0.005
+        ),
+        seed_metadata("fresh", memory_type="fact", created=t0, last_access=t0, confidence=0.9, tags=[], ttl=None),
+    ]
     coll = DictCollection(["old", "stale", "fresh"], metas)
     archived, deleted = cleanup_dicts(coll, t0 + timedelta(hours=2))
     assert (archived, deleted) == (1, 1)  # conversation past its 1 h TTL; weight < 0.01 with confidence < 0.3
@@ -104,15 +129,13 @@ def test_search_scripts_run_on_a_kept_store(tmp_path):
     store = tmp_path / "s"
 
     def run(script: str, *args: str) -> str:
-        out = subprocess.run([sys.executable, str(bench / script), *args], capture_output=True, text=True,
-                             timeout=600)
+        out = subprocess.run([sys.executable, str(bench / script), *args], capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr
         return out.stdout
 
     built = run("search_ratio.py", "--n", "3000", "--rounds", "2", "--block", "20", "--keep", str(store))
     assert "3000 x 384" in built and "median of per-round ratios" in built
-    again = run("search_ratio.py", "--store", str(store), "--rounds", "2", "--block", "20", "--shuffled",
-                "--read-hits")
+    again = run("search_ratio.py", "--store", str(store), "--rounds", "2", "--block", "20", "--shuffled", "--read-hits")
     assert "shuffled calls" in again and "reads every hit" in again
     steps = run("search_steps.py", "--store", str(store), "--rounds", "1")
     assert "rank_and_gather" in steps and "overhead" in steps

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from tierstore import TierStore
-from tierstore.tools.cli import build_parser, in_cli_words, main
 from tierstore.errors import StoreConfigError
+from tierstore.tools.cli import build_parser, in_cli_words, main
 
 DIM = 8
 
@@ -28,8 +28,9 @@ def _options(parser: argparse.ArgumentParser, name: str = "tierstore"):
 
 
 def test_every_option_says_what_it_does():
-    missing = [f"{name} {action.option_strings or action.dest}" for name, action in _options(build_parser())
-               if not action.help]
+    missing = [
+        f"{name} {action.option_strings or action.dest}" for name, action in _options(build_parser()) if not action.help
+    ]
     assert missing == []
 
 
@@ -52,14 +53,21 @@ def test_the_commands_that_change_the_store_keep_them(tmp_path, capsys):
         main(["restore", str(tmp_path / "s"), "--ns", "n", "--allow-clock-jump"])
 
 
-@pytest.mark.parametrize("args, said", [
-    (["sweep", "{p}/new"], "there is no tierstore store at {p}/new\n"),
-    (["rebuild-catalog", "{p}/new"], "there is no tierstore store at {p}/new (to create one, give --dim N)\n"),
-    (["serve", "{p}/new", "--insecure-no-auth", "--port", "0"],
-     "there is no tierstore store at {p}/new (to create one, give --dim N or --embedder NAME)\n"),
-    (["serve", "{p}/s", "--dim", "16", "--insecure-no-auth", "--port", "0"],
-     "the store at {p}/s has dimension 8, opened with --dim 16\n"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["sweep", "{p}/new"], "there is no tierstore store at {p}/new\n"),
+        (["rebuild-catalog", "{p}/new"], "there is no tierstore store at {p}/new (to create one, give --dim N)\n"),
+        (
+            ["serve", "{p}/new", "--insecure-no-auth", "--port", "0"],
+            "there is no tierstore store at {p}/new (to create one, give --dim N or --embedder NAME)\n",
+        ),
+        (
+            ["serve", "{p}/s", "--dim", "16", "--insecure-no-auth", "--port", "0"],
+            "the store at {p}/s has dimension 8, opened with --dim 16\n",
+        ),
+    ],
+)
 def test_errors_name_the_commands_options(tmp_path, capsys, args, said):
     pytest.importorskip("uvicorn")
     TierStore.open(tmp_path / "s", dim=DIM).close()
@@ -70,14 +78,22 @@ def test_errors_name_the_commands_options(tmp_path, capsys, args, said):
 
 
 def test_library_spellings_become_options():
-    assert in_cli_words("x (to create one, give dim=)", "mcp") == \
-        "x (to create one, give --embedder NAME, and --dim N if it is not the embedder's)"
-    assert in_cli_words("dim=384 but the embedder 'minilm' makes vectors of dimension 384", "serve") == \
-        "--dim 384 but the embedder 'minilm' makes vectors of dimension 384"
-    assert in_cli_words("the trace t has no add to take the dimension from: pass dim=", "simulate") == \
-        "the trace t has no add to take the dimension from: pass --dim N"
-    assert in_cli_words("this store has no embedder (open it with embedder=...); give", "mcp") == \
-        "this store has no embedder (open it with --embedder NAME); give"
+    assert (
+        in_cli_words("x (to create one, give dim=)", "mcp")
+        == "x (to create one, give --embedder NAME, and --dim N if it is not the embedder's)"
+    )
+    assert (
+        in_cli_words("dim=384 but the embedder 'minilm' makes vectors of dimension 384", "serve")
+        == "--dim 384 but the embedder 'minilm' makes vectors of dimension 384"
+    )
+    assert (
+        in_cli_words("the trace t has no add to take the dimension from: pass dim=", "simulate")
+        == "the trace t has no add to take the dimension from: pass --dim N"
+    )
+    assert (
+        in_cli_words("this store has no embedder (open it with embedder=...); give", "mcp")
+        == "this store has no embedder (open it with --embedder NAME); give"
+    )
     assert in_cli_words("tags=['a'] dimension", "serve") == "tags=['a'] dimension"  # only the known spellings
 
 
@@ -96,8 +112,24 @@ def test_a_taken_store_is_said_before_a_model_loads(tmp_path, monkeypatch):
         # from another process, through the CLI: the store's holder is named (the embed extra, which this
         # environment may lack, is never reached)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
-        done = subprocess.run([sys.executable, "-m", "tierstore.tools.cli", "serve", str(tmp_path / "s"), "--embedder",
-                               "minilm", "--insecure-no-auth", "--port", "0"],
-                              capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tierstore.tools.cli",
+                "serve",
+                str(tmp_path / "s"),
+                "--embedder",
+                "minilm",
+                "--insecure-no-auth",
+                "--port",
+                "0",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=tmp_path,
+        )
     assert done.returncode == 2
     assert f"is open in process {os.getpid()}" in done.stderr and "extra" not in done.stderr

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import socket
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from tierstore.remote.client import _Pool
 from tierstore.errors import RemoteError
+from tierstore.remote.client import _Pool
 
 
 class Scripted:
@@ -44,8 +44,14 @@ class Scripted:
                     if not data:
                         break
                     head, _, body = data.partition(b"\r\n\r\n")
-                    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                                   if line.lower().startswith(b"content-length:")), 0)
+                    length = next(
+                        (
+                            int(line.split(b":")[1])
+                            for line in head.split(b"\r\n")
+                            if line.lower().startswith(b"content-length:")
+                        ),
+                        0,
+                    )
                     while len(body) < length:
                         body += conn.recv(65536)
                     self.requests.append(data)
@@ -73,11 +79,13 @@ def scripted() -> Iterator[type[Scripted]]:
 
 
 def test_lengths_chunks_and_keep_alive(scripted):
-    s = scripted([
-        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 7\r\n\r\n{\"a\":1}",
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\n{\"b\r\n4\r\n\":2}\r\n0\r\nX-Trailer: t\r\n\r\n",
-        b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}",
-    ])
+    s = scripted(
+        [
+            b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 7\r\n\r\n{"a":1}',
+            b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\n{"b\r\n4\r\n":2}\r\n0\r\nX-Trailer: t\r\n\r\n',
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}",
+        ]
+    )
     pool = _Pool(s.url, timeout=5.0, size=2)
     assert pool.request("POST", "/v1/x", b"{}", {"accept": "application/json"}) == (200, b'{"a":1}')
     assert pool.request("GET", "/v1/y", None, {}) == (200, b'{"b":2}')
@@ -91,10 +99,12 @@ def test_lengths_chunks_and_keep_alive(scripted):
 
 
 def test_connection_close_and_a_body_to_the_end(scripted):
-    s = scripted([
-        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok<close>",
-        b"HTTP/1.0 200 OK\r\n\r\nto the end<close>",
-    ])
+    s = scripted(
+        [
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok<close>",
+            b"HTTP/1.0 200 OK\r\n\r\nto the end<close>",
+        ]
+    )
     pool = _Pool(s.url, timeout=5.0, size=1)
     assert pool.request("GET", "/a", None, {}) == (200, b"ok")  # the "<close>" after the length is not read
     assert pool.request("GET", "/b", None, {}) == (200, b"to the end<close>")
@@ -102,16 +112,19 @@ def test_connection_close_and_a_body_to_the_end(scripted):
     pool.close()
 
 
-@pytest.mark.parametrize("reply", [
-    b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort<close>",  # closed before the whole body
-    b"SMTP ready\r\n\r\n<close>",  # not HTTP
-    b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n<close>",
-    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n<close>",
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort<close>",  # closed before the whole body
+        b"SMTP ready\r\n\r\n<close>",  # not HTTP
+        b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n<close>",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n<close>",
+    ],
+)
 def test_a_bad_response_is_a_remote_error(scripted, reply):
     from tierstore.remote.client import RemoteStore
 
-    s = scripted([b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"dim\": 4}\n", reply])
+    s = scripted([b'HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{"dim": 4}\n', reply])
     remote = RemoteStore(s.url, token="t")
     with pytest.raises(RemoteError, match="cannot reach"):
         remote.get("ns", "id")
@@ -119,17 +132,42 @@ def test_a_bad_response_is_a_remote_error(scripted, reply):
 
 
 def _wire_hit(i: int, explain: bool = False) -> dict:
-    from tierstore.remote import wire
     from tierstore.records import Explain, Memory
+    from tierstore.remote import wire
 
-    m = Memory(id=f"m{i}", namespace="u", content=f"text {i}", memory_type="fact", created_at=1.0,
-               last_accessed_at=2.0, access_count=i, confidence=0.5, source="user_declaration", tags=("a",),
-               ttl_seconds=None, pinned=False, tier="cold", weight=0.25, expires_at=None, due_at=3.0,
-               embedding=None, metadata={"n": i})
+    m = Memory(
+        id=f"m{i}",
+        namespace="u",
+        content=f"text {i}",
+        memory_type="fact",
+        created_at=1.0,
+        last_accessed_at=2.0,
+        access_count=i,
+        confidence=0.5,
+        source="user_declaration",
+        tags=("a",),
+        ttl_seconds=None,
+        pinned=False,
+        tier="cold",
+        weight=0.25,
+        expires_at=None,
+        due_at=3.0,
+        embedding=None,
+        metadata={"n": i},
+    )
     ex = None
     if explain:
-        ex = wire.explain_to_wire(Explain(mode="product", raw={"similarity": 0.5}, normalised={"similarity": 0.5},
-                                          weights={}, terms={"similarity": 0.5}, score=0.5, tier="cold"))
+        ex = wire.explain_to_wire(
+            Explain(
+                mode="product",
+                raw={"similarity": 0.5},
+                normalised={"similarity": 0.5},
+                weights={},
+                terms={"similarity": 0.5},
+                score=0.5,
+                tier="cold",
+            )
+        )
     return {"id": m.id, "score": 1.0 / (i + 1), "memory": wire.memory_to_wire(m), "explain": ex}
 
 
@@ -147,14 +185,17 @@ def test_search_hits_from_the_wire_build_each_memory_on_first_use() -> None:
     assert with_explain[0].explain.score == 0.5 and with_explain[1].explain is None
 
 
-@pytest.mark.parametrize("bad", [
-    {"id": "m0", "score": 1.0},  # no memory
-    {"id": 5, "score": 1.0, "memory": _wire_hit(0)["memory"]},
-    {"id": "m0", "score": True, "memory": _wire_hit(0)["memory"]},
-    {"id": "m0", "score": 1.0, "memory": {**_wire_hit(0)["memory"], "extra": 1}},
-    {"id": "m0", "score": 1.0, "memory": {k: v for k, v in _wire_hit(0)["memory"].items() if k != "tier"}},
-    ["m0", 1.0],
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"id": "m0", "score": 1.0},  # no memory
+        {"id": 5, "score": 1.0, "memory": _wire_hit(0)["memory"]},
+        {"id": "m0", "score": True, "memory": _wire_hit(0)["memory"]},
+        {"id": "m0", "score": 1.0, "memory": {**_wire_hit(0)["memory"], "extra": 1}},
+        {"id": "m0", "score": 1.0, "memory": {k: v for k, v in _wire_hit(0)["memory"].items() if k != "tier"}},
+        ["m0", 1.0],
+    ],
+)
 def test_a_malformed_search_hit_is_a_remote_error_at_the_search(bad) -> None:
     from tierstore.remote import wire
 

@@ -23,11 +23,11 @@ from tierstore.errors import CorruptDataError, InvalidInputError
 
 @pytest.fixture
 def bucket(moto_server, s3_bucket) -> Bucket:
-    return BucketConfig(s3_bucket, "c1", {"endpoint_url": moto_server.endpoint_url,
-                                          "region_name": "us-east-1"}).open()
+    return BucketConfig(s3_bucket, "c1", {"endpoint_url": moto_server.endpoint_url, "region_name": "us-east-1"}).open()
 
 
 # ------------------------------------------------------------------ slots
+
 
 def test_slot_of_is_stable_and_spread() -> None:
     assert slot_of("alice", 64) == slot_of("alice", 64)  # not Python's salted hash()
@@ -64,6 +64,7 @@ def test_placement_rejects_bad_input() -> None:
 
 # ------------------------------------------------------------------ records
 
+
 def test_records_round_trip_arrays_exactly() -> None:
     v = np.random.default_rng(1).standard_normal(17).astype(np.float32)
     doc = unpack(pack({"v": v, "t": (1, 2), "s": "x", "b": b"\x00"}))
@@ -78,6 +79,7 @@ def test_records_round_trip_arrays_exactly() -> None:
 
 
 # ------------------------------------------------------------------ lease
+
 
 def test_lease_create_then_cas_bumps_the_epoch(bucket: Bucket) -> None:
     assert read_lease(bucket, 5) is None
@@ -106,6 +108,7 @@ def test_conditional_puts_answer_412(bucket: Bucket) -> None:
 
 
 # ------------------------------------------------------------------ log
+
 
 def test_log_appends_replay_in_order(bucket: Bucket) -> None:
     log = SlotLog(bucket, 7)
@@ -161,8 +164,15 @@ DIM = 8
 
 
 def _shard(bucket: Bucket, name: str, tmp_path, snapshot_every: int = 0, keep_history: bool = False) -> Shard:
-    return Shard(name, bucket.config, dim=DIM, num_slots=4, root=str(tmp_path / "shards"),
-                 snapshot_every=snapshot_every, keep_history=keep_history)
+    return Shard(
+        name,
+        bucket.config,
+        dim=DIM,
+        num_slots=4,
+        root=str(tmp_path / "shards"),
+        snapshot_every=snapshot_every,
+        keep_history=keep_history,
+    )
 
 
 def _vec(rng: np.random.Generator) -> np.ndarray:
@@ -309,8 +319,9 @@ def test_serve_takes_a_path_or_a_cluster_not_both(capsys) -> None:
     assert "--cluster-name goes with --cluster" in capsys.readouterr().err
 
 
-def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(bucket: Bucket, tmp_path,
-                                                                               monkeypatch) -> None:
+def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(
+    bucket: Bucket, tmp_path, monkeypatch
+) -> None:
     from tierstore.cluster.errors import SlotLostError
     from tierstore.errors import ObjectStoreError
 
@@ -347,11 +358,22 @@ def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(b
     b.close()
 
 
-@pytest.mark.parametrize("kwargs", [{"dim": 0}, {"dim": 8, "shards": -1}, {"dim": 8, "num_slots": 0},
-                                    {"dim": 8, "call_timeout_s": 0}, {"dim": 8, "snapshot_every": -2},
-                                    {"dim": 8, "bucket": 3}, {"dim": 8, "lease_check_s": 0},
-                                    {"dim": 8, "name": ""}, {"dim": 8, "name": "two words"},
-                                    {"dim": 8, "name": "x" * 65}, {"dim": 8, "keep_history": "yes"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"dim": 0},
+        {"dim": 8, "shards": -1},
+        {"dim": 8, "num_slots": 0},
+        {"dim": 8, "call_timeout_s": 0},
+        {"dim": 8, "snapshot_every": -2},
+        {"dim": 8, "bucket": 3},
+        {"dim": 8, "lease_check_s": 0},
+        {"dim": 8, "name": ""},
+        {"dim": 8, "name": "two words"},
+        {"dim": 8, "name": "x" * 65},
+        {"dim": 8, "keep_history": "yes"},
+    ],
+)
 def test_cluster_rejects_bad_arguments_before_starting_anything(kwargs) -> None:
     ray = pytest.importorskip("ray")
     from tierstore.cluster import Cluster
@@ -410,8 +432,9 @@ def test_sealed_warm_shards_are_uploaded_once_and_downloaded(bucket: Bucket, tmp
     state = b._slots[0]
     assert all((state.path / rel).is_file() for rel in snap.refs)
     assert [m.id for m in b.read(0, "memories", "ns", [], {}) if m.tier == "warm"] == warm
-    assert [h.memory.id for h in b.read(0, "search", "ns", [vectors[warm[0]]],
-                                        {"k": 5, "record_access": False})] == hits_before
+    assert [
+        h.memory.id for h in b.read(0, "search", "ns", [vectors[warm[0]]], {"k": 5, "record_access": False})
+    ] == hits_before
     b.write(0, "later", "add", "ns", ["later", _vec(rng)], {})
     b.release([0])  # a second snapshot of the same shard uploads no blob
     assert bucket.list("slots/00000/blobs/") == blobs
@@ -444,6 +467,7 @@ def test_a_shards_stats_sum_its_slots(bucket: Bucket, tmp_path) -> None:
 
 # ------------------------------------------------------------------ read fencing
 
+
 class _FakeMonotonic:
     """The shard's monotonic clock, moved by hand (seconds)."""
 
@@ -463,8 +487,7 @@ def _wait_for(predicate, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def test_a_stale_owner_stops_serving_reads_within_the_lease_check_bound(bucket: Bucket, tmp_path,
-                                                                      monkeypatch) -> None:
+def test_a_stale_owner_stops_serving_reads_within_the_lease_check_bound(bucket: Bucket, tmp_path, monkeypatch) -> None:
     clock = _FakeMonotonic()
     monkeypatch.setattr("tierstore.cluster.slotstore._monotonic", clock)
     bound = 2.0
@@ -545,6 +568,7 @@ def test_shard_rejects_a_bad_lease_check_bound(bucket: Bucket, tmp_path) -> None
 
 # ------------------------------------------------------------------ maintenance on a slot
 
+
 def test_verify_repair_compact_and_a_dry_run_sweep_on_a_slot(bucket: Bucket, tmp_path) -> None:
     import time
 
@@ -599,8 +623,11 @@ def test_integrity_reports_merge_per_slot() -> None:
     from tierstore.cluster.cluster import _merge_integrity
     from tierstore.core.integrity import IntegrityReport, Problem
 
-    one = IntegrityReport(problems=[Problem("warm", "warm/ns/s1", "bad checksum", True)],
-                          checked={"warm_shards": 2, "archives": 1}, repaired=["warm/ns/s1"])
+    one = IntegrityReport(
+        problems=[Problem("warm", "warm/ns/s1", "bad checksum", True)],
+        checked={"warm_shards": 2, "archives": 1},
+        repaired=["warm/ns/s1"],
+    )
     two = IntegrityReport(checked={"warm_shards": 3}, in_flight=[Problem("cold", "batch-9", "pending", True)])
     merged = _merge_integrity([(3, one), (17, two)])
     assert not merged.ok
@@ -613,15 +640,15 @@ def test_integrity_reports_merge_per_slot() -> None:
 
 # ------------------------------------------------------------------ garbage collection
 
+
 def _keys(bucket: Bucket, slot: int, what: str) -> list[int | str]:
     prefix = f"slots/{slot:05d}/{what}/"
-    tails = [k[len(prefix):] for k in bucket.list(prefix)]
+    tails = [k[len(prefix) :] for k in bucket.list(prefix)]
     return [int(t) for t in tails] if what != "blobs" else tails
 
 
 def _state_of(shard: Shard, slot: int, ns: str) -> dict[str, tuple]:
-    return {m.id: (m.content, m.tier, m.created_at, m.superseded_by)
-            for m in shard.read(slot, "memories", ns, [], {})}
+    return {m.id: (m.content, m.tier, m.created_at, m.superseded_by) for m in shard.read(slot, "memories", ns, [], {})}
 
 
 def test_garbage_collection_keeps_what_a_replay_needs_and_every_fence(bucket: Bucket, tmp_path) -> None:
@@ -632,8 +659,14 @@ def test_garbage_collection_keeps_what_a_replay_needs_and_every_fence(bucket: Bu
     a = _shard(bucket, "a", tmp_path, snapshot_every=4)
     a.acquire([2])  # the fence is record 0
     for mt in ("fact", "conversation", "preference"):  # records 1-3
-        a.write(2, f"add-{mt}", "add_batch", "ns", [[{"content": f"{mt} {i}", "embedding": _vec(rng),
-                                                      "memory_type": mt} for i in range(40)]], {})
+        a.write(
+            2,
+            f"add-{mt}",
+            "add_batch",
+            "ns",
+            [[{"content": f"{mt} {i}", "embedding": _vec(rng), "memory_type": mt} for i in range(40)]],
+            {},
+        )
     a._slots[2].clock._last = time.time() + 5 * 86400
     assert a.write(2, "sweep", "sweep", None, [], {"max_items": 1000}).demoted > 0  # record 4: sealed warm shards
     orphan = b"a blob no snapshot names"
@@ -769,8 +802,12 @@ def test_a_bucket_that_does_not_answer_is_refused_before_ray_starts(moto_server,
 
     _no_ray(monkeypatch)
     with pytest.raises(StoreConfigError, match="cannot reach the cluster's bucket 'no-such-bucket-here'"):
-        Cluster(bucket="no-such-bucket-here", s3_options={"endpoint_url": moto_server.endpoint_url,
-                                                          "region_name": "us-east-1"}, dim=8, shards=1)
+        Cluster(
+            bucket="no-such-bucket-here",
+            s3_options={"endpoint_url": moto_server.endpoint_url, "region_name": "us-east-1"},
+            dim=8,
+            shards=1,
+        )
 
 
 def test_a_prefix_belongs_to_one_cluster_name(bucket: Bucket, monkeypatch) -> None:

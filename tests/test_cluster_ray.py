@@ -63,10 +63,18 @@ def cluster(moto_server, tmp_path_factory):
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="tierstore-test")
     c = None
     try:
-        c = Cluster(bucket=bucket, s3_options={"endpoint_url": moto_server.endpoint_url, "region_name": "us-east-1"},
-                    dim=DIM, shards=4, num_slots=SLOTS, root=str(tmp_path_factory.mktemp("shards")),
-                    name="tierstore-test", call_timeout_s=20.0, lease_check_s=LEASE_CHECK_S,
-                    snapshot_every=5)  # small, so that takeovers start from a snapshot and replay a tail
+        c = Cluster(
+            bucket=bucket,
+            s3_options={"endpoint_url": moto_server.endpoint_url, "region_name": "us-east-1"},
+            dim=DIM,
+            shards=4,
+            num_slots=SLOTS,
+            root=str(tmp_path_factory.mktemp("shards")),
+            name="tierstore-test",
+            call_timeout_s=20.0,
+            lease_check_s=LEASE_CHECK_S,
+            snapshot_every=5,
+        )  # small, so that takeovers start from a snapshot and replay a tail
         yield c
     finally:
         if c is not None:
@@ -282,8 +290,8 @@ def test_a_second_router_finds_the_running_shards(cluster: Cluster) -> None:
 def test_http_api_serves_the_cluster(cluster: Cluster) -> None:
     """What ``tierstore serve --cluster ADDRESS`` serves: the HTTP app over a Cluster."""
     pytest.importorskip("uvicorn")
-    from tierstore.remote.client import RemoteStore
     from tierstore.errors import InvalidNamespaceError, MemoryNotFoundError
+    from tierstore.remote.client import RemoteStore
     from tierstore.remote.server.app import build_app
     from tierstore.testing.live_server import ThreadedServer
 
@@ -329,9 +337,9 @@ def test_serve_cli_serves_the_named_cluster(cluster: Cluster, tmp_path, capsys) 
     pytest.importorskip("uvicorn")
     import socket
 
-    from tierstore.tools.cli import main
-    from tierstore.remote.client import RemoteStore
     from tierstore.errors import AuthError
+    from tierstore.remote.client import RemoteStore
+    from tierstore.tools.cli import main
 
     token = "cli-test-token-0123456789abcdef"
     token_file = tmp_path / "tokens"
@@ -402,7 +410,9 @@ def _words_embedder(texts: list[str]) -> np.ndarray:
     out = np.zeros((len(texts), DIM), np.float32)
     for i, text in enumerate(texts):
         for word in text.lower().split():
-            out[i] += np.random.default_rng(int.from_bytes(word.encode()[:8].ljust(8, b"_"), "little")).standard_normal(DIM)
+            out[i] += np.random.default_rng(int.from_bytes(word.encode()[:8].ljust(8, b"_"), "little")).standard_normal(
+                DIM
+            )
     return out
 
 
@@ -436,8 +446,13 @@ def test_a_router_with_an_embedder_takes_text(cluster: Cluster) -> None:
     assert text_router.embedder is not None and text_router.embedder.dim == DIM
     a = text_router.add("text-ns", "alice lives in tokyo")
     b = text_router.add("text-ns", "bob likes green tea", "bob likes tea")  # the embedding given as a text
-    c, d = text_router.add_batch("text-ns", [{"content": "carol plays the violin"},
-                                             {"content": "dave rides a bicycle", "embedding": _vec(np.random.default_rng(1))}])
+    c, d = text_router.add_batch(
+        "text-ns",
+        [
+            {"content": "carol plays the violin"},
+            {"content": "dave rides a bicycle", "embedding": _vec(np.random.default_rng(1))},
+        ],
+    )
     hits = text_router.search("text-ns", "where does alice live tokyo", k=1)
     assert hits[0].memory.id == a
     assert text_router.search("text-ns", "bob tea", k=1)[0].memory.id == b
@@ -518,8 +533,25 @@ def _serve_cluster(address: str, env: dict[str, str]) -> subprocess.Popen:
     from server_process import child_env
 
     full = {k: v for k, v in child_env(**env).items() if k != "RAY_AUTH_MODE" or "RAY_AUTH_MODE" in env}
-    return subprocess.Popen([sys.executable, "-m", "tierstore.tools.cli", "serve", "--cluster", address,
-                             "--cluster-name", "tierstore-test", "--port", "0", "--no-migrator"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tierstore.tools.cli",
+            "serve",
+            "--cluster",
+            address,
+            "--cluster-name",
+            "tierstore-test",
+            "--port",
+            "0",
+            "--no-migrator",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full,
+    )
 
 
 def test_serve_joins_the_cluster_at_its_address_with_the_local_token(cluster: Cluster) -> None:

@@ -25,8 +25,9 @@ from tierstore.kernels import (
 from tierstore.kernels import reference as R
 
 # deadline=None: the first call of a kernel may compile (or load Numba's cache).
-PROPS = settings(max_examples=150, deadline=None,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 NO_MASK = np.empty(0, np.int8)
 
@@ -113,8 +114,16 @@ def test_opposite_vectors_differ_in_every_bit():
 
 
 @PROPS
-@given(st.one_of(tied_codes(), st.builds(lambda X, q: (sign_code(q), sign_codes(X)),
-                                         matrices(d=70), hnp.arrays(np.float32, (70,), elements=components))))
+@given(
+    st.one_of(
+        tied_codes(),
+        st.builds(
+            lambda X, q: (sign_code(q), sign_codes(X)),
+            matrices(d=70),
+            hnp.arrays(np.float32, (70,), elements=components),
+        ),
+    )
+)
 def test_hamming_distances_match_reference_and_numpy(case):
     q, codes = case
     got = hamming_distances(q, codes)

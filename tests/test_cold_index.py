@@ -15,21 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tierstore.tiers.cold import ColdTier, Location
-from tierstore.tiers.cold_index import (
-    COLD_CODES_SCHEMA,
-    MIN_CANDIDATES,
-    OVERSAMPLE,
-    ColdIndex,
-    VectorCache,
-    candidate_count,
-    first_stage_count,
-    delete_codes,
-    encode_codes,
-    exact_rescore,
-    fetch_vectors,
-    insert_codes,
-)
 from tierstore.errors import (
     CorruptDataError,
     DimensionMismatchError,
@@ -40,6 +25,21 @@ from tierstore.errors import (
 )
 from tierstore.kernels import sign_codes
 from tierstore.storage.objectstore import LocalObjectStore
+from tierstore.tiers.cold import ColdTier, Location
+from tierstore.tiers.cold_index import (
+    COLD_CODES_SCHEMA,
+    MIN_CANDIDATES,
+    OVERSAMPLE,
+    ColdIndex,
+    VectorCache,
+    candidate_count,
+    delete_codes,
+    encode_codes,
+    exact_rescore,
+    fetch_vectors,
+    first_stage_count,
+    insert_codes,
+)
 
 DIM = 70
 NOW = 1_700_000_000.0
@@ -52,11 +52,32 @@ def unit_rows(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
 
 def record(ns: str, mid: str, vec: np.ndarray) -> dict:
     """An archive record as ``cold.record_from_row`` makes it."""
-    return dict(ns=ns, id=mid, content=f"memory {mid}", embedding=vec.astype("<f4").tobytes(),
-                memory_type="fact", source="user_declaration", tags=["t"], created_at=NOW,
-                last_accessed_at=NOW, access_count=0, conf_llm=None, conf_rule=0.8, conf_feedback=None,
-                confidence=0.8, t_conf=NOW, ttl_seconds=None, pinned=False, w_ref=1.0, t_ref=NOW,
-                half_life=86400.0, ttl=None, ttl_anchor=NOW, ctx_mult=1.0, archived_at=NOW)
+    return dict(
+        ns=ns,
+        id=mid,
+        content=f"memory {mid}",
+        embedding=vec.astype("<f4").tobytes(),
+        memory_type="fact",
+        source="user_declaration",
+        tags=["t"],
+        created_at=NOW,
+        last_accessed_at=NOW,
+        access_count=0,
+        conf_llm=None,
+        conf_rule=0.8,
+        conf_feedback=None,
+        confidence=0.8,
+        t_conf=NOW,
+        ttl_seconds=None,
+        pinned=False,
+        w_ref=1.0,
+        t_ref=NOW,
+        half_life=86400.0,
+        ttl=None,
+        ttl_anchor=NOW,
+        ctx_mult=1.0,
+        archived_at=NOW,
+    )
 
 
 class CountingStore:
@@ -86,8 +107,16 @@ class Archive:
     """``n`` memories of one namespace in ``objects`` archive objects, their
     codes in a SQLite catalog; ``locations[rid]`` and ``vectors[rid]``."""
 
-    def __init__(self, root: Path, rng: np.random.Generator, n: int = 60, objects: int = 3, ns: str = "alice",
-                 first_rid: int = 1, db: Path | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        rng: np.random.Generator,
+        n: int = 60,
+        objects: int = 3,
+        ns: str = "alice",
+        first_rid: int = 1,
+        db: Path | None = None,
+    ) -> None:
         self.objstore = LocalObjectStore(root / "cold")
         self.cold = ColdTier(self.objstore, DIM)
         self.db = db or root / "catalog.db"
@@ -99,7 +128,7 @@ class Archive:
         self.locations: dict[int, Location] = {}
         per = -(-n // objects)
         for b in range(objects):
-            part = self.rids[b * per:(b + 1) * per]
+            part = self.rids[b * per : (b + 1) * per]
             key = ColdTier.new_key(ns, first_rid + b)
             recs = [record(ns, f"m{r}", self.vectors[r - first_rid]) for r in part]
             entries, _ = self.cold.write_records(key, ns, recs, NOW)
@@ -335,8 +364,13 @@ def test_insert_codes_checks_every_row_before_writing(tmp_path):
     conn = sqlite3.connect(tmp_path / "c.db")
     conn.executescript(COLD_CODES_SCHEMA)
     good = (1, "alice", b"\0" * 16)
-    for bad in [(2, "alice", b"\0" * 7), (2, "al/ice", b"\0" * 8), (True, "alice", b"\0" * 8),
-                (2, "alice", "text"), (2, "alice")]:
+    for bad in [
+        (2, "alice", b"\0" * 7),
+        (2, "al/ice", b"\0" * 8),
+        (True, "alice", b"\0" * 8),
+        (2, "alice", "text"),
+        (2, "alice"),
+    ]:
         with pytest.raises(InvalidInputError):
             with conn:
                 insert_codes(conn, [good, bad])

@@ -16,12 +16,12 @@ import pytest
 
 import tierstore.tiers.cold as cold_module
 from tierstore import ManualClock, TierStore
-from tierstore.tiers.archive import encode_batch
-from tierstore.tiers.cold import Location
-from tierstore.tiers.cold_index import CODES_COMPLETE, fetch_vectors, insert_codes
 from tierstore.errors import CorruptDataError, InvalidInputError
 from tierstore.kernels import TIER_COLD
 from tierstore.storage.objectstore import LocalObjectStore
+from tierstore.tiers.archive import encode_batch
+from tierstore.tiers.cold import Location
+from tierstore.tiers.cold_index import CODES_COMPLETE, fetch_vectors, insert_codes
 
 DIM = 16
 T0 = 1_700_000_000.0
@@ -34,8 +34,9 @@ def unit(v: np.ndarray) -> np.ndarray:
 
 def _archive(store, clock, vecs, content=lambda i: f"note {i}") -> list[str]:
     """Add ``vecs`` as conversations of ``u`` and sweep them into one archive object: their ids."""
-    ids = store.add_batch("u", [{"content": content(i), "embedding": v, "memory_type": "conversation"}
-                                for i, v in enumerate(vecs)])
+    ids = store.add_batch(
+        "u", [{"content": content(i), "embedding": v, "memory_type": "conversation"} for i, v in enumerate(vecs)]
+    )
     clock.advance(2 * HOUR)
     assert store.sweep().archived == len(vecs)
     return ids
@@ -55,9 +56,14 @@ def archived(tmp_path):
 
 def _places(store) -> dict[str, tuple]:
     """id -> (cold_key, cold_offset, vector_at, vector_crc) of every cold memory."""
-    return {mid: (key, off, at, crc) for mid, key, off, at, crc in store.engine.catalog.query(
-        "SELECT m.id, m.cold_key, m.cold_offset, c.vector_at, c.vector_crc FROM memories m"
-        " JOIN cold_codes c ON c.rid = m.rid WHERE m.tier = ?", (TIER_COLD,))}
+    return {
+        mid: (key, off, at, crc)
+        for mid, key, off, at, crc in store.engine.catalog.query(
+            "SELECT m.id, m.cold_key, m.cold_offset, c.vector_at, c.vector_crc FROM memories m"
+            " JOIN cold_codes c ON c.rid = m.rid WHERE m.tier = ?",
+            (TIER_COLD,),
+        )
+    }
 
 
 def _assert_places_hold(store, vecs: dict) -> None:
@@ -133,12 +139,17 @@ def test_a_wrong_place_costs_a_whole_record_read_not_a_wrong_vector(archived, mo
     ids = list(vecs)
     rid = {mid: store.engine.catalog.get_row("u", mid).rid for mid in ids}
     # one place points elsewhere in the frame, one has another CRC, one is not known
-    store.engine.catalog.write(lambda c: c.execute("UPDATE cold_codes SET vector_at = vector_at + 4 WHERE rid = ?",
-                                             (rid[ids[0]],)))
-    store.engine.catalog.write(lambda c: c.execute("UPDATE cold_codes SET vector_crc = (vector_crc + 1) % 4294967296"
-                                             " WHERE rid = ?", (rid[ids[1]],)))
-    store.engine.catalog.write(lambda c: c.execute("UPDATE cold_codes SET vector_at = NULL, vector_crc = NULL"
-                                             " WHERE rid = ?", (rid[ids[2]],)))
+    store.engine.catalog.write(
+        lambda c: c.execute("UPDATE cold_codes SET vector_at = vector_at + 4 WHERE rid = ?", (rid[ids[0]],))
+    )
+    store.engine.catalog.write(
+        lambda c: c.execute(
+            "UPDATE cold_codes SET vector_crc = (vector_crc + 1) % 4294967296 WHERE rid = ?", (rid[ids[1]],)
+        )
+    )
+    store.engine.catalog.write(
+        lambda c: c.execute("UPDATE cold_codes SET vector_at = NULL, vector_crc = NULL WHERE rid = ?", (rid[ids[2]],))
+    )
     store.engine.cold_index.invalidate()
     counter = DecodeCounter(monkeypatch)
     for mid in ids[:3]:
@@ -166,8 +177,11 @@ def test_places_that_are_not_numbers_or_out_of_range_are_not_known(archived):
     ids = list(vecs)
     rid = {mid: store.engine.catalog.get_row("u", mid).rid for mid in ids[:3]}
     for mid, at, crc in ((ids[0], "x", 1), (ids[1], 2**40, 1), (ids[2], 9, b"crc")):
-        store.engine.catalog.write(lambda c, at=at, crc=crc, r=rid[mid]: c.execute(
-            "UPDATE cold_codes SET vector_at = ?, vector_crc = ? WHERE rid = ?", (at, crc, r)))
+        store.engine.catalog.write(
+            lambda c, at=at, crc=crc, r=rid[mid]: c.execute(
+                "UPDATE cold_codes SET vector_at = ?, vector_crc = ? WHERE rid = ?", (at, crc, r)
+            )
+        )
     store.engine.cold_index.invalidate()
     assert (store.engine.cold_index.vector_places("u", list(rid.values())) == -1).all()
     for mid in ids[:3]:
@@ -216,8 +230,9 @@ def test_a_rewritten_object_keeps_its_places_true(archived):
 def test_rebuild_catalog_restores_the_places(archived, tmp_path):
     store, vecs = archived
     store.close()
-    fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=ManualClock(T0 + 3 * HOUR), cold=store.path / "cold",
-                           take_over_cold=True)
+    fresh = TierStore.open(
+        tmp_path / "rebuilt", dim=DIM, clock=ManualClock(T0 + 3 * HOUR), cold=store.path / "cold", take_over_cold=True
+    )
     try:
         assert fresh.rebuild_catalog()["inserted"] == 30
         _assert_places_hold(fresh, vecs)
@@ -273,16 +288,25 @@ def test_an_old_cold_codes_table_gets_the_columns_and_reads_meanwhile(tmp_path):
 def test_bad_places_are_refused_and_change_nothing(tmp_path):
     conn = sqlite3.connect(":memory:")
     from tierstore.tiers.cold_index import COLD_CODES_SCHEMA
+
     conn.executescript(COLD_CODES_SCHEMA)
     code = bytes(8)
-    for row in [(1, "u", code, -1, 5), (1, "u", code, 3, None), (1, "u", code, 3, 2**32), (1, "u", code, 1.5, 2),
-                (1, "u", code, True, 2), (1, "u", code, 3)]:
+    for row in [
+        (1, "u", code, -1, 5),
+        (1, "u", code, 3, None),
+        (1, "u", code, 3, 2**32),
+        (1, "u", code, 1.5, 2),
+        (1, "u", code, True, 2),
+        (1, "u", code, 3),
+    ]:
         with pytest.raises(InvalidInputError):
             insert_codes(conn, [(2, "u", code), row])
     assert conn.execute("SELECT count(*) FROM cold_codes").fetchone() == (0,)
     insert_codes(conn, [(2, "u", code), (3, "u", code, 20, 7)])
     assert conn.execute("SELECT rid, vector_at, vector_crc FROM cold_codes ORDER BY rid").fetchall() == [
-        (2, None, None), (3, 20, 7)]
+        (2, None, None),
+        (3, 20, 7),
+    ]
 
 
 def test_fetch_vectors_checks_the_shape_of_places(archived):

@@ -7,8 +7,8 @@ import json
 import subprocess
 import sys
 
-
 from conftest import DIM, T0, unit
+
 from tierstore import ManualClock, TierStore
 from tierstore.storage.objectstore import S3ObjectStore
 
@@ -16,15 +16,31 @@ HOUR = 3600.0
 
 
 def open_s3_store(path, clock, moto_server, bucket, **kwargs):
-    return TierStore.open(path, dim=DIM, clock=clock, cold=f"s3://{bucket}/mem",
-                          cold_options={"endpoint_url": moto_server.endpoint_url}, **kwargs)
+    return TierStore.open(
+        path,
+        dim=DIM,
+        clock=clock,
+        cold=f"s3://{bucket}/mem",
+        cold_options={"endpoint_url": moto_server.endpoint_url},
+        **kwargs,
+    )
 
 
 def test_archive_and_restore_over_s3(tmp_path, rng, moto_server, s3_bucket):
     clock = ManualClock(T0)
     store = open_s3_store(tmp_path / "s", clock, moto_server, s3_bucket)
-    ids = store.add_batch("alice", [{"content": f"chat about the trip to Lisbon #{i}", "embedding": unit(rng),
-                                     "memory_type": "conversation", "tags": ["travel"]} for i in range(12)])
+    ids = store.add_batch(
+        "alice",
+        [
+            {
+                "content": f"chat about the trip to Lisbon #{i}",
+                "embedding": unit(rng),
+                "memory_type": "conversation",
+                "tags": ["travel"],
+            }
+            for i in range(12)
+        ],
+    )
     before = {i: store.get("alice", i) for i in ids}
     clock.advance(2 * HOUR)
     assert store.sweep().archived == 12
@@ -32,7 +48,9 @@ def test_archive_and_restore_over_s3(tmp_path, rng, moto_server, s3_bucket):
     keys = moto_server.client().list_objects_v2(Bucket=s3_bucket, Prefix="mem/archive/")["Contents"]
     assert len(keys) == 1 and keys[0]["Key"].startswith("mem/archive/alice/")
     assert store.restore("alice", ids=ids[:3]) == ids[:3]
-    assert sorted(store.restore("alice", text="Lisbon", limit=4)) == sorted(store.restore("alice", ids=ids[3:7]) or ids[3:7])
+    assert sorted(store.restore("alice", text="Lisbon", limit=4)) == sorted(
+        store.restore("alice", ids=ids[3:7]) or ids[3:7]
+    )
     for i in ids[:7]:
         m = store.get("alice", i)
         assert m.tier == "hot" and m.embedding.tobytes() == before[i].embedding.tobytes()
@@ -48,8 +66,18 @@ def test_archive_and_restore_over_s3(tmp_path, rng, moto_server, s3_bucket):
 def test_rebuild_cold_catalog_from_the_bucket_alone(tmp_path, rng, moto_server, s3_bucket):
     clock = ManualClock(T0)
     with open_s3_store(tmp_path / "old", clock, moto_server, s3_bucket) as store:
-        ids = store.add_batch("bob", [{"content": f"note {i} on the quarterly report", "embedding": unit(rng),
-                                       "memory_type": "conversation", "tags": [f"t{i % 2}"]} for i in range(10)])
+        ids = store.add_batch(
+            "bob",
+            [
+                {
+                    "content": f"note {i} on the quarterly report",
+                    "embedding": unit(rng),
+                    "memory_type": "conversation",
+                    "tags": [f"t{i % 2}"],
+                }
+                for i in range(10)
+            ],
+        )
         before = {i: store.get("bob", i) for i in ids}
         clock.advance(2 * HOUR)
         store.sweep()
@@ -84,8 +112,10 @@ def test_a_deleted_memory_stays_forgotten_in_a_rebuild_over_s3(tmp_path, rng, mo
     alone, before any sweep rewrote the archive object, leaves the memory out."""
     clock = ManualClock(T0)
     with open_s3_store(tmp_path / "old", clock, moto_server, s3_bucket) as store:
-        ids = store.add_batch("eve", [{"content": f"private note {i}", "embedding": unit(rng),
-                                       "memory_type": "conversation"} for i in range(6)])
+        ids = store.add_batch(
+            "eve",
+            [{"content": f"private note {i}", "embedding": unit(rng), "memory_type": "conversation"} for i in range(6)],
+        )
         clock.advance(2 * HOUR)
         assert store.sweep().archived == 6
         assert store.delete("eve", ids[2])
@@ -107,20 +137,28 @@ def test_cli_sweep_restore_stats_over_s3(tmp_path, rng, moto_server, s3_bucket):
     clock = ManualClock(time.time() - 3 * HOUR)
     path = tmp_path / "s"
     with open_s3_store(path, clock, moto_server, s3_bucket) as store:
-        ids = store.add_batch("cli", [{"content": f"passport renewal step {i}", "embedding": unit(rng),
-                                       "memory_type": "conversation"} for i in range(5)])
+        ids = store.add_batch(
+            "cli",
+            [
+                {"content": f"passport renewal step {i}", "embedding": unit(rng), "memory_type": "conversation"}
+                for i in range(5)
+            ],
+        )
+
     # the CLI runs on wall-clock time: three hours later, these conversations have expired
     def cli(*args):
-        out = subprocess.run([sys.executable, "-m", "tierstore.tools.cli", *args], capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-m", "tierstore.tools.cli", *args], capture_output=True, text=True, timeout=120
+        )
         assert out.returncode == 0, out.stderr
         return out.stdout
 
     # the store's time was kept by the ManualClock: the machine's clock is refused, the time must be given
-    refused = subprocess.run([sys.executable, "-m", "tierstore.tools.cli", "sweep", str(path)], capture_output=True,
-                             text=True, timeout=120)
+    refused = subprocess.run(
+        [sys.executable, "-m", "tierstore.tools.cli", "sweep", str(path)], capture_output=True, text=True, timeout=120
+    )
     assert refused.returncode == 2 and "--allow-clock-jump" in refused.stderr
-    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     swept = json.loads(cli("sweep", str(path), "--json", "--until-done", "--now", now))
     assert swept["archived"] == 5 and swept["remaining_due"] == 0
     stats = json.loads(cli("stats", str(path), "--json"))

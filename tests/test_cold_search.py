@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from tierstore import ManualClock, Policy, PolicyError, TierStore
-from tierstore.tiers.cold_index import CODES_COMPLETE
-from tierstore.errors import InvalidInputError
 from tierstore.analytics.lifecycle import lifecycle_metrics
+from tierstore.errors import InvalidInputError
 from tierstore.storage.objectstore import LocalObjectStore
+from tierstore.tiers.cold_index import CODES_COMPLETE
 
 DIM = 16
 T0 = 1_700_000_000.0
@@ -47,8 +47,18 @@ def world(tmp_path):
     clock = ManualClock(T0)
     vecs = [unit(rng.normal(size=DIM)) for _ in range(40)]
     store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
-    ids = store.add_batch("u", [{"content": f"chat {i} about topic {i % 5}", "embedding": v,
-                                 "memory_type": "conversation", "tags": [f"t{i % 3}"]} for i, v in enumerate(vecs)])
+    ids = store.add_batch(
+        "u",
+        [
+            {
+                "content": f"chat {i} about topic {i % 5}",
+                "embedding": v,
+                "memory_type": "conversation",
+                "tags": [f"t{i % 3}"],
+            }
+            for i, v in enumerate(vecs)
+        ],
+    )
     clock.advance(2 * HOUR)
     assert store.sweep().archived == 40
     hot_vec = unit(rng.normal(size=DIM))
@@ -128,8 +138,7 @@ def test_codes_follow_memories_in_and_out_of_the_cold_tier(world, tmp_path):
         assert again.verify().ok
     # and a catalog rebuilt from the bucket alone has them (39: the restored memory's archived copy is
     # all the bucket knows of it; the deleted one stays out, by its tombstone)
-    with TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=clock, cold=path / "cold",
-                        take_over_cold=True) as fresh:
+    with TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=clock, cold=path / "cold", take_over_cold=True) as fresh:
         assert fresh.rebuild_catalog()["forgotten"] == 1
         assert _codes(fresh) == 39
         assert fresh.search("u", vecs[9], k=1, record_access=False)[0].id == ids[9]
@@ -186,11 +195,17 @@ def test_restore_by_meaning(world):
 def test_restore_by_any_keyword_with_stemming_ranked_by_bm25(tmp_path):
     clock = ManualClock(T0)
     rng = np.random.default_rng(1)
-    texts = ["renew the passport before the summer trip", "passport photos were taken", "the cat likes tuna",
-             "book a table for dinner", "passports and visas for the family"]
+    texts = [
+        "renew the passport before the summer trip",
+        "passport photos were taken",
+        "the cat likes tuna",
+        "book a table for dinner",
+        "passports and visas for the family",
+    ]
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
-        ids = store.add_batch("u", [{"content": t, "embedding": rng.normal(size=DIM), "memory_type": "conversation"}
-                                    for t in texts])
+        ids = store.add_batch(
+            "u", [{"content": t, "embedding": rng.normal(size=DIM), "memory_type": "conversation"} for t in texts]
+        )
         clock.advance(2 * HOUR)
         store.sweep()
         got = store.restore("u", text="renewing passports", limit=3)  # stems; any word; best first
@@ -247,8 +262,9 @@ def test_the_vector_cache_saves_reads_on_a_repeated_cold_search(tmp_path):
     objects = CountingStore(tmp_path / "cold")
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock, cold=objects) as store:
         vecs = [unit(rng.normal(size=DIM)) for _ in range(30)]
-        store.add_batch("u", [{"content": f"c{i}", "embedding": v, "memory_type": "conversation"}
-                              for i, v in enumerate(vecs)])
+        store.add_batch(
+            "u", [{"content": f"c{i}", "embedding": v, "memory_type": "conversation"} for i, v in enumerate(vecs)]
+        )
         clock.advance(2 * HOUR)
         store.sweep()
         CountingStore.gets = 0
@@ -292,12 +308,16 @@ def test_an_archived_memory_that_matches_better_than_anything_hot_ranks_first(tm
             assert store.get("u", old).tier == "cold"
             # recent memories, each a weaker match than the archived one
             recent = [unit(query + 0.6 * unit(rng.normal(size=DIM))) for _ in range(5)]
-            store.add_batch("u", [{"content": f"recent {i}", "embedding": v, "memory_type": "fact"}
-                                  for i, v in enumerate(recent)])
+            store.add_batch(
+                "u", [{"content": f"recent {i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(recent)]
+            )
             hits = store.search("u", query, k=3, record_access=False, include_cold=True, explain=True)
             best_hot = max(h.explain.raw["similarity"] for h in hits if h.memory.tier == "hot")
-            cold = [h for h in store.search("u", query, k=6, record_access=False, include_cold=True, explain=True)
-                    if h.id == old][0]
+            cold = [
+                h
+                for h in store.search("u", query, k=6, record_access=False, include_cold=True, explain=True)
+                if h.id == old
+            ][0]
             assert cold.explain.raw["similarity"] > best_hot
             if similar_first:
                 assert hits[0].id == old
@@ -329,8 +349,10 @@ def test_archived_memories_are_ordered_by_relevance_not_by_their_last_use(tmp_pa
             store.sweep()
             assert store.get("u", d).tier == store.get("u", g).tier == "cold"
             hits = store.search("u", query, k=1, record_access=False, explain=True)
-            sims = {h.id: h.explain.raw["similarity"] for h in
-                    store.search("u", query, k=2, record_access=False, explain=True)}
+            sims = {
+                h.id: h.explain.raw["similarity"]
+                for h in store.search("u", query, k=2, record_access=False, explain=True)
+            }
             assert sims[d] > sims[g]  # the detail matches better...
             if order == "relevance":
                 assert hits[0].id == d

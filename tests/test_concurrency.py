@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-
 from conftest import DIM, T0
+
 from tierstore import HotSettings, ManualClock, Settings, TierStore
 
 THREADS = 8
@@ -37,7 +37,9 @@ def test_eight_threads_exact_access_counts(tmp_path):
     rng = np.random.default_rng(5)
     base = rng.normal(size=(100, DIM)).astype(np.float32)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock, settings=settings) as store:
-        ids = store.add_batch("shared", [{"content": f"base {i}", "embedding": v, "id": f"b{i}"} for i, v in enumerate(base)])
+        ids = store.add_batch(
+            "shared", [{"content": f"base {i}", "embedding": v, "id": f"b{i}"} for i, v in enumerate(base)]
+        )
         touches_per_thread = 200
         expected = {i: 0 for i in ids}
         plan = []

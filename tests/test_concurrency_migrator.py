@@ -27,16 +27,14 @@ from collections import Counter
 
 import numpy as np
 import pytest
-
 from conftest import DIM, T0, unit
+
 from tierstore import ManualClock, MemoryNotFoundError, Settings, TierStore
 from tierstore.core import retrieval
 
 RUN_S = 3.0
 MAX_RUN_S = 30.0
 JOIN_S = 30.0
-
-
 
 
 def _dump_threads_to_tmp(tmp_path) -> str:
@@ -53,10 +51,26 @@ def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path)
     namespaces = ("a", "b")
     ids: dict[str, list[str]] = {}
     for ns in namespaces:
-        items = [{"content": f"{ns} chat {i}", "embedding": unit(rng), "memory_type": "conversation",
-                  "confidence": 0.9, "id": f"{ns}-c{i}"} for i in range(60)]
-        items += [{"content": f"{ns} fact {i}", "embedding": unit(rng), "memory_type": "fact",
-                   "confidence": 0.9, "id": f"{ns}-f{i}"} for i in range(60)]
+        items = [
+            {
+                "content": f"{ns} chat {i}",
+                "embedding": unit(rng),
+                "memory_type": "conversation",
+                "confidence": 0.9,
+                "id": f"{ns}-c{i}",
+            }
+            for i in range(60)
+        ]
+        items += [
+            {
+                "content": f"{ns} fact {i}",
+                "embedding": unit(rng),
+                "memory_type": "fact",
+                "confidence": 0.9,
+                "id": f"{ns}-f{i}",
+            }
+            for i in range(60)
+        ]
         ids[ns] = store.add_batch(ns, items)
     ids_lock = threading.Lock()
     store.start_migrator(interval_s=0.02, max_items=500, time_budget_s=0.5)
@@ -100,8 +114,7 @@ def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path)
 
     def searcher(r):
         ns = r.choice(namespaces)
-        for h in store.search(ns, np.asarray(unit(np.random.default_rng(r.getrandbits(32)))), k=5,
-                              record_access=False):
+        for h in store.search(ns, np.asarray(unit(np.random.default_rng(r.getrandbits(32)))), k=5, record_access=False):
             if h.memory.namespace != ns or h.memory.tier not in ("hot", "warm", "cold"):
                 raise AssertionError(f"bad hit {h!r} for {ns}")  # cold hits are fine: the search reaches archives
 
@@ -111,8 +124,9 @@ def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path)
 
         def body(r):
             ns = r.choice(namespaces)
-            for h in store.search(ns, np.asarray(unit(np.random.default_rng(r.getrandbits(32)))), k=3,
-                                  record_access=True):
+            for h in store.search(
+                ns, np.asarray(unit(np.random.default_rng(r.getrandbits(32)))), k=3, record_access=True
+            ):
                 mine[(ns, h.id)] += 1
 
         return body
@@ -133,8 +147,13 @@ def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path)
     def adder(r):
         ns = r.choice(namespaces)
         counter[0] += 1
-        mid = store.add(ns, f"{ns} new {counter[0]}", unit(np.random.default_rng(r.getrandbits(32))),
-                        memory_type=r.choice(["conversation", "fact"]), confidence=0.9)
+        mid = store.add(
+            ns,
+            f"{ns} new {counter[0]}",
+            unit(np.random.default_rng(r.getrandbits(32))),
+            memory_type=r.choice(["conversation", "fact"]),
+            confidence=0.9,
+        )
         with ids_lock:
             ids[ns].append(mid)
 
@@ -146,8 +165,10 @@ def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path)
 
     def restorer(r):
         ns = r.choice(namespaces)
-        cold = [i for (i,) in store.engine.catalog.query("SELECT id FROM memories WHERE ns = ? AND tier = 2 LIMIT 10",
-                                                   (ns,))]
+        cold = [
+            i
+            for (i,) in store.engine.catalog.query("SELECT id FROM memories WHERE ns = ? AND tier = 2 LIMIT 10", (ns,))
+        ]
         if cold:
             store.restore(ns, ids=cold)
         time.sleep(0.01)
@@ -157,10 +178,14 @@ def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path)
         time.sleep(0.005)
 
     threads = [
-        worker("search-1", searcher), worker("search-2", searcher),
+        worker("search-1", searcher),
+        worker("search-2", searcher),
         worker("search-record", recording_searcher_factory()),
-        worker("touch-1", toucher_factory()), worker("touch-2", toucher_factory()),
-        worker("add", adder), worker("feedback", feedbacker), worker("restore", restorer),
+        worker("touch-1", toucher_factory()),
+        worker("touch-2", toucher_factory()),
+        worker("add", adder),
+        worker("feedback", feedbacker),
+        worker("restore", restorer),
         worker("clock", clock_mover),
     ]
     for t in threads:
@@ -170,8 +195,9 @@ def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path)
     # (at most MAX_RUN_S) until the migrator has demoted, archived and restored.
     moved_by = time.monotonic() + MAX_RUN_S - RUN_S
     while time.monotonic() < moved_by and not all(
-            store.engine.catalog.query_one("SELECT 1 FROM events WHERE kind = ? LIMIT 1", (kind,))
-            for kind in ("demote", "archive", "restore")):
+        store.engine.catalog.query_one("SELECT 1 FROM events WHERE kind = ? LIMIT 1", (kind,))
+        for kind in ("demote", "archive", "restore")
+    ):
         time.sleep(0.1)
     stop.set()
     deadline = time.monotonic() + JOIN_S
@@ -207,8 +233,10 @@ def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path)
         expected = Counter()
         for c in touches + hits:
             expected.update(c)
-        moved = {(ns, i) for ns, i in cat.query(
-            "SELECT DISTINCT ns, id FROM events WHERE kind NOT IN ('create', 'feedback')")}
+        moved = {
+            (ns, i)
+            for ns, i in cat.query("SELECT DISTINCT ns, id FROM events WHERE kind NOT IN ('create', 'feedback')")
+        }
         stayed_hot = [(ns, i, n) for ns, i, tier, n in rows if (ns, i) not in moved]
         assert sum(expected[(ns, i)] for ns, i, _ in stayed_hot) > 100  # enough was checked
         for ns, i, n in stayed_hot:
@@ -326,8 +354,9 @@ def test_search_survives_a_warm_shard_replaced_while_it_reads(tmp_path, rng):
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
         vecs = [unit(rng) for _ in range(10)]
-        ids = store.add_batch("w", [{"content": f"fact {i}", "embedding": v, "memory_type": "fact"}
-                                    for i, v in enumerate(vecs)])
+        ids = store.add_batch(
+            "w", [{"content": f"fact {i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)]
+        )
         clock.advance(20 * DAY)
         assert store.sweep().demoted == 10
         (info,) = store.engine.warm.shards("w")

@@ -19,8 +19,8 @@ import struct
 import msgpack
 import numpy as np
 import pytest
-
 from conftest import DIM, T0, unit
+
 from tierstore import CorruptDataError, HotSettings, ManualClock, Settings, TierStore
 from tierstore.core import integrity
 from tierstore.tiers.archive import END, MAGIC, RECORD_FIELDS, decode_batch, decode_record, encode_batch, frame
@@ -46,8 +46,12 @@ def change_digest(manifest_path, digest: str) -> None:
 
 def snapshot(store: TierStore) -> list:
     cat = store.engine.catalog
-    return (cat.query("SELECT * FROM memories ORDER BY rid") + cat.query("SELECT * FROM archives ORDER BY batch")
-            + cat.query("SELECT count(*) FROM events") + cat.query("SELECT id, sz FROM memory_text_docsize ORDER BY id"))
+    return (
+        cat.query("SELECT * FROM memories ORDER BY rid")
+        + cat.query("SELECT * FROM archives ORDER BY batch")
+        + cat.query("SELECT count(*) FROM events")
+        + cat.query("SELECT id, sz FROM memory_text_docsize ORDER BY id")
+    )
 
 
 # -- warm shards ----------------------------------------------------------------------------
@@ -61,8 +65,13 @@ def test_damaged_warm_shard_is_detected_contained_and_rebuilt(tmp_path, rng, kin
     store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock, settings=settings)
     try:
         vecs = {ns: [unit(rng) for _ in range(10)] for ns in ("w", "other")}
-        ids = {ns: store.add_batch(ns, [{"content": f"{ns} fact {i}", "embedding": v, "memory_type": "fact"}
-                                        for i, v in enumerate(vecs[ns])]) for ns in vecs}
+        ids = {
+            ns: store.add_batch(
+                ns,
+                [{"content": f"{ns} fact {i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs[ns])],
+            )
+            for ns in vecs
+        }
         emb = {(ns, i): store.get(ns, i).embedding.tobytes() for ns in ids for i in ids[ns]}
         clock.advance(20 * DAY)
         assert store.sweep().demoted == 20
@@ -117,8 +126,13 @@ def _archived_store(tmp_path, rng):
     store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
     ids, emb = {}, {}
     for ns in ("c", "d"):
-        ids[ns] = store.add_batch(ns, [{"content": f"{ns} chat {i} about Porto", "embedding": unit(rng),
-                                        "memory_type": "conversation"} for i in range(10)])
+        ids[ns] = store.add_batch(
+            ns,
+            [
+                {"content": f"{ns} chat {i} about Porto", "embedding": unit(rng), "memory_type": "conversation"}
+                for i in range(10)
+            ],
+        )
         for i in ids[ns]:
             emb[(ns, i)] = store.get(ns, i).embedding.tobytes()
     store.add("c", "c: a fact that stays hot", unit(rng), memory_type="fact")
@@ -227,11 +241,32 @@ def _small_archive():
     records = []
     for i in range(3):
         rec = {name: None for name in RECORD_FIELDS}
-        rec.update(ns="n", id=f"m{i}", content=f"content {i}", embedding=np.arange(dim, dtype="<f4").tobytes(),
-                   memory_type="fact", source="user_declaration", tags=["x"], created_at=1.0, last_accessed_at=2.0,
-                   access_count=3, conf_llm=0.9, conf_rule=None, conf_feedback=None, confidence=0.9, t_conf=1.0,
-                   ttl_seconds=None, pinned=False, w_ref=1.0, t_ref=1.0, half_life=60.0, ttl=None, ttl_anchor=1.0,
-                   ctx_mult=1.0, archived_at=5.0)
+        rec.update(
+            ns="n",
+            id=f"m{i}",
+            content=f"content {i}",
+            embedding=np.arange(dim, dtype="<f4").tobytes(),
+            memory_type="fact",
+            source="user_declaration",
+            tags=["x"],
+            created_at=1.0,
+            last_accessed_at=2.0,
+            access_count=3,
+            conf_llm=0.9,
+            conf_rule=None,
+            conf_feedback=None,
+            confidence=0.9,
+            t_conf=1.0,
+            ttl_seconds=None,
+            pinned=False,
+            w_ref=1.0,
+            t_ref=1.0,
+            half_life=60.0,
+            ttl=None,
+            ttl_anchor=1.0,
+            ctx_mult=1.0,
+            archived_at=5.0,
+        )
         records.append(rec)
     return dim, records, *encode_batch("archive/n/000000000001-00000000.tsa", "n", dim, 5.0, records)
 
@@ -349,20 +384,22 @@ def test_backup_and_restore_of_a_store(tmp_path, rng):
     path = tmp_path / "live"
     store = TierStore.open(path, dim=DIM, clock=clock, settings=settings)
     try:
-        ids = store.add_batch("a", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"}
-                                    for i in range(10)])
-        ids += store.add_batch("a", [{"content": f"fact {i}", "embedding": unit(rng), "memory_type": "fact"}
-                                     for i in range(10)])
+        ids = store.add_batch(
+            "a", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"} for i in range(10)]
+        )
+        ids += store.add_batch(
+            "a", [{"content": f"fact {i}", "embedding": unit(rng), "memory_type": "fact"} for i in range(10)]
+        )
         clock.advance(2 * HOUR)
         store.sweep()  # the chats: cold
         clock.advance(18 * DAY)
         store.sweep()  # the facts: warm
-        ids += store.add_batch("b", [{"content": f"fact b{i}", "embedding": unit(rng), "memory_type": "fact"}
-                                     for i in range(40)])  # hot, with an hnswlib index
+        ids += store.add_batch(
+            "b", [{"content": f"fact b{i}", "embedding": unit(rng), "memory_type": "fact"} for i in range(40)]
+        )  # hot, with an hnswlib index
         store.touch("b", ids[20:25])
         store.checkpoint()
-        before = {(m.namespace, m.id): m for m in (store.get(ns, i) for ns in ("a", "b") for i in ids)
-                  if m is not None}
+        before = {(m.namespace, m.id): m for m in (store.get(ns, i) for ns in ("a", "b") for i in ids) if m is not None}
         tiers = sorted(m.tier for m in before.values())
         assert {"hot", "warm", "cold"} <= set(tiers)
         store.stop_migrator()  # the backup window: nothing collects archive objects
@@ -410,8 +447,9 @@ def test_cli_verify_reports_and_repairs_a_damaged_shard(tmp_path):
     path = tmp_path / "s"
     clock = ManualClock(time.time() - 40 * 86400)
     with TierStore.open(path, dim=8, clock=clock) as store:
-        store.add_batch("v", [{"content": f"f{i}", "embedding": rng.normal(size=8), "memory_type": "fact"}
-                              for i in range(6)])
+        store.add_batch(
+            "v", [{"content": f"f{i}", "embedding": rng.normal(size=8), "memory_type": "fact"} for i in range(6)]
+        )
         clock.advance(20 * 86400)
         assert store.sweep().demoted == 6
         (info,) = store.engine.warm.shards("v")
@@ -421,8 +459,12 @@ def test_cli_verify_reports_and_repairs_a_damaged_shard(tmp_path):
     vec.write_bytes(bytes(data))
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "tierstore.tools.cli", "verify", str(path), *args],
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "tierstore.tools.cli", "verify", str(path), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     bad = cli()
     assert bad.returncode == 1 and "vectors.f32" in bad.stdout

@@ -13,20 +13,28 @@ import sys
 from pathlib import Path
 
 import crash_harness as H
+
 from tierstore import ManualClock, TierStore
 
 HARNESS = Path(__file__).with_name("crash_harness.py")
 
 
 def test_crash_harness_script_runs_trials_without_loss_or_duplication(tmp_path):
-    proc = subprocess.run([sys.executable, str(HARNESS), "--trials", "4", "--seed", "1000", "--workdir",
-                           str(tmp_path)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(HARNESS), "--trials", "4", "--seed", "1000", "--workdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     assert out.strip().endswith("trials 4, lost 0, duplicated 0"), out
     summary = out.strip().splitlines()[-2]
-    m = re.match(r"rounds (\d+): killed at a crash point (\d+), killed after a random delay (\d+), ran to the end "
-                 r"(\d+); acknowledged adds (\d+)", summary)
+    m = re.match(
+        r"rounds (\d+): killed at a crash point (\d+), killed after a random delay (\d+), ran to the end "
+        r"(\d+); acknowledged adds (\d+)",
+        summary,
+    )
     assert m, summary
     rounds, at_point, by_timer, _, acked = map(int, m.groups())
     assert acked > 0
@@ -40,8 +48,14 @@ def _small_store(path: Path) -> H.Log:
         for i in range(6):
             mid = f"r0-{i}"
             log.feed(f"TRY alpha {mid}")
-            store.add("alpha", H.content_for("alpha", mid), H.embedding_for("alpha", mid), id=mid,
-                      memory_type="conversation" if i % 2 else "fact", confidence=0.9)
+            store.add(
+                "alpha",
+                H.content_for("alpha", mid),
+                H.embedding_for("alpha", mid),
+                id=mid,
+                memory_type="conversation" if i % 2 else "fact",
+                confidence=0.9,
+            )
             log.feed(f"ACK alpha {mid}")
         store.clock.advance(2 * 3600)
         assert store.sweep().archived == 3
@@ -68,7 +82,7 @@ def test_the_oracle_catches_duplicates_and_resurrections(tmp_path):
     log.feed("TRYDEL alpha r0-0")
     log.feed("DEL alpha r0-0")  # acknowledged as deleted, yet still there
     with sqlite3.connect(path / "catalog.sqlite") as conn:
-        (key, off), = conn.execute("SELECT cold_key, cold_offset FROM memories WHERE id = 'r0-1'").fetchall()
+        ((key, off),) = conn.execute("SELECT cold_key, cold_offset FROM memories WHERE id = 'r0-1'").fetchall()
         conn.execute("UPDATE memories SET cold_key = ?, cold_offset = ? WHERE id = 'r0-3'", (key, off))
     bad = H.TrialResult()
     H.verify(path, log, 16, bad)
@@ -80,8 +94,23 @@ def test_crash_harness_with_os_crashes_loses_nothing_that_was_synced(tmp_path):
     """Killed rounds that also lose the WAL's unsynced tail (tests/wal_tail.py):
     acknowledged adds after the last synced point may go, but nothing the
     surviving catalog points at may be gone."""
-    proc = subprocess.run([sys.executable, str(HARNESS), "--trials", "3", "--seed", "2000", "--os-crash-rate", "1",
-                           "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(HARNESS),
+            "--trials",
+            "3",
+            "--seed",
+            "2000",
+            "--os-crash-rate",
+            "1",
+            "--workdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     assert out.strip().endswith("trials 3, lost 0, duplicated 0"), out
@@ -92,8 +121,12 @@ def test_crash_harness_with_os_crashes_loses_nothing_that_was_synced(tmp_path):
 def test_the_oracle_counts_a_memory_whose_archive_object_is_gone_as_lost(tmp_path):
     path = tmp_path / "s"
     log = _small_store(path)
-    (key,) = {k for (k,) in sqlite3.connect(path / "catalog.sqlite").execute(
-        "SELECT DISTINCT cold_key FROM memories WHERE cold_key IS NOT NULL")}
+    (key,) = {
+        k
+        for (k,) in sqlite3.connect(path / "catalog.sqlite").execute(
+            "SELECT DISTINCT cold_key FROM memories WHERE cold_key IS NOT NULL"
+        )
+    }
     (path / "cold" / key).unlink()
     bad = H.TrialResult()
     H.verify(path, log, 16, bad)

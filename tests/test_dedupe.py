@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import DIM, T0, unit
+
 from tierstore import DuplicateIdError, ManualClock, Policy, TierStore
 from tierstore.rules.dedupe import content_hash, normalise
 
@@ -21,7 +21,7 @@ def test_normalisation():
     assert normalise("Straße?!") == normalise("STRASSE")  # case folding
     assert normalise("a.b") == "a.b" and normalise("a b") != normalise("ab")
     assert content_hash("Hello  world.") == content_hash("hello world") != content_hash("hello world again")
-    assert -2**63 <= content_hash("x") < 2**63
+    assert -(2**63) <= content_hash("x") < 2**63
 
 
 def test_re_adding_the_same_content_reinforces_and_returns_the_existing_id(tmp_path, rng):
@@ -36,7 +36,9 @@ def test_re_adding_the_same_content_reinforces_and_returns_the_existing_id(tmp_p
         assert after.weight > before.weight and after.confidence > before.confidence
         assert after.expires_at == pytest.approx(clock.now() + (before.expires_at - before.created_at))
         assert after.embedding.tobytes() == before.embedding.tobytes()  # the existing memory keeps its vector
-        kinds = [k for (k,) in store.engine.catalog.query("SELECT kind FROM events WHERE id = ? ORDER BY seq", (first,))]
+        kinds = [
+            k for (k,) in store.engine.catalog.query("SELECT kind FROM events WHERE id = ? ORDER BY seq", (first,))
+        ]
         assert kinds == ["create", "feedback", "reinforce"]
         # not duplicates: another type, another key, another namespace, other words
         store.add("u", "Alice prefers window seats", unit(rng), memory_type="fact")
@@ -51,11 +53,21 @@ def test_a_surer_re_add_makes_the_memory_surer(tmp_path, rng):
     signals become the user's, which lengthens its TTL, and this survives a restart."""
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
-        mid = store.add("u", "prefers window seats", unit(rng), memory_type="preference", source="ai_guess",
-                        confidence=0.4)
+        mid = store.add(
+            "u", "prefers window seats", unit(rng), memory_type="preference", source="ai_guess", confidence=0.4
+        )
         guess = store.get("u", mid)
-        assert store.add("u", "prefers window seats", unit(rng), memory_type="preference",
-                         source="user_declaration", confidence=0.95) == mid
+        assert (
+            store.add(
+                "u",
+                "prefers window seats",
+                unit(rng),
+                memory_type="preference",
+                source="user_declaration",
+                confidence=0.95,
+            )
+            == mid
+        )
         sure = store.get("u", mid)
         assert sure.confidence > 0.85 > guess.confidence + 0.3
         assert sure.expires_at - clock.now() > 1.3 * (guess.expires_at - guess.created_at)
@@ -78,9 +90,14 @@ def test_a_retried_add_with_its_id_is_idempotent(tmp_path, rng):
 
 def test_duplicates_within_a_batch_and_after_supersession(tmp_path, rng):
     with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
-        ids = store.add_batch("u", [{"content": "Good morning!", "embedding": unit(rng), "memory_type": "conversation"},
-                                    {"content": "good morning", "embedding": unit(rng), "memory_type": "conversation"},
-                                    {"content": "Lives in Lisbon", "embedding": unit(rng), "key": "home"}])
+        ids = store.add_batch(
+            "u",
+            [
+                {"content": "Good morning!", "embedding": unit(rng), "memory_type": "conversation"},
+                {"content": "good morning", "embedding": unit(rng), "memory_type": "conversation"},
+                {"content": "Lives in Lisbon", "embedding": unit(rng), "key": "home"},
+            ],
+        )
         assert ids[0] == ids[1] and count(store) == 2
         store.add("u", "Lives in Osaka", unit(rng), key="home")
         back = store.add("u", "Lives in Lisbon", unit(rng), key="home")  # moved back: a new statement

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import wal_tail
+
 from tierstore import ManualClock, TierStore
 from tierstore.rules.validation import check_vector
 
@@ -53,12 +53,15 @@ def test_a_restore_survives_an_os_crash_that_drops_the_unsynced_wal(tmp_path):
     with TierStore.open(path, clock=ManualClock(T0 + 60 * DAY)) as store:
         assert store.sweep().archived == 3
     sync_log = tmp_path / "syncs"
-    _run_child(f"""
+    _run_child(
+        f"""
         from tierstore import ManualClock, TierStore
         store = TierStore.open({str(path)!r}, clock=ManualClock({T0 + 60 * DAY + 60}))
         assert sorted(store.restore("ns", ids={ids!r})) == {sorted(ids)!r}
         assert store.engine.cold.list_batches() == []   # the emptied archive object is gone
-    """, sync_log)
+    """,
+        sync_log,
+    )
     durable, kept, valid = wal_tail.lose_unsynced_tail(path / "catalog.sqlite", sync_log, lambda c: 0)
     assert valid > 0 and kept == durable  # the crash kept only what was synced
     with TierStore.open(path, clock=ManualClock(T0 + 61 * DAY)) as store:
@@ -89,9 +92,9 @@ def test_a_sync_barrier_precedes_every_object_delete(tmp_path):
 
         cold.delete = counting_delete  # type: ignore[method-assign]
         before = store.engine.catalog.syncs
-        assert store.delete("ns", "m0")       # marks the object, writes a tombstone
+        assert store.delete("ns", "m0")  # marks the object, writes a tombstone
         store.restore("ns", ids=["m1", "m2", "m3"])  # empties the object: deleted
-        store.sweep()                          # drops the tombstone
+        store.sweep()  # drops the tombstone
         assert len(deletes) >= 2
         assert all(n > before for n in deletes)  # a barrier came before each delete
         assert store.engine.catalog.syncs > before
@@ -130,7 +133,9 @@ def test_the_wal_model_keeps_exactly_the_commits_it_says(tmp_path):
         copy.mkdir()
         for suffix in ("", "-wal"):
             shutil.copy(str(db) + suffix, str(copy / "x.sqlite") + suffix)
-        durable, kept, valid = wal_tail.lose_unsynced_tail(copy / "x.sqlite", None, lambda c, k=k: c.index(state.commits[k]))
+        durable, kept, valid = wal_tail.lose_unsynced_tail(
+            copy / "x.sqlite", None, lambda c, k=k: c.index(state.commits[k])
+        )
         assert (durable, kept, valid) == (0, state.commits[k], state.commits[-1])
         c2 = sqlite3.connect(copy / "x.sqlite")
         assert c2.execute("SELECT count(*) FROM t").fetchone()[0] == k  # the CREATE was commit 0

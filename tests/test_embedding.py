@@ -38,8 +38,14 @@ def test_texts_are_embedded_in_batches(tmp_path):
         assert emb.calls == [BATCH, BATCH, 150 - 2 * BATCH]  # one call of the model per batch, not per text
         assert len(ids) == 150
         emb.calls.clear()
-        store.add_batch("a", [{"content": "with a vector", "embedding": hash_embed(["x"])[0]},
-                              {"content": "text one"}, {"content": "text two"}])
+        store.add_batch(
+            "a",
+            [
+                {"content": "with a vector", "embedding": hash_embed(["x"])[0]},
+                {"content": "text one"},
+                {"content": "text two"},
+            ],
+        )
         assert emb.calls == [2]  # only the items that need it, together
         emb.calls.clear()
         store.add_batch("a", [{"content": "v", "embedding": hash_embed(["y"])[0]}])
@@ -153,8 +159,9 @@ def _open_minilm_in_a_fresh_process(tmp_path, hide: list[str]) -> str:
         "    print(exc)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
-                         cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr
     assert not (tmp_path / "s").exists()  # nothing was created
     return out.stdout
@@ -193,8 +200,9 @@ def _minilm_installed() -> bool:
     return True
 
 
-needs_minilm = pytest.mark.skipif(not _minilm_installed(),
-                                  reason="the embed extra or the model's files are not installed")
+needs_minilm = pytest.mark.skipif(
+    not _minilm_installed(), reason="the embed extra or the model's files are not installed"
+)
 
 
 @needs_minilm
@@ -214,8 +222,9 @@ def test_minilm_embeds_offline_and_quietly(tmp_path):
         "    assert [store.embedder.count_tokens(t) for t in ('Alice lives in Tokyo', 'word ' * 300)] == [6, 302]\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_DISABLE_PROGRESS_BARS")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
-                         cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout == "" and out.stderr == ""
 

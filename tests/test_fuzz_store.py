@@ -115,8 +115,14 @@ class StoreMachine(RuleBasedStateMachine):
     def _item(self, ns: str, vec, content: str, mtype: str, conf: float, pinned: bool, explicit: int | None):
         self.counter += 1  # in the content too: every add's text differs, so none is deduplicated
         mid = SHARED_IDS[explicit % len(SHARED_IDS)] if explicit is not None else f"m{self.counter}"
-        return {"id": mid, "content": f"{content} #{self.counter}", "embedding": np.array(vec, np.float32),
-                "memory_type": mtype, "confidence": conf, "pinned": pinned}
+        return {
+            "id": mid,
+            "content": f"{content} #{self.counter}",
+            "embedding": np.array(vec, np.float32),
+            "memory_type": mtype,
+            "confidence": conf,
+            "pinned": pinned,
+        }
 
     def _record(self, ns: str, item: dict) -> None:
         emb = check_vector(item["embedding"], DIM).astype("<f4").tobytes()
@@ -128,12 +134,17 @@ class StoreMachine(RuleBasedStateMachine):
         """Everything observable in the catalog (after a flush)."""
         self.store.flush()
         cat = self.store.engine.catalog
-        return (cat.query("SELECT * FROM memories ORDER BY rid") + cat.query("SELECT count(*) FROM events")
-                + cat.query("SELECT * FROM archives ORDER BY batch") + cat.query("SELECT * FROM contexts ORDER BY ns"))
+        return (
+            cat.query("SELECT * FROM memories ORDER BY rid")
+            + cat.query("SELECT count(*) FROM events")
+            + cat.query("SELECT * FROM archives ORDER BY batch")
+            + cat.query("SELECT * FROM contexts ORDER BY ns")
+        )
 
     def _sync_policy_deletes(self) -> None:
         rows = self.store.engine.catalog.query(
-            "SELECT seq, ns, id, reason FROM events WHERE kind = 'delete' AND seq > ? ORDER BY seq", (self.event_seq,))
+            "SELECT seq, ns, id, reason FROM events WHERE kind = 'delete' AND seq > ? ORDER BY seq", (self.event_seq,)
+        )
         for seq, ns, mid, reason in rows:
             self.event_seq = seq
             if reason != "explicit":
@@ -151,16 +162,26 @@ class StoreMachine(RuleBasedStateMachine):
 
     # -- rules ----------------------------------------------------------------------------
 
-    @initialize(ns=namespaces, vecs=st.lists(vectors, min_size=3, max_size=8), mtypes=st.lists(st.sampled_from(TYPES),
-                min_size=8, max_size=8))
+    @initialize(
+        ns=namespaces,
+        vecs=st.lists(vectors, min_size=3, max_size=8),
+        mtypes=st.lists(st.sampled_from(TYPES), min_size=8, max_size=8),
+    )
     def seed(self, ns, vecs, mtypes):
         items = [self._item(ns, v, "seed", mtypes[i], 0.9, False, None) for i, v in enumerate(vecs)]
         assert self.store.add_batch(ns, items) == [it["id"] for it in items]
         for it in items:
             self._record(ns, it)
 
-    @rule(ns=namespaces, vec=vectors, content=contents, mtype=st.sampled_from(TYPES), conf=st.floats(0, 1),
-          pinned=st.booleans(), explicit=st.one_of(st.none(), st.integers(0, 2)))
+    @rule(
+        ns=namespaces,
+        vec=vectors,
+        content=contents,
+        mtype=st.sampled_from(TYPES),
+        conf=st.floats(0, 1),
+        pinned=st.booleans(),
+        explicit=st.one_of(st.none(), st.integers(0, 2)),
+    )
     def add(self, ns, vec, content, mtype, conf, pinned, explicit):
         item = self._item(ns, vec, content, mtype, conf, pinned, explicit)
         if (ns, item["id"]) in self.live:
@@ -172,16 +193,27 @@ class StoreMachine(RuleBasedStateMachine):
         assert self.store.add(ns, **item) == item["id"]
         self._record(ns, item)
 
-    @rule(ns=namespaces, vecs=st.lists(vectors, min_size=1, max_size=5), mtype=st.sampled_from(TYPES),
-          conf=st.floats(0.3, 1))
+    @rule(
+        ns=namespaces,
+        vecs=st.lists(vectors, min_size=1, max_size=5),
+        mtype=st.sampled_from(TYPES),
+        conf=st.floats(0.3, 1),
+    )
     def add_batch(self, ns, vecs, mtype, conf):
         items = [self._item(ns, v, "batch", mtype, conf, False, None) for v in vecs]
         assert self.store.add_batch(ns, items) == [it["id"] for it in items]
         for it in items:
             self._record(ns, it)
 
-    @rule(ns=namespaces, vec=vectors, k=st.integers(1, 8), record=st.booleans(), include_warm=st.booleans(),
-          include_cold=st.sampled_from([False, True, "auto"]), near=st.one_of(st.none(), picks))
+    @rule(
+        ns=namespaces,
+        vec=vectors,
+        k=st.integers(1, 8),
+        record=st.booleans(),
+        include_warm=st.booleans(),
+        include_cold=st.sampled_from([False, True, "auto"]),
+        near=st.one_of(st.none(), picks),
+    )
     def search(self, ns, vec, k, record, include_warm, include_cold, near):
         if near is not None and self._pick(near, ns) is not None:
             q = np.frombuffer(self._pick(near, ns).emb, np.float32)
@@ -192,11 +224,14 @@ class StoreMachine(RuleBasedStateMachine):
         # supersession of near-identical facts, or a key) stays retired once
         # archived: the cold pass skips it (restore reaches it). The marks
         # are the store's to decide, read back like deletions.
-        retired = {r[0] for r in self.store.engine.catalog.query(
-            "SELECT m.id FROM supersessions s JOIN memories m ON m.rid = s.rid WHERE m.ns = ?", (ns,))}
+        retired = {
+            r[0]
+            for r in self.store.engine.catalog.query(
+                "SELECT m.id FROM supersessions s JOIN memories m ON m.rid = s.rid WHERE m.ns = ?", (ns,)
+            )
+        }
         tiers = {i: ("retired" if t == "cold" and i in retired else t) for i, t in tiers.items()}
-        hits = self.store.search(ns, q, k=k, record_access=record, include_warm=include_warm,
-                                 include_cold=include_cold)
+        hits = self.store.search(ns, q, k=k, record_access=record, include_warm=include_warm, include_cold=include_cold)
         ids = [h.id for h in hits]
         assert len(ids) == len(set(ids)), "a memory returned twice"
         searched = {"hot"} | ({"warm"} if include_warm else set()) | ({"cold"} if include_cold else set())
@@ -281,8 +316,13 @@ class StoreMachine(RuleBasedStateMachine):
         for k, tier in pinned.items():
             assert k in self.live and self._tier(self.live[k]) == tier, f"pinned {k} moved in a sweep"
 
-    @rule(ns=namespaces, mode=st.sampled_from(["ids", "where", "text"]), word=st.sampled_from(WORDS),
-          mtype=st.sampled_from(TYPES), limit=st.one_of(st.none(), st.integers(1, 5)))
+    @rule(
+        ns=namespaces,
+        mode=st.sampled_from(["ids", "where", "text"]),
+        word=st.sampled_from(WORDS),
+        mtype=st.sampled_from(TYPES),
+        limit=st.one_of(st.none(), st.integers(1, 5)),
+    )
     def restore(self, ns, mode, word, mtype, limit):
         cold = {m.id: m for m in self.live.values() if m.ns == ns and self._tier(m) == "cold"}
         if mode == "ids":
@@ -369,7 +409,6 @@ class StoreMachine(RuleBasedStateMachine):
             if (ns, mid) not in self.live:
                 assert store.get(ns, mid) is None
 
-
     @invariant()
     def every_memory_the_migrator_would_act_on_is_due(self):
         """A sweep reads only the due index: a memory the policy would demote,
@@ -388,7 +427,9 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 StoreMachine.TestCase.settings = settings(
-    max_examples=100, stateful_step_count=50, deadline=None,
+    max_examples=100,
+    stateful_step_count=50,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
 )
 TestStoreMachine = StoreMachine.TestCase

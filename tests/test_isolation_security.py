@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import DIM, T0, unit
 from faultproxy import FaultProxy
+
 from tierstore import (
     HotSettings,
     InvalidInputError,
@@ -76,16 +76,24 @@ def test_randomized_workload_never_leaks_across_namespaces(tmp_path):
     try:
         for step in range(500):
             ns = r.choice(NAMESPACES)
-            op = r.choices(["add", "search", "touch", "feedback", "delete", "advance", "sweep", "restore", "reopen"],
-                           [40, 15, 10, 5, 4, 8, 8, 8, 1])[0]
+            op = r.choices(
+                ["add", "search", "touch", "feedback", "delete", "advance", "sweep", "restore", "reopen"],
+                [40, 15, 10, 5, 4, 8, 8, 8, 1],
+            )[0]
             if op == "add":
                 counter += 1
                 mid = f"shared-{r.randrange(6)}" if r.random() < 0.4 else f"u{counter}"
                 if mid in live[ns]:
                     continue
                 v = unit(rng)
-                store.add(ns, f"ns={ns} {token[ns]} id={mid}", v, id=mid, confidence=0.9,
-                          memory_type=r.choice(["conversation", "fact", "task"]))
+                store.add(
+                    ns,
+                    f"ns={ns} {token[ns]} id={mid}",
+                    v,
+                    id=mid,
+                    confidence=0.9,
+                    memory_type=r.choice(["conversation", "fact", "task"]),
+                )
                 live[ns].add(mid)
                 vectors[(ns, mid)] = v
             elif op == "search":
@@ -108,7 +116,9 @@ def test_randomized_workload_never_leaks_across_namespaces(tmp_path):
                 store.close()
                 store = TierStore.open(path, clock=clock, settings=settings)
             # the policy may delete (it should not here: confidence 0.9, at most a few months)
-        for ns, mid in store.engine.catalog.query("SELECT ns, id FROM events WHERE kind = 'delete' AND reason != 'explicit'"):
+        for ns, mid in store.engine.catalog.query(
+            "SELECT ns, id FROM events WHERE kind = 'delete' AND reason != 'explicit'"
+        ):
             live[ns].discard(mid)
         store.close()
         store = TierStore.open(path, clock=clock, settings=settings)  # from checkpoints
@@ -145,7 +155,8 @@ def test_randomized_workload_never_leaks_across_namespaces(tmp_path):
                 if mid not in live[a] or not m.content.startswith(f"ns={a} "):
                     leaks.append(f"restore {a}: {mid}")
                 if m.embedding.tobytes() != vectors[(a, mid)].astype(np.float32).tobytes() and not np.allclose(
-                        m.embedding, vectors[(a, mid)], atol=1e-6):
+                    m.embedding, vectors[(a, mid)], atol=1e-6
+                ):
                     leaks.append(f"restore {a}/{mid}: another vector")
         assert leaks == [], leaks[:5]
     finally:
@@ -164,8 +175,30 @@ def test_hot_checkpoints_of_dotted_namespaces_do_not_collide(tmp_path, rng):
 
 # -- names, paths and keys cannot escape ----------------------------------------------------------------
 
-BAD_NAMESPACES = ["", ".", "..", "a/b", "../x", "/abs", "a\\b", "%2e%2e", "..%2f", "\u2024\u2024", "\uff41",
-                  "a\u2215b", "a\x00", " ", "a b", "x" * 129, "\u00e9", "a\tb", "\u0430", None, 5, b"a"]
+BAD_NAMESPACES = [
+    "",
+    ".",
+    "..",
+    "a/b",
+    "../x",
+    "/abs",
+    "a\\b",
+    "%2e%2e",
+    "..%2f",
+    "\u2024\u2024",
+    "\uff41",
+    "a\u2215b",
+    "a\x00",
+    " ",
+    "a b",
+    "x" * 129,
+    "\u00e9",
+    "a\tb",
+    "\u0430",
+    None,
+    5,
+    b"a",
+]
 
 
 @pytest.mark.parametrize("ns", BAD_NAMESPACES, ids=[repr(n) for n in BAD_NAMESPACES])
@@ -180,11 +213,17 @@ def test_bad_namespaces_are_refused_and_touch_nothing(tmp_path, rng, ns):
         before = tree(tmp_path)
         v = unit(rng)
         calls = [
-            lambda: store.add(ns, "x", v), lambda: store.add_batch(ns, [{"content": "x", "embedding": v}]),
-            lambda: store.search(ns, v), lambda: store.get(ns, "x"), lambda: store.touch(ns, ["x"]),
-            lambda: store.feedback(ns, "x", positive=True), lambda: store.pin(ns, "x"),
-            lambda: store.delete(ns, "x"), lambda: store.set_context(ns, ["t"]),
-            lambda: store.get_context(ns), lambda: store.restore(ns, ids=["x"]),
+            lambda: store.add(ns, "x", v),
+            lambda: store.add_batch(ns, [{"content": "x", "embedding": v}]),
+            lambda: store.search(ns, v),
+            lambda: store.get(ns, "x"),
+            lambda: store.touch(ns, ["x"]),
+            lambda: store.feedback(ns, "x", positive=True),
+            lambda: store.pin(ns, "x"),
+            lambda: store.delete(ns, "x"),
+            lambda: store.set_context(ns, ["t"]),
+            lambda: store.get_context(ns),
+            lambda: store.restore(ns, ids=["x"]),
         ]
         for call in calls:
             with pytest.raises(InvalidNamespaceError):
@@ -210,8 +249,13 @@ def test_dotted_namespaces_archive_and_restore(tmp_path, rng):
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
         embs = {}
         for ns in (".hidden", "...", "a.b", "plain"):
-            for mid in store.add_batch(ns, [{"content": f"{ns} chat {i}", "embedding": unit(rng),
-                                             "memory_type": "conversation", "id": f"m{i}"} for i in range(3)]):
+            for mid in store.add_batch(
+                ns,
+                [
+                    {"content": f"{ns} chat {i}", "embedding": unit(rng), "memory_type": "conversation", "id": f"m{i}"}
+                    for i in range(3)
+                ],
+            ):
                 embs[(ns, mid)] = store.get(ns, mid).embedding.tobytes()
         clock.advance(2 * HOUR)
         report = store.sweep()
@@ -228,8 +272,27 @@ def test_dotted_namespaces_archive_and_restore(tmp_path, rng):
     assert not (tmp_path / "hidden").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["s"]
 
 
-BAD_KEYS = ["../x", "a/../../x", "/etc/passwd", "..", ".", "a//b", ".hidden", "a/.b", "%2e%2e/x", "\u2024\u2024/x",
-            "\uff41", "a\\..\\x", "a/./b", "a\x00b", "", "a/", "x" * 1025, "a b", "a\nb"]
+BAD_KEYS = [
+    "../x",
+    "a/../../x",
+    "/etc/passwd",
+    "..",
+    ".",
+    "a//b",
+    ".hidden",
+    "a/.b",
+    "%2e%2e/x",
+    "\u2024\u2024/x",
+    "\uff41",
+    "a\\..\\x",
+    "a/./b",
+    "a\x00b",
+    "",
+    "a/",
+    "x" * 1025,
+    "a b",
+    "a\nb",
+]
 
 
 @pytest.mark.parametrize("key", BAD_KEYS, ids=[repr(k)[:20] for k in BAD_KEYS])
@@ -239,9 +302,14 @@ def test_object_keys_cannot_escape_the_local_root(tmp_path, key):
     store.put("inside/ok", b"ok")
     (tmp_path / "x").write_text("outside")
     before = tree(tmp_path)
-    for call in (lambda: store.put(key, b"evil"), lambda: store.put_if_absent(key, b"evil"),
-                 lambda: store.get(key), lambda: store.delete(key), lambda: store.exists(key),
-                 lambda: store.size(key)):
+    for call in (
+        lambda: store.put(key, b"evil"),
+        lambda: store.put_if_absent(key, b"evil"),
+        lambda: store.get(key),
+        lambda: store.delete(key),
+        lambda: store.exists(key),
+        lambda: store.size(key),
+    ):
         with pytest.raises(InvalidInputError):
             call()
     assert tree(tmp_path) == before
@@ -249,8 +317,7 @@ def test_object_keys_cannot_escape_the_local_root(tmp_path, key):
 
 def test_s3_keys_and_store_stay_inside_the_prefix(tmp_path, rng, moto_server, s3_bucket):
     client = moto_server.client()
-    sentinels = {"other/x": b"1", "tenant2/archive/a/x.tsa": b"2", "tenantx": b"3", "x": b"4",
-                 "tenant/../x": b"5"}
+    sentinels = {"other/x": b"1", "tenant2/archive/a/x.tsa": b"2", "tenantx": b"3", "x": b"4", "tenant/../x": b"5"}
     for k, v in sentinels.items():
         client.put_object(Bucket=s3_bucket, Key=k, Body=v)
 
@@ -273,20 +340,30 @@ def test_s3_keys_and_store_stay_inside_the_prefix(tmp_path, rng, moto_server, s3
             s3.list(prefix)
     assert s3.list("") == []  # "tenant2/..." and "tenantx" are not under "tenant/"
     clock = ManualClock(T0)
-    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock, cold=f"s3://{s3_bucket}/tenant",
-                        cold_options={"endpoint_url": moto_server.endpoint_url}) as store:
-        ids = store.add_batch("a", [{"content": f"chat {i}", "embedding": unit(rng),
-                                     "memory_type": "conversation"} for i in range(5)])
+    with TierStore.open(
+        tmp_path / "s",
+        dim=DIM,
+        clock=clock,
+        cold=f"s3://{s3_bucket}/tenant",
+        cold_options={"endpoint_url": moto_server.endpoint_url},
+    ) as store:
+        ids = store.add_batch(
+            "a", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"} for i in range(5)]
+        )
         clock.advance(2 * HOUR)
         assert store.sweep().archived == 5
         assert store.delete("a", ids[0])
         assert sorted(store.restore("a", ids=ids[1:3])) == sorted(ids[1:3])
         counts = store.rebuild_catalog()
         assert counts["objects"] == 1  # the sentinel "tenant2/archive/a/x.tsa" is not ours
-    inside = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket, Prefix="tenant/").get("Contents", ())
-              if o["Key"] != "tenant/../x"]
-    assert inside and all(k.startswith(("tenant/archive/a/", "tenant/tombstone/a/")) or k == "tenant/owner.json"
-                          for k in inside)
+    inside = [
+        o["Key"]
+        for o in client.list_objects_v2(Bucket=s3_bucket, Prefix="tenant/").get("Contents", ())
+        if o["Key"] != "tenant/../x"
+    ]
+    assert inside and all(
+        k.startswith(("tenant/archive/a/", "tenant/tombstone/a/")) or k == "tenant/owner.json" for k in inside
+    )
     assert any(k.startswith("tenant/tombstone/a/") for k in inside)  # the delete's, until a sweep drops it
     assert outside() == before
 
@@ -331,11 +408,23 @@ def test_credentials_never_leak(tmp_path, rng, moto_server, s3_bucket):
         creds = {"aws_access_key_id": ACCESS, "aws_secret_access_key": SECRET, "aws_session_token": TOKEN}
         clock = ManualClock(T0)
         path = tmp_path / "s"
-        store = TierStore.open(path, dim=DIM, clock=clock, cold=f"s3://{s3_bucket}/p", cold_options={
-            "endpoint_url": endpoint, "max_attempts": 1, "connect_timeout": 0.5, "read_timeout": 0.5, **creds})
+        store = TierStore.open(
+            path,
+            dim=DIM,
+            clock=clock,
+            cold=f"s3://{s3_bucket}/p",
+            cold_options={
+                "endpoint_url": endpoint,
+                "max_attempts": 1,
+                "connect_timeout": 0.5,
+                "read_timeout": 0.5,
+                **creds,
+            },
+        )
         texts += [repr(store), str(store), repr(store.engine.cold.store), repr(vars(store.engine.cold.store))]
-        ids = store.add_batch("a", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"}
-                                    for i in range(4)])
+        ids = store.add_batch(
+            "a", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"} for i in range(4)]
+        )
         clock.advance(2 * HOUR)
         proxy.set_fault("503")
         report = store.sweep()  # fails: the error text is kept
@@ -354,8 +443,9 @@ def test_credentials_never_leak(tmp_path, rng, moto_server, s3_bucket):
         # forced errors with the secret given explicitly
         for make in (
             lambda: S3ObjectStore("no-such-bucket-here", endpoint_url=endpoint, max_attempts=1, **creds).get("k"),
-            lambda: S3ObjectStore("b", endpoint_url=f"http://user:{PASSWORD}@127.0.0.1:1", connect_timeout=0.3,
-                                  max_attempts=1, **creds).put("k", b"v"),
+            lambda: S3ObjectStore(
+                "b", endpoint_url=f"http://user:{PASSWORD}@127.0.0.1:1", connect_timeout=0.3, max_attempts=1, **creds
+            ).put("k", b"v"),
             lambda: open_object_store(f"s3://{ACCESS}:{SECRET}@bucket/p"),
             lambda: S3ObjectStore("b", endpoint_url=endpoint, bogus_option=SECRET),
             lambda: S3ObjectStore("b", endpoint_url=endpoint, region_name=SECRET + "/x", **creds).get("k"),
@@ -380,14 +470,17 @@ def test_credentials_never_leak(tmp_path, rng, moto_server, s3_bucket):
     # Documented, not ours to fix: botocore logs request headers at DEBUG, so the access
     # key id (Authorization) and a session token (X-Amz-Security-Token) appear there.
     assert TOKEN not in logs.replace(f"x-amz-security-token:{TOKEN}", "").replace(
-        f"'X-Amz-Security-Token': b'{TOKEN}'", "").replace(f"'X-Amz-Security-Token': '{TOKEN}'", ""), \
+        f"'X-Amz-Security-Token': b'{TOKEN}'", ""
+    ).replace(f"'X-Amz-Security-Token': '{TOKEN}'", ""), (
         "the session token appears in the logs outside botocore's request-header dumps"
+    )
 
 
 def test_endpoint_user_info_is_not_written_to_the_catalog(tmp_path, moto_server, s3_bucket):
     endpoint = moto_server.endpoint_url.replace("http://", f"http://user:{PASSWORD}@")
-    with TierStore.open(tmp_path / "s", dim=DIM, cold=f"s3://{s3_bucket}/p",
-                        cold_options={"endpoint_url": endpoint}) as store:
+    with TierStore.open(
+        tmp_path / "s", dim=DIM, cold=f"s3://{s3_bucket}/p", cold_options={"endpoint_url": endpoint}
+    ) as store:
         assert store.engine.catalog.get_meta("cold") is not None
     disk = b"".join(p.read_bytes() for p in (tmp_path / "s").rglob("*") if p.is_file())
     assert PASSWORD.encode() not in disk
@@ -423,20 +516,36 @@ def pickle_findings(source: str, filename: str = "<src>") -> list[str]:
                 out.append(f"{where}: allow_pickle is not False")
             if fname == "load" and owner in ("np", "numpy") and allow is None:
                 out.append(f"{where}: {owner}.load without allow_pickle=False")
-            if fname in ("__import__", "import_module") and node.args and isinstance(node.args[0], ast.Constant) \
-                    and str(node.args[0].value).split(".")[0] in BANNED_MODULES:
+            if (
+                fname in ("__import__", "import_module")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and str(node.args[0].value).split(".")[0] in BANNED_MODULES
+            ):
                 out.append(f"{where}: dynamic import of {node.args[0].value}")
     return out
 
 
 def test_the_pickle_scanner_finds_what_it_should():
-    bad = ("import pickle\nfrom cloudpickle import loads\nimport dill as d\nimport numpy as np\n"
-           "np.load('x.npy')\nnumpy.load('y', allow_pickle=True)\nx = pickle.loads(b'')\nimport shelve, marshal\n"
-           "__import__('pickle')\nimportlib.import_module('joblib')\npd.read_pickle('z')\n")
+    bad = (
+        "import pickle\nfrom cloudpickle import loads\nimport dill as d\nimport numpy as np\n"
+        "np.load('x.npy')\nnumpy.load('y', allow_pickle=True)\nx = pickle.loads(b'')\nimport shelve, marshal\n"
+        "__import__('pickle')\nimportlib.import_module('joblib')\npd.read_pickle('z')\n"
+    )
     found = pickle_findings(bad)
-    for needle in ("import pickle", "from cloudpickle", "import dill", "np.load without", "allow_pickle is not",
-                   "uses pickle", "import shelve", "import marshal", "dynamic import of pickle",
-                   "dynamic import of joblib", "uses read_pickle"):
+    for needle in (
+        "import pickle",
+        "from cloudpickle",
+        "import dill",
+        "np.load without",
+        "allow_pickle is not",
+        "uses pickle",
+        "import shelve",
+        "import marshal",
+        "dynamic import of pickle",
+        "dynamic import of joblib",
+        "uses read_pickle",
+    ):
         assert any(needle in f for f in found), (needle, found)
     assert pickle_findings("import numpy as np\nnp.load('x.npy', allow_pickle=False)\nimport msgpack\n") == []
 

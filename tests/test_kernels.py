@@ -33,9 +33,9 @@ from tierstore.kernels import (
     fused_rerank,
     inner_products,
     pack_query,
-    squared_length,
     record_accesses,
     rescale_lifetimes,
+    squared_length,
     top_candidates,
 )
 from tierstore.kernels import columns as C
@@ -49,8 +49,9 @@ E64 = np.empty(0, np.float64)
 # deadline=None: the first call of a kernel may compile (or load Numba's cache).
 # 100 examples per property keep the file at ~15 s once compiled; the same
 # properties were also run with 3000 examples each while writing them.
-PROPS = settings(max_examples=100, deadline=None,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPS = settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 # ---------------------------------------------------------------------------
 # strategies
@@ -58,9 +59,9 @@ PROPS = settings(max_examples=100, deadline=None,
 times = st.floats(T0 - 1e8, T0 + 1e8)
 half_lives = st.one_of(
     st.sampled_from([60.0, 3600.0, 86400.0, 1e8]),
-    st.floats(math.log10(60.0), 8.0).map(lambda u: 10.0 ** u),
+    st.floats(math.log10(60.0), 8.0).map(lambda u: 10.0**u),
 )
-conf_half_lives = st.one_of(st.just(math.inf), st.floats(4.0, 9.0).map(lambda u: 10.0 ** u))
+conf_half_lives = st.one_of(st.just(math.inf), st.floats(4.0, 9.0).map(lambda u: 10.0**u))
 weights_st = st.one_of(st.sampled_from([0.0, 0.5, 1.0, 50.0]), st.floats(0.0, 50.0))
 confs = st.one_of(st.sampled_from([0.0, 0.3, 1.0]), st.floats(0.0, 1.0))
 
@@ -78,11 +79,13 @@ def thresholds_st(draw):
 @st.composite
 def age_st(draw, h):
     """How long ago (s): 0, a multiple of the half-life, or an absolute span."""
-    return draw(st.one_of(
-        st.just(0.0),
-        st.floats(0.0, 25.0).map(lambda v: min(v * h, 2e8)),
-        st.floats(0.0, 1e8),
-    ))
+    return draw(
+        st.one_of(
+            st.just(0.0),
+            st.floats(0.0, 25.0).map(lambda v: min(v * h, 2e8)),
+            st.floats(0.0, 1e8),
+        )
+    )
 
 
 @st.composite
@@ -104,13 +107,13 @@ def lifecycle_st(draw, ordered=True, max_n=12):
         else:
             t_ref = draw(times)
             t_conf = draw(times)
-        expires = draw(st.one_of(st.just(math.inf), st.just(now),
-                                 st.floats(-1e6, 1e6).map(lambda d, now=now: now + d)))
+        expires = draw(st.one_of(st.just(math.inf), st.just(now), st.floats(-1e6, 1e6).map(lambda d, now=now: now + d)))
         conf = draw(st.one_of(confs, st.just(float(th[3]))))
         rows.append((tier, pinned, w_ref, t_ref, h, expires, conf, t_conf))
     cols = list(zip(*rows))
     args = (
-        np.array(cols[0], np.int64), np.array(cols[1], np.int64),
+        np.array(cols[0], np.int64),
+        np.array(cols[1], np.int64),
         *(np.array(c, np.float64) for c in cols[2:]),
     )
     # args: tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf
@@ -187,12 +190,16 @@ def assert_topk_equivalent(k_idx, k_val, k_tie, ref_score: dict, k: int, rtol: f
 
 
 @PROPS
-@given(st.integers(1, 16).flatmap(lambda n: st.tuples(
-    st.lists(weights_st, min_size=n, max_size=n),
-    st.lists(times, min_size=n, max_size=n),
-    st.lists(half_lives, min_size=n, max_size=n),
-    times,
-)))
+@given(
+    st.integers(1, 16).flatmap(
+        lambda n: st.tuples(
+            st.lists(weights_st, min_size=n, max_size=n),
+            st.lists(times, min_size=n, max_size=n),
+            st.lists(half_lives, min_size=n, max_size=n),
+            times,
+        )
+    )
+)
 def test_decayed_weight_matches_reference(case):
     w, t, h, now = case
     w, t, h = (np.array(x, np.float64) for x in (w, t, h))
@@ -209,12 +216,23 @@ def test_decayed_weight_matches_reference(case):
 
 
 @PROPS
-@given(st.integers(1, 16).flatmap(lambda n: st.tuples(
-    st.lists(st.tuples(weights_st, st.one_of(st.just(0.0), st.floats(0.0, 1e8), st.floats(-1e6, 0.0)),
-                       half_lives, st.floats(0.0, 5.0)),
-             min_size=n, max_size=n),
-    times,
-)))
+@given(
+    st.integers(1, 16).flatmap(
+        lambda n: st.tuples(
+            st.lists(
+                st.tuples(
+                    weights_st,
+                    st.one_of(st.just(0.0), st.floats(0.0, 1e8), st.floats(-1e6, 0.0)),
+                    half_lives,
+                    st.floats(0.0, 5.0),
+                ),
+                min_size=n,
+                max_size=n,
+            ),
+            times,
+        )
+    )
+)
 def test_access_boost_matches_reference(case):
     rows, t_access = case
     w = np.array([r[0] for r in rows])
@@ -307,7 +325,7 @@ def hot_namespace_st(draw):
         F[C.F_TTL_ANCHOR, s] = now - draw(st.floats(-1e5, 1e8))
         F[C.F_DUE, s] = draw(times)
         F[C.F_CTX_MULT, s] = 1.0
-        F[C.F_CONF_LLM:, s] = np.nan
+        F[C.F_CONF_LLM :, s] = np.nan
         I[C.I_TYPE, s] = draw(st.integers(0, ntypes - 1))
         I[C.I_ACCESS_COUNT, s] = draw(st.integers(0, 100))
         I[C.I_PINNED, s] = int(draw(st.integers(0, 4)) == 0)
@@ -419,18 +437,28 @@ def test_due_time_is_the_first_actionable_time(case):
         d = float(due[i])
         if pinned[i] or not math.isfinite(d) or not d - 1.0 < d:
             continue
-        one = tuple(a[i:i + 1] for a in args)
+        one = tuple(a[i : i + 1] for a in args)
         assert classify(d, *one, conf_hl, th)[0] != ACTION_KEEP, (i, d, int(tier[i]))
-        crossed_at_state = any(R.weight_crossing(w_ref[i], t_ref[i], h[i], x) == -math.inf for x in th[:3]) or \
-            R.confidence_crossing(conf[i], t_conf[i], conf_hl, th[3]) == -math.inf
+        crossed_at_state = (
+            any(R.weight_crossing(w_ref[i], t_ref[i], h[i], x) == -math.inf for x in th[:3])
+            or R.confidence_crossing(conf[i], t_conf[i], conf_hl, th[3]) == -math.inf
+        )
         if not crossed_at_state:
             assert classify(d - 1.0, *one, conf_hl, th)[0] == ACTION_KEEP, (i, d, int(tier[i]))
         assert R.ref_classify(d + 1e-3, *one, conf_hl, th)[0] != ACTION_KEEP, (i, d, int(tier[i]))
 
 
 def _one(tier, w_ref, t_ref, h, expires, conf, t_conf, pinned=0):
-    return (np.array([tier], np.int64), np.array([pinned], np.int64), np.array([w_ref]), np.array([t_ref]),
-            np.array([h]), np.array([expires]), np.array([conf]), np.array([t_conf]))
+    return (
+        np.array([tier], np.int64),
+        np.array([pinned], np.int64),
+        np.array([w_ref]),
+        np.array([t_ref]),
+        np.array([h]),
+        np.array([expires]),
+        np.array([conf]),
+        np.array([t_conf]),
+    )
 
 
 TH = np.array([0.3, 0.1, 0.01, 0.3])  # demote, archive, delete, confidence bar
@@ -539,7 +567,6 @@ def test_classify_agrees_with_decayed_weight_when_t_ref_is_after_now():
     assert classify(now, *args, math.inf, TH)[0] == ACTION_DEMOTE
 
 
-
 # ---------------------------------------------------------------------------
 # exact search
 
@@ -569,8 +596,14 @@ def test_inner_products_matches_reference(case):
 
 
 @PROPS
-@given(st.lists(st.one_of(st.floats(width=32, allow_nan=False, allow_infinity=False),
-                          st.sampled_from([0.0, 1.0, -1.0, 3e38, -3e38])), max_size=64))
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(width=32, allow_nan=False, allow_infinity=False), st.sampled_from([0.0, 1.0, -1.0, 3e38, -3e38])
+        ),
+        max_size=64,
+    )
+)
 def test_squared_length_matches_reference(xs):
     """Accumulated in float64, so no finite float32 vector overflows it."""
     v = np.array(xs, np.float32)
@@ -601,11 +634,15 @@ def test_flat_topk_matches_reference(case):
 
 
 @PROPS
-@given(st.integers(1, 30).flatmap(lambda n: st.tuples(
-    st.lists(st.lists(st.sampled_from([-0.25, 0.25]), min_size=16, max_size=16), min_size=n, max_size=n),
-    st.lists(st.sampled_from([-0.25, 0.25]), min_size=16, max_size=16),
-    st.integers(0, n + 1),
-)))
+@given(
+    st.integers(1, 30).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.lists(st.sampled_from([-0.25, 0.25]), min_size=16, max_size=16), min_size=n, max_size=n),
+            st.lists(st.sampled_from([-0.25, 0.25]), min_size=16, max_size=16),
+            st.integers(0, n + 1),
+        )
+    )
+)
 def test_flat_topk_equals_numpy_argsort_on_exact_vectors(case):
     """Unit vectors with entries ±1/4: every dot product is exact (multiples of 1/8),
     so ties are real and must go to the lower index, exactly like a stable argsort."""
@@ -694,8 +731,13 @@ def rerank_st(draw, max_cap=16):
         for pos in sorted(holes, reverse=True):
             slots.insert(pos, -1)  # negative: no candidate
         cand = np.array(slots, np.int64)
-    cos = draw(st.lists(st.one_of(st.sampled_from([-0.5, 0.0, 0.5, 1.0]), st.floats(-1.0, 1.0, width=32)),
-                        min_size=len(cand), max_size=len(cand)))
+    cos = draw(
+        st.lists(
+            st.one_of(st.sampled_from([-0.5, 0.0, 0.5, 1.0]), st.floats(-1.0, 1.0, width=32)),
+            min_size=len(cand),
+            max_size=len(cand),
+        )
+    )
     cos = np.array(cos, np.float64)
     if distance:
         cand_scores = (1.0 - cos).astype(np.float32)
@@ -705,8 +747,10 @@ def rerank_st(draw, max_cap=16):
         cand_scores = cos
     q_tags = draw(sorted_tags)
     rule_tags = draw(sorted_tags)
-    rule_mult = np.array(draw(st.lists(st.one_of(st.just(1.0), st.floats(0.1, 5.0)),
-                                       min_size=len(rule_tags), max_size=len(rule_tags))), np.float64)
+    rule_mult = np.array(
+        draw(st.lists(st.one_of(st.just(1.0), st.floats(0.1, 5.0)), min_size=len(rule_tags), max_size=len(rule_tags))),
+        np.float64,
+    )
     mask_tags = draw(st.one_of(st.just(E32), sorted_tags))
     bonus = draw(st.one_of(st.just(0.2), st.floats(0.0, 1.0)))
     p = np.zeros(C.NP)
@@ -721,7 +765,7 @@ def rerank_st(draw, max_cap=16):
     p[C.P_DISTANCE] = 1.0 if distance else 0.0
     p[C.P_SUPERSEDED_DEMOTION] = draw(st.sampled_from([0.0, 0.5, 1.0]))
     raw_w = draw(st.lists(st.floats(0.0, 1.0), min_size=5, max_size=5).filter(lambda ws: sum(ws) > 1e-3))
-    p[C.P_WEIGHTS:C.P_WEIGHTS + 5] = np.array(raw_w) / sum(raw_w)
+    p[C.P_WEIGHTS : C.P_WEIGHTS + 5] = np.array(raw_w) / sum(raw_w)
     type_allowed = np.array(draw(st.lists(st.integers(0, 1), min_size=ntypes, max_size=ntypes)), np.uint8)
     if draw(st.booleans()):
         type_allowed[:] = 1
@@ -765,7 +809,7 @@ def test_fused_rerank_matches_reference(args):
         if p[C.P_MODE] == C.MODE_PRODUCT:
             assert close(score[i], kept * float(np.prod(norm[i])), rtol=1e-12, atol=0.0)
         else:
-            assert close(score[i], kept * float(np.dot(p[C.P_WEIGHTS:C.P_WEIGHTS + 5], norm[i])), 1e-12, 1e-15)
+            assert close(score[i], kept * float(np.dot(p[C.P_WEIGHTS : C.P_WEIGHTS + 5], norm[i])), 1e-12, 1e-15)
     # against the reference: every eligible candidate ranked
     r_pick, r_score, r_norm, r_raw = R.ref_fused_rerank(*args[:-1], m)
     eligible = {j for j in range(m) if not _excluded(args, j)}
@@ -792,13 +836,14 @@ def _rerank_columns(n, now):
     return F, I
 
 
-def _params(now, mode, floor=0.02, min_conf=0.0, ctx_max=1.0, bonus=0.2, distance=0.0,
-            weights=(0.55, 0.15, 0.15, 0.10, 0.05)):
+def _params(
+    now, mode, floor=0.02, min_conf=0.0, ctx_max=1.0, bonus=0.2, distance=0.0, weights=(0.55, 0.15, 0.15, 0.10, 0.05)
+):
     p = np.zeros(C.NP)
     p[C.P_NOW], p[C.P_CONF_HALF_LIFE], p[C.P_MIN_CONF], p[C.P_CTX_MAX] = now, math.inf, min_conf, ctx_max
     p[C.P_MODE], p[C.P_RECENCY_HALF_LIFE], p[C.P_FLOOR], p[C.P_CONTEXT_BONUS] = mode, 7 * 86400.0, floor, bonus
     p[C.P_DISTANCE] = distance
-    p[C.P_WEIGHTS:C.P_WEIGHTS + 5] = weights
+    p[C.P_WEIGHTS : C.P_WEIGHTS + 5] = weights
     return p
 
 
@@ -818,8 +863,9 @@ def test_fused_rerank_excludes_dead_filtered_low_confidence_and_masked():
     p = _params(now, C.MODE_PRODUCT, min_conf=0.5)
     p[C.P_CONF_HALF_LIFE] = 86400.0
     allowed = np.array([1, 0], np.uint8)
-    pick, score, norm, raw = fused_rerank(cand, sims, F, I, tags, p, allowed, np.ones(2), E32, E32, E64,
-                                          np.array([9], np.int32), 10)
+    pick, score, norm, raw = fused_rerank(
+        cand, sims, F, I, tags, p, allowed, np.ones(2), E32, E32, E64, np.array([9], np.int32), 10
+    )
     assert sorted(cand[pick].tolist()) == [4, 5]
     assert np.all(score > 0)
     # the same candidates without the filters all come back (the filters, not the data, excluded them)
@@ -848,8 +894,9 @@ def test_fused_rerank_scores_in_both_modes():
     wt = [1.0, 1.0, 1.0]
     for mode in (C.MODE_PRODUCT, C.MODE_WEIGHTED_SUM):
         p = _params(now, mode, floor=f, ctx_max=ctx_max, weights=w)
-        pick, score, norm, raw = fused_rerank(cand, sims, F, I, tags, p, np.ones(1, np.uint8), np.ones(1),
-                                              q_tags, rule_tags, rule_mult, E32, 3)
+        pick, score, norm, raw = fused_rerank(
+            cand, sims, F, I, tags, p, np.ones(1, np.uint8), np.ones(1), q_tags, rule_tags, rule_mult, E32, 3
+        )
         got = dict(zip(pick.tolist(), score.tolist()))
         for j in range(3):
             factors = (sim[j], rec[j], conf, ctx[j], wt[j])
@@ -877,8 +924,9 @@ def test_fused_rerank_decayed_to_nothing_orders_by_similarity():
     for mode in (C.MODE_PRODUCT, C.MODE_WEIGHTED_SUM):
         p = _params(now, mode)
         p[C.P_RECENCY_HALF_LIFE] = 60.0
-        pick, score, norm, raw = fused_rerank(cand, sims, F, I, tags, p, np.ones(1, np.uint8), np.ones(1),
-                                              E32, E32, E64, E32, n)
+        pick, score, norm, raw = fused_rerank(
+            cand, sims, F, I, tags, p, np.ones(1, np.uint8), np.ones(1), E32, E32, E64, E32, n
+        )
         assert np.all(raw[:, 1] == 0.0) and np.all(raw[:, 4] == 0.0)
         assert np.all(norm[:, 1] == 0.02) and np.all(norm[:, 4] == 0.02)
         assert pick.tolist() == [1, 4, 2, 5, 3, 0, 6]
@@ -888,8 +936,9 @@ def test_fused_rerank_decayed_to_nothing_orders_by_similarity():
     p = _params(now, C.MODE_PRODUCT, distance=1.0)
     p[C.P_RECENCY_HALF_LIFE] = 60.0
     dist = (1.0 - sims.astype(np.float64)).astype(np.float32)
-    pick, *_ = fused_rerank(cand.astype(np.uint64), dist, F, I, tags, p, np.ones(1, np.uint8), np.ones(1),
-                            E32, E32, E64, E32, 4)
+    pick, *_ = fused_rerank(
+        cand.astype(np.uint64), dist, F, I, tags, p, np.ones(1, np.uint8), np.ones(1), E32, E32, E64, E32, 4
+    )
     assert pick.tolist() == [1, 4, 2, 5]
 
 
@@ -899,8 +948,9 @@ def test_fused_rerank_ties_go_to_higher_raw_similarity_then_lower_index():
     cand = np.array([3, 2, 1, 0], np.int64)
     sims = np.array([-0.5, -0.2, -0.5, 0.4], np.float32)  # norm sim 0 for the three negatives
     p = _params(now, C.MODE_PRODUCT)
-    pick, score, _, _ = fused_rerank(cand, sims, F, I, np.full((4, 1), -1, np.int32), p, np.ones(1, np.uint8),
-                                     np.ones(1), E32, E32, E64, E32, 4)
+    pick, score, _, _ = fused_rerank(
+        cand, sims, F, I, np.full((4, 1), -1, np.int32), p, np.ones(1, np.uint8), np.ones(1), E32, E32, E64, E32, 4
+    )
     assert pick.tolist() == [3, 1, 0, 2]
     assert score[1] == score[2] == score[3] == 0.0
 
@@ -910,12 +960,19 @@ def test_fused_rerank_ties_go_to_higher_raw_similarity_then_lower_index():
 
 
 @PROPS
-@given(st.integers(1, 12).flatmap(lambda cap: st.tuples(
-    st.lists(st.lists(st.one_of(TAG_UNIVERSE, st.just(-1)), min_size=4, max_size=4), min_size=cap, max_size=cap),
-    st.integers(0, cap),
-    sorted_tags.flatmap(lambda rt: st.tuples(st.just(rt), st.lists(
-        st.floats(0.1, 10.0), min_size=len(rt), max_size=len(rt)))),
-)))
+@given(
+    st.integers(1, 12).flatmap(
+        lambda cap: st.tuples(
+            st.lists(
+                st.lists(st.one_of(TAG_UNIVERSE, st.just(-1)), min_size=4, max_size=4), min_size=cap, max_size=cap
+            ),
+            st.integers(0, cap),
+            sorted_tags.flatmap(
+                lambda rt: st.tuples(st.just(rt), st.lists(st.floats(0.1, 10.0), min_size=len(rt), max_size=len(rt)))
+            ),
+        )
+    )
+)
 def test_context_multipliers_matches_reference(case):
     rows, n, (rule_tags, mult) = case
     tags = np.array(rows, np.int32)
@@ -934,14 +991,25 @@ def test_context_multipliers_example():
 
 
 @PROPS
-@given(st.integers(1, 12).flatmap(lambda n: st.tuples(
-    st.lists(st.tuples(weights_st, half_lives, st.floats(0.0, 1e8),
-                       st.one_of(st.just(math.inf), st.floats(60.0, 1e8)),
-                       st.sampled_from([0.5, 1.0, 2.0]), st.one_of(st.sampled_from([0.5, 1.0, 2.0]),
-                                                                    st.floats(0.1, 10.0))),
-             min_size=n, max_size=n),
-    times,
-)))
+@given(
+    st.integers(1, 12).flatmap(
+        lambda n: st.tuples(
+            st.lists(
+                st.tuples(
+                    weights_st,
+                    half_lives,
+                    st.floats(0.0, 1e8),
+                    st.one_of(st.just(math.inf), st.floats(60.0, 1e8)),
+                    st.sampled_from([0.5, 1.0, 2.0]),
+                    st.one_of(st.sampled_from([0.5, 1.0, 2.0]), st.floats(0.1, 10.0)),
+                ),
+                min_size=n,
+                max_size=n,
+            ),
+            times,
+        )
+    )
+)
 def test_rescale_lifetimes_matches_reference(case):
     rows, now = case
     w, h, age, ttl, old, new = (np.array(c, np.float64) for c in zip(*rows))
@@ -997,8 +1065,9 @@ def test_rank_and_gather_is_rerank_then_gather_packed(args):
     rf, ri, n2 = rank_and_gather(q, cand, cand_scores, F, I, tags, qf, qi, type_allowed, p[C.P_NOW], p[C.P_MIN_CONF], k)
     assert n2 == 1.0
     # hnswlib's (1, m) result rows, passed as they come, rank the same
-    rf2, ri2, _ = rank_and_gather(q, cand[None], cand_scores[None], F, I, tags, qf, qi, type_allowed, p[C.P_NOW],
-                                  p[C.P_MIN_CONF], k)
+    rf2, ri2, _ = rank_and_gather(
+        q, cand[None], cand_scores[None], F, I, tags, qf, qi, type_allowed, p[C.P_NOW], p[C.P_MIN_CONF], k
+    )
     np.testing.assert_array_equal(rf2, rf)
     np.testing.assert_array_equal(ri2, ri)
     assert base[C.P_NOW] == -1.0 and base[C.P_MIN_CONF] == 7.0
@@ -1006,10 +1075,10 @@ def test_rank_and_gather_is_rerank_then_gather_packed(args):
     assert rf.shape == (C.NRF, len(pick)) and ri.shape == (C.NRI, len(pick))
     np.testing.assert_array_equal(ri[C.R_SLOT], slots)
     np.testing.assert_array_equal(rf[C.R_SCORE], score)
-    np.testing.assert_array_equal(rf[C.R_NORM:C.R_NORM + 5].T, norm)
-    np.testing.assert_array_equal(rf[C.R_RAW:C.R_RAW + 5].T, raw)
-    np.testing.assert_array_equal(rf[C.R_F:].T, Fp[:, list(C.SNAPSHOT_F)])
-    np.testing.assert_array_equal(ri[C.R_I:C.R_BEFORE].T, Ip[:, list(C.SNAPSHOT_I)])
+    np.testing.assert_array_equal(rf[C.R_NORM : C.R_NORM + 5].T, norm)
+    np.testing.assert_array_equal(rf[C.R_RAW : C.R_RAW + 5].T, raw)
+    np.testing.assert_array_equal(rf[C.R_F :].T, Fp[:, list(C.SNAPSHOT_F)])
+    np.testing.assert_array_equal(ri[C.R_I : C.R_BEFORE].T, Ip[:, list(C.SNAPSHOT_I)])
     assert (ri[C.R_BEFORE] == -1).all()  # resolution off (P_RESOLVE 0): nothing placed before another
 
 
@@ -1023,8 +1092,9 @@ def test_rank_and_gather_resolves_as_the_reference_does(args, data):
 
     cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args
     F = F.copy()
-    F[C.F_CREATED] = data.draw(st.lists(st.sampled_from([0.0, 10.0, 7200.0, 86400.0]),
-                                        min_size=F.shape[1], max_size=F.shape[1]))
+    F[C.F_CREATED] = data.draw(
+        st.lists(st.sampled_from([0.0, 10.0, 7200.0, 86400.0]), min_size=F.shape[1], max_size=F.shape[1])
+    )
     args = (cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k)
     margin = data.draw(st.sampled_from([-1.0, 0.0, 0.1, 0.5]))
     tag_margin = data.draw(st.sampled_from([-1.0, 0.3, 1.0]))
@@ -1040,8 +1110,17 @@ def test_rank_and_gather_resolves_as_the_reference_does(args, data):
     rf, ri, _ = rank_and_gather(q, cand, cand_scores, F, I, tags, qf, qi, type_allowed, p[C.P_NOW], p[C.P_MIN_CONF], k)
     slots = np.array([int(cand[j]) for j in pick.tolist()], np.int64)
     picked_tags = tags[slots] if len(slots) else np.full((0, tags.shape[1]), -1, np.int32)
-    order, before = R.ref_resolve_order(raw[:, 0], F[C.F_CREATED, slots], raw[:, 2], I[C.I_TYPE, slots],
-                                        picked_tags, margin, tag_margin, gap, conf_margin)
+    order, before = R.ref_resolve_order(
+        raw[:, 0],
+        F[C.F_CREATED, slots],
+        raw[:, 2],
+        I[C.I_TYPE, slots],
+        picked_tags,
+        margin,
+        tag_margin,
+        gap,
+        conf_margin,
+    )
     assert ri[C.R_SLOT].tolist() == slots[order].tolist()
     np.testing.assert_array_equal(rf[C.R_SCORE], score[order])
     assert ri[C.R_BEFORE].tolist() == [int(slots[before[j]]) if before[j] >= 0 else -1 for j in order.tolist()]
@@ -1058,33 +1137,39 @@ def test_rank_and_gather_divides_similarities_by_the_query_length(args, e, data)
 
     cand, _, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args
     cos = np.array(data.draw(st.lists(st.integers(-64, 64), min_size=len(cand), max_size=len(cand))), np.float64) / 64
-    c = 2.0 ** e
+    c = 2.0**e
     scaled = (1.0 - c * cos) if p[C.P_DISTANCE] else c * cos
     plain = p.copy()
     plain[C.P_DISTANCE] = 0.0
-    pick, score, norm, raw = fused_rerank(cand, cos.astype(np.float32), F, I, tags, plain, type_allowed, w0, q_tags,
-                                          rule_tags, rule_mult, mask_tags, k)
+    pick, score, norm, raw = fused_rerank(
+        cand, cos.astype(np.float32), F, I, tags, plain, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k
+    )
     q = np.zeros(5, np.float32)
     q[1] = c
     qf, qi = pack_query(p, w0, q_tags, rule_tags, rule_mult, mask_tags)
-    rf, ri, n2 = rank_and_gather(q, cand, scaled.astype(np.float32), F, I, tags, qf, qi, type_allowed, p[C.P_NOW],
-                                 p[C.P_MIN_CONF], k)
+    rf, ri, n2 = rank_and_gather(
+        q, cand, scaled.astype(np.float32), F, I, tags, qf, qi, type_allowed, p[C.P_NOW], p[C.P_MIN_CONF], k
+    )
     assert n2 == c * c
     assert C.QUERY_N2_MIN <= n2 <= C.QUERY_N2_MAX
     np.testing.assert_array_equal(ri[C.R_SLOT], R.ref_gather_picks(cand, pick, F, I)[0])
     np.testing.assert_array_equal(rf[C.R_SCORE], score)
-    np.testing.assert_array_equal(rf[C.R_NORM:C.R_NORM + 5].T, norm)
-    np.testing.assert_array_equal(rf[C.R_RAW:C.R_RAW + 5].T, raw)
+    np.testing.assert_array_equal(rf[C.R_NORM : C.R_NORM + 5].T, norm)
+    np.testing.assert_array_equal(rf[C.R_RAW : C.R_RAW + 5].T, raw)
 
 
-@pytest.mark.parametrize("q", [
-    np.zeros(4, np.float32),
-    np.array([1.0, np.nan, 0.0, 0.0], np.float32),
-    np.array([np.inf, 0.0, 0.0, 0.0], np.float32),
-    np.array([0.0, 2.0**-5, 0.0, 0.0], np.float32),  # length 1/32: below the band
-    np.array([0.0, 0.0, 2.0**17, 0.0], np.float32),  # above
-    np.array([1e30, 1e30, 0.0, 0.0], np.float32),  # finite, but its float32 dot products would overflow
-], ids=["zero", "nan", "inf", "tiny", "huge", "overflow"])
+@pytest.mark.parametrize(
+    "q",
+    [
+        np.zeros(4, np.float32),
+        np.array([1.0, np.nan, 0.0, 0.0], np.float32),
+        np.array([np.inf, 0.0, 0.0, 0.0], np.float32),
+        np.array([0.0, 2.0**-5, 0.0, 0.0], np.float32),  # length 1/32: below the band
+        np.array([0.0, 0.0, 2.0**17, 0.0], np.float32),  # above
+        np.array([1e30, 1e30, 0.0, 0.0], np.float32),  # finite, but its float32 dot products would overflow
+    ],
+    ids=["zero", "nan", "inf", "tiny", "huge", "overflow"],
+)
 def test_rank_and_gather_ranks_nothing_for_a_query_outside_the_band(q):
     """The kernel returns no picks and the query's squared length (computed
     in float64) for a query it cannot rank as given; the caller then
@@ -1101,23 +1186,42 @@ def test_rank_and_gather_ranks_nothing_for_a_query_outside_the_band(q):
     cand = np.arange(3, dtype=np.int64)
     qf, qi = pack_query(p, np.ones(1), E32, E32, E64, E32)
     tags = np.full((3, 1), -1, np.int32)
-    rf, ri, n2 = rank_and_gather(q, cand, np.full(3, 0.5, np.float32), F, I, tags, qf, qi, np.ones(1, np.uint8), 1.0,
-                                 0.0, 3)
+    rf, ri, n2 = rank_and_gather(
+        q, cand, np.full(3, 0.5, np.float32), F, I, tags, qf, qi, np.ones(1, np.uint8), 1.0, 0.0, 3
+    )
     assert rf.shape == (C.NRF, 0) and ri.shape == (C.NRI, 0)
     want = sum(float(x) ** 2 for x in q.tolist())
     assert (math.isnan(n2) and math.isnan(want)) or n2 == want
     # the same kernel ranks all three for a unit query
-    assert rank_and_gather(np.array([0.0, 1.0, 0.0, 0.0], np.float32), cand, np.full(3, 0.5, np.float32), F, I, tags,
-                           qf, qi, np.ones(1, np.uint8), 1.0, 0.0, 3)[1].shape == (C.NRI, 3)
+    assert rank_and_gather(
+        np.array([0.0, 1.0, 0.0, 0.0], np.float32),
+        cand,
+        np.full(3, 0.5, np.float32),
+        F,
+        I,
+        tags,
+        qf,
+        qi,
+        np.ones(1, np.uint8),
+        1.0,
+        0.0,
+        3,
+    )[1].shape == (C.NRI, 3)
 
 
 def test_pack_query_layout():
     p = np.arange(C.NP, dtype=np.float64)
-    qf, qi = pack_query(p, np.array([0.5, 2.0]), np.array([1, 4], np.int32), np.array([3], np.int32), np.array([1.5]),
-                        np.array([7, 8, 9], np.int32))
-    assert qf[:C.NP].tolist() == p.tolist()
-    assert qf[C.Q_NTYPES:C.Q_HEADER].tolist() == [2, 2, 1, 3]
-    assert qf[C.Q_HEADER:].tolist() == [0.5, 2.0, 1.5]
+    qf, qi = pack_query(
+        p,
+        np.array([0.5, 2.0]),
+        np.array([1, 4], np.int32),
+        np.array([3], np.int32),
+        np.array([1.5]),
+        np.array([7, 8, 9], np.int32),
+    )
+    assert qf[: C.NP].tolist() == p.tolist()
+    assert qf[C.Q_NTYPES : C.Q_HEADER].tolist() == [2, 2, 1, 3]
+    assert qf[C.Q_HEADER :].tolist() == [0.5, 2.0, 1.5]
     assert qi.dtype == np.int32 and qi.tolist() == [1, 4, 3, 7, 8, 9]
     with pytest.raises(ValueError, match="rule_mult"):
         pack_query(p, np.ones(1), E32, np.array([3], np.int32), E64, E32)
@@ -1155,16 +1259,20 @@ def test_fused_rerank_skips_out_of_range_slots():
 def resolve_st(draw):
     m = draw(st.integers(0, 8))
     width = draw(st.integers(0, 3))
-    sims = np.array(draw(st.lists(st.sampled_from([0.9, 0.85, 0.8, 0.7, 0.5]) | st.floats(-1, 1),
-                                  min_size=m, max_size=m)), np.float64)
-    created = np.array(draw(st.lists(st.sampled_from([0.0, 100.0, 3600.0, 86400.0]) | st.floats(0, 1e7),
-                                     min_size=m, max_size=m)), np.float64)
+    sims = np.array(
+        draw(st.lists(st.sampled_from([0.9, 0.85, 0.8, 0.7, 0.5]) | st.floats(-1, 1), min_size=m, max_size=m)),
+        np.float64,
+    )
+    created = np.array(
+        draw(st.lists(st.sampled_from([0.0, 100.0, 3600.0, 86400.0]) | st.floats(0, 1e7), min_size=m, max_size=m)),
+        np.float64,
+    )
     conf = np.array(draw(st.lists(st.sampled_from([0.95, 0.5]) | confs, min_size=m, max_size=m)), np.float64)
     types = np.array(draw(st.lists(st.integers(0, 1), min_size=m, max_size=m)), np.int64)
     tags = np.full((m, width), -1, np.int32)
     for r in range(m):
         row = draw(st.lists(st.integers(0, 3), max_size=width, unique=True))
-        tags[r, :len(row)] = row
+        tags[r, : len(row)] = row
     margin = draw(st.sampled_from([-1.0, 0.0, 0.1, 0.3]))
     tag_margin = draw(st.sampled_from([-1.0, 0.1, 0.3, 1.0]))
     min_gap = draw(st.sampled_from([0.0, 3600.0]))
@@ -1204,8 +1312,11 @@ def test_resolve_order_puts_the_newer_statement_first_and_keeps_the_rest():
     far = np.array([0.82, 0.80, 0.6])
     tagged = np.array([[7], [-1], [7]], np.int32)
     assert resolve_order(far, created, conf, types, tagged, 0.1, 0.3, 3600.0, 0.1)[0].tolist() == [2, 0, 1]
-    assert resolve_order(far, created, conf, types, tags[:, :0].reshape(3, 0), 0.1, 0.3, 3600.0, 0.1)[0].tolist() \
-        == [0, 1, 2]
+    assert resolve_order(far, created, conf, types, tags[:, :0].reshape(3, 0), 0.1, 0.3, 3600.0, 0.1)[0].tolist() == [
+        0,
+        1,
+        2,
+    ]
 
 
 def test_a_superseded_memory_is_demoted_by_the_parameter():

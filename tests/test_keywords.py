@@ -6,7 +6,6 @@ BM25 with the cosine; user text is never FTS5 syntax."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -15,15 +14,15 @@ import textwrap
 
 import numpy as np
 import pytest
+from conftest import DIM, T0, unit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import DIM, T0, unit
 from tierstore import ManualClock, Policy, TierStore
-from tierstore.storage import keyword_index
 from tierstore.remote.client import RemoteStore
 from tierstore.remote.server.app import build_app
 from tierstore.remote.server.auth import Principal, TokenTable
+from tierstore.storage import keyword_index
 from tierstore.testing.embedders import hash_embed
 from tierstore.testing.live_server import ThreadedServer
 
@@ -63,6 +62,7 @@ def away(q: np.ndarray, rng) -> np.ndarray:
 
 # -- the index in step -------------------------------------------------------------------------
 
+
 def test_the_index_follows_adds_deletes_supersession_and_every_tier_move(tmp_path, rng):
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
@@ -82,7 +82,9 @@ def test_the_index_follows_adds_deletes_supersession_and_every_tier_move(tmp_pat
         assert word_ids(store, "u", "Globex") == []  # ... but is no keyword candidate: its successor is
         # an update (upsert: the old version deleted, the new inserted, one transaction)
         store.upsert_batch("u", [{"id": gone + "x", "content": "the bike lock code is 9913", "embedding": unit(rng)}])
-        store.upsert_batch("u", [{"id": gone + "x", "content": "the bike lock code is now 2207", "embedding": unit(rng)}])
+        store.upsert_batch(
+            "u", [{"id": gone + "x", "content": "the bike lock code is now 2207", "embedding": unit(rng)}]
+        )
         in_step(store)
         assert word_ids(store, "u", "2207") == [gone + "x"] and word_ids(store, "u", "9913") == []
         # dedupe: the same content again inserts nothing
@@ -145,8 +147,9 @@ def test_the_index_survives_sigkill(tmp_path, rng):
     path = tmp_path / "s"
     with TierStore.open(path, dim=DIM, clock=ManualClock(T0)) as store:
         store.add("k", "before the crash: the Zebulon kickoff", unit(rng))
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(path), repr(T0 + 10)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), repr(T0 + 10)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     clock = ManualClock(T0 + 2 * HOUR)
     with TierStore.open(path, clock=clock) as store:
@@ -183,8 +186,9 @@ def test_verify_finds_a_missing_and_an_extra_entry_and_repair_rebuilds(tmp_path,
         rid, content = store.engine.catalog.query_one("SELECT rid, content FROM memories WHERE id = ?", (a,))
 
         def damage(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO memory_text (memory_text, rowid, content) VALUES ('delete', ?, ?)",
-                         (rid, content))
+            conn.execute(
+                "INSERT INTO memory_text (memory_text, rowid, content) VALUES ('delete', ?, ?)", (rid, content)
+            )
             conn.execute("INSERT INTO memory_text (rowid, content) VALUES (999999, 'a ghost entry')")
 
         store.engine.catalog.write(damage)
@@ -201,6 +205,7 @@ def test_verify_finds_a_missing_and_an_extra_entry_and_repair_rebuilds(tmp_path,
 
 
 # -- hybrid search -----------------------------------------------------------------------------
+
 
 def test_a_rare_name_that_cosine_ranks_low_is_found_by_its_words(tmp_path, rng):
     clock = ManualClock(T0)
@@ -229,7 +234,9 @@ def test_keyword_candidates_in_the_cold_tier_are_found(tmp_path, rng):
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
         q = unit(rng)
-        chat = store.add("u", "the locksmith Ferdinand comes on Tuesday", at_cos(q, 0.5, rng), memory_type="conversation")
+        chat = store.add(
+            "u", "the locksmith Ferdinand comes on Tuesday", at_cos(q, 0.5, rng), memory_type="conversation"
+        )
         clock.advance(2 * HOUR)
         store.sweep()
         for i in range(30):  # hot memories that answer the vector well enough: "auto" does not reach the cold tier
@@ -249,12 +256,13 @@ def test_a_text_query_with_an_embedder_uses_its_own_words(tmp_path):
         rare = store.add("u", "Priyanka's birthday is on the ninth of March")
         hits = store.search("u", "when is the birthday of priyanka?", k=3, explain=True, record_access=False)
         assert hits[0].id == rare and hits[0].explain.raw["keywords"] > 0
-        off = store.search("u", "when is the birthday of priyanka?", k=3, explain=True, record_access=False,
-                           text="")
+        off = store.search("u", "when is the birthday of priyanka?", k=3, explain=True, record_access=False, text="")
         assert "keywords" not in off[0].explain.raw  # an empty text: meaning alone
 
 
-@pytest.mark.parametrize("text", ["", "   ", "the and of is it", "?!…—", "東京に住んでいます", "\u0301\u0301", "Ω" * 5000])
+@pytest.mark.parametrize(
+    "text", ["", "   ", "the and of is it", "?!…—", "東京に住んでいます", "\u0301\u0301", "Ω" * 5000]
+)
 def test_text_without_usable_words_answers_by_meaning(tmp_path, rng, text):
     with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
         q = unit(rng)
@@ -279,8 +287,18 @@ def fuzz_store(tmp_path_factory):
     rng = np.random.default_rng(3)
     clock = ManualClock(T0)
     store = TierStore.open(tmp_path_factory.mktemp("fuzz") / "s", dim=DIM, clock=clock)
-    for i, words in enumerate(["NEAR AND OR NOT", 'quote " here', "col: content", "star * and caret ^",
-                               "plain words", "(parens) {braces}", "Zoë's café", "- minus + plus"]):
+    for i, words in enumerate(
+        [
+            "NEAR AND OR NOT",
+            'quote " here',
+            "col: content",
+            "star * and caret ^",
+            "plain words",
+            "(parens) {braces}",
+            "Zoë's café",
+            "- minus + plus",
+        ]
+    ):
         store.add("u", words, rng.normal(size=DIM).astype(np.float32), memory_type="conversation" if i % 2 else "fact")
     clock.advance(2 * HOUR)
     store.sweep()
@@ -304,7 +322,7 @@ def test_fts_syntax_in_user_text_is_never_interpreted(fuzz_store, text):
     assert all(bm > 0 for *_, bm in found)
 
 
-@pytest.mark.parametrize("text", ['NEAR(a b)', 'content: plain', '"quote', 'star*', 'NOT plain', '^caret', 'a OR'])
+@pytest.mark.parametrize("text", ["NEAR(a b)", "content: plain", '"quote', "star*", "NOT plain", "^caret", "a OR"])
 def test_fts_operators_are_words(fuzz_store, text):
     got = {mid for _, mid, _, _ in keyword_index.keyword_candidates(fuzz_store.engine.catalog, "u", text, 10)}
     contents = {m.id: m.content.lower() for m in fuzz_store.memories("u")}
@@ -313,6 +331,7 @@ def test_fts_operators_are_words(fuzz_store, text):
 
 
 # -- the policy ----------------------------------------------------------------------------------
+
 
 def test_keyword_weight_is_validated():
     from tierstore.errors import PolicyError

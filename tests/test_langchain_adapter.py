@@ -26,8 +26,12 @@ def store(tmp_path):
 
 
 def test_mapped_metadata_keys_set_store_fields_and_metadata_stays_exact(store):
-    vs = TierStoreVectorStore(store, EMB, namespace="n", fields=FieldMap(
-        memory_type="kind", confidence="conf", tags="labels", ttl_seconds="ttl", pinned="pin"))
+    vs = TierStoreVectorStore(
+        store,
+        EMB,
+        namespace="n",
+        fields=FieldMap(memory_type="kind", confidence="conf", tags="labels", ttl_seconds="ttl", pinned="pin"),
+    )
     meta = {"kind": "preference", "conf": 0.9, "labels": ["travel"], "ttl": 120.0, "pin": False, "other": {"a": 1}}
     (mid,) = vs.add_documents([Document(page_content="likes window seats", metadata=meta)])
     m = store.get("n", mid)
@@ -140,8 +144,10 @@ def test_the_vector_store_works_over_a_remote_store(tmp_path):
             assert vs.add_texts(["old text", "other"], metadatas=[{"v": 1}, {"v": 2}], ids=["a", "b"]) == ["a", "b"]
             assert vs.add_texts(["new text"], metadatas=[{"v": 3}], ids=["a"]) == ["a"]
             docs = vs.get_by_ids(["a", "b"])
-            assert [(d.id, d.page_content, d.metadata) for d in docs] == [("a", "new text", {"v": 3}),
-                                                                          ("b", "other", {"v": 2})]
+            assert [(d.id, d.page_content, d.metadata) for d in docs] == [
+                ("a", "new text", {"v": 3}),
+                ("b", "other", {"v": 2}),
+            ]
             assert store.get("n", "a").content == "new text" and len(store.memories("n")) == 2
             assert vs.similarity_search("new text", k=1)[0].id == "a"
             assert vs.delete(["b"]) and vs.get_by_ids(["b"]) == []
@@ -195,8 +201,9 @@ def test_a_filter_keeps_what_in_memory_vector_store_keeps(store):
         assert [d.id for d in ours.similarity_search("0", k=k, filter=rare)] == want
         assert [d.id for d in ours.similarity_search("0", k=k, filter={"tag": "t7"})] == want
     assert want == ["d7", "d57", "d107"]
-    assert [d.id for d, _ in ours.similarity_search_with_score("0", k=2, filter={"i": {"$gte": 140}})] == \
-        [d.id for d in ref.similarity_search("0", k=2, filter=lambda d: d.metadata["i"] >= 140)]
+    assert [d.id for d, _ in ours.similarity_search_with_score("0", k=2, filter={"i": {"$gte": 140}})] == [
+        d.id for d in ref.similarity_search("0", k=2, filter=lambda d: d.metadata["i"] >= 140)
+    ]
     assert ours.similarity_search("0", k=3, filter={"tag": "none"}) == []
     for bad in ({"i": {"$regex": "x"}}, "tag = t7", 3):
         with pytest.raises(InvalidInputError):
@@ -223,11 +230,13 @@ def test_max_marginal_relevance_chooses_as_in_memory_vector_store(store):
     assert [d.id for d in ours.max_marginal_relevance_search("0", k=2, lambda_mult=0.3)] == ["d0", "d4"]
     assert [d.id for d in ours.max_marginal_relevance_search("0", k=2, lambda_mult=1.0)] == ["d0", "d1"]
     # with a filter, and through LangChain's retriever interface
-    assert [d.id for d in ours.max_marginal_relevance_search("0", k=2, lambda_mult=0.3, filter={"i": {"$ne": 2}})] \
-        == [d.id for d in ref.max_marginal_relevance_search("0", k=2, lambda_mult=0.3,
-                                                             filter=lambda d: d.metadata["i"] != 2)]
-    assert [d.id for d in ours.as_retriever(search_type="mmr", search_kwargs={"k": 2, "lambda_mult": 0.3})
-            .invoke("0")] == ["d0", "d4"]
+    assert [d.id for d in ours.max_marginal_relevance_search("0", k=2, lambda_mult=0.3, filter={"i": {"$ne": 2}})] == [
+        d.id
+        for d in ref.max_marginal_relevance_search("0", k=2, lambda_mult=0.3, filter=lambda d: d.metadata["i"] != 2)
+    ]
+    assert [
+        d.id for d in ours.as_retriever(search_type="mmr", search_kwargs={"k": 2, "lambda_mult": 0.3}).invoke("0")
+    ] == ["d0", "d4"]
     # only what it returns counts as used
     ours.max_marginal_relevance_search("0", k=2, lambda_mult=0.3, record_access=True)
     assert {m.id for m in store.memories("n") if m.access_count} == {"d0", "d4"}
@@ -250,18 +259,23 @@ def test_the_vector_store_over_tierstore_serve_with_the_adapters_policy(tmp_path
 
     policy_file = Path(__file__).resolve().parents[1] / "docs" / "examples" / "policy-adapters.toml"
     assert Policy.from_file(policy_file) == adapter_policy()
-    with ServerProcess(tmp_path / "s", "--dim", "8", "--policy", str(policy_file), cwd=tmp_path) as server, \
-            RemoteStore(server.url, token=TOKEN) as remote:
+    with (
+        ServerProcess(tmp_path / "s", "--dim", "8", "--policy", str(policy_file), cwd=tmp_path) as server,
+        RemoteStore(server.url, token=TOKEN) as remote,
+    ):
         assert remote.policy == adapter_policy()
         vs = TierStoreVectorStore(remote, _Angles(), namespace="n")
         vs.add_texts(["0", "10", "0 up", "40"], [{"i": 0}, {"i": 1}, {"i": 2}, {"i": 3}], ids=["a", "b", "c", "d"])
         vs.add_texts(["0"], [{"i": 0}], ids=["twin"])  # the same text: kept under its own id
         assert sorted(d.id for d in vs.similarity_search("0", k=5)) == ["a", "b", "c", "d", "twin"]
         assert [d.id for d in vs.similarity_search("0", k=2, filter={"i": {"$gte": 1}})] == ["b", "d"]
-        assert [d.id for d in vs.max_marginal_relevance_search("0", k=2, lambda_mult=0.3, filter={"i": {"$ne": 0}})] \
-            == ["b", "c"]
-    with ServerProcess(tmp_path / "plain", "--dim", "8", cwd=tmp_path) as server, \
-            RemoteStore(server.url, token=TOKEN) as remote:
+        assert [
+            d.id for d in vs.max_marginal_relevance_search("0", k=2, lambda_mult=0.3, filter={"i": {"$ne": 0}})
+        ] == ["b", "c"]
+    with (
+        ServerProcess(tmp_path / "plain", "--dim", "8", cwd=tmp_path) as server,
+        RemoteStore(server.url, token=TOKEN) as remote,
+    ):
         with pytest.raises(StoreConfigError, match="--policy docs/examples/policy-adapters.toml"):
             TierStoreVectorStore(remote, _Angles())
 

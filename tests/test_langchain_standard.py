@@ -3,7 +3,8 @@ RetrieversIntegrationTests over TierStoreVectorStore and TierStoreRetriever."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from langchain_core.vectorstores import VectorStore
@@ -27,8 +28,16 @@ class TestTierStoreRetriever(RetrieversIntegrationTests):
     def _store(self, tmp_path) -> Iterator[None]:
         embeddings = VectorStoreIntegrationTests.get_embeddings()
         self._vs = TierStoreVectorStore.from_texts(
-            ["Alice lives in Lisbon", "Alice likes window seats", "Bob plays chess", "Bob lives in Porto",
-             "the weather in Porto is mild"], embeddings, path=str(tmp_path / "r"))
+            [
+                "Alice lives in Lisbon",
+                "Alice likes window seats",
+                "Bob plays chess",
+                "Bob lives in Porto",
+                "the weather in Porto is mild",
+            ],
+            embeddings,
+            path=str(tmp_path / "r"),
+        )
         yield
         self._vs.close()
 

@@ -35,12 +35,18 @@ NAMESPACES = sorted([("a",), ("a", "b_1"), ("a", "b_1", "c"), ("ü", "x y"), ("z
 KEYS = ["k0", "k1", "k2", "k3"]
 WORDS = ["alice lives in lisbon", "bob plays chess", "lisbon", "chess club", "weather in porto", "porto"]
 
-values = st.fixed_dictionaries({"text": st.sampled_from(WORDS), "n": st.integers(0, 4),
-                                "s": st.sampled_from(["x", "y"]),
-                                "tags": st.lists(st.sampled_from(["p", "q"]), max_size=2),
-                                "my-key2": st.integers(0, 2), "2nd": st.sampled_from(["u", "v"]),
-                                "notes": st.lists(st.sampled_from(WORDS), max_size=2)},
-                               optional={"extra": st.fixed_dictionaries({"title": st.sampled_from(WORDS)})})
+values = st.fixed_dictionaries(
+    {
+        "text": st.sampled_from(WORDS),
+        "n": st.integers(0, 4),
+        "s": st.sampled_from(["x", "y"]),
+        "tags": st.lists(st.sampled_from(["p", "q"]), max_size=2),
+        "my-key2": st.integers(0, 2),
+        "2nd": st.sampled_from(["u", "v"]),
+        "notes": st.lists(st.sampled_from(WORDS), max_size=2),
+    },
+    optional={"extra": st.fixed_dictionaries({"title": st.sampled_from(WORDS)})},
+)
 
 
 def _named(ns: tuple[str, ...], k: str, v: dict[str, Any]) -> dict[str, Any]:
@@ -54,27 +60,46 @@ def _named(ns: tuple[str, ...], k: str, v: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-puts = st.builds(lambda ns, k, v, idx: PutOp(ns, k, _named(ns, k, v), index=idx),
-                 st.sampled_from(NAMESPACES), st.sampled_from(KEYS), values,
-                 st.sampled_from([None, False, ["text"], ["notes[*]", "extra.title"]]))
+puts = st.builds(
+    lambda ns, k, v, idx: PutOp(ns, k, _named(ns, k, v), index=idx),
+    st.sampled_from(NAMESPACES),
+    st.sampled_from(KEYS),
+    values,
+    st.sampled_from([None, False, ["text"], ["notes[*]", "extra.title"]]),
+)
 deletes = st.builds(lambda ns, k: PutOp(ns, k, None), st.sampled_from(NAMESPACES), st.sampled_from(KEYS))
 gets = st.builds(GetOp, st.sampled_from(NAMESPACES), st.sampled_from(KEYS + ["anchor", "missing"]))
 filters = st.one_of(
-    st.none(), st.fixed_dictionaries({"n": st.integers(0, 4)}), st.fixed_dictionaries({"s": st.sampled_from("xy")}),
-    st.builds(lambda op, x: {"n": {op: x}}, st.sampled_from(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]),
-              st.integers(0, 4)),
+    st.none(),
+    st.fixed_dictionaries({"n": st.integers(0, 4)}),
+    st.fixed_dictionaries({"s": st.sampled_from("xy")}),
+    st.builds(
+        lambda op, x: {"n": {op: x}}, st.sampled_from(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]), st.integers(0, 4)
+    ),
     st.builds(lambda t: {"tags": t}, st.lists(st.sampled_from(["p", "q"]), max_size=2)),
     st.builds(lambda a, b: {"n": {"$gte": a}, "s": {"$ne": b}}, st.integers(0, 4), st.sampled_from("xy")),
     # keys with hyphens and digits, as LangGraph's stores match them
     st.builds(lambda a, b: {"my-key2": a, "2nd": b}, st.integers(0, 2), st.sampled_from("uv")),
-    st.builds(lambda a: {"my-key2": {"$lt": a}}, st.integers(0, 2)))
+    st.builds(lambda a: {"my-key2": {"$lt": a}}, st.integers(0, 2)),
+)
 prefixes = st.sampled_from([(), ("a",), ("a", "b_1"), ("ü",), ("z", "a"), ("nope",)])
-searches = st.builds(SearchOp, prefixes, filters, st.integers(1, 5), st.integers(0, 3),
-                     st.one_of(st.none(), st.sampled_from(WORDS + ["lisbon chess"])))
+searches = st.builds(
+    SearchOp,
+    prefixes,
+    filters,
+    st.integers(1, 5),
+    st.integers(0, 3),
+    st.one_of(st.none(), st.sampled_from(WORDS + ["lisbon chess"])),
+)
 paths = st.lists(st.sampled_from(["a", "b_1", "*", "c", "ü", "x y", "z"]), min_size=1, max_size=2).map(tuple)
 conditions = st.lists(st.builds(MatchCondition, st.sampled_from(["prefix", "suffix"]), paths), max_size=2)
-listings = st.builds(lambda c, d, lim, off: ListNamespacesOp(tuple(c) or None, d, lim, off), conditions,
-                     st.one_of(st.none(), st.integers(1, 3)), st.integers(1, 6), st.integers(0, 2))
+listings = st.builds(
+    lambda c, d, lim, off: ListNamespacesOp(tuple(c) or None, d, lim, off),
+    conditions,
+    st.one_of(st.none(), st.integers(1, 3)),
+    st.integers(1, 6),
+    st.integers(0, 2),
+)
 batches = st.lists(st.one_of(puts, puts, deletes, gets, searches, searches, listings), min_size=1, max_size=3)
 
 
@@ -109,8 +134,11 @@ def _scores(result: Any) -> list[float]:
     if isinstance(result, list):
         return [x for r in result for x in _scores(r)]
     score = getattr(result, "score", None)
-    return [] if result is None or isinstance(result, tuple) or not hasattr(result, "score") \
+    return (
+        []
+        if result is None or isinstance(result, tuple) or not hasattr(result, "score")
         else [-1.0 if score is None else float(score)]
+    )
 
 
 def _assert_same(got: Any, want: Any, why: Any = None) -> None:
@@ -172,8 +200,19 @@ def test_differential_against_in_memory_store(shared_store, program):
     ref = ReplacingInMemoryStore(index=INDEX)
     for s in (ours, ref):
         for ns in NAMESPACES:
-            s.put(ns, "anchor", {"text": f"anchor {'/'.join(ns)}", "n": 0, "s": "x", "tags": [], "my-key2": 0,
-                                 "2nd": "u", "notes": [f"anchor note {'/'.join(ns)}"]})
+            s.put(
+                ns,
+                "anchor",
+                {
+                    "text": f"anchor {'/'.join(ns)}",
+                    "n": 0,
+                    "s": "x",
+                    "tags": [],
+                    "my-key2": 0,
+                    "2nd": "u",
+                    "notes": [f"anchor note {'/'.join(ns)}"],
+                },
+            )
     for ops, as_lists in program:
         _assert_same(ours.batch([_as_lists(op) for op in ops] if as_lists else ops), ref.batch(ops), ops)
     final = [SearchOp(p, None, 100, 0, None) for p in [(), ("a",)]] + [ListNamespacesOp(None, None, 100, 0)]
@@ -197,8 +236,10 @@ def test_fused_ranking_returns_the_same_items(tmp_path):
 
 
 def test_emptied_namespace_is_not_listed_as_in_sqlite_store(tmp_path):
-    with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store, \
-            SqliteStore.from_conn_string(":memory:") as ref:
+    with (
+        TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store,
+        SqliteStore.from_conn_string(":memory:") as ref,
+    ):
         ref.setup()
         ours = TierStoreStore(store)
         for s in (ours, ref):
@@ -213,14 +254,26 @@ def test_filters_and_list_namespaces_as_in_sqlite_store(tmp_path):
     """Filter keys with hyphens and digits, and dotted paths into nested
     values, match what LangGraph's SQLite store matches; namespaces given as
     lists are the tuples' namespaces."""
-    items = {"hyphen": {"access-level": "public", "user": {"access-level": "nested"}, "n": 1},
-             "digit": {"123abc": "ok", "user": {"123abc": "ok2"}, "n": 2},
-             "deep": {"a": {"b-1": {"c2": 3}}, "n": 3}}
-    flts = [{"access-level": "public"}, {"user.access-level": "nested"}, {"123abc": "ok"}, {"user.123abc": "ok2"},
-            {"a.b-1.c2": 3}, {"a.b-1.c2": {"$gte": 3}}, {"user.access-level": "public"},
-            {"n": {"$gt": 1}}, {"missing.path": 1}]
-    with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store, \
-            SqliteStore.from_conn_string(":memory:") as ref:
+    items = {
+        "hyphen": {"access-level": "public", "user": {"access-level": "nested"}, "n": 1},
+        "digit": {"123abc": "ok", "user": {"123abc": "ok2"}, "n": 2},
+        "deep": {"a": {"b-1": {"c2": 3}}, "n": 3},
+    }
+    flts = [
+        {"access-level": "public"},
+        {"user.access-level": "nested"},
+        {"123abc": "ok"},
+        {"user.123abc": "ok2"},
+        {"a.b-1.c2": 3},
+        {"a.b-1.c2": {"$gte": 3}},
+        {"user.access-level": "public"},
+        {"n": {"$gt": 1}},
+        {"missing.path": 1},
+    ]
+    with (
+        TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store,
+        SqliteStore.from_conn_string(":memory:") as ref,
+    ):
         ref.setup()
         ours = TierStoreStore(store)
         for s in (ours, ref):
@@ -249,8 +302,10 @@ def test_a_ttl_given_to_put_overrides_the_default_as_in_sqlite_store(tmp_path):
     ``ttl=None`` means none; leaving it out takes the default."""
     config = {"default_ttl": 5.0, "refresh_on_read": False}
     clock = ManualClock(1_700_000_000.0)
-    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock, policy=adapter_policy()) as store, \
-            SqliteStore.from_conn_string(":memory:", ttl=config) as ref:
+    with (
+        TierStore.open(tmp_path / "s", dim=DIM, clock=clock, policy=adapter_policy()) as store,
+        SqliteStore.from_conn_string(":memory:", ttl=config) as ref,
+    ):
         ref.setup()
         ours = TierStoreStore(store, ttl=config)
         for s in (ours, ref):
@@ -309,8 +364,9 @@ def test_an_item_scores_by_its_best_field_as_in_in_memory_store(tmp_path):
         # put(index=False) keeps the vectors an earlier put made, as InMemoryStore
         for s in (ours, ref):
             s.put(("u",), "a", {"title": "nothing indexed"}, index=False)
-        assert [(i.key, round(i.score, 6)) for i in ours.search(("u",), query="violin")] == \
-            [(i.key, round(i.score, 6)) for i in ref.search(("u",), query="violin")]
+        assert [(i.key, round(i.score, 6)) for i in ours.search(("u",), query="violin")] == [
+            (i.key, round(i.score, 6)) for i in ref.search(("u",), query="violin")
+        ]
 
 
 def test_too_many_texts_to_keep_their_vectors_are_refused(tmp_path):
@@ -347,8 +403,10 @@ def _ttl_scenario(store: BaseStore) -> list[Any]:
 
 def test_ttl_semantics_match_sqlite_store(tmp_path):
     ttl = {"refresh_on_read": True}
-    with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store, \
-            SqliteStore.from_conn_string(str(tmp_path / "ref.sqlite"), ttl=ttl) as ref:
+    with (
+        TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store,
+        SqliteStore.from_conn_string(str(tmp_path / "ref.sqlite"), ttl=ttl) as ref,
+    ):
         ref.setup()
         ours = TierStoreStore(store, ttl=ttl)
         want = _ttl_scenario(ref)
@@ -356,8 +414,11 @@ def test_ttl_semantics_match_sqlite_store(tmp_path):
         assert want == [["a", "b", "c"], {"v": "b"}, {"v": "a"}, 1, ["b", "c"], True, 1, ["c"]]
         assert got == want
         # beyond LangGraph: the expired items were archived, and come back
-        assert {m.id: m.tier for m in store.memories(nsmap.encode("lg", ("t",)))} == {"a": "cold", "b": "cold",
-                                                                                      "c": "hot"}
+        assert {m.id: m.tier for m in store.memories(nsmap.encode("lg", ("t",)))} == {
+            "a": "cold",
+            "b": "cold",
+            "c": "hot",
+        }
         assert store.restore(nsmap.encode("lg", ("t",)), ids=["a"]) == ["a"]
         assert ours.get(("t",), "a").value == {"v": "a"}
 
@@ -409,10 +470,14 @@ def test_a_graph_node_uses_the_store(tmp_path):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.text(min_size=1, max_size=6).filter(lambda s: "." not in s and "\x00" not in s),
-                min_size=1, max_size=4).map(tuple),
-       st.lists(st.text(min_size=1, max_size=6).filter(lambda s: "." not in s and "\x00" not in s),
-                min_size=1, max_size=4).map(tuple))
+@given(
+    st.lists(
+        st.text(min_size=1, max_size=6).filter(lambda s: "." not in s and "\x00" not in s), min_size=1, max_size=4
+    ).map(tuple),
+    st.lists(
+        st.text(min_size=1, max_size=6).filter(lambda s: "." not in s and "\x00" not in s), min_size=1, max_size=4
+    ).map(tuple),
+)
 def test_namespace_mapping_is_reversible_and_injective(a, b):
     try:
         ea = nsmap.encode("lg", a)
@@ -431,12 +496,14 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path):
     with TierStore.open(tmp_path / "s", dim=DIM, policy=adapter_policy()) as store:
         ours = TierStoreStore(store, index=INDEX)
         ours.put(("u",), "k", {"text": "kept"})
-        for bad in [lambda: ours.batch([PutOp(("u", "a.b"), "k", {"x": 1})]),
-                    lambda: ours.batch([PutOp(("u",), "k", {"x": float("nan")})]),
-                    lambda: ours.batch([PutOp(("u",), "k", {"x": object()})]),
-                    lambda: ours.batch([PutOp(("u",), "k", {"text": "x"}, ttl=-1)]),
-                    lambda: ours.search(("u",), filter={"x": {"$regex": "a"}}),
-                    lambda: ours.batch([PutOp(tuple(["long" * 10] * 4), "k", {"x": 1})])]:
+        for bad in [
+            lambda: ours.batch([PutOp(("u", "a.b"), "k", {"x": 1})]),
+            lambda: ours.batch([PutOp(("u",), "k", {"x": float("nan")})]),
+            lambda: ours.batch([PutOp(("u",), "k", {"x": object()})]),
+            lambda: ours.batch([PutOp(("u",), "k", {"text": "x"}, ttl=-1)]),
+            lambda: ours.search(("u",), filter={"x": {"$regex": "a"}}),
+            lambda: ours.batch([PutOp(tuple(["long" * 10] * 4), "k", {"x": 1})]),
+        ]:
             with pytest.raises((InvalidInputError, InvalidNamespaceError)):
                 bad()
         assert ours.get(("u",), "k").value == {"text": "kept"} and store.stats().total == 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from conftest import DIM, T0, unit
+
 from tierstore import ManualClock, Policy, TierStore
 
 DAY = 86400.0
@@ -78,8 +78,9 @@ def test_accessed_weight_matches_seed_formula(tmp_path, rng):
     policy = Policy.from_dict({"confidence": {"decay_half_life": None}})
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, policy=policy, clock=clock) as store:
-        mid = store.add("dan", "likes window seats", unit(rng), memory_type="preference", confidence=1.0,
-                        source="user_confirmation")
+        mid = store.add(
+            "dan", "likes window seats", unit(rng), memory_type="preference", confidence=1.0, source="user_confirmation"
+        )
         m0 = store.get("dan", mid)
         h = store.policy.types["preference"].half_life_seconds * store.policy.half_life_scale(m0.confidence)
         lam = math.log(2) / h
@@ -91,7 +92,9 @@ def test_accessed_weight_matches_seed_formula(tmp_path, rng):
             store.touch("dan", mid)
         t_now = T0 + 12 * DAY
         clock.set(t_now)
-        expected = w0 * math.exp(-lam * (t_now - T0)) + sum(boost * math.exp(-lam * (t_now - ti)) for ti in access_times)
+        expected = w0 * math.exp(-lam * (t_now - T0)) + sum(
+            boost * math.exp(-lam * (t_now - ti)) for ti in access_times
+        )
         m = store.get("dan", mid)
         assert m.access_count == 3
         assert m.weight == pytest.approx(expected, abs=1e-6)
@@ -129,13 +132,17 @@ def test_ttl_override_is_taken_as_given(store, rng):
 
 def test_sweep_reads_only_due_rows(store, clock, rng):
     store.add_batch("g", [{"content": f"fact {i}", "embedding": unit(rng), "memory_type": "fact"} for i in range(300)])
-    store.add_batch("g", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"} for i in range(7)])
+    store.add_batch(
+        "g", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"} for i in range(7)]
+    )
     clock.advance(2 * HOUR)
     report = store.sweep()
     assert report.examined == 7
     assert report.archived == 7
     assert report.remaining_due == 0
-    store.add_batch("g", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"} for i in range(7, 14)])
+    store.add_batch(
+        "g", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"} for i in range(7, 14)]
+    )
     clock.advance(2 * HOUR)
     bounded = store.sweep(max_items=3)
     assert bounded.examined == 3 and bounded.remaining_due == 4

@@ -23,10 +23,9 @@ import json
 import re
 
 import pytest
-
 from conftest import DIM, unit
+
 from tierstore import ManualClock, Policy, TierStore
-from tierstore.errors import InvalidInputError
 from tierstore.analytics.lifecycle import (
     DEFAULT_KEEP_KINDS,
     compact_events,
@@ -36,19 +35,22 @@ from tierstore.analytics.lifecycle import (
     survival_quantile,
     tier_at,
 )
+from tierstore.errors import InvalidInputError
 
 DAY = 86400.0
 D = 19676  # a POSIX day number
 D0 = D * DAY
 
-POLICY = Policy.from_dict({
-    "types": {
-        "fact": {"ttl": None, "half_life": "1000d", "refresh_on_read": False},
-        "note": {"ttl": None, "half_life": "1d", "refresh_on_read": False},
-    },
-    # no confidence scaling or decay: half-lives and TTLs are exactly as written
-    "confidence": {"half_life_floor": 1.0, "ttl_floor": 1.0, "decay_half_life": None},
-})
+POLICY = Policy.from_dict(
+    {
+        "types": {
+            "fact": {"ttl": None, "half_life": "1000d", "refresh_on_read": False},
+            "note": {"ttl": None, "half_life": "1d", "refresh_on_read": False},
+        },
+        # no confidence scaling or decay: half-lives and TTLs are exactly as written
+        "confidence": {"half_life_floor": 1.0, "ttl_floor": 1.0, "decay_half_life": None},
+    }
+)
 
 
 def at(clock: ManualClock, days: float) -> None:
@@ -101,8 +103,18 @@ def scripted(tmp_path, rng):
 def test_event_counts(scripted):
     store, _ = scripted
     m = lifecycle_metrics(store)
-    assert m["events"]["by_kind"] == {"create": 6, "promote": 1, "demote": 2, "archive": 4, "restore": 1, "reactivate": 0,
-                                      "delete": 1, "feedback": 5, "pin": 1, "unpin": 0}
+    assert m["events"]["by_kind"] == {
+        "create": 6,
+        "promote": 1,
+        "demote": 2,
+        "archive": 4,
+        "restore": 1,
+        "reactivate": 0,
+        "delete": 1,
+        "feedback": 5,
+        "pin": 1,
+        "unpin": 0,
+    }
     assert m["events"]["total"] == 21
     json.dumps(m)  # JSON-serialisable
 
@@ -147,8 +159,10 @@ def test_a_restored_memory_ended_its_first_life_and_is_alive_now(tmp_path, rng):
         pytest.importorskip("matplotlib")
         text = write_report(store, tmp_path / "r").read_text()
     assert "<th>hot or warm now</th>" in text
-    assert "<td>fact</td><td>2</td><td>2</td><td>0</td><td>2</td><td>0</td><td>2 days</td><td>2 days</td>" \
-           "<td>1</td>" in text
+    assert (
+        "<td>fact</td><td>2</td><td>2</td><td>0</td><td>2</td><td>0</td><td>2 days</td><td>2 days</td>"
+        "<td>1</td>" in text
+    )
 
 
 def test_access_counts_at_end(scripted):
@@ -157,7 +171,14 @@ def test_access_counts_at_end(scripted):
     # first ends: f4 (0 accesses), f1 (1), f2 (3), n1 (1: the touch that promoted it)
     assert a["count"] == 4 and a["mean"] == pytest.approx(5 / 4)
     assert {b["label"]: b["count"] for b in a["buckets"]} == {
-        "0": 1, "1": 2, "2-3": 1, "4-7": 0, "8-15": 0, "16-31": 0, "32+": 0}
+        "0": 1,
+        "1": 2,
+        "2-3": 1,
+        "4-7": 0,
+        "8-15": 0,
+        "16-31": 0,
+        "32+": 0,
+    }
     assert a["by_type"] == {"fact": {"count": 3, "mean": pytest.approx(4 / 3)}, "note": {"count": 1, "mean": 1.0}}
 
 
@@ -332,8 +353,10 @@ def test_kaplan_meier_by_hand():
 
 # ---------------------------------------------------------------- Prometheus
 
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*)\})? '
-                    r'(-?[0-9.eE+-]+|NaN|[+-]Inf)$')
+SAMPLE = re.compile(
+    r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*",?)*)\})? '
+    r"(-?[0-9.eE+-]+|NaN|[+-]Inf)$"
+)
 META = re.compile(r"^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+$")
 
 

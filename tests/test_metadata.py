@@ -7,17 +7,24 @@ import math
 import sqlite3
 
 import pytest
+from conftest import DIM, T0, unit
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import DIM, T0, unit
 from tierstore import ManualClock, TierStore
-from tierstore.tiers.archive import check_record
 from tierstore.errors import CorruptDataError, InvalidInputError
+from tierstore.tiers.archive import check_record
 
 HOUR, DAY = 3600.0, 86400.0
-META = {"source_doc": "handbook.pdf", "page": 3, "score": 0.25, "ok": True, "none": None,
-        "nested": {"a": [1, 2.5, "x", {"b": []}]}, "unicode": "Zürich 東京"}
+META = {
+    "source_doc": "handbook.pdf",
+    "page": 3,
+    "score": 0.25,
+    "ok": True,
+    "none": None,
+    "nested": {"a": [1, 2.5, "x", {"b": []}]},
+    "unicode": "Zürich 東京",
+}
 
 
 def test_metadata_round_trips_hot_warm_cold_restore(store, clock, rng):
@@ -54,8 +61,9 @@ def test_metadata_survives_reopen_and_hot_compaction(tmp_path, rng):
     clock = ManualClock(T0)
     path = tmp_path / "s"
     with TierStore.open(path, dim=DIM, clock=clock) as store:
-        ids = store.add_batch("m", [{"content": f"note {i}", "embedding": unit(rng), "metadata": {"i": i}}
-                                    for i in range(300)])
+        ids = store.add_batch(
+            "m", [{"content": f"note {i}", "embedding": unit(rng), "metadata": {"i": i}} for i in range(300)]
+        )
         for i in ids[:200]:  # past half dead slots: the namespace is compacted
             store.delete("m", i)
         assert [store.get("m", i).metadata for i in ids[200:]] == [{"i": i} for i in range(200, 300)]
@@ -70,32 +78,38 @@ def test_rebuilt_catalog_keeps_metadata(tmp_path, rng):
         plain = store.add("m", "said bye", unit(rng), memory_type="conversation")
         clock.advance(2 * HOUR)
         assert store.sweep().archived == 2
-    with TierStore.open(tmp_path / "new", dim=DIM, clock=clock, cold=str(tmp_path / "old" / "cold"),
-                        take_over_cold=True) as fresh:
+    with TierStore.open(
+        tmp_path / "new", dim=DIM, clock=clock, cold=str(tmp_path / "old" / "cold"), take_over_cold=True
+    ) as fresh:
         assert fresh.rebuild_catalog()["inserted"] == 2
         assert fresh.get("m", mid).metadata == META and fresh.get("m", plain).metadata is None
         fresh.restore("m", ids=[mid])
         assert fresh.get("m", mid).metadata == META
 
 
-@pytest.mark.parametrize("bad, words", [
-    ("not a dict", "must be a dict"),
-    ([("a", 1)], "must be a dict"),
-    ({1: "x"}, "not a string"),
-    ({"a": math.nan}, "finite"),
-    ({"a": {"b": [math.inf]}}, "metadata['a']['b'][0]"),
-    ({"a": {1, 2}}, "set is not JSON"),
-    ({"a": b"bytes"}, "bytes is not JSON"),
-    ({"a": "\udc80"}, "lone surrogate"),
-    ({"a": "x" * 70_000}, "more than the limit"),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        ("not a dict", "must be a dict"),
+        ([("a", 1)], "must be a dict"),
+        ({1: "x"}, "not a string"),
+        ({"a": math.nan}, "finite"),
+        ({"a": {"b": [math.inf]}}, "metadata['a']['b'][0]"),
+        ({"a": {1, 2}}, "set is not JSON"),
+        ({"a": b"bytes"}, "bytes is not JSON"),
+        ({"a": "\udc80"}, "lone surrogate"),
+        ({"a": "x" * 70_000}, "more than the limit"),
+    ],
+)
 def test_bad_metadata_is_refused_and_changes_nothing(store, rng, bad, words):
     with pytest.raises(InvalidInputError, match=None) as info:
         store.add("m", "x", unit(rng), metadata=bad)
     assert words in str(info.value)
     with pytest.raises(InvalidInputError):
-        store.add_batch("m", [{"content": "ok", "embedding": unit(rng)},
-                              {"content": "bad", "embedding": unit(rng), "metadata": bad}])
+        store.add_batch(
+            "m",
+            [{"content": "ok", "embedding": unit(rng)}, {"content": "bad", "embedding": unit(rng), "metadata": bad}],
+        )
     assert store.stats().total == 0
 
 
@@ -122,11 +136,32 @@ def test_tuples_read_back_as_lists_and_empty_metadata_stays_empty(store, rng):
 
 
 def test_archive_record_metadata_is_checked(rng):
-    rec = {"ns": "m", "id": "x", "content": "c", "embedding": unit(rng).tobytes(), "memory_type": "fact",
-           "source": "s", "tags": [], "created_at": 0.0, "last_accessed_at": 0.0, "access_count": 0,
-           "conf_llm": None, "conf_rule": None, "conf_feedback": None, "confidence": 1.0, "t_conf": 0.0,
-           "ttl_seconds": None, "pinned": False, "w_ref": 1.0, "t_ref": 0.0, "half_life": 1.0, "ttl": None,
-           "ttl_anchor": 0.0, "ctx_mult": 1.0, "archived_at": 0.0}
+    rec = {
+        "ns": "m",
+        "id": "x",
+        "content": "c",
+        "embedding": unit(rng).tobytes(),
+        "memory_type": "fact",
+        "source": "s",
+        "tags": [],
+        "created_at": 0.0,
+        "last_accessed_at": 0.0,
+        "access_count": 0,
+        "conf_llm": None,
+        "conf_rule": None,
+        "conf_feedback": None,
+        "confidence": 1.0,
+        "t_conf": 0.0,
+        "ttl_seconds": None,
+        "pinned": False,
+        "w_ref": 1.0,
+        "t_ref": 0.0,
+        "half_life": 1.0,
+        "ttl": None,
+        "ttl_anchor": 0.0,
+        "ctx_mult": 1.0,
+        "archived_at": 0.0,
+    }
     assert check_record(dict(rec), "t", DIM)  # a record of earlier code, without the field
     assert check_record({**rec, "metadata": '{"a":1}'}, "t", DIM)
     with pytest.raises(CorruptDataError, match="metadata"):
@@ -167,10 +202,14 @@ def test_memories_lists_a_namespace_in_order_from_every_tier(store, clock, rng):
 
 
 _json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(10**40), max_value=10**40)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.characters(blacklist_categories=("Cs",))),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
-    max_leaves=12)
+    max_leaves=12,
+)
 
 
 @given(st.dictionaries(st.text(max_size=5), _json_values, max_size=5))

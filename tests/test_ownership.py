@@ -19,8 +19,10 @@ HOUR = 3600.0
 
 
 def _archive_some(store, clock, rng, n=4):
-    ids = store.add_batch("c", [{"content": f"chat {i}", "embedding": rng.normal(size=DIM),
-                                 "memory_type": "conversation"} for i in range(n)])
+    ids = store.add_batch(
+        "c",
+        [{"content": f"chat {i}", "embedding": rng.normal(size=DIM), "memory_type": "conversation"} for i in range(n)],
+    )
     clock.advance(2 * HOUR)
     assert store.sweep().archived == n
     return ids
@@ -39,8 +41,9 @@ def _second_store_is_refused_then_handed_over(tmp_path, cold, cold_options, list
         objects_before = list_keys()
         # the scratch-store accident of the issue: rebuilt on the bucket, it restores and would delete
         monkeypatch.setattr(ownership, "RECHECK_S", 0.0)
-        with TierStore.open(tmp_path / "b", dim=DIM, clock=clock, cold=cold, cold_options=cold_options,
-                            take_over_cold=True) as second:
+        with TierStore.open(
+            tmp_path / "b", dim=DIM, clock=clock, cold=cold, cold_options=cold_options, take_over_cold=True
+        ) as second:
             assert second.store_id != first.store_id
             assert second.rebuild_catalog()["inserted"] == len(ids)
         # the first store lost the prefix: it stops deleting there, and says so
@@ -66,10 +69,12 @@ def test_an_s3_prefix_belongs_to_one_store(tmp_path, monkeypatch, moto_server, s
         resp = moto_server.client().list_objects_v2(Bucket=s3_bucket, Prefix="shared/")
         return sorted(o["Key"] for o in resp.get("Contents", ()))
 
-    _second_store_is_refused_then_handed_over(tmp_path, f"s3://{s3_bucket}/shared",
-                                              {"endpoint_url": moto_server.endpoint_url}, keys, monkeypatch)
-    owner = ownership.Owner.parse(moto_server.client().get_object(
-        Bucket=s3_bucket, Key="shared/owner.json")["Body"].read())
+    _second_store_is_refused_then_handed_over(
+        tmp_path, f"s3://{s3_bucket}/shared", {"endpoint_url": moto_server.endpoint_url}, keys, monkeypatch
+    )
+    owner = ownership.Owner.parse(
+        moto_server.client().get_object(Bucket=s3_bucket, Key="shared/owner.json")["Body"].read()
+    )
     assert owner is not None and owner.path == str((tmp_path / "b").resolve())
 
 
@@ -104,8 +109,12 @@ def test_a_damaged_owner_object_is_refused_until_taken_over(tmp_path):
 
 def test_a_missing_bucket_is_an_error_at_open_and_nothing_is_left(tmp_path, moto_server):
     with pytest.raises(StoreConfigError, match="cannot reach the object store"):
-        TierStore.open(tmp_path / "s", dim=DIM, cold="s3://no-such-bucket-tierstore/p",
-                       cold_options={"endpoint_url": moto_server.endpoint_url})
+        TierStore.open(
+            tmp_path / "s",
+            dim=DIM,
+            cold="s3://no-such-bucket-tierstore/p",
+            cold_options={"endpoint_url": moto_server.endpoint_url},
+        )
     assert not (tmp_path / "s").exists()
 
 
@@ -143,8 +152,19 @@ def test_cli_rebuild_catalog_takes_a_prefix_over(tmp_path):
     with TierStore.open(tmp_path / "old", dim=DIM, clock=clock) as store:
         ids = _archive_some(store, clock, rng)
     cold = str(tmp_path / "old" / "cold")
-    cmd = [sys.executable, "-m", "tierstore.tools.cli", "rebuild-catalog", str(tmp_path / "new"), "--dim", str(DIM),
-           "--cold", cold, "--now", str(T0 + 3 * HOUR)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tierstore.tools.cli",
+        "rebuild-catalog",
+        str(tmp_path / "new"),
+        "--dim",
+        str(DIM),
+        "--cold",
+        cold,
+        "--now",
+        str(T0 + 3 * HOUR),
+    ]
     refused = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "--take-over-cold" in refused.stderr
     assert not (tmp_path / "new").exists()

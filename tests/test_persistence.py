@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import DIM, T0, unit
+
 from tierstore import HotSettings, ManualClock, Policy, Settings, StoreConfigError, TierStore, TypePolicy
 
 
@@ -25,12 +25,22 @@ def test_reopen_restores_everything(tmp_path, rng):
     clock = ManualClock(T0)
     path = tmp_path / "s"
     with TierStore.open(path, dim=DIM, clock=clock) as store:
-        ids = store.add_batch("alice", [
-            {"content": f"memory {i}", "embedding": unit(rng), "memory_type": t, "tags": [f"t{i % 3}"],
-             "confidence": 0.5 + i / 100, "source": "ai_inference" if i % 2 else "user_declaration",
-             "ttl_seconds": 7200 if i == 3 else None, "pinned": i == 4}
-            for i, t in enumerate(["fact", "conversation", "preference", "task", "opinion"] * 4)
-        ])
+        ids = store.add_batch(
+            "alice",
+            [
+                {
+                    "content": f"memory {i}",
+                    "embedding": unit(rng),
+                    "memory_type": t,
+                    "tags": [f"t{i % 3}"],
+                    "confidence": 0.5 + i / 100,
+                    "source": "ai_inference" if i % 2 else "user_declaration",
+                    "ttl_seconds": 7200 if i == 3 else None,
+                    "pinned": i == 4,
+                }
+                for i, t in enumerate(["fact", "conversation", "preference", "task", "opinion"] * 4)
+            ],
+        )
         clock.advance(600)
         store.touch("alice", ids[:5])
         store.touch("alice", ids[0])
@@ -107,8 +117,9 @@ def test_memories_an_older_version_stored_as_never_due_get_a_due_time_at_open(tm
         store.flush()
         fine_due = store.get("u", fine).due_at
         # as the older version left it
-        store.engine.catalog.write(lambda conn: conn.execute(
-            "UPDATE memories SET due_at = NULL WHERE id = ?", (stuck,)))
+        store.engine.catalog.write(
+            lambda conn: conn.execute("UPDATE memories SET due_at = NULL WHERE id = ?", (stuck,))
+        )
         store.engine.catalog.write(lambda conn: conn.execute("DELETE FROM meta WHERE key = 'due_times'"))
     with TierStore.open(path, clock=clock) as store:
         due = dict(store.engine.catalog.query("SELECT id, due_at FROM memories"))
@@ -124,9 +135,13 @@ def test_namespace_grows_into_an_hnsw_index_and_reloads_from_checkpoint(tmp_path
     path = tmp_path / "s"
     vecs = rng.normal(size=(200, DIM)).astype(np.float32)
     with TierStore.open(path, dim=DIM, clock=clock, settings=small_hot()) as store:
-        ids = store.add_batch("big", [{"content": str(i), "embedding": v, "id": f"m{i}"} for i, v in enumerate(vecs[:40])])
+        ids = store.add_batch(
+            "big", [{"content": str(i), "embedding": v, "id": f"m{i}"} for i, v in enumerate(vecs[:40])]
+        )
         assert store.stats().hot_loaded["big"] == "exact"
-        ids += store.add_batch("big", [{"content": str(i), "embedding": v, "id": f"m{i}"} for i, v in enumerate(vecs[40:150], 40)])
+        ids += store.add_batch(
+            "big", [{"content": str(i), "embedding": v, "id": f"m{i}"} for i, v in enumerate(vecs[40:150], 40)]
+        )
         assert store.stats().hot_loaded["big"] == "hnsw"
         store.delete("big", "m7")
         hits_before = [h.id for h in store.search("big", vecs[3], k=5, record_access=False)]
@@ -139,7 +154,9 @@ def test_namespace_grows_into_an_hnsw_index_and_reloads_from_checkpoint(tmp_path
         assert hot.index is not None and hot.index.ef == 64  # ef is set again after load
         assert hot.live == 149
         assert [h.id for h in store.search("big", vecs[3], k=5, record_access=False)] == hits_before
-        store.add_batch("big", [{"content": str(i), "embedding": v, "id": f"m{i}"} for i, v in enumerate(vecs[150:], 150)])
+        store.add_batch(
+            "big", [{"content": str(i), "embedding": v, "id": f"m{i}"} for i, v in enumerate(vecs[150:], 150)]
+        )
         store.engine.hot.checkpoint()  # saved now ...
         store.add("big", "late", vecs[0] + 0.001, id="late")  # ... and this one only in the catalog
     with TierStore.open(path, dim=DIM, clock=clock, settings=small_hot()) as store:
@@ -183,12 +200,28 @@ def test_a_catalog_row_reads_back_every_column_in_place(tmp_path):
     assert list(MemoryRow.__dataclass_fields__) == list(MEMORY_COLUMNS)
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
-        store.add("u", "pinned fact", unit(np.random.default_rng(1)), id="a", memory_type="fact", tags=["x", "y"],
-                  pinned=True, key="slot", metadata={"k": 1}, ttl_seconds=99.0, source="user_declaration")
+        store.add(
+            "u",
+            "pinned fact",
+            unit(np.random.default_rng(1)),
+            id="a",
+            memory_type="fact",
+            tags=["x", "y"],
+            pinned=True,
+            key="slot",
+            metadata={"k": 1},
+            ttl_seconds=99.0,
+            source="user_declaration",
+        )
         store.flush()
         row = store.engine.catalog.get_row("u", "a")
-    assert (row.ns, row.id, row.content, row.memory_type, row.source) == ("u", "a", "pinned fact", "fact",
-                                                                          "user_declaration")
+    assert (row.ns, row.id, row.content, row.memory_type, row.source) == (
+        "u",
+        "a",
+        "pinned fact",
+        "fact",
+        "user_declaration",
+    )
     assert row.tags == ("x", "y") and row.pinned is True and row.key == "slot" and json.loads(row.metadata) == {"k": 1}
     assert row.ttl_seconds == 99.0 and row.created_at == T0 and row.tier == 0 and row.cold_key is None
     assert row.due_at == float("inf")  # pinned: never due (NULL in SQL)

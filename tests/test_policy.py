@@ -32,9 +32,13 @@ def test_fusion_is_a_weighted_mean_of_present_signals():
     p = Policy.default()
     c = p.confidence
     assert p.fuse_confidence(0.8, None, None) == pytest.approx(0.8)
-    assert p.fuse_confidence(0.8, 0.95, None) == pytest.approx((c.llm_weight * 0.8 + c.rule_weight * 0.95) / (c.llm_weight + c.rule_weight))
+    assert p.fuse_confidence(0.8, 0.95, None) == pytest.approx(
+        (c.llm_weight * 0.8 + c.rule_weight * 0.95) / (c.llm_weight + c.rule_weight)
+    )
     assert p.fuse_confidence(0.8, 0.95, 0.3) == pytest.approx(
-        (c.llm_weight * 0.8 + c.rule_weight * 0.95 + c.feedback_weight * 0.3) / (c.llm_weight + c.rule_weight + c.feedback_weight))
+        (c.llm_weight * 0.8 + c.rule_weight * 0.95 + c.feedback_weight * 0.3)
+        / (c.llm_weight + c.rule_weight + c.feedback_weight)
+    )
 
 
 TOML = """

@@ -3,11 +3,10 @@ no collapse (issue 4)."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
-
 from conftest import DIM, T0, unit
+
 from tierstore import ManualClock, Policy, TierStore
 
 DAY = 86400.0
@@ -22,8 +21,12 @@ TRAVEL_FOOD = {
 
 
 def open_store(tmp_path, policy=None, clock=None):
-    return TierStore.open(tmp_path / "s", dim=DIM, clock=clock or ManualClock(T0),
-                          policy=Policy.from_dict(policy) if isinstance(policy, dict) else policy)
+    return TierStore.open(
+        tmp_path / "s",
+        dim=DIM,
+        clock=clock or ManualClock(T0),
+        policy=Policy.from_dict(policy) if isinstance(policy, dict) else policy,
+    )
 
 
 def test_travel_versus_food_context(tmp_path, rng):
@@ -41,7 +44,9 @@ def test_travel_versus_food_context(tmp_path, rng):
 
     store.set_context("u", ["travel-planning"])
     stretched = store.get("u", travel)
-    assert stretched.expires_at - stretched.created_at == pytest.approx(3 * (base[travel].expires_at - base[travel].created_at))
+    assert stretched.expires_at - stretched.created_at == pytest.approx(
+        3 * (base[travel].expires_at - base[travel].created_at)
+    )
     assert stretched.due_at > base[travel].due_at
     assert store.get("u", neutral).due_at == base[neutral].due_at  # untouched by the rule
     # the weight is rebased at the switch: no jump in the present, a slower decay from now on
@@ -54,7 +59,9 @@ def test_travel_versus_food_context(tmp_path, rng):
 
     store.set_context("u", ["food-order"])
     damped = store.get("u", travel)
-    assert damped.expires_at - damped.created_at == pytest.approx(0.5 * (base[travel].expires_at - base[travel].created_at))
+    assert damped.expires_at - damped.created_at == pytest.approx(
+        0.5 * (base[travel].expires_at - base[travel].created_at)
+    )
     assert damped.due_at < base[travel].due_at
     order = [h.id for h in store.search("u", v, k=3, record_access=False)]
     assert order == [food, neutral, travel]
@@ -126,8 +133,9 @@ def test_confidence_fusion_by_hand(tmp_path, rng):
 def test_confidence_decays_unless_reinforced(tmp_path, rng):
     clock = ManualClock(T0)
     store = open_store(tmp_path, None, clock)
-    mid = store.add("u", "fact", unit(rng), memory_type="fact", confidence=0.9, source="some-source",
-                    ttl_seconds=10 * 365 * DAY)
+    mid = store.add(
+        "u", "fact", unit(rng), memory_type="fact", confidence=0.9, source="some-source", ttl_seconds=10 * 365 * DAY
+    )
     h = store.policy.confidence.decay_half_life_seconds
     clock.advance(h)
     assert store.get("u", mid).confidence == pytest.approx(0.45)
@@ -139,8 +147,17 @@ def test_confidence_decays_unless_reinforced(tmp_path, rng):
 def test_feedback_moves_the_due_time(tmp_path, rng):
     store = open_store(tmp_path)
     v = unit(rng)
-    ids = [store.add("u", f"pref {i}", v if i == 0 else unit(rng), memory_type="preference", confidence=0.7,
-                     source="ai_inference") for i in range(2)]
+    ids = [
+        store.add(
+            "u",
+            f"pref {i}",
+            v if i == 0 else unit(rng),
+            memory_type="preference",
+            confidence=0.7,
+            source="ai_inference",
+        )
+        for i in range(2)
+    ]
     before = store.get("u", ids[0]).due_at
     assert store.feedback("u", ids[0], positive=True).due_at > before
     assert store.feedback("u", ids[1], positive=False).due_at < before
@@ -172,13 +189,16 @@ def test_negative_feedback_below_a_threshold_is_acted_on_by_the_next_sweep(tmp_p
 
 
 def test_weighted_sum_terms_add_up_to_the_score(tmp_path, rng):
-    policy = {"scoring": {"mode": "weighted_sum",
-                          "weights": {"similarity": 0.5, "recency": 0.2, "confidence": 0.1, "context": 0.1, "weight": 0.1}}}
+    policy = {
+        "scoring": {
+            "mode": "weighted_sum",
+            "weights": {"similarity": 0.5, "recency": 0.2, "confidence": 0.1, "context": 0.1, "weight": 0.1},
+        }
+    }
     clock = ManualClock(T0)
     store = open_store(tmp_path, policy, clock)
     for i in range(8):
-        store.add("u", f"m{i}", unit(rng), tags=["a"] if i % 2 else [], confidence=0.3 + 0.08 * i,
-                  source="some-source")
+        store.add("u", f"m{i}", unit(rng), tags=["a"] if i % 2 else [], confidence=0.3 + 0.08 * i, source="some-source")
         clock.advance(3600 * i)
     hits = store.search("u", unit(rng), k=8, context_tags=["a"], record_access=False, explain=True)
     assert len(hits) == 8
@@ -186,8 +206,9 @@ def test_weighted_sum_terms_add_up_to_the_score(tmp_path, rng):
         ex = h.explain
         assert ex.mode == "weighted_sum"
         assert sum(ex.terms.values()) == pytest.approx(h.score, abs=1e-12)
-        assert ex.weights == pytest.approx({"similarity": 0.5, "recency": 0.2, "confidence": 0.1, "context": 0.1,
-                                            "weight": 0.1})
+        assert ex.weights == pytest.approx(
+            {"similarity": 0.5, "recency": 0.2, "confidence": 0.1, "context": 0.1, "weight": 0.1}
+        )
         for f in ex.terms:
             assert ex.terms[f] == pytest.approx(ex.weights[f] * ex.normalised[f])
             assert 0.0 <= ex.normalised[f] <= 1.0
@@ -205,8 +226,10 @@ def test_decay_never_collapses_the_result_set(tmp_path, rng, mode):
     store = open_store(tmp_path, {"scoring": {"mode": mode}}, clock)
     q = unit(rng)
     vecs = [q + s * unit(rng) for s in (0.1, 0.3, 0.6, 1.0, 2.0, 4.0)]
-    ids = [store.add("u", f"m{i}", v, memory_type="conversation", confidence=0.8, source="some-source")
-           for i, v in enumerate(vecs)]
+    ids = [
+        store.add("u", f"m{i}", v, memory_type="conversation", confidence=0.8, source="some-source")
+        for i, v in enumerate(vecs)
+    ]
     clock.advance(3 * 365 * DAY)  # ~80 000 half-lives: weights and recency underflow to 0
     for mid in ids:
         assert store.get("u", mid).weight < 1e-300

@@ -25,8 +25,11 @@ def _vec(i: int) -> np.ndarray:
 
 
 def _tree(path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(path)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(path.rglob("*")) if p.is_file() and not p.name.startswith("catalog.sqlite-")}
+    return {
+        str(p.relative_to(path)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and not p.name.startswith("catalog.sqlite-")
+    }
 
 
 def test_a_missing_store_is_an_error_and_nothing_is_created(tmp_path):
@@ -42,8 +45,9 @@ def test_a_reader_beside_the_writer_reads_and_changes_nothing(tmp_path):
     clock = ManualClock(T0)
     path = tmp_path / "s"
     with TierStore.open(path, dim=DIM, clock=clock) as writer:
-        ids = writer.add_batch("u", [{"content": f"note {i}", "embedding": _vec(i), "memory_type": "conversation"}
-                                     for i in range(6)])
+        ids = writer.add_batch(
+            "u", [{"content": f"note {i}", "embedding": _vec(i), "memory_type": "conversation"} for i in range(6)]
+        )
         clock.advance(2 * HOUR)
         assert writer.sweep().archived == 6
         fact = writer.add("u", "a fact", _vec(10), memory_type="fact")
@@ -57,12 +61,21 @@ def test_a_reader_beside_the_writer_reads_and_changes_nothing(tmp_path):
             assert reader.verify().ok
             with pytest.raises(ReadOnlyStoreError):
                 reader.search("u", _vec(3), record_access=True)
-            for call in (lambda: reader.add("u", "x", _vec(1)), lambda: reader.touch("u", [fact]),
-                         lambda: reader.feedback("u", fact, positive=True), lambda: reader.pin("u", fact),
-                         lambda: reader.delete("u", fact), lambda: reader.set_context("u", ["t"]),
-                         lambda: reader.sweep(), lambda: reader.restore("u", ids=[ids[0]]),
-                         lambda: reader.compact_cold(), lambda: reader.repair(), lambda: reader.checkpoint(),
-                         lambda: reader.rebuild_catalog(), lambda: reader.start_migrator()):
+            for call in (
+                lambda: reader.add("u", "x", _vec(1)),
+                lambda: reader.touch("u", [fact]),
+                lambda: reader.feedback("u", fact, positive=True),
+                lambda: reader.pin("u", fact),
+                lambda: reader.delete("u", fact),
+                lambda: reader.set_context("u", ["t"]),
+                lambda: reader.sweep(),
+                lambda: reader.restore("u", ids=[ids[0]]),
+                lambda: reader.compact_cold(),
+                lambda: reader.repair(),
+                lambda: reader.checkpoint(),
+                lambda: reader.rebuild_catalog(),
+                lambda: reader.start_migrator(),
+            ):
                 with pytest.raises(ReadOnlyStoreError):
                     call()
             assert reader.sweep(dry_run=True).dry_run  # a preview changes nothing: allowed
@@ -89,14 +102,23 @@ def test_cli_read_commands_run_while_another_process_holds_the_store(tmp_path):
     path = tmp_path / "s"
     with TierStore.open(path, dim=DIM, clock=ManualClock(time.time())) as store:
         store.add_batch("u", [{"content": f"note {i}", "embedding": _vec(i)} for i in range(3)])
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys, time
         from tierstore import TierStore
         store = TierStore.open({str(path)!r})
         print("open", flush=True)
         sys.stdin.read()
         store.close()
-    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "open"
         locked = subprocess.run([*CLI, "sweep", str(path)], capture_output=True, text=True, timeout=120)
@@ -104,8 +126,10 @@ def test_cli_read_commands_run_while_another_process_holds_the_store(tmp_path):
         for cmd in (["stats", str(path)], ["verify", str(path)], ["report", str(path), "--out", str(tmp_path / "r")]):
             out = subprocess.run([*CLI, *cmd], capture_output=True, text=True, timeout=300)
             assert out.returncode == 0, (cmd, out.stderr)
-        assert "memories: 3 in 1 namespace" in subprocess.run(
-            [*CLI, "stats", str(path)], capture_output=True, text=True, timeout=120).stdout
+        assert (
+            "memories: 3 in 1 namespace"
+            in subprocess.run([*CLI, "stats", str(path)], capture_output=True, text=True, timeout=120).stdout
+        )
     finally:
         holder.stdin.close()
         holder.wait(timeout=60)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import DIM, unit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import DIM, unit
 from tierstore import ManualClock, TierStore
-from tierstore.tiers.archive import check_record, decode_batch
 from tierstore.errors import CorruptDataError
+from tierstore.tiers.archive import check_record, decode_batch
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -41,8 +41,9 @@ def _ids(hits):
 
 
 def _supersessions(store):
-    return sorted(store.engine.catalog.query(
-        "SELECT m.id, s.by_id, s.kind FROM supersessions s JOIN memories m ON m.rid = s.rid"))
+    return sorted(
+        store.engine.catalog.query("SELECT m.id, s.by_id, s.kind FROM supersessions s JOIN memories m ON m.rid = s.rid")
+    )
 
 
 def test_a_retired_statement_stays_retired_and_a_slot_keeps_its_key(tmp_path, clock, rng):
@@ -56,8 +57,7 @@ def test_a_retired_statement_stays_retired_and_a_slot_keeps_its_key(tmp_path, cl
     clock.advance(2 * HOUR)
     assert store.sweep().archived == 3  # paris (TTL 0 once superseded), old_plan, lang
     # a statement superseded after it was archived: the mark is in the superseding memory's record
-    new_plan = store.add("u", "plan: ship in June", v["new_plan"], memory_type="conversation",
-                         supersedes=[old_plan])
+    new_plan = store.add("u", "plan: ship in June", v["new_plan"], memory_type="conversation", supersedes=[old_plan])
     clock.advance(2 * HOUR)
     assert store.sweep().archived == 1 and store.get("u", new_plan).tier == "cold"
     assert store.get("u", berlin).tier == "hot"  # lost with the catalog
@@ -128,11 +128,16 @@ def test_archive_records_carry_the_marks_and_refuse_malformed_ones(tmp_path, clo
     store.close()
     rec = dict(by_id[old])
     check_record(rec, "here", DIM)
-    for bad in ({**rec["superseded_by"], "kind": "maybe"}, {**rec["superseded_by"], "t": "noon"},
-                {k: v for k, v in rec["superseded_by"].items() if k != "id"}, "k"):
+    for bad in (
+        {**rec["superseded_by"], "kind": "maybe"},
+        {**rec["superseded_by"], "t": "noon"},
+        {k: v for k, v in rec["superseded_by"].items() if k != "id"},
+        "k",
+    ):
         with pytest.raises(CorruptDataError, match="supersession mark"):
-            check_record({**rec, "superseded_by": bad} if isinstance(bad, dict) else {**rec, "supersedes": [bad]},
-                         "here", DIM)
+            check_record(
+                {**rec, "superseded_by": bad} if isinstance(bad, dict) else {**rec, "supersedes": [bad]}, "here", DIM
+            )
     with pytest.raises(CorruptDataError, match="key"):
         check_record({**rec, "key": 5}, "here", DIM)
     older = {k: v for k, v in rec.items() if k not in ("key", "superseded_by", "supersedes")}
@@ -140,8 +145,11 @@ def test_archive_records_carry_the_marks_and_refuse_malformed_ones(tmp_path, clo
     assert np.frombuffer(rec["embedding"], "<f4").shape == (DIM,)
 
 
-OPS = st.lists(st.tuples(st.sampled_from(["add", "supersede", "sweep", "delete"]), st.integers(0, 2),
-                         st.integers(0, 10_000)), min_size=1, max_size=24)
+OPS = st.lists(
+    st.tuples(st.sampled_from(["add", "supersede", "sweep", "delete"]), st.integers(0, 2), st.integers(0, 10_000)),
+    min_size=1,
+    max_size=24,
+)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -168,8 +176,9 @@ def test_a_rebuild_keeps_every_slot_and_mark_the_archive_can_know(tmp_path_facto
             ids.append(store.add("u", f"turn {n}", unit(rng), memory_type="conversation", key=f"k{slot}"))
             n += 1
         elif op == "supersede" and live:
-            ids.append(store.add("u", f"turn {n}", unit(rng), memory_type="conversation",
-                                 supersedes=[live[pick % len(live)]]))
+            ids.append(
+                store.add("u", f"turn {n}", unit(rng), memory_type="conversation", supersedes=[live[pick % len(live)]])
+            )
             n += 1
         elif op == "sweep":
             clock.advance(2 * HOUR)
@@ -187,7 +196,8 @@ def test_a_rebuild_keeps_every_slot_and_mark_the_archive_can_know(tmp_path_facto
     try:
         live_per_slot = fresh.engine.catalog.query(
             "SELECT m.key, count(*) FROM memories m WHERE m.key IS NOT NULL AND NOT EXISTS"
-            " (SELECT 1 FROM supersessions s WHERE s.rid = m.rid) GROUP BY m.key")
+            " (SELECT 1 FROM supersessions s WHERE s.rid = m.rid) GROUP BY m.key"
+        )
         assert all(count == 1 for _, count in live_per_slot)
         for k, m in slots_before.items():
             if m is not None:
@@ -208,6 +218,7 @@ def test_a_rebuild_cut_short_before_the_marks_is_finished_by_the_next(tmp_path, 
     store.close()
     fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=clock, cold=store.path / "cold", take_over_cold=True)
     try:
+
         def crash(*args, **kwargs):
             raise RuntimeError("killed before the marks")
 

@@ -16,12 +16,10 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import DIM
-from test_lifecycle_metrics import D, D0, DAY, POLICY, script
+from test_lifecycle_metrics import D0, DAY, POLICY, D, script
+
 from tierstore import ManualClock, TierStore
-from tierstore.tools.cli import main
-from tierstore.errors import InvalidInputError, MissingDependencyError
 from tierstore.analytics.lifecycle import lifecycle_metrics
 from tierstore.analytics.report import (
     PLOTS,
@@ -38,10 +36,17 @@ from tierstore.analytics.report import (
     when,
     write_report,
 )
+from tierstore.errors import InvalidInputError, MissingDependencyError
+from tierstore.tools.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-FIGURES = {"decay": decay_figure, "survival": survival_figure, "tiers": tiers_figure,
-           "reactivation": reactivation_figure, "access": access_figure}
+FIGURES = {
+    "decay": decay_figure,
+    "survival": survival_figure,
+    "tiers": tiers_figure,
+    "reactivation": reactivation_figure,
+    "access": access_figure,
+}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +94,7 @@ def day_num(day: float) -> float:
     """matplotlib's date number of a POSIX day number (what a date axis's limits are in)."""
     from matplotlib.dates import date2num
 
-    return float(date2num(dt.datetime.fromtimestamp(day * DAY, dt.timezone.utc)))
+    return float(date2num(dt.datetime.fromtimestamp(day * DAY, dt.UTC)))
 
 
 def test_cli_report_writes_html_and_pngs(scripted_path, tmp_path, capsys):
@@ -100,8 +105,9 @@ def test_cli_report_writes_html_and_pngs(scripted_path, tmp_path, capsys):
     assert "<h2>Survival</h2>" in text and "Reactivation" in text
     # the scripted answers appear in the tables: facts' median survival 2 d, reactivation 2 of 6
     # fact: 4 memories, 3 first lives ended, 1 not yet, 2 archived, 1 deleted, ..., 1 hot or warm now (f3)
-    assert "<td>fact</td><td>4</td><td>3</td><td>1</td><td>2</td><td>1</td><td>2 days</td><td>n/a</td><td>1</td>" \
-        in text
+    assert (
+        "<td>fact</td><td>4</td><td>3</td><td>1</td><td>2</td><td>1</td><td>2 days</td><td>n/a</td><td>1</td>" in text
+    )
     assert "<td>all</td><td>2</td><td>6</td><td>33.3 %</td>" in text
     # The CLI draws a store at its own time (the scripted store ran on a 2023 ManualClock),
     # not at the wall clock years later: no idle gap up to "now" to explain.
@@ -158,8 +164,7 @@ def test_report_of_a_one_day_store(tmp_path, rng):
             clock.set(t0 + (hour + 1) * 3600)
             store.sweep()
         m = lifecycle_metrics(store)
-        text = check_report(write_report(store, tmp_path / "r").parent,
-                            drawn=("decay", "survival", "access"))
+        text = check_report(write_report(store, tmp_path / "r").parent, drawn=("decay", "survival", "access"))
     assert len(m["tiers"]["days"]) == 1 and tiers_figure(m) is None
     assert "One day of history so far (2025-12-02)" in text and "History: 2025-12-02 (one day)." in text
     # conversations expire after 60 minutes: the survival axis is in hours and ends with the data
@@ -265,10 +270,14 @@ def test_decay_of_unusual_policies(scripted_metrics):
     """A TTL far shorter than every half-life and a type archived at birth still draw."""
     m = copy.deepcopy(scripted_metrics)
     m["policy"]["types"] = {
-        "blink": {"ttl_s": 60.0, "half_life_s": 3600.0, "boost": 0.5, "initial_weight": 1.0,
-                  "refresh_on_read": False},
-        "stillborn": {"ttl_s": None, "half_life_s": 3600.0, "boost": 0.0, "initial_weight": 0.05,
-                      "refresh_on_read": False},
+        "blink": {"ttl_s": 60.0, "half_life_s": 3600.0, "boost": 0.5, "initial_weight": 1.0, "refresh_on_read": False},
+        "stillborn": {
+            "ttl_s": None,
+            "half_life_s": 3600.0,
+            "boost": 0.0,
+            "initial_weight": 0.05,
+            "refresh_on_read": False,
+        },
     }
     top, _ = decay_figure(m).axes
     assert top.get_xlim()[0] <= 15 and top.get_ylim()[0] == 0
@@ -293,8 +302,16 @@ def test_counts_table_per_tier_and_type(scripted_metrics, tmp_path):
 def test_readable_times(scripted_metrics, tmp_path):
     assert when(D0) == "2023-11-15 00:00 UTC" and when(D0 + 14 * 3600 + 5 * 60 + 7.25) == "2023-11-15 14:05 UTC"
     assert [duration(s) for s in (1, 30, 150, 3600, 5.5 * 3600, DAY, 3.2 * DAY, 23.4 * DAY, 1000 * DAY)] == [
-        "1 second", "30 seconds", "2.5 minutes", "60 minutes", "5.5 hours", "24 hours", "3.2 days", "23 days",
-        "2.7 years"]
+        "1 second",
+        "30 seconds",
+        "2.5 minutes",
+        "60 minutes",
+        "5.5 hours",
+        "24 hours",
+        "3.2 days",
+        "23 days",
+        "2.7 years",
+    ]
     assert duration(None) == "n/a"
     text = write_report(scripted_metrics, tmp_path / "r").read_text()
     assert "As of <strong>2023-12-05 00:00 UTC</strong>" in text
@@ -351,8 +368,11 @@ def test_tier_counts_by_type_at_now(scripted_path):
 
     with TierStore.open(scripted_path, policy=POLICY, clock=ManualClock(D0 + 20 * DAY)) as store:
         m = lifecycle_metrics(store)
-        assert m["tiers"]["by_type"] == store.stats().by_type == {
-            "fact": {"hot": 1, "warm": 0, "cold": 2}, "note": {"hot": 1, "warm": 0, "cold": 1}}
+        assert (
+            m["tiers"]["by_type"]
+            == store.stats().by_type
+            == {"fact": {"hot": 1, "warm": 0, "cold": 2}, "note": {"hot": 1, "warm": 0, "cold": 1}}
+        )
         # at 4 d: f1 deleted, f2 f3 hot, f4 restored to hot; n1 promoted back, n2 pinned
         early = lifecycle_metrics(store, now=D0 + 4 * DAY)["tiers"]["by_type"]
         assert early == {"fact": {"hot": 3, "warm": 0, "cold": 0}, "note": {"hot": 2, "warm": 0, "cold": 0}}

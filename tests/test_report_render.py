@@ -20,14 +20,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import DIM
 from test_lifecycle_metrics import D0, POLICY, script
+
 from tierstore import ManualClock, TierStore
 from tierstore.analytics.report import DPI, PLOTS, WIDTH_IN, write_report
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 
 # Runs at the load event (every image loaded or failed) and writes what each
 # <img> became into the DOM, which --dump-dom then prints.
@@ -57,8 +65,9 @@ def chromium() -> str:
 def run_chromium(*args: str) -> str:
     profile = tempfile.mkdtemp(prefix="tierstore-chromium-")
     try:
-        done = subprocess.run([chromium(), *FLAGS, f"--user-data-dir={profile}", *args],
-                              capture_output=True, text=True, timeout=90)
+        done = subprocess.run(
+            [chromium(), *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=90
+        )
     finally:
         shutil.rmtree(profile, ignore_errors=True)
     # stderr always holds dbus noise in a container; it matters only on failure

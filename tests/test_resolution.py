@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import DIM, T0, near, unit
+
 from tierstore import ManualClock, Policy, PolicyError, TierStore
 
 DAY = 86400.0
@@ -29,8 +29,9 @@ def test_a_mark_ranks_the_superseded_memory_after_its_successor_at_once(tmp_path
     with open_store(tmp_path / "s", clock, pol) as store:
         q = unit(rng)
         old_vec = near(rng, q, 0.95)
-        old = store.add("u", "Frank lives in Madrid", old_vec, memory_type="fact",
-                        **({"key": "home"} if how == "key" else {}))
+        old = store.add(
+            "u", "Frank lives in Madrid", old_vec, memory_type="fact", **({"key": "home"} if how == "key" else {})
+        )
         clock.advance(DAY)
         new_vec = near(rng, q, 0.80)
         if how == "auto":  # similar to the old one, above the bar
@@ -93,8 +94,9 @@ def test_several_true_values_all_stay_hits(tmp_path, rng):
         peanuts = store.add("u", "Frank is allergic to peanuts", base, memory_type="fact")
         clock.advance(40 * DAY)
         second = (0.9 * base + 0.1 * unit(rng)).astype(np.float32)  # cosine with the first above the former bar
-        shellfish = store.add("u", "Frank is allergic to shellfish", second / np.linalg.norm(second),
-                              memory_type="fact")
+        shellfish = store.add(
+            "u", "Frank is allergic to shellfish", second / np.linalg.norm(second), memory_type="fact"
+        )
         for _ in range(3):
             clock.advance(DAY)
             store.sweep()
@@ -136,8 +138,7 @@ def test_resolution_off_and_the_factor_one_are_the_behaviour_before(tmp_path, rn
 def test_a_store_opened_with_a_policy_stored_before_keeps_its_behaviour(tmp_path, rng):
     clock = ManualClock(T0)
     path = tmp_path / "s"
-    former = {"types": {t: {"supersede_above": 0.7, "supersede_above_shared_tag": 0.6}
-                        for t in ("fact", "preference")}}
+    former = {"types": {t: {"supersede_above": 0.7, "supersede_above_shared_tag": 0.6} for t in ("fact", "preference")}}
     with open_store(path, clock, former) as store:
         store.add("u", "x", unit(rng))
         stored = json.loads(store.engine.catalog.get_meta("policy"))
@@ -153,20 +154,33 @@ def test_a_store_opened_with_a_policy_stored_before_keeps_its_behaviour(tmp_path
         assert store.policy.supersession.resolve_margin == 0.1 and store.policy.types["fact"].supersede_above is None
 
 
-@pytest.mark.parametrize("bad", [
-    {"superseded_factor": 0}, {"superseded_factor": 1.5}, {"superseded_factor": "half"},
-    {"superseded_factor": True}, {"resolve_margin": -0.1}, {"resolve_margin": 2}, {"resolve_margin": True},
-    {"resolve_margin": "0.1"}, {"resolve_margin": 0.3, "resolve_margin_shared_tag": 0.2},
-    {"resolve_min_gap": -1}, {"resolve_min_gap": "soon"}, {"resolve_min_gap": float("inf")}, {"resolve": 1},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"superseded_factor": 0},
+        {"superseded_factor": 1.5},
+        {"superseded_factor": "half"},
+        {"superseded_factor": True},
+        {"resolve_margin": -0.1},
+        {"resolve_margin": 2},
+        {"resolve_margin": True},
+        {"resolve_margin": "0.1"},
+        {"resolve_margin": 0.3, "resolve_margin_shared_tag": 0.2},
+        {"resolve_min_gap": -1},
+        {"resolve_min_gap": "soon"},
+        {"resolve_min_gap": float("inf")},
+        {"resolve": 1},
+    ],
+)
 def test_bad_supersession_keys_are_refused_by_name(bad):
     with pytest.raises(PolicyError, match="supersession"):
         Policy.from_dict({"supersession": bad})
 
 
 def test_supersession_keys_read_as_documented():
-    p = Policy.from_dict({"supersession": {"resolve_margin": False, "resolve_min_gap": "2h",
-                                           "superseded_factor": 0.25}})
+    p = Policy.from_dict(
+        {"supersession": {"resolve_margin": False, "resolve_min_gap": "2h", "superseded_factor": 0.25}}
+    )
     assert p.supersession.resolve_margin is None and p.supersession.resolve_min_gap == 7200.0
     assert p.supersession.superseded_factor == 0.25
     assert Policy.from_dict(p.to_dict()) == p  # a round trip keeps every key

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import DIM, T0, unit
 from faultproxy import FAULTS, FaultProxy
 from s3_fixtures import MotoServer, _free_port
+
 from tierstore import ManualClock, ObjectNotFoundError, ObjectStoreError, TierStore
 
 HOUR = 3600.0
@@ -46,22 +46,43 @@ def private_moto(moto_server: MotoServer, tmp_path_factory: pytest.TempPathFacto
     server.stop()
 
 
-def open_store(path: Path, clock: ManualClock, endpoint: str, bucket: str, *, max_attempts: int = 3,
-               read_timeout: float = 0.5) -> TierStore:
-    return TierStore.open(path, dim=DIM, clock=clock, cold=f"s3://{bucket}/mem", cold_options={
-        "endpoint_url": endpoint, "region_name": "us-east-1", "connect_timeout": 0.5,
-        "read_timeout": read_timeout, "max_attempts": max_attempts,
-        "aws_access_key_id": ACCESS_KEY, "aws_secret_access_key": SECRET})
+def open_store(
+    path: Path, clock: ManualClock, endpoint: str, bucket: str, *, max_attempts: int = 3, read_timeout: float = 0.5
+) -> TierStore:
+    return TierStore.open(
+        path,
+        dim=DIM,
+        clock=clock,
+        cold=f"s3://{bucket}/mem",
+        cold_options={
+            "endpoint_url": endpoint,
+            "region_name": "us-east-1",
+            "connect_timeout": 0.5,
+            "read_timeout": read_timeout,
+            "max_attempts": max_attempts,
+            "aws_access_key_id": ACCESS_KEY,
+            "aws_secret_access_key": SECRET,
+        },
+    )
 
 
 def seed(store: TierStore, rng: np.random.Generator) -> dict[str, tuple[str, str, bytes]]:
     """12 conversations and 4 facts in "a", 6 conversations in "b": id -> (ns, content, embedding)."""
     out = {}
     for ns, n_conv, n_fact in (("a", 12, 4), ("b", 6, 0)):
-        items = [{"content": f"{ns} chat {i} about Lisbon", "embedding": unit(rng), "memory_type": "conversation",
-                  "id": f"{ns}-c{i}"} for i in range(n_conv)]
-        items += [{"content": f"{ns} fact {i}", "embedding": unit(rng), "memory_type": "fact", "id": f"{ns}-f{i}"}
-                  for i in range(n_fact)]
+        items = [
+            {
+                "content": f"{ns} chat {i} about Lisbon",
+                "embedding": unit(rng),
+                "memory_type": "conversation",
+                "id": f"{ns}-c{i}",
+            }
+            for i in range(n_conv)
+        ]
+        items += [
+            {"content": f"{ns} fact {i}", "embedding": unit(rng), "memory_type": "fact", "id": f"{ns}-f{i}"}
+            for i in range(n_fact)
+        ]
         for mid in store.add_batch(ns, items):
             m = store.get(ns, mid)
             out[mid] = (ns, m.content, m.embedding.tobytes())
@@ -101,13 +122,18 @@ def bucket_keys(server: MotoServer, bucket: str) -> list[str]:
 
 
 def referenced_keys(store: TierStore) -> set[str]:
-    return {f"mem/{k}" for (k,) in store.engine.catalog.query(
-        "SELECT DISTINCT cold_key FROM memories WHERE cold_key IS NOT NULL")}
+    return {
+        f"mem/{k}"
+        for (k,) in store.engine.catalog.query("SELECT DISTINCT cold_key FROM memories WHERE cold_key IS NOT NULL")
+    }
 
 
 def catalog_snapshot(store: TierStore) -> list[tuple]:
-    return store.engine.catalog.query("SELECT * FROM memories ORDER BY rid") + store.engine.catalog.query(
-        "SELECT * FROM archives ORDER BY batch") + store.engine.catalog.query("SELECT count(*) FROM events")
+    return (
+        store.engine.catalog.query("SELECT * FROM memories ORDER BY rid")
+        + store.engine.catalog.query("SELECT * FROM archives ORDER BY batch")
+        + store.engine.catalog.query("SELECT count(*) FROM events")
+    )
 
 
 def assert_clear(message: str, *, op: str | None = None) -> None:
@@ -145,8 +171,9 @@ def test_a_transient_fault_is_retried_by_sweep_and_restore(tmp_path, rng, moto_s
 # -- an outage: nothing archived, nothing lost, finished after recovery ------------------------
 
 
-def test_sweep_during_an_outage_archives_nothing_and_the_next_sweep_finishes(tmp_path, rng, moto_server, s3_bucket,
-                                                                            proxy):
+def test_sweep_during_an_outage_archives_nothing_and_the_next_sweep_finishes(
+    tmp_path, rng, moto_server, s3_bucket, proxy
+):
     clock = ManualClock(T0)
     with open_store(tmp_path / "s", clock, proxy.url, s3_bucket, max_attempts=2) as store:
         expected = seed(store, rng)
@@ -271,8 +298,9 @@ def test_restore_during_an_outage_raises_and_changes_nothing(tmp_path, rng, moto
 # -- the background migrator ---------------------------------------------------------------------
 
 
-def test_background_migrator_backs_off_during_an_outage_and_completes_after(tmp_path, rng, moto_server, s3_bucket,
-                                                                          proxy):
+def test_background_migrator_backs_off_during_an_outage_and_completes_after(
+    tmp_path, rng, moto_server, s3_bucket, proxy
+):
     clock = ManualClock(T0)
     store = open_store(tmp_path / "s", clock, proxy.url, s3_bucket, max_attempts=1)
     try:

@@ -6,15 +6,42 @@ import json
 import sqlite3
 
 from conftest import DIM, T0, unit
+
 from tierstore import ManualClock, TierStore
 
 DAY = 86400.0
 
 # The memories table of the previous release, column by column (tierstore/storage/catalog.py before issue 16).
 OLD_COLUMNS = [
-    "rid", "ns", "id", "content", "embedding", "memory_type", "source", "tags", "created_at", "last_accessed_at",
-    "access_count", "conf_llm", "conf_rule", "conf_feedback", "confidence", "t_conf", "ttl_seconds", "pinned", "tier",
-    "w_ref", "t_ref", "half_life", "ttl", "ttl_anchor", "ctx_mult", "due_at", "shard", "cold_key", "cold_offset",
+    "rid",
+    "ns",
+    "id",
+    "content",
+    "embedding",
+    "memory_type",
+    "source",
+    "tags",
+    "created_at",
+    "last_accessed_at",
+    "access_count",
+    "conf_llm",
+    "conf_rule",
+    "conf_feedback",
+    "confidence",
+    "t_conf",
+    "ttl_seconds",
+    "pinned",
+    "tier",
+    "w_ref",
+    "t_ref",
+    "half_life",
+    "ttl",
+    "ttl_anchor",
+    "ctx_mult",
+    "due_at",
+    "shard",
+    "cold_key",
+    "cold_offset",
     "cold_length",
 ]
 NEW_POLICY_KEYS = ("dedupe", "supersession")
@@ -103,8 +130,11 @@ def test_a_read_only_open_of_the_previous_schema_says_how_to_upgrade(tmp_path, r
     path = tmp_path / "old"
     make_old_store(path, rng)
     before = (path / "catalog.sqlite").read_bytes()
-    with pytest.raises(StoreConfigError, match=r"earlier tierstore version .*supersessions, memories\.key.*"
-                                                r"open it once for writing"):
+    with pytest.raises(
+        StoreConfigError,
+        match=r"earlier tierstore version .*supersessions, memories\.key.*"
+        r"open it once for writing",
+    ):
         TierStore.open(path, readonly=True)
     assert (path / "catalog.sqlite").read_bytes() == before  # a reader changed nothing
     TierStore.open(path, clock=ManualClock(T0 + 3 * 3600)).close()  # the upgrade the message names

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from tierstore import ManualClock, TierStore
-from tierstore.remote.client import RemoteStore
 from tierstore.errors import InvalidInputError
+from tierstore.remote.client import RemoteStore
 from tierstore.remote.server.app import build_app
 from tierstore.testing.embedders import hash_embed
 from tierstore.testing.live_server import ThreadedServer
@@ -32,8 +32,9 @@ def world(tmp_path):
     clock = ManualClock(T0)
     store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
     vecs = unit(np.random.default_rng(1), 40)
-    ids = store.add_batch("u", [{"content": f"fact {i}", "embedding": v, "memory_type": "fact"}
-                                for i, v in enumerate(vecs)])
+    ids = store.add_batch(
+        "u", [{"content": f"fact {i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)]
+    )
     yield store, clock, vecs, ids
     store.close()
 
@@ -88,8 +89,9 @@ def test_it_declines_text_and_a_warm_tier(tmp_path):
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "w", dim=DIM, clock=clock) as store:
         vecs = unit(np.random.default_rng(2), 10)
-        store.add_batch("u", [{"content": f"c{i}", "embedding": v, "memory_type": "conversation"}
-                              for i, v in enumerate(vecs)])
+        store.add_batch(
+            "u", [{"content": f"c{i}", "embedding": v, "memory_type": "conversation"} for i, v in enumerate(vecs)]
+        )
         store.add("u", "a fact", vecs[0], memory_type="fact")
         clock.advance(40 * 60)  # past the conversations' demotion: the warm tier holds them
         store.sweep()
@@ -162,7 +164,7 @@ def test_a_namespace_the_hot_tier_could_not_answer_goes_to_workers_for_a_while(w
 
 
 def test_a_weak_answer_is_final_when_nothing_is_archived(world):
-    """"auto" would go to the cold tier, which holds nothing of the
+    """ "auto" would go to the cold tier, which holds nothing of the
     namespace (once its codes are known): the hot hits are the answer, in
     the order search gives; with one memory archived it declines."""
     store, clock, vecs, ids = world

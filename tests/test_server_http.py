@@ -6,22 +6,23 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 import urllib3
 
 from tierstore import ManualClock, TierStore
-from tierstore.remote.client import RemoteStore
 from tierstore.errors import AuthError, CorruptDataError, InvalidInputError, RemoteError, StoreClosedError
+from tierstore.policy import Policy
+from tierstore.remote.client import RemoteStore
 from tierstore.remote.server.app import Limits, build_app
 from tierstore.remote.server.auth import Principal, TokenTable, is_loopback
 from tierstore.remote.server.schema import GET_ROUTES, POST_ROUTES
+from tierstore.rules.validation import check_vector
 from tierstore.testing.embedders import DIM, T0, hash_embed
 from tierstore.testing.live_server import ThreadedServer
-from tierstore.policy import Policy
-from tierstore.rules.validation import check_vector
 
 ADMIN = "admin-token-0123456789abcdef"
 ACME = "acme-token-0123456789abcdef0"
@@ -36,14 +37,29 @@ def store(tmp_path) -> Iterator[TierStore]:
 @pytest.fixture
 def server(store) -> Iterator[str]:
     tokens = TokenTable([(ADMIN, Principal("admin")), (ACME, Principal("acme", ("acme.", "acme-")))])
-    limits = Limits(max_body_bytes=200_000, max_k=50, max_batch=20, max_restore=10, max_sweep_items=100,
-                    max_sweep_seconds=2.0, max_page=4)
+    limits = Limits(
+        max_body_bytes=200_000,
+        max_k=50,
+        max_batch=20,
+        max_restore=10,
+        max_sweep_items=100,
+        max_sweep_seconds=2.0,
+        max_page=4,
+    )
     with ThreadedServer(build_app(store, tokens=tokens, limits=limits)) as url:
         yield url
 
 
-def call(url: str, path: str, body: Any = None, *, token: str | None = ADMIN, raw: bytes | None = None,
-         method: str = "POST", headers: dict[str, str] | None = None) -> tuple[int, Any]:
+def call(
+    url: str,
+    path: str,
+    body: Any = None,
+    *,
+    token: str | None = ADMIN,
+    raw: bytes | None = None,
+    method: str = "POST",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, Any]:
     hdrs = {"content-type": "application/json", **(headers or {})}
     if token is not None:
         hdrs["authorization"] = f"Bearer {token}"
@@ -88,23 +104,26 @@ def test_vectors_as_json_arrays_base64_or_text(server, store):
     np.testing.assert_array_equal(got, store.get("n", "b").embedding)  # exact bits both ways
 
 
-@pytest.mark.parametrize("raw,fragment", [
-    (b"{bad json", "not valid JSON"),
-    (b"", "not valid JSON"),
-    (b"[1, 2]", "expected a JSON object"),
-    (b"\xff\xfe{}", "not valid JSON"),
-    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
-    (b'{"ns": "n", "content": "x", "colour": "red"}', "unknown field"),
-    (b'{"ns": "n"}', "missing field"),
-    (b'{"ns": "n", "content": "x", "embedding": {"base64": "!!!"}}', "base64"),
-    (b'{"ns": "n", "content": "x", "embedding": {"base64": "AAA="}}', "float32"),
-    (b'{"ns": "n", "content": "x", "embedding": {"b64": "AAAA"}}', "base64"),
-    (b'{"ns": "n", "content": "x", "embedding": [1, 2, 3]}', "dimension"),
-    (b'{"ns": "n", "content": "x", "embedding": [NaN' + b", 1" * (DIM - 1) + b"]}", "NaN"),
-    (b'{"ns": "n", "content": "x", "confidence": 1e999}', "confidence"),
-    (b'{"ns": "n", "content": "x", "confidence": ' + b"9" * 5000 + b"}", "not valid JSON"),
-    (b'{"ns": "../x", "content": "x"}', "namespace"),
-])
+@pytest.mark.parametrize(
+    "raw,fragment",
+    [
+        (b"{bad json", "not valid JSON"),
+        (b"", "not valid JSON"),
+        (b"[1, 2]", "expected a JSON object"),
+        (b"\xff\xfe{}", "not valid JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b'{"ns": "n", "content": "x", "colour": "red"}', "unknown field"),
+        (b'{"ns": "n"}', "missing field"),
+        (b'{"ns": "n", "content": "x", "embedding": {"base64": "!!!"}}', "base64"),
+        (b'{"ns": "n", "content": "x", "embedding": {"base64": "AAA="}}', "float32"),
+        (b'{"ns": "n", "content": "x", "embedding": {"b64": "AAAA"}}', "base64"),
+        (b'{"ns": "n", "content": "x", "embedding": [1, 2, 3]}', "dimension"),
+        (b'{"ns": "n", "content": "x", "embedding": [NaN' + b", 1" * (DIM - 1) + b"]}", "NaN"),
+        (b'{"ns": "n", "content": "x", "confidence": 1e999}', "confidence"),
+        (b'{"ns": "n", "content": "x", "confidence": ' + b"9" * 5000 + b"}", "not valid JSON"),
+        (b'{"ns": "../x", "content": "x"}', "namespace"),
+    ],
+)
 def test_malformed_requests_get_a_4xx_that_says_why_and_change_nothing(server, store, raw, fragment):
     status, body = call(server, "/v1/add", raw=raw)
     assert 400 <= status < 500
@@ -123,8 +142,14 @@ def test_huge_bodies_are_refused_before_they_are_read(server, store):
             yield b"y" * 10_000
         yield b'"}'
 
-    resp = urllib3.PoolManager().urlopen("POST", server + "/v1/add", body=chunks(), chunked=True,
-                                         headers={"authorization": f"Bearer {ADMIN}"}, retries=False)
+    resp = urllib3.PoolManager().urlopen(
+        "POST",
+        server + "/v1/add",
+        body=chunks(),
+        chunked=True,
+        headers={"authorization": f"Bearer {ADMIN}"},
+        retries=False,
+    )
     assert resp.status == 413
     assert store.stats(lifecycle=False).total == 0
 
@@ -171,18 +196,21 @@ def test_memories_come_in_pages_bounded_by_the_server(server, store):
     assert status == 400 and "limit=5 is above this server's limit of 4 (--max-page)" in body["error"]["message"]
 
 
-@pytest.mark.parametrize("fields,fragment", [
-    ({"after": "not a cursor!"}, "is not a cursor"),
-    ({"after": 12}, "after must be a string, got an integer 12"),
-    ({"after": cursor("n", 10 ** 20)}, "is not a cursor"),  # valid JSON, a rid SQLite cannot hold
-    ({"after": cursor("n", -1)}, "is not a cursor"),
-    ({"after": cursor("other", 1)}, "another namespace"),
-    ({"after": "A" * 5000}, "5000 characters"),
-    ({"limit": 0}, "limit must be a positive integer"),
-    ({"limit": "2"}, "limit must be a positive integer"),
-    ({"with_embedding": "yes"}, "with_embedding must be true or false (a JSON boolean), got a string 'yes'"),
-    ({"ns": "../n"}, "namespace"),
-])
+@pytest.mark.parametrize(
+    "fields,fragment",
+    [
+        ({"after": "not a cursor!"}, "is not a cursor"),
+        ({"after": 12}, "after must be a string, got an integer 12"),
+        ({"after": cursor("n", 10**20)}, "is not a cursor"),  # valid JSON, a rid SQLite cannot hold
+        ({"after": cursor("n", -1)}, "is not a cursor"),
+        ({"after": cursor("other", 1)}, "another namespace"),
+        ({"after": "A" * 5000}, "5000 characters"),
+        ({"limit": 0}, "limit must be a positive integer"),
+        ({"limit": "2"}, "limit must be a positive integer"),
+        ({"with_embedding": "yes"}, "with_embedding must be true or false (a JSON boolean), got a string 'yes'"),
+        ({"ns": "../n"}, "namespace"),
+    ],
+)
 def test_bad_memories_requests_get_a_400_that_says_why(server, store, fields, fragment):
     mid = store.add("n", "x", unit(30))
     store.touch("n", [mid])
@@ -238,8 +266,9 @@ def test_tokens_are_required_and_checked(server):
     for token, why in [(None, "missing bearer token"), ("wrong-token-0123456789abcdef", "unknown bearer token")]:
         status, body = call(server, "/v1/get", {"ns": "n", "id": "x"}, token=token)
         assert status == 401 and body["error"]["type"] == "AuthError" and why in body["error"]["message"]
-    status, body = call(server, "/v1/get", {"ns": "n", "id": "x"}, token=None,
-                        headers={"authorization": f"Basic {ADMIN}"})
+    status, body = call(
+        server, "/v1/get", {"ns": "n", "id": "x"}, token=None, headers={"authorization": f"Basic {ADMIN}"}
+    )
     assert status == 401 and "Bearer" in body["error"]["message"]
     resp = urllib3.request("GET", server + "/metrics", retries=False)
     assert resp.status == 401 and resp.headers["www-authenticate"].startswith("Bearer")
@@ -256,15 +285,21 @@ def test_a_tenant_token_reaches_only_its_namespaces(server, store):
     acme.add("acme-carol", "another", unit(5))
     assert acme.get("acme.bob", mid).content == "acme memory"
     assert acme.namespaces() == ["acme-carol", "acme.bob"]  # alice is not listed
-    for fn in (lambda: acme.get("alice", "secret"), lambda: acme.search("alice", unit(3)),
-               lambda: acme.memories("alice"), lambda: acme.memories_page("alice", limit=1),
-               lambda: acme.delete("alice", "secret"), lambda: acme.touch("alice", ["secret"]),
-               lambda: acme.add("acmex", "prefix is 'acme.' not 'acme'", unit(6)),
-               lambda: acme.sweep(), lambda: acme.stats(), lambda: acme.metrics_text()):
+    for fn in (
+        lambda: acme.get("alice", "secret"),
+        lambda: acme.search("alice", unit(3)),
+        lambda: acme.memories("alice"),
+        lambda: acme.memories_page("alice", limit=1),
+        lambda: acme.delete("alice", "secret"),
+        lambda: acme.touch("alice", ["secret"]),
+        lambda: acme.add("acmex", "prefix is 'acme.' not 'acme'", unit(6)),
+        lambda: acme.sweep(),
+        lambda: acme.stats(),
+        lambda: acme.metrics_text(),
+    ):
         with pytest.raises(AuthError):
             fn()
-    assert store.get("alice", "secret").access_count == 0 and store.namespaces() == ["acme-carol", "acme.bob",
-                                                                                       "alice"]
+    assert store.get("alice", "secret").access_count == 0 and store.namespaces() == ["acme-carol", "acme.bob", "alice"]
     assert [m.id for m in acme.memories("acme.bob")] == [mid]
     admin = RemoteStore(server, token=ADMIN)
     assert admin.namespaces() == ["acme-carol", "acme.bob", "alice"] and admin.stats().total == 3
@@ -293,8 +328,10 @@ def test_token_file_env_and_loopback(tmp_path):
         TokenTable.load(tmp_path / "short", env={})
     with pytest.raises(Exception, match="cannot read the token file"):
         TokenTable.load(tmp_path / "missing", env={})
-    assert [is_loopback(h) for h in ("127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost", "0.0.0.0",
-                                     "192.168.1.4", "example.com")] == [True] * 5 + [False] * 3
+    assert [
+        is_loopback(h)
+        for h in ("127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost", "0.0.0.0", "192.168.1.4", "example.com")
+    ] == [True] * 5 + [False] * 3
 
 
 # ---------------------------------------------------------------- errors
@@ -382,4 +419,3 @@ def test_a_server_without_auth_serves_everyone(store):
     with ThreadedServer(build_app(store, tokens=None)) as url:
         remote = RemoteStore(url)
         assert remote.add("n", "no token needed", unit(8)) and remote.stats().total == 1
-

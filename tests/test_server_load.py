@@ -15,24 +15,33 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from server_process import TOKEN, ServerProcess, child_env
+
 from tierstore import TierStore
-from tierstore.remote.client import RemoteStore
 from tierstore.errors import RemoteError
+from tierstore.remote.client import RemoteStore
 
 WORKER = str(Path(__file__).with_name("server_worker.py"))
 DIM = 16
 
 
-def run_workers(tmp_path: Path, url: str, n: int, seconds: float, mode: str,
-                during: Any = None) -> list[list[dict[str, Any]]]:
+def run_workers(
+    tmp_path: Path, url: str, n: int, seconds: float, mode: str, during: Any = None
+) -> list[list[dict[str, Any]]]:
     """Start ``n`` worker processes, let them all go at once, wait; their logs."""
     go = tmp_path / "go"
     outs = [tmp_path / f"worker-{i}.jsonl" for i in range(n)]
-    procs = [subprocess.Popen([sys.executable, WORKER, url, TOKEN, str(i), str(seconds), str(outs[i]), str(go), mode],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
-                              cwd=tmp_path) for i in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, WORKER, url, TOKEN, str(i), str(seconds), str(outs[i]), str(go), mode],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+            cwd=tmp_path,
+        )
+        for i in range(n)
+    ]
     try:
         for p in procs:  # each has connected (imports done): the load window starts together
             line = p.stdout.readline()  # type: ignore[union-attr]
@@ -77,7 +86,7 @@ def test_sixteen_clients_no_errors_no_lost_adds_exact_access_counts(tmp_path):
         assert totals["restored"] > 0  # memories were archived and came back under load
         assert server.terminate() == 0
     with TierStore.open(path) as store:  # after a graceful shutdown: every access was flushed
-        for (ns, mid) in adds:
+        for ns, mid in adds:
             assert store.get(ns, mid).access_count == expected[(ns, mid)]
 
 
@@ -96,8 +105,9 @@ def test_sigkill_mid_load_loses_no_acknowledged_write(tmp_path):
     with ServerProcess(path, "--no-migrator", cwd=tmp_path) as again:
         remote = RemoteStore(again.url, token=TOKEN)
         assert not remote.migrator_running
-        missing = [(ns, mid) for ns, mid, content in acked if (m := remote.get(ns, mid)) is None
-                   or m.content != content]
+        missing = [
+            (ns, mid) for ns, mid, content in acked if (m := remote.get(ns, mid)) is None or m.content != content
+        ]
         assert missing == []
         assert remote.stats(lifecycle=False).total >= len(acked)  # plus adds whose answer the kill cut off
 
@@ -109,8 +119,9 @@ def test_sigterm_finishes_in_flight_work_and_flushes(tmp_path):
     store is released (it opens again at once)."""
     path = tmp_path / "store"
     with TierStore.open(path, dim=DIM) as store:
-        ids = store.add_batch("n", [{"content": f"m{i}", "embedding": np.eye(DIM, dtype=np.float32)[i % DIM]}
-                                    for i in range(8)])
+        ids = store.add_batch(
+            "n", [{"content": f"m{i}", "embedding": np.eye(DIM, dtype=np.float32)[i % DIM]} for i in range(8)]
+        )
     server = ServerProcess(path, "--no-migrator", cwd=tmp_path)
     acked: Counter[str] = Counter()
     lock = threading.Lock()

@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import DIM, T0
+
 from tierstore import ManualClock, Policy, TierStore
-from tierstore.tools.cli import main
-from tierstore.errors import CorruptDataError, InvalidInputError, PolicyError
 from tierstore.analytics.simulate import format_comparison, policy_changes, simulate
+from tierstore.errors import CorruptDataError, InvalidInputError, PolicyError
+from tierstore.tools.cli import main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
 TRACE = EXAMPLES / "trace.jsonl.gz"
@@ -43,6 +43,7 @@ def record(tmp_path: Path, script, labels: dict[int, dict] | None = None) -> Pat
 
 
 # ---------------------------------------------------------------- the shipped example
+
 
 @pytest.fixture(scope="module")
 def example():
@@ -95,11 +96,13 @@ def test_query_time_resolution_cuts_the_stale_hits_of_the_trace_as_automatic_sup
     answers come back, nothing else that is scored changes, and the
     explanation names what differs."""
     auto = tmp_path / "auto-supersession.toml"
-    auto.write_text('[types.fact]\nsupersede_above = 0.7\nsupersede_above_shared_tag = 0.6\n[scoring]\ncold_estimate = false\n'
-                    '[supersession]\nresolve_margin = false\nresolve_margin_shared_tag = false\n'
-                    'superseded_factor = 1.0\n')
+    auto.write_text(
+        "[types.fact]\nsupersede_above = 0.7\nsupersede_above_shared_tag = 0.6\n[scoring]\ncold_estimate = false\n"
+        "[supersession]\nresolve_margin = false\nresolve_margin_shared_tag = false\n"
+        "superseded_factor = 1.0\n"
+    )
     neither = tmp_path / "neither.toml"
-    neither.write_text('[supersession]\nresolve_margin = false\nresolve_margin_shared_tag = false\n')
+    neither.write_text("[supersession]\nresolve_margin = false\nresolve_margin_shared_tag = false\n")
     default, former, none = simulate(TRACE, [Policy.default(), auto, neither])
     assert none.stale_hits > 20 and default.stale_hits == 0 and former.stale_hits == 0
     assert default.live_recall == former.live_recall == none.live_recall == 1.0
@@ -116,12 +119,12 @@ def test_cli_simulate_prints_the_comparison(capsys):
     assert "policy-keep-longer" in header and "policy-forget-faster" in header
     hot = re.search(r"hot memories, mean\s+([\d.]+)\s+([\d.]+)", out)
     assert hot and float(hot.group(1)) != float(hot.group(2))
-    for line in ("hot footprint:", "archived:", "reactivations:", "stale hits:", "live recall:",
-                 "survival of fact:"):
+    for line in ("hot footprint:", "archived:", "reactivations:", "stale hits:", "live recall:", "survival of fact:"):
         assert "\n  " + line in out, line
 
 
 # ---------------------------------------------------------------- by hand
+
 
 def _home_script(store, clock):
     store.add("u", "lives in Lisbon", unit_vec(0), memory_type="fact", id="old")
@@ -146,8 +149,9 @@ def test_stale_hit_and_live_recall_by_hand(tmp_path):
     # B archives facts after 12 h: by the search (25 h) only the new home is hot. Both search hot and warm
     # only: the query matches nothing but the old home, so "auto" would reach the archive and find it there.
     hot_only = {"scoring": {"include_cold": False}}
-    short = Policy.from_dict({"types": {"fact": {"ttl": "12h", "refresh_on_read": False}},
-                              "confidence": {"ttl_floor": 1.0}, **hot_only})
+    short = Policy.from_dict(
+        {"types": {"fact": {"ttl": "12h", "refresh_on_read": False}}, "confidence": {"ttl_floor": 1.0}, **hot_only}
+    )
     a, b = simulate(trace, [Policy.from_dict(hot_only), short], sweep_interval_s=HOUR)
     assert (a.name, b.name) == ("policy 1", "policy 2")
     assert (a.labelled_searches, a.stale_hits, a.live_recall) == (1, 1, 0.0)
@@ -157,7 +161,9 @@ def test_stale_hit_and_live_recall_by_hand(tmp_path):
     assert b.hot_samples[11] == 0 and b.hot_final == 1  # old archived by the 12 h sweep
     assert (b.dim, b.hot_bytes_final) == (DIM, DIM * 4)
     text = format_comparison([a, b])
-    assert "stale hits: 1 fewer searches answered first by a superseded memory (0/1 vs 1/1) - fact TTL 30 d → 12 h" in text
+    assert (
+        "stale hits: 1 fewer searches answered first by a superseded memory (0/1 vs 1/1) - fact TTL 30 d → 12 h" in text
+    )
     assert "live recall: 1.000 higher (1.000 vs 0.000)" in text
 
 
@@ -236,15 +242,19 @@ def test_policy_changes_directions():
     a = Policy.default()
     b = Policy.from_dict({"types": {"fact": {"ttl": "7d", "half_life": "20d"}}, "thresholds": {"demote": 0.4}})
     got = {(c.category, c.text, c.direction) for c in policy_changes(a, b)}
-    assert got == {("ttl", "fact TTL 30 d → 7 d", -1), ("half_life", "fact half-life 10 d → 20 d", 1),
-                   ("demote", "demote threshold 0.3 → 0.4", -1)}
+    assert got == {
+        ("ttl", "fact TTL 30 d → 7 d", -1),
+        ("half_life", "fact half-life 10 d → 20 d", 1),
+        ("demote", "demote threshold 0.3 → 0.4", -1),
+    }
     assert policy_changes(a, b, {"task"}) == [c for c in policy_changes(a, b) if c.memory_type is None]
 
 
 def test_policy_changes_name_supersession_and_dedupe():
     a = Policy.default()
-    b = Policy.from_dict({"dedupe": "off", "types": {"preference": {"supersede_above": 0.5}},
-                          "supersession": {"confidence_margin": 0.3}})
+    b = Policy.from_dict(
+        {"dedupe": "off", "types": {"preference": {"supersede_above": 0.5}}, "supersession": {"confidence_margin": 0.3}}
+    )
     texts = {c.text: c.direction for c in policy_changes(a, b)}
     bar = a.types["preference"].supersede_above
     assert texts[f"preference automatic supersession bar {'off' if bar is None else bar} → 0.5"] == -1

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from tierstore import ClockSkewError, ManualClock, SystemClock, TierStore
-from tierstore.tools.demo import next_steps, prepare_demo_dir, run_demo
-from tierstore.errors import StoreConfigError
 from tierstore.core.store_clock import TOLERANCE_S, ClockRecord, check_clock, parse_time
+from tierstore.errors import StoreConfigError
+from tierstore.tools.demo import next_steps, prepare_demo_dir, run_demo
 
 DIM = 8
 DAY = 86400.0
@@ -115,8 +115,13 @@ def _simulated_store(path, start: float, days: int = 60) -> int:
     with TierStore.open(path, dim=DIM, clock=clock) as store:
         for d in range(days):
             for j in range(3):
-                store.add("u", f"day {d} note {j}", _vec(n), memory_type="fact" if j == 0 else "conversation",
-                          confidence=0.5 if j == 2 else 0.9)
+                store.add(
+                    "u",
+                    f"day {d} note {j}",
+                    _vec(n),
+                    memory_type="fact" if j == 0 else "conversation",
+                    confidence=0.5 if j == 2 else 0.9,
+                )
                 n += 1
             clock.advance(DAY)
             store.sweep()
@@ -172,13 +177,16 @@ def test_check_clock_arithmetic():
     assert check_clock(SystemClock(), None).ok
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("2026-12-03", 1796256000.0),
-    ("2026-12-03T14:05Z", 1796256000.0 + 14 * 3600 + 300),
-    ("2026-12-03T15:05+01:00", 1796256000.0 + 14 * 3600 + 300),
-    ("2026-12-03 14:05:00", 1796256000.0 + 14 * 3600 + 300),
-    ("1700000000.5", 1700000000.5),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("2026-12-03", 1796256000.0),
+        ("2026-12-03T14:05Z", 1796256000.0 + 14 * 3600 + 300),
+        ("2026-12-03T15:05+01:00", 1796256000.0 + 14 * 3600 + 300),
+        ("2026-12-03 14:05:00", 1796256000.0 + 14 * 3600 + 300),
+        ("1700000000.5", 1700000000.5),
+    ],
+)
 def test_parse_time(text, expected):
     assert parse_time(text) == expected
 
@@ -292,8 +300,10 @@ def test_cli_restore_lists_what_came_back_and_says_why_nothing_did(tmp_path):
     path = tmp_path / "s"
     clock = ManualClock(time.time() - 3 * DAY)
     with TierStore.open(path, dim=DIM, clock=clock) as store:
-        ids = store.add_batch("u", [{"content": f"passport step {i}", "embedding": _vec(i),
-                                     "memory_type": "conversation"} for i in range(3)])
+        ids = store.add_batch(
+            "u",
+            [{"content": f"passport step {i}", "embedding": _vec(i), "memory_type": "conversation"} for i in range(3)],
+        )
         clock.advance(2 * 3600)
         assert store.sweep().archived == 3
     out = cli("restore", str(path), "--ns", "u", "--text", "passport", "--limit", "2")

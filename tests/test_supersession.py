@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-
 from conftest import DIM, T0, near, unit
+
 from tierstore import InvalidInputError, InvalidKeyError, ManualClock, Policy, TierStore
 
 DAY = 86400.0
@@ -22,7 +21,8 @@ def open_store(tmp_path, clock=None, **policy) -> TierStore:
 def mark_of(store, ns, mid):
     return store.engine.catalog.query(
         "SELECT s.by_id, s.kind FROM supersessions s JOIN memories m ON m.rid = s.rid WHERE m.ns = ? AND m.id = ?",
-        (ns, mid))
+        (ns, mid),
+    )
 
 
 def count(store) -> int:
@@ -30,6 +30,7 @@ def count(store) -> int:
 
 
 # ---------------------------------------------------------------- keys
+
 
 def test_a_key_supersedes_its_live_memory_exactly_as_supersedes_does(tmp_path, rng):
     clock = ManualClock(T0)
@@ -85,8 +86,9 @@ def test_a_keys_live_memory_is_superseded_in_any_tier(tmp_path, rng):
         assert store.get_by_key("u", "w").id == w2 and store.get_by_key("u", "c").id == c2
 
 
-@pytest.mark.parametrize("bad", [5, b"home", ["home"], "", "x" * 129, "home city", "home\n", "a\x00b", "tab\there",
-                                 "new/line\r"])
+@pytest.mark.parametrize(
+    "bad", [5, b"home", ["home"], "", "x" * 129, "home city", "home\n", "a\x00b", "tab\there", "new/line\r"]
+)
 def test_bad_keys_are_refused_and_change_nothing(tmp_path, rng, bad):
     with open_store(tmp_path) as store:
         live = store.add("u", "kept", unit(rng), key="home")
@@ -95,8 +97,13 @@ def test_bad_keys_are_refused_and_change_nothing(tmp_path, rng, bad):
             store.add("u", "new", unit(rng), key=bad)
         assert "key" in str(exc.value)
         with pytest.raises(InvalidKeyError):
-            store.add_batch("u", [{"content": "fine", "embedding": unit(rng), "key": "ok"},
-                                  {"content": "bad", "embedding": unit(rng), "key": bad}])
+            store.add_batch(
+                "u",
+                [
+                    {"content": "fine", "embedding": unit(rng), "key": "ok"},
+                    {"content": "bad", "embedding": unit(rng), "key": bad},
+                ],
+            )
         if bad is not None and not isinstance(bad, (bytes, list, int)):
             with pytest.raises(InvalidKeyError):
                 store.get_by_key("u", bad)
@@ -122,8 +129,13 @@ def test_a_key_and_supersedes_that_disagree_are_an_error_and_change_nothing(tmp_
         with pytest.raises(InvalidInputError, match="disagree.*'home-1'"):  # misses the slot's live memory
             store.add("u", "Osaka", unit(rng), key="home", supersedes=[loose])
         with pytest.raises(InvalidInputError, match="item 1: key 'home'"):  # in a batch: all or nothing
-            store.add_batch("u", [{"content": "ok", "embedding": unit(rng), "key": "other"},
-                                  {"content": "Osaka", "embedding": unit(rng), "key": "home", "supersedes": [job]}])
+            store.add_batch(
+                "u",
+                [
+                    {"content": "ok", "embedding": unit(rng), "key": "other"},
+                    {"content": "Osaka", "embedding": unit(rng), "key": "home", "supersedes": [job]},
+                ],
+            )
         assert count(store) == before and not store.engine.catalog.query("SELECT * FROM supersessions")
         assert store.get("u", home).due_at > store.now() and store.get_by_key("u", "other") is None
         # agreeing: the slot's live memory, and an unkeyed one besides
@@ -136,6 +148,7 @@ def test_a_key_and_supersedes_that_disagree_are_an_error_and_change_nothing(tmp_
 
 
 # ---------------------------------------------------------------- automatic supersession
+
 
 def test_a_very_similar_memory_of_the_same_type_supersedes_softly(tmp_path, rng):
     clock = ManualClock(T0)
@@ -219,8 +232,9 @@ def test_candidates_in_warm_and_in_the_same_batch(tmp_path, rng):
         new = store.add("u", "prefers window seats", near(rng, v, 0.95), memory_type="preference")
         assert store.get("u", old).superseded_by == new
         w = unit(rng)
-        a, b = store.add_batch("u", [{"content": "first", "embedding": w},
-                                     {"content": "second", "embedding": near(rng, w, 0.95)}])
+        a, b = store.add_batch(
+            "u", [{"content": "first", "embedding": w}, {"content": "second", "embedding": near(rng, w, 0.95)}]
+        )
         assert store.get("u", a).superseded_by == b and store.get("u", b).superseded_by is None
 
 
@@ -269,15 +283,21 @@ def test_a_crash_between_the_commit_and_the_damping_is_finished_at_open(tmp_path
         store.add("crash", "the slot's first value", unit(rng), id="first", key="slot")
     child = Path(__file__).with_name("crash_child.py")
     env = {**__import__("os").environ, "TIERSTORE_CRASH_AT": "add.after_commit"}
-    proc = subprocess.run([sys.executable, str(child), str(path), "add-key", repr(T0 + 60)], env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(child), str(path), "add-key", repr(T0 + 60)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
     with TierStore.open(path, clock=ManualClock(T0 + 120)) as store:
         first = store.get("crash", "first")
         assert first.superseded_by == "late" and store.get_by_key("crash", "slot").id == "late"
         assert first.ttl_seconds == 0 and first.due_at <= T0 + 120
         assert store.engine.catalog.query("SELECT reason FROM events WHERE id = 'first' AND kind = 'supersede'") == [
-            ("damping finished at open",)]
+            ("damping finished at open",)
+        ]
         assert store.sweep().archived == 1
 
 

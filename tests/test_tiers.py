@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import DIM, T0, unit
-from tierstore import ManualClock, MemoryNotFoundError, TierStore, InvalidInputError
+
+from tierstore import InvalidInputError, ManualClock, MemoryNotFoundError, TierStore
 from tierstore.errors import CorruptDataError
 
 DAY = 86400.0
@@ -21,18 +21,50 @@ def test_sixty_days_of_sweeps(tmp_path, rng):
     id, filter and keyword brings memories back bit-identical and searchable."""
     clock = ManualClock(T0)
     store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
-    pinned = store.add("u", "emergency contact is Ana", unit(rng), memory_type="fact", pinned=True,
-                       confidence=0.99, source="user_confirmation")
-    used = store.add_batch("u", [{"content": f"used fact {i}", "embedding": unit(rng), "memory_type": "fact",
-                                  "tags": ["work"]} for i in range(5)])
-    unused = store.add_batch("u", [{"content": f"unused fact {i} about the passport office", "embedding": unit(rng),
-                                    "memory_type": "fact", "tags": ["travel"]} for i in range(5)])
+    pinned = store.add(
+        "u",
+        "emergency contact is Ana",
+        unit(rng),
+        memory_type="fact",
+        pinned=True,
+        confidence=0.99,
+        source="user_confirmation",
+    )
+    used = store.add_batch(
+        "u",
+        [
+            {"content": f"used fact {i}", "embedding": unit(rng), "memory_type": "fact", "tags": ["work"]}
+            for i in range(5)
+        ],
+    )
+    unused = store.add_batch(
+        "u",
+        [
+            {
+                "content": f"unused fact {i} about the passport office",
+                "embedding": unit(rng),
+                "memory_type": "fact",
+                "tags": ["travel"],
+            }
+            for i in range(5)
+        ],
+    )
     chats: list[str] = []
     originals = {}
     for day in range(60):
         clock.set(T0 + day * DAY + 9 * HOUR)
-        new = store.add_batch("u", [{"content": f"chat day {day} #{j} weather talk", "embedding": unit(rng),
-                                     "memory_type": "conversation", "tags": ["chat", f"d{day % 7}"]} for j in range(3)])
+        new = store.add_batch(
+            "u",
+            [
+                {
+                    "content": f"chat day {day} #{j} weather talk",
+                    "embedding": unit(rng),
+                    "memory_type": "conversation",
+                    "tags": ["chat", f"d{day % 7}"],
+                }
+                for j in range(3)
+            ],
+        )
         for mid in new:
             originals[mid] = store.get("u", mid)
         chats += new
@@ -53,8 +85,9 @@ def test_sixty_days_of_sweeps(tmp_path, rng):
 
     # -- restore by id: bit-identical, searchable
     target = chats[10]
-    assert store.search("u", originals[target].embedding, k=3, record_access=False,
-                        include_cold=False)[0].id != target  # hot and warm alone do not have it
+    assert (
+        store.search("u", originals[target].embedding, k=3, record_access=False, include_cold=False)[0].id != target
+    )  # hot and warm alone do not have it
     found = store.search("u", originals[target].embedding, k=3, record_access=False, explain=True)[0]
     assert found.id == target and found.memory.tier == "cold"  # "auto" reached the cold tier, and says why
     assert "answered weakly" in found.explain.reached_because
@@ -141,7 +174,9 @@ def test_search_whose_warm_shards_go_away_mid_search_returns_the_hot_hits(store,
 
 def test_warm_shard_is_rebuilt_when_mostly_tombstones(store, clock, rng):
     vecs = [unit(rng) for _ in range(40)]
-    ids = store.add_batch("w", [{"content": f"f{i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)])
+    ids = store.add_batch(
+        "w", [{"content": f"f{i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)]
+    )
     clock.advance(20 * DAY)
     store.sweep()
     (shard,) = store.engine.warm.shards("w")
@@ -159,7 +194,9 @@ def test_warm_shard_is_rebuilt_when_mostly_tombstones(store, clock, rng):
 
 def test_damaged_shard_is_skipped_then_rebuilt_from_catalog(store, clock, rng):
     vecs = [unit(rng) for _ in range(10)]
-    ids = store.add_batch("w", [{"content": f"f{i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)])
+    ids = store.add_batch(
+        "w", [{"content": f"f{i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)]
+    )
     clock.advance(20 * DAY)
     store.sweep()
     (info,) = store.engine.warm.shards("w")
@@ -179,8 +216,9 @@ def test_damaged_shard_is_skipped_then_rebuilt_from_catalog(store, clock, rng):
 
 
 def test_archive_objects_are_collected_when_empty(store, clock, rng):
-    ids = store.add_batch("c", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"}
-                                for i in range(4)])
+    ids = store.add_batch(
+        "c", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"} for i in range(4)]
+    )
     clock.advance(2 * HOUR)
     store.sweep()
     keys = store.engine.cold.list_batches()
@@ -213,8 +251,9 @@ def test_restore_validates_its_arguments(store, clock, rng):
 
 def test_sweep_is_bounded_and_reads_only_due(store, clock, rng):
     store.add_batch("b", [{"content": f"fact {i}", "embedding": unit(rng), "memory_type": "fact"} for i in range(500)])
-    store.add_batch("b", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"}
-                          for i in range(50)])
+    store.add_batch(
+        "b", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"} for i in range(50)]
+    )
     clock.advance(2 * HOUR)
     first = store.sweep(max_items=20)
     assert first.examined == 20 and first.archived == 20 and first.remaining_due == 30
@@ -228,8 +267,9 @@ def test_background_migrator(tmp_path, rng):
 
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
-        store.add_batch("bg", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"}
-                               for i in range(30)])
+        store.add_batch(
+            "bg", [{"content": f"chat {i}", "embedding": unit(rng), "memory_type": "conversation"} for i in range(30)]
+        )
         clock.advance(2 * HOUR)
         store.start_migrator(interval_s=0.02, max_items=7)
         deadline = time.time() + 20
@@ -244,7 +284,9 @@ def test_lost_shard_files_are_rebuilt_by_the_next_sweep(store, clock, rng):
     import shutil
 
     vecs = [unit(rng) for _ in range(12)]
-    ids = store.add_batch("w", [{"content": f"f{i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)])
+    ids = store.add_batch(
+        "w", [{"content": f"f{i}", "embedding": v, "memory_type": "fact"} for i, v in enumerate(vecs)]
+    )
     clock.advance(20 * DAY)
     store.sweep()
     (info,) = store.engine.warm.shards("w")
@@ -259,8 +301,9 @@ def test_lost_shard_files_are_rebuilt_by_the_next_sweep(store, clock, rng):
 
 
 def _archive_four(store, clock, rng, contents=("alpha secret", "bravo", "charlie", "delta")):
-    ids = store.add_batch("c", [{"content": c, "embedding": unit(rng), "memory_type": "conversation"}
-                                for c in contents])
+    ids = store.add_batch(
+        "c", [{"content": c, "embedding": unit(rng), "memory_type": "conversation"} for c in contents]
+    )
     vecs = {i: store.get("c", i).embedding.tobytes() for i in ids}
     clock.advance(2 * HOUR)
     assert store.sweep().archived == len(ids)

@@ -5,8 +5,8 @@ that held its record (tierstore/tiers/tombstones.py)."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import DIM, T0, unit
+
 from tierstore import ManualClock, TierStore
 from tierstore.errors import CorruptDataError, ObjectStoreError
 from tierstore.storage.objectstore import LocalObjectStore
@@ -24,8 +24,9 @@ def _rows(store):
 
 
 def _archive(store, clock, rng, contents=("alpha secret", "bravo", "charlie", "delta"), **fields):
-    ids = store.add_batch("c", [{"content": c, "embedding": unit(rng), "memory_type": "conversation", **fields}
-                                for c in contents])
+    ids = store.add_batch(
+        "c", [{"content": c, "embedding": unit(rng), "memory_type": "conversation", **fields} for c in contents]
+    )
     clock.advance(2 * HOUR)
     assert store.sweep().archived == len(ids)
     return ids
@@ -169,8 +170,13 @@ def test_damaged_tombstones_are_named(tmp_path, clock, rng):
     good = Tombstone("ns", "id-1", T0)
     assert decode(encode(good), "t") == good
     data = encode(good)
-    for bad in (b"", b"XXXXXXXX" + data[8:], data[:-1], data + b"\x00",
-                data[:-3] + bytes([data[-3] ^ 0xFF]) + data[-2:]):
+    for bad in (
+        b"",
+        b"XXXXXXXX" + data[8:],
+        data[:-1],
+        data + b"\x00",
+        data[:-3] + bytes([data[-3] ^ 0xFF]) + data[-2:],
+    ):
         with pytest.raises(CorruptDataError, match="tombstone t"):
             decode(bad, "tombstone t")
     store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
@@ -179,8 +185,9 @@ def test_damaged_tombstones_are_named(tmp_path, clock, rng):
     (stone,) = _stones(store)
     store.engine.cold.store.put(stone, data[:-1])
     store.close()
-    fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=ManualClock(T0), cold=store.path / "cold",
-                           take_over_cold=True)
+    fresh = TierStore.open(
+        tmp_path / "rebuilt", dim=DIM, clock=ManualClock(T0), cold=store.path / "cold", take_over_cold=True
+    )
     with pytest.raises(CorruptDataError, match=stone):
         fresh.rebuild_catalog()
     assert fresh.stats().total == 0  # nothing was inserted before the check

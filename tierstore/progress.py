@@ -11,8 +11,15 @@ from typing import TextIO
 
 
 class Progress:
-    def __init__(self, total: int | None, label: str, *, enabled: bool | None = None,
-                 stream: TextIO | None = None, unit: str = "") -> None:
+    def __init__(
+        self,
+        total: int | None,
+        label: str,
+        *,
+        enabled: bool | None = None,
+        stream: TextIO | None = None,
+        unit: str = "",
+    ) -> None:
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self.total = total
@@ -50,7 +57,7 @@ class Progress:
             self.stream.write("\n")
             self.stream.flush()
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc: object) -> None:

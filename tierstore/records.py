@@ -113,7 +113,7 @@ class Hit:
         self._j = j
 
     @classmethod
-    def of(cls, id: str, score: float, memory: Memory, explain: Explain | None = None) -> "Hit":
+    def of(cls, id: str, score: float, memory: Memory, explain: Explain | None = None) -> Hit:
         return cls(HitRows([id], [score], [explain], [memory]), 0)
 
     @property
@@ -165,8 +165,9 @@ class HitRows:
 
     __slots__ = ("ids", "scores", "explains", "memories")
 
-    def __init__(self, ids: list[str], scores: list[float], explains: list[Explain | None] | None,
-                 memories: list[Memory]) -> None:
+    def __init__(
+        self, ids: list[str], scores: list[float], explains: list[Explain | None] | None, memories: list[Memory]
+    ) -> None:
         self.ids = ids
         self.scores = scores
         self.explains = explains

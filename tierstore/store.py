@@ -9,30 +9,32 @@ package's callers (CLI, server, integrations)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from tierstore import embedding as _embedding
-from tierstore.core import integrity
-from tierstore.core import retrieval
-from tierstore.core import reads
-from tierstore.core import updates
-from tierstore.core import ingest
-from tierstore.core import opening
-from tierstore.core.background import check_sweep_args
-from tierstore.storage.catalog import Catalog
-from tierstore.clock import Clock
-from tierstore.core.engine import Engine, Settings
-from tierstore.errors import InvalidInputError, StoreConfigError
-from tierstore.tiers.migrator import Migrator
-from tierstore.records import Hit, Memory, Stats, SweepReport
-from tierstore.storage.objectstore import ObjectStore
-from tierstore.policy import Policy
 from tierstore.analytics.prometheus import metrics_text
+from tierstore.clock import Clock
+from tierstore.core import ingest, integrity, opening, reads, retrieval, updates
+from tierstore.core.background import check_sweep_args
+from tierstore.core.engine import Engine, Settings
 from tierstore.core.store_clock import ClockCheck
 from tierstore.core.trace import TraceWriter, encode_vector
-from tierstore.rules.validation import (check_id_list, check_namespace, check_positive_int, check_search_flags, check_seconds,
-                         check_vector)
+from tierstore.errors import InvalidInputError, StoreConfigError
+from tierstore.policy import Policy
+from tierstore.records import Hit, Memory, Stats, SweepReport
+from tierstore.rules.validation import (
+    check_id_list,
+    check_namespace,
+    check_positive_int,
+    check_search_flags,
+    check_seconds,
+    check_vector,
+)
+from tierstore.storage.catalog import Catalog
+from tierstore.storage.objectstore import ObjectStore
+from tierstore.tiers.migrator import Migrator
 
 __all__ = ["Settings", "TierStore"]
 
@@ -40,10 +42,10 @@ __all__ = ["Settings", "TierStore"]
 def _delegated(name: str, settable: bool = False) -> property:
     """A property reading (and, ``settable``, writing) the engine's attribute ``name``."""
 
-    def get(self: "TierStore") -> Any:
+    def get(self: TierStore) -> Any:
         return getattr(self.engine, name)
 
-    def set_(self: "TierStore", value: Any) -> None:
+    def set_(self: TierStore, value: Any) -> None:
         setattr(self.engine, name, value)
 
     return property(get, set_ if settable else None, doc=f"The engine's ``{name}``.")
@@ -56,14 +58,39 @@ class TierStore:
     counts are exact under concurrency.
     """
 
-    def __init__(self, *, path: Path, dim: int, policy: Policy, clock: Clock, settings: Settings,
-                 catalog: Catalog, lock_fd: int, cold: ObjectStore, clock_check: ClockCheck,
-                 allow_clock_jump: bool = False, store_id: str = "", readonly: bool = False,
-                 embedder: _embedding.Embedder | None = None) -> None:
-        self.engine = Engine(path=path, dim=dim, policy=policy, clock=clock, settings=settings, catalog=catalog,
-                              lock_fd=lock_fd, cold=cold, clock_check=clock_check,
-                              allow_clock_jump=allow_clock_jump, store_id=store_id, readonly=readonly,
-                              embedder=embedder, migrator=Migrator)
+    def __init__(
+        self,
+        *,
+        path: Path,
+        dim: int,
+        policy: Policy,
+        clock: Clock,
+        settings: Settings,
+        catalog: Catalog,
+        lock_fd: int,
+        cold: ObjectStore,
+        clock_check: ClockCheck,
+        allow_clock_jump: bool = False,
+        store_id: str = "",
+        readonly: bool = False,
+        embedder: _embedding.Embedder | None = None,
+    ) -> None:
+        self.engine = Engine(
+            path=path,
+            dim=dim,
+            policy=policy,
+            clock=clock,
+            settings=settings,
+            catalog=catalog,
+            lock_fd=lock_fd,
+            cold=cold,
+            clock_check=clock_check,
+            allow_clock_jump=allow_clock_jump,
+            store_id=store_id,
+            readonly=readonly,
+            embedder=embedder,
+            migrator=Migrator,
+        )
 
     # the engine's state a caller may read, as the store's attributes (the rest: ``store.engine``)
     path = _delegated("path")
@@ -77,11 +104,21 @@ class TierStore:
     # ------------------------------------------------------------------ open
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, dim: int | None = None, policy: Policy | None = None,
-             cold: str | os.PathLike[str] | ObjectStore | None = None, cold_options: Mapping[str, Any] | None = None,
-             clock: Clock | None = None, settings: Settings | None = None,
-             allow_clock_jump: bool = False, take_over_cold: bool = False, readonly: bool = False,
-             embedder: Any = None) -> "TierStore":
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        dim: int | None = None,
+        policy: Policy | None = None,
+        cold: str | os.PathLike[str] | ObjectStore | None = None,
+        cold_options: Mapping[str, Any] | None = None,
+        clock: Clock | None = None,
+        settings: Settings | None = None,
+        allow_clock_jump: bool = False,
+        take_over_cold: bool = False,
+        readonly: bool = False,
+        embedder: Any = None,
+    ) -> TierStore:
         """Open the store at ``path`` or create it.
 
         dim: vector dimension, required to create a store (then fixed).
@@ -123,12 +160,30 @@ class TierStore:
             elif check_positive_int(dim, "dim") != emb.dim:
                 raise StoreConfigError(f"dim={dim} but the embedder {emb.name!r} makes vectors of dimension {emb.dim}")
         if readonly:
-            return opening.open_readonly(cls, Path(path), dim=dim, policy=policy, cold=cold,
-                                         cold_options=cold_options, clock=clock, settings=settings, embedder=emb)
+            return opening.open_readonly(
+                cls,
+                Path(path),
+                dim=dim,
+                policy=policy,
+                cold=cold,
+                cold_options=cold_options,
+                clock=clock,
+                settings=settings,
+                embedder=emb,
+            )
         store, policy_changed = opening.open_writable(
-            cls, Path(path), dim=dim, policy=policy, cold=cold, cold_options=cold_options, clock=clock,
-            settings=settings or Settings(), allow_clock_jump=allow_clock_jump, take_over_cold=take_over_cold,
-            embedder=emb)
+            cls,
+            Path(path),
+            dim=dim,
+            policy=policy,
+            cold=cold,
+            cold_options=cold_options,
+            clock=clock,
+            settings=settings or Settings(),
+            allow_clock_jump=allow_clock_jump,
+            take_over_cold=take_over_cold,
+            embedder=emb,
+        )
         opening.finish_open(store.engine, policy_changed=policy_changed)
         return store
 
@@ -142,7 +197,7 @@ class TierStore:
         """Opened with ``readonly=True``: it changes nothing."""
         return self.engine.readonly
 
-    def __enter__(self) -> "TierStore":
+    def __enter__(self) -> TierStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -168,10 +223,23 @@ class TierStore:
 
     # ------------------------------------------------------------------ add
 
-    def add(self, ns: str, content: str, embedding: Any = None, *, memory_type: str = "fact", confidence: float = 0.8,
-            source: str = "user_declaration", tags: Iterable[str] = (), ttl_seconds: float | None = None,
-            pinned: bool = False, id: str | None = None, supersedes: Iterable[str] = (),
-            key: str | None = None, metadata: Mapping[str, Any] | None = None) -> str:
+    def add(
+        self,
+        ns: str,
+        content: str,
+        embedding: Any = None,
+        *,
+        memory_type: str = "fact",
+        confidence: float = 0.8,
+        source: str = "user_declaration",
+        tags: Iterable[str] = (),
+        ttl_seconds: float | None = None,
+        pinned: bool = False,
+        id: str | None = None,
+        supersedes: Iterable[str] = (),
+        key: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
         """Store one memory and return its id. Durable when it returns.
 
         embedding: ``dim`` finite numbers, not all zero (stored L2-normalised);
@@ -201,9 +269,20 @@ class TierStore:
         (``types.<t>.supersede_above``), softly: they are marked, damped, due
         at the next sweep, and explicit positive feedback takes it back.
         """
-        item = {"content": content, "embedding": embedding, "memory_type": memory_type, "confidence": confidence,
-                        "source": source, "tags": tags, "ttl_seconds": ttl_seconds, "pinned": pinned, "id": id,
-                        "supersedes": supersedes, "key": key, "metadata": metadata}
+        item = {
+            "content": content,
+            "embedding": embedding,
+            "memory_type": memory_type,
+            "confidence": confidence,
+            "source": source,
+            "tags": tags,
+            "ttl_seconds": ttl_seconds,
+            "pinned": pinned,
+            "id": id,
+            "supersedes": supersedes,
+            "key": key,
+            "metadata": metadata,
+        }
         return ingest.add(self.engine, ns, [item])[0]
 
     def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -252,10 +331,21 @@ class TierStore:
 
     # ------------------------------------------------------------------ search
 
-    def search(self, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
-               memory_types: Iterable[str] | None = None, min_confidence: float = 0.0, include_warm: bool = True,
-               include_cold: bool | str | None = None, record_access: bool | None = None,
-               explain: bool = False, text: str | None = None) -> list[Hit]:
+    def search(
+        self,
+        ns: str,
+        query: Any,
+        *,
+        k: int = 5,
+        context_tags: Iterable[str] = (),
+        memory_types: Iterable[str] | None = None,
+        min_confidence: float = 0.0,
+        include_warm: bool = True,
+        include_cold: bool | str | None = None,
+        record_access: bool | None = None,
+        explain: bool = False,
+        text: str | None = None,
+    ) -> list[Hit]:
         """The ``k`` best memories for ``query``, ranked by the policy's fused score.
 
         query: a finite, non-zero vector of the store's dimension (or, with an
@@ -292,18 +382,41 @@ class TierStore:
         ``keywords``. A text with no word to look for (empty, stop words)
         or whose words match nothing: by meaning alone.
         """
-        if type(include_warm) is not bool or type(explain) is not bool or (
-                record_access is not None and type(record_access) is not bool) or memory_types is not None:
+        if (
+            type(include_warm) is not bool
+            or type(explain) is not bool
+            or (record_access is not None and type(record_access) is not bool)
+            or memory_types is not None
+        ):
             memory_types = check_search_flags(include_warm, record_access, explain, memory_types)
-        return retrieval.search(self.engine, ns, query, k=k, context_tags=context_tags, memory_types=memory_types,
-                                min_confidence=min_confidence, include_warm=include_warm, include_cold=include_cold,
-                                record_access=record_access, explain=explain,
-                                text=text)  # type: ignore[return-value]
+        return retrieval.search(
+            self.engine,
+            ns,
+            query,
+            k=k,
+            context_tags=context_tags,
+            memory_types=memory_types,
+            min_confidence=min_confidence,
+            include_warm=include_warm,
+            include_cold=include_cold,
+            record_access=record_access,
+            explain=explain,
+            text=text,
+        )  # type: ignore[return-value]
 
-    def search_in_memory(self, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
-                         memory_types: Iterable[str] | None = None, min_confidence: float = 0.0,
-                         include_warm: bool = True, include_cold: bool | str | None = None,
-                         record_access: bool | None = None) -> list[Hit] | None:
+    def search_in_memory(
+        self,
+        ns: str,
+        query: Any,
+        *,
+        k: int = 5,
+        context_tags: Iterable[str] = (),
+        memory_types: Iterable[str] | None = None,
+        min_confidence: float = 0.0,
+        include_warm: bool = True,
+        include_cold: bool | str | None = None,
+        record_access: bool | None = None,
+    ) -> list[Hit] | None:
         """:meth:`search`, when the hot tier alone answers it without waiting;
         otherwise ``None`` and nothing is done (call :meth:`search`).
 
@@ -312,12 +425,25 @@ class TierStore:
         object store, wait for a writer of the namespace's index, load the
         namespace, or write a trace. Bad input raises as :meth:`search` does.
         An answer is the one :meth:`search` gives (access recording included)."""
-        if type(include_warm) is not bool or (record_access is not None and type(record_access) is not bool) \
-                or memory_types is not None:
+        if (
+            type(include_warm) is not bool
+            or (record_access is not None and type(record_access) is not bool)
+            or memory_types is not None
+        ):
             memory_types = check_search_flags(include_warm, record_access, False, memory_types)
-        return retrieval.search(self.engine, ns, query, k=k, context_tags=context_tags, memory_types=memory_types,
-                                min_confidence=min_confidence, include_warm=include_warm, include_cold=include_cold,
-                                record_access=record_access, in_memory_only=True)
+        return retrieval.search(
+            self.engine,
+            ns,
+            query,
+            k=k,
+            context_tags=context_tags,
+            memory_types=memory_types,
+            min_confidence=min_confidence,
+            include_warm=include_warm,
+            include_cold=include_cold,
+            record_access=record_access,
+            in_memory_only=True,
+        )
 
     # ------------------------------------------------------------------ read / update
 
@@ -341,8 +467,9 @@ class TierStore:
         whole namespace: meant for listings and exports, not per query."""
         return reads.memories(self.engine, ns, with_embedding=with_embedding)
 
-    def memories_page(self, ns: str, *, after: str | None = None, limit: int | None = None,
-                      with_embedding: bool = False) -> tuple[list[Memory], str | None]:
+    def memories_page(
+        self, ns: str, *, after: str | None = None, limit: int | None = None, with_embedding: bool = False
+    ) -> tuple[list[Memory], str | None]:
         """One page of :meth:`memories`: at most ``limit`` memories of ``ns``
         (``None``: 1000) that come after the cursor ``after`` (``None``: from
         the first) in the same order, and the cursor of the next page
@@ -417,8 +544,14 @@ class TierStore:
 
     # ------------------------------------------------------------------ sweep
 
-    def sweep(self, *, max_items: int | None = None, time_budget_s: float | None = None,
-              progress: bool | None = False, dry_run: bool = False) -> SweepReport:
+    def sweep(
+        self,
+        *,
+        max_items: int | None = None,
+        time_budget_s: float | None = None,
+        progress: bool | None = False,
+        dry_run: bool = False,
+    ) -> SweepReport:
         """One incremental pass of the migrator: apply what is due.
 
         Reads only memories whose due time has passed (the due index), in
@@ -456,14 +589,24 @@ class TierStore:
         self.engine.check_writable()
         with self.engine.sweep_lock:
             try:
-                return self.engine.migrator.compact_archives(self.engine.store_time.now(), everything=True, progress=progress,
-                                                       strict=True)
+                return self.engine.migrator.compact_archives(
+                    self.engine.store_time.now(), everything=True, progress=progress, strict=True
+                )
             finally:
                 self.engine.migrator.settle_tombstones()
 
-    def restore(self, ns: str, *, ids: Iterable[str] | None = None, where: Mapping[str, Any] | None = None,
-                text: str | None = None, query: Any = None, k: int | None = None, limit: int | None = None,
-                progress: bool | None = False) -> list[str]:
+    def restore(
+        self,
+        ns: str,
+        *,
+        ids: Iterable[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        text: str | None = None,
+        query: Any = None,
+        k: int | None = None,
+        limit: int | None = None,
+        progress: bool | None = False,
+    ) -> list[str]:
         """Bring archived memories back to the hot tier; returns their ids.
 
         ids: these memories (unknown ids raise MemoryNotFoundError; ones not
@@ -496,12 +639,27 @@ class TierStore:
         if where is not None and not isinstance(where, Mapping):
             raise InvalidInputError("restore where must be a dict")
         with self.engine.sweep_lock:
-            restored = self.engine.migrator.restore(ns, ids=id_list, where=None if where is None else dict(where),
-                                              text=text, query=q, limit=limit, progress=progress)
+            restored = self.engine.migrator.restore(
+                ns,
+                ids=id_list,
+                where=None if where is None else dict(where),
+                text=text,
+                query=q,
+                limit=limit,
+                progress=progress,
+            )
         if self.engine.trace is not None:
-            self.engine.trace.write("restore", self.engine.store_time.now(), ns=ns, ids=id_list,
-                              where=None if where is None else dict(where), text=text,
-                              query=None if q is None else encode_vector(q), limit=limit, restored=restored)
+            self.engine.trace.write(
+                "restore",
+                self.engine.store_time.now(),
+                ns=ns,
+                ids=id_list,
+                where=None if where is None else dict(where),
+                text=text,
+                query=None if q is None else encode_vector(q),
+                limit=limit,
+                restored=restored,
+            )
         return restored
 
     def start_trace(self, path: str | os.PathLike[str]) -> None:
@@ -527,8 +685,7 @@ class TierStore:
                 opening.repair_supersessions(self.engine)
             return counts
 
-    def start_migrator(self, *, interval_s: float = 60.0, max_items: int = 10_000,
-                       time_budget_s: float = 5.0) -> None:
+    def start_migrator(self, *, interval_s: float = 60.0, max_items: int = 10_000, time_budget_s: float = 5.0) -> None:
         """Run sweeps in a background thread every ``interval_s`` seconds (of
         wall-clock time), each bounded by ``max_items`` and ``time_budget_s``.
         It comes back sooner while work remains and backs off after errors.

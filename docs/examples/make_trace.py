@@ -22,8 +22,8 @@ import tempfile
 from pathlib import Path
 
 from tierstore import ManualClock, TierStore
-from tierstore.embedding.synthetic import HashingEmbedder
 from tierstore.analytics.workload import USERS, agent_workload
+from tierstore.embedding.synthetic import HashingEmbedder
 
 DAY = 86400.0
 DIM = 32
@@ -54,14 +54,23 @@ def make_trace(out: Path, days: int = 45, users: int = 3, seed: int = 7) -> dict
                 clock.set(max(clock.now(), ev.t))
                 if ev.kind == "add":
                     seq += 1  # explicit ids (not random ones): the same arguments give the same file
-                    mid = store.add(ev.ns, ev.content, embedder.embed(ev.content, ev.tags),
-                                    memory_type=ev.memory_type, confidence=ev.confidence, source=ev.source,
-                                    tags=ev.tags, pinned=ev.pinned, id=ev.id or f"{ev.ns}-{ev.memory_type}-{seq}")
+                    mid = store.add(
+                        ev.ns,
+                        ev.content,
+                        embedder.embed(ev.content, ev.tags),
+                        memory_type=ev.memory_type,
+                        confidence=ev.confidence,
+                        source=ev.source,
+                        tags=ev.tags,
+                        pinned=ev.pinned,
+                        id=ev.id or f"{ev.ns}-{ev.memory_type}-{seq}",
+                    )
                     if ev.id and ev.id.startswith(f"{ev.ns}-home-"):
                         homes[ev.ns].append(mid)
                 elif ev.kind == "search":
-                    hits = store.search(ev.ns, embedder.embed(ev.content, ev.topics), k=5, context_tags=ev.context,
-                                        record_access=False)
+                    hits = store.search(
+                        ev.ns, embedder.embed(ev.content, ev.topics), k=5, context_tags=ev.context, record_access=False
+                    )
                     if ev.content == HOME_QUERY.format(u=ev.ns.capitalize()):
                         labels.append({"stale": homes[ev.ns][:-1], "live": homes[ev.ns][-1:]})
                     else:
@@ -73,8 +82,11 @@ def make_trace(out: Path, days: int = 45, users: int = 3, seed: int = 7) -> dict
         out.parent.mkdir(parents=True, exist_ok=True)
         searches = iter(labels)
         # mtime=0: the same input gives the same bytes
-        with open(raw, encoding="utf-8") as src, open(out, "wb") as f, \
-                gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0, compresslevel=9) as gz:
+        with (
+            open(raw, encoding="utf-8") as src,
+            open(out, "wb") as f,
+            gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0, compresslevel=9) as gz,
+        ):
             for line in src:
                 rec = json.loads(line)
                 if rec["op"] == "search":
@@ -95,8 +107,10 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path(__file__).with_name("trace.jsonl.gz"))
     args = p.parse_args()
     counts = make_trace(args.out, days=args.days, users=args.users, seed=args.seed)
-    print(f"wrote {args.out}: {counts['records']} records, {counts['labelled']} labelled searches, "
-          f"{args.out.stat().st_size // 1024} KiB")
+    print(
+        f"wrote {args.out}: {counts['records']} records, {counts['labelled']} labelled searches, "
+        f"{args.out.stat().st_size // 1024} KiB"
+    )
 
 
 if __name__ == "__main__":

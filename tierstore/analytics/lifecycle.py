@@ -17,16 +17,15 @@ import json
 import math
 import sqlite3
 from bisect import bisect_right
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from tierstore.core.engine import Engine, engine_of
 from tierstore.errors import InvalidInputError
 
-
 DAY = 86400.0
 TIERS = ("hot", "warm", "cold")
-EVENT_KINDS = ("create", "promote", "demote", "archive", "restore", "reactivate", "delete", "feedback", "pin",
-               "unpin")
+EVENT_KINDS = ("create", "promote", "demote", "archive", "restore", "reactivate", "delete", "feedback", "pin", "unpin")
 END_KINDS = ("archive", "delete")  # a memory's first life ends when it leaves the searchable tiers
 LEAVE_KINDS = ("demote", "archive")  # moves out of hot that a reactivation can undo
 # moves back into hot: restore (asked for), reactivate (a cold hit or touch that was used), promote (warm)
@@ -45,6 +44,7 @@ def back_cause(kind: str, reason: str | None) -> str:
         return "promoted"
     return "re-added" if reason == "re-added" else "restored"
 
+
 # What compaction keeps by default, whatever its age: every tier transition.
 # Survival, access counts at the end, reactivation and the tier series are all
 # computed from these, so with this default they are unchanged by compaction.
@@ -54,7 +54,13 @@ DEFAULT_KEEP_KINDS = ("create", "promote", "demote", "archive", "restore", "reac
 # Access-count histogram buckets (inclusive bounds; None: unbounded). Powers of
 # two, because access counts are heavy-tailed.
 ACCESS_BUCKETS: tuple[tuple[int, int | None], ...] = (
-    (0, 0), (1, 1), (2, 3), (4, 7), (8, 15), (16, 31), (32, None),
+    (0, 0),
+    (1, 1),
+    (2, 3),
+    (4, 7),
+    (8, 15),
+    (16, 31),
+    (32, None),
 )
 
 TOP_VALUE = 10
@@ -76,6 +82,7 @@ CREATE TABLE IF NOT EXISTS {FOLD_TABLE} (
 
 # ---------------------------------------------------------------------------
 # small pure helpers (exported for tests and the report)
+
 
 def kaplan_meier(durations: Sequence[float], ended: Sequence[bool]) -> list[tuple[float, float]]:
     """Kaplan–Meier survival curve: ``[(t, S(t))]`` starting at ``(0, 1)``,
@@ -146,7 +153,7 @@ def _median(xs: Sequence[float]) -> float | None:
     return float(s[m]) if len(s) % 2 else (s[m - 1] + s[m]) / 2.0
 
 
-def _table_exists(eng: "Engine", name: str) -> bool:
+def _table_exists(eng: Engine, name: str) -> bool:
     return eng.catalog.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) is not None
 
 
@@ -169,8 +176,9 @@ def _parse_folded(raw: str | None) -> dict[str, Any]:
     base["tiers"] = {t: int(base["tiers"].get(t, 0)) for t in TIERS}
     by_type = data.get("tiers_by_type") if isinstance(data, dict) else None
     if isinstance(by_type, dict):
-        base["tiers_by_type"] = {str(k): {t: int(v.get(t, 0)) for t in TIERS}
-                                 for k, v in by_type.items() if isinstance(v, dict)}
+        base["tiers_by_type"] = {
+            str(k): {t: int(v.get(t, 0)) for t in TIERS} for k, v in by_type.items() if isinstance(v, dict)
+        }
     else:
         # Compacted before types were folded: the per-tier totals are exact,
         # their types unknown; counting them as "unknown" keeps the sums right.
@@ -178,7 +186,7 @@ def _parse_folded(raw: str | None) -> dict[str, Any]:
     return base
 
 
-def _now(eng: "Engine", now: float | None) -> float:
+def _now(eng: Engine, now: float | None) -> float:
     if now is None:
         return float(eng.now())
     if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
@@ -188,6 +196,7 @@ def _now(eng: "Engine", now: float | None) -> float:
 
 # ---------------------------------------------------------------------------
 # metrics
+
 
 def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days: float = 7.0) -> dict[str, Any]:
     """Lifecycle metrics of a store from its event log and access log.
@@ -212,8 +221,11 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
     eng = engine_of(store)
     eng.check_open()
     now = _now(eng, now)
-    if isinstance(reactivation_days, bool) or not isinstance(reactivation_days, (int, float)) \
-            or not (math.isfinite(reactivation_days) and reactivation_days > 0):
+    if (
+        isinstance(reactivation_days, bool)
+        or not isinstance(reactivation_days, (int, float))
+        or not (math.isfinite(reactivation_days) and reactivation_days > 0)
+    ):
         raise InvalidInputError(f"reactivation_days must be a positive number of days, got {reactivation_days!r}")
     window = float(reactivation_days) * DAY
     eng.flush()  # pending access counts reach access_log first
@@ -235,7 +247,9 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
     type_deltas: dict[str, list[int]] = {}  # memory type -> net change of (hot, warm, cold) up to now
     cur = eng.catalog.reader().execute(
         "SELECT t, ns, id, kind, from_tier, to_tier, reason, access_count, memory_type FROM events"
-        " WHERE t <= ? ORDER BY t, seq", (now,))
+        " WHERE t <= ? ORDER BY t, seq",
+        (now,),
+    )
     for t, ns, mid, kind, from_tier, to_tier, reason, access_count, mtype in cur:
         key = (ns, mid)
         by_kind[kind] = by_kind.get(kind, 0) + 1
@@ -262,8 +276,9 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
             cause = back_cause(kind, reason)
             for leave_t, leave_kind, leave_type in pending.pop(key, []):
                 delay = t - leave_t
-                react.append((leave_kind, leave_type, delay, cause) if delay <= window
-                             else (leave_kind, leave_type, None, None))
+                react.append(
+                    (leave_kind, leave_type, delay, cause) if delay <= window else (leave_kind, leave_type, None, None)
+                )
         elif kind == "delete":
             for leave_t, leave_kind, leave_type in pending.pop(key, []):
                 react.append((leave_kind, leave_type, None, None))
@@ -362,14 +377,21 @@ def _access_at_end(ends: list[tuple[str, int]]) -> dict[str, Any]:
     }
 
 
-def _reactivation(react: list[tuple[str, str, float | None, str | None]],
-                  open_count: dict[tuple[str, str], int], days: float) -> dict[str, Any]:
+def _reactivation(
+    react: list[tuple[str, str, float | None, str | None]], open_count: dict[tuple[str, str], int], days: float
+) -> dict[str, Any]:
     def summary(items: list[tuple[str, str, float | None, str | None]], pending: int) -> dict[str, Any]:
         delays = [r[2] for r in items if r[3] is not None]  # the ones that came back
         num = len(delays)
         by_cause = {c: sum(1 for r in items if r[3] == c) for c in BACK_CAUSES}
-        return {"numerator": num, "denominator": len(items), "rate": _rate(num, len(items)), "pending": pending,
-                "median_delay_s": _median(delays), "by_cause": by_cause}
+        return {
+            "numerator": num,
+            "denominator": len(items),
+            "rate": _rate(num, len(items)),
+            "pending": pending,
+            "median_delay_s": _median(delays),
+            "by_cause": by_cause,
+        }
 
     out = summary(react, sum(open_count.values()))
     out["window_days"] = float(days)
@@ -381,14 +403,16 @@ def _reactivation(react: list[tuple[str, str, float | None, str | None]],
     out["by_type"] = {}
     for t in type_names:
         part = summary([r for r in react if r[1] == t], sum(n for (_, tt), n in open_count.items() if tt == t))
-        part["by_kind"] = {k: summary([r for r in react if r[1] == t and r[0] == k], open_count.get((k, t), 0))
-                           for k in LEAVE_KINDS}
+        part["by_kind"] = {
+            k: summary([r for r in react if r[1] == t and r[0] == k], open_count.get((k, t), 0)) for k in LEAVE_KINDS
+        }
         out["by_type"][t] = part
     return out
 
 
-def _value(eng: "Engine", now: float, types: dict[tuple[str, str], str],
-           feedback: dict[tuple[str, str], list[int]]) -> dict[str, Any]:
+def _value(
+    eng: Engine, now: float, types: dict[tuple[str, str], str], feedback: dict[tuple[str, str], list[int]]
+) -> dict[str, Any]:
     """Memory value = retrievals × positive-feedback rate (seed §5.4).
 
     retrievals: accesses counted in access_log up to ``now``'s day.
@@ -425,9 +449,18 @@ def _value(eng: "Engine", now: float, types: dict[tuple[str, str], str],
         pos, neg = fb.get(key, (0, 0))
         n = retrievals.get(key, 0)
         rate = _rate(pos, pos + neg)
-        rows.append({"ns": key[0], "id": key[1], "memory_type": types.get(key, "unknown"), "retrievals": n,
-                     "positive": pos, "negative": neg, "positive_rate": rate,
-                     "value": None if rate is None else n * rate})
+        rows.append(
+            {
+                "ns": key[0],
+                "id": key[1],
+                "memory_type": types.get(key, "unknown"),
+                "retrievals": n,
+                "positive": pos,
+                "negative": neg,
+                "positive_rate": rate,
+                "value": None if rate is None else n * rate,
+            }
+        )
     per_type: dict[str, dict[str, Any]] = {}
     for r in rows:
         t = per_type.setdefault(r["memory_type"], {"memories": 0, "rated": 0, "retrievals": 0, "_sum": 0.0})
@@ -444,8 +477,12 @@ def _value(eng: "Engine", now: float, types: dict[tuple[str, str], str],
     top = rated[:TOP_VALUE]
     if top:
         cond = " OR ".join("(ns = ? AND id = ?)" for _ in top)
-        content = {(ns, mid): c for ns, mid, c in eng.catalog.query(
-            f"SELECT ns, id, content FROM memories WHERE {cond}", [x for r in top for x in (r["ns"], r["id"])])}
+        content = {
+            (ns, mid): c
+            for ns, mid, c in eng.catalog.query(
+                f"SELECT ns, id, content FROM memories WHERE {cond}", [x for r in top for x in (r["ns"], r["id"])]
+            )
+        }
         for r in top:
             r["content"] = content.get((r["ns"], r["id"]))  # None: deleted since
     return {
@@ -458,8 +495,9 @@ def _value(eng: "Engine", now: float, types: dict[tuple[str, str], str],
     }
 
 
-def _tier_series(day_deltas: dict[int, list[int]], type_deltas: dict[str, list[int]], folded: dict[str, Any],
-                 now: float) -> dict[str, Any]:
+def _tier_series(
+    day_deltas: dict[int, list[int]], type_deltas: dict[str, list[int]], folded: dict[str, Any], now: float
+) -> dict[str, Any]:
     """Memories per tier at the end of each day (POSIX day numbers), rebuilt
     from the transitions: create → hot +1; demote hot → warm; archive → cold;
     restore/promote → hot; delete −1 from its tier. Transitions folded by
@@ -489,17 +527,25 @@ def _tier_series(day_deltas: dict[int, list[int]], type_deltas: dict[str, list[i
     return {"days": days, **{t: series[i] for i, t in enumerate(TIERS)}, "by_type": by_type}
 
 
-def _policy_summary(eng: "Engine") -> dict[str, Any]:
+def _policy_summary(eng: Engine) -> dict[str, Any]:
     pol = eng.policy
     return {
         "types": {
-            name: {"ttl_s": t.ttl_seconds, "half_life_s": t.half_life_seconds, "boost": t.boost,
-                   "initial_weight": t.initial_weight, "refresh_on_read": t.refresh_on_read}
+            name: {
+                "ttl_s": t.ttl_seconds,
+                "half_life_s": t.half_life_seconds,
+                "boost": t.boost,
+                "initial_weight": t.initial_weight,
+                "refresh_on_read": t.refresh_on_read,
+            }
             for name, t in pol.types.items()
         },
-        "thresholds": {"demote": pol.thresholds.demote, "archive": pol.thresholds.archive,
-                       "delete": pol.thresholds.delete,
-                       "delete_below_confidence": pol.thresholds.delete_below_confidence},
+        "thresholds": {
+            "demote": pol.thresholds.demote,
+            "archive": pol.thresholds.archive,
+            "delete": pol.thresholds.delete,
+            "delete_below_confidence": pol.thresholds.delete_below_confidence,
+        },
     }
 
 
@@ -517,8 +563,8 @@ def tier_at(metrics: Mapping[str, Any], t: float) -> dict[str, int]:
 # ---------------------------------------------------------------------------
 # compaction
 
-def compact_events(store: Any, *, older_than_s: float,
-                   keep_kinds: Iterable[str] = DEFAULT_KEEP_KINDS) -> int:
+
+def compact_events(store: Any, *, older_than_s: float, keep_kinds: Iterable[str] = DEFAULT_KEEP_KINDS) -> int:
     """Drop event rows older than ``older_than_s`` seconds (before ``now -
     older_than_s``) whose kind is not in ``keep_kinds``, and fold old
     ``access_log`` days into one row per memory. Returns the number of rows
@@ -546,8 +592,11 @@ def compact_events(store: Any, *, older_than_s: float,
     """
     eng = engine_of(store)
     eng.check_open()
-    if isinstance(older_than_s, bool) or not isinstance(older_than_s, (int, float)) \
-            or not (math.isfinite(older_than_s) and older_than_s > 0):
+    if (
+        isinstance(older_than_s, bool)
+        or not isinstance(older_than_s, (int, float))
+        or not (math.isfinite(older_than_s) and older_than_s > 0)
+    ):
         raise InvalidInputError(f"older_than_s must be a positive number of seconds, got {older_than_s!r}")
     if isinstance(keep_kinds, str):
         raise InvalidInputError("keep_kinds must be a list of event kinds, not one string")
@@ -573,7 +622,8 @@ def compact_events(store: Any, *, older_than_s: float,
             for mtype, from_tier, to_tier, n in conn.execute(
                 f"SELECT coalesce(memory_type, 'unknown'), from_tier, to_tier, count(*) FROM events"
                 f" WHERE {where} AND coalesce(from_tier, '') != coalesce(to_tier, '')"
-                " GROUP BY memory_type, from_tier, to_tier", params
+                " GROUP BY memory_type, from_tier, to_tier",
+                params,
             ):
                 per_type = folded["tiers_by_type"].setdefault(mtype, {t: 0 for t in TIERS})
                 if from_tier in TIERS:
@@ -593,21 +643,27 @@ def compact_events(store: Any, *, older_than_s: float,
                 f" FROM events WHERE {where} GROUP BY ns, id"
                 " ON CONFLICT (ns, id) DO UPDATE SET positive = positive + excluded.positive,"
                 "  negative = negative + excluded.negative,"
-                "  memory_type = coalesce(excluded.memory_type, memory_type)", params)
+                "  memory_type = coalesce(excluded.memory_type, memory_type)",
+                params,
+            )
             removed += conn.execute(f"DELETE FROM events WHERE {where}", params).rowcount
             folded["cutoff"] = cutoff if folded["cutoff"] is None else max(folded["cutoff"], cutoff)
-            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)"
-                         " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                         (FOLD_META, json.dumps(folded, sort_keys=True)))
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (FOLD_META, json.dumps(folded, sort_keys=True)),
+            )
         # Fold old access days: sum, delete, insert one row per memory dated
         # the day before the cutoff (every row before the cutoff was deleted,
         # so the insert cannot collide).
-        sums = conn.execute("SELECT ns, id, sum(count), count(*), min(day) FROM access_log WHERE day < ?"
-                            " GROUP BY ns, id", (cutoff_day,)).fetchall()
+        sums = conn.execute(
+            "SELECT ns, id, sum(count), count(*), min(day) FROM access_log WHERE day < ? GROUP BY ns, id", (cutoff_day,)
+        ).fetchall()
         if any(n > 1 or day != cutoff_day - 1 for *_, n, day in sums):  # else already folded
             conn.execute("DELETE FROM access_log WHERE day < ?", (cutoff_day,))
-            conn.executemany("INSERT INTO access_log (ns, id, day, count) VALUES (?, ?, ?, ?)",
-                             [(ns, mid, cutoff_day - 1, total) for ns, mid, total, _, _ in sums])
+            conn.executemany(
+                "INSERT INTO access_log (ns, id, day, count) VALUES (?, ?, ?, ?)",
+                [(ns, mid, cutoff_day - 1, total) for ns, mid, total, _, _ in sums],
+            )
             removed += sum(n for _, _, _, n, _ in sums) - len(sums)
         return removed
 
@@ -616,6 +672,7 @@ def compact_events(store: Any, *, older_than_s: float,
 
 # ---------------------------------------------------------------------------
 # text
+
 
 def format_summary(metrics: Mapping[str, Any]) -> str:
     """A few readable lines of a metrics dict (for ``tierstore stats``)."""
@@ -634,12 +691,16 @@ def format_summary(metrics: Mapping[str, Any]) -> str:
     r = metrics["reactivation"]
     rate = "n/a" if r["rate"] is None else f"{100 * r['rate']:.1f} %"
     causes = ", ".join(f"{c} {n}" for c, n in r["by_cause"].items() if n)
-    lines.append(f"reactivated within {r['window_days']:g} d: {rate} ({r['numerator']}/{r['denominator']},"
-                 f" {r['pending']} pending)" + (f"; brought back: {causes}" if causes else ""))
+    lines.append(
+        f"reactivated within {r['window_days']:g} d: {rate} ({r['numerator']}/{r['denominator']},"
+        f" {r['pending']} pending)" + (f"; brought back: {causes}" if causes else "")
+    )
     v = metrics["value"]
     if v["rated"]:
-        lines.append(f"memory value: {v['rated']} rated of {v['memories']}, mean {v['mean_value']:.2f}; top "
-                     + ", ".join(f"{x['id']} {x['value']:.1f}" for x in v["top"][:3]))
+        lines.append(
+            f"memory value: {v['rated']} rated of {v['memories']}, mean {v['mean_value']:.2f}; top "
+            + ", ".join(f"{x['id']} {x['value']:.1f}" for x in v["top"][:3])
+        )
     ev = metrics["events"]["by_kind"]
     lines.append("events: " + ", ".join(f"{k} {n}" for k, n in ev.items() if n))
     return "\n".join(lines)

@@ -23,15 +23,15 @@ would grow without bound):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
+from tierstore.analytics.lifecycle import EVENT_KINDS, folded_state
 from tierstore.core.engine import engine_of
 from tierstore.errors import MissingDependencyError
 from tierstore.optional import install_hint
-from tierstore.analytics.lifecycle import EVENT_KINDS, folded_state
 from tierstore.records import TIER_NAMES
-
 
 
 @dataclass
@@ -69,24 +69,48 @@ def families(store: Any) -> list[Family]:
         counts[kind] = counts.get(kind, 0) + int(n)
     row = eng.catalog.query_one("SELECT coalesce(sum(count), 0) FROM access_log")
     accesses = int(row[0]) if row else 0
-    events = Family("tierstore_events", "counter", "Lifecycle events logged, by kind (compacted ones included).",
-                    [({"kind": k}, n) for k, n in counts.items()])
-    acc = Family("tierstore_accesses", "counter", "Accesses counted (touches, recorded search hits, promotions).",
-                 [({}, accesses)])
+    events = Family(
+        "tierstore_events",
+        "counter",
+        "Lifecycle events logged, by kind (compacted ones included).",
+        [({"kind": k}, n) for k, n in counts.items()],
+    )
+    acc = Family(
+        "tierstore_accesses",
+        "counter",
+        "Accesses counted (touches, recorded search hits, promotions).",
+        [({}, accesses)],
+    )
     # Every type of the policy, with zeros: a series should not vanish when its last memory goes.
     types = sorted(set(eng.policy.type_names) | set(by_type))
-    mem = Family("tierstore_memories", "gauge", "Memories per tier and type.",
-                 [({"tier": tier, "type": mtype}, by_type.get(mtype, {}).get(tier, 0))
-                  for mtype in types for tier in TIER_NAMES])
+    mem = Family(
+        "tierstore_memories",
+        "gauge",
+        "Memories per tier and type.",
+        [
+            ({"tier": tier, "type": mtype}, by_type.get(mtype, {}).get(tier, 0))
+            for mtype in types
+            for tier in TIER_NAMES
+        ],
+    )
     return [
-        events, acc, mem,
-        Family("tierstore_due_now", "gauge", "Memories whose due time has passed: work for the next sweep.",
-               [({}, due_now)]),
+        events,
+        acc,
+        mem,
+        Family(
+            "tierstore_due_now",
+            "gauge",
+            "Memories whose due time has passed: work for the next sweep.",
+            [({}, due_now)],
+        ),
         Family("tierstore_pinned", "gauge", "Pinned memories (exempt from expiry).", [({}, pinned)]),
         Family("tierstore_namespaces", "gauge", "Namespaces holding memories.", [({}, namespaces)]),
-        Family("tierstore_cold_search_errors", "counter",
-               "Archive objects a search that reached the cold tier could not read (it served the rest).",
-               [({}, eng.cold_search_errors)]),
+        Family(
+            "tierstore_cold_search_errors",
+            "counter",
+            "Archive objects a search that reached the cold tier could not read (it served the rest).",
+            [({}, eng.cold_search_errors)],
+        ),
     ]
 
 
@@ -139,7 +163,8 @@ class TierStoreCollector:
             from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
         except ImportError:
             raise MissingDependencyError(
-                f"TierStoreCollector needs prometheus-client: {install_hint('prometheus')}") from None
+                f"TierStoreCollector needs prometheus-client: {install_hint('prometheus')}"
+            ) from None
         self._store = store
         self._kinds = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily}
 

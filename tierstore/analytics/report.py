@@ -28,12 +28,13 @@ import datetime as _dt
 import html
 import math
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from tierstore.analytics.lifecycle import BACK_CAUSES, DAY, TIERS, lifecycle_metrics
 from tierstore.errors import InvalidInputError, MissingDependencyError
 from tierstore.optional import install_hint
-from tierstore.analytics.lifecycle import BACK_CAUSES, DAY, TIERS, lifecycle_metrics
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -45,8 +46,18 @@ REQUIRED = ("survival", "access_at_end", "reactivation", "value", "tiers", "poli
 PLOTS = ("decay", "survival", "tiers", "reactivation", "access")
 TIER_COLOURS = {"hot": "#d62728", "warm": "#ff7f0e", "cold": "#1f77b4"}
 # matplotlib's tab10; types and tiers never share a plot, so their colours may repeat.
-TYPE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                "#bcbd22", "#17becf")
+TYPE_COLOURS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
 WIDTH_IN = 10.0  # every figure is this wide, so the page reads as one column
 DPI = 100
 HOUR = 3600.0
@@ -64,14 +75,15 @@ def _mpl() -> Any:
 # ---------------------------------------------------------------------------
 # readable numbers
 
+
 def when(t: float) -> str:
     """A POSIX time as ``2026-12-03 14:05 UTC``."""
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def day_label(day: int) -> str:
     """A POSIX day number as ``2026-12-03``."""
-    return _dt.datetime.fromtimestamp(day * DAY, _dt.timezone.utc).strftime("%Y-%m-%d")
+    return _dt.datetime.fromtimestamp(day * DAY, _dt.UTC).strftime("%Y-%m-%d")
 
 
 def duration(seconds: float | None) -> str:
@@ -79,8 +91,13 @@ def duration(seconds: float | None) -> str:
     if seconds is None:
         return "n/a"
     s = float(seconds)
-    for limit, size, unit in ((120, 1.0, "second"), (120 * 60, 60.0, "minute"), (48 * HOUR, HOUR, "hour"),
-                              (730 * DAY, DAY, "day"), (math.inf, 365 * DAY, "year")):
+    for limit, size, unit in (
+        (120, 1.0, "second"),
+        (120 * 60, 60.0, "minute"),
+        (48 * HOUR, HOUR, "hour"),
+        (730 * DAY, DAY, "day"),
+        (math.inf, 365 * DAY, "year"),
+    ):
         if abs(s) < limit:
             x = s / size
             # one decimal below ten ("3.2 days"), whole numbers above ("23 days")
@@ -96,6 +113,7 @@ def _pct(x: float | None) -> str:
 # ---------------------------------------------------------------------------
 # when there is nothing to draw
 
+
 def no_data(plot: str, metrics: Mapping[str, Any]) -> str | None:
     """Why ``plot`` (one of :data:`PLOTS`) has nothing to show yet, as a
     sentence for the page; ``None`` when it has data. The figure functions
@@ -107,28 +125,33 @@ def no_data(plot: str, metrics: Mapping[str, Any]) -> str | None:
         if not s["memories"]:
             return "No data yet: no memory has been created."
         if not s["ended"]:
-            return (f"No data yet: none of the {s['memories']} memories has been archived or deleted "
-                    f"(the oldest is {duration(s['longest_s'])} old), so every curve would be flat at 100 %.")
+            return (
+                f"No data yet: none of the {s['memories']} memories has been archived or deleted "
+                f"(the oldest is {duration(s['longest_s'])} old), so every curve would be flat at 100 %."
+            )
         return None
     if plot == "tiers":
         days = metrics["tiers"]["days"]
         if not days:
             return "No data yet: no memory has been created."
         if len(days) == 1:
-            return (f"One day of history so far ({day_label(days[0])}): the counts are in the table "
-                    "“Memories now”; the plot starts with the second day.")
+            return (
+                f"One day of history so far ({day_label(days[0])}): the counts are in the table "
+                "“Memories now”; the plot starts with the second day."
+            )
         return None
     if plot == "reactivation":
         r = metrics["reactivation"]
         if r["denominator"]:
             return None
         if r["pending"]:
-            return (f"No data yet: {r['pending']} demotions or archivings are still within their "
-                    f"{r['window_days']:g}-day window.")
+            return (
+                f"No data yet: {r['pending']} demotions or archivings are still within their "
+                f"{r['window_days']:g}-day window."
+            )
         return "No data yet: nothing has been demoted or archived."
     if plot == "access":
-        return None if metrics["access_at_end"]["count"] else \
-            "No data yet: no memory has been archived or deleted."
+        return None if metrics["access_at_end"]["count"] else "No data yet: no memory has been archived or deleted."
     raise InvalidInputError(f"unknown plot {plot!r} (known: {', '.join(PLOTS)})")
 
 
@@ -136,15 +159,36 @@ def no_data(plot: str, metrics: Mapping[str, Any]) -> str | None:
 # shared axis helpers
 
 # Tick marks of a logarithmic time axis, in seconds, with readable labels.
-_MAJOR_TICKS = ((1, "1 s"), (10, "10 s"), (60, "1 min"), (600, "10 min"), (HOUR, "1 h"), (6 * HOUR, "6 h"),
-                (DAY, "1 day"), (7 * DAY, "1 week"), (30 * DAY, "30 days"), (365 * DAY, "1 year"),
-                (3650 * DAY, "10 years"))
-_FINE_TICKS = ((30, "30 s"), (5 * 60, "5 min"), (30 * 60, "30 min"), (3 * HOUR, "3 h"), (12 * HOUR, "12 h"),
-               (2 * DAY, "2 days"), (3 * DAY, "3 days"), (14 * DAY, "2 weeks"), (90 * DAY, "90 days"),
-               (180 * DAY, "180 days"), (730 * DAY, "2 years"), (1825 * DAY, "5 years"))
+_MAJOR_TICKS = (
+    (1, "1 s"),
+    (10, "10 s"),
+    (60, "1 min"),
+    (600, "10 min"),
+    (HOUR, "1 h"),
+    (6 * HOUR, "6 h"),
+    (DAY, "1 day"),
+    (7 * DAY, "1 week"),
+    (30 * DAY, "30 days"),
+    (365 * DAY, "1 year"),
+    (3650 * DAY, "10 years"),
+)
+_FINE_TICKS = (
+    (30, "30 s"),
+    (5 * 60, "5 min"),
+    (30 * 60, "30 min"),
+    (3 * HOUR, "3 h"),
+    (12 * HOUR, "12 h"),
+    (2 * DAY, "2 days"),
+    (3 * DAY, "3 days"),
+    (14 * DAY, "2 weeks"),
+    (90 * DAY, "90 days"),
+    (180 * DAY, "180 days"),
+    (730 * DAY, "2 years"),
+    (1825 * DAY, "5 years"),
+)
 
 
-def _log_time_axis(ax: "Axes", lo: float, hi: float) -> None:
+def _log_time_axis(ax: Axes, lo: float, hi: float) -> None:
     """A log x axis from ``lo`` to ``hi`` seconds labelled ``1 h``, ``1 day``…"""
     from matplotlib.ticker import NullFormatter
 
@@ -173,7 +217,7 @@ def type_colours(metrics: Mapping[str, Any]) -> dict[str, str]:
     return {name: TYPE_COLOURS[i % len(TYPE_COLOURS)] for i, name in enumerate(names)}
 
 
-def _style(ax: "Axes") -> None:
+def _style(ax: Axes) -> None:
     ax.tick_params(labelsize=8)
     ax.grid(True, color="#eee", linewidth=0.6)
     ax.set_axisbelow(True)
@@ -181,16 +225,22 @@ def _style(ax: "Axes") -> None:
         ax.spines[side].set_visible(False)
 
 
-def _legend_outside(fig: "Figure", handles: Sequence[Any] | None = None, title: str | None = None) -> Any:
+def _legend_outside(fig: Figure, handles: Sequence[Any] | None = None, title: str | None = None) -> Any:
     # Outside the axes, to the right: a legend inside covers data on some store or other.
-    kw: dict[str, Any] = {"loc": "outside right upper", "fontsize": 8, "frameon": False, "title": title,
-                          "title_fontsize": 8, "alignment": "left"}
+    kw: dict[str, Any] = {
+        "loc": "outside right upper",
+        "fontsize": 8,
+        "frameon": False,
+        "title": title,
+        "title_fontsize": 8,
+        "alignment": "left",
+    }
     if handles is not None:
         kw["handles"] = list(handles)
     return fig.legend(**kw)
 
 
-def _new_figure(height_in: float) -> "Figure":
+def _new_figure(height_in: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     fig = _mpl()(figsize=(WIDTH_IN, height_in), dpi=DPI, layout="constrained")
@@ -200,6 +250,7 @@ def _new_figure(height_in: float) -> "Figure":
 
 # ---------------------------------------------------------------------------
 # decay
+
 
 def weight_curve(w0: float, half_life: float, boost: float, every: float | None, ts: list[float]) -> list[float]:
     """Decayed weight at times ``ts`` (seconds, ascending) for a memory
@@ -241,8 +292,13 @@ def type_fate(tp: Mapping[str, Any], thresholds: Mapping[str, float], every: flo
     # troughs x(n+1) = (x(n) + boost)·q move monotonically from w0·q to boost·q/(1-q)
     low = min(w0 * q, float(tp["boost"]) * q / (1.0 - q))
     used_archived = ttl if ttl is not None and (not tp["refresh_on_read"] or every > ttl) else None
-    return {"leaves_hot_s": leaves, "archived_s": archived, "by_ttl": by_ttl, "used_low": low,
-            "used_archived_s": used_archived}
+    return {
+        "leaves_hot_s": leaves,
+        "archived_s": archived,
+        "by_ttl": by_ttl,
+        "used_low": low,
+        "used_archived_s": used_archived,
+    }
 
 
 def _decay_times(lo: float, hi: float, every: float | None, stop: float) -> list[float]:
@@ -264,7 +320,7 @@ def _every_text(boost_every_s: float | None) -> str:
     return "once per half-life" if boost_every_s is None else f"every {duration(boost_every_s)}"
 
 
-def decay_figure(metrics: Mapping[str, Any], boost_every_s: float | None = None) -> "Figure | None":
+def decay_figure(metrics: Mapping[str, Any], boost_every_s: float | None = None) -> Figure | None:
     """Weight against time since creation, every type on one log time axis:
     top never used, bottom accessed every ``boost_every_s`` (default: each
     type's own half-life). A curve ends where the memory is archived."""
@@ -276,11 +332,18 @@ def decay_figure(metrics: Mapping[str, Any], boost_every_s: float | None = None)
     th = metrics["policy"]["thresholds"]
     fates = {name: type_fate(tp, th, boost_every_s or float(tp["half_life_s"])) for name, tp in types.items()}
     # left edge: well before the first half-life or TTL, so every curve starts flat at W0
-    lo = min(min(float(tp["half_life_s"]) / 20, float(tp["ttl_s"]) / 4 if tp["ttl_s"] else math.inf)
-             for tp in types.values())
+    lo = min(
+        min(float(tp["half_life_s"]) / 20, float(tp["ttl_s"]) / 4 if tp["ttl_s"] else math.inf) for tp in types.values()
+    )
     # right edge: the last archiving of an unused memory, or 3 of its half-lives past demote if never archived
-    hi = 1.25 * max((f["archived_s"] if f["archived_s"] is not None
-                     else (f["leaves_hot_s"] or 0.0) + 3 * float(types[n]["half_life_s"])) for n, f in fates.items())
+    hi = 1.25 * max(
+        (
+            f["archived_s"]
+            if f["archived_s"] is not None
+            else (f["leaves_hot_s"] or 0.0) + 3 * float(types[n]["half_life_s"])
+        )
+        for n, f in fates.items()
+    )
     hi = max(hi, lo * 100)
     fig = _new_figure(6.4)
     top, bottom = fig.subplots(2, 1, sharex=True, sharey=True)
@@ -303,8 +366,12 @@ def decay_figure(metrics: Mapping[str, Any], boost_every_s: float | None = None)
         used_stop = fate["used_archived_s"]
         for ax, use, stop, ttl_end in (
             (top, None, fate["archived_s"], fate["by_ttl"]),
-            (bottom, every, used_stop if used_stop is not None and used_stop <= teeth_end else teeth_end,
-             used_stop is not None and used_stop <= teeth_end),
+            (
+                bottom,
+                every,
+                used_stop if used_stop is not None and used_stop <= teeth_end else teeth_end,
+                used_stop is not None and used_stop <= teeth_end,
+            ),
         ):
             ts = _decay_times(lo, hi, use, stop if stop is not None else math.inf)
             if not ts:
@@ -330,22 +397,44 @@ def decay_figure(metrics: Mapping[str, Any], boost_every_s: float | None = None)
         if th[key] > 0:
             for ax in (top, bottom):
                 ax.axhline(th[key], color="#555", linestyle=style, linewidth=1)
-            handles.append(Line2D([], [], color="#555", linestyle=style, linewidth=1,
-                                  label=f"{key} threshold {th[key]:g}"))
-    handles.append(Line2D([], [], color="#333", marker="x", linestyle="none", markersize=8, markeredgewidth=2,
-                          label="archived by its TTL"))
+            handles.append(
+                Line2D([], [], color="#555", linestyle=style, linewidth=1, label=f"{key} threshold {th[key]:g}")
+            )
+    handles.append(
+        Line2D(
+            [],
+            [],
+            color="#333",
+            marker="x",
+            linestyle="none",
+            markersize=8,
+            markeredgewidth=2,
+            label="archived by its TTL",
+        )
+    )
     if continued:
-        handles.append(Line2D([], [], color="#333", marker=">", linestyle="none", markersize=5,
-                              label=f"used: continues the same way after {TEETH} accesses"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="#333",
+                marker=">",
+                linestyle="none",
+                markersize=5,
+                label=f"used: continues the same way after {TEETH} accesses",
+            )
+        )
     for ax in (top, bottom):
         _style(ax)
         ax.set_ylabel("weight", fontsize=9)
     _log_time_axis(bottom, lo, hi)
     top.set_ylim(0, 1.08 * max(peak, th["demote"], 1e-9))
-    top.set_title("Never used: below demote it moves to warm; below archive, or at its TTL, to cold",
-                  fontsize=10, loc="left")
-    bottom.set_title(f"Accessed {_every_text(boost_every_s)} (each access adds the type's boost)", fontsize=10,
-                     loc="left")
+    top.set_title(
+        "Never used: below demote it moves to warm; below archive, or at its TTL, to cold", fontsize=10, loc="left"
+    )
+    bottom.set_title(
+        f"Accessed {_every_text(boost_every_s)} (each access adds the type's boost)", fontsize=10, loc="left"
+    )
     bottom.set_xlabel("time since creation (log scale)", fontsize=9)
     _legend_outside(fig, handles)
     return fig
@@ -354,7 +443,8 @@ def decay_figure(metrics: Mapping[str, Any], boost_every_s: float | None = None)
 # ---------------------------------------------------------------------------
 # survival
 
-def survival_figure(metrics: Mapping[str, Any]) -> "Figure | None":
+
+def survival_figure(metrics: Mapping[str, Any]) -> Figure | None:
     """Kaplan–Meier survival per type; log time axis when the lives span
     orders of magnitude; the x axis ends with the longest observed life."""
     if no_data("survival", metrics):
@@ -376,8 +466,14 @@ def survival_figure(metrics: Mapping[str, Any]) -> "Figure | None":
         xs = [max(p[0], first) / scale for p in curve] + [max(last, first) / scale]
         ys = [p[1] for p in curve] + [curve[-1][1]]
         median = "" if s["median_s"] is None else f", median {duration(s['median_s'])}"
-        ax.step(xs, ys, where="post", color=colour, linewidth=1.6,
-                label=f"{name}: {s['memories']} memories, {s['censored']} not yet ended{median}")
+        ax.step(
+            xs,
+            ys,
+            where="post",
+            color=colour,
+            linewidth=1.6,
+            label=f"{name}: {s['memories']} memories, {s['censored']} not yet ended{median}",
+        )
         if s["median_s"] is not None:
             ax.plot([max(s["median_s"], first) / scale], [0.5], "o", color=colour, markersize=5)
     ax.axhline(0.5, color="#999", linewidth=0.8, linestyle=":")
@@ -401,6 +497,7 @@ def survival_figure(metrics: Mapping[str, Any]) -> "Figure | None":
 # ---------------------------------------------------------------------------
 # tiers
 
+
 def tier_window(tiers: Mapping[str, Any]) -> tuple[int, int]:
     """How many days of the series to draw, and the index of the last day
     on which a tier count changed (0: none after the first day).
@@ -420,7 +517,7 @@ def tier_window(tiers: Mapping[str, Any]) -> tuple[int, int]:
     return len(days), last_change
 
 
-def tiers_figure(metrics: Mapping[str, Any]) -> "Figure | None":
+def tiers_figure(metrics: Mapping[str, Any]) -> Figure | None:
     """Hot and warm (top) and cold (bottom) at the end of each day, on dates
     from the store's first day to its last (an idle tail cut, see
     :func:`tier_window`). Each day's count is drawn over that day. A history
@@ -440,10 +537,11 @@ def tiers_figure(metrics: Mapping[str, Any]) -> "Figure | None":
         days.insert(0, days[0] - 1)
         for t in TIERS:
             counts[t].insert(0, 0)
-    utc = _dt.timezone.utc
+    utc = _dt.UTC
     # one more edge than days: the step of day d spans [d, d + 1)
     edges = [_dt.datetime.fromtimestamp(d * DAY, utc) for d in days] + [
-        _dt.datetime.fromtimestamp((days[-1] + 1) * DAY, utc)]
+        _dt.datetime.fromtimestamp((days[-1] + 1) * DAY, utc)
+    ]
     fig = _new_figure(5.2)
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     for ax, names in ((top, ("hot", "warm")), (bottom, ("cold",))):
@@ -462,8 +560,10 @@ def tiers_figure(metrics: Mapping[str, Any]) -> "Figure | None":
     # no offset text: it names one year ("2024-Jan") under an axis that may span two; the label says the span
     bottom.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=utc, show_offset=False))
     bottom.set_xlim(edges[0], edges[-1])
-    bottom.set_xlabel(f"{day_label(days[0])} to {day_label(days[-1])} (UTC); each step is the count at the end "
-                      "of that day", fontsize=9)
+    bottom.set_xlabel(
+        f"{day_label(days[0])} to {day_label(days[-1])} (UTC); each step is the count at the end of that day",
+        fontsize=9,
+    )
     top.set_title("Memories per tier (rebuilt from the event log)", fontsize=11, loc="left")
     _legend_outside(fig, [Line2D([], [], color=TIER_COLOURS[t], linewidth=1.6, label=t) for t in TIERS])
     return fig
@@ -472,7 +572,8 @@ def tiers_figure(metrics: Mapping[str, Any]) -> "Figure | None":
 # ---------------------------------------------------------------------------
 # reactivation
 
-def reactivation_figure(metrics: Mapping[str, Any]) -> "Figure | None":
+
+def reactivation_figure(metrics: Mapping[str, Any]) -> Figure | None:
     """Per type, the share of demotions and of archivings brought back to hot
     within the window; the y axis fits the tallest bar and its label."""
     if no_data("reactivation", metrics):
@@ -491,19 +592,36 @@ def reactivation_figure(metrics: Mapping[str, Any]) -> "Figure | None":
             x = i + (j - 0.5) * width
             if not part["denominator"]:
                 # nothing of this kind to undo: say so, rather than draw a bar of 0 %
-                ax.annotate("none", (x, 0), xytext=(0, 2), textcoords="offset points", ha="center",
-                            va="bottom", fontsize=7, color="#999")
+                ax.annotate(
+                    "none",
+                    (x, 0),
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    color="#999",
+                )
                 continue
             rate = float(part["rate"])
             tallest = max(tallest, rate)
             ax.bar([x], [rate], width, color=colour)
-            ax.annotate(f"{part['numerator']}/{part['denominator']}", (x, rate), xytext=(0, 2),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=7)
+            ax.annotate(
+                f"{part['numerator']}/{part['denominator']}",
+                (x, rate),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=7,
+            )
     # one legend entry per kind, even when the first type has no bar of it
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=TIER_COLOURS["warm"], label="demoted → promoted"),
-               Patch(color=TIER_COLOURS["cold"], label="archived → restored or reactivated")]
+    handles = [
+        Patch(color=TIER_COLOURS["warm"], label="demoted → promoted"),
+        Patch(color=TIER_COLOURS["cold"], label="archived → restored or reactivated"),
+    ]
     ax.set_xticks(range(len(names)), names)
     ax.set_xlim(-0.6, len(names) - 0.4)
     # room above the tallest bar for its "n/d" label, and never below 1 %
@@ -514,8 +632,12 @@ def reactivation_figure(metrics: Mapping[str, Any]) -> "Figure | None":
     ax.yaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 5, 10]))
     ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0 if top >= 0.05 else 1))
     ax.set_ylabel("brought back to hot", fontsize=9)
-    ax.set_title(f"Reactivation within {react['window_days']:g} days (all types: {_pct(react['rate'])}, "
-                 f"{react['numerator']} of {react['denominator']})", fontsize=11, loc="left")
+    ax.set_title(
+        f"Reactivation within {react['window_days']:g} days (all types: {_pct(react['rate'])}, "
+        f"{react['numerator']} of {react['denominator']})",
+        fontsize=11,
+        loc="left",
+    )
     _style(ax)
     ax.grid(False, axis="x")
     _legend_outside(fig, handles, title="numbers: came back / moved out")
@@ -525,7 +647,8 @@ def reactivation_figure(metrics: Mapping[str, Any]) -> "Figure | None":
 # ---------------------------------------------------------------------------
 # access counts
 
-def access_figure(metrics: Mapping[str, Any]) -> "Figure | None":
+
+def access_figure(metrics: Mapping[str, Any]) -> Figure | None:
     """Histogram of access counts when memories were first archived or deleted."""
     if no_data("access", metrics):
         return None
@@ -543,8 +666,7 @@ def access_figure(metrics: Mapping[str, Any]) -> "Figure | None":
     ax.set_xlabel("accesses when first archived or deleted", fontsize=9)
     ax.set_ylabel("memories", fontsize=9)
     mean = "n/a" if acc["mean"] is None else f"{acc['mean']:.2f}"
-    ax.set_title(f"Access counts at the end of life ({acc['count']} memories, mean {mean})", fontsize=11,
-                 loc="left")
+    ax.set_title(f"Access counts at the end of life ({acc['count']} memories, mean {mean})", fontsize=11, loc="left")
     _style(ax)
     ax.grid(False, axis="x")
     return fig
@@ -553,9 +675,15 @@ def access_figure(metrics: Mapping[str, Any]) -> "Figure | None":
 # ---------------------------------------------------------------------------
 # the page
 
-def write_report(store_or_metrics: "TierStore | Mapping[str, Any]", out_dir: str | os.PathLike[str], *,
-                 boost_every_s: float | None = None, reactivation_days: float = 7.0,
-                 now: float | None = None) -> Path:
+
+def write_report(
+    store_or_metrics: TierStore | Mapping[str, Any],
+    out_dir: str | os.PathLike[str],
+    *,
+    boost_every_s: float | None = None,
+    reactivation_days: float = 7.0,
+    now: float | None = None,
+) -> Path:
     """Write ``out_dir/index.html`` and its PNG plots; returns the HTML path.
 
     store_or_metrics: an open store (its metrics are computed as of ``now``)
@@ -573,14 +701,19 @@ def write_report(store_or_metrics: "TierStore | Mapping[str, Any]", out_dir: str
         if missing:
             raise InvalidInputError(f"write_report: not a lifecycle metrics dict (missing {', '.join(missing)})")
         if now is not None:
-            raise InvalidInputError("write_report: now applies to a store; a metrics dict was computed at its own"
-                                    " now (pass now to lifecycle_metrics instead)")
+            raise InvalidInputError(
+                "write_report: now applies to a store; a metrics dict was computed at its own"
+                " now (pass now to lifecycle_metrics instead)"
+            )
         source = None
     else:
         metrics = lifecycle_metrics(store_or_metrics, now=now, reactivation_days=reactivation_days)
         source = str(store_or_metrics.path)
-    if boost_every_s is not None and (isinstance(boost_every_s, bool) or not isinstance(boost_every_s, (int, float))
-                                      or not (boost_every_s > 0 and math.isfinite(boost_every_s))):
+    if boost_every_s is not None and (
+        isinstance(boost_every_s, bool)
+        or not isinstance(boost_every_s, (int, float))
+        or not (boost_every_s > 0 and math.isfinite(boost_every_s))
+    ):
         raise InvalidInputError(f"boost_every_s must be a positive number of seconds, got {boost_every_s!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -612,8 +745,11 @@ def _table(head: list[str], rows: list[list[Any]], foot: list[Any] | None = None
         return ""  # a header over nothing says less than the "no data yet" line below it
     th = "".join(f"<th>{html.escape(str(h))}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    tail = "" if foot is None else "<tr class=\"total\">" + "".join(
-        f"<td>{html.escape(str(c))}</td>" for c in foot) + "</tr>"
+    tail = (
+        ""
+        if foot is None
+        else '<tr class="total">' + "".join(f"<td>{html.escape(str(c))}</td>" for c in foot) + "</tr>"
+    )
     return f"<table><tr>{th}</tr>{body}{tail}</table>"
 
 
@@ -639,22 +775,55 @@ def _image(images: Mapping[str, str | None], name: str, alt: str, m: Mapping[str
     return f'<img src="{html.escape(src)}" alt="{html.escape(alt)}">'
 
 
-def _html(source: str | None, m: Mapping[str, Any], images: Mapping[str, str | None],
-          boost_every_s: float | None) -> str:
+def _html(
+    source: str | None, m: Mapping[str, Any], images: Mapping[str, str | None], boost_every_s: float | None
+) -> str:
     now = float(m.get("now", 0.0))
     surv = m["survival"]["by_type"]
-    surv_rows = [[t, s["memories"], s["ended"], s["censored"], s["archived"], s["deleted"],
-                  duration(s["median_s"]), duration(s["p90_s"]), s.get("alive_now", "n/a")] for t, s in surv.items()]
+    surv_rows = [
+        [
+            t,
+            s["memories"],
+            s["ended"],
+            s["censored"],
+            s["archived"],
+            s["deleted"],
+            duration(s["median_s"]),
+            duration(s["p90_s"]),
+            s.get("alive_now", "n/a"),
+        ]
+        for t, s in surv.items()
+    ]
     r = m["reactivation"]
-    react_rows = [[k, v["numerator"], v["denominator"], _pct(v["rate"]), v["pending"], duration(v["median_delay_s"]),
-                   " / ".join(str(v["by_cause"][c]) for c in BACK_CAUSES)]
-                  for k, v in [("all", r), *(("after " + k, x) for k, x in r["by_kind"].items()),
-                               *r["by_type"].items()]]
+    react_rows = [
+        [
+            k,
+            v["numerator"],
+            v["denominator"],
+            _pct(v["rate"]),
+            v["pending"],
+            duration(v["median_delay_s"]),
+            " / ".join(str(v["by_cause"][c]) for c in BACK_CAUSES),
+        ]
+        for k, v in [("all", r), *(("after " + k, x) for k, x in r["by_kind"].items()), *r["by_type"].items()]
+    ]
     v = m["value"]
-    value_rows = [[t, x["memories"], x["rated"], x["retrievals"],
-                   "n/a" if x["mean_value"] is None else f"{x['mean_value']:.2f}"] for t, x in v["by_type"].items()]
-    top_rows = [[x["ns"], x["id"], x["memory_type"], x["retrievals"], f"{x['positive']}/{x['negative']}",
-                 f"{x['value']:.2f}", x.get("content") or "(deleted)"] for x in v["top"]]
+    value_rows = [
+        [t, x["memories"], x["rated"], x["retrievals"], "n/a" if x["mean_value"] is None else f"{x['mean_value']:.2f}"]
+        for t, x in v["by_type"].items()
+    ]
+    top_rows = [
+        [
+            x["ns"],
+            x["id"],
+            x["memory_type"],
+            x["retrievals"],
+            f"{x['positive']}/{x['negative']}",
+            f"{x['value']:.2f}",
+            x.get("content") or "(deleted)",
+        ]
+        for x in v["top"]
+    ]
     events = m["events"]["by_kind"]
     pol = m["policy"]
     th = pol["thresholds"]
@@ -662,35 +831,61 @@ def _html(source: str | None, m: Mapping[str, Any], images: Mapping[str, str | N
     pol_rows = []
     for t, p in pol["types"].items():
         fate = type_fate(p, th, boost_every_s or float(p["half_life_s"]))
-        archived = duration(fate["archived_s"]) + (" (TTL)" if fate["by_ttl"] else "") \
-            if fate["archived_s"] is not None else "never"
+        archived = (
+            duration(fate["archived_s"]) + (" (TTL)" if fate["by_ttl"] else "")
+            if fate["archived_s"] is not None
+            else "never"
+        )
         low = fate["used_low"]
-        verdict = "stays hot" if low > th["demote"] else (
-            "dips to warm between uses" if low > th["archive"] else "falls to cold between uses")
+        verdict = (
+            "stays hot"
+            if low > th["demote"]
+            else ("dips to warm between uses" if low > th["archive"] else "falls to cold between uses")
+        )
         if fate["used_archived_s"] is not None:
             verdict += f"; archived at its TTL ({duration(fate['used_archived_s'])})"
-        pol_rows.append([t, duration(p["ttl_s"]) if p["ttl_s"] else "none", duration(p["half_life_s"]), p["boost"],
-                         p["initial_weight"], "yes" if p["refresh_on_read"] else "no",
-                         duration(fate["leaves_hot_s"]), archived, f"{low:.2f}: {verdict}"])
+        pol_rows.append(
+            [
+                t,
+                duration(p["ttl_s"]) if p["ttl_s"] else "none",
+                duration(p["half_life_s"]),
+                p["boost"],
+                p["initial_weight"],
+                "yes" if p["refresh_on_read"] else "no",
+                duration(fate["leaves_hot_s"]),
+                archived,
+                f"{low:.2f}: {verdict}",
+            ]
+        )
     counts_rows, counts_total = tier_counts(m)
     days = m["tiers"]["days"]
     if days:
         n, last_change = tier_window(m["tiers"])
-        span = (f"History from {day_label(days[0])} to {day_label(days[-1])} ({len(days)} days)."
-                if len(days) > 1 else f"History: {day_label(days[0])} (one day).")
+        span = (
+            f"History from {day_label(days[0])} to {day_label(days[-1])} ({len(days)} days)."
+            if len(days) > 1
+            else f"History: {day_label(days[0])} (one day)."
+        )
         tiers_note = ""
         if n < len(days):
-            tiers_note = (f"<p>No tier changed after {html.escape(day_label(days[last_change]))} until now "
-                          f"({html.escape(when(now))}); the plot ends soon after.</p>")
+            tiers_note = (
+                f"<p>No tier changed after {html.escape(day_label(days[last_change]))} until now "
+                f"({html.escape(when(now))}); the plot ends soon after.</p>"
+            )
     else:
         span, tiers_note = "No history yet.", ""
     cutoff = m.get("compaction", {}).get("cutoff")
-    compaction = "" if cutoff is None else (
-        f"<p>Events before {html.escape(when(cutoff))} were compacted (see docs/lifecycle.md for what that "
-        "keeps).</p>")
+    compaction = (
+        ""
+        if cutoff is None
+        else (
+            f"<p>Events before {html.escape(when(cutoff))} were compacted (see docs/lifecycle.md for what that "
+            "keeps).</p>"
+        )
+    )
     kinds = ", ".join(f"{k} {n}" for k, n in events.items() if n)
     title = "tierstore lifecycle report"
-    store_line = "" if source is None else f"<p class=\"sub\">Store: <code>{html.escape(source)}</code></p>"
+    store_line = "" if source is None else f'<p class="sub">Store: <code>{html.escape(source)}</code></p>'
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
@@ -706,44 +901,74 @@ p.sub {{ color: #555; margin-top: -0.5em; }}
 <h1>{html.escape(title)}</h1>
 {store_line}
 <p>As of <strong>{html.escape(when(now))}</strong>. {span}
-{m['events']['total']} lifecycle events{': ' + html.escape(kinds) if kinds else ''}.</p>
+{m["events"]["total"]} lifecycle events{": " + html.escape(kinds) if kinds else ""}.</p>
 {compaction}
 <h2>Memories now</h2>
 <p>Memories per tier and type as of {html.escape(when(now))}, rebuilt from the event log.</p>
 {_table(["type", *TIERS, "total"], counts_rows, counts_total)}
 <h2>Policy: weight decay per type</h2>
-<p>The migrator moves a hot memory whose weight is at or below <em>demote</em> ({th['demote']:g}) to warm, and
-one at or below <em>archive</em> ({th['archive']:g}) or past its TTL to cold (deleted instead when its weight is
-at or below <em>delete</em>, {th['delete']:g}, and its confidence at or below
-{th['delete_below_confidence']:g}). The times below are for a memory at full confidence; a memory's own
+<p>The migrator moves a hot memory whose weight is at or below <em>demote</em> ({th["demote"]:g}) to warm, and
+one at or below <em>archive</em> ({th["archive"]:g}) or past its TTL to cold (deleted instead when its weight is
+at or below <em>delete</em>, {th["delete"]:g}, and its confidence at or below
+{th["delete_below_confidence"]:g}). The times below are for a memory at full confidence; a memory's own
 half-life and TTL are shorter when its confidence is low.</p>
-{_table(["type", "TTL", "half-life", "boost", "initial weight", "TTL refreshed on read",
-         "unused: leaves hot after", "unused: archived after", f"used {every_head}: lowest weight"],
-        pol_rows)}
+{
+        _table(
+            [
+                "type",
+                "TTL",
+                "half-life",
+                "boost",
+                "initial weight",
+                "TTL refreshed on read",
+                "unused: leaves hot after",
+                "unused: archived after",
+                f"used {every_head}: lowest weight",
+            ],
+            pol_rows,
+        )
+    }
 {_image(images, "decay", "weight of a memory over time per type", m)}
 <h2>Survival</h2>
 <p>Time from creation to a memory's first archive or delete (its first life). Memories whose first life has
 not ended are censored (they count as at risk until now), so the median is a Kaplan–Meier estimate; n/a: fewer
 than half (or 90 %) have ended. A memory archived and later restored has ended its first life: it counts in
 <em>ended</em>, and in <em>hot or warm now</em> (the memories searchable now, as in the table above).</p>
-{_table(["type", "memories", "ended", "not yet ended", "archived", "deleted", "median", "p90",
-         "hot or warm now"], surv_rows)}
+{
+        _table(
+            ["type", "memories", "ended", "not yet ended", "archived", "deleted", "median", "p90", "hot or warm now"],
+            surv_rows,
+        )
+    }
 {_image(images, "survival", "survival per type", m)}
 <h2>Tier occupancy</h2>
 {tiers_note}
 {_image(images, "tiers", "memories per tier over time", m)}
 <h2>Reactivation</h2>
 <p>A demotion or archiving is reactivated when the memory comes back to hot within
-{r['window_days']:g} days. Pending: the window is still open. What brought it back: <em>used</em>, a search
+{r["window_days"]:g} days. Pending: the window is still open. What brought it back: <em>used</em>, a search
 hit or a touch used it from the cold tier; <em>promoted</em>, a used warm hit; <em>re-added</em>, the same
 memory was added again (a duplicate of an archived one comes back instead of a copy); <em>restored</em>,
 <code>restore</code> or a reversed supersession.</p>
-{_table(["group", "reactivated", "of", "rate", "pending", "median delay", "brought back: " + " / ".join(BACK_CAUSES)], react_rows)}
+{
+        _table(
+            [
+                "group",
+                "reactivated",
+                "of",
+                "rate",
+                "pending",
+                "median delay",
+                "brought back: " + " / ".join(BACK_CAUSES),
+            ],
+            react_rows,
+        )
+    }
 {_image(images, "reactivation", "reactivation per type", m)}
 <h2>Accesses at the end of life</h2>
 {_image(images, "access", "access counts at archive or delete", m)}
 <h2>Memory value</h2>
-<p>Value = retrievals × positive-feedback rate. {v['rated']} of {v['memories']} memories with accesses or
+<p>Value = retrievals × positive-feedback rate. {v["rated"]} of {v["memories"]} memories with accesses or
 feedback have feedback (the others are unrated).</p>
 {_table(["type", "memories", "rated", "retrievals", "mean value"], value_rows)}
 {_table(["namespace", "id", "type", "retrievals", "feedback +/-", "value", "content"], top_rows) if top_rows else ""}

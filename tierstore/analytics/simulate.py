@@ -32,11 +32,14 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+from tierstore.analytics.lifecycle import format_duration, lifecycle_metrics
 from tierstore.clock import ManualClock
+from tierstore.core.trace import decode_vector, read_trace
 from tierstore.errors import (
     CorruptDataError,
     DuplicateIdError,
@@ -46,12 +49,11 @@ from tierstore.errors import (
     PolicyError,
     UnknownMemoryTypeError,
 )
-from tierstore.analytics.lifecycle import format_duration, lifecycle_metrics
-from tierstore.storage.objectstore import validate_key, validate_prefix, validate_range
-from tierstore.storage.objectstore._base import validate_data
 from tierstore.policy import Policy
 from tierstore.progress import Progress
-from tierstore.core.trace import decode_vector, read_trace
+from tierstore.storage.objectstore import validate_key, validate_prefix, validate_range
+from tierstore.storage.objectstore._base import validate_data
+
 
 @dataclass
 class SimResult:
@@ -126,26 +128,48 @@ class SimResult:
     def as_dict(self) -> dict[str, Any]:
         """JSON-serialisable."""
         return {
-            "name": self.name, "source": self.source, "dim": self.dim, "records": self.records,
-            "replayed": dict(self.replayed), "skipped": dict(self.skipped), "unseen_touches": self.unseen_touches,
+            "name": self.name,
+            "source": self.source,
+            "dim": self.dim,
+            "records": self.records,
+            "replayed": dict(self.replayed),
+            "skipped": dict(self.skipped),
+            "unseen_touches": self.unseen_touches,
             "sweeps": self.sweeps,
-            "hot_mean": self.hot_mean, "hot_final": self.hot_final, "hot_bytes_mean": self.hot_bytes_mean,
-            "hot_bytes_final": self.hot_bytes_final, "tiers_final": dict(self.tiers_final),
-            "demoted": self.demoted, "archived": self.archived, "deleted": self.deleted,
-            "explicit_deletes": self.explicit_deletes, "restores": self.restores, "reactivated": self.reactivated,
+            "hot_mean": self.hot_mean,
+            "hot_final": self.hot_final,
+            "hot_bytes_mean": self.hot_bytes_mean,
+            "hot_bytes_final": self.hot_bytes_final,
+            "tiers_final": dict(self.tiers_final),
+            "demoted": self.demoted,
+            "archived": self.archived,
+            "deleted": self.deleted,
+            "explicit_deletes": self.explicit_deletes,
+            "restores": self.restores,
+            "reactivated": self.reactivated,
             "promotes": self.promotes,
-            "archived_from_hot": self.archived_from_hot, "hot_by_type": dict(self.hot_by_type),
+            "archived_from_hot": self.archived_from_hot,
+            "hot_by_type": dict(self.hot_by_type),
             "events_by_type": {k: dict(v) for k, v in self.events_by_type.items()},
-            "label_types": dict(self.label_types), "skipped_types": dict(self.skipped_types),
-            "reactivations": self.reactivations, "labelled_searches": self.labelled_searches,
-            "stale_hits": self.stale_hits, "stale_rate": self.stale_rate, "recall_searches": self.recall_searches,
-            "live_recall": self.live_recall, "start": self.start, "end": self.end, "elapsed_s": self.elapsed_s,
-            "policy": self.policy.to_dict(), "lifecycle": self.lifecycle,
+            "label_types": dict(self.label_types),
+            "skipped_types": dict(self.skipped_types),
+            "reactivations": self.reactivations,
+            "labelled_searches": self.labelled_searches,
+            "stale_hits": self.stale_hits,
+            "stale_rate": self.stale_rate,
+            "recall_searches": self.recall_searches,
+            "live_recall": self.live_recall,
+            "start": self.start,
+            "end": self.end,
+            "elapsed_s": self.elapsed_s,
+            "policy": self.policy.to_dict(),
+            "lifecycle": self.lifecycle,
         }
 
 
 # ---------------------------------------------------------------------------
 # input
+
 
 def _load_policies(policies: Sequence[Any]) -> list[tuple[str, str | None, Policy]]:
     if isinstance(policies, (str, os.PathLike, Policy)):
@@ -160,7 +184,9 @@ def _load_policies(policies: Sequence[Any]) -> list[tuple[str, str | None, Polic
             path = Path(p)
             out.append((path.stem, str(path), Policy.from_file(path)))
         else:
-            raise InvalidInputError(f"policy {i + 1}: expected a Policy or a TOML/JSON file path, got {type(p).__name__}")
+            raise InvalidInputError(
+                f"policy {i + 1}: expected a Policy or a TOML/JSON file path, got {type(p).__name__}"
+            )
     names = [n for n, _, _ in out]
     return [(n if names.count(n) == 1 else f"{n} ({i + 1})", s, p) for i, (n, s, p) in enumerate(out)]
 
@@ -195,8 +221,15 @@ def _scan(path: Path) -> tuple[int, float, float, int | None]:
 # ---------------------------------------------------------------------------
 # replay
 
-def simulate(trace_path: str | os.PathLike[str], policies: Sequence[Any], *, sweep_interval_s: float = 3600.0,
-             dim: int | None = None, progress: bool | None = False) -> list[SimResult]:
+
+def simulate(
+    trace_path: str | os.PathLike[str],
+    policies: Sequence[Any],
+    *,
+    sweep_interval_s: float = 3600.0,
+    dim: int | None = None,
+    progress: bool | None = False,
+) -> list[SimResult]:
     """Replay the trace at ``trace_path`` (JSON lines, or ``.gz`` of them)
     under each policy (a :class:`Policy` or a TOML/JSON file path); returns
     one :class:`SimResult` per policy, in order.
@@ -205,8 +238,11 @@ def simulate(trace_path: str | os.PathLike[str], policies: Sequence[Any], *, swe
     dimension (default: the first add's). progress: draw a bar (``None``:
     when stderr is a terminal).
     """
-    if isinstance(sweep_interval_s, bool) or not isinstance(sweep_interval_s, (int, float)) \
-            or not (math.isfinite(sweep_interval_s) and sweep_interval_s > 0):
+    if (
+        isinstance(sweep_interval_s, bool)
+        or not isinstance(sweep_interval_s, (int, float))
+        or not (math.isfinite(sweep_interval_s) and sweep_interval_s > 0)
+    ):
         raise InvalidInputError(f"sweep_interval_s must be a positive number of seconds, got {sweep_interval_s!r}")
     specs = _load_policies(policies)
     with tempfile.TemporaryDirectory(prefix="tierstore-sim-") as tmpdir:
@@ -288,8 +324,14 @@ def _replay(path: Path, res: SimResult, root: Path, interval: float, bar: Progre
     clock = ManualClock(res.start)
     hot_sums: dict[str, int] = {}
     # A throwaway store: no fsync for the catalog or the cold tier.
-    with TierStore.open(root, dim=res.dim, policy=res.policy, clock=clock, cold=MemoryObjectStore(),
-                        settings=Settings(synchronous="OFF")) as store:
+    with TierStore.open(
+        root,
+        dim=res.dim,
+        policy=res.policy,
+        clock=clock,
+        cold=MemoryObjectStore(),
+        settings=Settings(synchronous="OFF"),
+    ) as store:
 
         def sweep() -> None:
             # A sweep reads only what is due; skip the call (not the sample)
@@ -387,22 +429,37 @@ def _apply(store: Any, rec: dict[str, Any], res: SimResult) -> None:
     rec = {**rec, **{f: mapped(rec[f]) for f in ("id", "ids", "stale", "live") if rec.get(f) is not None}}
     if op == "add":
         mtype = rec.get("memory_type", "fact")
-        mid = store.add(ns, rec["content"], decode_vector(rec["embedding"]), memory_type=mtype,
-                        confidence=rec.get("confidence", 0.8), source=rec.get("source", "user_declaration"),
-                        tags=rec.get("tags") or (), ttl_seconds=rec.get("ttl_seconds"),
-                        pinned=rec.get("pinned", False), id=rec.get("id"), key=rec.get("key"),
-                        metadata=rec.get("metadata"),
-                        # a memory this policy already deleted has nothing left to supersede
-                        supersedes=[i for i in mapped(rec.get("supersedes") or []) if store.get(ns, i) is not None])
+        mid = store.add(
+            ns,
+            rec["content"],
+            decode_vector(rec["embedding"]),
+            memory_type=mtype,
+            confidence=rec.get("confidence", 0.8),
+            source=rec.get("source", "user_declaration"),
+            tags=rec.get("tags") or (),
+            ttl_seconds=rec.get("ttl_seconds"),
+            pinned=rec.get("pinned", False),
+            id=rec.get("id"),
+            key=rec.get("key"),
+            metadata=rec.get("metadata"),
+            # a memory this policy already deleted has nothing left to supersede
+            supersedes=[i for i in mapped(rec.get("supersedes") or []) if store.get(ns, i) is not None],
+        )
         if rec.get("id") is not None and mid != rec["id"]:
             res.id_map[(ns, rec["id"])] = mid
         res.types_seen.add(mtype)
         res.id_types[(ns, mid)] = mtype
     elif op == "search":
-        hits = store.search(ns, decode_vector(rec["query"]), k=rec.get("k", 5),
-                            context_tags=rec.get("context_tags") or (), memory_types=rec.get("memory_types"),
-                            min_confidence=rec.get("min_confidence", 0.0), include_warm=rec.get("include_warm", True),
-                            record_access=rec.get("record_access"))
+        hits = store.search(
+            ns,
+            decode_vector(rec["query"]),
+            k=rec.get("k", 5),
+            context_tags=rec.get("context_tags") or (),
+            memory_types=rec.get("memory_types"),
+            min_confidence=rec.get("min_confidence", 0.0),
+            include_warm=rec.get("include_warm", True),
+            record_access=rec.get("record_access"),
+        )
         stale, live = rec.get("stale"), rec.get("live")
         for i in (stale or []) + (live or []):
             t = res.id_types.get((ns, i), "unknown")
@@ -436,8 +493,13 @@ def _apply(store: Any, rec: dict[str, Any], res: SimResult) -> None:
                 missing.remove(i)
             _skip(res, "touch", ns, missing)
     elif op == "feedback":
-        store.feedback(ns, rec["id"], positive=rec["positive"], strength=rec.get("strength", 1.0),
-                       implicit=rec.get("implicit", False))
+        store.feedback(
+            ns,
+            rec["id"],
+            positive=rec["positive"],
+            strength=rec.get("strength", 1.0),
+            implicit=rec.get("implicit", False),
+        )
     elif op == "pin":
         store.pin(ns, rec["id"], rec.get("pinned", True))
     elif op == "delete":
@@ -455,8 +517,14 @@ def _apply(store: Any, rec: dict[str, Any], res: SimResult) -> None:
                 return
             ids = have or None
         query = rec.get("query")
-        store.restore(ns, ids=ids, where=rec.get("where"), text=rec.get("text"),
-                      query=None if query is None else decode_vector(query), limit=rec.get("limit"))
+        store.restore(
+            ns,
+            ids=ids,
+            where=rec.get("where"),
+            text=rec.get("text"),
+            query=None if query is None else decode_vector(query),
+            limit=rec.get("limit"),
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -464,15 +532,48 @@ def _apply(store: Any, rec: dict[str, Any], res: SimResult) -> None:
 
 # Which policy parameters drive each metric (to explain a difference).
 _CAUSES = {
-    "hot": ("half_life", "ttl", "demote", "archive", "boost", "initial_weight", "refresh", "confidence", "context",
-            "supersession", "dedupe"),
-    "archived": ("ttl", "half_life", "archive", "delete", "delete_below_confidence", "refresh", "confidence",
-                 "supersession", "dedupe"),
+    "hot": (
+        "half_life",
+        "ttl",
+        "demote",
+        "archive",
+        "boost",
+        "initial_weight",
+        "refresh",
+        "confidence",
+        "context",
+        "supersession",
+        "dedupe",
+    ),
+    "archived": (
+        "ttl",
+        "half_life",
+        "archive",
+        "delete",
+        "delete_below_confidence",
+        "refresh",
+        "confidence",
+        "supersession",
+        "dedupe",
+    ),
     "deleted": ("delete", "delete_below_confidence", "ttl", "half_life", "confidence"),
     "demoted": ("half_life", "demote", "archive", "ttl", "boost", "initial_weight"),
     "reactivations": ("demote", "archive", "half_life", "ttl", "boost", "refresh", "dedupe"),
-    "search": ("scoring", "half_life", "ttl", "demote", "archive", "boost", "initial_weight", "refresh",
-               "confidence", "context", "mask", "supersession", "dedupe"),
+    "search": (
+        "scoring",
+        "half_life",
+        "ttl",
+        "demote",
+        "archive",
+        "boost",
+        "initial_weight",
+        "refresh",
+        "confidence",
+        "context",
+        "mask",
+        "supersession",
+        "dedupe",
+    ),
     "survival": ("ttl", "half_life", "archive", "delete", "refresh", "boost", "confidence", "supersession"),
     "skipped": ("delete", "delete_below_confidence", "ttl", "half_life", "dedupe"),
 }
@@ -511,20 +612,45 @@ def policy_changes(a: Policy, b: Policy, types: set[str] | None = None) -> list[
             out.append(Change("type", f"type {name} only in {'the first' if tb is None else 'the second'}", 0, name))
             continue
         if ta.half_life_seconds != tb.half_life_seconds:
-            out.append(Change("half_life", f"{name} half-life {dur(ta.half_life_seconds)} → "
-                              f"{dur(tb.half_life_seconds)}", longer(ta.half_life_seconds, tb.half_life_seconds), name))
+            out.append(
+                Change(
+                    "half_life",
+                    f"{name} half-life {dur(ta.half_life_seconds)} → {dur(tb.half_life_seconds)}",
+                    longer(ta.half_life_seconds, tb.half_life_seconds),
+                    name,
+                )
+            )
         if ta.ttl_seconds != tb.ttl_seconds:
-            out.append(Change("ttl", f"{name} TTL {dur(ta.ttl_seconds)} → {dur(tb.ttl_seconds)}",
-                              longer(ta.ttl_seconds, tb.ttl_seconds), name))
+            out.append(
+                Change(
+                    "ttl",
+                    f"{name} TTL {dur(ta.ttl_seconds)} → {dur(tb.ttl_seconds)}",
+                    longer(ta.ttl_seconds, tb.ttl_seconds),
+                    name,
+                )
+            )
         if ta.boost != tb.boost:
-            out.append(Change("boost", f"{name} boost {ta.boost:g} → {tb.boost:g}", 1 if tb.boost > ta.boost else -1,
-                              name))
+            out.append(
+                Change("boost", f"{name} boost {ta.boost:g} → {tb.boost:g}", 1 if tb.boost > ta.boost else -1, name)
+            )
         if ta.initial_weight != tb.initial_weight:
-            out.append(Change("initial_weight", f"{name} initial weight {ta.initial_weight:g} → "
-                              f"{tb.initial_weight:g}", 1 if tb.initial_weight > ta.initial_weight else -1, name))
+            out.append(
+                Change(
+                    "initial_weight",
+                    f"{name} initial weight {ta.initial_weight:g} → {tb.initial_weight:g}",
+                    1 if tb.initial_weight > ta.initial_weight else -1,
+                    name,
+                )
+            )
         if ta.refresh_on_read != tb.refresh_on_read:
-            out.append(Change("refresh", f"{name} TTL {'now' if tb.refresh_on_read else 'no longer'} refreshes on read",
-                              1 if tb.refresh_on_read else -1, name))
+            out.append(
+                Change(
+                    "refresh",
+                    f"{name} TTL {'now' if tb.refresh_on_read else 'no longer'} refreshes on read",
+                    1 if tb.refresh_on_read else -1,
+                    name,
+                )
+            )
     tha, thb = a.thresholds, b.thresholds
     for key in ("demote", "archive", "delete", "delete_below_confidence"):
         x, y = getattr(tha, key), getattr(thb, key)
@@ -532,17 +658,30 @@ def policy_changes(a: Policy, b: Policy, types: set[str] | None = None) -> list[
             # a higher threshold is crossed sooner: it forgets sooner
             out.append(Change(key, f"{key.replace('_', ' ')} threshold {x:g} → {y:g}", -1 if y > x else 1))
     if a.confidence != b.confidence:
-        names = [k for k in ("ttl_floor", "half_life_floor", "decay_half_life_seconds", "feedback_step",
-                             "negative_weight_penalty", "llm_weight", "rule_weight", "feedback_weight")
-                 if getattr(a.confidence, k) != getattr(b.confidence, k)]
+        names = [
+            k
+            for k in (
+                "ttl_floor",
+                "half_life_floor",
+                "decay_half_life_seconds",
+                "feedback_step",
+                "negative_weight_penalty",
+                "llm_weight",
+                "rule_weight",
+                "feedback_weight",
+            )
+            if getattr(a.confidence, k) != getattr(b.confidence, k)
+        ]
         out.append(Change("confidence", "confidence settings (" + (", ".join(names) or "source defaults") + ")", 0))
     if a.scoring != b.scoring:
         diffs = []
         if a.scoring.mode != b.scoring.mode:
             diffs.append(f"mode {a.scoring.mode} → {b.scoring.mode}")
         if a.scoring.recency_half_life_seconds != b.scoring.recency_half_life_seconds:
-            diffs.append(f"recency half-life {dur(a.scoring.recency_half_life_seconds)} → "
-                         f"{dur(b.scoring.recency_half_life_seconds)}")
+            diffs.append(
+                f"recency half-life {dur(a.scoring.recency_half_life_seconds)} → "
+                f"{dur(b.scoring.recency_half_life_seconds)}"
+            )
         if dict(a.scoring.weights) != dict(b.scoring.weights):
             diffs.append("factor weights")
         out.append(Change("scoring", "scoring " + (", ".join(diffs) or "settings"), 0))
@@ -554,18 +693,31 @@ def policy_changes(a: Policy, b: Policy, types: set[str] | None = None) -> list[
         if types is not None and name not in types:
             continue
         ta, tb = a.types[name], b.types[name]
-        for field, label in (("supersede_above", "automatic supersession bar"),
-                             ("supersede_above_shared_tag", "automatic supersession bar with a shared tag")):
+        for field, label in (
+            ("supersede_above", "automatic supersession bar"),
+            ("supersede_above_shared_tag", "automatic supersession bar with a shared tag"),
+        ):
             x, y = getattr(ta, field), getattr(tb, field)
             if x != y:
                 # a lower bar (or one turned on) retires more memories: it forgets sooner
                 xv, yv = 2.0 if x is None else x, 2.0 if y is None else y
-                out.append(Change("supersession", f"{name} {label} {'off' if x is None else x} → "
-                                  f"{'off' if y is None else y}", -1 if yv < xv else 1, name))
+                out.append(
+                    Change(
+                        "supersession",
+                        f"{name} {label} {'off' if x is None else x} → {'off' if y is None else y}",
+                        -1 if yv < xv else 1,
+                        name,
+                    )
+                )
     if a.supersession != b.supersession:
-        labels = {"confidence_margin": "confidence margin", "superseded_factor": "superseded factor",
-                  "resolve_margin": "resolution margin", "resolve_margin_shared_tag": "resolution margin with a shared tag",
-                  "resolve_min_gap": "resolution gap", "resolve_margin_same_wording": "resolution margin, same wording"}
+        labels = {
+            "confidence_margin": "confidence margin",
+            "superseded_factor": "superseded factor",
+            "resolve_margin": "resolution margin",
+            "resolve_margin_shared_tag": "resolution margin with a shared tag",
+            "resolve_min_gap": "resolution gap",
+            "resolve_margin_same_wording": "resolution margin, same wording",
+        }
         for field, label in labels.items():
             x, y = getattr(a.supersession, field), getattr(b.supersession, field)
             if x != y:
@@ -579,8 +731,12 @@ def policy_changes(a: Policy, b: Policy, types: set[str] | None = None) -> list[
 def _why(changes: list[Change], metric: str, types: Sequence[str] | None = None, limit: int = 5) -> str:
     """The changes that drive ``metric``: per-type ones of ``types`` (all
     types if ``None``), and the global ones."""
-    rel = [c for c in changes if c.category in _CAUSES[metric] + ("type",)
-           and (c.memory_type is None or types is None or c.memory_type in types)]
+    rel = [
+        c
+        for c in changes
+        if c.category in _CAUSES[metric] + ("type",)
+        and (c.memory_type is None or types is None or c.memory_type in types)
+    ]
     if not rel:
         return "no parameter that drives it differs for these types (replay effects: ties, skipped operations)"
     texts = [c.text for c in rel[:limit]]
@@ -643,15 +799,24 @@ def format_comparison(results: Sequence[SimResult]) -> str:
         ("demoted", [str(r.demoted) for r in results]),
         ("archived (from hot)", [f"{r.archived} ({r.archived_from_hot})" for r in results]),
         ("deleted by the policy", [str(r.deleted) for r in results]),
-        ("reactivations", [f"{r.reactivations} ({r.restores} restore, {r.reactivated} reactivate, {r.promotes} promote)"
-                           for r in results]),
+        (
+            "reactivations",
+            [
+                f"{r.reactivations} ({r.restores} restore, {r.reactivated} reactivate, {r.promotes} promote)"
+                for r in results
+            ],
+        ),
         ("stale hits@1", [f"{r.stale_hits}/{r.labelled_searches}" for r in results]),
         ("live recall@k", [_fmt(r.live_recall) for r in results]),
         ("reactivation rate", [_fmt(r.lifecycle.get("reactivation", {}).get("rate"), ".1%") for r in results]),
     ]
     for t in types:
-        rows.append((f"median survival, {t}",
-                     [format_duration(m) if (m := _median_survival(r, t)) is not None else "n/a" for r in results]))
+        rows.append(
+            (
+                f"median survival, {t}",
+                [format_duration(m) if (m := _median_survival(r, t)) is not None else "n/a" for r in results],
+            )
+        )
     rows.append(("skipped operations", [str(sum(r.skipped.values())) for r in results]))
     rows.append(("touches of archived memories", [str(r.unseen_touches) for r in results]))
     names = [r.name for r in results]
@@ -682,69 +847,87 @@ def _kind_by_type(r: SimResult, *kinds: str) -> dict[str, float]:
 
 def _explain(a: SimResult, b: SimResult, types: list[str]) -> list[str]:
     ch = policy_changes(a.policy, b.policy, set(types))
-    tendency = {1: f"{b.name} keeps memories longer", -1: f"{b.name} forgets sooner",
-                0: "its changes pull both ways"}[_direction(ch)]
+    tendency = {1: f"{b.name} keeps memories longer", -1: f"{b.name} forgets sooner", 0: "its changes pull both ways"}[
+        _direction(ch)
+    ]
     out = [f"policy: {tendency} (" + (", ".join(c.text for c in ch) or "no parameter differs") + ")"]
 
     if round(a.hot_mean, 1) != round(b.hot_mean, 1):
         pct = 100.0 * (b.hot_mean - a.hot_mean) / a.hot_mean if a.hot_mean else math.inf
         main = _main_types(a.hot_by_type, b.hot_by_type)
-        out.append(f"hot footprint: {abs(pct):.0f} % {_more_fewer(pct, 'larger', 'smaller')} hot tier (mean "
-                   f"{b.hot_mean:.1f} vs {a.hot_mean:.1f} memories, {_bytes(b.hot_bytes_mean)} vs "
-                   f"{_bytes(a.hot_bytes_mean)} of vectors; mostly {_by_type(a.hot_by_type, b.hot_by_type, main, '.1f')})"
-                   f" - {_why(ch, 'hot', main)}")
+        out.append(
+            f"hot footprint: {abs(pct):.0f} % {_more_fewer(pct, 'larger', 'smaller')} hot tier (mean "
+            f"{b.hot_mean:.1f} vs {a.hot_mean:.1f} memories, {_bytes(b.hot_bytes_mean)} vs "
+            f"{_bytes(a.hot_bytes_mean)} of vectors; mostly {_by_type(a.hot_by_type, b.hot_by_type, main, '.1f')})"
+            f" - {_why(ch, 'hot', main)}"
+        )
     else:
         out.append(f"hot footprint: the same (mean {b.hot_mean:.1f} memories)")
-    for label, kinds, va, vb, verb in (("archived", ("archive",), a.archived, b.archived, "archives"),
-                                       ("deleted", ("delete",), a.deleted, b.deleted, "deletes"),
-                                       ("demoted", ("demote",), a.demoted, b.demoted, "demotes")):
+    for label, kinds, va, vb, verb in (
+        ("archived", ("archive",), a.archived, b.archived, "archives"),
+        ("deleted", ("delete",), a.deleted, b.deleted, "deletes"),
+        ("demoted", ("demote",), a.demoted, b.demoted, "demotes"),
+    ):
         if va == vb:
             out.append(f"{label}: the same ({va})")
             continue
         ta, tb = _kind_by_type(a, *kinds), _kind_by_type(b, *kinds)
         main = _main_types(ta, tb)
-        line = (f"{label}: {b.name} {verb} {abs(vb - va)} {_more_fewer(vb - va)} ({vb} vs {va}; "
-                f"{_by_type(ta, tb, main)})")
+        line = (
+            f"{label}: {b.name} {verb} {abs(vb - va)} {_more_fewer(vb - va)} ({vb} vs {va}; {_by_type(ta, tb, main)})"
+        )
         if label == "demoted" and b.archived_from_hot != a.archived_from_hot:
-            line += (f": {b.archived_from_hot} vs {a.archived_from_hot} memories went straight from hot to cold"
-                     " (expired or fell below the archive threshold between two sweeps)")
+            line += (
+                f": {b.archived_from_hot} vs {a.archived_from_hot} memories went straight from hot to cold"
+                " (expired or fell below the archive threshold between two sweeps)"
+            )
         out.append(f"{line} - {_why(ch, label, main)}")
     if a.reactivations != b.reactivations:
         d = b.reactivations - a.reactivations
         ta, tb = (_kind_by_type(r, "restore", "reactivate", "promote") for r in (a, b))
         main = _main_types(ta, tb)
         hint = "more of what it moved out was needed again" if d > 0 else "fewer memories had to come back"
-        out.append(f"reactivations: {abs(d)} {_more_fewer(d)} restores, reactivations + promotions ({b.reactivations} vs "
-                   f"{a.reactivations}; {_by_type(ta, tb, main)}): {hint} - {_why(ch, 'reactivations', main)}")
+        out.append(
+            f"reactivations: {abs(d)} {_more_fewer(d)} restores, reactivations + promotions ({b.reactivations} vs "
+            f"{a.reactivations}; {_by_type(ta, tb, main)}): {hint} - {_why(ch, 'reactivations', main)}"
+        )
     else:
         out.append(f"reactivations: the same ({a.reactivations})")
     label_types = sorted(set(a.label_types) | set(b.label_types)) or None
     if a.labelled_searches or b.labelled_searches:
         if a.stale_hits != b.stale_hits:
             d = b.stale_hits - a.stale_hits
-            out.append(f"stale hits: {abs(d)} {_more_fewer(d)} searches answered first by a superseded memory "
-                       f"({b.stale_hits}/{b.labelled_searches} vs {a.stale_hits}/{a.labelled_searches}) - "
-                       f"{_why(ch, 'search', label_types)}")
+            out.append(
+                f"stale hits: {abs(d)} {_more_fewer(d)} searches answered first by a superseded memory "
+                f"({b.stale_hits}/{b.labelled_searches} vs {a.stale_hits}/{a.labelled_searches}) - "
+                f"{_why(ch, 'search', label_types)}"
+            )
         else:
             out.append(f"stale hits: the same ({a.stale_hits}/{a.labelled_searches})")
     if a.live_recall is not None and b.live_recall is not None:
         d = b.live_recall - a.live_recall
         if abs(d) >= 5e-4:
-            out.append(f"live recall: {abs(d):.3f} {_more_fewer(d, 'higher', 'lower')} ({b.live_recall:.3f} vs "
-                       f"{a.live_recall:.3f}) - {_why(ch, 'search', label_types)}")
+            out.append(
+                f"live recall: {abs(d):.3f} {_more_fewer(d, 'higher', 'lower')} ({b.live_recall:.3f} vs "
+                f"{a.live_recall:.3f}) - {_why(ch, 'search', label_types)}"
+            )
         else:
             out.append(f"live recall: the same ({a.live_recall:.3f})")
     for t in types:
         ma, mb = _median_survival(a, t), _median_survival(b, t)
         if ma != mb:
-            out.append(f"survival of {t}: median {format_duration(mb) if mb is not None else 'n/a (most alive)'}"
-                       f" vs {format_duration(ma) if ma is not None else 'n/a (most alive)'} - "
-                       f"{_why(ch, 'survival', [t])}")
+            out.append(
+                f"survival of {t}: median {format_duration(mb) if mb is not None else 'n/a (most alive)'}"
+                f" vs {format_duration(ma) if ma is not None else 'n/a (most alive)'} - "
+                f"{_why(ch, 'survival', [t])}"
+            )
     sa, sb = sum(a.skipped.values()), sum(b.skipped.values())
     if sa != sb:
         main = _main_types(a.skipped_types, b.skipped_types)
-        out.append(f"skipped: {sb} vs {sa} replayed operations named a memory the policy had already deleted"
-                   f" - {_why(ch, 'skipped', main)}")
+        out.append(
+            f"skipped: {sb} vs {sa} replayed operations named a memory the policy had already deleted"
+            f" - {_why(ch, 'skipped', main)}"
+        )
     return out
 
 

@@ -9,8 +9,8 @@ seeded, so a run is reproducible.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 
@@ -81,8 +81,9 @@ class Event:
     supersedes: list[str] = field(default_factory=list)
 
 
-def agent_workload(days: int = 60, seed: int = 7, start: float = 1_700_000_000.0,
-                   users: tuple[str, ...] = USERS) -> Iterator[Event]:
+def agent_workload(
+    days: int = 60, seed: int = 7, start: float = 1_700_000_000.0, users: tuple[str, ...] = USERS
+) -> Iterator[Event]:
     """Events in time order over ``days`` simulated days."""
     rng = np.random.default_rng(seed)
     day = 86400.0
@@ -90,13 +91,33 @@ def agent_workload(days: int = 60, seed: int = 7, start: float = 1_700_000_000.0
     for u in users:
         name = u.capitalize()
         home = HOMES[homes[u]]
-        yield Event(start, "add", u, f"{name} lives in {home}", "fact", 0.95, "user_declaration", ["home"],
-                    id=f"{u}-home-0")
-        yield Event(start, "add", u, f"{name}'s emergency contact is their sister", "fact", 0.99,
-                    "user_confirmation", ["health"], pinned=True, id=f"{u}-pinned")
+        yield Event(
+            start, "add", u, f"{name} lives in {home}", "fact", 0.95, "user_declaration", ["home"], id=f"{u}-home-0"
+        )
+        yield Event(
+            start,
+            "add",
+            u,
+            f"{name}'s emergency contact is their sister",
+            "fact",
+            0.99,
+            "user_confirmation",
+            ["health"],
+            pinned=True,
+            id=f"{u}-pinned",
+        )
         for i, (text, tags) in enumerate(FACTS):
-            yield Event(start + 60 * (i + 1), "add", u, text.format(u=name), "fact", 0.9, "user_declaration", tags,
-                        id=f"{u}-fact-{i}")
+            yield Event(
+                start + 60 * (i + 1),
+                "add",
+                u,
+                text.format(u=name),
+                "fact",
+                0.9,
+                "user_declaration",
+                tags,
+                id=f"{u}-fact-{i}",
+            )
     moves = {u: 0 for u in users}
     for d in range(days):
         t_day = start + d * day
@@ -104,13 +125,29 @@ def agent_workload(days: int = 60, seed: int = 7, start: float = 1_700_000_000.0
             name = u.capitalize()
             t = t_day + 8 * 3600 + float(rng.uniform(0, 3600))
             for j in range(int(rng.integers(3, 8))):
-                yield Event(t + 60 * j, "add", u, CHATTER[int(rng.integers(len(CHATTER)))].format(u=name),
-                            "conversation", 0.8, "ai_summary", ["chat"])
+                yield Event(
+                    t + 60 * j,
+                    "add",
+                    u,
+                    CHATTER[int(rng.integers(len(CHATTER)))].format(u=name),
+                    "conversation",
+                    0.8,
+                    "ai_summary",
+                    ["chat"],
+                )
             if rng.random() < 0.25:
                 text, tags = PREFERENCES[int(rng.integers(len(PREFERENCES)))]
                 guess = rng.random() < 0.4
-                yield Event(t + 600, "add", u, text.format(u=name), "preference", 0.55 if guess else 0.9,
-                            "ai_inference" if guess else "user_declaration", tags)
+                yield Event(
+                    t + 600,
+                    "add",
+                    u,
+                    text.format(u=name),
+                    "preference",
+                    0.55 if guess else 0.9,
+                    "ai_inference" if guess else "user_declaration",
+                    tags,
+                )
             if rng.random() < 0.15:
                 text, tags = TASKS[int(rng.integers(len(TASKS)))]
                 yield Event(t + 900, "add", u, f"{name} needs to {text}", "task", 0.85, "user_declaration", tags)
@@ -120,10 +157,26 @@ def agent_workload(days: int = 60, seed: int = 7, start: float = 1_700_000_000.0
             if d > 0 and d % 21 == 0:
                 moves[u] += 1
                 home = HOMES[(homes[u] + moves[u]) % len(HOMES)]
-                yield Event(t + 1500, "add", u, f"{name} moved and now lives in {home}", "fact", 0.95,
-                            "user_declaration", ["home"], id=f"{u}-home-{moves[u]}",
-                            supersedes=[f"{u}-home-{moves[u] - 1}"])
+                yield Event(
+                    t + 1500,
+                    "add",
+                    u,
+                    f"{name} moved and now lives in {home}",
+                    "fact",
+                    0.95,
+                    "user_declaration",
+                    ["home"],
+                    id=f"{u}-home-{moves[u]}",
+                    supersedes=[f"{u}-home-{moves[u] - 1}"],
+                )
             for j in range(int(rng.integers(1, 4))):
                 text, ctx, topics = QUERIES[int(rng.integers(len(QUERIES)))]
-                yield Event(t + 1800 + 60 * j, "search", u, text.format(u=name), context=ctx, topics=topics,
-                            positive=rng.random() < 0.8)
+                yield Event(
+                    t + 1800 + 60 * j,
+                    "search",
+                    u,
+                    text.format(u=name),
+                    context=ctx,
+                    topics=topics,
+                    positive=rng.random() < 0.8,
+                )

@@ -25,8 +25,8 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from tierstore.bench.common import BenchConfig, SuiteResult, SuiteSkipped, environment, render_report, write_json
 
@@ -41,8 +41,18 @@ SUITES: dict[str, tuple[str, str]] = {
     "h": ("conversation", "forgetting quality on logged conversations"),
     "i": ("relations", "forgetting quality on multi-valued and changing relations"),
 }
-ALIASES = {"forgetting": "g", "conversation": "h", "relations": "i", "search": "a", "chroma": "b", "langchain": "c", "namespaces": "d",
-           "cleanup": "e", "sweep": "e", "ingest": "f"}
+ALIASES = {
+    "forgetting": "g",
+    "conversation": "h",
+    "relations": "i",
+    "search": "a",
+    "chroma": "b",
+    "langchain": "c",
+    "namespaces": "d",
+    "cleanup": "e",
+    "sweep": "e",
+    "ingest": "f",
+}
 QUICK_DEFAULT = ["a", "b", "c", "d", "e", "g"]
 
 
@@ -63,8 +73,10 @@ def parse_suites(spec: str | None, quick: bool) -> list[str]:
             continue
         p = ALIASES.get(p, p)
         if p not in SUITES:
-            raise SystemExit(f"tierstore bench: unknown suite {part!r} "
-                             f"(choose from {', '.join(SUITES)}, forgetting, conversation, relations)")
+            raise SystemExit(
+                f"tierstore bench: unknown suite {part!r} "
+                f"(choose from {', '.join(SUITES)}, forgetting, conversation, relations)"
+            )
         if p not in out:
             out.append(p)
     return out
@@ -110,9 +122,12 @@ def run_suites(letters: list[str], cfg: BenchConfig, *, out=sys.stdout) -> list[
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tierstore bench", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="suites:\n" + "\n".join(f"  {k}  {v[1]}" for k, v in SUITES.items()))
+    p = argparse.ArgumentParser(
+        prog="tierstore bench",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="suites:\n" + "\n".join(f"  {k}  {v[1]}" for k, v in SUITES.items()),
+    )
     add_arguments(p)
     return p
 
@@ -120,15 +135,22 @@ def build_parser() -> argparse.ArgumentParser:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``tierstore bench`` (shared with the CLI's subcommand)."""
     p.add_argument("--quick", action="store_true", help="smaller sizes: a few minutes on 2 cores")
-    p.add_argument("--suite", default=None,
-                   help="comma-separated suites: a,b,c,d,e,f,g,h,i (g = forgetting, h = conversation, "
-                        "i = relations); default all")
+    p.add_argument(
+        "--suite",
+        default=None,
+        help="comma-separated suites: a,b,c,d,e,f,g,h,i (g = forgetting, h = conversation, i = relations); default all",
+    )
     p.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON")
     p.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     p.add_argument("--workdir", default=None, help="where temporary stores go (default: the system temp dir)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the data")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a size, e.g. --set d.namespaces=2000 (see each suite's cfg.size keys)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a size, e.g. --set d.namespaces=2000 (see each suite's cfg.size keys)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars even on a terminal")
     p.add_argument("--from-json", default=None, metavar="PATH", help="print the report of an earlier --json run")
 
@@ -142,8 +164,13 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"total: {elapsed:.1f} s")
         return 0
     letters = parse_suites(args.suite, args.quick)
-    cfg = BenchConfig(quick=args.quick, progress=False if args.no_progress else None,
-                      workdir=Path(args.workdir) if args.workdir else None, seed=args.seed, sizes=_parse_set(args.set))
+    cfg = BenchConfig(
+        quick=args.quick,
+        progress=False if args.no_progress else None,
+        workdir=Path(args.workdir) if args.workdir else None,
+        seed=args.seed,
+        sizes=_parse_set(args.set),
+    )
     if cfg.workdir is not None:
         cfg.workdir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")  # chromadb: no telemetry attempts

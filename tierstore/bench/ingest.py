@@ -17,8 +17,8 @@ import numpy as np
 from tierstore.bench.common import (
     DIM,
     EF_CONSTRUCTION,
-    M,
     BenchConfig,
+    M,
     Row,
     SuiteResult,
     clustered_vectors,
@@ -47,10 +47,13 @@ def run(cfg: BenchConfig) -> SuiteResult:
             store = open_store(d / "store")
             try:
                 for s in range(0, n, batch):
-                    store.add_batch("mem", [{"content": ids[i], "embedding": vecs[i], "id": ids[i]}
-                                            for i in range(s, min(n, s + batch))])
+                    store.add_batch(
+                        "mem",
+                        [{"content": ids[i], "embedding": vecs[i], "id": ids[i]} for i in range(s, min(n, s + batch))],
+                    )
             finally:
                 store.close()
+
         return go
 
     def raw() -> None:
@@ -68,8 +71,13 @@ def run(cfg: BenchConfig) -> SuiteResult:
             seed = SeedMemorySystem(str(d / "chroma"))
             for s in range(0, n, batch):
                 stop = min(n, s + batch)
-                seed.collection.add(ids=ids[s:stop], embeddings=vecs[s:stop], documents=ids[s:stop],
-                                    metadatas=[{"type": "fact", "confidence": 0.8} for _ in range(s, stop)])
+                seed.collection.add(
+                    ids=ids[s:stop],
+                    embeddings=vecs[s:stop],
+                    documents=ids[s:stop],
+                    metadatas=[{"type": "fact", "confidence": 0.8} for _ in range(s, stop)],
+                )
+
         return go
 
     times: dict[str, list[float]] = {"tierstore": [], "raw": [], "chroma": []}
@@ -91,9 +99,13 @@ def run(cfg: BenchConfig) -> SuiteResult:
     if "chroma" in med:
         res.rows.append(Row("f", "ingest", "add_batch", "Chroma add", med["tierstore"], med["chroma"], "per memory", p))
     else:
-        res.notes.append("the Chroma ingest was skipped: chromadb is not installed (pip install 'tierstore[bench]') "
-                         "or f.no_chroma was set.")
-    res.notes.append(f"batches of {batch}; tierstore: one namespace, durable SQLite commit per batch; hnswlib: M={M}, "
-                     f"ef_construction={EF_CONSTRUCTION}, in memory only; Chroma: PersistentClient, documents + "
-                     "two metadata fields per memory.")
+        res.notes.append(
+            "the Chroma ingest was skipped: chromadb is not installed (pip install 'tierstore[bench]') "
+            "or f.no_chroma was set."
+        )
+    res.notes.append(
+        f"batches of {batch}; tierstore: one namespace, durable SQLite commit per batch; hnswlib: M={M}, "
+        f"ef_construction={EF_CONSTRUCTION}, in memory only; Chroma: PersistentClient, documents + "
+        "two metadata fields per memory."
+    )
     return res

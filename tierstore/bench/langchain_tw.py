@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 from tierstore.bench.common import (
     DIM,
     EF,
-    K,
     BenchConfig,
+    K,
     Row,
     SuiteResult,
     add_in_batches,
@@ -67,8 +67,9 @@ def run(cfg: BenchConfig) -> SuiteResult:
     with workdir(cfg, "langchain") as d:
         store = open_store(d / "store")
         try:
-            t_store, _ = timed(lambda: add_in_batches(store, "mem", vecs, batch=10_000, cfg=cfg,
-                                                      label=f"(c) tierstore add {n}"))
+            t_store, _ = timed(
+                lambda: add_in_batches(store, "mem", vecs, batch=10_000, cfg=cfg, label=f"(c) tierstore add {n}")
+            )
             q_names = [f"q{j}" for j in range(n_queries)]
             fns = {
                 "tierstore_search": lambda i: store.search("mem", queries[i], k=K),
@@ -83,15 +84,48 @@ def run(cfg: BenchConfig) -> SuiteResult:
             store.close()
 
     p = {"N": n, "k": K, "ef": EF, "lc_fetch": 100}
-    res.rows.append(Row("c", "search", "store.search", "TW retriever.invoke", med["tierstore_search"],
-                        med["langchain_tw_invoke"], "per query", p))
-    res.rows.append(Row("c", "search vs LangChain's fetch alone", "store.search", "vectorstore fetch k=100",
-                        med["tierstore_search"], med["adapter_search_100"], "per query", p,
-                        note="the retriever's vector-store call alone, without its rescoring"))
-    res.rows.append(Row("c", "ingest", "tierstore add_batch", "TW retriever.add_documents", t_store / n, t_lc / n,
-                        "per memory", {"N": n, "batch": 10_000}, note="one run each"))
-    res.notes.append("vectors fed through LookupEmbeddings (a dict from 'm<i>'/'q<j>' to the precomputed vector) "
-                     "into HnswVectorStore (hnswlib, same M/ef_construction/ef as tierstore); see "
-                     "tierstore/bench/lcadapter.py. Retriever defaults kept: decay_rate=0.01, "
-                     "search_kwargs={'k': 100}; k=10.")
+    res.rows.append(
+        Row(
+            "c",
+            "search",
+            "store.search",
+            "TW retriever.invoke",
+            med["tierstore_search"],
+            med["langchain_tw_invoke"],
+            "per query",
+            p,
+        )
+    )
+    res.rows.append(
+        Row(
+            "c",
+            "search vs LangChain's fetch alone",
+            "store.search",
+            "vectorstore fetch k=100",
+            med["tierstore_search"],
+            med["adapter_search_100"],
+            "per query",
+            p,
+            note="the retriever's vector-store call alone, without its rescoring",
+        )
+    )
+    res.rows.append(
+        Row(
+            "c",
+            "ingest",
+            "tierstore add_batch",
+            "TW retriever.add_documents",
+            t_store / n,
+            t_lc / n,
+            "per memory",
+            {"N": n, "batch": 10_000},
+            note="one run each",
+        )
+    )
+    res.notes.append(
+        "vectors fed through LookupEmbeddings (a dict from 'm<i>'/'q<j>' to the precomputed vector) "
+        "into HnswVectorStore (hnswlib, same M/ef_construction/ef as tierstore); see "
+        "tierstore/bench/lcadapter.py. Retriever defaults kept: decay_rate=0.01, "
+        "search_kwargs={'k': 100}; k=10."
+    )
     return res

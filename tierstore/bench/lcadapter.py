@@ -18,7 +18,8 @@ Imported only when langchain-core is installed (the ``bench`` extra).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import hnswlib
 import numpy as np
@@ -57,8 +58,14 @@ class HnswVectorStore(VectorStore):
     def embeddings(self) -> Embeddings:
         return self._embedding
 
-    def add_texts(self, texts: Iterable[str], metadatas: list[dict[str, Any]] | None = None, *,
-                  ids: list[str] | None = None, **kwargs: Any) -> list[str]:
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
         texts = list(texts)
         vecs = np.asarray(self._embedding.embed_documents(texts), np.float32)
         start = len(self.docs)
@@ -81,8 +88,9 @@ class HnswVectorStore(VectorStore):
         return lambda score: score  # already the cosine similarity
 
     @classmethod
-    def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None,
-                   **kwargs: Any) -> "HnswVectorStore":
+    def from_texts(
+        cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, **kwargs: Any
+    ) -> HnswVectorStore:
         assert isinstance(embedding, LookupEmbeddings)
         store = cls(embedding, kwargs.get("capacity", len(texts)))
         store.add_texts(texts, metadatas)

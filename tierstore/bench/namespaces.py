@@ -15,14 +15,13 @@ import gc
 
 import numpy as np
 
-from tierstore.progress import Progress
 from tierstore.bench.common import (
     DIM,
     EF,
     EF_CONSTRUCTION,
+    BenchConfig,
     K,
     M,
-    BenchConfig,
     Row,
     SuiteResult,
     clustered_vectors,
@@ -33,6 +32,7 @@ from tierstore.bench.common import (
     timed,
     workdir,
 )
+from tierstore.progress import Progress
 
 TITLE = "many namespaces vs one global hnswlib index with a filter"
 
@@ -61,8 +61,13 @@ def run(cfg: BenchConfig) -> SuiteResult:
                 with Progress(n_ns, f"(d) add {n_ns}x{per}", enabled=cfg.progress) as bar:
                     for ns in range(n_ns):
                         lo = ns * per
-                        store.add_batch(f"u{ns}", [{"content": f"m{lo + i}", "embedding": vecs[lo + i],
-                                                    "id": f"m{lo + i}"} for i in range(per)])
+                        store.add_batch(
+                            f"u{ns}",
+                            [
+                                {"content": f"m{lo + i}", "embedding": vecs[lo + i], "id": f"m{lo + i}"}
+                                for i in range(per)
+                            ],
+                        )
                         bar.update()
 
             t_store, _ = timed(ingest)
@@ -97,7 +102,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
             for i in range(min(n_queries, 40)):
                 ns = int(q_ns[i])
                 lo = ns * per
-                s = vecs[lo:lo + per] @ queries[i]
+                s = vecs[lo : lo + per] @ queries[i]
                 truth = set((lo + np.argsort(-s)[:K]).tolist())
                 got = {int(h.id[1:]) for h in store.search(f"u{ns}", queries[i], k=K, record_access=False)}
                 r_store.append(len(truth & got) / K)
@@ -110,19 +115,50 @@ def run(cfg: BenchConfig) -> SuiteResult:
             store.close()
 
     p = {"namespaces": n_ns, "per_ns": per, "N": n, "k": K, "ef": EF}
-    res.rows.append(Row("d", "search one namespace", "store.search(ns)", "global knn_query(filter=ns)",
-                        med["tierstore_search"], med["global_filtered_knn"], "per query", p))
-    res.rows.append(Row("d", "build", "add_batch per namespace", "global add_items", t_store / n, t_index / n,
-                        "per memory", p, note="one run each, not interleaved"))
-    res.extra.update(recall_at_10_store=float(np.mean(r_store)), recall_at_10_global_filter=float(np.mean(r_glob)),
-                     filter_failures=failures["n"], store_ingest_s=round(t_store, 1), global_build_s=round(t_index, 1),
-                     store_rss_mb=round(rss_store / 2**20), global_index_rss_mb=round(rss_index / 2**20))
-    res.notes.append(f"global index: hnswlib ip, M={M}, ef_construction={EF_CONSTRUCTION}, ef={EF}, one index for all "
-                     f"{n} memories; the filter is a Python callable `label // {per} == ns` (hnswlib calls it per "
-                     "visited node, holding the GIL). tierstore: one hot space per namespace; with "
-                     f"{per} < 2048 memories each is searched exactly (Numba), so its recall is 1.")
-    res.notes.append("memory: RSS growth while ingesting (tierstore: vectors, columns, ids, strings of every "
-                     "namespace in the hot tier, plus SQLite page cache) and while building the global index "
-                     "(vectors + graph). tierstore also writes everything durably to its SQLite catalog; the "
-                     "raw index is in memory only.")
+    res.rows.append(
+        Row(
+            "d",
+            "search one namespace",
+            "store.search(ns)",
+            "global knn_query(filter=ns)",
+            med["tierstore_search"],
+            med["global_filtered_knn"],
+            "per query",
+            p,
+        )
+    )
+    res.rows.append(
+        Row(
+            "d",
+            "build",
+            "add_batch per namespace",
+            "global add_items",
+            t_store / n,
+            t_index / n,
+            "per memory",
+            p,
+            note="one run each, not interleaved",
+        )
+    )
+    res.extra.update(
+        recall_at_10_store=float(np.mean(r_store)),
+        recall_at_10_global_filter=float(np.mean(r_glob)),
+        filter_failures=failures["n"],
+        store_ingest_s=round(t_store, 1),
+        global_build_s=round(t_index, 1),
+        store_rss_mb=round(rss_store / 2**20),
+        global_index_rss_mb=round(rss_index / 2**20),
+    )
+    res.notes.append(
+        f"global index: hnswlib ip, M={M}, ef_construction={EF_CONSTRUCTION}, ef={EF}, one index for all "
+        f"{n} memories; the filter is a Python callable `label // {per} == ns` (hnswlib calls it per "
+        "visited node, holding the GIL). tierstore: one hot space per namespace; with "
+        f"{per} < 2048 memories each is searched exactly (Numba), so its recall is 1."
+    )
+    res.notes.append(
+        "memory: RSS growth while ingesting (tierstore: vectors, columns, ids, strings of every "
+        "namespace in the hot tier, plus SQLite page cache) and while building the global index "
+        "(vectors + graph). tierstore also writes everything durably to its SQLite catalog; the "
+        "raw index is in memory only."
+    )
     return res

@@ -61,15 +61,16 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
-from tierstore.progress import Progress
 from tierstore.bench.common import BenchConfig, SuiteResult, sweep_until_done, workdir
 from tierstore.bench.relations_workload import DAY, MULTI, T0, RelationsWorkload, relations_workload
+from tierstore.progress import Progress
 
 K = 5
 DEFAULT_SEED = 2027  # the suite's seed is cfg.seed + this
@@ -95,15 +96,16 @@ def embedder_name(kind: str = "auto") -> str:
     return "HashingEmbedder (synthetic, no topics)" if isinstance(emb, Hashing) else str(emb.name)
 
 
-def embed_texts(texts: Iterable[str], kind: str = "auto", *, progress: bool | None = False,
-                batch: int = 256) -> dict[str, np.ndarray]:
+def embed_texts(
+    texts: Iterable[str], kind: str = "auto", *, progress: bool | None = False, batch: int = 256
+) -> dict[str, np.ndarray]:
     """Unit vectors of ``texts`` (each distinct text embedded once per process, in batches)."""
     emb = _embedder(kind)
     cache = _CACHE.setdefault(f"{kind}:{emb.name}", {})
     todo = [t for t in dict.fromkeys(texts) if t not in cache]
     with Progress(len(todo), "(i) embed", enabled=progress) as bar:
         for s in range(0, len(todo), batch):
-            part = todo[s:s + batch]
+            part = todo[s : s + batch]
             vecs = np.asarray(emb.embed(part, [()] * len(part)), np.float32)
             vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
             for t, v in zip(part, vecs):
@@ -112,8 +114,9 @@ def embed_texts(texts: Iterable[str], kind: str = "auto", *, progress: bool | No
     return cache
 
 
-def workload_vectors(wl: RelationsWorkload, kind: str = "auto", *, progress: bool | None = False
-                     ) -> Callable[[str], np.ndarray]:
+def workload_vectors(
+    wl: RelationsWorkload, kind: str = "auto", *, progress: bool | None = False
+) -> Callable[[str], np.ndarray]:
     cache = embed_texts([m.content for m in wl.mems] + [q.text for q in wl.questions], kind, progress=progress)
     return cache.__getitem__
 
@@ -129,8 +132,10 @@ def plain_rankings(wl: RelationsWorkload, vec: Callable[[str], np.ndarray], k: i
     for m in wl.mems:
         by_ns.setdefault(m.ns, []).append(m)
     out: Rankings = {}
-    mats = {ns: (np.stack([vec(m.content) for m in ms]), np.array([m.t for m in ms]), [m.id for m in ms])
-            for ns, ms in by_ns.items()}
+    mats = {
+        ns: (np.stack([vec(m.content) for m in ms]), np.array([m.t for m in ms]), [m.id for m in ms])
+        for ns, ms in by_ns.items()
+    }
     for q in wl.questions:
         mat, ts, ids = mats[q.ns]
         sims = mat @ vec(q.text)
@@ -150,8 +155,14 @@ class StoreRun:
     elapsed_s: float
 
 
-def store_rankings(wl: RelationsWorkload, vec: Callable[[str], np.ndarray], cfg: BenchConfig,
-                   policy: Any = None, k: int = K, label: str = "tierstore") -> StoreRun:
+def store_rankings(
+    wl: RelationsWorkload,
+    vec: Callable[[str], np.ndarray],
+    cfg: BenchConfig,
+    policy: Any = None,
+    k: int = K,
+    label: str = "tierstore",
+) -> StoreRun:
     """Load the workload into a fresh store (its own clock, nightly sweeps) and ask its questions."""
     from tierstore import ManualClock, Policy, TierStore
 
@@ -171,6 +182,7 @@ def store_rankings(wl: RelationsWorkload, vec: Callable[[str], np.ndarray], cfg:
         clock = ManualClock(T0)
         store = TierStore.open(Path(d) / "store", dim=384, clock=clock, policy=policy)
         try:
+
             def night(t: float) -> None:
                 clock.set(t)
                 sweep_until_done(store, sweeps)
@@ -183,9 +195,17 @@ def store_rankings(wl: RelationsWorkload, vec: Callable[[str], np.ndarray], cfg:
                     clock.set(max(t, clock.now()))
                     if kind == 0:
                         m = wl.mems[i]
-                        got = store.add(m.ns, m.content, vec(m.content), memory_type=m.memory_type,
-                                        confidence=0.9, source="user_declaration", tags=list(m.tags), id=m.id,
-                                        key=m.key)
+                        got = store.add(
+                            m.ns,
+                            m.content,
+                            vec(m.content),
+                            memory_type=m.memory_type,
+                            confidence=0.9,
+                            source="user_declaration",
+                            tags=list(m.tags),
+                            id=m.id,
+                            key=m.key,
+                        )
                         if got != m.id:
                             alias[m.id] = got
                     else:
@@ -213,9 +233,16 @@ def _mean(xs: list[float]) -> float:
     return float(sum(xs) / len(xs)) if xs else math.nan
 
 
-def metrics(wl: RelationsWorkload, rankings: Mapping[str, list[str]], plain: Mapping[str, list[str]] | None = None,
-            state: Mapping[str, str] | None = None, alias: Mapping[str, str] | None = None, *, k: int = K,
-            phase: str = "end") -> dict[str, float]:
+def metrics(
+    wl: RelationsWorkload,
+    rankings: Mapping[str, list[str]],
+    plain: Mapping[str, list[str]] | None = None,
+    state: Mapping[str, str] | None = None,
+    alias: Mapping[str, str] | None = None,
+    *,
+    k: int = K,
+    phase: str = "end",
+) -> dict[str, float]:
     """The metrics of one candidate (see the module docstring).
 
     rankings / plain: question id -> hit ids, best first (plain: the
@@ -263,23 +290,39 @@ def metrics(wl: RelationsWorkload, rankings: Mapping[str, list[str]], plain: Map
             if q.stale:
                 stale_ids = frozenset().union(*groups(q.stale)) - live_ids
                 stale1.append(float(top in stale_ids))
-    out = {"stale@1": _mean(stale1), "live@1": _mean(live1), "live@5": _mean(live5_multi + live5_current),
-           "multi live@5": _mean(live5_multi), "current live@5": _mean(live5_current),
-           "kept@5": kept_num / kept_den if kept_den else math.nan, "history@5": _mean(hist5)}
+    out = {
+        "stale@1": _mean(stale1),
+        "live@1": _mean(live1),
+        "live@5": _mean(live5_multi + live5_current),
+        "multi live@5": _mean(live5_multi),
+        "current live@5": _mean(live5_current),
+        "kept@5": kept_num / kept_den if kept_den else math.nan,
+        "history@5": _mean(hist5),
+    }
     out.update(retirement(wl, state, alias))
-    out.update(households=float(wl.households), memories=float(len(wl.mems)),
-               questions=float(sum(q.phase == phase for q in wl.questions)),
-               drift_questions=float(len(stale1)), history_questions=float(len(hist5)),
-               kept_pairs=float(kept_den))
+    out.update(
+        households=float(wl.households),
+        memories=float(len(wl.mems)),
+        questions=float(sum(q.phase == phase for q in wl.questions)),
+        drift_questions=float(len(stale1)),
+        history_questions=float(len(hist5)),
+        kept_pairs=float(kept_den),
+    )
     return out
 
 
-def retirement(wl: RelationsWorkload, state: Mapping[str, str] | None, alias: Mapping[str, str] | None = None
-               ) -> dict[str, float]:
+def retirement(
+    wl: RelationsWorkload, state: Mapping[str, str] | None, alias: Mapping[str, str] | None = None
+) -> dict[str, float]:
     """``retired``, ``marked``, ``stale marked`` and ``live marked`` (see the module docstring)."""
     if state is None:
-        return {"retired": 0.0, "retired by mark": 0.0, "marked": 0.0, "stale marked": 0.0 if wl.drift else math.nan,
-                "live marked": 0.0}
+        return {
+            "retired": 0.0,
+            "retired by mark": 0.0,
+            "marked": 0.0,
+            "stale marked": 0.0 if wl.drift else math.nan,
+            "live marked": 0.0,
+        }
     al = alias or {}
 
     def st(i: str) -> str:
@@ -309,16 +352,30 @@ def retirement(wl: RelationsWorkload, state: Mapping[str, str] | None, alias: Ma
         # the newest value counts as marked when every statement of it is (a restatement that took over
         # from the first statement of the same value is no harm)
         live_m.append(all(st(i) == "superseded" for _, value, i in stmts if value == newest))
-    return {"retired": _mean([float(x) for x in retired]), "retired by mark": _mean([float(x) for x in by_mark]),
-            "marked": _mean([float(x) for x in marked]),
-            "stale marked": _mean([float(x) for x in stale_m]), "live marked": _mean([float(x) for x in live_m])}
+    return {
+        "retired": _mean([float(x) for x in retired]),
+        "retired by mark": _mean([float(x) for x in by_mark]),
+        "marked": _mean([float(x) for x in marked]),
+        "stale marked": _mean([float(x) for x in stale_m]),
+        "live marked": _mean([float(x) for x in live_m]),
+    }
 
 
 # ------------------------------------------------------------------ scripts and the suite
 
-def evaluate(policy: Any = None, *, households: int = 30, days: int = 90, seed: int = DEFAULT_SEED,
-             drift: bool = True, hints: str = "none", embedder: str = "auto", cfg: BenchConfig | None = None,
-             phase: str = "end") -> dict[str, float]:
+
+def evaluate(
+    policy: Any = None,
+    *,
+    households: int = 30,
+    days: int = 90,
+    seed: int = DEFAULT_SEED,
+    drift: bool = True,
+    hints: str = "none",
+    embedder: str = "auto",
+    cfg: BenchConfig | None = None,
+    phase: str = "end",
+) -> dict[str, float]:
     """One configuration's metrics (the store's, and the plain baseline's
     under ``plain_*`` keys). ``policy``: a :class:`Policy` (``None``: the
     default policy)."""
@@ -334,11 +391,42 @@ def evaluate(policy: Any = None, *, households: int = 30, days: int = 90, seed: 
     return out
 
 
-HEADER = ["row", "stale@1", "live@1", "live@5", "multi live@5", "current live@5", "kept@5", "history@5", "retired",
-          "retired by mark", "marked", "stale marked", "live marked", "mid live@5", "mid stale@1", "households", "memories", "questions"]
-KEYS = ["stale@1", "live@1", "live@5", "multi live@5", "current live@5", "kept@5", "history@5", "retired",
-        "retired by mark", "marked",
-        "stale marked", "live marked", "mid live@5", "mid stale@1"]
+HEADER = [
+    "row",
+    "stale@1",
+    "live@1",
+    "live@5",
+    "multi live@5",
+    "current live@5",
+    "kept@5",
+    "history@5",
+    "retired",
+    "retired by mark",
+    "marked",
+    "stale marked",
+    "live marked",
+    "mid live@5",
+    "mid stale@1",
+    "households",
+    "memories",
+    "questions",
+]
+KEYS = [
+    "stale@1",
+    "live@1",
+    "live@5",
+    "multi live@5",
+    "current live@5",
+    "kept@5",
+    "history@5",
+    "retired",
+    "retired by mark",
+    "marked",
+    "stale marked",
+    "live marked",
+    "mid live@5",
+    "mid stale@1",
+]
 
 
 def _f(v: Any) -> str:
@@ -348,18 +436,33 @@ def _f(v: Any) -> str:
 
 
 def cells(rows: list[dict[str, Any]]) -> list[list[str]]:
-    return [[r["row"], *(_f(r.get(k)) for k in KEYS), str(int(r["households"])), str(int(r["memories"])),
-             str(int(r["questions"]))] for r in rows]
+    return [
+        [
+            r["row"],
+            *(_f(r.get(k)) for k in KEYS),
+            str(int(r["households"])),
+            str(int(r["memories"])),
+            str(int(r["questions"])),
+        ]
+        for r in rows
+    ]
 
 
-def _row(name: str, wl: RelationsWorkload, rankings: Rankings, plain: Rankings | None, run_: StoreRun | None
-         ) -> dict[str, Any]:
+def _row(
+    name: str, wl: RelationsWorkload, rankings: Rankings, plain: Rankings | None, run_: StoreRun | None
+) -> dict[str, Any]:
     state = None if run_ is None else run_.state
     alias = None if run_ is None else run_.alias
     end = metrics(wl, rankings, plain, state, alias, phase="end")
     mid = metrics(wl, rankings, plain, state, alias, phase="mid")
-    row: dict[str, Any] = {"row": name, **end, "mid live@5": mid["live@5"], "mid stale@1": mid["stale@1"],
-                           "mid kept@5": mid["kept@5"], "questions_all": len(wl.questions)}
+    row: dict[str, Any] = {
+        "row": name,
+        **end,
+        "mid live@5": mid["live@5"],
+        "mid stale@1": mid["stale@1"],
+        "mid kept@5": mid["kept@5"],
+        "questions_all": len(wl.questions),
+    }
     if run_ is not None:
         row.update(sweeps=run_.sweeps, tiers_end=run_.tiers, elapsed_s=round(run_.elapsed_s, 1))
     return row
@@ -369,8 +472,9 @@ def no_auto_supersession() -> Any:
     """The default policy with automatic supersession off for facts and preferences (diagnostic rows)."""
     from tierstore.policy import Policy
 
-    return Policy.from_dict({"types": {t: {"supersede_above": "off", "supersede_above_shared_tag": "off"}
-                                       for t in ("fact", "preference")}})
+    return Policy.from_dict(
+        {"types": {t: {"supersede_above": "off", "supersede_above_shared_tag": "off"} for t in ("fact", "preference")}}
+    )
 
 
 def run(cfg: BenchConfig) -> SuiteResult:
@@ -393,19 +497,28 @@ def run(cfg: BenchConfig) -> SuiteResult:
         for hints in hints_list:
             wl = base if hints == "none" else relations_workload(households, days, seed, drift=drift, hints=hints)
             run_ = store_rankings(wl, vec, cfg, None, label=f"{tag}, hints={hints}")
-            name = f"default policy, {tag}, " + {"none": "no hints", "tags": "tags=[relation]",
-                                                   "key": "key=subject:relation"}[hints]
+            name = (
+                f"default policy, {tag}, "
+                + {"none": "no hints", "tags": "tags=[relation]", "key": "key=subject:relation"}[hints]
+            )
             rows.append(_row(name, wl, run_.rankings, plain, run_))
         if diagnostic:
             run_ = store_rankings(base, vec, cfg, no_auto_supersession(), label=f"{tag}, no auto-supersession")
-            rows.append(_row(f"diagnostic: automatic supersession off, {tag}, no hints", base, run_.rankings, plain,
-                             run_))
+            rows.append(
+                _row(f"diagnostic: automatic supersession off, {tag}, no hints", base, run_.rankings, plain, run_)
+            )
         counts[tag] = base.counts()
     elapsed = time.perf_counter() - t0
     label = embedder_name(kind)
     res.data["rows"] = rows
-    res.tables.append((f"relations — {households} households x {days} days, k={K}, seed {seed}, embedder: {label} "
-                       "(end-of-period questions; mid = day-" + str(days // 2) + " questions)", HEADER, cells(rows)))
+    res.tables.append(
+        (
+            f"relations — {households} households x {days} days, k={K}, seed {seed}, embedder: {label} "
+            "(end-of-period questions; mid = day-" + str(days // 2) + " questions)",
+            HEADER,
+            cells(rows),
+        )
+    )
     res.extra.update(embedder=label, households=households, days=days, counts=counts, elapsed_s=round(elapsed, 1))
     res.notes.append(
         "stale@1: current-value questions about a changed relation whose first hit states an older value; live@1 / "
@@ -416,5 +529,6 @@ def run(cfg: BenchConfig) -> SuiteResult:
         "statement marked superseded; marked: "
         "multi-valued statements marked superseded; stale marked: single-valued statements of replaced "
         "values marked superseded; live marked: single-valued relations whose newest value has every statement "
-        "marked superseded.")
+        "marked superseded."
+    )
     return res

@@ -53,13 +53,73 @@ DAY = 86400.0
 HOUR = 3600.0
 T0 = 1_750_000_000.0  # day 0, midnight
 
-NAMES = ["Frank", "Ana", "Bilal", "Carmen", "Dmitri", "Esther", "Femi", "Greta", "Hiro", "Ingrid", "Jamal", "Kasia",
-         "Lars", "Marisol", "Nikhil", "Olga", "Pedro", "Rania", "Stefan", "Tomoko", "Ugo", "Valeria", "Wanjiru",
-         "Xavier", "Yara", "Zoltan", "Aoife", "Benedikt", "Chiara", "Darius", "Elif", "Faisal", "Gwen", "Henrik",
-         "Isla", "Joaquin", "Keiko", "Leon", "Malia", "Noor"]
+NAMES = [
+    "Frank",
+    "Ana",
+    "Bilal",
+    "Carmen",
+    "Dmitri",
+    "Esther",
+    "Femi",
+    "Greta",
+    "Hiro",
+    "Ingrid",
+    "Jamal",
+    "Kasia",
+    "Lars",
+    "Marisol",
+    "Nikhil",
+    "Olga",
+    "Pedro",
+    "Rania",
+    "Stefan",
+    "Tomoko",
+    "Ugo",
+    "Valeria",
+    "Wanjiru",
+    "Xavier",
+    "Yara",
+    "Zoltan",
+    "Aoife",
+    "Benedikt",
+    "Chiara",
+    "Darius",
+    "Elif",
+    "Faisal",
+    "Gwen",
+    "Henrik",
+    "Isla",
+    "Joaquin",
+    "Keiko",
+    "Leon",
+    "Malia",
+    "Noor",
+]
 ROLES = ["flatmate", "cousin", "parent", "child", "housemate", "grandparent", "lodger", "godchild"]
-CITIES = ["Lisbon", "Oslo", "Bergen", "Porto", "Kyoto", "Nairobi", "Lima", "Quito", "Tallinn", "Ghent", "Leeds",
-          "Adelaide", "Halifax", "Tucson", "Bologna", "Graz", "Malmo", "Cork", "Izmir", "Pune", "Recife", "Hobart"]
+CITIES = [
+    "Lisbon",
+    "Oslo",
+    "Bergen",
+    "Porto",
+    "Kyoto",
+    "Nairobi",
+    "Lima",
+    "Quito",
+    "Tallinn",
+    "Ghent",
+    "Leeds",
+    "Adelaide",
+    "Halifax",
+    "Tucson",
+    "Bologna",
+    "Graz",
+    "Malmo",
+    "Cork",
+    "Izmir",
+    "Pune",
+    "Recife",
+    "Hobart",
+]
 SISTERS = ["Maria", "Lucia", "Sofia", "Ines", "Hanna", "Elena", "Amara", "Nadia"]
 BROTHERS = ["Tomas", "Pavel", "Karim", "Mateus", "Rohan", "Oskar", "Theo", "Felix"]
 
@@ -71,57 +131,147 @@ BROTHERS = ["Tomas", "Pavel", "Karim", "Mateus", "Rohan", "Oskar", "Theo", "Feli
 MULTI: dict[str, dict[str, Any]] = {
     "allergy": {
         "type": "fact",
-        "values": ["peanuts", "shellfish", "penicillin", "latex", "pollen", "cat dander", "sesame", "bee stings",
-                   "dust mites", "gluten", "kiwi", "ibuprofen"],
-        "say": ["{s} is allergic to {v}", "{s} has an allergy to {v}", "{s} can't be anywhere near {v}, it's an allergy",
-                "turns out {s} reacts badly to {v} as well - a proper allergy",
-                "the doctor confirmed that {s} is allergic to {v}"],
-        "ask": ["What is {n} allergic to?", "Which allergies does {n} have?", "What should {n} avoid because of allergies?"],
+        "values": [
+            "peanuts",
+            "shellfish",
+            "penicillin",
+            "latex",
+            "pollen",
+            "cat dander",
+            "sesame",
+            "bee stings",
+            "dust mites",
+            "gluten",
+            "kiwi",
+            "ibuprofen",
+        ],
+        "say": [
+            "{s} is allergic to {v}",
+            "{s} has an allergy to {v}",
+            "{s} can't be anywhere near {v}, it's an allergy",
+            "turns out {s} reacts badly to {v} as well - a proper allergy",
+            "the doctor confirmed that {s} is allergic to {v}",
+        ],
+        "ask": [
+            "What is {n} allergic to?",
+            "Which allergies does {n} have?",
+            "What should {n} avoid because of allergies?",
+        ],
     },
     "language": {
         "type": "fact",
-        "values": ["Spanish", "French", "Japanese", "Arabic", "German", "Portuguese", "Mandarin", "Swahili", "Russian",
-                   "Hindi", "Turkish", "Italian"],
-        "say": ["{s} speaks {v}", "{s} is fluent in {v}", "{s} can hold a conversation in {v}",
-                "{s} grew up speaking {v}", "{s} also speaks {v} quite well"],
-        "ask": ["Which languages does {n} speak?", "What languages can {n} speak?", "In which languages can I talk to {n}?"],
+        "values": [
+            "Spanish",
+            "French",
+            "Japanese",
+            "Arabic",
+            "German",
+            "Portuguese",
+            "Mandarin",
+            "Swahili",
+            "Russian",
+            "Hindi",
+            "Turkish",
+            "Italian",
+        ],
+        "say": [
+            "{s} speaks {v}",
+            "{s} is fluent in {v}",
+            "{s} can hold a conversation in {v}",
+            "{s} grew up speaking {v}",
+            "{s} also speaks {v} quite well",
+        ],
+        "ask": [
+            "Which languages does {n} speak?",
+            "What languages can {n} speak?",
+            "In which languages can I talk to {n}?",
+        ],
     },
     "sibling": {
         "type": "fact",
         "values": [("sister", nm) for nm in SISTERS] + [("brother", nm) for nm in BROTHERS],
-        "say": ["{s} has a {kind}, {sib}, who lives in {city}", "{s}'s {kind} {sib} lives in {city}",
-                "{sib}, {s}'s {kind}, is based in {city}", "{s} mentioned a {kind} called {sib} in {city}"],
-        "ask": ["Who are {n}'s brothers and sisters?", "Does {n} have any siblings?", "What are the names of {n}'s siblings?"],
+        "say": [
+            "{s} has a {kind}, {sib}, who lives in {city}",
+            "{s}'s {kind} {sib} lives in {city}",
+            "{sib}, {s}'s {kind}, is based in {city}",
+            "{s} mentioned a {kind} called {sib} in {city}",
+        ],
+        "ask": [
+            "Who are {n}'s brothers and sisters?",
+            "Does {n} have any siblings?",
+            "What are the names of {n}'s siblings?",
+        ],
     },
     "instrument": {
         "type": "fact",
         "values": ["piano", "guitar", "violin", "drums", "cello", "flute", "saxophone", "ukulele", "trumpet", "harp"],
-        "say": ["{s} plays the {v}", "{s} has been playing the {v} for years", "{s} practises the {v} at weekends",
-                "{s} picked up the {v} and plays it regularly"],
-        "ask": ["What instruments does {n} play?", "Which musical instruments can {n} play?",
-                "Does {n} play any instruments?"],
+        "say": [
+            "{s} plays the {v}",
+            "{s} has been playing the {v} for years",
+            "{s} practises the {v} at weekends",
+            "{s} picked up the {v} and plays it regularly",
+        ],
+        "ask": [
+            "What instruments does {n} play?",
+            "Which musical instruments can {n} play?",
+            "Does {n} play any instruments?",
+        ],
     },
     "medication": {
         "type": "fact",
-        "values": ["metformin", "lisinopril", "vitamin D", "levothyroxine", "atorvastatin", "a salbutamol inhaler",
-                   "omeprazole", "sertraline", "iron tablets", "amlodipine"],
-        "say": ["{s} takes {v} every day", "{s} is on {v}", "{s} was prescribed {v} and takes it daily",
-                "{s} needs {v} each morning", "remember that {s} is taking {v}"],
-        "ask": ["What medications does {n} take?", "Which medicines is {n} on?", "What does {n} take every day for health?"],
+        "values": [
+            "metformin",
+            "lisinopril",
+            "vitamin D",
+            "levothyroxine",
+            "atorvastatin",
+            "a salbutamol inhaler",
+            "omeprazole",
+            "sertraline",
+            "iron tablets",
+            "amlodipine",
+        ],
+        "say": [
+            "{s} takes {v} every day",
+            "{s} is on {v}",
+            "{s} was prescribed {v} and takes it daily",
+            "{s} needs {v} each morning",
+            "remember that {s} is taking {v}",
+        ],
+        "ask": [
+            "What medications does {n} take?",
+            "Which medicines is {n} on?",
+            "What does {n} take every day for health?",
+        ],
     },
     "lived": {
         "type": "fact",
         "values": CITIES,
-        "say": ["{s} lived in {v} for a few years", "{s} once lived in {v}", "{s} spent a couple of years living in {v}",
-                "back in the day {s} had a flat in {v}"],
-        "ask": ["Where has {n} lived?", "Which cities has {n} lived in over the years?", "What places has {n} lived in?"],
+        "say": [
+            "{s} lived in {v} for a few years",
+            "{s} once lived in {v}",
+            "{s} spent a couple of years living in {v}",
+            "back in the day {s} had a flat in {v}",
+        ],
+        "ask": [
+            "Where has {n} lived?",
+            "Which cities has {n} lived in over the years?",
+            "What places has {n} lived in?",
+        ],
     },
     "pet": {
         "type": "fact",
-        "values": [(a, nm) for nm in ("Rex", "Luna", "Pip", "Mochi", "Biscuit", "Olive", "Ziggy", "Nala", "Gus",
-                                      "Kiki") for a in ("dog", "cat", "rabbit", "parrot")],
-        "say": ["{s} has a {animal} called {pet}", "{s}'s {animal} is named {pet}", "{s} adopted a {animal}, {pet}",
-                "{pet} is {s}'s {animal}"],
+        "values": [
+            (a, nm)
+            for nm in ("Rex", "Luna", "Pip", "Mochi", "Biscuit", "Olive", "Ziggy", "Nala", "Gus", "Kiki")
+            for a in ("dog", "cat", "rabbit", "parrot")
+        ],
+        "say": [
+            "{s} has a {animal} called {pet}",
+            "{s}'s {animal} is named {pet}",
+            "{s} adopted a {animal}, {pet}",
+            "{pet} is {s}'s {animal}",
+        ],
         "ask": ["What pets does {n} have?", "Which animals live with {n}?", "What are the names of {n}'s pets?"],
     },
 }
@@ -129,71 +279,154 @@ MULTI: dict[str, dict[str, Any]] = {
 SINGLE: dict[str, dict[str, Any]] = {
     "employer": {
         "type": "fact",
-        "values": ["Acme Corp", "Globex", "Initech", "Umbrella Labs", "Northwind", "Hooli", "Stark Logistics",
-                   "Wayne Foods", "Tyrell Systems", "Cyberdyne", "Soylent Co", "Vandelay Industries"],
-        "say": ["{s} works at {v}", "{s} started a new job at {v}", "{s} is now employed by {v}", "{s} joined {v}",
-                "{s}'s employer is {v}"],
-        "ask": ["Where does {n} work now?", "Who is {n}'s current employer?", "Which company does {n} work for these days?"],
+        "values": [
+            "Acme Corp",
+            "Globex",
+            "Initech",
+            "Umbrella Labs",
+            "Northwind",
+            "Hooli",
+            "Stark Logistics",
+            "Wayne Foods",
+            "Tyrell Systems",
+            "Cyberdyne",
+            "Soylent Co",
+            "Vandelay Industries",
+        ],
+        "say": [
+            "{s} works at {v}",
+            "{s} started a new job at {v}",
+            "{s} is now employed by {v}",
+            "{s} joined {v}",
+            "{s}'s employer is {v}",
+        ],
+        "ask": [
+            "Where does {n} work now?",
+            "Who is {n}'s current employer?",
+            "Which company does {n} work for these days?",
+        ],
         "history": ["Where did {n} work before?", "Which company did {n} work for previously?"],
     },
     "home": {
         "type": "fact",
         "values": CITIES,
-        "say": ["{s} lives in {v}", "{s} moved to {v}", "{s} now lives in {v}", "{s}'s home is in {v}",
-                "{s} has settled in {v}"],
+        "say": [
+            "{s} lives in {v}",
+            "{s} moved to {v}",
+            "{s} now lives in {v}",
+            "{s}'s home is in {v}",
+            "{s} has settled in {v}",
+        ],
         "ask": ["Which city does {n} live in now?", "Where does {n} live these days?", "What is {n}'s current city?"],
         "history": ["Where did {n} live before?", "Which city did {n} live in previously?"],
     },
     "phone": {
         "type": "fact",
-        "values": ["Vodafone Red", "an O2 unlimited plan", "Mint Mobile", "a Three pay-as-you-go plan", "Lyca Basic",
-                   "a T-Mobile family plan", "Giffgaff Golden", "an EE SIM-only plan"],
-        "say": ["{s} is on {v} for the phone", "{s} switched the phone contract to {v}", "{s}'s mobile plan is {v}",
-                "{s} pays for {v} on the phone"],
-        "ask": ["What phone plan is {n} on now?", "Which mobile plan does {n} have?", "What is {n}'s current phone contract?"],
+        "values": [
+            "Vodafone Red",
+            "an O2 unlimited plan",
+            "Mint Mobile",
+            "a Three pay-as-you-go plan",
+            "Lyca Basic",
+            "a T-Mobile family plan",
+            "Giffgaff Golden",
+            "an EE SIM-only plan",
+        ],
+        "say": [
+            "{s} is on {v} for the phone",
+            "{s} switched the phone contract to {v}",
+            "{s}'s mobile plan is {v}",
+            "{s} pays for {v} on the phone",
+        ],
+        "ask": [
+            "What phone plan is {n} on now?",
+            "Which mobile plan does {n} have?",
+            "What is {n}'s current phone contract?",
+        ],
         "history": ["What phone plan did {n} have before?", "Which mobile plan was {n} on previously?"],
     },
     "restaurant": {
         "type": "preference",
-        "values": ["Luigi's trattoria", "the Blue Lotus", "Casa Verde", "Sakura sushi bar", "the Copper Pot",
-                   "Taqueria Sol", "Le Petit Zinc", "the Mango Tree", "Bombay Brasserie", "the Olive Grove"],
-        "say": ["{s}'s favourite restaurant is {v}", "{s} loves eating at {v} more than anywhere",
-                "these days {s} prefers {v} to any other restaurant", "{s} keeps going back to {v}, the favourite"],
-        "ask": ["What is {n}'s favourite restaurant?", "Where does {n} most like to eat out?",
-                "Which restaurant should I book for {n}?"],
+        "values": [
+            "Luigi's trattoria",
+            "the Blue Lotus",
+            "Casa Verde",
+            "Sakura sushi bar",
+            "the Copper Pot",
+            "Taqueria Sol",
+            "Le Petit Zinc",
+            "the Mango Tree",
+            "Bombay Brasserie",
+            "the Olive Grove",
+        ],
+        "say": [
+            "{s}'s favourite restaurant is {v}",
+            "{s} loves eating at {v} more than anywhere",
+            "these days {s} prefers {v} to any other restaurant",
+            "{s} keeps going back to {v}, the favourite",
+        ],
+        "ask": [
+            "What is {n}'s favourite restaurant?",
+            "Where does {n} most like to eat out?",
+            "Which restaurant should I book for {n}?",
+        ],
         "history": ["What was {n}'s favourite restaurant before?", "Where did {n} like to eat out previously?"],
     },
     "partner": {
         "type": "fact",
         "values": ["Sam", "Alex", "Robin", "Jordan", "Kim", "Nico", "Taylor", "Morgan", "Ari", "Jesse"],
-        "say": ["{s}'s partner is {v}", "{s} is dating {v}", "{s} is in a relationship with {v}",
-                "{s} and {v} are a couple now"],
+        "say": [
+            "{s}'s partner is {v}",
+            "{s} is dating {v}",
+            "{s} is in a relationship with {v}",
+            "{s} and {v} are a couple now",
+        ],
         "ask": ["Who is {n}'s partner?", "Who is {n} dating now?", "What is the name of {n}'s partner?"],
         "history": ["Who was {n}'s partner before?", "Who did {n} date previously?"],
     },
     "car": {
         "type": "fact",
-        "values": ["a red Toyota Corolla", "a Tesla Model 3", "a VW Golf", "a Fiat Panda", "a Volvo estate",
-                   "a Nissan Leaf", "a Honda Civic", "a Mini Cooper", "a Skoda Octavia", "a Ford Transit van"],
+        "values": [
+            "a red Toyota Corolla",
+            "a Tesla Model 3",
+            "a VW Golf",
+            "a Fiat Panda",
+            "a Volvo estate",
+            "a Nissan Leaf",
+            "a Honda Civic",
+            "a Mini Cooper",
+            "a Skoda Octavia",
+            "a Ford Transit van",
+        ],
         "say": ["{s} drives {v}", "{s} bought {v}", "{s}'s car is {v}", "{s} gets around in {v} now"],
         "ask": ["What car does {n} drive now?", "Which car does {n} have?", "What is {n}'s current car?"],
         "history": ["What car did {n} drive before?", "Which car did {n} have previously?"],
     },
     "diet": {
         "type": "preference",
-        "values": ["vegetarian", "vegan", "keto", "pescatarian", "low-FODMAP", "Mediterranean", "paleo",
-                   "gluten-free"],
+        "values": ["vegetarian", "vegan", "keto", "pescatarian", "low-FODMAP", "Mediterranean", "paleo", "gluten-free"],
         "say": ["{s} follows a {v} diet", "{s} has gone {v}", "{s} eats {v} now", "{s} sticks to a {v} way of eating"],
         "ask": ["What diet does {n} follow now?", "How does {n} eat these days?", "What kind of diet is {n} on?"],
         "history": ["What diet did {n} follow before?", "How did {n} eat previously?"],
     },
     "project": {
         "type": "fact",
-        "values": ["the billing migration", "the mobile app redesign", "a warehouse robot pilot",
-                   "the annual report", "the search relaunch", "a data privacy audit", "the new onboarding flow",
-                   "a solar farm bid"],
-        "say": ["{s} is working on {v}", "{s}'s current project is {v}", "{s} has moved on to {v} at work",
-                "{s} spends the workdays on {v}"],
+        "values": [
+            "the billing migration",
+            "the mobile app redesign",
+            "a warehouse robot pilot",
+            "the annual report",
+            "the search relaunch",
+            "a data privacy audit",
+            "the new onboarding flow",
+            "a solar farm bid",
+        ],
+        "say": [
+            "{s} is working on {v}",
+            "{s}'s current project is {v}",
+            "{s} has moved on to {v} at work",
+            "{s} spends the workdays on {v}",
+        ],
         "ask": ["What is {n} working on now?", "What is {n}'s current project?", "Which project is {n} busy with?"],
         "history": ["What was {n} working on before?", "Which project did {n} have previously?"],
     },
@@ -288,8 +521,13 @@ class RelationsWorkload:
         qk: dict[str, int] = {}
         for q in self.questions:
             qk[f"{q.phase}_{q.kind}"] = qk.get(f"{q.phase}_{q.kind}", 0) + 1
-        return {"households": self.households, "memories": len(self.mems), "questions": len(self.questions),
-                **{f"mem_{k}": v for k, v in sorted(kinds.items())}, **{f"q_{k}": v for k, v in sorted(qk.items())}}
+        return {
+            "households": self.households,
+            "memories": len(self.mems),
+            "questions": len(self.questions),
+            **{f"mem_{k}": v for k, v in sorted(kinds.items())},
+            **{f"q_{k}": v for k, v in sorted(qk.items())},
+        }
 
 
 def _fields(relation: str, value: Any) -> tuple[str, dict[str, str]]:
@@ -310,8 +548,15 @@ class _Statement:
     mem_id: str
 
 
-def relations_workload(households: int = 30, days: int = 90, seed: int = 0, *, drift: bool = True,
-                       hints: str = "none", midpoint: bool = True) -> RelationsWorkload:
+def relations_workload(
+    households: int = 30,
+    days: int = 90,
+    seed: int = 0,
+    *,
+    drift: bool = True,
+    hints: str = "none",
+    midpoint: bool = True,
+) -> RelationsWorkload:
     """The workload (see the module docstring). ``hints``: ``"none"``,
     ``"tags"`` or ``"key"``; the statements, times and questions are the same
     for every hint (only the tags / keys differ), and ``drift=False`` is a
@@ -354,8 +599,11 @@ def relations_workload(households: int = 30, days: int = 90, seed: int = 0, *, d
                 values = rng.sample(spec["values"], n_values)
                 if rel == "pet":  # two pets never share a name
                     seen2: set[str] = set()
-                    values = [v for v in rng.sample(spec["values"], len(spec["values"]))
-                              if not (v[1] in seen2 or seen2.add(v[1]))][:n_values]
+                    values = [
+                        v
+                        for v in rng.sample(spec["values"], len(spec["values"]))
+                        if not (v[1] in seen2 or seen2.add(v[1]))
+                    ][:n_values]
                 stated_days = sorted(rng.sample(range(0, days - 2), n_values))
                 groups: list[list[_Statement]] = []
                 for v, day in zip(values, stated_days):
@@ -365,8 +613,21 @@ def relations_workload(households: int = 30, days: int = 90, seed: int = 0, *, d
                     style = rng.randrange(len(spec["say"]))
                     t = when(day)
                     mid = new_id(f"{si}{rel}")
-                    hh_mems.append(_mem(mid, ns, t, spec["say"][style].format(s=ref(name, role), **f), spec["type"],
-                                        "multi", name, rel, label, hints, key=None))
+                    hh_mems.append(
+                        _mem(
+                            mid,
+                            ns,
+                            t,
+                            spec["say"][style].format(s=ref(name, role), **f),
+                            spec["type"],
+                            "multi",
+                            name,
+                            rel,
+                            label,
+                            hints,
+                            key=None,
+                        )
+                    )
                     group = [_Statement(t, style, mid)]
                     # a restatement, now and then, in another style
                     if rng.random() < 0.3 and day < days - 4:
@@ -374,8 +635,21 @@ def relations_workload(households: int = 30, days: int = 90, seed: int = 0, *, d
                         rstyle = rng.choice([i for i in range(len(spec["say"])) if i != style])
                         rt = when(rday)
                         rid = new_id(f"{si}{rel}r")
-                        hh_mems.append(_mem(rid, ns, rt, spec["say"][rstyle].format(s=ref(name, role), **f),
-                                            spec["type"], "restate", name, rel, label, hints, key=None))
+                        hh_mems.append(
+                            _mem(
+                                rid,
+                                ns,
+                                rt,
+                                spec["say"][rstyle].format(s=ref(name, role), **f),
+                                spec["type"],
+                                "restate",
+                                name,
+                                rel,
+                                label,
+                                hints,
+                                key=None,
+                            )
+                        )
                         group.append(_Statement(rt, rstyle, rid))
                     groups.append(group)
                 for phase, qt in (("mid", mid_t), ("end", end_t)) if midpoint else (("end", end_t),):
@@ -383,9 +657,19 @@ def relations_workload(households: int = 30, days: int = 90, seed: int = 0, *, d
                     live = tuple(g for g in live if g)
                     if not live:
                         continue
-                    questions.append(RQuestion(f"{ns}-q{len(questions)}", ns, qt,
-                                               rng.choice(spec["ask"]).format(n=name), "multi", name, rel, phase,
-                                               live))
+                    questions.append(
+                        RQuestion(
+                            f"{ns}-q{len(questions)}",
+                            ns,
+                            qt,
+                            rng.choice(spec["ask"]).format(n=name),
+                            "multi",
+                            name,
+                            rel,
+                            phase,
+                            live,
+                        )
+                    )
             for rel in single:
                 spec = SINGLE[rel]
                 n_changes = rng.randint(1, 3) if drift else 0
@@ -398,8 +682,21 @@ def relations_workload(households: int = 30, days: int = 90, seed: int = 0, *, d
                     style = rng.randrange(len(spec["say"]))
                     t = when(day)
                     mid = new_id(f"{si}{rel}")
-                    hh_mems.append(_mem(mid, ns, t, spec["say"][style].format(s=ref(name, role), **f), spec["type"],
-                                        "single", name, rel, label, hints, key=key))
+                    hh_mems.append(
+                        _mem(
+                            mid,
+                            ns,
+                            t,
+                            spec["say"][style].format(s=ref(name, role), **f),
+                            spec["type"],
+                            "single",
+                            name,
+                            rel,
+                            label,
+                            hints,
+                            key=key,
+                        )
+                    )
                     version = [_Statement(t, style, mid)]
                     end_day = stated_days[vi + 1] if vi + 1 < len(stated_days) else days - 1
                     # restate a live value before it changes (the restatement goes stale with it)
@@ -408,8 +705,21 @@ def relations_workload(households: int = 30, days: int = 90, seed: int = 0, *, d
                         rstyle = rng.choice([i for i in range(len(spec["say"])) if i != style])
                         rt = when(rday)
                         rid = new_id(f"{si}{rel}r")
-                        hh_mems.append(_mem(rid, ns, rt, spec["say"][rstyle].format(s=ref(name, role), **f),
-                                            spec["type"], "restate", name, rel, label, hints, key=key))
+                        hh_mems.append(
+                            _mem(
+                                rid,
+                                ns,
+                                rt,
+                                spec["say"][rstyle].format(s=ref(name, role), **f),
+                                spec["type"],
+                                "restate",
+                                name,
+                                rel,
+                                label,
+                                hints,
+                                key=key,
+                            )
+                        )
                         version.append(_Statement(rt, rstyle, rid))
                     versions.append(version)
                 for phase, qt in (("mid", mid_t), ("end", end_t)) if midpoint else (("end", end_t),):
@@ -417,29 +727,83 @@ def relations_workload(households: int = 30, days: int = 90, seed: int = 0, *, d
                     said = [g for g in said if g]
                     if not said:
                         continue
-                    questions.append(RQuestion(f"{ns}-q{len(questions)}", ns, qt,
-                                               rng.choice(spec["ask"]).format(n=name), "current", name, rel, phase,
-                                               (said[-1],), tuple(said[:-1])))
+                    questions.append(
+                        RQuestion(
+                            f"{ns}-q{len(questions)}",
+                            ns,
+                            qt,
+                            rng.choice(spec["ask"]).format(n=name),
+                            "current",
+                            name,
+                            rel,
+                            phase,
+                            (said[-1],),
+                            tuple(said[:-1]),
+                        )
+                    )
                     if len(said) > 1:
-                        questions.append(RQuestion(f"{ns}-q{len(questions)}", ns, qt,
-                                                   rng.choice(spec["history"]).format(n=name), "history", name, rel,
-                                                   phase, tuple(said[:-1]), ()))
+                        questions.append(
+                            RQuestion(
+                                f"{ns}-q{len(questions)}",
+                                ns,
+                                qt,
+                                rng.choice(spec["history"]).format(n=name),
+                                "history",
+                                name,
+                                rel,
+                                phase,
+                                tuple(said[:-1]),
+                                (),
+                            )
+                        )
         # chatter: 1-3 a day, about anyone in the household
         for day in range(days):
             for _ in range(rng.randint(1, 3)):
                 text, mtype = rng.choice(CHATTER)
                 name, role = rng.choice(subjects)
-                hh_mems.append(RMem(new_id("chat"), ns, when(day),
-                                    text.format(s=ref(name, role), city=rng.choice(CITIES)), mtype))
+                hh_mems.append(
+                    RMem(new_id("chat"), ns, when(day), text.format(s=ref(name, role), city=rng.choice(CITIES)), mtype)
+                )
         hh_mems.sort(key=lambda m: m.t)
         mems.extend(hh_mems)
     mems.sort(key=lambda m: (m.t, m.ns))
-    return RelationsWorkload(households, days, seed, drift, hints, mems, questions,
-                             params={"mid_t": mid_t, "end_t": end_t, "midpoint": midpoint})
+    return RelationsWorkload(
+        households,
+        days,
+        seed,
+        drift,
+        hints,
+        mems,
+        questions,
+        params={"mid_t": mid_t, "end_t": end_t, "midpoint": midpoint},
+    )
 
 
-def _mem(mid: str, ns: str, t: float, text: str, mtype: str, kind: str, subject: str, relation: str, value: str,
-         hints: str, *, key: str | None) -> RMem:
+def _mem(
+    mid: str,
+    ns: str,
+    t: float,
+    text: str,
+    mtype: str,
+    kind: str,
+    subject: str,
+    relation: str,
+    value: str,
+    hints: str,
+    *,
+    key: str | None,
+) -> RMem:
     content = text[0].upper() + text[1:]
-    return RMem(mid, ns, t, content, mtype, tags=(relation,) if hints == "tags" else (), key=key, kind=kind,
-                subject=subject, relation=relation, value=value)
+    return RMem(
+        mid,
+        ns,
+        t,
+        content,
+        mtype,
+        tags=(relation,) if hints == "tags" else (),
+        key=key,
+        kind=kind,
+        subject=subject,
+        relation=relation,
+        value=value,
+    )

@@ -22,14 +22,25 @@ what the real thing costs. It needs no optional package.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 DEFAULT_TTL_MAP = {"conversation": 3600, "fact": 2592000, "preference": 604800, "task": 172800}
 
 
-def seed_metadata(mid: str, *, memory_type: str, created: datetime, last_access: datetime, confidence: float,
-                  tags: Sequence[str], ttl: float | None, weight: float = 1.0, access_count: int = 0) -> dict[str, Any]:
+def seed_metadata(
+    mid: str,
+    *,
+    memory_type: str,
+    created: datetime,
+    last_access: datetime,
+    confidence: float,
+    tags: Sequence[str],
+    ttl: float | None,
+    weight: float = 1.0,
+    access_count: int = 0,
+) -> dict[str, Any]:
     """The metadata dict of the article's ``create_memory``."""
     return {
         "id": mid,
@@ -63,23 +74,27 @@ def rerank(initial: Mapping[str, Any], context_tags: Sequence[str] | None, top_k
             common_tags = set(context_tags) & set(memory_tags)
             context_factor = 1.0 + (len(common_tags) * 0.2)
         base_similarity = 1.0 - initial["distances"][0][i]
-        combined_weight = (base_similarity * recency_factor * metadata["confidence"] * context_factor
-                           * metadata["weight"])
-        memories.append({
-            "id": metadata["id"],
-            "content": doc,
-            "similarity": base_similarity,
-            "recency_factor": recency_factor,
-            "confidence": metadata["confidence"],
-            "combined_weight": combined_weight,
-            "metadata": metadata,
-        })
+        combined_weight = (
+            base_similarity * recency_factor * metadata["confidence"] * context_factor * metadata["weight"]
+        )
+        memories.append(
+            {
+                "id": metadata["id"],
+                "content": doc,
+                "similarity": base_similarity,
+                "recency_factor": recency_factor,
+                "confidence": metadata["confidence"],
+                "combined_weight": combined_weight,
+                "metadata": metadata,
+            }
+        )
     memories.sort(key=lambda x: x["combined_weight"], reverse=True)
     return memories[:top_k]
 
 
-def classify(all_memories: Mapping[str, Any], now: datetime, archive_threshold: float = 0.1,
-             delete_threshold: float = 0.01) -> tuple[list[str], list[str]]:
+def classify(
+    all_memories: Mapping[str, Any], now: datetime, archive_threshold: float = 0.1, delete_threshold: float = 0.01
+) -> tuple[list[str], list[str]]:
     """The evaluation loop of the article's ``run_memory_cleanup``."""
     to_archive: list[str] = []
     to_delete: list[str] = []
@@ -125,8 +140,9 @@ class DictCollection:
             self.metadatas[self._pos[mid]]["archived"] = True  # gone from the next get, like a delete
 
 
-def cleanup_dicts(coll: DictCollection, now: datetime, archive_threshold: float = 0.1,
-                  delete_threshold: float = 0.01) -> tuple[int, int]:
+def cleanup_dicts(
+    coll: DictCollection, now: datetime, archive_threshold: float = 0.1, delete_threshold: float = 0.01
+) -> tuple[int, int]:
     """``run_memory_cleanup`` over the in-memory collection."""
     all_memories = coll.get_not_archived()
     to_archive, to_delete = classify(all_memories, now, archive_threshold, delete_threshold)
@@ -140,38 +156,73 @@ def cleanup_dicts(coll: DictCollection, now: datetime, archive_threshold: float 
 class SeedMemorySystem:
     """The article's ``MemorySystem`` on a real Chroma collection."""
 
-    def __init__(self, path: str | None, *, name: str = "agent_memories", ef_search: int = 64,
-                 ef_construction: int = 200, max_neighbors: int = 16) -> None:
+    def __init__(
+        self,
+        path: str | None,
+        *,
+        name: str = "agent_memories",
+        ef_search: int = 64,
+        ef_construction: int = 200,
+        max_neighbors: int = 16,
+    ) -> None:
         import chromadb
         from chromadb.config import Settings
 
         settings = Settings(anonymized_telemetry=False)
-        self.client = (chromadb.PersistentClient(path=path, settings=settings) if path is not None
-                       else chromadb.EphemeralClient(settings=settings))
+        self.client = (
+            chromadb.PersistentClient(path=path, settings=settings)
+            if path is not None
+            else chromadb.EphemeralClient(settings=settings)
+        )
         # The article: metadata={"hnsw:space": "cosine"}. The same space, plus
         # the graph and search parameters tierstore is measured with.
         self.collection = self.client.create_collection(
-            name=name, embedding_function=None,
-            configuration={"hnsw": {"space": "cosine", "ef_search": ef_search, "ef_construction": ef_construction,
-                                    "max_neighbors": max_neighbors}},
+            name=name,
+            embedding_function=None,
+            configuration={
+                "hnsw": {
+                    "space": "cosine",
+                    "ef_search": ef_search,
+                    "ef_construction": ef_construction,
+                    "max_neighbors": max_neighbors,
+                }
+            },
         )
         self.default_ttl_map = dict(DEFAULT_TTL_MAP)
         self.max_batch = int(self.client.get_max_batch_size())
 
-    def add_many(self, ids: Sequence[str], embeddings: Any, documents: Sequence[str],
-                 metadatas: Sequence[dict[str, Any]], batch: int | None = None) -> None:
+    def add_many(
+        self,
+        ids: Sequence[str],
+        embeddings: Any,
+        documents: Sequence[str],
+        metadatas: Sequence[dict[str, Any]],
+        batch: int | None = None,
+    ) -> None:
         """``collection.add`` in batches (at most Chroma's maximum batch size)."""
         b = min(batch or self.max_batch, self.max_batch)
         for s in range(0, len(ids), b):
-            self.collection.add(ids=list(ids[s:s + b]), embeddings=embeddings[s:s + b],
-                                documents=list(documents[s:s + b]), metadatas=list(metadatas[s:s + b]))
+            self.collection.add(
+                ids=list(ids[s : s + b]),
+                embeddings=embeddings[s : s + b],
+                documents=list(documents[s : s + b]),
+                metadatas=list(metadatas[s : s + b]),
+            )
 
-    def retrieve_memories(self, query_embedding: Any, context_tags: Sequence[str] | None = None, top_k: int = 5,
-                          *, now: datetime, where: bool = True) -> list[dict]:
+    def retrieve_memories(
+        self,
+        query_embedding: Any,
+        context_tags: Sequence[str] | None = None,
+        top_k: int = 5,
+        *,
+        now: datetime,
+        where: bool = True,
+    ) -> list[dict]:
         """§4.3: over-fetch ``top_k * 3`` non-archived memories, rerank in Python.
         ``where=False`` drops the ``archived`` filter (a variant, not the article)."""
         initial = self.collection.query(
-            query_embeddings=[query_embedding], n_results=top_k * 3,
+            query_embeddings=[query_embedding],
+            n_results=top_k * 3,
             **({"where": {"archived": {"$ne": True}}} if where else {}),
         )
         return rerank(initial, context_tags, top_k, now)
@@ -187,16 +238,18 @@ class SeedMemorySystem:
         metadatas: list[Any] = []
         offset = 0
         while True:
-            part = self.collection.get(where={"archived": {"$ne": True}}, limit=page, offset=offset,
-                                       include=["metadatas", "documents"])
+            part = self.collection.get(
+                where={"archived": {"$ne": True}}, limit=page, offset=offset, include=["metadatas", "documents"]
+            )
             ids += part["ids"]
             metadatas += part["metadatas"]
             if len(part["ids"]) < page:
                 return {"ids": ids, "metadatas": metadatas}
             offset += page
 
-    def run_memory_cleanup(self, *, now: datetime, archive_threshold: float = 0.1,
-                           delete_threshold: float = 0.01) -> tuple[int, int]:
+    def run_memory_cleanup(
+        self, *, now: datetime, archive_threshold: float = 0.1, delete_threshold: float = 0.01
+    ) -> tuple[int, int]:
         """§4.4: fetch every non-archived memory (paged, see
         :meth:`fetch_not_archived`), evaluate, update. The update is sent in
         batches of Chroma's maximum batch size (one call as printed fails
@@ -205,8 +258,8 @@ class SeedMemorySystem:
         to_archive, to_delete = classify(all_memories, now, archive_threshold, delete_threshold)
         b = self.max_batch
         for s in range(0, len(to_archive), b):
-            part = to_archive[s:s + b]
+            part = to_archive[s : s + b]
             self.collection.update(ids=part, metadatas=[{"archived": True} for _ in part])
         for s in range(0, len(to_delete), b):
-            self.collection.delete(ids=to_delete[s:s + b])
+            self.collection.delete(ids=to_delete[s : s + b])
         return len(to_archive), len(to_delete)

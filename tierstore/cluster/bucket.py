@@ -36,7 +36,7 @@ class BucketConfig:
     prefix: str = ""
     options: dict[str, Any] = field(default_factory=dict)
 
-    def open(self) -> "Bucket":
+    def open(self) -> Bucket:
         return Bucket(self)
 
 
@@ -67,8 +67,9 @@ class Bucket:
             setattr(self, what, getattr(self, what) + 1)
 
     def _fail(self, exc: BaseException, op: str, key: str) -> ObjectStoreError:
-        return ObjectStoreError(f"S3 {op} of {key!r} in bucket {self.config.bucket!r} failed: "
-                                f"{type(exc).__name__}: {str(exc)[:300]}")
+        return ObjectStoreError(
+            f"S3 {op} of {key!r} in bucket {self.config.bucket!r} failed: {type(exc).__name__}: {str(exc)[:300]}"
+        )
 
     @staticmethod
     def _status(exc: BaseException) -> tuple[str, int | None]:
@@ -110,19 +111,19 @@ class Bucket:
             if self.put_delay_s:
                 time.sleep(self.put_delay_s)
             try:
-                resp = self._client.put_object(Bucket=self.config.bucket, Key=self._base + key, Body=data,
-                                               **condition)
+                resp = self._client.put_object(Bucket=self.config.bucket, Key=self._base + key, Body=data, **condition)
                 return str(resp["ETag"])
             except self._errors as exc:
                 code, status = self._status(exc)
                 if status == 412 or code == "PreconditionFailed":
                     return None
                 if status == 409 or code == "ConditionalRequestConflict":
-                    time.sleep(_CONFLICT_BACKOFF_S * (2 ** attempt) * (0.5 + random.random()))
+                    time.sleep(_CONFLICT_BACKOFF_S * (2**attempt) * (0.5 + random.random()))
                     continue
                 raise self._fail(exc, "conditional put", key) from None
-        raise ObjectStoreError(f"S3 conditional put of {key!r}: ConditionalRequestConflict "
-                               f"{_CONFLICT_RETRIES} times in a row")
+        raise ObjectStoreError(
+            f"S3 conditional put of {key!r}: ConditionalRequestConflict {_CONFLICT_RETRIES} times in a row"
+        )
 
     def put_new(self, key: str, data: bytes) -> str | None:
         """Create ``key`` only if absent (``If-None-Match: *``): its ETag, ``None`` on 412."""
@@ -146,19 +147,22 @@ class Bucket:
         Returns how many were deleted; ObjectStoreError if any could not be."""
         done = 0
         for i in range(0, len(keys), 1000):
-            chunk = keys[i:i + 1000]
+            chunk = keys[i : i + 1000]
             self._count("deletes")
             try:
                 resp = self._client.delete_objects(
                     Bucket=self.config.bucket,
-                    Delete={"Objects": [{"Key": self._base + k} for k in chunk], "Quiet": True})
+                    Delete={"Objects": [{"Key": self._base + k} for k in chunk], "Quiet": True},
+                )
             except self._errors as exc:
                 raise self._fail(exc, "delete", chunk[0]) from None
             errors = resp.get("Errors") or []
             if errors:
                 first = errors[0]
-                raise ObjectStoreError(f"S3 delete of {len(errors)} keys in bucket {self.config.bucket!r} failed, "
-                                       f"e.g. {first.get('Key')!r}: {first.get('Code')} {first.get('Message')}")
+                raise ObjectStoreError(
+                    f"S3 delete of {len(errors)} keys in bucket {self.config.bucket!r} failed, "
+                    f"e.g. {first.get('Key')!r}: {first.get('Code')} {first.get('Message')}"
+                )
             done += len(chunk)
         return done
 
@@ -177,7 +181,7 @@ class Bucket:
                 resp = self._client.list_objects_v2(**kwargs)
             except self._errors as exc:
                 raise self._fail(exc, "list", prefix) from None
-            keys.extend(obj["Key"][len(self._base):] for obj in resp.get("Contents", ()))
+            keys.extend(obj["Key"][len(self._base) :] for obj in resp.get("Contents", ()))
             if not resp.get("IsTruncated"):
                 return keys
             token = resp.get("NextContinuationToken")

@@ -20,24 +20,25 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from tierstore import embedding as _embedding
-from tierstore.core.background import BackgroundSweeps, check_sweep_args
-from tierstore.errors import InvalidInputError, ObjectStoreError, StoreConfigError, TierStoreError
-from tierstore.core.integrity import IntegrityReport, Problem
-from tierstore.records import Hit, Memory, Stats, SweepReport
-from tierstore.policy import Policy
-from tierstore.rules.validation import check_namespace, check_positive_int, check_seconds
 from tierstore.cluster.bucket import BucketConfig
 from tierstore.cluster.errors import ClusterError, NotOwnerError
 from tierstore.cluster.records import pack
 from tierstore.cluster.shard import Shard, check_lease_check
-from tierstore.cluster.slotstore import DEFAULT_LEASE_CHECK_S
 from tierstore.cluster.slots import DEFAULT_SLOTS, check_slots, placement, slot_of
+from tierstore.cluster.slotstore import DEFAULT_LEASE_CHECK_S
 from tierstore.cluster.stats import sum_stats
+from tierstore.core.background import BackgroundSweeps, check_sweep_args
+from tierstore.core.integrity import IntegrityReport, Problem
+from tierstore.errors import InvalidInputError, ObjectStoreError, StoreConfigError, TierStoreError
+from tierstore.policy import Policy
+from tierstore.records import Hit, Memory, Stats, SweepReport
+from tierstore.rules.validation import check_namespace, check_positive_int, check_seconds
 
 __all__ = ["Cluster"]
 
@@ -90,7 +91,8 @@ def _join_ray(ray: Any, address: str | None, name: str, num_cpus: int | None) ->
                 f"the Ray cluster at {address} wants its authentication token (Ray's token auth, on by default "
                 "since 2.60): set RAY_AUTH_MODE=token, with the cluster's token in ~/.ray/auth_token, "
                 "RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN ('ray get-auth-token' on its head node prints it); on a "
-                "node of that cluster, address 'auto' finds it with its token") from None
+                "node of that cluster, address 'auto' finds it with its token"
+            ) from None
         raise ClusterError(f"cannot join the Ray cluster at {address or 'this machine'}: {exc}") from None
 
 
@@ -102,6 +104,7 @@ def _is_local_ray(ray: Any, address: str) -> bool:
     try:
         from ray._private.services import find_gcs_addresses
         from ray._private.utils import read_ray_address
+
         local = set(find_gcs_addresses()) | {read_ray_address()}
     except Exception:  # noqa: BLE001 - a Ray without them: treat the address as remote
         return False
@@ -174,13 +177,28 @@ class Cluster:
     replay can need (see docs/cluster.md, *Garbage collection*).
     """
 
-    def __init__(self, address: str | None = None, *, bucket: str | BucketConfig | None = None,
-                 s3_options: Mapping[str, Any] | None = None, prefix: str = "", dim: int | None = None,
-                 shards: int = 0, num_slots: int = DEFAULT_SLOTS, root: str | None = None,
-                 policy: Policy | None = None, name: str = "tierstore", num_cpus: int | None = None,
-                 call_timeout_s: float = 30.0, retry_for_s: float = 60.0, spread: bool = True,
-                 snapshot_every: int = 100, lease_check_s: float = DEFAULT_LEASE_CHECK_S,
-                 embedder: Any = None, keep_history: bool = False) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        bucket: str | BucketConfig | None = None,
+        s3_options: Mapping[str, Any] | None = None,
+        prefix: str = "",
+        dim: int | None = None,
+        shards: int = 0,
+        num_slots: int = DEFAULT_SLOTS,
+        root: str | None = None,
+        policy: Policy | None = None,
+        name: str = "tierstore",
+        num_cpus: int | None = None,
+        call_timeout_s: float = 30.0,
+        retry_for_s: float = 60.0,
+        spread: bool = True,
+        snapshot_every: int = 100,
+        lease_check_s: float = DEFAULT_LEASE_CHECK_S,
+        embedder: Any = None,
+        keep_history: bool = False,
+    ) -> None:
         # every argument checked before Ray starts: bad input changes nothing
         if dim is not None:
             dim = check_positive_int(dim, "dim")
@@ -194,8 +212,9 @@ class Cluster:
             raise InvalidInputError(f"snapshot_every must be an int >= 0, got {snapshot_every!r}")
         lease_check_s = check_lease_check(lease_check_s)
         if not isinstance(name, str) or not _NAME.fullmatch(name):
-            raise InvalidInputError(f"name must be 1-64 letters, digits, '_', '.' or '-' (the cluster's Ray "
-                                    f"namespace), got {name!r}")
+            raise InvalidInputError(
+                f"name must be 1-64 letters, digits, '_', '.' or '-' (the cluster's Ray namespace), got {name!r}"
+            )
         if not isinstance(keep_history, bool):
             raise InvalidInputError(f"keep_history must be True or False, got {keep_history!r}")
         emb = _embedding.resolve(embedder)  # last (it may load a model); an unknown name fails here, before Ray
@@ -206,8 +225,13 @@ class Cluster:
             raise InvalidInputError(f"bucket must be a name or a BucketConfig, got {type(bucket).__name__}")
         # the bucket before Ray (which takes seconds to start): reachable, with credentials that work, and
         # this cluster's (or no cluster's yet) — a prefix another cluster name holds is refused
-        config = None if bucket is None else bucket if isinstance(bucket, BucketConfig) else \
-            BucketConfig(bucket, prefix, dict(s3_options or {}))
+        config = (
+            None
+            if bucket is None
+            else bucket
+            if isinstance(bucket, BucketConfig)
+            else BucketConfig(bucket, prefix, dict(s3_options or {}))
+        )
         if config is not None:
             _check_bucket(config, name)
         ray = _ray()
@@ -236,8 +260,18 @@ class Cluster:
                 ray.shutdown()
             raise
 
-    def _connect(self, bucket: BucketConfig | None, dim: int | None, shards: int, num_slots: int, root: str | None,
-                 policy: Policy | None, snapshot_every: int, lease_check_s: float, keep_history: bool) -> None:
+    def _connect(
+        self,
+        bucket: BucketConfig | None,
+        dim: int | None,
+        shards: int,
+        num_slots: int,
+        root: str | None,
+        policy: Policy | None,
+        snapshot_every: int,
+        lease_check_s: float,
+        keep_history: bool,
+    ) -> None:
         """Find the running shards (or take the new cluster's checked bucket), start ``shards`` more, place the slots."""
         ray = _ray()
         self._discover()
@@ -253,19 +287,25 @@ class Cluster:
                 raise StoreConfigError(f"the cluster {self.name!r} running here has dim={self.dim}, not {dim}")
             running = (self._bucket.bucket, self._bucket.prefix.strip("/"))
             if bucket is not None and (bucket.bucket, bucket.prefix.strip("/")) != running:
-                raise StoreConfigError(f"the cluster {self.name!r} running here keeps its slots in "
-                                       f"s3://{running[0]}/{running[1]}, not s3://{bucket.bucket}/"
-                                       f"{bucket.prefix.strip('/')}: leave bucket= out to join it")
+                raise StoreConfigError(
+                    f"the cluster {self.name!r} running here keeps its slots in "
+                    f"s3://{running[0]}/{running[1]}, not s3://{bucket.bucket}/"
+                    f"{bucket.prefix.strip('/')}: leave bucket= out to join it"
+                )
             self._embedder_record = info.get("embedder")
             if self._embedder is not None:
                 if self._embedder.dim != self.dim:
-                    raise StoreConfigError(f"the cluster {self.name!r} has dim={self.dim}; the embedder "
-                                           f"{self._embedder.name!r} makes vectors of dimension {self._embedder.dim}")
+                    raise StoreConfigError(
+                        f"the cluster {self.name!r} has dim={self.dim}; the embedder "
+                        f"{self._embedder.name!r} makes vectors of dimension {self._embedder.dim}"
+                    )
                 _embedding.check_against_record(self._embedder, self._embedder_record, f"cluster {self.name!r}")
         else:
             if bucket is None and dim is None and not shards:  # meant to join a running cluster
-                raise ClusterError(f"no shard of the cluster {self.name!r} runs in this Ray cluster (start it "
-                                   f"with Cluster(bucket=..., dim=..., shards=N, name={self.name!r}))")
+                raise ClusterError(
+                    f"no shard of the cluster {self.name!r} runs in this Ray cluster (start it "
+                    f"with Cluster(bucket=..., dim=..., shards=N, name={self.name!r}))"
+                )
             if dim is None and self._embedder is not None:
                 dim = self._embedder.dim
             if bucket is None or dim is None:
@@ -298,20 +338,38 @@ class Cluster:
                 ray.get(handle.ping.remote(), timeout=_PING_TIMEOUT_S)
             except Exception:  # noqa: BLE001 - a dead or unreachable shard is not a member
                 continue
-            self._handles[entry["name"][len(_ACTOR_PREFIX):]] = handle
+            self._handles[entry["name"][len(_ACTOR_PREFIX) :]] = handle
 
     def _start_shard(self) -> str:
         ray = _ray()
         used = {int(n.split("-")[-1]) for n in (*self._handles, *self._dead) if n.split("-")[-1].isdigit()}
         shard_name = f"shard-{max(used, default=-1) + 1}"
-        options: dict[str, Any] = {"name": _ACTOR_PREFIX + shard_name, "namespace": self.name, "num_cpus": 0,
-                                   "max_concurrency": 32, "max_restarts": 0, "lifetime": "detached"}
+        options: dict[str, Any] = {
+            "name": _ACTOR_PREFIX + shard_name,
+            "namespace": self.name,
+            "num_cpus": 0,
+            "max_concurrency": 32,
+            "max_restarts": 0,
+            "lifetime": "detached",
+        }
         if self._spread:
             options["scheduling_strategy"] = "SPREAD"  # one per node where there are nodes
-        handle = ray.remote(_ShardActor).options(**options).remote(
-            shard_name, self._bucket, dim=self.dim, num_slots=self.num_slots, root=self._root, policy=self._policy,
-            snapshot_every=self._snapshot_every, lease_check_s=self._lease_check_s, embedder=self._embedder_record,
-            keep_history=self._keep_history)
+        handle = (
+            ray.remote(_ShardActor)
+            .options(**options)
+            .remote(
+                shard_name,
+                self._bucket,
+                dim=self.dim,
+                num_slots=self.num_slots,
+                root=self._root,
+                policy=self._policy,
+                snapshot_every=self._snapshot_every,
+                lease_check_s=self._lease_check_s,
+                embedder=self._embedder_record,
+                keep_history=self._keep_history,
+            )
+        )
         ray.get(handle.ping.remote(), timeout=120)
         self._handles[shard_name] = handle
         return shard_name
@@ -414,11 +472,14 @@ class Cluster:
             try:
                 owned = {n: ray.get(h.owned.remote(), timeout=self.call_timeout_s) for n, h in self._handles.items()}
                 release = {n: [s for s in owned[n] if table[s] != n] for n in owned}
-                ray.get([self._handles[n].release.remote(s) for n, s in release.items() if s],
-                        timeout=self.call_timeout_s)
+                ray.get(
+                    [self._handles[n].release.remote(s) for n, s in release.items() if s], timeout=self.call_timeout_s
+                )
                 take = {n: [s for s, owner in table.items() if owner == n and s not in owned[n]] for n in owned}
-                ray.get([self._handles[n].acquire.remote(s) for n, s in take.items() if s],
-                        timeout=max(self.call_timeout_s, 120.0))
+                ray.get(
+                    [self._handles[n].acquire.remote(s) for n, s in take.items() if s],
+                    timeout=max(self.call_timeout_s, 120.0),
+                )
             except (self._rayexc.RayActorError, self._rayexc.GetTimeoutError):
                 for n, h in list(self._handles.items()):
                     if not self._answers(h):
@@ -444,8 +505,16 @@ class Cluster:
 
     # ------------------------------------------------------------------ calls
 
-    def _call(self, ns: str | None, kind: str, op: str, args: Sequence[Any] = (),
-              kwargs: Mapping[str, Any] | None = None, *, slot: int | None = None) -> Any:
+    def _call(
+        self,
+        ns: str | None,
+        kind: str,
+        op: str,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        slot: int | None = None,
+    ) -> Any:
         ray = _ray()
         if slot is None:
             slot = slot_of(check_namespace(ns), self.num_slots)
@@ -498,21 +567,48 @@ class Cluster:
 
     # ------------------------------------------------------------------ TierStore's API
 
-    def add(self, ns: str, content: str, embedding: Any = None, *, memory_type: str = "fact",
-            confidence: float = 0.8, source: str = "user_declaration", tags: Iterable[str] = (),
-            ttl_seconds: float | None = None, pinned: bool = False, id: str | None = None,
-            supersedes: Iterable[str] = (), key: str | None = None,
-            metadata: Mapping[str, Any] | None = None) -> str:
+    def add(
+        self,
+        ns: str,
+        content: str,
+        embedding: Any = None,
+        *,
+        memory_type: str = "fact",
+        confidence: float = 0.8,
+        source: str = "user_declaration",
+        tags: Iterable[str] = (),
+        ttl_seconds: float | None = None,
+        pinned: bool = False,
+        id: str | None = None,
+        supersedes: Iterable[str] = (),
+        key: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
         """:meth:`TierStore.add`: acknowledged once durable in the bucket.
         With an embedder, ``embedding`` may be ``None`` (the content's) or a
         text; it is embedded here and the vector is what is logged."""
         check_namespace(ns)
         embedding = _embedding.fill_embeddings(self._embedder, [{"content": content, "embedding": embedding}])[0][
-            "embedding"]
-        return self._call(ns, "write", "add", [content, embedding], {
-            "memory_type": memory_type, "confidence": confidence, "source": source, "tags": tags,
-            "ttl_seconds": ttl_seconds, "pinned": pinned, "id": id, "supersedes": supersedes, "key": key,
-            "metadata": None if metadata is None else dict(metadata)})
+            "embedding"
+        ]
+        return self._call(
+            ns,
+            "write",
+            "add",
+            [content, embedding],
+            {
+                "memory_type": memory_type,
+                "confidence": confidence,
+                "source": source,
+                "tags": tags,
+                "ttl_seconds": ttl_seconds,
+                "pinned": pinned,
+                "id": id,
+                "supersedes": supersedes,
+                "key": key,
+                "metadata": None if metadata is None else dict(metadata),
+            },
+        )
 
     def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         """:meth:`TierStore.add_batch`: all or nothing, one log record."""
@@ -523,10 +619,21 @@ class Cluster:
         wire = [{k: _listify(v) for k, v in item.items()} if isinstance(item, Mapping) else item for item in items]
         return self._call(ns, "write", "add_batch", [wire])
 
-    def search(self, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
-               memory_types: Iterable[str] | None = None, min_confidence: float = 0.0, include_warm: bool = True,
-               include_cold: bool | str | None = None, record_access: bool | None = None,
-               explain: bool = False, text: str | None = None) -> list[Hit]:
+    def search(
+        self,
+        ns: str,
+        query: Any,
+        *,
+        k: int = 5,
+        context_tags: Iterable[str] = (),
+        memory_types: Iterable[str] | None = None,
+        min_confidence: float = 0.0,
+        include_warm: bool = True,
+        include_cold: bool | str | None = None,
+        record_access: bool | None = None,
+        explain: bool = False,
+        text: str | None = None,
+    ) -> list[Hit]:
         """:meth:`TierStore.search`. An access is a write (a log append), so it
         is recorded only when asked: ``record_access=True`` searches, then
         touches the hits (durably); ``None`` means False here. A text query
@@ -536,10 +643,23 @@ class Cluster:
         if isinstance(query, str) and text is None:
             text = query
         query = _embedding.embed_query(self._embedder, query)
-        hits = self._call(ns, "read", "search", [query], {
-            "k": k, "context_tags": context_tags, "memory_types": memory_types, "min_confidence": min_confidence,
-            "include_warm": include_warm, "include_cold": include_cold, "record_access": False, "explain": explain,
-            "text": text})
+        hits = self._call(
+            ns,
+            "read",
+            "search",
+            [query],
+            {
+                "k": k,
+                "context_tags": context_tags,
+                "memory_types": memory_types,
+                "min_confidence": min_confidence,
+                "include_warm": include_warm,
+                "include_cold": include_cold,
+                "record_access": False,
+                "explain": explain,
+                "text": text,
+            },
+        )
         if record_access and hits:
             self.touch(ns, [h.memory.id for h in hits])
         return hits
@@ -553,11 +673,13 @@ class Cluster:
     def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
         return self._call(ns, "read", "memories", [], {"with_embedding": with_embedding})
 
-    def memories_page(self, ns: str, *, after: str | None = None, limit: int | None = None,
-                      with_embedding: bool = False) -> tuple[list[Memory], str | None]:
+    def memories_page(
+        self, ns: str, *, after: str | None = None, limit: int | None = None, with_embedding: bool = False
+    ) -> tuple[list[Memory], str | None]:
         """:meth:`TierStore.memories_page` of the namespace's slot (a cursor is a position in that slot's store)."""
-        return self._call(ns, "read", "memories_page", [],
-                          {"after": after, "limit": limit, "with_embedding": with_embedding})
+        return self._call(
+            ns, "read", "memories_page", [], {"after": after, "limit": limit, "with_embedding": with_embedding}
+        )
 
     def check_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> None:
         self._call(ns, "read", "check_batch", [list(items) if isinstance(items, Sequence) else items])
@@ -569,8 +691,9 @@ class Cluster:
         self._call(ns, "write", "touch", [ids])
 
     def feedback(self, ns: str, id: str, *, positive: bool, strength: float = 1.0, implicit: bool = False) -> Memory:
-        return self._call(ns, "write", "feedback", [id],
-                          {"positive": positive, "strength": strength, "implicit": implicit})
+        return self._call(
+            ns, "write", "feedback", [id], {"positive": positive, "strength": strength, "implicit": implicit}
+        )
 
     def pin(self, ns: str, id: str, pinned: bool = True) -> None:
         self._call(ns, "write", "pin", [id, pinned])
@@ -581,18 +704,45 @@ class Cluster:
     def set_context(self, ns: str, tags: Iterable[str]) -> None:
         self._call(ns, "write", "set_context", [tags])
 
-    def restore(self, ns: str, *, ids: Iterable[str] | None = None, where: Mapping[str, Any] | None = None,
-                text: str | None = None, query: Any = None, k: int | None = None, limit: int | None = None,
-                progress: bool | None = False) -> list[str]:
+    def restore(
+        self,
+        ns: str,
+        *,
+        ids: Iterable[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        text: str | None = None,
+        query: Any = None,
+        k: int | None = None,
+        limit: int | None = None,
+        progress: bool | None = False,
+    ) -> list[str]:
         """:meth:`TierStore.restore` (a logged write); a text ``query`` is embedded here."""
         check_namespace(ns)
         if query is not None:
             query = _embedding.embed_query(self._embedder, query)
-        return self._call(ns, "write", "restore", [], {"ids": ids, "where": None if where is None else dict(where),
-                                                       "text": text, "query": query, "k": k, "limit": limit})
+        return self._call(
+            ns,
+            "write",
+            "restore",
+            [],
+            {
+                "ids": ids,
+                "where": None if where is None else dict(where),
+                "text": text,
+                "query": query,
+                "k": k,
+                "limit": limit,
+            },
+        )
 
-    def sweep(self, *, max_items: int | None = None, time_budget_s: float | None = None,
-              progress: bool | None = False, dry_run: bool = False) -> SweepReport:
+    def sweep(
+        self,
+        *,
+        max_items: int | None = None,
+        time_budget_s: float | None = None,
+        progress: bool | None = False,
+        dry_run: bool = False,
+    ) -> SweepReport:
         """Sweep the slots, one after another: each slot's sweep is a logged
         write at one store time (so a replay sweeps the same), bounded by
         ``max_items`` (per slot). ``time_budget_s`` bounds the whole call
@@ -613,8 +763,9 @@ class Cluster:
         an idle cluster's passes write nothing."""
         return self._sweep_slots(max_items, time_budget_s, False, only_due=True)
 
-    def _sweep_slots(self, max_items: int | None, time_budget_s: float | None, dry_run: bool, *,
-                     only_due: bool) -> SweepReport:
+    def _sweep_slots(
+        self, max_items: int | None, time_budget_s: float | None, dry_run: bool, *, only_due: bool
+    ) -> SweepReport:
         started = time.monotonic()
         reports: list[SweepReport] = []
         skipped = 0
@@ -640,8 +791,7 @@ class Cluster:
             total.remaining_due = max(total.remaining_due, 1)
         return total
 
-    def start_migrator(self, *, interval_s: float = 60.0, max_items: int = 10_000,
-                       time_budget_s: float = 5.0) -> None:
+    def start_migrator(self, *, interval_s: float = 60.0, max_items: int = 10_000, time_budget_s: float = 5.0) -> None:
         """:meth:`TierStore.start_migrator` for the cluster: :meth:`sweep`
         from a thread of this router every ``interval_s`` seconds (each slot
         bounded by ``max_items``, the pass by ``time_budget_s``: the slots not
@@ -737,13 +887,14 @@ class Cluster:
     def metrics_text(self) -> str:
         """The shards' counters in the Prometheus text format."""
         lines = []
-        for metric, key, what in (("tierstore_cluster_slots_owned", "owned", "slots the shard owns"),
-                                  ("tierstore_cluster_acked_writes_total", "acked", "writes acknowledged"),
-                                  ("tierstore_cluster_log_appends_total", "commits", "log objects appended"),
-                                  ("tierstore_cluster_snapshots_total", "snapshots", "snapshots written"),
-                                  ("tierstore_cluster_lease_checks_total", "lease_checks",
-                                   "conditional GETs of a lease made to admit reads"),
-                                  ("tierstore_cluster_s3_puts_total", "puts", "PUT requests sent")):
+        for metric, key, what in (
+            ("tierstore_cluster_slots_owned", "owned", "slots the shard owns"),
+            ("tierstore_cluster_acked_writes_total", "acked", "writes acknowledged"),
+            ("tierstore_cluster_log_appends_total", "commits", "log objects appended"),
+            ("tierstore_cluster_snapshots_total", "snapshots", "snapshots written"),
+            ("tierstore_cluster_lease_checks_total", "lease_checks", "conditional GETs of a lease made to admit reads"),
+            ("tierstore_cluster_s3_puts_total", "puts", "PUT requests sent"),
+        ):
             lines += [f"# HELP {metric} {what}", f"# TYPE {metric} {'gauge' if key == 'owned' else 'counter'}"]
             for name, c in sorted(self.counters().items()):
                 lines.append(f'{metric}{{shard="{name}"}} {c[key]}')
@@ -786,7 +937,7 @@ class Cluster:
         if self._started_ray:
             ray.shutdown()
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -828,16 +979,43 @@ def _merge_integrity(parts: list[tuple[int, IntegrityReport]]) -> IntegrityRepor
 class _ShardActor(Shard):
     """The shard as Ray sees it: with ``info`` for routers that connect later."""
 
-    def __init__(self, name: str, bucket: BucketConfig, *, dim: int, num_slots: int, root: str,
-                 policy: Policy | None = None, snapshot_every: int = 100,
-                 lease_check_s: float = DEFAULT_LEASE_CHECK_S, embedder: str | None = None,
-                 keep_history: bool = False) -> None:
-        super().__init__(name, bucket, dim=dim, num_slots=num_slots, root=root, policy=policy,
-                         snapshot_every=snapshot_every, lease_check_s=lease_check_s, keep_history=keep_history)
+    def __init__(
+        self,
+        name: str,
+        bucket: BucketConfig,
+        *,
+        dim: int,
+        num_slots: int,
+        root: str,
+        policy: Policy | None = None,
+        snapshot_every: int = 100,
+        lease_check_s: float = DEFAULT_LEASE_CHECK_S,
+        embedder: str | None = None,
+        keep_history: bool = False,
+    ) -> None:
+        super().__init__(
+            name,
+            bucket,
+            dim=dim,
+            num_slots=num_slots,
+            root=root,
+            policy=policy,
+            snapshot_every=snapshot_every,
+            lease_check_s=lease_check_s,
+            keep_history=keep_history,
+        )
         # embedder: the record (name, dim) of the embedder the cluster's text is embedded with, or None
-        self._info = {"dim": dim, "num_slots": num_slots, "bucket": bucket, "policy": policy, "root": root,
-                      "snapshot_every": snapshot_every, "lease_check_s": lease_check_s, "embedder": embedder,
-                      "keep_history": keep_history}
+        self._info = {
+            "dim": dim,
+            "num_slots": num_slots,
+            "bucket": bucket,
+            "policy": policy,
+            "root": root,
+            "snapshot_every": snapshot_every,
+            "lease_check_s": lease_check_s,
+            "embedder": embedder,
+            "keep_history": keep_history,
+        }
 
     def info(self) -> dict[str, Any]:
         return dict(self._info)

@@ -41,7 +41,7 @@ class Collected:
     snapshots: int = 0
     blobs: int = 0
 
-    def add(self, other: "Collected") -> None:
+    def add(self, other: Collected) -> None:
         self.log += other.log
         self.snapshots += other.snapshots
         self.blobs += other.blobs
@@ -50,7 +50,7 @@ class Collected:
 def _numbered(keys: list[str], prefix: str) -> list[tuple[int, str]]:
     out = []
     for key in keys:
-        tail = key[len(prefix):]
+        tail = key[len(prefix) :]
         if tail.isdigit():
             out.append((int(tail), key))
     return out
@@ -61,8 +61,9 @@ def blob_keys(bucket: Bucket, slot: int) -> list[str]:
     return bucket.list(f"slots/{slot:05d}/blobs/")
 
 
-def collect(bucket: Bucket, slot: int, *, keep_from: int, fences: set[int], keep_blobs: set[str],
-            blobs: list[str]) -> Collected:
+def collect(
+    bucket: Bucket, slot: int, *, keep_from: int, fences: set[int], keep_blobs: set[str], blobs: list[str]
+) -> Collected:
     """Delete the slot's snapshots and non-fence log records numbered below
     ``keep_from``, and those of ``blobs`` (keys from :func:`blob_keys`) whose
     SHA-256 is not in ``keep_blobs``.
@@ -78,10 +79,13 @@ def collect(bucket: Bucket, slot: int, *, keep_from: int, fences: set[int], keep
     base = f"slots/{slot:05d}/"
     snaps = [key for seq, key in _numbered(bucket.list(base + "snap/"), base + "snap/") if seq < keep_from]
     done = Collected(snapshots=bucket.delete_many(snaps) if snaps else 0)
-    logs = [key for seq, key in _numbered(bucket.list(base + "log/"), base + "log/")
-            if seq < keep_from and seq not in fences]
+    logs = [
+        key
+        for seq, key in _numbered(bucket.list(base + "log/"), base + "log/")
+        if seq < keep_from and seq not in fences
+    ]
     done.log = bucket.delete_many(logs) if logs else 0
     blob_dir = base + "blobs/"
-    gone = [key for key in blobs if key[len(blob_dir):] not in keep_blobs]
+    gone = [key for key in blobs if key[len(blob_dir) :] not in keep_blobs]
     done.blobs = bucket.delete_many(gone) if gone else 0
     return done

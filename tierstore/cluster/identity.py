@@ -22,9 +22,9 @@ import socket
 import time
 from dataclasses import dataclass
 
+from tierstore.cluster.bucket import Bucket
 from tierstore.errors import StoreConfigError
 from tierstore.storage.ownership import parse_claim
-from tierstore.cluster.bucket import Bucket
 
 KEY = "cluster.json"
 FORMAT = "tierstore-cluster"
@@ -37,11 +37,12 @@ class Identity:
     claimed_at: float  # POSIX seconds
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"format": FORMAT, "version": 1, "name": self.name, "host": self.host,
-                           "claimed_at": self.claimed_at}).encode()
+        return json.dumps(
+            {"format": FORMAT, "version": 1, "name": self.name, "host": self.host, "claimed_at": self.claimed_at}
+        ).encode()
 
     @classmethod
-    def parse(cls, data: bytes) -> "Identity | None":
+    def parse(cls, data: bytes) -> Identity | None:
         """The identity an object holds, or ``None`` if it does not parse as one."""
         doc = parse_claim(data, FORMAT, "name")
         return None if doc is None else cls(doc["name"], str(doc.get("host", "?")), doc["claimed_at"])
@@ -67,11 +68,14 @@ def claim(bucket: Bucket, name: str) -> None:
         return
     where = f"s3://{bucket.config.bucket}/{bucket.config.prefix.strip('/')}".rstrip("/")
     if not isinstance(current, Identity):
-        raise StoreConfigError(f"{where}/{KEY} does not say which cluster the prefix belongs to (it does not "
-                               "parse): give this cluster a bucket or prefix of its own, or delete that object")
+        raise StoreConfigError(
+            f"{where}/{KEY} does not say which cluster the prefix belongs to (it does not "
+            "parse): give this cluster a bucket or prefix of its own, or delete that object"
+        )
     since = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(current.claimed_at))
     raise StoreConfigError(
         f"{where} holds the slots of the cluster {current.name!r} (since {since}, from {current.host}): a cluster "
         f"named {name!r} there would take its memories over. Use name={current.name!r} to join that cluster, or "
         f"give this one a bucket or prefix of its own (to hand the prefix over for good, stop that cluster's "
-        f"shards and delete {where}/{KEY})")
+        f"shards and delete {where}/{KEY})"
+    )

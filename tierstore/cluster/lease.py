@@ -14,9 +14,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from tierstore.errors import ObjectStoreError
 from tierstore.cluster.bucket import Bucket
 from tierstore.cluster.records import pack, unpack
+from tierstore.errors import ObjectStoreError
 
 __all__ = ["Lease", "lease_key", "read_lease", "release_lease", "take_lease"]
 

@@ -20,9 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tierstore.errors import CorruptDataError, InvalidInputError
-from tierstore.policy import Policy
-from tierstore.store import TierStore
 from tierstore.cluster.bucket import BucketConfig
 from tierstore.cluster.errors import FencedError, NotOwnerError
 from tierstore.cluster.lease import release_lease, take_lease
@@ -31,6 +28,9 @@ from tierstore.cluster.slotlog import LogConflictError, SlotLog
 from tierstore.cluster.slotstore import DEFAULT_LEASE_CHECK_S, READ_OPS, WRITE_OPS, SlotClock, SlotStore, monotonic_now
 from tierstore.cluster.snapshot import materialize, snapshots_newest_first
 from tierstore.cluster.stats import sum_stats
+from tierstore.errors import CorruptDataError, InvalidInputError
+from tierstore.policy import Policy
+from tierstore.store import TierStore
 
 __all__ = ["Shard", "check_lease_check"]
 
@@ -55,9 +55,20 @@ class Shard:
     collection after snapshots; see :mod:`.gc`).
     """
 
-    def __init__(self, name: str, bucket: BucketConfig, *, dim: int, num_slots: int, root: str,
-                 policy: Policy | None = None, acquire_threads: int = 4, snapshot_every: int = 100,
-                 lease_check_s: float = DEFAULT_LEASE_CHECK_S, keep_history: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        bucket: BucketConfig,
+        *,
+        dim: int,
+        num_slots: int,
+        root: str,
+        policy: Policy | None = None,
+        acquire_threads: int = 4,
+        snapshot_every: int = 100,
+        lease_check_s: float = DEFAULT_LEASE_CHECK_S,
+        keep_history: bool = False,
+    ) -> None:
         self.name = name
         self.dim = dim
         self.num_slots = num_slots
@@ -90,13 +101,19 @@ class Shard:
         """Acknowledged writes, their log objects, replayed writes, the bucket's request counts."""
         with self._lock:
             slots = list(self._slots.values())
-        return {"name": self.name, "owned": len(slots), "acked": sum(s.acked for s in slots),
-                "commits": sum(s.commits for s in slots), "replayed": sum(s.replayed for s in slots),
-                "snapshots": sum(s.snapshots for s in slots),
-                "lease_checks": sum(s.lease_checks for s in slots),
-                "collected": {k: sum(getattr(s.collected, k) for s in slots) for k in ("log", "snapshots", "blobs")},
-                "snapshot_errors": [e for s in slots for e in s.snapshot_errors],
-                "lost": list(self.lost), **self.bucket.counters()}
+        return {
+            "name": self.name,
+            "owned": len(slots),
+            "acked": sum(s.acked for s in slots),
+            "commits": sum(s.commits for s in slots),
+            "replayed": sum(s.replayed for s in slots),
+            "snapshots": sum(s.snapshots for s in slots),
+            "lease_checks": sum(s.lease_checks for s in slots),
+            "collected": {k: sum(getattr(s.collected, k) for s in slots) for k in ("log", "snapshots", "blobs")},
+            "snapshot_errors": [e for s in slots for e in s.snapshot_errors],
+            "lost": list(self.lost),
+            **self.bucket.counters(),
+        }
 
     def set_put_delay(self, seconds: float) -> None:
         """Add ``seconds`` before each PUT (benchmarks: a remote store's latency on loopback)."""
@@ -157,9 +174,20 @@ class Shard:
             return TierStore.open(path, dim=self.dim, policy=self.policy, clock=clock)
 
         store = reopen()
-        state = SlotStore(slot, store, clock, log, lease, self.name, self._lost, path=path, reopen=reopen,
-                          snapshot_every=self.snapshot_every, lease_check_s=self.lease_check_s,
-                          keep_history=self.keep_history)
+        state = SlotStore(
+            slot,
+            store,
+            clock,
+            log,
+            lease,
+            self.name,
+            self._lost,
+            path=path,
+            reopen=reopen,
+            snapshot_every=self.snapshot_every,
+            lease_check_s=self.lease_check_s,
+            keep_history=self.keep_history,
+        )
         if snap is not None:
             state.next_seq = state.snap_seq = snap.seq
             state.snap_refs = dict(snap.refs)
@@ -174,8 +202,7 @@ class Shard:
             for _ in range(_FENCE_ATTEMPTS):
                 try:
                     fence_sent = monotonic_now()
-                    log.append(state.next_seq, kind="fence", epoch=lease.epoch, owner=self.name,
-                               t=clock.now(), ops=[])
+                    log.append(state.next_seq, kind="fence", epoch=lease.epoch, owner=self.name, t=clock.now(), ops=[])
                     if state.fences is not None:
                         state.fences.add(state.next_seq)
                     state.next_seq += 1

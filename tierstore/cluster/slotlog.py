@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
-from tierstore.errors import CorruptDataError, ObjectStoreError
 from tierstore.cluster.bucket import Bucket
 from tierstore.cluster.errors import FencedError
 from tierstore.cluster.records import pack, unpack
+from tierstore.errors import CorruptDataError, ObjectStoreError
 
 __all__ = ["LogConflictError", "LogRecord", "SlotLog"]
 
@@ -45,11 +46,18 @@ class LogRecord:
     ops: list[dict[str, Any]]  # {"rid", "op", "ns", "args"}
 
     @classmethod
-    def decode(cls, seq: int, body: bytes, what: str) -> "LogRecord":
+    def decode(cls, seq: int, body: bytes, what: str) -> LogRecord:
         doc = unpack(body, what)
         try:
-            return cls(seq, str(doc["kind"]), int(doc["epoch"]), str(doc["owner"]), str(doc["nonce"]),
-                       float(doc["t"]), list(doc.get("ops") or []))
+            return cls(
+                seq,
+                str(doc["kind"]),
+                int(doc["epoch"]),
+                str(doc["owner"]),
+                str(doc["nonce"]),
+                float(doc["t"]),
+                list(doc.get("ops") or []),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptDataError(f"{what}: not a log record ({exc})") from None
 
@@ -93,12 +101,14 @@ class SlotLog:
         seq = first
         for key in self.bucket.list(self._dir, start_after):
             try:
-                listed = int(key[len(self._dir):])
+                listed = int(key[len(self._dir) :])
             except ValueError:
                 continue
             if listed != seq:
-                raise CorruptDataError(f"slot {self.slot}: log record {seq} is missing but {listed} is there "
-                                       f"(collected history: replay from a newer snapshot)")
+                raise CorruptDataError(
+                    f"slot {self.slot}: log record {seq} is missing but {listed} is there "
+                    f"(collected history: replay from a newer snapshot)"
+                )
             record = self.read(seq)
             if record is None:  # listed, then gone: collected while we read
                 raise CorruptDataError(f"slot {self.slot}: log record {seq} was deleted during the replay")
@@ -111,8 +121,7 @@ class SlotLog:
             yield record
             seq += 1
 
-    def append(self, seq: int, *, kind: str, epoch: int, owner: str, t: float,
-               ops: list[dict[str, Any]]) -> LogRecord:
+    def append(self, seq: int, *, kind: str, epoch: int, owner: str, t: float, ops: list[dict[str, Any]]) -> LogRecord:
         """Write the record at ``seq``, create-only. Returns it once durable.
 
         Raises FencedError if the number holds a newer epoch's record (this
@@ -137,8 +146,14 @@ class SlotLog:
             if there.nonce == nonce:
                 return record
             if there.epoch > epoch:
-                raise FencedError(self.slot, f"slot {self.slot}: log seq {seq} holds epoch {there.epoch} "
-                                             f"({there.kind} by {there.owner!r}); this writer's epoch is {epoch}")
-            raise LogConflictError(there, f"slot {self.slot}: log seq {seq} already holds a record of epoch "
-                                          f"{there.epoch} by {there.owner!r} (this writer: epoch {epoch}, {owner!r})")
+                raise FencedError(
+                    self.slot,
+                    f"slot {self.slot}: log seq {seq} holds epoch {there.epoch} "
+                    f"({there.kind} by {there.owner!r}); this writer's epoch is {epoch}",
+                )
+            raise LogConflictError(
+                there,
+                f"slot {self.slot}: log seq {seq} already holds a record of epoch "
+                f"{there.epoch} by {there.owner!r} (this writer: epoch {epoch}, {owner!r})",
+            )
         raise ObjectStoreError(f"slot {self.slot}: append at seq {seq} failed {_APPEND_ATTEMPTS} times: {last}")

@@ -11,7 +11,7 @@ on any machine and Python (``hash()`` is salted per process).
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable
+from collections.abc import Iterable
 
 from tierstore.errors import InvalidInputError
 

@@ -20,17 +20,18 @@ import collections
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from tierstore.errors import InvalidInputError, ObjectStoreError, StoreClosedError
-from tierstore.store import TierStore
 from tierstore.cluster.errors import FencedError, LeaseUnconfirmedError, NotOwnerError, SlotLostError
 from tierstore.cluster.gc import Collected, blob_keys, collect
 from tierstore.cluster.lease import Lease, lease_key
 from tierstore.cluster.records import unpack
 from tierstore.cluster.slotlog import LogRecord, SlotLog
 from tierstore.cluster.snapshot import Snapshot, decode_answer, encode_answer, read_files, snapshot_key, split_sealed
+from tierstore.errors import InvalidInputError, ObjectStoreError, StoreClosedError
+from tierstore.store import TierStore
 
 __all__ = ["DEFAULT_LEASE_CHECK_S", "WRITE_OPS", "READ_OPS", "SlotClock", "SlotStore", "monotonic_now"]
 
@@ -38,12 +39,36 @@ __all__ = ["DEFAULT_LEASE_CHECK_S", "WRITE_OPS", "READ_OPS", "SlotClock", "SlotS
 #: ``repair`` and ``compact_cold`` rewrite derived files and archive objects
 #: (and the catalog rows that point at them), so they are logged too: a replay
 #: does the same at the same store time, and they wait for a snapshot as writes do.
-WRITE_OPS = frozenset({"add", "add_batch", "touch", "feedback", "pin", "delete", "set_context", "restore", "sweep",
-                       "repair", "compact_cold"})
+WRITE_OPS = frozenset(
+    {
+        "add",
+        "add_batch",
+        "touch",
+        "feedback",
+        "pin",
+        "delete",
+        "set_context",
+        "restore",
+        "sweep",
+        "repair",
+        "compact_cold",
+    }
+)
 #: Calls that only read (served by the owner's local store). ``sweep_preview``
 #: is ``sweep(dry_run=True)``: it counts what is due and changes nothing.
-READ_OPS = frozenset({"search", "get", "get_by_key", "memories", "memories_page", "get_context", "check_batch",
-                      "verify", "sweep_preview"})
+READ_OPS = frozenset(
+    {
+        "search",
+        "get",
+        "get_by_key",
+        "memories",
+        "memories_page",
+        "get_context",
+        "check_batch",
+        "verify",
+        "sweep_preview",
+    }
+)
 # Answers kept per slot for retried requests; older ones are forgotten (a retry
 # that late would apply again: documented in docs/cluster.md). A snapshot keeps
 # the newest _SNAPSHOT_ANSWERS of them.
@@ -168,10 +193,22 @@ class _Entry:
 class SlotStore:
     """A slot this shard owns (under ``lease``): its store, log and group commit."""
 
-    def __init__(self, slot: int, store: TierStore, clock: SlotClock, log: SlotLog, lease: Lease,
-                 owner: str, on_lost: Any, *, path: Path, reopen: Callable[[], TierStore],
-                 snapshot_every: int = 0, lease_check_s: float = DEFAULT_LEASE_CHECK_S,
-                 keep_history: bool = False) -> None:
+    def __init__(
+        self,
+        slot: int,
+        store: TierStore,
+        clock: SlotClock,
+        log: SlotLog,
+        lease: Lease,
+        owner: str,
+        on_lost: Any,
+        *,
+        path: Path,
+        reopen: Callable[[], TierStore],
+        snapshot_every: int = 0,
+        lease_check_s: float = DEFAULT_LEASE_CHECK_S,
+        keep_history: bool = False,
+    ) -> None:
         self.slot = slot
         self.store = store
         self.path = path
@@ -302,8 +339,14 @@ class SlotStore:
         if not applied:
             return
         try:
-            self.log.append(self.next_seq, kind="ops", epoch=self.lease.epoch, owner=self.owner, t=t,
-                            ops=[e.record() for e in applied])
+            self.log.append(
+                self.next_seq,
+                kind="ops",
+                epoch=self.lease.epoch,
+                owner=self.owner,
+                t=t,
+                ops=[e.record() for e in applied],
+            )
         except FencedError as exc:
             # a newer owner fenced the log: these writes never happened for anyone
             self._lose(exc, applied)
@@ -366,8 +409,11 @@ class SlotStore:
                     self._lose(exc, [])
                     raise
         with self._cv:
-            answers = [(rid, enc) for rid, a in list(self._answers.items())[-_SNAPSHOT_ANSWERS:]
-                       if (enc := encode_answer(a)) is not None]
+            answers = [
+                (rid, enc)
+                for rid, a in list(self._answers.items())[-_SNAPSHOT_ANSWERS:]
+                if (enc := encode_answer(a)) is not None
+            ]
         refs = split_sealed(self.log.bucket, self.slot, files, self.uploaded)
         fences = None if self.fences is None else sorted(f for f in self.fences if f < seq)
         snap = Snapshot(self.slot, seq, self.lease.epoch, self.owner, self.clock.last, files, answers, refs, fences)
@@ -403,8 +449,9 @@ class SlotStore:
             if changed:
                 return None  # not ours any more: the new owner collects
             self.mark_confirmed(sent)
-            done = collect(self.log.bucket, self.slot, keep_from=keep_from, fences=fences, keep_blobs=keep_blobs,
-                           blobs=blobs)
+            done = collect(
+                self.log.bucket, self.slot, keep_from=keep_from, fences=fences, keep_blobs=keep_blobs, blobs=blobs
+            )
             self.uploaded &= keep_blobs  # a deleted blob is uploaded again if a later snapshot needs it
             self.collected.add(done)
             return done
@@ -486,8 +533,9 @@ class SlotStore:
             try:
                 changed, got = self.log.bucket.get_if_changed(lease_key(self.slot), self.lease.etag)
             except ObjectStoreError as exc:
-                raise LeaseUnconfirmedError(self.slot, f"slot {self.slot}: its lease could not be confirmed, "
-                                                       f"so a read is refused: {exc}") from None
+                raise LeaseUnconfirmedError(
+                    self.slot, f"slot {self.slot}: its lease could not be confirmed, so a read is refused: {exc}"
+                ) from None
             if not changed:
                 self.mark_confirmed(started)
                 return
@@ -498,8 +546,11 @@ class SlotStore:
                     holder = f"{doc.get('owner')!r} at epoch {doc.get('epoch')}"
                 except Exception:  # noqa: BLE001 - unreadable: moved all the same
                     holder = "an unreadable lease"
-            err = FencedError(self.slot, f"slot {self.slot}: the lease is now held by {holder}; "
-                                         f"{self.owner!r} (epoch {self.lease.epoch}) serves it no more")
+            err = FencedError(
+                self.slot,
+                f"slot {self.slot}: the lease is now held by {holder}; "
+                f"{self.owner!r} (epoch {self.lease.epoch}) serves it no more",
+            )
             if self.live:
                 self._lose(err, [])
             raise err

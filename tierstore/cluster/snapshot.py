@@ -24,18 +24,31 @@ from __future__ import annotations
 import hashlib
 import os
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from tierstore.remote import wire
-from tierstore.errors import CorruptDataError
-from tierstore.records import Memory, SweepReport
 from tierstore.cluster.bucket import Bucket
 from tierstore.cluster.records import pack, unpack
+from tierstore.errors import CorruptDataError
+from tierstore.records import Memory, SweepReport
+from tierstore.remote import wire
 
-__all__ = ["Snapshot", "blob_key", "decode_answer", "encode_answer", "is_sealed", "latest_snapshot",
-           "materialize", "read_files", "snapshot_key", "snapshots_newest_first", "split_sealed", "write_files"]
+__all__ = [
+    "Snapshot",
+    "blob_key",
+    "decode_answer",
+    "encode_answer",
+    "is_sealed",
+    "latest_snapshot",
+    "materialize",
+    "read_files",
+    "snapshot_key",
+    "snapshots_newest_first",
+    "split_sealed",
+    "write_files",
+]
 
 _SEQ_DIGITS = 12
 _SKIP = {"LOCK"}  # the process lock: never copied
@@ -85,21 +98,38 @@ class Snapshot:
     fences: list[int] | None = None
 
     def encode(self) -> bytes:
-        return pack({"v": 1, "slot": self.slot, "seq": self.seq, "epoch": self.epoch, "owner": self.owner,
-                     "t": self.t, "files": {p: zlib.compress(b, 1) for p, b in self.files.items()},
-                     "answers": [[rid, a] for rid, a in self.answers], "refs": self.refs,
-                     "fences": self.fences})
+        return pack(
+            {
+                "v": 1,
+                "slot": self.slot,
+                "seq": self.seq,
+                "epoch": self.epoch,
+                "owner": self.owner,
+                "t": self.t,
+                "files": {p: zlib.compress(b, 1) for p, b in self.files.items()},
+                "answers": [[rid, a] for rid, a in self.answers],
+                "refs": self.refs,
+                "fences": self.fences,
+            }
+        )
 
     @classmethod
-    def decode(cls, body: bytes, what: str) -> "Snapshot":
+    def decode(cls, body: bytes, what: str) -> Snapshot:
         doc = unpack(body, what)
         try:
             files = {str(p): zlib.decompress(b) for p, b in doc["files"].items()}
             fences = doc.get("fences")
-            return cls(int(doc["slot"]), int(doc["seq"]), int(doc["epoch"]), str(doc["owner"]), float(doc["t"]),
-                       files, [(str(r), a) for r, a in doc["answers"]],
-                       {str(p): str(d) for p, d in (doc.get("refs") or {}).items()},
-                       None if fences is None else [int(f) for f in fences])
+            return cls(
+                int(doc["slot"]),
+                int(doc["seq"]),
+                int(doc["epoch"]),
+                str(doc["owner"]),
+                float(doc["t"]),
+                files,
+                [(str(r), a) for r, a in doc["answers"]],
+                {str(p): str(d) for p, d in (doc.get("refs") or {}).items()},
+                None if fences is None else [int(f) for f in fences],
+            )
         except (KeyError, TypeError, ValueError, zlib.error) as exc:
             raise CorruptDataError(f"{what}: not a slot snapshot ({exc})") from None
 

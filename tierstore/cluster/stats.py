@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from tierstore.records import Stats
 
@@ -29,5 +30,13 @@ def sum_stats(parts: Iterable[Mapping[str, Any]]) -> Stats:
             for tier, n in tiers.items():
                 row[tier] = row.get(tier, 0) + n
         hot_loaded.update(p["hot_loaded"])
-    return Stats(total=total, by_tier=by_tier, by_type=by_type, namespaces=namespaces, pinned=pinned,
-                 due_now=due_now, hot_loaded=hot_loaded, catalog_commits=commits)
+    return Stats(
+        total=total,
+        by_tier=by_tier,
+        by_type=by_type,
+        namespaces=namespaces,
+        pinned=pinned,
+        due_now=due_now,
+        hot_loaded=hot_loaded,
+        catalog_commits=commits,
+    )

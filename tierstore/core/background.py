@@ -4,7 +4,7 @@ store (``Migrator``) and for a cluster (``Cluster``) alike."""
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from tierstore.records import SweepReport
 from tierstore.rules.validation import check_positive_int, check_seconds
@@ -24,8 +24,11 @@ def next_delay(delay: float, interval_s: float, report: SweepReport | None) -> f
 
 def check_sweep_args(interval_s: float, max_items: int, time_budget_s: float) -> tuple[float, int, float]:
     """``start_migrator``'s arguments, checked (InvalidInputError) and normalised."""
-    return (check_seconds(interval_s, "interval_s"), check_positive_int(max_items, "max_items"),
-            check_seconds(time_budget_s, "time_budget_s"))
+    return (
+        check_seconds(interval_s, "interval_s"),
+        check_positive_int(max_items, "max_items"),
+        check_seconds(time_budget_s, "time_budget_s"),
+    )
 
 
 class BackgroundSweeps:

@@ -21,35 +21,36 @@ import math
 import os
 import sqlite3
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from tierstore import embedding as _embedding
-from tierstore.storage import ownership
-from tierstore.rules import lifetime
-from tierstore.storage.catalog import ACCESS_LOG_SQL, UPDATE_STATE_SQL, Catalog, MemoryRow
 from tierstore.clock import Clock
-from tierstore.tiers.cold import ColdTier
-from tierstore.tiers.cold_index import ColdIndex, VectorCache
+from tierstore.core.row_ranker import RowRanker
+from tierstore.core.store_clock import ClockCheck, StoreClock
+from tierstore.core.trace import TraceWriter
 from tierstore.errors import (
     ClockSkewError,
     MemoryNotFoundError,
     ReadOnlyStoreError,
     StoreClosedError,
 )
-from tierstore.tiers.hot import HotNamespace, HotSettings, HotTier
 from tierstore.kernels import TIER_HOT
 from tierstore.kernels import columns as C
-from tierstore.records import TIER_NAMES, Memory, SweepReport
-from tierstore.storage.objectstore import ObjectStore
 from tierstore.policy import Policy
+from tierstore.records import TIER_NAMES, Memory, SweepReport
+from tierstore.rules import lifetime
 from tierstore.rules.scoring import CompiledPolicy
-from tierstore.core.store_clock import ClockCheck, StoreClock
 from tierstore.rules.tags import TagVocab
-from tierstore.core.row_ranker import RowRanker
-from tierstore.core.trace import TraceWriter
 from tierstore.rules.validation import CONTENT_MAX_CHARS, load_metadata
+from tierstore.storage import ownership
+from tierstore.storage.catalog import ACCESS_LOG_SQL, UPDATE_STATE_SQL, Catalog, MemoryRow
+from tierstore.storage.objectstore import ObjectStore
+from tierstore.tiers.cold import ColdTier
+from tierstore.tiers.cold_index import ColdIndex, VectorCache
+from tierstore.tiers.hot import HotNamespace, HotSettings, HotTier
 from tierstore.tiers.warm import WarmSettings, WarmTier
 
 
@@ -71,11 +72,24 @@ class Settings:
 class Engine:
     """A store's shared state and common operations (see the module doc)."""
 
-    def __init__(self, *, path: Path, dim: int, policy: Policy, clock: Clock, settings: Settings,
-                 catalog: Catalog, lock_fd: int, cold: ObjectStore, clock_check: ClockCheck,
-                 allow_clock_jump: bool = False, store_id: str = "", readonly: bool = False,
-                 embedder: _embedding.Embedder | None = None,
-                 migrator: Callable[["Engine"], Any] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        path: Path,
+        dim: int,
+        policy: Policy,
+        clock: Clock,
+        settings: Settings,
+        catalog: Catalog,
+        lock_fd: int,
+        cold: ObjectStore,
+        clock_check: ClockCheck,
+        allow_clock_jump: bool = False,
+        store_id: str = "",
+        readonly: bool = False,
+        embedder: _embedding.Embedder | None = None,
+        migrator: Callable[[Engine], Any] | None = None,
+    ) -> None:
         self.path = path
         self.embedder = embedder  # text to vectors (None: vectors only)
         self.dim = dim
@@ -113,8 +127,12 @@ class Engine:
         # built by the caller (the migrator module builds on the engine, not the other way round)
         self.migrator: Any = None if migrator is None else migrator(self)
         self.type_idx = {t: i for i, t in enumerate(policy.type_names)}
-        self.ranker = RowRanker(self.compiled_policy, self.vocab, self.type_idx,
-                                 lambda row, now: self.memory_from_row(row, now, with_embedding=False))
+        self.ranker = RowRanker(
+            self.compiled_policy,
+            self.vocab,
+            self.type_idx,
+            lambda row, now: self.memory_from_row(row, now, with_embedding=False),
+        )
         self.trace: TraceWriter | None = None
         self.valid_ns: set[str] = set()  # namespaces that passed check_namespace (search fast path)
         self.contexts: dict[str, tuple[str, ...]] = {
@@ -133,13 +151,10 @@ class Engine:
         if not readonly:  # a reader records nothing to flush
             self._flusher.start()
 
-
-
     def check_writable(self) -> None:
         self.check_open()
         if self.readonly:
             raise ReadOnlyStoreError("the store was opened read-only (readonly=True): it changes nothing")
-
 
     def now(self) -> float:
         """Store time, POSIX seconds: the clock's reading, never earlier than
@@ -165,24 +180,36 @@ class Engine:
         saved = self._clock_saved
         if saved is not None and rec.high_water - saved.high_water < 1.0 and abs(rec.offset - saved.offset) < 1.0:
             return
-        self.catalog.submit(lambda conn: conn.execute(
-            "INSERT INTO meta (key, value) VALUES ('clock', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (rec.to_json(),)))
+        self.catalog.submit(
+            lambda conn: conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('clock', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (rec.to_json(),),
+            )
+        )
         self._clock_saved = rec
 
     def check_open(self) -> None:
         if self.closed:
             raise StoreClosedError("the store is closed")
 
-
     def memory_from_row(self, row: MemoryRow, now: float, with_embedding: bool = True) -> Memory:
         conf = lifetime.confidence_at(row.confidence, row.t_conf, self.compiled_policy.conf_half_life, now)
         expires = row.expires_at
         return Memory(
-            id=row.id, namespace=row.ns, content=row.content, memory_type=row.memory_type,
-            created_at=row.created_at, last_accessed_at=row.last_accessed_at, access_count=row.access_count,
-            confidence=conf, source=row.source, tags=row.tags, ttl_seconds=row.ttl_seconds, pinned=row.pinned,
-            tier=TIER_NAMES[row.tier], weight=lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now),
+            id=row.id,
+            namespace=row.ns,
+            content=row.content,
+            memory_type=row.memory_type,
+            created_at=row.created_at,
+            last_accessed_at=row.last_accessed_at,
+            access_count=row.access_count,
+            confidence=conf,
+            source=row.source,
+            tags=row.tags,
+            ttl_seconds=row.ttl_seconds,
+            pinned=row.pinned,
+            tier=TIER_NAMES[row.tier],
+            weight=lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now),
             expires_at=expires if math.isfinite(expires) else None,
             due_at=row.due_at if math.isfinite(row.due_at) else None,
             embedding=row.vector() if with_embedding else None,
@@ -204,8 +231,12 @@ class Engine:
         rows: list[MemoryRow] = []
         if others:
             uniq = sorted(set(others))
-            found = {r.id: r for r in self.catalog.select_rows(
-                f"WHERE m.ns = ? AND m.id IN ({','.join('?' * len(uniq))})", (ns, *uniq))}
+            found = {
+                r.id: r
+                for r in self.catalog.select_rows(
+                    f"WHERE m.ns = ? AND m.id IN ({','.join('?' * len(uniq))})", (ns, *uniq)
+                )
+            }
             for mid in others:
                 r = found.get(mid)
                 if r is None or r.tier == TIER_HOT:
@@ -217,6 +248,7 @@ class Engine:
     def update_row(self, ns: str, id: str, change: Any) -> MemoryRow:
         """Read-modify-write one catalog row inside a transaction:
         ``change(row, conn)`` writes its update and returns the new row."""
+
         def write(conn: sqlite3.Connection) -> MemoryRow:
             row = self.catalog.row_in(conn, ns, id)
             if row is None:
@@ -225,21 +257,34 @@ class Engine:
 
         return self.catalog.write(write)
 
-
     def due_of(self, row: MemoryRow) -> float:
-        return lifetime.due_at(self.compiled_policy, row.tier, row.pinned, row.w_ref, row.t_ref, row.half_life, row.expires_at,
-                               row.confidence, row.t_conf)
-
+        return lifetime.due_at(
+            self.compiled_policy,
+            row.tier,
+            row.pinned,
+            row.w_ref,
+            row.t_ref,
+            row.half_life,
+            row.expires_at,
+            row.confidence,
+            row.t_conf,
+        )
 
     def refresh_due(self, hot: HotNamespace, s: int) -> None:
         """Recompute slot ``s``'s due time and mark it dirty (hold access_lock)."""
         F, I = hot.F, hot.I
         F[C.F_DUE, s] = lifetime.due_at(
-            self.compiled_policy, TIER_HOT, bool(I[C.I_PINNED, s]), F[C.F_W_REF, s], F[C.F_T_REF, s], F[C.F_HALF_LIFE, s],
-            F[C.F_TTL_ANCHOR, s] + F[C.F_TTL, s], F[C.F_CONF, s], F[C.F_T_CONF, s],
+            self.compiled_policy,
+            TIER_HOT,
+            bool(I[C.I_PINNED, s]),
+            F[C.F_W_REF, s],
+            F[C.F_T_REF, s],
+            F[C.F_HALF_LIFE, s],
+            F[C.F_TTL_ANCHOR, s] + F[C.F_TTL, s],
+            F[C.F_CONF, s],
+            F[C.F_T_CONF, s],
         )
         I[C.I_DIRTY, s] = 1
-
 
     def submit_dirty(self, hot: HotNamespace, extra: Any = None) -> Any:
         """Queue the namespace's dirty state for the catalog (hold access_lock,
@@ -296,9 +341,9 @@ class Engine:
             except Exception:  # noqa: BLE001 - retried on the next tick; close() flushes again
                 pass
 
-
-    def sweep(self, max_items: int | None = None, time_budget_s: float | None = None,
-              progress: bool | None = False) -> SweepReport:
+    def sweep(
+        self, max_items: int | None = None, time_budget_s: float | None = None, progress: bool | None = False
+    ) -> SweepReport:
         """One sweep under the sweep lock, with validated arguments (the
         facade's ``sweep`` and the background migrator call this)."""
         self.check_writable()
@@ -341,7 +386,6 @@ class Engine:
                         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
                     finally:
                         os.close(self._lock_fd)
-
 
 
 def engine_of(store: Any) -> Engine:

@@ -35,21 +35,22 @@ the terms still sum to the score.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from tierstore.storage import keyword_index
-from tierstore.tiers.cold_index import candidate_count, exact_rescore, fetch_row_vectors
 from tierstore.core.engine import Engine
+from tierstore.core.row_ranker import RowHit, _cold_rows, _read_moved_again
 from tierstore.errors import ObjectNotFoundError
-from tierstore.tiers.hot import HotNamespace, RankedSlots
 from tierstore.kernels import TIER_COLD, TIER_HOT, TIER_WARM, inner_products, rank_and_gather, top_candidates
 from tierstore.kernels import columns as C
 from tierstore.records import Explain, Hit
 from tierstore.rules.resolution import annotate_resolution, marked_flags, order_marked, resolve_by_wording, resolve_hits
-from tierstore.core.row_ranker import RowHit, _cold_rows, _read_moved_again
+from tierstore.storage import keyword_index
+from tierstore.tiers.cold_index import candidate_count, exact_rescore, fetch_row_vectors
+from tierstore.tiers.hot import HotNamespace, RankedSlots
 
 # Keyword candidates asked of the index per search: enough for k hits after
 # the lifetime factors reorder them; the index answers them in well under a ms.
@@ -64,13 +65,29 @@ def keyword_limit(k: int) -> int:
 def fuse(cos: np.ndarray, kw: np.ndarray, w: float) -> np.ndarray:
     """The similarity factor of candidates with cosines ``cos`` and
     normalised keyword scores ``kw`` (float32, what the kernels take)."""
-    return ((1.0 - w) * np.clip(np.asarray(cos, np.float64), 0.0, 1.0) + w * np.asarray(kw, np.float64)
-            ).astype(np.float32)
+    return ((1.0 - w) * np.clip(np.asarray(cos, np.float64), 0.0, 1.0) + w * np.asarray(kw, np.float64)).astype(
+        np.float32
+    )
 
 
-def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, allowed: np.ndarray,
-           min_conf: float, now: float, include_warm: bool, cold_mode: Any, record_access: bool,
-           access_cold: bool, explain: bool, record: Callable[..., None]) -> list[Hit] | None:
+def search(
+    eng: Engine,
+    ns: str,
+    q: np.ndarray,
+    text: str,
+    *,
+    k: int,
+    ctx: Any,
+    allowed: np.ndarray,
+    min_conf: float,
+    now: float,
+    include_warm: bool,
+    cold_mode: Any,
+    record_access: bool,
+    access_cold: bool,
+    explain: bool,
+    record: Callable[..., None],
+) -> list[Hit] | None:
     """The hybrid search (module docstring) of unit query ``q`` and ``text``;
     None when the keyword side has nothing (the caller searches by meaning).
     ``record``: how the hits' accesses are recorded (``retrieval.record_hits``;
@@ -102,8 +119,7 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
     hot = eng.hot.ensure(ns)
     shards = eng.warm.shards(ns)
     if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
-        total = hot.live + sum(info.count for info in shards) + (
-            eng.cold_index.count(ns) if eng.cold_searchable else 0)
+        total = hot.live + sum(info.count for info in shards) + (eng.cold_index.count(ns) if eng.cold_searchable else 0)
         k = max(1, min(k, max(total, len(found))))
     cosines: dict[str, float] = {}
     hot.lock.acquire_read()
@@ -132,22 +148,30 @@ def search(eng: Engine, ns: str, q: np.ndarray, text: str, *, k: int, ctx: Any, 
         if cold_mode is True:
             note = "include_cold=True"
         elif reach:
-            note = (f"hot and warm answered weakly: best similarity {best_cos:.2f} < {sc.cold_similarity_bar:g} "
-                    "(policy scoring.cold_similarity_bar)" if merged and best_cos < sc.cold_similarity_bar
-                    else f"hot and warm answered weakly: {len(merged)} of the {k} hits asked for")
+            note = (
+                f"hot and warm answered weakly: best similarity {best_cos:.2f} < {sc.cold_similarity_bar:g} "
+                "(policy scoring.cold_similarity_bar)"
+                if merged and best_cos < sc.cold_similarity_bar
+                else f"hot and warm answered weakly: {len(merged)} of the {k} hits asked for"
+            )
         else:
             note = "its words matched the query's (the keyword index)"
-        cold, cold_cos = _rank_cold(eng, ns, q, k, ctx, allowed, min_conf, now, explain, note, reach,
-                                    by_tier[TIER_COLD], w)
+        cold, cold_cos = _rank_cold(
+            eng, ns, q, k, ctx, allowed, min_conf, now, explain, note, reach, by_tier[TIER_COLD], w
+        )
         for i, rh in enumerate(cold):
             if rh.hit.id not in seen:
                 merged.append((rh.hit.score, rh.similarity, 2, i, rh.hit, rh))
                 cosines[rh.hit.id] = cold_cos[i]
     if sc.similar_first:  # archived memories more relevant than anything recent first, in the cold order
         # (not a superseded one: it ranks by its demoted score, after what replaced it)
-        merged.sort(key=lambda m: (False, -m[5].order, m[3])
-                    if m[2] == 2 and m[1] > best and m[5].row.ttl_seconds != 0.0
-                    else (True, -m[0], -m[1], m[2], m[3]))
+        merged.sort(
+            key=lambda m: (
+                (False, -m[5].order, m[3])
+                if m[2] == 2 and m[1] > best and m[5].row.ttl_seconds != 0.0
+                else (True, -m[0], -m[1], m[2], m[3])
+            )
+        )
     else:
         merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
     top = merged[:k]
@@ -190,9 +214,19 @@ def explained(e: Explain, cos: float, bm: float, kwn: float, w: float) -> Explai
 
 # -- the tiers -------------------------------------------------------------------------------
 
-def _rank_hot(hot: HotNamespace, q: np.ndarray, k: int, eng: Engine, ctx: Any, allowed: np.ndarray,
-              min_conf: float, now: float, kw: dict[Any, tuple[float, float, Any]], w: float
-              ) -> tuple[RankedSlots, list[float]]:
+
+def _rank_hot(
+    hot: HotNamespace,
+    q: np.ndarray,
+    k: int,
+    eng: Engine,
+    ctx: Any,
+    allowed: np.ndarray,
+    min_conf: float,
+    now: float,
+    kw: dict[Any, tuple[float, float, Any]],
+    w: float,
+) -> tuple[RankedSlots, list[float]]:
     """The hot tier's best ``k`` (hold ``hot.lock.read()``): the vector
     candidates as :meth:`HotNamespace.search` takes them, and the keyword
     candidates that are hot, ranked by the fused rerank kernel on their
@@ -242,17 +276,28 @@ def _rank_hot(hot: HotNamespace, q: np.ndarray, k: int, eng: Engine, ctx: Any, a
             slots, cos = cand, cand_cos
             norm = norm[: slots.shape[0]]
         fused = fuse(cos, norm, w)
-        rf, ri, _ = rank_and_gather(q, slots, fused, hot.F, hot.I, hot.tags, ctx.packed[0], ctx.packed_tags,
-                                    allowed, now, min_conf, k)
+        rf, ri, _ = rank_and_gather(
+            q, slots, fused, hot.F, hot.I, hot.tags, ctx.packed[0], ctx.packed_tags, allowed, now, min_conf, k
+        )
         if ri.shape[1] >= k or want >= live:
             cos_of = dict(zip(slots.tolist(), cos.tolist()))
             return RankedSlots(rf, ri), [cos_of[s] for s in ri[C.R_SLOT].tolist()]
         want = min(live, want * 4)
 
 
-def _rank_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
-               now: float, explain: bool, kw: dict[Any, tuple[float, float, Any]], w: float
-               ) -> tuple[list[RowHit], list[float]]:
+def _rank_warm(
+    eng: Engine,
+    ns: str,
+    q: np.ndarray,
+    k: int,
+    ctx: Any,
+    allowed: np.ndarray,
+    min_conf: float,
+    now: float,
+    explain: bool,
+    kw: dict[Any, tuple[float, float, Any]],
+    w: float,
+) -> tuple[list[RowHit], list[float]]:
     """The warm tier's best ``k``: the shards' vector candidates and the warm
     keyword candidates, their live rows, ranked on the fused similarity."""
     sc = eng.policy.scoring
@@ -271,14 +316,35 @@ def _rank_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: n
             c = float(v @ q) if v is not None else 0.0
         cos.append(c)
     norm = [kw[r.rid][1] if r.rid in kw else 0.0 for r in rows]
-    picked, hits = eng.ranker.rank(rows, fuse(np.array(cos), np.array(norm), w).tolist(), k=k, ctx=ctx,
-                                    allowed=allowed, min_conf=min_conf, now=now, explain=explain, tier="warm")
+    picked, hits = eng.ranker.rank(
+        rows,
+        fuse(np.array(cos), np.array(norm), w).tolist(),
+        k=k,
+        ctx=ctx,
+        allowed=allowed,
+        min_conf=min_conf,
+        now=now,
+        explain=explain,
+        tier="warm",
+    )
     return hits, [cos[j] for j in picked]
 
 
-def _rank_cold(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
-               now: float, explain: bool, note: str, reach: bool, kw: dict[Any, tuple[float, float, Any]],
-               w: float) -> tuple[list[RowHit], list[float]]:
+def _rank_cold(
+    eng: Engine,
+    ns: str,
+    q: np.ndarray,
+    k: int,
+    ctx: Any,
+    allowed: np.ndarray,
+    min_conf: float,
+    now: float,
+    explain: bool,
+    note: str,
+    reach: bool,
+    kw: dict[Any, tuple[float, float, Any]],
+    w: float,
+) -> tuple[list[RowHit], list[float]]:
     """The cold tier's best ``k``: the cold index's candidates (when the cold
     tier is reached for the vector's sake) and the cold keyword candidates;
     their rows (still cold, not superseded), exact cosines from the archived
@@ -297,7 +363,9 @@ def _rank_cold(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: n
     index, cold, cache = eng.cold_index, eng.cold, eng.vector_cache
     vectors = fetch_row_vectors(index, cold, cache, ns, rows, failed)
     if any(isinstance(e, ObjectNotFoundError) for e in failed):
-        failed = _read_moved_again(index, eng.catalog, cold, cache, ns, rows, vectors, failed, eng.compiled_policy.marks_rank)
+        failed = _read_moved_again(
+            index, eng.catalog, cold, cache, ns, rows, vectors, failed, eng.compiled_policy.marks_rank
+        )
     if failed:
         with eng.cold_errors_lock:
             eng.cold_search_errors += len(failed)
@@ -310,8 +378,20 @@ def _rank_cold(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: n
         return [], []
     cos = exact_rescore(q, vectors).astype(np.float64)
     norm = np.array([kw[r.rid][1] if r.rid in kw else 0.0 for r in rows])
-    picked, hits = eng.ranker.rank(rows, fuse(cos, norm, w).tolist(), k=k, ctx=ctx, allowed=allowed,
-                                    min_conf=min_conf, now=now, explain=explain, tier="cold", note=note,
-                                    by_relevance=eng.compiled_policy.cold_by_relevance)
-    return ([replace(h, embedding=vectors[j].astype("<f4").tobytes()) for j, h in zip(picked, hits)],
-            [float(cos[j]) for j in picked])
+    picked, hits = eng.ranker.rank(
+        rows,
+        fuse(cos, norm, w).tolist(),
+        k=k,
+        ctx=ctx,
+        allowed=allowed,
+        min_conf=min_conf,
+        now=now,
+        explain=explain,
+        tier="cold",
+        note=note,
+        by_relevance=eng.compiled_policy.cold_by_relevance,
+    )
+    return (
+        [replace(h, embedding=vectors[j].astype("<f4").tobytes()) for j, h in zip(picked, hits)],
+        [float(cos[j]) for j in picked],
+    )

@@ -8,19 +8,18 @@ import json
 import math
 import sqlite3
 import uuid
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from tierstore.rules import dedupe
-
-from tierstore.rules import auto_supersession
-
-from tierstore.rules import supersession
 from tierstore import embedding as _embedding
-from tierstore.storage.catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params
 from tierstore.core.engine import Engine
+from tierstore.core.faults import crash_point
+from tierstore.core.reads import get
+from tierstore.core.trace import encode_vector
+from tierstore.core.updates import apply_feedback, forget_row, set_lifetime
 from tierstore.errors import (
     CorruptDataError,
     DuplicateIdError,
@@ -28,13 +27,9 @@ from tierstore.errors import (
     MemoryNotFoundError,
     ObjectStoreError,
 )
-from tierstore.core.faults import crash_point
-from tierstore.tiers.hot import HotNamespace
 from tierstore.kernels import TIER_COLD, TIER_HOT, due_times
 from tierstore.kernels import columns as C
-from tierstore.core.reads import get
-from tierstore.core.trace import encode_vector
-from tierstore.core.updates import apply_feedback, forget_row, set_lifetime
+from tierstore.rules import auto_supersession, dedupe, supersession
 from tierstore.rules.validation import (
     LABEL_MAX_CHARS,
     check_confidence,
@@ -44,16 +39,32 @@ from tierstore.rules.validation import (
     check_metadata,
     check_namespace,
     check_str,
-    check_supersedes as check_supersedes_ids,
     check_tags,
     check_text,
     check_ttl,
     check_vector,
     shown,
 )
+from tierstore.rules.validation import (
+    check_supersedes as check_supersedes_ids,
+)
+from tierstore.storage.catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params
+from tierstore.tiers.hot import HotNamespace
 
-_ADD_KEYS = {"content", "embedding", "memory_type", "confidence", "source", "tags", "ttl_seconds", "pinned", "id",
-             "supersedes", "key", "metadata"}
+_ADD_KEYS = {
+    "content",
+    "embedding",
+    "memory_type",
+    "confidence",
+    "source",
+    "tags",
+    "ttl_seconds",
+    "pinned",
+    "id",
+    "supersedes",
+    "key",
+    "metadata",
+}
 
 
 def check_items(items: Any) -> None:
@@ -116,14 +127,15 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
                 except sqlite3.IntegrityError:
                     raise DuplicateIdError(f"a memory with id {row.id!r} already exists in namespace {ns!r}") from None
                 outcome.append(int(cur.lastrowid))  # type: ignore[arg-type]
-                conn.execute(EVENT_SQL, (now, ns, row.id, "create", None, "hot", "add", row.w_ref, row.confidence,
-                                         0, row.memory_type))
+                conn.execute(
+                    EVENT_SQL,
+                    (now, ns, row.id, "create", None, "hot", "add", row.w_ref, row.confidence, 0, row.memory_type),
+                )
                 new_id = row.id
             wanted = supersession.named_marks(new_id, olds, row.key, live, include_live=dup is None)
             if dup is None and similar[i]:
                 new = auto_supersession.NewMemory(row.id, row.memory_type, row.tags, row.confidence)
-                wanted += auto_supersession.decide(conn, ns, new, similar[i], olds, eng.policy, now,
-                                                   conf_half_life)
+                wanted += auto_supersession.decide(conn, ns, new, similar[i], olds, eng.policy, now, conf_half_life)
             marks += supersession.record_all(conn, ns, wanted, now)
         return outcome, marks
 
@@ -161,17 +173,29 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
         for old, _ in forgotten:  # replayed as the delete and the add it amounts to
             eng.trace.write("delete", now, ns=ns, id=old.id)
         for r, v, mid in zip(rows, vectors, ids):
-            eng.trace.write("add", now, ns=ns, id=mid, content=r.content, embedding=encode_vector(v),
-                              memory_type=r.memory_type, confidence=r.conf_llm, source=r.source,
-                              tags=list(r.tags), ttl_seconds=r.ttl_seconds, pinned=r.pinned,
-                              supersedes=superseded.get(r.id, []), key=r.key,
-                              metadata=None if r.metadata is None else json.loads(r.metadata))
+            eng.trace.write(
+                "add",
+                now,
+                ns=ns,
+                id=mid,
+                content=r.content,
+                embedding=encode_vector(v),
+                memory_type=r.memory_type,
+                confidence=r.conf_llm,
+                source=r.source,
+                tags=list(r.tags),
+                ttl_seconds=r.ttl_seconds,
+                pinned=r.pinned,
+                supersedes=superseded.get(r.id, []),
+                key=r.key,
+                metadata=None if r.metadata is None else json.loads(r.metadata),
+            )
     return ids
 
 
-
-def _added(rows: Sequence[MemoryRow], vectors: np.ndarray,
-           outcome: Sequence[int | dedupe.Duplicate]) -> list[tuple[MemoryRow, np.ndarray]]:
+def _added(
+    rows: Sequence[MemoryRow], vectors: np.ndarray, outcome: Sequence[int | dedupe.Duplicate]
+) -> list[tuple[MemoryRow, np.ndarray]]:
     """The rows inserted (not merged into a duplicate) with their vectors; each row gets its new rid."""
     added = []
     for row, v, out in zip(rows, vectors, outcome):
@@ -181,9 +205,14 @@ def _added(rows: Sequence[MemoryRow], vectors: np.ndarray,
     return added
 
 
-
-def similar_live(eng: Engine, ns: str, hot: HotNamespace, rows: Sequence[MemoryRow],
-                 vectors: np.ndarray, exclude: Collection[str] = ()) -> list[dict[str, float]]:
+def similar_live(
+    eng: Engine,
+    ns: str,
+    hot: HotNamespace,
+    rows: Sequence[MemoryRow],
+    vectors: np.ndarray,
+    exclude: Collection[str] = (),
+) -> list[dict[str, float]]:
     """Per row: ids of live hot and warm memories (and earlier rows) of
     its type at or above its type's lowest supersession bar, with their
     cosine. Read before the add's transaction; the rule is applied in it.
@@ -193,8 +222,7 @@ def similar_live(eng: Engine, ns: str, hot: HotNamespace, rows: Sequence[MemoryR
         return [{} for _ in rows]
     types = [r.memory_type for r in rows]
     found = auto_supersession.similar_in_hot(hot, vectors, [eng.type_idx[t] for t in types], floors)
-    for mine, more in zip(found, auto_supersession.similar_in_warm(eng.warm, eng.catalog, ns, vectors, types,
-                                                                    floors)):
+    for mine, more in zip(found, auto_supersession.similar_in_warm(eng.warm, eng.catalog, ns, vectors, types, floors)):
         mine.update(more)
     if exclude:
         found = [{mid: sim for mid, sim in mine.items() if mid not in exclude} for mine in found]
@@ -203,8 +231,7 @@ def similar_live(eng: Engine, ns: str, hot: HotNamespace, rows: Sequence[MemoryR
     return found
 
 
-
-def check_supersedes(eng: Engine, ns: str, fields: Sequence["Fields"]) -> list[tuple[str, list[str]]]:
+def check_supersedes(eng: Engine, ns: str, fields: Sequence[Fields]) -> list[tuple[str, list[str]]]:
     """``(new id, [superseded ids])`` per item that supersedes something;
     every superseded id must already exist in the namespace (its count was
     bounded and its duplicates dropped by :func:`check_fields`)."""
@@ -219,8 +246,9 @@ def check_supersedes(eng: Engine, ns: str, fields: Sequence["Fields"]) -> list[t
     return out
 
 
-
-def supersede(eng: Engine, ns: str, old_id: str, new_id: str, now: float, mark: supersession.Mark | None = None) -> None:
+def supersede(
+    eng: Engine, ns: str, old_id: str, new_id: str, now: float, mark: supersession.Mark | None = None
+) -> None:
     """Negative feedback of strength 1 (implicit, softer, for automatic
     supersession), then a TTL of 0: the memory is expired and stays so (an
     access that refreshes the TTL restarts it at 0; confidence and context
@@ -231,9 +259,7 @@ def supersede(eng: Engine, ns: str, old_id: str, new_id: str, now: float, mark: 
     except MemoryNotFoundError:
         return  # deleted meanwhile: nothing left to supersede
     reason = f"by {new_id}" if mark is None or mark.kind == "explicit" else f"by {new_id} ({mark.describe()})"
-    set_lifetime(eng, ns, old_id, now, override=0.0, anchor=lambda a: min(a, now), kind="supersede",
-                       reason=reason)
-
+    set_lifetime(eng, ns, old_id, now, override=0.0, anchor=lambda a: min(a, now), kind="supersede", reason=reason)
 
 
 def reinforce(eng: Engine, ns: str, dup: dedupe.Duplicate, again: MemoryRow, now: float) -> None:
@@ -249,8 +275,9 @@ def reinforce(eng: Engine, ns: str, dup: dedupe.Duplicate, again: MemoryRow, now
     if dup.tier == TIER_COLD:
         try:
             with eng.sweep_lock:
-                eng.migrator.restore(ns, ids=[dup.id], where=None, text=None, query=None, limit=None,
-                                       progress=False, reason="re-added")
+                eng.migrator.restore(
+                    ns, ids=[dup.id], where=None, text=None, query=None, limit=None, progress=False, reason="re-added"
+                )
         except (ObjectStoreError, CorruptDataError):
             pass  # still cold: reinforced there; restore() can bring it back later
     raise_confidence_signals(eng, ns, dup.id, again.conf_llm, again.conf_rule)
@@ -261,11 +288,11 @@ def reinforce(eng: Engine, ns: str, dup: dedupe.Duplicate, again: MemoryRow, now
     set_lifetime(eng, ns, dup.id, now, anchor=lambda a: max(a, now), kind="reinforce", reason="re-added")
 
 
-
 def raise_confidence_signals(eng: Engine, ns: str, id: str, llm: float | None, rule: float | None) -> None:
     """Each confidence signal of memory ``id`` becomes at least ``llm`` /
     ``rule`` (the next feedback re-fuses them), in its hot columns and in
     the catalog. Durable when it returns."""
+
     def higher(current: float | None, new: float | None) -> float | None:
         if new is None or (current is not None and not math.isnan(current) and current >= new):
             return None  # nothing to raise
@@ -286,11 +313,13 @@ def raise_confidence_signals(eng: Engine, ns: str, id: str, llm: float | None, r
         r = conn.execute("SELECT conf_llm, conf_rule FROM memories WHERE ns = ? AND id = ?", (ns, id)).fetchone()
         if r is None:
             return
-        conn.execute("UPDATE memories SET conf_llm = coalesce(?, conf_llm), conf_rule = coalesce(?, conf_rule)"
-                     " WHERE ns = ? AND id = ?", (higher(r[0], llm), higher(r[1], rule), ns, id))
+        conn.execute(
+            "UPDATE memories SET conf_llm = coalesce(?, conf_llm), conf_rule = coalesce(?, conf_rule)"
+            " WHERE ns = ? AND id = ?",
+            (higher(r[0], llm), higher(r[1], rule), ns, id),
+        )
 
     eng.catalog.write(write)
-
 
 
 @dataclass
@@ -341,16 +370,18 @@ def check_fields(eng: Engine, item: Mapping[str, Any], where: str = "") -> Field
         if where:
             raise type(exc)(where + str(exc)) from None
         raise
-    return Fields(content, memory_type, type_idx, conf_llm, source, tags, ttl_override, pinned, mid, key, metadata,
-                  olds)
+    return Fields(
+        content, memory_type, type_idx, conf_llm, source, tags, ttl_override, pinned, mid, key, metadata, olds
+    )
 
 
 def _where(items: Sequence[Any], i: int) -> str:
     return "" if len(items) == 1 else f"item {i}: "
 
 
-def prepare_rows(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], now: float,
-                 fields: Sequence[Fields] | None = None) -> tuple[list[MemoryRow], np.ndarray]:
+def prepare_rows(
+    eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], now: float, fields: Sequence[Fields] | None = None
+) -> tuple[list[MemoryRow], np.ndarray]:
     """Catalog rows and unit vectors of ``items`` (their ``fields`` when
     :func:`check_fields` already checked them)."""
     cp, pol = eng.compiled_policy, eng.policy
@@ -378,20 +409,49 @@ def prepare_rows(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], now: 
         half_life = cp.half_life(f.type_idx, conf, ctx_mult)
         ttl = cp.ttl(f.type_idx, conf, f.ttl_override, ctx_mult)
         w0 = float(cp.w0_by_type[f.type_idx])
-        rows.append(MemoryRow(
-            rid=-1, ns=ns, id=mid, content=f.content, embedding=vectors[i].astype("<f4").tobytes(),
-            memory_type=f.memory_type, source=f.source, tags=f.tags, created_at=now, last_accessed_at=now,
-            access_count=0, conf_llm=f.conf_llm, conf_rule=conf_rule, conf_feedback=None, confidence=conf,
-            t_conf=now, ttl_seconds=f.ttl_override, pinned=f.pinned, tier=TIER_HOT, w_ref=w0, t_ref=now,
-            half_life=half_life, ttl=ttl, ttl_anchor=now, ctx_mult=ctx_mult, due_at=math.inf, key=f.key,
-            metadata=f.metadata,
-        ))
+        rows.append(
+            MemoryRow(
+                rid=-1,
+                ns=ns,
+                id=mid,
+                content=f.content,
+                embedding=vectors[i].astype("<f4").tobytes(),
+                memory_type=f.memory_type,
+                source=f.source,
+                tags=f.tags,
+                created_at=now,
+                last_accessed_at=now,
+                access_count=0,
+                conf_llm=f.conf_llm,
+                conf_rule=conf_rule,
+                conf_feedback=None,
+                confidence=conf,
+                t_conf=now,
+                ttl_seconds=f.ttl_override,
+                pinned=f.pinned,
+                tier=TIER_HOT,
+                w_ref=w0,
+                t_ref=now,
+                half_life=half_life,
+                ttl=ttl,
+                ttl_anchor=now,
+                ctx_mult=ctx_mult,
+                due_at=math.inf,
+                key=f.key,
+                metadata=f.metadata,
+            )
+        )
     due = due_times(
-        np.full(len(rows), TIER_HOT, np.int64), np.array([int(r.pinned) for r in rows], np.int64),
-        np.array([r.w_ref for r in rows]), np.array([r.t_ref for r in rows]),
-        np.array([r.half_life for r in rows]), np.array([r.ttl_anchor + r.ttl for r in rows]),
-        np.array([r.confidence for r in rows]), np.array([r.t_conf for r in rows]),
-        cp.conf_half_life, cp.thresholds,
+        np.full(len(rows), TIER_HOT, np.int64),
+        np.array([int(r.pinned) for r in rows], np.int64),
+        np.array([r.w_ref for r in rows]),
+        np.array([r.t_ref for r in rows]),
+        np.array([r.half_life for r in rows]),
+        np.array([r.ttl_anchor + r.ttl for r in rows]),
+        np.array([r.confidence for r in rows]),
+        np.array([r.t_conf for r in rows]),
+        cp.conf_half_life,
+        cp.thresholds,
     )
     for r, d in zip(rows, due.tolist()):
         r.due_at = d

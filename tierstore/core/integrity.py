@@ -37,23 +37,22 @@ is reported in ``in_flight``, not as a problem: the next sweep finishes it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
+from tierstore.core.engine import Engine, engine_of
+from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
+from tierstore.kernels import TIER_COLD, TIER_WARM
+from tierstore.records import SweepReport
 from tierstore.storage import keyword_index
-
 from tierstore.tiers import tombstones
 from tierstore.tiers.archive import vector_crc
 from tierstore.tiers.cold import Location
-from tierstore.core.engine import Engine, engine_of
 from tierstore.tiers.cold_index import CODES_COMPLETE, encode_codes, query_codes
-from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
 from tierstore.tiers.hot import HotNamespace
-from tierstore.kernels import TIER_COLD, TIER_WARM
-from tierstore.records import SweepReport
-
 
 __all__ = ["IntegrityReport", "Problem", "repair", "verify"]
 
@@ -91,11 +90,24 @@ class IntegrityReport:
 
     def as_dict(self) -> dict[str, Any]:
         def rows(items: list[Problem]) -> list[dict[str, Any]]:
-            return [{"kind": p.kind, "where": p.where, "message": p.message, "repairable": p.repairable,
-                     "memories": list(p.memories)} for p in items]
+            return [
+                {
+                    "kind": p.kind,
+                    "where": p.where,
+                    "message": p.message,
+                    "repairable": p.repairable,
+                    "memories": list(p.memories),
+                }
+                for p in items
+            ]
 
-        return {"ok": self.ok, "checked": dict(self.checked), "repaired": list(self.repaired),
-                "problems": rows(self.problems), "in_flight": rows(self.in_flight)}
+        return {
+            "ok": self.ok,
+            "checked": dict(self.checked),
+            "repaired": list(self.repaired),
+            "problems": rows(self.problems),
+            "in_flight": rows(self.in_flight),
+        }
 
 
 def verify(store: Any) -> IntegrityReport:
@@ -107,7 +119,7 @@ def verify(store: Any) -> IntegrityReport:
         return _verify(eng)
 
 
-def _verify(eng: "Engine") -> IntegrityReport:
+def _verify(eng: Engine) -> IntegrityReport:
     """:func:`verify`, the sweep lock held by the caller."""
     report = IntegrityReport()
     _verify_catalog(eng, report)
@@ -154,7 +166,8 @@ def repair(store: Any, *, now: float | None = None) -> IntegrityReport:
         for p in first.problems:
             if p.kind == "tombstone":
                 ns, mid, at = eng.catalog.query_one(
-                    "SELECT ns, id, deleted_at FROM tombstones WHERE key = ?", (p.where,))
+                    "SELECT ns, id, deleted_at FROM tombstones WHERE key = ?", (p.where,)
+                )
                 eng.cold.store.put(p.where, tombstones.encode(tombstones.Tombstone(ns, mid, at)))
                 done.append(f"rewrote tombstone {p.where} from the catalog")
         # Cold-index codes: the bad ones dropped, every missing one written from its archived vector.
@@ -187,7 +200,7 @@ def repair(store: Any, *, now: float | None = None) -> IntegrityReport:
 # -- the checks ---------------------------------------------------------------------------
 
 
-def _verify_keywords(eng: "Engine", report: IntegrityReport) -> None:
+def _verify_keywords(eng: Engine, report: IntegrityReport) -> None:
     """The keyword index (``memory_text``) holds every memory and nothing
     else: a memory missing from it would never be found by its words, an
     entry without a memory is noise. Repairable: rebuilt from the catalog."""
@@ -198,42 +211,90 @@ def _verify_keywords(eng: "Engine", report: IntegrityReport) -> None:
     report.checked["keyword_index"] = int(cat.query_one("SELECT count(*) FROM memory_text_docsize")[0])
     for what, rids in (("missing", found["missing"]), ("extra", found["extra"])):
         if rids:
-            desc = ("memories missing from the keyword index" if what == "missing"
-                    else "keyword-index entries without a memory")
-            report.problems.append(Problem(
-                "keyword_index", "memory_text", f"{len(rids)}{'+' if len(rids) >= 1000 else ''} {desc} "
-                f"(rids {', '.join(map(str, rids[:5]))}{', ...' if len(rids) > 5 else ''}); repair rebuilds it",
-                repairable=True))
+            desc = (
+                "memories missing from the keyword index"
+                if what == "missing"
+                else "keyword-index entries without a memory"
+            )
+            report.problems.append(
+                Problem(
+                    "keyword_index",
+                    "memory_text",
+                    f"{len(rids)}{'+' if len(rids) >= 1000 else ''} {desc} "
+                    f"(rids {', '.join(map(str, rids[:5]))}{', ...' if len(rids) > 5 else ''}); repair rebuilds it",
+                    repairable=True,
+                )
+            )
 
 
-def _verify_catalog(eng: "Engine", report: IntegrityReport) -> None:
+def _verify_catalog(eng: Engine, report: IntegrityReport) -> None:
     cat = eng.catalog
     result = [r[0] for r in cat.query("PRAGMA quick_check")]
     if result != ["ok"]:
-        report.problems.append(Problem("catalog", str(cat.path), f"catalog {cat.path}: quick_check: "
-                                       + "; ".join(map(str, result[:5])), repairable=False))
+        report.problems.append(
+            Problem(
+                "catalog",
+                str(cat.path),
+                f"catalog {cat.path}: quick_check: " + "; ".join(map(str, result[:5])),
+                repairable=False,
+            )
+        )
     for key, count in cat.query("SELECT key, count FROM archives WHERE state = 'pending'"):
-        report.in_flight.append(Problem(
-            "catalog", key, f"archive batch {key} ({count} memories) is pending: interrupted by a crash or an "
-            "object-eng error; the next sweep finishes it", repairable=True))
+        report.in_flight.append(
+            Problem(
+                "catalog",
+                key,
+                f"archive batch {key} ({count} memories) is pending: interrupted by a crash or an "
+                "object-eng error; the next sweep finishes it",
+                repairable=True,
+            )
+        )
     for key, ns, mid in cat.query("SELECT key, ns, id FROM tombstones WHERE state = 'pending'"):
-        report.in_flight.append(Problem(
-            "tombstone", key, f"the tombstone of deleted memory {ns}/{mid} is not written yet (an object-eng "
-            "error, or a delete under way); the next sweep writes it", repairable=True))
-    for ns, mid in cat.query("SELECT ns, id FROM memories WHERE tier = ? AND (cold_key IS NULL OR cold_offset IS NULL"
-                             " OR cold_length IS NULL)", (TIER_COLD,)):
-        report.problems.append(Problem("catalog", f"{ns}/{mid}", f"cold memory {ns}/{mid} has no archive location",
-                                       repairable=False, memories=(f"{ns}/{mid}",)))
-    for ns, mid in cat.query("SELECT m.ns, m.id FROM memories m WHERE m.tier = ? AND (m.shard IS NULL OR NOT EXISTS"
-                             " (SELECT 1 FROM shards s WHERE s.shard = m.shard))", (TIER_WARM,)):
-        report.problems.append(Problem("catalog", f"{ns}/{mid}", f"warm memory {ns}/{mid} is in no known shard",
-                                       repairable=False, memories=(f"{ns}/{mid}",)))
+        report.in_flight.append(
+            Problem(
+                "tombstone",
+                key,
+                f"the tombstone of deleted memory {ns}/{mid} is not written yet (an object-eng "
+                "error, or a delete under way); the next sweep writes it",
+                repairable=True,
+            )
+        )
+    for ns, mid in cat.query(
+        "SELECT ns, id FROM memories WHERE tier = ? AND (cold_key IS NULL OR cold_offset IS NULL"
+        " OR cold_length IS NULL)",
+        (TIER_COLD,),
+    ):
+        report.problems.append(
+            Problem(
+                "catalog",
+                f"{ns}/{mid}",
+                f"cold memory {ns}/{mid} has no archive location",
+                repairable=False,
+                memories=(f"{ns}/{mid}",),
+            )
+        )
+    for ns, mid in cat.query(
+        "SELECT m.ns, m.id FROM memories m WHERE m.tier = ? AND (m.shard IS NULL OR NOT EXISTS"
+        " (SELECT 1 FROM shards s WHERE s.shard = m.shard))",
+        (TIER_WARM,),
+    ):
+        report.problems.append(
+            Problem(
+                "catalog",
+                f"{ns}/{mid}",
+                f"warm memory {ns}/{mid} is in no known shard",
+                repairable=False,
+                memories=(f"{ns}/{mid}",),
+            )
+        )
     report.checked["memories"] = int(cat.query_one("SELECT count(*) FROM memories")[0])  # type: ignore[index]
 
 
-def _verify_warm(eng: "Engine", report: IntegrityReport) -> None:
+def _verify_warm(eng: Engine, report: IntegrityReport) -> None:
     n = 0
-    for (ns,) in eng.catalog.query("SELECT DISTINCT ns FROM shards ORDER BY ns"):  # shards change only under the sweep lock
+    for (ns,) in eng.catalog.query(
+        "SELECT DISTINCT ns FROM shards ORDER BY ns"
+    ):  # shards change only under the sweep lock
         for info in eng.warm.shards(ns):
             n += 1
             err = eng.warm.verify(info)
@@ -242,7 +303,7 @@ def _verify_warm(eng: "Engine", report: IntegrityReport) -> None:
     report.checked["warm_shards"] = n
 
 
-def _verify_hot(eng: "Engine", report: IntegrityReport) -> None:
+def _verify_hot(eng: Engine, report: IntegrityReport) -> None:
     hot = eng.hot
     n = 0
     if not hot.directory.exists():
@@ -259,15 +320,16 @@ def _verify_hot(eng: "Engine", report: IntegrityReport) -> None:
             continue
         except (OSError, ValueError, RuntimeError) as exc:  # hnswlib refusing a file that passed
             n += 1
-            report.problems.append(Problem("hot", ns, f"hot checkpoint of {ns!r} does not load: {exc}",
-                                           repairable=True))
+            report.problems.append(
+                Problem("hot", ns, f"hot checkpoint of {ns!r} does not load: {exc}", repairable=True)
+            )
             continue
         if ckpt is not None:
             n += 1
     report.checked["hot_checkpoints"] = n
 
 
-def _verify_tombstones(eng: "Engine", report: IntegrityReport) -> None:
+def _verify_tombstones(eng: Engine, report: IntegrityReport) -> None:
     """Every tombstone the catalog says was written is in the object eng and
     parses (a rebuild stops at a damaged one)."""
     rows = eng.catalog.query("SELECT key FROM tombstones WHERE state = 'written' ORDER BY key")
@@ -281,18 +343,21 @@ def _verify_tombstones(eng: "Engine", report: IntegrityReport) -> None:
     report.checked["tombstones"] = len(rows)
 
 
-_COLD_SQL = ("SELECT ns, id, cold_key, cold_offset, cold_length FROM memories WHERE tier = ? AND cold_key IS NOT NULL"
-             " AND cold_offset IS NOT NULL AND cold_length IS NOT NULL")
+_COLD_SQL = (
+    "SELECT ns, id, cold_key, cold_offset, cold_length FROM memories WHERE tier = ? AND cold_key IS NOT NULL"
+    " AND cold_offset IS NOT NULL AND cold_length IS NOT NULL"
+)
 
 
-def _verify_cold(eng: "Engine", report: IntegrityReport) -> None:
+def _verify_cold(eng: Engine, report: IntegrityReport) -> None:
     by_key: dict[str, list[tuple[str, str, Location]]] = {}
-    for ns, mid, key, off, length in eng.catalog.query(_COLD_SQL + " ORDER BY cold_key, cold_offset",
-                                                          (TIER_COLD,)):
+    for ns, mid, key, off, length in eng.catalog.query(_COLD_SQL + " ORDER BY cold_key, cold_offset", (TIER_COLD,)):
         by_key.setdefault(key, []).append((ns, mid, Location(key, off, length)))
     codes = _codes_with_places(eng)
-    rid_of = {(ns, mid): rid for ns, mid, rid in eng.catalog.query(
-        "SELECT ns, id, rid FROM memories WHERE tier = ?", (TIER_COLD,))}
+    rid_of = {
+        (ns, mid): rid
+        for ns, mid, rid in eng.catalog.query("SELECT ns, id, rid FROM memories WHERE tier = ?", (TIER_COLD,))
+    }
 
     # ns/id of memories whose code is not their archived vector's, or whose
     # vector is not where the code's row says (a search would read its whole record)
@@ -305,9 +370,13 @@ def _verify_cold(eng: "Engine", report: IntegrityReport) -> None:
                 return
             code, at, crc = got
             emb = rec["embedding"]
-            if code != encode_codes(np.frombuffer(emb, "<f4").reshape(1, -1))[0] or (at, crc) != (None, None) and (
-                    type(at) is not int or at < 0 or frame[at : at + len(emb)] != emb or crc != vector_crc(emb)):
+            if (
+                code != encode_codes(np.frombuffer(emb, "<f4").reshape(1, -1))[0]
+                or (at, crc) != (None, None)
+                and (type(at) is not int or at < 0 or frame[at : at + len(emb)] != emb or crc != vector_crc(emb))
+            ):
                 wrong_codes.append(f"{ns_of[mid]}/{mid}")
+
         return check
 
     for key, entries in by_key.items():
@@ -317,27 +386,44 @@ def _verify_cold(eng: "Engine", report: IntegrityReport) -> None:
             # A delete() (which does not wait for the sweep lock) may have emptied
             # and collected the object since it was listed: look again before
             # calling anything missing or damaged.
-            entries = [(ns, mid, Location(k, off, length)) for ns, mid, k, off, length in eng.catalog.query(
-                _COLD_SQL + " AND cold_key = ? ORDER BY cold_offset", (TIER_COLD, key))]
+            entries = [
+                (ns, mid, Location(k, off, length))
+                for ns, mid, k, off, length in eng.catalog.query(
+                    _COLD_SQL + " AND cold_key = ? ORDER BY cold_offset", (TIER_COLD, key)
+                )
+            ]
             if not entries:
                 continue
             problems, damaged = eng.cold.verify_batch(key, [(mid, loc) for _, mid, loc in entries])
         if problems:
             ns_of = {mid: ns for ns, mid, _ in entries}
-            report.problems.append(Problem(
-                "cold", key, "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""),
-                repairable=False, memories=tuple(f"{ns_of[m]}/{m}" for m in damaged)))
+            report.problems.append(
+                Problem(
+                    "cold",
+                    key,
+                    "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""),
+                    repairable=False,
+                    memories=tuple(f"{ns_of[m]}/{m}" for m in damaged),
+                )
+            )
     report.checked["archive_objects"] = len(by_key)
     report.checked["cold_memories"] = sum(len(v) for v in by_key.values())
     if wrong_codes:
-        report.problems.append(Problem("cold_index", "cold_codes", f"{len(wrong_codes)} cold-index codes do not match "
-                                       "their memories' archived vectors, or the places they keep of those vectors "
-                                       "in the records (a wrong code ranks its memory wrongly; a wrong place "
-                                       "makes search read the whole record)",
-                                       repairable=True, memories=tuple(wrong_codes)))
+        report.problems.append(
+            Problem(
+                "cold_index",
+                "cold_codes",
+                f"{len(wrong_codes)} cold-index codes do not match "
+                "their memories' archived vectors, or the places they keep of those vectors "
+                "in the records (a wrong code ranks its memory wrongly; a wrong place "
+                "makes search read the whole record)",
+                repairable=True,
+                memories=tuple(wrong_codes),
+            )
+        )
 
 
-def _codes_with_places(eng: "Engine") -> dict[int, tuple[bytes, Any, Any]]:
+def _codes_with_places(eng: Engine) -> dict[int, tuple[bytes, Any, Any]]:
     """``rid -> (code, vector_at, vector_crc)`` of every cold-index row
     (the places None where not kept: rows, or a read-only eng, from before them)."""
     cat = eng.catalog
@@ -346,13 +432,16 @@ def _codes_with_places(eng: "Engine") -> dict[int, tuple[bytes, Any, Any]]:
     return {rid: (code, at, crc) for rid, code, at, crc in query_codes(cat.query)}
 
 
-_MISSING_CODES_SQL = ("SELECT count(*) FROM memories m LEFT JOIN cold_codes c ON c.rid = m.rid"
-                      " WHERE m.tier = ? AND c.rid IS NULL")
-_STRAY_CODES_SQL = ("SELECT c.rid FROM cold_codes c LEFT JOIN memories m ON m.rid = c.rid"
-                    " WHERE m.rid IS NULL OR m.tier != ? OR m.ns != c.ns OR length(c.code) != ?")
+_MISSING_CODES_SQL = (
+    "SELECT count(*) FROM memories m LEFT JOIN cold_codes c ON c.rid = m.rid WHERE m.tier = ? AND c.rid IS NULL"
+)
+_STRAY_CODES_SQL = (
+    "SELECT c.rid FROM cold_codes c LEFT JOIN memories m ON m.rid = c.rid"
+    " WHERE m.rid IS NULL OR m.tier != ? OR m.ns != c.ns OR length(c.code) != ?"
+)
 
 
-def _verify_cold_codes(eng: "Engine", report: IntegrityReport) -> None:
+def _verify_cold_codes(eng: Engine, report: IntegrityReport) -> None:
     """Every cold memory has a cold-index code of the right size, and no code
     belongs to anything else (a memory without one cannot be found by search).
     Codes missing from a eng archived before the index are interrupted
@@ -361,8 +450,14 @@ def _verify_cold_codes(eng: "Engine", report: IntegrityReport) -> None:
     archive objects (``_verify_cold``)."""
     cat = eng.catalog
     if not cat.has_table("cold_codes"):  # a read-only look at a eng from before the index
-        report.in_flight.append(Problem("cold_index", "cold_codes", "this eng has no cold index yet: opened "
-                                        "for writing, it gets one (sweeps write the codes)", repairable=True))
+        report.in_flight.append(
+            Problem(
+                "cold_index",
+                "cold_codes",
+                "this eng has no cold index yet: opened for writing, it gets one (sweeps write the codes)",
+                repairable=True,
+            )
+        )
         return
     missing = int(cat.query_one(_MISSING_CODES_SQL, (TIER_COLD,))[0])  # type: ignore[index]
     width = 8 * int(eng.cold_index.words)
@@ -370,17 +465,29 @@ def _verify_cold_codes(eng: "Engine", report: IntegrityReport) -> None:
     if missing:
         msg = f"{missing} cold memories have no cold-index code: search cannot find them until they get one"
         if cat.get_meta("cold_codes") != CODES_COMPLETE:  # an older eng: sweeps are writing them
-            report.in_flight.append(Problem("cold_index", "cold_codes", msg + " (archived before the cold index; "
-                                            "sweeps write them, a few thousand at a time)", repairable=True))
+            report.in_flight.append(
+                Problem(
+                    "cold_index",
+                    "cold_codes",
+                    msg + " (archived before the cold index; sweeps write them, a few thousand at a time)",
+                    repairable=True,
+                )
+            )
         else:
             report.problems.append(Problem("cold_index", "cold_codes", msg, repairable=True))
     if stray:
-        report.problems.append(Problem("cold_index", "cold_codes", f"{len(stray)} cold-index codes belong to no cold "
-                                       "memory or have the wrong size", repairable=True))
+        report.problems.append(
+            Problem(
+                "cold_index",
+                "cold_codes",
+                f"{len(stray)} cold-index codes belong to no cold memory or have the wrong size",
+                repairable=True,
+            )
+        )
     report.checked["cold_codes"] = int(cat.query_one("SELECT count(*) FROM cold_codes")[0])  # type: ignore[index]
 
 
-def _drop_bad_codes(eng: "Engine", conn: Any, wrong: Sequence[str]) -> int:
+def _drop_bad_codes(eng: Engine, conn: Any, wrong: Sequence[str]) -> int:
     """Delete stray codes and those of ``wrong`` (``ns/id``) memories; backfill writes them again."""
     bad = [r for (r,) in conn.execute(_STRAY_CODES_SQL, (TIER_COLD, 8 * int(eng.cold_index.words)))]
     for name in wrong:

@@ -13,34 +13,32 @@ import os
 import shutil
 import sqlite3
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
-from tierstore.storage import keyword_index
-
-from tierstore.storage import ownership
-
-from tierstore.rules import supersession
-from tierstore.storage.catalog import EVENT_SQL, MEMORY_COLUMNS, Catalog, MemoryRow
-from tierstore.storage.catalog import sql_time as _sql_time
 from tierstore.clock import Clock, SystemClock
-from tierstore.embedding import Embedder, check_against_record
+from tierstore.core.compile_kernels import warm_up_kernels
 from tierstore.core.engine import Engine, Settings
+from tierstore.core.store_clock import ClockRecord, check_clock
+from tierstore.embedding import Embedder, check_against_record
 from tierstore.errors import ObjectStoreError, PolicyError, StoreConfigError
 from tierstore.kernels import decayed_weight, due_times
+from tierstore.policy import Policy
 from tierstore.records import TIER_NAMES
+from tierstore.rules import supersession
+from tierstore.rules.validation import check_positive_int
+from tierstore.storage import ownership
+from tierstore.storage.catalog import EVENT_SQL, MEMORY_COLUMNS, Catalog, MemoryRow
+from tierstore.storage.catalog import sql_time as _sql_time
 from tierstore.storage.objectstore import (
     LocalObjectStore,
     ObjectStore,
     open_object_store,
     url_without_userinfo,
 )
-from tierstore.policy import Policy
-from tierstore.core.store_clock import ClockRecord, check_clock
-from tierstore.rules.validation import check_positive_int
-from tierstore.core.compile_kernels import warm_up_kernels
 
 T = TypeVar("T")  # the store the facade's constructor makes
 
@@ -55,7 +53,9 @@ def reapply_policy(eng: Engine, chunk: int = 100_000) -> None:
     while True:
         rows = eng.catalog.query(
             "SELECT rid, memory_type, confidence, ttl_seconds, ctx_mult, w_ref, t_ref, half_life, tier, pinned,"
-            " ttl_anchor, t_conf FROM memories WHERE rid > ? ORDER BY rid LIMIT ?", (last, chunk))
+            " ttl_anchor, t_conf FROM memories WHERE rid > ? ORDER BY rid LIMIT ?",
+            (last, chunk),
+        )
         if not rows:
             return
         last = rows[-1][0]
@@ -65,20 +65,33 @@ def reapply_policy(eng: Engine, chunk: int = 100_000) -> None:
         conf = np.array(cols[2], np.float64)
         override = np.array([math.nan if x is None else x for x in cols[3]], np.float64)
         ctx_mult = np.array(cols[4], np.float64)
-        w = decayed_weight(np.array(cols[5], np.float64), np.array(cols[6], np.float64),
-                           np.array(cols[7], np.float64), now)
+        w = decayed_weight(
+            np.array(cols[5], np.float64), np.array(cols[6], np.float64), np.array(cols[7], np.float64), now
+        )
         h = cp.half_lives(t_idx, conf, ctx_mult)
         ttl = cp.ttls(t_idx, conf, override, ctx_mult)
         t_ref = np.full(len(rows), now)
-        due = due_times(np.array(cols[8], np.int64), np.array(cols[9], np.int64), w, t_ref, h,
-                        np.array(cols[10], np.float64) + ttl, conf, np.array(cols[11], np.float64),
-                        cp.conf_half_life, cp.thresholds)
-        updates = [(wi, now, hi, _sql_time(ti), _sql_time(di), ri) for wi, hi, ti, di, ri in
-                   zip(w.tolist(), h.tolist(), ttl.tolist(), due.tolist(), rid.tolist())]
-        eng.catalog.write(lambda conn, updates=updates: conn.executemany(
-            "UPDATE memories SET w_ref = ?, t_ref = ?, half_life = ?, ttl = ?, due_at = ? WHERE rid = ?",
-            updates))
-
+        due = due_times(
+            np.array(cols[8], np.int64),
+            np.array(cols[9], np.int64),
+            w,
+            t_ref,
+            h,
+            np.array(cols[10], np.float64) + ttl,
+            conf,
+            np.array(cols[11], np.float64),
+            cp.conf_half_life,
+            cp.thresholds,
+        )
+        updates = [
+            (wi, now, hi, _sql_time(ti), _sql_time(di), ri)
+            for wi, hi, ti, di, ri in zip(w.tolist(), h.tolist(), ttl.tolist(), due.tolist(), rid.tolist())
+        ]
+        eng.catalog.write(
+            lambda conn, updates=updates: conn.executemany(
+                "UPDATE memories SET w_ref = ?, t_ref = ?, half_life = ?, ttl = ?, due_at = ? WHERE rid = ?", updates
+            )
+        )
 
 
 def repair_supersessions(eng: Engine) -> None:
@@ -87,23 +100,35 @@ def repair_supersessions(eng: Engine) -> None:
     committed, its ``_supersede`` had not run): their TTL becomes 0 from
     the mark's time, as it would have (the negative feedback is not
     repeated)."""
+
     def fix(conn: sqlite3.Connection) -> None:
         supersession.prune_orphans(conn)
         for rid, marked_at in supersession.undamped(conn):
-            r = conn.execute("SELECT " + ", ".join(MEMORY_COLUMNS) + " FROM memories WHERE rid = ?",
-                             (rid,)).fetchone()
+            r = conn.execute("SELECT " + ", ".join(MEMORY_COLUMNS) + " FROM memories WHERE rid = ?", (rid,)).fetchone()
             row = MemoryRow.from_sql(r)
             row.ttl_seconds, row.ttl = 0.0, 0.0
             row.ttl_anchor = min(row.ttl_anchor, marked_at)
             row.due_at = eng.due_of(row)
             eng.catalog.write_state(conn, row)
             tier = TIER_NAMES[row.tier]
-            conn.execute(EVENT_SQL, (eng.store_time.now(), row.ns, row.id, "supersede", tier, tier,
-                                     "damping finished at open", row.w_ref, row.confidence, row.access_count,
-                                     row.memory_type))
+            conn.execute(
+                EVENT_SQL,
+                (
+                    eng.store_time.now(),
+                    row.ns,
+                    row.id,
+                    "supersede",
+                    tier,
+                    tier,
+                    "damping finished at open",
+                    row.w_ref,
+                    row.confidence,
+                    row.access_count,
+                    row.memory_type,
+                ),
+            )
 
     eng.catalog.write(fix)
-
 
 
 def repair_never_due(eng: Engine) -> None:
@@ -159,11 +184,14 @@ def check_unlocked(root: Path) -> None:
 def _held(root: Path, holder: str) -> StoreConfigError:
     """The error for a store whose LOCK ``holder`` (the pid written in it) holds."""
     if holder == str(os.getpid()):
-        return StoreConfigError(f"the store at {root} is already open in this process: use that TierStore, "
-                                "or close it first")
+        return StoreConfigError(
+            f"the store at {root} is already open in this process: use that TierStore, or close it first"
+        )
     who = f"process {holder}" if holder.isdigit() else "another process"
-    return StoreConfigError(f"the store at {root} is open in {who}; one writer at a time (readers beside it: "
-                            "TierStore.open(path, readonly=True); tierstore stats, verify and report)")
+    return StoreConfigError(
+        f"the store at {root} is open in {who}; one writer at a time (readers beside it: "
+        "TierStore.open(path, readonly=True); tierstore stats, verify and report)"
+    )
 
 
 def remove_new_store(root: Path, made_dir: bool) -> None:
@@ -182,8 +210,9 @@ def remove_new_store(root: Path, made_dir: bool) -> None:
             pass  # something else was put there meanwhile: leave it
 
 
-def open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
-              stored: str | None, create: bool = True) -> tuple[ObjectStore, str | None]:
+def open_cold(
+    root: Path, cold: Any, options: Mapping[str, Any] | None, stored: str | None, create: bool = True
+) -> tuple[ObjectStore, str | None]:
     """The cold object store, and what the catalog should remember of it
     (JSON: URL, endpoint and region; never credentials)."""
     opts = dict(options or {})
@@ -196,7 +225,8 @@ def open_cold(root: Path, cold: Any, options: Mapping[str, Any] | None,
         if url is None:
             raise StoreConfigError(
                 f"the store at {root} archives to an object store that was given as an object ({meta.get('repr')}); "
-                "pass cold= again")
+                "pass cold= again"
+            )
         if url == "default":
             if not create:  # a reader: a store that never archived has no directory, and gets none
                 return LocalObjectStore(root / "cold", create=False), None
@@ -225,9 +255,20 @@ def same_policy(stored: str, policy: Policy) -> bool:
         return False
 
 
-def open_writable(make: Callable[..., T], root: Path, *, dim: int | None, policy: Policy | None, cold: Any,
-                  cold_options: Mapping[str, Any] | None, clock: Clock | None, settings: Settings,
-                  allow_clock_jump: bool, take_over_cold: bool, embedder: Embedder | None) -> tuple[T, bool]:
+def open_writable(
+    make: Callable[..., T],
+    root: Path,
+    *,
+    dim: int | None,
+    policy: Policy | None,
+    cold: Any,
+    cold_options: Mapping[str, Any] | None,
+    clock: Clock | None,
+    settings: Settings,
+    allow_clock_jump: bool,
+    take_over_cold: bool,
+    embedder: Embedder | None,
+) -> tuple[T, bool]:
     """Open (or create) the store at ``root`` for writing: the lock, the
     catalog, the checks against what it recorded (dim, embedder, policy
     types), the object store reached and claimed, the meta written; then
@@ -258,9 +299,7 @@ def open_writable(make: Callable[..., T], root: Path, *, dim: int | None, policy
         types_in_use = {r[0] for r in catalog.query("SELECT DISTINCT memory_type FROM memories")}
         missing = sorted(types_in_use - set(effective.type_names))
         if missing:
-            raise StoreConfigError(
-                f"the policy does not define memory types used in the store: {', '.join(missing)}"
-            )
+            raise StoreConfigError(f"the policy does not define memory types used in the store: {', '.join(missing)}")
         changed = policy is not None and stored_policy is not None and not same_policy(stored_policy, policy)
         cold_store, cold_meta = open_cold(root, cold, cold_options, catalog.get_meta("cold"))
         store_id = catalog.get_meta("store_id") or uuid.uuid4().hex
@@ -279,9 +318,20 @@ def open_writable(make: Callable[..., T], root: Path, *, dim: int | None, policy
         warm_up_kernels()
         clock = clock or SystemClock()
         check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
-        store = make(path=root, dim=dim, policy=effective, clock=clock, settings=settings,
-                     catalog=catalog, lock_fd=lock_fd, cold=cold_store, clock_check=check,
-                     allow_clock_jump=allow_clock_jump, store_id=store_id, embedder=embedder)
+        store = make(
+            path=root,
+            dim=dim,
+            policy=effective,
+            clock=clock,
+            settings=settings,
+            catalog=catalog,
+            lock_fd=lock_fd,
+            cold=cold_store,
+            clock_check=check,
+            allow_clock_jump=allow_clock_jump,
+            store_id=store_id,
+            embedder=embedder,
+        )
     except BaseException:
         if catalog is not None:
             catalog.close()
@@ -313,9 +363,18 @@ def finish_open(eng: Engine, *, policy_changed: bool) -> None:
             eng.hot.ensure(ns)
 
 
-def open_readonly(make: Callable[..., T], root: Path, *, dim: int | None, policy: Policy | None, cold: Any,
-                  cold_options: Mapping[str, Any] | None, clock: Clock | None, settings: Settings | None,
-                  embedder: Embedder | None) -> T:
+def open_readonly(
+    make: Callable[..., T],
+    root: Path,
+    *,
+    dim: int | None,
+    policy: Policy | None,
+    cold: Any,
+    cold_options: Mapping[str, Any] | None,
+    clock: Clock | None,
+    settings: Settings | None,
+    embedder: Embedder | None,
+) -> T:
     """A reader beside the store's writer: no lock, no writes, nothing created."""
     if not (root / "catalog.sqlite").is_file():
         raise StoreConfigError(f"there is no tierstore store at {root}")
@@ -330,25 +389,41 @@ def open_readonly(make: Callable[..., T], root: Path, *, dim: int | None, policy
             raise StoreConfigError(
                 f"the store at {root} was written by an earlier tierstore version (its catalog lacks "
                 f"{', '.join(missing)}); open it once for writing to upgrade it (TierStore.open(path), or "
-                f"`tierstore sweep --dry-run {root}`, which changes nothing else), then read it")
+                f"`tierstore sweep --dry-run {root}`, which changes nothing else), then read it"
+            )
         if dim is not None and check_positive_int(dim, "dim") != int(stored_dim):
             raise StoreConfigError(f"the store at {root} has dimension {stored_dim}, opened with dim={dim}")
         if embedder is not None:
             if embedder.dim != int(stored_dim):
-                raise StoreConfigError(f"the store at {root} has dimension {stored_dim}; the embedder "
-                                       f"{embedder.name!r} makes vectors of dimension {embedder.dim}")
+                raise StoreConfigError(
+                    f"the store at {root} has dimension {stored_dim}; the embedder "
+                    f"{embedder.name!r} makes vectors of dimension {embedder.dim}"
+                )
             check_against_record(embedder, catalog.get_meta("embedder"), str(root))
         effective = Policy.from_stored_json(stored_policy)
         if policy is not None and policy != effective:
-            raise StoreConfigError("a read-only open cannot apply a different policy (it would recompute "
-                                   "every memory's lifetime); open it for writing, or without policy=")
+            raise StoreConfigError(
+                "a read-only open cannot apply a different policy (it would recompute "
+                "every memory's lifetime); open it for writing, or without policy="
+            )
         cold_store, _ = open_cold(root, cold, cold_options, catalog.get_meta("cold"), create=False)
         warm_up_kernels()
         clock = clock or SystemClock()
         check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
-        return make(path=root, dim=int(stored_dim), policy=effective, clock=clock, settings=settings or Settings(),
-                    catalog=catalog, lock_fd=-1, cold=cold_store, clock_check=check,
-                    store_id=catalog.get_meta("store_id") or "", readonly=True, embedder=embedder)
+        return make(
+            path=root,
+            dim=int(stored_dim),
+            policy=effective,
+            clock=clock,
+            settings=settings or Settings(),
+            catalog=catalog,
+            lock_fd=-1,
+            cold=cold_store,
+            clock_check=check,
+            store_id=catalog.get_meta("store_id") or "",
+            readonly=True,
+            embedder=embedder,
+        )
     except BaseException:
         catalog.close()
         raise

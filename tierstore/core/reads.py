@@ -8,14 +8,14 @@ import binascii
 import json
 from dataclasses import replace
 
-from tierstore.rules import supersession
-from tierstore.storage.catalog import MemoryRow
+from tierstore.analytics.lifecycle import lifecycle_metrics
 from tierstore.core.engine import Engine
 from tierstore.errors import InvalidInputError
 from tierstore.kernels import TIER_HOT
-from tierstore.analytics.lifecycle import lifecycle_metrics
 from tierstore.records import TIER_NAMES, Memory, Stats
+from tierstore.rules import supersession
 from tierstore.rules.validation import check_id, check_key, check_namespace, check_positive_int
+from tierstore.storage.catalog import MemoryRow
 
 
 def get(eng: Engine, ns: str, id: str) -> Memory | None:
@@ -24,14 +24,12 @@ def get(eng: Engine, ns: str, id: str) -> Memory | None:
     return None if memory is None else with_mark(eng, memory)
 
 
-
 def with_mark(eng: Engine, memory: Memory) -> Memory:
     """``memory`` with its key and ``superseded_by`` (one catalog read)."""
     info = supersession.marks_of(eng.catalog, memory.namespace, [memory.id]).get(memory.id)
     if info is None:
         return memory
     return replace(memory, key=info.key, superseded_by=info.superseded_by)
-
 
 
 def get_by_key(eng: Engine, ns: str, key: str) -> Memory | None:
@@ -43,7 +41,6 @@ def get_by_key(eng: Engine, ns: str, key: str) -> Memory | None:
         raise InvalidInputError("get_by_key needs a key, got None")
     mid = supersession.live_id_of_key(eng.catalog, ns, key)
     return None if mid is None else get(eng, ns, mid)
-
 
 
 def memories(eng: Engine, ns: str, *, with_embedding: bool = False) -> list[Memory]:
@@ -62,8 +59,9 @@ DEFAULT_PAGE = 1000
 _CURSOR_MAX_CHARS = 1024  # a cursor holds a namespace (<= 128 chars) and a rid: far below this
 
 
-def memories_page(eng: Engine, ns: str, *, after: str | None, limit: int | None,
-                  with_embedding: bool) -> tuple[list[Memory], str | None]:
+def memories_page(
+    eng: Engine, ns: str, *, after: str | None, limit: int | None, with_embedding: bool
+) -> tuple[list[Memory], str | None]:
     """See :meth:`TierStore.memories_page`: the memories of ``ns`` after the
     cursor ``after`` in the order of :func:`memories` (by rid), at most
     ``limit``, and the cursor of the next page (None after the last)."""
@@ -83,7 +81,8 @@ def memories_page(eng: Engine, ns: str, *, after: str | None, limit: int | None,
     fetch = min(limit, 1 << 62) + 1  # SQLite's integers are 64-bit
     rows = eng.catalog.select_rows(
         "WHERE m.rid IN (SELECT rid FROM memories WHERE ns = ? AND rid > ? ORDER BY rid LIMIT ?) ORDER BY m.rid",
-        (ns, after_rid, fetch))
+        (ns, after_rid, fetch),
+    )
     more = len(rows) > limit
     rows = rows[:limit]
     page = _listed(eng, ns, rows, now, with_embedding)
@@ -110,8 +109,14 @@ def _cursor_rid(after: object, ns: str) -> int:
         value = json.loads(base64.b64decode(after + "=" * (-len(after) % 4), altchars=b"-_", validate=True))
     except (binascii.Error, ValueError, RecursionError):  # not base64, not UTF-8, not JSON
         raise InvalidInputError(f"{why}: {after[:80]!r} is not a cursor") from None
-    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
-            and isinstance(value[1], int) and not isinstance(value[1], bool) and 0 <= value[1] < 1 << 63):
+    if not (
+        isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[0], str)
+        and isinstance(value[1], int)
+        and not isinstance(value[1], bool)
+        and 0 <= value[1] < 1 << 63
+    ):
         raise InvalidInputError(f"{why}: {after[:80]!r} is not a cursor")
     if value[0] != ns:
         raise InvalidInputError(f"{why}: this cursor belongs to another namespace")
@@ -145,14 +150,15 @@ def _marks_between(eng: Engine, ns: str, first_rid: int, last_rid: int) -> dict[
     memories' and the supersessions' primary keys), only marked rows returned."""
     marks: dict[int, tuple[str | None, str | None]] = {}
     for rid, key in eng.catalog.query(
-            "SELECT rid, key FROM memories WHERE rid BETWEEN ? AND ? AND ns = ? AND key IS NOT NULL",
-            (first_rid, last_rid, ns)):
+        "SELECT rid, key FROM memories WHERE rid BETWEEN ? AND ? AND ns = ? AND key IS NOT NULL",
+        (first_rid, last_rid, ns),
+    ):
         marks[rid] = (key, None)
     for rid, by_id in eng.catalog.query(
-            "SELECT rid, by_id FROM supersessions WHERE rid BETWEEN ? AND ? AND ns = ?", (first_rid, last_rid, ns)):
+        "SELECT rid, by_id FROM supersessions WHERE rid BETWEEN ? AND ? AND ns = ?", (first_rid, last_rid, ns)
+    ):
         marks[rid] = (marks.get(rid, (None, None))[0], by_id)
     return marks
-
 
 
 def get_memory(eng: Engine, ns: str, id: str) -> Memory | None:

@@ -5,14 +5,22 @@ hits' accesses where they are."""
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from tierstore import embedding as _embedding
+from tierstore.core import hybrid, row_ranker
+from tierstore.core.engine import Engine
+from tierstore.core.row_ranker import RowHit
+from tierstore.core.trace import encode_vector
+from tierstore.core.updates import count_accesses
+from tierstore.errors import InvalidInputError, ReadOnlyStoreError, StoreClosedError
+from tierstore.kernels import TIER_WARM, record_accesses
+from tierstore.kernels import columns as C
+from tierstore.records import Hit
 from tierstore.rules import supersession
-from tierstore.core import hybrid
-from tierstore.core import row_ranker
 from tierstore.rules.resolution import (
     R_TTL_OVERRIDE,
     annotate_resolution,
@@ -22,15 +30,6 @@ from tierstore.rules.resolution import (
     resolve_by_wording,
     resolve_hits,
 )
-from tierstore.core.engine import Engine
-from tierstore.errors import InvalidInputError, ReadOnlyStoreError, StoreClosedError
-from tierstore.tiers.hot import HotNamespace
-from tierstore.kernels import TIER_WARM, record_accesses
-from tierstore.kernels import columns as C
-from tierstore.records import Hit
-from tierstore.core.row_ranker import RowHit
-from tierstore.core.trace import encode_vector
-from tierstore.core.updates import count_accesses
 from tierstore.rules.validation import (
     F32,
     check_confidence,
@@ -39,12 +38,25 @@ from tierstore.rules.validation import (
     check_tags,
     check_vector,
 )
+from tierstore.tiers.hot import HotNamespace
 
 
-def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
-           memory_types: Iterable[str] | None = None, min_confidence: float = 0.0, include_warm: bool = True,
-           include_cold: bool | str | None = None, record_access: bool | None = None,
-           explain: bool = False, in_memory_only: bool = False, text: str | None = None) -> list[Hit] | None:
+def search(
+    eng: Engine,
+    ns: str,
+    query: Any,
+    *,
+    k: int = 5,
+    context_tags: Iterable[str] = (),
+    memory_types: Iterable[str] | None = None,
+    min_confidence: float = 0.0,
+    include_warm: bool = True,
+    include_cold: bool | str | None = None,
+    record_access: bool | None = None,
+    explain: bool = False,
+    in_memory_only: bool = False,
+    text: str | None = None,
+) -> list[Hit] | None:
     """See :meth:`TierStore.search`; ``in_memory_only``: see
     :meth:`TierStore.search_in_memory` (None when the search needs more);
     ``text``: the words of the query (a text query's own), for the keyword
@@ -63,8 +75,12 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         if text is None:
             text = query  # a text query: its words are the keyword side's
         query = _embedding.embed_query(eng.embedder, query)
-    if (type(query) is np.ndarray and query.dtype is F32 and query.shape == eng.vector_shape
-            and query.flags.c_contiguous):
+    if (
+        type(query) is np.ndarray
+        and query.dtype is F32
+        and query.shape == eng.vector_shape
+        and query.flags.c_contiguous
+    ):
         # As given: the rerank kernel measures the query's length (in cache
         # after the candidate search); the hot tier checks and normalises
         # a zero, NaN, inf or oddly scaled one the kernel does not rank.
@@ -73,8 +89,11 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         q = check_vector(query, eng.dim, "query")
     if type(k) is not int or k < 1:
         k = check_positive_int(k, "k")
-    min_conf = min_confidence if type(min_confidence) is float and 0.0 <= min_confidence <= 1.0 \
+    min_conf = (
+        min_confidence
+        if type(min_confidence) is float and 0.0 <= min_confidence <= 1.0
         else check_confidence(min_confidence, "min_confidence")
+    )
     cp = eng.compiled_policy
     allowed = cp.all_types if memory_types is None else cp.type_allowed(list(memory_types))
     ctx_tags = (check_tags(context_tags, 1024) if context_tags else ()) or eng.contexts.get(ns, ())
@@ -94,9 +113,23 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     cold_mode = sc.include_cold if include_cold is None else include_cold
     if text is not None and sc.keyword_weight > 0.0 and not in_memory_only:
         q = check_vector(query, eng.dim, "query")
-        found = hybrid.search(eng, ns, q, text, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now,
-                              include_warm=include_warm, cold_mode=cold_mode, record_access=record_access,
-                              access_cold=access_cold, explain=explain, record=record_hits)
+        found = hybrid.search(
+            eng,
+            ns,
+            q,
+            text,
+            k=k,
+            ctx=ctx,
+            allowed=allowed,
+            min_conf=min_conf,
+            now=now,
+            include_warm=include_warm,
+            cold_mode=cold_mode,
+            record_access=record_access,
+            access_cold=access_cold,
+            explain=explain,
+            record=record_hits,
+        )
         if found is not None:  # else no word matched: by meaning alone, below
             if eng.trace is not None:
                 trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, found)
@@ -106,27 +139,45 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
     if in_memory_only:
         hot = eng.hot.get(ns)  # a namespace not loaded yet is read from the catalog
         listed = eng.warm.shards_if_listed(ns)
-        if hot is None or k > hot.live or cold_mode is True or listed is None or (include_warm and listed) \
-                or not hot.lock.try_read():  # a writer holds or waits for the index
+        if (
+            hot is None
+            or k > hot.live
+            or cold_mode is True
+            or listed is None
+            or (include_warm and listed)
+            or not hot.lock.try_read()
+        ):  # a writer holds or waits for the index
             return None
     else:
         hot = eng.hot.ensure(ns)
         if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
-            k = max(1, min(k, hot.live + sum(info.count for info in eng.warm.shards(ns))
-                           + (eng.cold_index.count(ns) if eng.cold_searchable else 0)))
+            k = max(
+                1,
+                min(
+                    k,
+                    hot.live
+                    + sum(info.count for info in eng.warm.shards(ns))
+                    + (eng.cold_index.count(ns) if eng.cold_searchable else 0),
+                ),
+            )
         hot.lock.acquire_read()  # released below, as try_read's is
     moved: dict[str, str] | None = None  # resolution's moves, where not read off the kernel's R_BEFORE
     estimate_note: str | None = None  # why the archive may rank (policy scoring.cold_estimate)
     try:
         ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
         hits = col_hits = hot.hits(ranked, cp, explain)  # col_hits: in the kernel's column order
-        col_sims = dict(zip((h.id for h in hits), ranked.rf[C.R_RAW].tolist())) \
-            if cp.resolve_word_margin >= 0.0 and len(hits) > 1 else {}
+        col_sims = (
+            dict(zip((h.id for h in hits), ranked.rf[C.R_RAW].tolist()))
+            if cp.resolve_word_margin >= 0.0 and len(hits) > 1
+            else {}
+        )
         warm_shards = include_warm and bool(eng.warm.shards(ns))
         # hot alone answers when there is no warm tier to merge and the cold
         # tier is not wanted: off, or "auto" with k hits, one as similar as the bar
-        hot_alone = not warm_shards and (cold_mode is False or (
-            cold_mode == "auto" and len(hits) >= k and ranked.rf[C.R_RAW].max() >= sc.cold_similarity_bar))
+        hot_alone = not warm_shards and (
+            cold_mode is False
+            or (cold_mode == "auto" and len(hits) >= k and ranked.rf[C.R_RAW].max() >= sc.cold_similarity_bar)
+        )
         if hot_alone and cold_mode == "auto" and sc.cold_estimate and eng.cold_searchable:
             estimate_note = archive_may_rank(eng, ns, query, float(ranked.rf[C.R_RAW].min()), sc, in_memory_only)
             if estimate_note is _UNKNOWN:
@@ -144,8 +195,16 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
             hot_alone = True
         if record_access and hits and hot_alone:
             with hot.access_lock:
-                record_accesses(ranked.slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
-                                cp.thresholds, cp.conf_half_life)
+                record_accesses(
+                    ranked.slots,
+                    now,
+                    hot.F,
+                    hot.I,
+                    cp.boost_by_type,
+                    cp.refresh_by_type,
+                    cp.thresholds,
+                    cp.conf_half_life,
+                )
     finally:
         hot.lock.release_read()
     if q is query and (not hot_alone or eng.trace is not None):
@@ -176,19 +235,30 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
         merged += [(w.hit.score, w.similarity, 1, i, w.hit, w) for i, w in enumerate(warm) if w.hit.id not in seen]
         seen.update(w.hit.id for w in warm)
     best = max((m[1] for m in merged), default=-math.inf)
-    if cold_mode == "auto" and estimate_note is None and sc.cold_estimate and eng.cold_searchable \
-            and best >= sc.cold_similarity_bar and len(merged) >= k:
+    if (
+        cold_mode == "auto"
+        and estimate_note is None
+        and sc.cold_estimate
+        and eng.cold_searchable
+        and best >= sc.cold_similarity_bar
+        and len(merged) >= k
+    ):
         kth = min(m[1] for m in sorted(merged, key=lambda m: (-m[0], -m[1], m[2], m[3]))[:k])
         estimate_note = archive_may_rank(eng, ns, q, kth, sc, False)
-    if cold_mode is True or (cold_mode == "auto" and (best < sc.cold_similarity_bar or len(merged) < k
-                                                      or estimate_note is not None)):
+    if cold_mode is True or (
+        cold_mode == "auto" and (best < sc.cold_similarity_bar or len(merged) < k or estimate_note is not None)
+    ):
         if cold_mode is True:
             note = "include_cold=True"
         elif estimate_note is not None and best >= sc.cold_similarity_bar and len(merged) >= k:
             note = estimate_note
         elif best < sc.cold_similarity_bar:
-            note = (f"hot and warm answered weakly: best similarity {best:.2f} < {sc.cold_similarity_bar:g} "
-                    "(policy scoring.cold_similarity_bar)" if merged else "hot and warm hold nothing that matches")
+            note = (
+                f"hot and warm answered weakly: best similarity {best:.2f} < {sc.cold_similarity_bar:g} "
+                "(policy scoring.cold_similarity_bar)"
+                if merged
+                else "hot and warm hold nothing that matches"
+            )
         else:
             note = f"hot and warm answered weakly: {len(merged)} of the {k} hits asked for"
         cold = search_cold(eng, ns, q, k, ctx, allowed, min_conf, now, explain, note)
@@ -198,9 +268,13 @@ def search(eng: Engine, ns: str, query: Any, *, k: int = 5, context_tags: Iterab
             # and warm answered weakly (not when only the estimate sent the search here: the hits found
             # matched well, and the archive competes by score), and not a superseded one (it ranks by its
             # demoted score, after what replaced it)
-            merged.sort(key=lambda m: (False, -m[5].order, m[3])
-                        if m[2] == 2 and m[1] > best and m[5].row.ttl_seconds != 0.0
-                        else (True, -m[0], -m[1], m[2], m[3]))
+            merged.sort(
+                key=lambda m: (
+                    (False, -m[5].order, m[3])
+                    if m[2] == 2 and m[1] > best and m[5].row.ttl_seconds != 0.0
+                    else (True, -m[0], -m[1], m[2], m[3])
+                )
+            )
         else:
             merged.sort(key=lambda m: (-m[0], -m[1], m[2], m[3]))
     else:
@@ -248,10 +322,10 @@ def archive_may_rank(eng: Engine, ns: str, query: Any, kth: float, sc: Any, in_m
     est = index.best_estimate(ns, check_vector(query, eng.dim, "query"))
     if est < kth - sc.cold_estimate_slack:
         return None
-    return (f"an archived memory may match as well: estimated similarity {est:.2f} >= {kth:.2f} (the least similar"
-            f" hit) - {sc.cold_estimate_slack:g} (policy scoring.cold_estimate)")
-
-
+    return (
+        f"an archived memory may match as well: estimated similarity {est:.2f} >= {kth:.2f} (the least similar"
+        f" hit) - {sc.cold_estimate_slack:g} (policy scoring.cold_estimate)"
+    )
 
 
 def _factor(cp: Any) -> float | None:
@@ -259,9 +333,9 @@ def _factor(cp: Any) -> float | None:
     return cp.policy.supersession.superseded_factor if cp.marks_rank else None
 
 
-
-def record_hits(eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ...]], now: float,
-                access_cold: bool) -> None:
+def record_hits(
+    eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ...]], now: float, access_cold: bool
+) -> None:
     """Count an access on each merged hit where it is: hot hits in place,
     warm ones promoted to hot, cold ones (when ``access_cold``) reactivated
     (back to hot, with the archived embedding the search already read)."""
@@ -274,8 +348,9 @@ def record_hits(eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ..
             slots = np.array([hot.slot_of[i] for i in hot_ids if i in hot.slot_of], np.int64)
             moved_away = [i for i in hot_ids if i not in hot.slot_of]
             if slots.size:
-                record_accesses(slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type,
-                                cp.thresholds, cp.conf_half_life)
+                record_accesses(
+                    slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type, cp.thresholds, cp.conf_half_life
+                )
     used_warm = [m[5].row for m in top if m[2] == 1]
     if used_warm:
         promoted = {r.rid for r in eng.migrator.promote(ns, used_warm, now, access=True, kind="promote")}
@@ -283,8 +358,12 @@ def record_hits(eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ..
     used_cold = [m[5] for m in top if m[2] == 2] if access_cold else []
     if used_cold:
         rows = [c.row for c in used_cold]
-        back = {r.rid for r in eng.migrator.reactivate(
-            ns, rows, now, records={c.row.id: {"embedding": c.embedding} for c in used_cold})}
+        back = {
+            r.rid
+            for r in eng.migrator.reactivate(
+                ns, rows, now, records={c.row.id: {"embedding": c.embedding} for c in used_cold}
+            )
+        }
         moved_away += [r.id for r in rows if r.rid not in back]
     pending = moved_away
     for _ in range(16):  # hits that changed tier meanwhile: counted where they are now
@@ -293,20 +372,46 @@ def record_hits(eng: Engine, ns: str, hot: HotNamespace, top: list[tuple[Any, ..
         pending = count_accesses(eng, ns, hot, pending, now, strict=False)
 
 
-
-def trace_search(eng: Engine, now: float, ns: str, q: np.ndarray, k: int, ctx_tags: Sequence[str],
-                 memory_types: Any, min_conf: float, include_warm: bool, record_access: bool | None,
-                 hits: list[Hit]) -> None:
+def trace_search(
+    eng: Engine,
+    now: float,
+    ns: str,
+    q: np.ndarray,
+    k: int,
+    ctx_tags: Sequence[str],
+    memory_types: Any,
+    min_conf: float,
+    include_warm: bool,
+    record_access: bool | None,
+    hits: list[Hit],
+) -> None:
     assert eng.trace is not None
-    eng.trace.write("search", now, ns=ns, query=encode_vector(q), k=k, context_tags=list(ctx_tags),
-                      memory_types=None if memory_types is None else list(memory_types),
-                      min_confidence=min_conf, include_warm=include_warm, record_access=record_access,
-                      hits=[h.id for h in hits])
+    eng.trace.write(
+        "search",
+        now,
+        ns=ns,
+        query=encode_vector(q),
+        k=k,
+        context_tags=list(ctx_tags),
+        memory_types=None if memory_types is None else list(memory_types),
+        min_confidence=min_conf,
+        include_warm=include_warm,
+        record_access=record_access,
+        hits=[h.id for h in hits],
+    )
 
 
-
-def search_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
-                now: float, explain: bool) -> list[RowHit]:
+def search_warm(
+    eng: Engine,
+    ns: str,
+    q: np.ndarray,
+    k: int,
+    ctx: Any,
+    allowed: np.ndarray,
+    min_conf: float,
+    now: float,
+    explain: bool,
+) -> list[RowHit]:
     """Warm hits: shard candidates, their live rows from the catalog (a
     row left its shard when the catalog says so), then the same fused
     rerank as the hot tier."""
@@ -330,28 +435,51 @@ def search_warm(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: 
             cand_sims.append(sim)
         if not rows:
             return []
-        picked, hits = eng.ranker.rank(rows, cand_sims, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
-                                         now=now, explain=explain, tier="warm")
+        picked, hits = eng.ranker.rank(
+            rows, cand_sims, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now, explain=explain, tier="warm"
+        )
         if len(picked) >= k or want >= largest:
             return hits
         want *= 4
 
 
-
-def search_cold(eng: Engine, ns: str, q: np.ndarray, k: int, ctx: Any, allowed: np.ndarray, min_conf: float,
-                now: float, explain: bool, note: str) -> list[RowHit]:
+def search_cold(
+    eng: Engine,
+    ns: str,
+    q: np.ndarray,
+    k: int,
+    ctx: Any,
+    allowed: np.ndarray,
+    min_conf: float,
+    now: float,
+    explain: bool,
+    note: str,
+) -> list[RowHit]:
     """Cold hits (see :func:`tierstore.core.row_ranker.search_cold`); none when
     the namespace has nothing archived."""
     if not eng.cold_searchable or eng.cold_index.count(ns) == 0:
         return []
     errors: list[BaseException] = []
-    hits = row_ranker.search_cold(eng.ranker, index=eng.cold_index, catalog=eng.catalog, cold=eng.cold,
-                       cache=eng.vector_cache, ns=ns, q=q, k=k, ctx=ctx, allowed=allowed, min_conf=min_conf,
-                       now=now, explain=explain, note=note, errors=errors)
+    hits = row_ranker.search_cold(
+        eng.ranker,
+        index=eng.cold_index,
+        catalog=eng.catalog,
+        cold=eng.cold,
+        cache=eng.vector_cache,
+        ns=ns,
+        q=q,
+        k=k,
+        ctx=ctx,
+        allowed=allowed,
+        min_conf=min_conf,
+        now=now,
+        explain=explain,
+        note=note,
+        errors=errors,
+    )
     if errors:  # the search serves what it could read; the failures are counted and kept for stats
         with eng.cold_errors_lock:
             eng.cold_search_errors += len(errors)
             eng.cold_error_log.extend(f"{type(e).__name__}: {e}" for e in errors)
             del eng.cold_error_log[:-100]
     return hits
-

@@ -13,22 +13,23 @@ cosine, like every other hit's.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import repeat
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from tierstore.storage.catalog import MemoryRow
-from tierstore.tiers.cold import ColdTier
-from tierstore.tiers.cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_row_vectors
 from tierstore.errors import ObjectNotFoundError
-from tierstore.tiers.hot import columns_from_rows
 from tierstore.kernels import TIER_COLD, fused_rerank
 from tierstore.records import Hit, HitRows, Memory
 from tierstore.rules.scoring import CompiledPolicy, QueryContext
 from tierstore.rules.supersession import unsuperseded_rows
 from tierstore.rules.tags import TagVocab
+from tierstore.storage.catalog import MemoryRow
+from tierstore.tiers.cold import ColdTier
+from tierstore.tiers.cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_row_vectors
+from tierstore.tiers.hot import columns_from_rows
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,21 @@ class RowRanker:
     type_idx: dict[str, int]
     memory_of: Callable[[MemoryRow, float], Memory]  # (row, now) -> snapshot without the embedding
 
-    def rank(self, rows: Sequence[MemoryRow], sims: Sequence[float], *, k: int, ctx: QueryContext,
-             allowed: np.ndarray, min_conf: float, now: float, explain: bool, tier: str,
-             note: str | None = None, by_relevance: bool = False) -> tuple[list[int], list[RowHit]]:
+    def rank(
+        self,
+        rows: Sequence[MemoryRow],
+        sims: Sequence[float],
+        *,
+        k: int,
+        ctx: QueryContext,
+        allowed: np.ndarray,
+        min_conf: float,
+        now: float,
+        explain: bool,
+        tier: str,
+        note: str | None = None,
+        by_relevance: bool = False,
+    ) -> tuple[list[int], list[RowHit]]:
         """The best ``k`` of ``rows`` (cosine ``sims``) by the fused score,
         after the policy's filters and masks (``by_relevance``: by the fused
         score without the use factors, :meth:`CompiledPolicy.relevance`; each
@@ -66,9 +79,19 @@ class RowRanker:
         cp = self.cp
         F, I, tags = columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])
         pick, scores, norm, raw = fused_rerank(
-            np.arange(len(rows), dtype=np.int64), np.asarray(sims, np.float32), F, I, tags,
-            cp.params(now, min_conf, ctx), allowed, cp.w0_by_type, ctx.q_tags, ctx.rule_tags,
-            ctx.rule_mult, ctx.mask_tags, len(rows) if by_relevance else k,
+            np.arange(len(rows), dtype=np.int64),
+            np.asarray(sims, np.float32),
+            F,
+            I,
+            tags,
+            cp.params(now, min_conf, ctx),
+            allowed,
+            cp.w0_by_type,
+            ctx.q_tags,
+            ctx.rule_tags,
+            ctx.rule_mult,
+            ctx.mask_tags,
+            len(rows) if by_relevance else k,
         )
         rel = None
         if by_relevance:  # all ranked by the kernel; keep the k most relevant (ties: the better score)
@@ -95,9 +118,17 @@ def _cold_rows(catalog: Any, ns: str, rids: list[int], superseded: bool) -> list
     return [r for r in rows if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None]
 
 
-def _read_moved_again(index: ColdIndex, catalog: Any, cold: ColdTier, cache: VectorCache, ns: str,
-                      rows: list[MemoryRow], vectors: np.ndarray, failed: list[BaseException],
-                      superseded: bool) -> list[BaseException]:
+def _read_moved_again(
+    index: ColdIndex,
+    catalog: Any,
+    cold: ColdTier,
+    cache: VectorCache,
+    ns: str,
+    rows: list[MemoryRow],
+    vectors: np.ndarray,
+    failed: list[BaseException],
+    superseded: bool,
+) -> list[BaseException]:
     """An object was collected under a search: a compaction moved its records
     to a new object (or its memories left the cold tier) after ``rows`` were
     read. Read the unread candidates' rows again, once, and their vectors
@@ -117,9 +148,24 @@ def _read_moved_again(index: ColdIndex, catalog: Any, cold: ColdTier, cache: Vec
     return failed + again if np.isnan(vectors[left, 0]).any() else []
 
 
-def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: ColdTier, cache: VectorCache, ns: str,
-                q: np.ndarray, k: int, ctx: QueryContext, allowed: np.ndarray, min_conf: float, now: float,
-                explain: bool, note: str, errors: list[BaseException]) -> list[RowHit]:
+def search_cold(
+    ranker: RowRanker,
+    *,
+    index: ColdIndex,
+    catalog: Any,
+    cold: ColdTier,
+    cache: VectorCache,
+    ns: str,
+    q: np.ndarray,
+    k: int,
+    ctx: QueryContext,
+    allowed: np.ndarray,
+    min_conf: float,
+    now: float,
+    explain: bool,
+    note: str,
+    errors: list[BaseException],
+) -> list[RowHit]:
     """The best ``k`` cold memories of ``ns`` for the unit query ``q``: the
     cold index's candidates (``candidate_count(k)``), their catalog rows
     (those still cold in ``ns``: the index may lag a restore by a moment;
@@ -151,6 +197,17 @@ def search_cold(ranker: RowRanker, *, index: ColdIndex, catalog: Any, cold: Cold
     if not rows:
         return []
     sims = exact_rescore(q, vectors)
-    picked, hits = ranker.rank(rows, sims.tolist(), k=k, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now,
-                               explain=explain, tier="cold", note=note, by_relevance=ranker.cp.cold_by_relevance)
+    picked, hits = ranker.rank(
+        rows,
+        sims.tolist(),
+        k=k,
+        ctx=ctx,
+        allowed=allowed,
+        min_conf=min_conf,
+        now=now,
+        explain=explain,
+        tier="cold",
+        note=note,
+        by_relevance=ranker.cp.cold_by_relevance,
+    )
     return [replace(h, embedding=vectors[j].astype("<f4").tobytes()) for j, h in zip(picked, hits)]

@@ -39,7 +39,7 @@ TOLERANCE_S = 600.0
 
 def format_time(t: float) -> str:
     """POSIX seconds as ``2026-12-03 14:05 UTC``."""
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def format_span(seconds: float) -> str:
@@ -62,7 +62,7 @@ class ClockRecord:
         return json.dumps({"high_water": self.high_water, "offset": self.offset})
 
     @classmethod
-    def from_json(cls, raw: str | None) -> "ClockRecord | None":
+    def from_json(cls, raw: str | None) -> ClockRecord | None:
         if not raw:
             return None
         doc = json.loads(raw)
@@ -103,14 +103,20 @@ class ClockCheck:
             return "the clock agrees with the store"
         mark = format_time(self.record.high_water)
         if self.behind_s > TOLERANCE_S:
-            what = (f"this clock reads {format_time(self.now)}, {format_span(self.behind_s)} before the latest time "
-                    f"the store has seen ({mark}): was it set back?")
+            what = (
+                f"this clock reads {format_time(self.now)}, {format_span(self.behind_s)} before the latest time "
+                f"the store has seen ({mark}): was it set back?"
+            )
         else:
-            what = (f"the store's time ({mark}) was kept by another clock, {format_span(self.jump_s)} "
-                    f"{'behind' if self.jump_s > 0 else 'ahead of'} this machine's: at this machine's time every "
-                    f"memory would look {format_span(self.jump_s)} {'older' if self.jump_s > 0 else 'younger'}")
-        return (f"{what}; refusing to sweep (it would archive or delete by the wrong time): give the time "
-                f"(--now, or a clock), or allow the jump (--allow-clock-jump, allow_clock_jump=True)")
+            what = (
+                f"the store's time ({mark}) was kept by another clock, {format_span(self.jump_s)} "
+                f"{'behind' if self.jump_s > 0 else 'ahead of'} this machine's: at this machine's time every "
+                f"memory would look {format_span(self.jump_s)} {'older' if self.jump_s > 0 else 'younger'}"
+            )
+        return (
+            f"{what}; refusing to sweep (it would archive or delete by the wrong time): give the time "
+            f"(--now, or a clock), or allow the jump (--allow-clock-jump, allow_clock_jump=True)"
+        )
 
 
 def parse_time(text: str) -> float:
@@ -123,10 +129,11 @@ def parse_time(text: str) -> float:
     try:
         t = _dt.datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValueError(f"{text!r} is not a time: give ISO 8601 (2026-12-03 or 2026-12-03T14:05Z) "
-                         "or POSIX seconds") from None
+        raise ValueError(
+            f"{text!r} is not a time: give ISO 8601 (2026-12-03 or 2026-12-03T14:05Z) or POSIX seconds"
+        ) from None
     if t.tzinfo is None:
-        t = t.replace(tzinfo=_dt.timezone.utc)
+        t = t.replace(tzinfo=_dt.UTC)
     return t.timestamp()
 
 

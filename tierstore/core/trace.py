@@ -17,8 +17,9 @@ from __future__ import annotations
 import base64
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 

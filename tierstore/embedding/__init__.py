@@ -15,7 +15,8 @@ Texts are embedded in batches of :data:`BATCH` per call of the model (one
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -48,8 +49,8 @@ class Embedder:
         """``(len(texts), dim)`` float32, each row finite and non-zero; batched by :data:`BATCH`."""
         out = np.empty((len(texts), self.dim), np.float32)
         for start in range(0, len(texts), BATCH):
-            part = list(texts[start:start + BATCH])
-            out[start:start + len(part)] = self._checked(self._embed_batch(part), len(part))
+            part = list(texts[start : start + BATCH])
+            out[start : start + len(part)] = self._checked(self._embed_batch(part), len(part))
         return out
 
     def _embed_batch(self, texts: list[str]) -> Any:
@@ -60,11 +61,13 @@ class Embedder:
         try:
             a = np.asarray(arr, dtype=np.float32)
         except (TypeError, ValueError):
-            raise StoreConfigError(f"the embedder {self.name!r} returned something that is not an array of numbers") \
-                from None
+            raise StoreConfigError(
+                f"the embedder {self.name!r} returned something that is not an array of numbers"
+            ) from None
         if a.shape != (n, self.dim):
-            raise StoreConfigError(f"the embedder {self.name!r} returned shape {a.shape} for {n} texts; "
-                                   f"expected ({n}, {self.dim})")
+            raise StoreConfigError(
+                f"the embedder {self.name!r} returned shape {a.shape} for {n} texts; expected ({n}, {self.dim})"
+            )
         return a
 
     def record(self) -> str:
@@ -90,15 +93,16 @@ class CallableEmbedder(Embedder):
         if dim is None:
             probe = np.asarray(fn(["dimension probe"]), dtype=np.float32)
             if probe.ndim != 2 or probe.shape[0] != 1:
-                raise StoreConfigError(f"the embedder {name!r} must return an array of shape (n, dim) for n texts; "
-                                       f"for one text it returned shape {probe.shape}")
+                raise StoreConfigError(
+                    f"the embedder {name!r} must return an array of shape (n, dim) for n texts; "
+                    f"for one text it returned shape {probe.shape}"
+                )
             dim = probe.shape[1]
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
             raise StoreConfigError(f"the embedder {name!r} has no valid dimension (dim={dim!r})")
         self.dim = int(dim)
         window = getattr(fn, "max_tokens", None)  # optional, as dim: the model's window, and its tokenizer
-        if window is not None and (isinstance(window, bool) or not isinstance(window, (int, np.integer))
-                                   or window < 3):
+        if window is not None and (isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 3):
             raise StoreConfigError(f"the embedder {name!r} has no valid window (max_tokens={window!r})")
         self.max_tokens = None if window is None else int(window)
         self._count = getattr(fn, "count_tokens", None)
@@ -145,8 +149,10 @@ def resolve(spec: Any) -> Embedder | None:
             return MiniLMEmbedder()
         if ":" in spec:
             return CallableEmbedder(_import(spec))
-        raise StoreConfigError(f"unknown embedder {spec!r}: give one of {', '.join(NAMED)}, 'module:function' "
-                               "or a callable list[str] -> float32 array (n, dim)")
+        raise StoreConfigError(
+            f"unknown embedder {spec!r}: give one of {', '.join(NAMED)}, 'module:function' "
+            "or a callable list[str] -> float32 array (n, dim)"
+        )
     if callable(spec):
         return CallableEmbedder(spec)
     raise StoreConfigError(f"embedder must be a name ({', '.join(NAMED)}) or a callable, got {type(spec).__name__}")
@@ -178,9 +184,11 @@ def check_against_record(embedder: Embedder, stored: str | None, where: str) -> 
     except (ValueError, KeyError, TypeError):
         raise StoreConfigError(f"the store at {where} has an unreadable embedder record: {stored[:200]!r}") from None
     if name != embedder.name or dim != embedder.dim:
-        raise StoreConfigError(f"the store at {where} holds vectors of the embedder {name!r} (dim {dim}); "
-                               f"opened with {embedder.name!r} (dim {embedder.dim}). Open it with the same embedder, "
-                               "or without one and pass vectors")
+        raise StoreConfigError(
+            f"the store at {where} holds vectors of the embedder {name!r} (dim {dim}); "
+            f"opened with {embedder.name!r} (dim {embedder.dim}). Open it with the same embedder, "
+            "or without one and pass vectors"
+        )
 
 
 def _text(value: Any, what: str) -> str:
@@ -191,8 +199,7 @@ def _text(value: Any, what: str) -> str:
     try:  # before the tokenizer, which fails on a lone surrogate (a bad decode) with its own error
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidInputError(f"{what} is not valid Unicode text: a lone surrogate at position {exc.start}"
-                                ) from None
+        raise InvalidInputError(f"{what} is not valid Unicode text: a lone surrogate at position {exc.start}") from None
     return value
 
 
@@ -215,10 +222,14 @@ def fill_embeddings(embedder: Embedder | None, items: Sequence[Any]) -> Sequence
             continue
         if embedder is None:
             if emb is None:
-                raise InvalidInputError(_where(items, i) + "an embedding is required: this store has no embedder "
-                                        "(open it with embedder='minilm' or a callable to add text alone)")
-            raise InvalidInputError(_where(items, i) + "embedding is text, but this store has no embedder to "
-                                    "embed it (open it with embedder=...), and takes vectors")
+                raise InvalidInputError(
+                    _where(items, i) + "an embedding is required: this store has no embedder "
+                    "(open it with embedder='minilm' or a callable to add text alone)"
+                )
+            raise InvalidInputError(
+                _where(items, i) + "embedding is text, but this store has no embedder to "
+                "embed it (open it with embedder=...), and takes vectors"
+            )
         try:
             todo.append((i, check_window(embedder, _text(source, what), what)))
         except InvalidInputError as exc:
@@ -237,8 +248,9 @@ def embed_query(embedder: Embedder | None, query: Any, what: str = "query") -> A
     if not isinstance(query, str):
         return query
     if embedder is None:
-        raise InvalidInputError(f"{what} is text, but this store has no embedder (open it with embedder=...); "
-                                "give a vector")
+        raise InvalidInputError(
+            f"{what} is text, but this store has no embedder (open it with embedder=...); give a vector"
+        )
     return embedder.embed([check_window(embedder, _text(query, what), what)])[0]
 
 
@@ -269,10 +281,10 @@ def check_window(embedder: Embedder, text: str, what: str) -> str:
         raise InvalidInputError(
             f"{what} is {how}{count} tokens, more than the {window} the embedder {embedder.name!r} reads: it "
             "would ignore the rest. Split it into several memories, or pass an embedding you computed for "
-            "the whole text")
+            "the whole text"
+        )
     return text
 
 
 def _where(items: Sequence[Any], i: int) -> str:
     return "" if len(items) == 1 else f"item {i}: "
-

@@ -18,8 +18,9 @@ the right (mask 1 for a token, 0 for padding). Output ``hidden``: float32
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -38,15 +39,23 @@ class BertConfig:
     layer_norm_eps: float
 
     @classmethod
-    def from_json(cls, cfg: Mapping[str, Any]) -> "BertConfig":
+    def from_json(cls, cfg: Mapping[str, Any]) -> BertConfig:
         """From a parsed ``config.json``; ValueError if it is not a BERT this graph computes."""
         if cfg.get("model_type") != "bert" or cfg.get("hidden_act") != "gelu":
-            raise ValueError(f"not a BERT with exact GELU (model_type={cfg.get('model_type')!r}, "
-                             f"hidden_act={cfg.get('hidden_act')!r})")
+            raise ValueError(
+                f"not a BERT with exact GELU (model_type={cfg.get('model_type')!r}, "
+                f"hidden_act={cfg.get('hidden_act')!r})"
+            )
         if cfg.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError(f"position_embedding_type {cfg.get('position_embedding_type')!r} is not 'absolute'")
-        out = cls(int(cfg["hidden_size"]), int(cfg["num_attention_heads"]), int(cfg["num_hidden_layers"]),
-                  int(cfg["intermediate_size"]), int(cfg["max_position_embeddings"]), float(cfg["layer_norm_eps"]))
+        out = cls(
+            int(cfg["hidden_size"]),
+            int(cfg["num_attention_heads"]),
+            int(cfg["num_hidden_layers"]),
+            int(cfg["intermediate_size"]),
+            int(cfg["max_position_embeddings"]),
+            float(cfg["layer_norm_eps"]),
+        )
         if out.hidden_size % out.num_attention_heads:
             raise ValueError(f"hidden_size {out.hidden_size} is not a multiple of {out.num_attention_heads} heads")
         return out
@@ -73,14 +82,27 @@ def build_graph(weights: Mapping[str, np.ndarray], cfg: BertConfig) -> bytes:
     eps = cfg.layer_norm_eps
     # Every token has type 0, so the token-type row is folded into the position
     # table (they are summed before the layer norm): no segment input needed.
-    nodes.append(helper.make_node(
-        "EmbedLayerNormalization",
-        ["input_ids", "", const("word_embeddings", w("embeddings.word_embeddings.weight")),
-         const("position_embeddings", w("embeddings.position_embeddings.weight")
-               + w("embeddings.token_type_embeddings.weight")[0]),
-         "", const("embeddings_ln_gamma", w("embeddings.LayerNorm.weight")),
-         const("embeddings_ln_beta", w("embeddings.LayerNorm.bias")), "attention_mask"],
-        ["x0", "mask_index"], domain=MS, epsilon=eps))
+    nodes.append(
+        helper.make_node(
+            "EmbedLayerNormalization",
+            [
+                "input_ids",
+                "",
+                const("word_embeddings", w("embeddings.word_embeddings.weight")),
+                const(
+                    "position_embeddings",
+                    w("embeddings.position_embeddings.weight") + w("embeddings.token_type_embeddings.weight")[0],
+                ),
+                "",
+                const("embeddings_ln_gamma", w("embeddings.LayerNorm.weight")),
+                const("embeddings_ln_beta", w("embeddings.LayerNorm.bias")),
+                "attention_mask",
+            ],
+            ["x0", "mask_index"],
+            domain=MS,
+            epsilon=eps,
+        )
+    )
     x = "x0"
     for i in range(cfg.num_hidden_layers):
         p, n = f"encoder.layer.{i}.", f"l{i}_"
@@ -88,37 +110,75 @@ def build_graph(weights: Mapping[str, np.ndarray], cfg: BertConfig) -> bytes:
         wqkv = np.concatenate([w(f"{p}attention.self.{m}.weight") for m in ("query", "key", "value")]).T
         bqkv = np.concatenate([w(f"{p}attention.self.{m}.bias") for m in ("query", "key", "value")])
         nodes += [
-            helper.make_node("Attention", [x, const(n + "wqkv", wqkv), const(n + "bqkv", bqkv), "mask_index"],
-                             [n + "attention"], domain=MS, num_heads=cfg.num_attention_heads),
-            helper.make_node("MatMul", [n + "attention", const(n + "wo", w(f"{p}attention.output.dense.weight").T)],
-                             [n + "attention_out"]),
-            helper.make_node("SkipLayerNormalization",
-                             [n + "attention_out", x, const(n + "ln1_gamma", w(f"{p}attention.output.LayerNorm.weight")),
-                              const(n + "ln1_beta", w(f"{p}attention.output.LayerNorm.bias")),
-                              const(n + "bo", w(f"{p}attention.output.dense.bias"))],
-                             [n + "x1"], domain=MS, epsilon=eps),
-            helper.make_node("MatMul", [n + "x1", const(n + "wi", w(f"{p}intermediate.dense.weight").T)],
-                             [n + "inner"]),
-            helper.make_node("BiasGelu", [n + "inner", const(n + "bi", w(f"{p}intermediate.dense.bias"))],
-                             [n + "inner_gelu"], domain=MS),
-            helper.make_node("MatMul", [n + "inner_gelu", const(n + "w2", w(f"{p}output.dense.weight").T)],
-                             [n + "out"]),
-            helper.make_node("SkipLayerNormalization",
-                             [n + "out", n + "x1", const(n + "ln2_gamma", w(f"{p}output.LayerNorm.weight")),
-                              const(n + "ln2_beta", w(f"{p}output.LayerNorm.bias")),
-                              const(n + "b2", w(f"{p}output.dense.bias"))],
-                             [n + "x2"], domain=MS, epsilon=eps),
+            helper.make_node(
+                "Attention",
+                [x, const(n + "wqkv", wqkv), const(n + "bqkv", bqkv), "mask_index"],
+                [n + "attention"],
+                domain=MS,
+                num_heads=cfg.num_attention_heads,
+            ),
+            helper.make_node(
+                "MatMul",
+                [n + "attention", const(n + "wo", w(f"{p}attention.output.dense.weight").T)],
+                [n + "attention_out"],
+            ),
+            helper.make_node(
+                "SkipLayerNormalization",
+                [
+                    n + "attention_out",
+                    x,
+                    const(n + "ln1_gamma", w(f"{p}attention.output.LayerNorm.weight")),
+                    const(n + "ln1_beta", w(f"{p}attention.output.LayerNorm.bias")),
+                    const(n + "bo", w(f"{p}attention.output.dense.bias")),
+                ],
+                [n + "x1"],
+                domain=MS,
+                epsilon=eps,
+            ),
+            helper.make_node(
+                "MatMul", [n + "x1", const(n + "wi", w(f"{p}intermediate.dense.weight").T)], [n + "inner"]
+            ),
+            helper.make_node(
+                "BiasGelu",
+                [n + "inner", const(n + "bi", w(f"{p}intermediate.dense.bias"))],
+                [n + "inner_gelu"],
+                domain=MS,
+            ),
+            helper.make_node(
+                "MatMul", [n + "inner_gelu", const(n + "w2", w(f"{p}output.dense.weight").T)], [n + "out"]
+            ),
+            helper.make_node(
+                "SkipLayerNormalization",
+                [
+                    n + "out",
+                    n + "x1",
+                    const(n + "ln2_gamma", w(f"{p}output.LayerNorm.weight")),
+                    const(n + "ln2_beta", w(f"{p}output.LayerNorm.bias")),
+                    const(n + "b2", w(f"{p}output.dense.bias")),
+                ],
+                [n + "x2"],
+                domain=MS,
+                epsilon=eps,
+            ),
         ]
         x = n + "x2"
     nodes.append(helper.make_node("Identity", [x], ["hidden"]))
     graph = helper.make_graph(
-        nodes, "bert_encoder",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT32, ["batch", "seq"]),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT32, ["batch", "seq"])],
+        nodes,
+        "bert_encoder",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT32, ["batch", "seq"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT32, ["batch", "seq"]),
+        ],
         [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "seq", cfg.hidden_size])],
-        inits)
+        inits,
+    )
     # IR version 8 (the first with opset 17), not onnx's newest: an onnx newer than
     # the installed onnxruntime would otherwise write a model it refuses to load.
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
-                              producer_name="tierstore", ir_version=8)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+        producer_name="tierstore",
+        ir_version=8,
+    )
     return model.SerializeToString()

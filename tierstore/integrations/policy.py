@@ -29,7 +29,11 @@ def adapter_policy(**overrides: Any) -> Policy:
     for name, spec in dict(overrides.pop("types", {})).items():
         types[name] = {**types.get(name, {}), **spec}
     # results in the framework's order (by score): query-time resolution off
-    supersession = {"resolve_margin": None, "resolve_margin_shared_tag": None, **dict(overrides.pop("supersession", {}))}
+    supersession = {
+        "resolve_margin": None,
+        "resolve_margin_shared_tag": None,
+        **dict(overrides.pop("supersession", {})),
+    }
     return Policy.from_dict({"dedupe": "off", "types": types, "supersession": supersession, **overrides})
 
 
@@ -38,16 +42,24 @@ def check_adapter_policy(policy: Policy, what: str, *, served: bool = False) -> 
     under its own id (see the module doc); ``what`` names the adapter,
     ``served`` says the store is a server's (the fix is then the server's
     ``--policy``)."""
-    fix = ("serve the store with that policy: tierstore serve PATH --policy docs/examples/policy-adapters.toml "
-           "(the file says adapter_policy() in TOML)" if served else
-           "open the store with policy=tierstore.integrations.adapter_policy()")
+    fix = (
+        "serve the store with that policy: tierstore serve PATH --policy docs/examples/policy-adapters.toml "
+        "(the file says adapter_policy() in TOML)"
+        if served
+        else "open the store with policy=tierstore.integrations.adapter_policy()"
+    )
     if policy.dedupe != "off":
         raise StoreConfigError(
             f"the store's policy merges duplicates (dedupe={policy.dedupe!r}): {what} needs every item kept under "
-            f"its own id; {fix}")
-    auto = sorted(name for name, t in policy.types.items()
-                  if t.supersede_above is not None or t.supersede_above_shared_tag is not None)
+            f"its own id; {fix}"
+        )
+    auto = sorted(
+        name
+        for name, t in policy.types.items()
+        if t.supersede_above is not None or t.supersede_above_shared_tag is not None
+    )
     if auto:
         raise StoreConfigError(
             f"the store's policy supersedes similar memories automatically (types {', '.join(auto)}): {what} "
-            f"needs every item kept under its own id; {fix}")
+            f"needs every item kept under its own id; {fix}"
+        )

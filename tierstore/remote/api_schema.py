@@ -19,8 +19,9 @@ A field given as ``null`` is left out: the store's default applies.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from tierstore.errors import (
     InvalidConfidenceError,
@@ -68,8 +69,15 @@ class Bounds:
 
 
 def _type_name(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def _wrong(error: type[TierStoreError], what: str, expected: str, value: Any) -> TierStoreError:
@@ -110,8 +118,10 @@ class Text:
             raise _wrong(self.error, what, "a string", value)
         limit = _bound(bounds, self.max_chars)
         if len(value) > limit:
-            raise self.error(f"{what} is {len(value)} characters, more than the limit of {limit}"
-                             + (f" ({_flag(self.max_chars)})" if _flag(self.max_chars) else ""))
+            raise self.error(
+                f"{what} is {len(value)} characters, more than the limit of {limit}"
+                + (f" ({_flag(self.max_chars)})" if _flag(self.max_chars) else "")
+            )
         _text_ok(value, what, self.error)
         return value if self.checker is None else self.checker(value)
 
@@ -192,24 +202,29 @@ class Strings:
         if isinstance(value, str) and self.one_ok:
             value = [value]
         if not isinstance(value, list):
-            raise _wrong(InvalidInputError, what, "an array of strings" + (" or one string" if self.one_ok else ""),
-                         value)
+            raise _wrong(
+                InvalidInputError, what, "an array of strings" + (" or one string" if self.one_ok else ""), value
+            )
         limit = _bound(bounds, self.max_count)
         if len(value) > limit:
-            raise InvalidInputError(f"{what}: {len(value)} entries, more than the limit of {limit}"
-                                    + (f" ({_flag(self.max_count)})" if _flag(self.max_count) else ""))
+            raise InvalidInputError(
+                f"{what}: {len(value)} entries, more than the limit of {limit}"
+                + (f" ({_flag(self.max_count)})" if _flag(self.max_count) else "")
+            )
         for i, v in enumerate(value):
             if not isinstance(v, str):
                 raise _wrong(InvalidInputError, f"{what}[{i}]", "a string", v)
             if len(v) > self.max_chars:
-                raise InvalidInputError(f"{what}[{i}] is {len(v)} characters, more than the limit of "
-                                        f"{self.max_chars}")
+                raise InvalidInputError(f"{what}[{i}] is {len(v)} characters, more than the limit of {self.max_chars}")
             _text_ok(v, f"{what}[{i}]")
         return value
 
     def schema(self, bounds: Any) -> dict[str, Any]:
-        items = {"type": "array", "maxItems": _bound(bounds, self.max_count),
-                 "items": {"type": "string", "maxLength": self.max_chars}}
+        items = {
+            "type": "array",
+            "maxItems": _bound(bounds, self.max_count),
+            "items": {"type": "string", "maxLength": self.max_chars},
+        }
         return {"anyOf": [items, {"type": "string"}]} if self.one_ok else items
 
 
@@ -230,20 +245,36 @@ class Vector:
         if isinstance(value, str) and self.text_ok:
             limit = bounds.max_content_chars
             if len(value) > limit:
-                raise InvalidInputError(f"{what} is text of {len(value)} characters, more than the limit of "
-                                        f"{limit} (--max-content-chars): split it into several memories")
+                raise InvalidInputError(
+                    f"{what} is text of {len(value)} characters, more than the limit of "
+                    f"{limit} (--max-content-chars): split it into several memories"
+                )
             return _text_ok(value, what)
-        raise _wrong(InvalidVectorError, what, "an array of numbers, {\"base64\": ...}"
-                     + (" or a text" if self.text_ok else ""), value)
+        raise _wrong(
+            InvalidVectorError,
+            what,
+            'an array of numbers, {"base64": ...}' + (" or a text" if self.text_ok else ""),
+            value,
+        )
 
     def schema(self, bounds: Any) -> dict[str, Any]:
         forms: list[dict[str, Any]] = [
             {"type": "array", "items": {"type": "number"}, "maxItems": MAX_VECTOR_LEN},
-            {"type": "object", "properties": {"base64": {"type": "string", "description": "little-endian float32"}},
-             "required": ["base64"], "additionalProperties": False}]
+            {
+                "type": "object",
+                "properties": {"base64": {"type": "string", "description": "little-endian float32"}},
+                "required": ["base64"],
+                "additionalProperties": False,
+            },
+        ]
         if self.text_ok:
-            forms.append({"type": "string", "maxLength": bounds.max_content_chars,
-                          "description": "text, embedded by the server's embedder"})
+            forms.append(
+                {
+                    "type": "string",
+                    "maxLength": bounds.max_content_chars,
+                    "description": "text, embedded by the server's embedder",
+                }
+            )
         return {"anyOf": forms}
 
 
@@ -288,10 +319,12 @@ class Items:
         if not isinstance(value, list):
             raise _wrong(InvalidInputError, what, "an array of objects", value)
         if len(value) > bounds.max_batch:
-            raise InvalidInputError(f"{len(value)} items is above this server's limit of {bounds.max_batch} "
-                                    "(--max-batch)")
-        return [check_fields(ITEM, item, bounds, f"{what}[{i}]", prefix=f"{what}[{i}].")
-                for i, item in enumerate(value)]
+            raise InvalidInputError(
+                f"{len(value)} items is above this server's limit of {bounds.max_batch} (--max-batch)"
+            )
+        return [
+            check_fields(ITEM, item, bounds, f"{what}[{i}]", prefix=f"{what}[{i}].") for i, item in enumerate(value)
+        ]
 
     def schema(self, bounds: Any) -> dict[str, Any]:
         return {"type": "array", "maxItems": bounds.max_batch, "items": _object_schema(ITEM, bounds)}
@@ -325,36 +358,59 @@ class Route:
         return self.by_name[name].description
 
 
-NS_DOC = ("the namespace: whose memories these are, one per user, agent or conversation partner "
-          "(1-128 characters of letters, digits, '_', '.', '-'); namespaces never see each other's memories")
+NS_DOC = (
+    "the namespace: whose memories these are, one per user, agent or conversation partner "
+    "(1-128 characters of letters, digits, '_', '.', '-'); namespaces never see each other's memories"
+)
 ID_DOC = f"a memory's id (1-{ID_MAX_LEN} characters), as add returned it"
-TAGS_DOC = (f"labels (each 1-{TAG_MAX_LEN} characters; at most {TAGS_MAX_LISTED} listed, duplicates dropped, and "
-            "the store's max_tags_per_memory distinct ones, 64 by default); memories sharing the search's context "
-            "tags rank higher")
-SOURCE_DOC = ("who said it, which sets the confidence the store adds to yours: user_declaration (default), "
-              "user_confirmation, external_verified, tool_output, ai_summary, ai_inference, ai_guess "
-              "(another label counts as none)")
-TYPE_DOC = ("fact (default; lives 30 days), preference (7 days), opinion (3 days), task (2 days) or conversation "
-            "(1 hour), per the server's policy; each use refreshes the lifetime")
-NS = Field("ns", Text(128, InvalidNamespaceError), NS_DOC, True)  # its name: Principal.check_namespace, first in every call
+TAGS_DOC = (
+    f"labels (each 1-{TAG_MAX_LEN} characters; at most {TAGS_MAX_LISTED} listed, duplicates dropped, and "
+    "the store's max_tags_per_memory distinct ones, 64 by default); memories sharing the search's context "
+    "tags rank higher"
+)
+SOURCE_DOC = (
+    "who said it, which sets the confidence the store adds to yours: user_declaration (default), "
+    "user_confirmation, external_verified, tool_output, ai_summary, ai_inference, ai_guess "
+    "(another label counts as none)"
+)
+TYPE_DOC = (
+    "fact (default; lives 30 days), preference (7 days), opinion (3 days), task (2 days) or conversation "
+    "(1 hour), per the server's policy; each use refreshes the lifetime"
+)
+NS = Field(
+    "ns", Text(128, InvalidNamespaceError), NS_DOC, True
+)  # its name: Principal.check_namespace, first in every call
 ID = Field("id", Text(ID_MAX_LEN, checker=check_id), ID_DOC, True)
 
 _ADD_FIELDS = (
     Field("content", Text("max_content_chars"), "the memory's text (at most --max-content-chars characters)", True),
-    Field("embedding", Vector(), "its vector: an array of numbers or {\"base64\": little-endian float32}; a string "
-          "is text to embed instead of the content; left out: the content's embedding (the server's embedder)"),
+    Field(
+        "embedding",
+        Vector(),
+        'its vector: an array of numbers or {"base64": little-endian float32}; a string '
+        "is text to embed instead of the content; left out: the content's embedding (the server's embedder)",
+    ),
     Field("memory_type", Text(LABEL_MAX_CHARS), TYPE_DOC),
-    Field("confidence", Number(InvalidConfidenceError, minimum=0.0, maximum=1.0),
-          "how sure the caller is, in [0, 1] (default 0.8)"),
+    Field(
+        "confidence",
+        Number(InvalidConfidenceError, minimum=0.0, maximum=1.0),
+        "how sure the caller is, in [0, 1] (default 0.8)",
+    ),
     Field("source", Text(LABEL_MAX_CHARS), SOURCE_DOC),
     Field("tags", Strings(TAGS_MAX_LISTED, TAG_MAX_LEN), TAGS_DOC),
     Field("ttl_seconds", Number(minimum=0.0), "its lifetime in seconds, instead of its type's"),
     Field("pinned", Flag(), "true: it never expires (default false)"),
     Field("id", Text(ID_MAX_LEN, checker=check_id), "its id (default: a new random one)"),
-    Field("supersedes", Strings(SUPERSEDES_MAX, ID_MAX_LEN, one_ok=True),
-          f"ids of memories this one replaces (at most {SUPERSEDES_MAX}): they are marked, rank low and retire"),
-    Field("key", Text(KEY_MAX_LEN, InvalidKeyError),
-          "a slot such as home_city: the slot's current memory is superseded by this one"),
+    Field(
+        "supersedes",
+        Strings(SUPERSEDES_MAX, ID_MAX_LEN, one_ok=True),
+        f"ids of memories this one replaces (at most {SUPERSEDES_MAX}): they are marked, rank low and retire",
+    ),
+    Field(
+        "key",
+        Text(KEY_MAX_LEN, InvalidKeyError),
+        "a slot such as home_city: the slot's current memory is superseded by this one",
+    ),
     Field("metadata", Obj(), "free-form JSON kept and returned exactly (at most 64 KiB)"),
 )
 #: The fields of one item of add_batch / upsert_batch.
@@ -362,81 +418,152 @@ ITEM = Route("add_batch item", _ADD_FIELDS, "one memory of a batch")
 
 _SEARCH_FIELDS = (
     NS,
-    Field("query", Vector(), "a vector, or a text (the server's embedder embeds it; its words are also looked up "
-          "in the keyword index)", True),
-    Field("text", Text("max_content_chars"), "the query's words, beside a vector query: memories that share them "
-          "rank higher (BM25, weighted by the policy's scoring.keyword_weight); a text query uses its own"),
+    Field(
+        "query",
+        Vector(),
+        "a vector, or a text (the server's embedder embeds it; its words are also looked up in the keyword index)",
+        True,
+    ),
+    Field(
+        "text",
+        Text("max_content_chars"),
+        "the query's words, beside a vector query: memories that share them "
+        "rank higher (BM25, weighted by the policy's scoring.keyword_weight); a text query uses its own",
+    ),
     Field("k", Count("max_k"), "how many hits, best first (default 5; at most --max-k)"),
-    Field("context_tags", Strings(TAGS_MAX_LISTED, TAG_MAX_LEN),
-          "the query's context (default: the namespace's, set_context); memories sharing them rank higher"),
+    Field(
+        "context_tags",
+        Strings(TAGS_MAX_LISTED, TAG_MAX_LEN),
+        "the query's context (default: the namespace's, set_context); memories sharing them rank higher",
+    ),
     Field("memory_types", Strings(MAX_TYPES, LABEL_MAX_CHARS), "only memories of these types"),
-    Field("min_confidence", Number(InvalidConfidenceError, minimum=0.0, maximum=1.0),
-          "only memories at least this sure, in [0, 1]"),
+    Field(
+        "min_confidence",
+        Number(InvalidConfidenceError, minimum=0.0, maximum=1.0),
+        "only memories at least this sure, in [0, 1]",
+    ),
     Field("include_warm", Flag(), "search the warm tier too (default true)"),
-    Field("include_cold", ColdChoice(), "search archived memories: true, false or \"auto\" (the policy's default: "
-          "when hot and warm answer weakly)"),
+    Field(
+        "include_cold",
+        ColdChoice(),
+        'search archived memories: true, false or "auto" (the policy\'s default: when hot and warm answer weakly)',
+    ),
     Field("record_access", Flag(), "count the hits as used (they live longer); default: the policy's"),
     Field("explain", Flag(), "attach each hit's score breakdown"),
 )
 
 ROUTES: dict[str, Route] = {
-    "/v1/add": Route("add", (NS, *_ADD_FIELDS), "add one memory",
-                     "TierStore.add. Without embedding (or with a text) the server's embedder embeds the content "
-                     "(the text)."),
-    "/v1/add_batch": Route("add_batch", (NS, Field("items", Items(), "the memories (at most --max-batch)", True)),
-                           "add many memories, all or nothing"),
-    "/v1/upsert_batch": Route("upsert_batch", (NS, Field("items", Items(), "the memories (at most --max-batch)",
-                                                         True)),
-                              "store many memories under their ids, replacing those that exist, in one transaction"),
+    "/v1/add": Route(
+        "add",
+        (NS, *_ADD_FIELDS),
+        "add one memory",
+        "TierStore.add. Without embedding (or with a text) the server's embedder embeds the content (the text).",
+    ),
+    "/v1/add_batch": Route(
+        "add_batch",
+        (NS, Field("items", Items(), "the memories (at most --max-batch)", True)),
+        "add many memories, all or nothing",
+    ),
+    "/v1/upsert_batch": Route(
+        "upsert_batch",
+        (NS, Field("items", Items(), "the memories (at most --max-batch)", True)),
+        "store many memories under their ids, replacing those that exist, in one transaction",
+    ),
     "/v1/search": Route("search", _SEARCH_FIELDS, "the k best memories for a query"),
     "/v1/get": Route("get", (NS, ID), "one memory, from any tier, without counting an access"),
-    "/v1/get_by_key": Route("get_by_key", (NS, Field("key", Text(KEY_MAX_LEN, InvalidKeyError), "the slot", True)),
-                            "the live memory holding a key"),
-    "/v1/memories": Route("memories_page", (
-        NS,
-        Field("after", Text(MAX_CURSOR_CHARS), "opaque cursor: the previous page's next; null for the first page"),
-        Field("limit", Count("max_page"), "memories per page (default and most: --max-page)"),
-        Field("with_embedding", Flag(), "include each memory's vector")),
+    "/v1/get_by_key": Route(
+        "get_by_key",
+        (NS, Field("key", Text(KEY_MAX_LEN, InvalidKeyError), "the slot", True)),
+        "the live memory holding a key",
+    ),
+    "/v1/memories": Route(
+        "memories_page",
+        (
+            NS,
+            Field("after", Text(MAX_CURSOR_CHARS), "opaque cursor: the previous page's next; null for the first page"),
+            Field("limit", Count("max_page"), "memories per page (default and most: --max-page)"),
+            Field("with_embedding", Flag(), "include each memory's vector"),
+        ),
         "a page of a namespace's memories, in the order added, without counting an access",
         "TierStore.memories_page. Without limit the server's --max-page applies; after is the next cursor of the "
-        "previous page."),
-    "/v1/touch": Route("touch", (NS, Field("ids", Strings("max_batch", ID_MAX_LEN, one_ok=True),
-                                           "the memories used (at most --max-batch)", True)), "count an access"),
-    "/v1/feedback": Route("feedback", (
-        NS, ID, Field("positive", Flag(), "true: it proved right; false: wrong", True),
-        Field("strength", Number(minimum=0.0, maximum=1.0), "in (0, 1] (default 1)"),
-        Field("implicit", Flag(), "a smaller, implicit feedback (default false)")), "move confidence and weight"),
-    "/v1/pin": Route("pin", (NS, ID, Field("pinned", Flag(), "true (default): never expires; false: ends it")),
-                     "exempt from expiry, or end the exemption"),
+        "previous page.",
+    ),
+    "/v1/touch": Route(
+        "touch",
+        (
+            NS,
+            Field(
+                "ids", Strings("max_batch", ID_MAX_LEN, one_ok=True), "the memories used (at most --max-batch)", True
+            ),
+        ),
+        "count an access",
+    ),
+    "/v1/feedback": Route(
+        "feedback",
+        (
+            NS,
+            ID,
+            Field("positive", Flag(), "true: it proved right; false: wrong", True),
+            Field("strength", Number(minimum=0.0, maximum=1.0), "in (0, 1] (default 1)"),
+            Field("implicit", Flag(), "a smaller, implicit feedback (default false)"),
+        ),
+        "move confidence and weight",
+    ),
+    "/v1/pin": Route(
+        "pin",
+        (NS, ID, Field("pinned", Flag(), "true (default): never expires; false: ends it")),
+        "exempt from expiry, or end the exemption",
+    ),
     "/v1/delete": Route("delete", (NS, ID), "forget a memory for good"),
-    "/v1/set_context": Route("set_context", (NS, Field("tags", Strings(TAGS_MAX_LISTED, TAG_MAX_LEN),
-                                                       "the active context's tags", True)),
-                             "the namespace's active context"),
+    "/v1/set_context": Route(
+        "set_context",
+        (NS, Field("tags", Strings(TAGS_MAX_LISTED, TAG_MAX_LEN), "the active context's tags", True)),
+        "the namespace's active context",
+    ),
     "/v1/get_context": Route("get_context", (NS,), "the namespace's active context"),
-    "/v1/restore": Route("restore", (
-        NS,
-        Field("ids", Strings("max_batch", ID_MAX_LEN, one_ok=True), "these memories (at most --max-batch)"),
-        Field("where", Obj(MAX_WHERE_KEYS), "a filter: memory_type, tags, any_tags, source, created_after, "
-              "created_before, archived_after, archived_before (times: POSIX seconds or ISO 8601)"),
-        Field("text", Text("max_content_chars"), "keywords, any of them (BM25)"),
-        Field("query", Vector(), "by meaning: a vector or a text"),
-        Field("k", Count("max_k"), "with query: how many (default 5)"),
-        Field("limit", Count("max_restore"), "at most this many (default and most: --max-restore)")),
-        "bring archived memories back to the hot tier", "TierStore.restore."),
-    "/v1/sweep": Route("sweep", (
-        Field("max_items", Count("max_sweep_items"), "due memories to examine (default and most: --max-sweep-items)"),
-        Field("time_budget_s", Number(limit="max_sweep_seconds", minimum=0.0),
-              "seconds (default and most: --max-sweep-seconds)"),
-        Field("dry_run", Flag(), "count what is due, change nothing")),
-        "one bounded pass of the migrator (store-wide)"),
+    "/v1/restore": Route(
+        "restore",
+        (
+            NS,
+            Field("ids", Strings("max_batch", ID_MAX_LEN, one_ok=True), "these memories (at most --max-batch)"),
+            Field(
+                "where",
+                Obj(MAX_WHERE_KEYS),
+                "a filter: memory_type, tags, any_tags, source, created_after, "
+                "created_before, archived_after, archived_before (times: POSIX seconds or ISO 8601)",
+            ),
+            Field("text", Text("max_content_chars"), "keywords, any of them (BM25)"),
+            Field("query", Vector(), "by meaning: a vector or a text"),
+            Field("k", Count("max_k"), "with query: how many (default 5)"),
+            Field("limit", Count("max_restore"), "at most this many (default and most: --max-restore)"),
+        ),
+        "bring archived memories back to the hot tier",
+        "TierStore.restore.",
+    ),
+    "/v1/sweep": Route(
+        "sweep",
+        (
+            Field(
+                "max_items", Count("max_sweep_items"), "due memories to examine (default and most: --max-sweep-items)"
+            ),
+            Field(
+                "time_budget_s",
+                Number(limit="max_sweep_seconds", minimum=0.0),
+                "seconds (default and most: --max-sweep-seconds)",
+            ),
+            Field("dry_run", Flag(), "count what is due, change nothing"),
+        ),
+        "one bounded pass of the migrator (store-wide)",
+    ),
 }
 
 
 # ------------------------------------------------------------------ checks
 
 
-def check_fields(route: Route, body: Any, bounds: Any, where: str,
-                 names: Mapping[str, str] | None = None, prefix: str = "") -> dict[str, Any]:
+def check_fields(
+    route: Route, body: Any, bounds: Any, where: str, names: Mapping[str, str] | None = None, prefix: str = ""
+) -> dict[str, Any]:
     """``body``'s fields for ``route``, each checked (see the module's doc),
     nulls left out; InvalidInputError (or the field's own class) naming the
     field as the caller knows it (``names``: route field -> caller's name;
@@ -445,7 +572,7 @@ def check_fields(route: Route, body: Any, bounds: Any, where: str,
         raise InvalidInputError(f"{where}: expected a JSON object, got {_type_name(body)}")
     known = route.by_name
     if len(body) > len(known) or not known.keys() >= body.keys():
-        unknown = sorted(k for k in list(body)[:len(known) + 8] if k not in known)
+        unknown = sorted(k for k in list(body)[: len(known) + 8] if k not in known)
         raise InvalidInputError(f"{where}: unknown field(s) {shown(unknown)}; expected some of {sorted(known)}")
     out: dict[str, Any] = {}
     for name, value in body.items():

@@ -43,18 +43,18 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
-from tierstore.remote import api_schema
-
-from tierstore.remote import wire
 from tierstore.errors import InvalidInputError, RemoteError, StoreClosedError
-from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.policy import Policy
+from tierstore.records import Hit, Memory, Stats, SweepReport
+from tierstore.remote import api_schema, wire
+
 __all__ = ["RemoteStore", "ServerEmbedder"]
 
 
@@ -83,7 +83,6 @@ def _jsonable(obj: Any) -> Any:
     return repr(obj)  # refused by the store's checks, with the error a local call gets
 
 
-
 def _wire_items(items: Any) -> Any:
     """add_batch / upsert_batch items for the wire: vectors encoded, tuples as lists."""
     if not isinstance(items, Sequence) or isinstance(items, (str, bytes)):
@@ -91,10 +90,13 @@ def _wire_items(items: Any) -> Any:
     out: list[Any] = []
     for item in items:
         if isinstance(item, Mapping):
-            item = {k: (wire.vector_out(v) if k == "embedding" else _seq(v) if k in ("tags", "supersedes") else v)
-                    for k, v in item.items()}
+            item = {
+                k: (wire.vector_out(v) if k == "embedding" else _seq(v) if k in ("tags", "supersedes") else v)
+                for k, v in item.items()
+            }
         out.append(item)
     return out
+
 
 def _seq(x: Any) -> Any:
     """A list for iterables (tuples, generators); strings and None as they are (the store judges them)."""
@@ -278,7 +280,7 @@ class _Pool:
             except ConnectionRefusedError:
                 if attempt == 3:
                     raise
-                time.sleep(0.05 * 2 ** attempt)
+                time.sleep(0.05 * 2**attempt)
         raise AssertionError("unreachable")
 
     def _head(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> bytes:
@@ -287,8 +289,12 @@ class _Pool:
         key = (method, path, body is not None)
         head = self._heads.get(key)
         if head is None:
-            lines = [f"{method} {self._prefix}{path} HTTP/1.1", f"Host: {self._host_header}",
-                     "Accept-Encoding: identity", *(f"{k}: {v}" for k, v in headers.items())]
+            lines = [
+                f"{method} {self._prefix}{path} HTTP/1.1",
+                f"Host: {self._host_header}",
+                "Accept-Encoding: identity",
+                *(f"{k}: {v}" for k, v in headers.items()),
+            ]
             head = self._heads[key] = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         if body is None:
             return head + b"\r\n"
@@ -383,8 +389,7 @@ class RemoteStore:
         try:
             status, raw = self._pool.request(method, path, data, self._headers)
         except OSError as exc:
-            raise RemoteError(f"cannot reach the tierstore server at {self.url}: {type(exc).__name__}: {exc}") \
-                from None
+            raise RemoteError(f"cannot reach the tierstore server at {self.url}: {type(exc).__name__}: {exc}") from None
         if 200 <= status < 300:
             return raw.decode("utf-8") if text else json.loads(raw)
         try:
@@ -404,7 +409,7 @@ class RemoteStore:
             self._closed = True
             self._pool.close()
 
-    def __enter__(self) -> "RemoteStore":
+    def __enter__(self) -> RemoteStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -423,15 +428,40 @@ class RemoteStore:
 
     # ------------------------------------------------------------------ add
 
-    def add(self, ns: str, content: str, embedding: Any = None, *, memory_type: str = "fact", confidence: float = 0.8,
-            source: str = "user_declaration", tags: Iterable[str] = (), ttl_seconds: float | None = None,
-            pinned: bool = False, id: str | None = None, supersedes: Iterable[str] = (),
-            key: str | None = None, metadata: Mapping[str, Any] | None = None) -> str:
+    def add(
+        self,
+        ns: str,
+        content: str,
+        embedding: Any = None,
+        *,
+        memory_type: str = "fact",
+        confidence: float = 0.8,
+        source: str = "user_declaration",
+        tags: Iterable[str] = (),
+        ttl_seconds: float | None = None,
+        pinned: bool = False,
+        id: str | None = None,
+        supersedes: Iterable[str] = (),
+        key: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
         """:meth:`TierStore.add`; without an embedding the server's embedder embeds the content."""
-        body = api_schema.body("/v1/add", ns=ns, content=content, embedding=wire.vector_out(embedding),
-                               memory_type=memory_type, confidence=confidence, source=source, tags=_seq(tags),
-                               pinned=pinned, supersedes=_seq(supersedes), ttl_seconds=ttl_seconds, id=id, key=key,
-                               metadata=metadata)
+        body = api_schema.body(
+            "/v1/add",
+            ns=ns,
+            content=content,
+            embedding=wire.vector_out(embedding),
+            memory_type=memory_type,
+            confidence=confidence,
+            source=source,
+            tags=_seq(tags),
+            pinned=pinned,
+            supersedes=_seq(supersedes),
+            ttl_seconds=ttl_seconds,
+            id=id,
+            key=key,
+            metadata=metadata,
+        )
         return self._post("/v1/add", body)["id"]
 
     def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -440,22 +470,43 @@ class RemoteStore:
 
     def upsert_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         """:meth:`TierStore.upsert_batch`: replaces the memories whose ids exist, in one transaction."""
-        return self._post("/v1/upsert_batch", api_schema.body("/v1/upsert_batch", ns=ns,
-                                                             items=_wire_items(items)))["ids"]
+        return self._post("/v1/upsert_batch", api_schema.body("/v1/upsert_batch", ns=ns, items=_wire_items(items)))[
+            "ids"
+        ]
 
     # ------------------------------------------------------------------ search and read
 
-    def search(self, ns: str, query: Any, *, k: int = 5, context_tags: Iterable[str] = (),
-               memory_types: Iterable[str] | None = None, min_confidence: float = 0.0, include_warm: bool = True,
-               include_cold: bool | str | None = None, record_access: bool | None = None,
-               explain: bool = False, text: str | None = None) -> list[Hit]:
+    def search(
+        self,
+        ns: str,
+        query: Any,
+        *,
+        k: int = 5,
+        context_tags: Iterable[str] = (),
+        memory_types: Iterable[str] | None = None,
+        min_confidence: float = 0.0,
+        include_warm: bool = True,
+        include_cold: bool | str | None = None,
+        record_access: bool | None = None,
+        explain: bool = False,
+        text: str | None = None,
+    ) -> list[Hit]:
         """:meth:`TierStore.search`; a str query is embedded by the server (and its words looked up in the
         keyword index); ``text``: the query's words beside a vector."""
-        body = api_schema.body("/v1/search", ns=ns, query=_required(wire.vector_out(query)), k=_required(k),
-                               context_tags=_seq(context_tags), memory_types=_seq(memory_types),
-                               min_confidence=_required(min_confidence), include_warm=_required(include_warm),
-                               include_cold=include_cold, record_access=record_access, explain=_required(explain),
-                               text=text)
+        body = api_schema.body(
+            "/v1/search",
+            ns=ns,
+            query=_required(wire.vector_out(query)),
+            k=_required(k),
+            context_tags=_seq(context_tags),
+            memory_types=_seq(memory_types),
+            min_confidence=_required(min_confidence),
+            include_warm=_required(include_warm),
+            include_cold=include_cold,
+            record_access=record_access,
+            explain=_required(explain),
+            text=text,
+        )
         return wire.WireRows(self._post("/v1/search", body)["hits"]).hits()
 
     def get(self, ns: str, id: str) -> Memory | None:
@@ -464,8 +515,9 @@ class RemoteStore:
 
     def get_by_key(self, ns: str, key: str) -> Memory | None:
         """The live memory holding ``key`` in ``ns`` (see ``add(..., key=)``), or None."""
-        m = self._post("/v1/get_by_key", api_schema.body("/v1/get_by_key", ns=_required(ns),
-                                                         key=_required(key)))["memory"]
+        m = self._post("/v1/get_by_key", api_schema.body("/v1/get_by_key", ns=_required(ns), key=_required(key)))[
+            "memory"
+        ]
         return None if m is None else wire.memory_from_wire(m)
 
     def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
@@ -486,13 +538,15 @@ class RemoteStore:
                 raise RemoteError(f"the server returned the same page cursor twice while listing {ns!r}")
             after = next_after
 
-    def memories_page(self, ns: str, *, after: str | None = None, limit: int | None = None,
-                      with_embedding: bool = False) -> tuple[list[Memory], str | None]:
+    def memories_page(
+        self, ns: str, *, after: str | None = None, limit: int | None = None, with_embedding: bool = False
+    ) -> tuple[list[Memory], str | None]:
         """:meth:`TierStore.memories_page`; without ``limit`` the server's ``--max-page`` (above it: 400)."""
         if not isinstance(with_embedding, bool):  # JSON null would read as "left out" on the server
             raise InvalidInputError(f"with_embedding must be True or False, got {with_embedding!r}")
-        body = api_schema.body("/v1/memories", ns=_required(ns), after=after, limit=limit,
-                               with_embedding=with_embedding)
+        body = api_schema.body(
+            "/v1/memories", ns=_required(ns), after=after, limit=limit, with_embedding=with_embedding
+        )
         out = self._post("/v1/memories", body)
         return [wire.memory_from_wire(m) for m in out["memories"]], out["next"]
 
@@ -509,36 +563,67 @@ class RemoteStore:
         self._post("/v1/touch", api_schema.body("/v1/touch", ns=_required(ns), ids=_required(_seq(ids))))
 
     def feedback(self, ns: str, id: str, *, positive: bool, strength: float = 1.0, implicit: bool = False) -> Memory:
-        body = api_schema.body("/v1/feedback", ns=_required(ns), id=_required(id), positive=_required(positive),
-                               strength=_required(strength), implicit=_required(implicit))
+        body = api_schema.body(
+            "/v1/feedback",
+            ns=_required(ns),
+            id=_required(id),
+            positive=_required(positive),
+            strength=_required(strength),
+            implicit=_required(implicit),
+        )
         return wire.memory_from_wire(self._post("/v1/feedback", body)["memory"])
 
     def pin(self, ns: str, id: str, pinned: bool = True) -> None:
         self._post("/v1/pin", api_schema.body("/v1/pin", ns=_required(ns), id=_required(id), pinned=_required(pinned)))
 
     def delete(self, ns: str, id: str) -> bool:
-        return bool(self._post("/v1/delete", api_schema.body("/v1/delete", ns=_required(ns), id=_required(id)))["deleted"])
+        return bool(
+            self._post("/v1/delete", api_schema.body("/v1/delete", ns=_required(ns), id=_required(id)))["deleted"]
+        )
 
     def set_context(self, ns: str, tags: Iterable[str]) -> None:
-        self._post("/v1/set_context", api_schema.body("/v1/set_context", ns=_required(ns),
-                                                      tags=_required(_seq(tags))))
+        self._post("/v1/set_context", api_schema.body("/v1/set_context", ns=_required(ns), tags=_required(_seq(tags))))
 
     # ------------------------------------------------------------------ lifecycle
 
-    def restore(self, ns: str, *, ids: Iterable[str] | None = None, where: Mapping[str, Any] | None = None,
-                text: str | None = None, query: Any = None, k: int | None = None, limit: int | None = None,
-                progress: bool | None = False) -> list[str]:
+    def restore(
+        self,
+        ns: str,
+        *,
+        ids: Iterable[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        text: str | None = None,
+        query: Any = None,
+        k: int | None = None,
+        limit: int | None = None,
+        progress: bool | None = False,
+    ) -> list[str]:
         """:meth:`TierStore.restore`; without ``ids`` or ``limit`` the server's restore limit applies."""
-        body = api_schema.body("/v1/restore", ns=_required(ns), ids=_seq(ids), where=where, text=text,
-                               query=wire.vector_out(query), k=k, limit=limit)
+        body = api_schema.body(
+            "/v1/restore",
+            ns=_required(ns),
+            ids=_seq(ids),
+            where=where,
+            text=text,
+            query=wire.vector_out(query),
+            k=k,
+            limit=limit,
+        )
         return self._post("/v1/restore", body)["ids"]
 
-    def sweep(self, *, max_items: int | None = None, time_budget_s: float | None = None,
-              progress: bool | None = False, dry_run: bool = False) -> SweepReport:
+    def sweep(
+        self,
+        *,
+        max_items: int | None = None,
+        time_budget_s: float | None = None,
+        progress: bool | None = False,
+        dry_run: bool = False,
+    ) -> SweepReport:
         """:meth:`TierStore.sweep` on the server; without ``max_items`` / ``time_budget_s`` its limits apply
         (``remaining_due`` says whether to call again)."""
-        body = api_schema.body("/v1/sweep", max_items=max_items, time_budget_s=time_budget_s,
-                               dry_run=_required(dry_run))
+        body = api_schema.body(
+            "/v1/sweep", max_items=max_items, time_budget_s=time_budget_s, dry_run=_required(dry_run)
+        )
         return wire.sweep_report_from_wire(self._post("/v1/sweep", body)["report"])
 
     def stats(self, *, lifecycle: bool = True) -> Stats:

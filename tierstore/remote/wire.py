@@ -18,7 +18,8 @@ import binascii
 import dataclasses
 import json
 import operator
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,7 @@ def vector_in(v: Any, what: str) -> Any:
         if "unsupported" in v:  # what the client could not send as numbers (complex, bytes, objects)
             raise InvalidVectorError(f"{what} must hold real numbers, got {v['unsupported']}")
         if set(v) != {"base64"} or not isinstance(v["base64"], str):
-            raise InvalidVectorError(f"{what} as an object must be {{\"base64\": \"<little-endian float32>\"}}")
+            raise InvalidVectorError(f'{what} as an object must be {{"base64": "<little-endian float32>"}}')
         try:
             raw = base64.b64decode(v["base64"], validate=True)
         except (binascii.Error, ValueError):
@@ -140,14 +141,22 @@ class WireRows:
         maps = []
         for h in hits:
             m = h.get("memory") if isinstance(h, dict) else None
-            if not isinstance(m, dict) or m.keys() != _MEMORY_KEYS or not isinstance(h.get("id"), str) \
-                    or isinstance(h.get("score"), bool) or not isinstance(h.get("score"), (int, float)):
+            if (
+                not isinstance(m, dict)
+                or m.keys() != _MEMORY_KEYS
+                or not isinstance(h.get("id"), str)
+                or isinstance(h.get("score"), bool)
+                or not isinstance(h.get("score"), (int, float))
+            ):
                 raise RemoteError("the server sent a search hit that is not an id, a score and a memory")
             maps.append(m)
         self.ids: list[str] = [h["id"] for h in hits]
         self.scores: list[float] = [float(h["score"]) for h in hits]
-        self.explains = ([explain_from_wire(h.get("explain")) for h in hits]
-                         if any(h.get("explain") is not None for h in hits) else None)
+        self.explains = (
+            [explain_from_wire(h.get("explain")) for h in hits]
+            if any(h.get("explain") is not None for h in hits)
+            else None
+        )
         self._maps = maps
         self._memories: list[Memory | None] = [None] * len(maps)
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -108,8 +109,10 @@ def qualifies(new: NewMemory, old: LiveMemory, similarity: float, bars: Bars, co
 
 # -- finding candidates (before the add's transaction) -------------------------
 
-def similar_in_hot(hot: Any, vectors: np.ndarray, type_idx: Sequence[int], floors: Sequence[float | None]
-                   ) -> list[dict[str, float]]:
+
+def similar_in_hot(
+    hot: Any, vectors: np.ndarray, type_idx: Sequence[int], floors: Sequence[float | None]
+) -> list[dict[str, float]]:
     """Per row of ``vectors`` (unit float32): the ids of live hot memories of
     type ``type_idx[i]`` whose cosine is at least ``floors[i]`` (``None``:
     none wanted), with that cosine. ``hot`` is a
@@ -127,8 +130,8 @@ def similar_in_hot(hot: Any, vectors: np.ndarray, type_idx: Sequence[int], floor
         q = vectors[want]
         if hot.index is None:
             for start in range(0, len(want), _BLOCK):
-                block = want[start:start + _BLOCK]
-                sims = q[start:start + _BLOCK] @ hot.vectors[:n].T  # cosines: vectors are unit length
+                block = want[start : start + _BLOCK]
+                sims = q[start : start + _BLOCK] @ hot.vectors[:n].T  # cosines: vectors are unit length
                 for row, i in enumerate(block):
                     hit = np.flatnonzero(alive & (types == type_idx[i]) & (sims[row] >= floors[i]))
                     out[i] = {hot.ids[s]: float(sims[row, s]) for s in hit.tolist()}
@@ -149,8 +152,9 @@ def similar_in_hot(hot: Any, vectors: np.ndarray, type_idx: Sequence[int], floor
     return out
 
 
-def similar_in_warm(warm: Any, catalog: Any, ns: str, vectors: np.ndarray, memory_types: Sequence[str],
-                    floors: Sequence[float | None]) -> list[dict[str, float]]:
+def similar_in_warm(
+    warm: Any, catalog: Any, ns: str, vectors: np.ndarray, memory_types: Sequence[str], floors: Sequence[float | None]
+) -> list[dict[str, float]]:
     """:func:`similar_in_hot` for the warm tier (``warm`` a
     :class:`~tierstore.tiers.warm.WarmTier`; rows are checked in the catalog)."""
     from tierstore.kernels import TIER_WARM
@@ -174,8 +178,9 @@ def similar_in_warm(warm: Any, catalog: Any, ns: str, vectors: np.ndarray, memor
     return out
 
 
-def similar_in_batch(vectors: np.ndarray, ids: Sequence[str], memory_types: Sequence[str],
-                     floors: Sequence[float | None]) -> list[dict[str, float]]:
+def similar_in_batch(
+    vectors: np.ndarray, ids: Sequence[str], memory_types: Sequence[str], floors: Sequence[float | None]
+) -> list[dict[str, float]]:
     """Per item of a batch: the earlier items of the same type at or above its floor."""
     out: list[dict[str, float]] = [{} for _ in range(len(vectors))]
     want = [j for j, f in enumerate(floors) if f is not None]
@@ -183,9 +188,9 @@ def similar_in_batch(vectors: np.ndarray, ids: Sequence[str], memory_types: Sequ
         return out
     q = vectors[want]
     for start in range(0, len(want), _BLOCK):
-        sims = q[start:start + _BLOCK] @ q.T
-        for row, j in enumerate(want[start:start + _BLOCK]):
-            for col in np.flatnonzero(sims[row, :start + row] >= floors[j]).tolist():
+        sims = q[start : start + _BLOCK] @ q.T
+        for row, j in enumerate(want[start : start + _BLOCK]):
+            for col in np.flatnonzero(sims[row, : start + row] >= floors[j]).tolist():
                 i = want[col]
                 if memory_types[i] == memory_types[j] and ids[i] != ids[j]:
                     out[j][ids[i]] = float(sims[row, col])
@@ -194,8 +199,10 @@ def similar_in_batch(vectors: np.ndarray, ids: Sequence[str], memory_types: Sequ
 
 # -- deciding (inside the add's transaction) -----------------------------------
 
-def live_candidates(conn: sqlite3.Connection, ns: str, ids: Sequence[str], now: float,
-                    conf_half_life: float) -> list[LiveMemory]:
+
+def live_candidates(
+    conn: sqlite3.Connection, ns: str, ids: Sequence[str], now: float, conf_half_life: float
+) -> list[LiveMemory]:
     """The live (unmarked) memories among ``ids``, read through ``conn``."""
     import json
 
@@ -203,21 +210,32 @@ def live_candidates(conn: sqlite3.Connection, ns: str, ids: Sequence[str], now: 
         return []
     out = []
     for i in range(0, len(ids), 500):
-        part = list(ids[i:i + 500])
+        part = list(ids[i : i + 500])
         rows = conn.execute(
             "SELECT m.rid, m.id, m.memory_type, m.tags, m.confidence, m.t_conf, m.pinned, m.key FROM memories m"
             f" WHERE m.ns = ? AND m.id IN ({','.join('?' * len(part))})"
-            " AND NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.rid = m.rid)", (ns, *part)).fetchall()
+            " AND NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.rid = m.rid)",
+            (ns, *part),
+        ).fetchall()
         for rid, mid, mtype, tags, conf, t_conf, pinned, key in rows:
             if math.isfinite(conf_half_life):
                 conf = conf * 2.0 ** (-max(now - t_conf, 0.0) / conf_half_life)
-            out.append(LiveMemory(int(rid), str(mid), str(mtype), tuple(json.loads(tags)), float(conf),
-                                  bool(pinned), key))
+            out.append(
+                LiveMemory(int(rid), str(mid), str(mtype), tuple(json.loads(tags)), float(conf), bool(pinned), key)
+            )
     return out
 
 
-def decide(conn: sqlite3.Connection, ns: str, new: NewMemory, similar: dict[str, float], exclude: Sequence[str],
-           policy: Policy, now: float, conf_half_life: float) -> list[Mark]:
+def decide(
+    conn: sqlite3.Connection,
+    ns: str,
+    new: NewMemory,
+    similar: dict[str, float],
+    exclude: Sequence[str],
+    policy: Policy,
+    now: float,
+    conf_half_life: float,
+) -> list[Mark]:
     """The automatic marks for ``new``, among the candidates ``similar``
     (id -> cosine, found before the transaction) that are still live, minus
     ``exclude`` (the ids the caller superseded explicitly)."""

@@ -46,8 +46,9 @@ class Duplicate:
     tier: int
 
 
-def find_duplicate(conn: sqlite3.Connection, ns: str, memory_type: str, key: str | None,
-                   content: str) -> Duplicate | None:
+def find_duplicate(
+    conn: sqlite3.Connection, ns: str, memory_type: str, key: str | None, content: str
+) -> Duplicate | None:
     """The oldest memory of ``ns`` with this type, key and normalised content
     that is not superseded, in any tier; ``None`` if there is none. Reads
     through ``conn`` (inside the add's transaction, so that two adds of the
@@ -57,7 +58,8 @@ def find_duplicate(conn: sqlite3.Connection, ns: str, memory_type: str, key: str
         "SELECT m.rid, m.id, m.content, m.tier FROM memories m WHERE m.ns = ? AND m.content_hash = ?"
         " AND m.memory_type = ? AND m.key IS ?"
         " AND NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.rid = m.rid) ORDER BY m.rid",
-        (ns, content_hash(content), memory_type, key)).fetchall()
+        (ns, content_hash(content), memory_type, key),
+    ).fetchall()
     for rid, mid, text, tier in rows:
         if normalise(text) == norm:
             return Duplicate(int(rid), str(mid), int(tier))

@@ -27,13 +27,29 @@ def confidence_at(conf: float, t_conf: float, conf_half_life: float, t: float) -
     return conf * 2.0 ** (-max(t - t_conf, 0.0) / conf_half_life)
 
 
-def due_at(cp: CompiledPolicy, tier: int, pinned: bool, w_ref: float, t_ref: float, half_life: float,
-           expires_at: float, conf: float, t_conf: float) -> float:
+def due_at(
+    cp: CompiledPolicy,
+    tier: int,
+    pinned: bool,
+    w_ref: float,
+    t_ref: float,
+    half_life: float,
+    expires_at: float,
+    conf: float,
+    t_conf: float,
+) -> float:
     """Next due time of one memory (+inf: never)."""
     out = due_times(
-        np.array([tier], np.int64), np.array([1 if pinned else 0], np.int64), np.array([w_ref]),
-        np.array([t_ref]), np.array([half_life]), np.array([expires_at]), np.array([conf]),
-        np.array([t_conf]), cp.conf_half_life, cp.thresholds,
+        np.array([tier], np.int64),
+        np.array([1 if pinned else 0], np.int64),
+        np.array([w_ref]),
+        np.array([t_ref]),
+        np.array([half_life]),
+        np.array([expires_at]),
+        np.array([conf]),
+        np.array([t_conf]),
+        cp.conf_half_life,
+        cp.thresholds,
     )
     return float(out[0])
 
@@ -59,10 +75,25 @@ class FeedbackOutcome:
     ttl: float
 
 
-def apply_feedback(cp: CompiledPolicy, *, type_idx: int, conf_llm: float | None, conf_rule: float | None,
-                   conf_feedback: float | None, confidence: float, t_conf: float, w_ref: float, t_ref: float,
-                   half_life: float, ctx_mult: float, ttl_override: float | None, positive: bool,
-                   strength: float, implicit: bool, now: float) -> FeedbackOutcome:
+def apply_feedback(
+    cp: CompiledPolicy,
+    *,
+    type_idx: int,
+    conf_llm: float | None,
+    conf_rule: float | None,
+    conf_feedback: float | None,
+    confidence: float,
+    t_conf: float,
+    w_ref: float,
+    t_ref: float,
+    half_life: float,
+    ctx_mult: float,
+    ttl_override: float | None,
+    positive: bool,
+    strength: float,
+    implicit: bool,
+    now: float,
+) -> FeedbackOutcome:
     """Feedback on one memory at ``now`` (seconds).
 
     The feedback signal moves by ``step·strength`` (explicit or implicit step)
@@ -84,14 +115,25 @@ def apply_feedback(cp: CompiledPolicy, *, type_idx: int, conf_llm: float | None,
     else:
         w *= 1.0 - cpol.negative_weight_penalty * strength
     return FeedbackOutcome(
-        conf_feedback=fb, confidence=conf, t_conf=t_conf, w_ref=w, t_ref=now,
-        half_life=cp.half_life(type_idx, conf, ctx_mult), ttl=cp.ttl(type_idx, conf, ttl_override, ctx_mult),
+        conf_feedback=fb,
+        confidence=conf,
+        t_conf=t_conf,
+        w_ref=w,
+        t_ref=now,
+        half_life=cp.half_life(type_idx, conf, ctx_mult),
+        ttl=cp.ttl(type_idx, conf, ttl_override, ctx_mult),
     )
 
 
-def access(cp: CompiledPolicy, type_idx: int, w_ref: float, t_ref: float, half_life: float,
-           now: float) -> tuple[float, float]:
+def access(
+    cp: CompiledPolicy, type_idx: int, w_ref: float, t_ref: float, half_life: float, now: float
+) -> tuple[float, float]:
     """``(w_ref, t_ref)`` after one access at ``now`` (the kernel's rule)."""
-    w, t = access_boost(np.array([w_ref]), np.array([t_ref]), np.array([half_life]),
-                        np.array([cp.boost_by_type[type_idx]], np.float64), now)
+    w, t = access_boost(
+        np.array([w_ref]),
+        np.array([t_ref]),
+        np.array([half_life]),
+        np.array([cp.boost_by_type[type_idx]], np.float64),
+        now,
+    )
     return float(w[0]), float(t[0])

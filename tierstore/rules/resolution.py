@@ -18,16 +18,16 @@ explanation says why it moved.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from tierstore.rules import supersession
 from tierstore.kernels import columns as C
 from tierstore.kernels import resolve_order
 from tierstore.records import Hit
+from tierstore.rules import supersession
 from tierstore.rules.scoring import CompiledPolicy
-
 
 # the row of rank_and_gather's float result holding each hit's per-memory TTL (0: superseded)
 R_TTL_OVERRIDE = C.R_F + C.SNAPSHOT_F.index(C.F_TTL_OVERRIDE)
@@ -38,10 +38,10 @@ def marked_flags(top: Sequence[tuple[Any, ...]], ranked: Any, result: Sequence[H
     any order) is superseded (its per-memory TTL is 0), without building its
     Memory: a hot hit's TTL from the kernel's columns, a warm or cold one's
     from its catalog row."""
-    flag = {m[4].id: (ranked.rf[R_TTL_OVERRIDE, m[3]] == 0.0 if m[2] == 0 else m[5].row.ttl_seconds == 0.0)
-            for m in top}
+    flag = {
+        m[4].id: (ranked.rf[R_TTL_OVERRIDE, m[3]] == 0.0 if m[2] == 0 else m[5].row.ttl_seconds == 0.0) for m in top
+    }
     return [bool(flag[h.id]) for h in result]
-
 
 
 def kernel_moves(ranked: Any, hits: Sequence[Hit]) -> dict[str, str]:
@@ -68,10 +68,16 @@ def resolve_hits(cp: CompiledPolicy, hits: list[Hit], sims: Sequence[float]) -> 
         for w, t in enumerate(x.tags):
             tags[j, w] = tag_ids.setdefault(t, len(tag_ids))
     order, before = resolve_order(
-        np.asarray(sims, np.float64), np.array([x.created_at for x in mems], np.float64),
+        np.asarray(sims, np.float64),
+        np.array([x.created_at for x in mems], np.float64),
         np.array([x.confidence for x in mems], np.float64),
         np.array([type_ids.setdefault(x.memory_type, len(type_ids)) for x in mems], np.int64),
-        tags, cp.resolve_margin, cp.resolve_tag_margin, cp.resolve_min_gap, cp.resolve_conf_margin)
+        tags,
+        cp.resolve_margin,
+        cp.resolve_tag_margin,
+        cp.resolve_min_gap,
+        cp.resolve_conf_margin,
+    )
     moved = {hits[j].id: hits[b].id for j, b in enumerate(before.tolist()) if b >= 0}
     return [hits[j] for j in order.tolist()], moved
 
@@ -85,8 +91,11 @@ def order_marked(catalog: Any, ns: str, hits: list[Hit], marked: Sequence[bool])
     if first_marked is None or all(marked[first_marked:]):
         return hits
     ids = [h.id for h, f in zip(hits, marked) if f]
-    by = {mid: info.superseded_by for mid, info in supersession.marks_of(catalog, ns, ids).items()
-          if info.superseded_by is not None}
+    by = {
+        mid: info.superseded_by
+        for mid, info in supersession.marks_of(catalog, ns, ids).items()
+        if info.superseded_by is not None
+    }
     out = list(hits)
     for _ in range(len(out)):  # a chain (a by b by c) settles in at most len(out) passes
         changed = False
@@ -113,20 +122,26 @@ def annotate_resolution(hits: Sequence[Hit], moved: dict[str, str]) -> None:
             continue
         notes = []
         if h.id in moved:
-            notes.append(f"placed before {moved[h.id]}: an older statement of the same type that answers about as"
-                         " well (policy supersession.resolve_margin)")
+            notes.append(
+                f"placed before {moved[h.id]}: an older statement of the same type that answers about as"
+                " well (policy supersession.resolve_margin)"
+            )
         if h.id in after:
-            notes.append(f"ranked after {after[h.id]}: a newer statement of the same type that answers about as"
-                         " well (policy supersession.resolve_margin)")
+            notes.append(
+                f"ranked after {after[h.id]}: a newer statement of the same type that answers about as"
+                " well (policy supersession.resolve_margin)"
+            )
         if notes:
             h.set_explain(replace(h.explain, resolution="; ".join(notes)))
 
 
 _WORD = re.compile(r"[^\W_]+")
-_STOP = frozenset("""a an the is are was were be been being am at in on of for to from by with and or but not no
+_STOP = frozenset(
+    """a an the is are was were be been being am at in on of for to from by with and or but not no
 now still also just then than that this these those it its he she they them his her their my your our i you we me
 him us do does did has have had will would can could should may might very really so as into about over after
-before since until while""".split())
+before since until while""".split()
+)
 
 
 def content_words(text: str) -> frozenset[str]:
@@ -162,9 +177,13 @@ def resolve_by_wording(cp: CompiledPolicy, hits: list[Hit], sims: dict[str, floa
         a, b = mems[j], mems[i]
         if a.tags and b.tags and not set(a.tags) & set(b.tags):
             return False  # both tagged, none in common: about different things
-        return (a.memory_type == b.memory_type and a.created_at - b.created_at >= gap
-                and a.confidence >= b.confidence - conf_margin and sims[hits[j].id] >= sims[hits[i].id] - margin
-                and same_wording(words[j], words[i]))
+        return (
+            a.memory_type == b.memory_type
+            and a.created_at - b.created_at >= gap
+            and a.confidence >= b.confidence - conf_margin
+            and sims[hits[j].id] >= sims[hits[i].id] - margin
+            and same_wording(words[j], words[i])
+        )
 
     placed: list[int] = []
     moved: dict[str, str] = {}

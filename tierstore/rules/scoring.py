@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import math
 import threading
-from operator import mul
 from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from operator import mul
 
 import numpy as np
 
 from tierstore.kernels import columns as C
 from tierstore.kernels import pack_query
-from tierstore.records import Explain
 from tierstore.policy import SCORE_FACTORS, USE_FACTORS, Policy
+from tierstore.records import Explain
 from tierstore.rules.tags import TagVocab
 
 _EMPTY_I32 = np.empty(0, np.int32)
@@ -60,9 +60,7 @@ class CompiledPolicy:
         self.refresh_by_type = np.array([1 if t.refresh_on_read else 0 for t in types], np.uint8)
         self.w0_by_type = np.array([t.initial_weight for t in types], np.float64)
         self.half_life_by_type = np.array([t.half_life_seconds for t in types], np.float64)
-        self.ttl_by_type = np.array(
-            [math.inf if t.ttl_seconds is None else t.ttl_seconds for t in types], np.float64
-        )
+        self.ttl_by_type = np.array([math.inf if t.ttl_seconds is None else t.ttl_seconds for t in types], np.float64)
         th = policy.thresholds
         self.thresholds = np.array([th.demote, th.archive, th.delete, th.delete_below_confidence], np.float64)
         decay = policy.confidence.decay_half_life_seconds
@@ -103,8 +101,9 @@ class CompiledPolicy:
         keep = [f not in USE_FACTORS for f in SCORE_FACTORS]
         self._relevance_mask = np.array(keep)
         kept = sum(w for w, k in zip(self._weight_values, keep) if k)
-        self._relevance_weights = np.array([w / kept if k and kept > 0 else 0.0
-                                            for w, k in zip(self._weight_values, keep)])
+        self._relevance_weights = np.array(
+            [w / kept if k and kept > 0 else 0.0 for w, k in zip(self._weight_values, keep)]
+        )
         self.all_types = np.ones(len(types), np.uint8)  # type_allowed(None); callers only read it
         self._contexts: OrderedDict[frozenset[str], QueryContext] = OrderedDict()
         self._lock = threading.Lock()
@@ -132,8 +131,9 @@ class CompiledPolicy:
         f = self.policy.confidence.half_life_floor
         return self.half_life_by_type[type_idx] * (f + (1.0 - f) * confidence) * ctx_mult
 
-    def ttls(self, type_idx: np.ndarray, confidence: np.ndarray, ttl_override: np.ndarray,
-             ctx_mult: np.ndarray) -> np.ndarray:
+    def ttls(
+        self, type_idx: np.ndarray, confidence: np.ndarray, ttl_override: np.ndarray, ctx_mult: np.ndarray
+    ) -> np.ndarray:
         """:meth:`ttl` for arrays (``ttl_override`` NaN where absent)."""
         f = self.policy.confidence.ttl_floor
         with np.errstate(invalid="ignore"):  # inf * scale stays inf
@@ -152,7 +152,7 @@ class CompiledPolicy:
 
     def params(self, now: float, min_confidence: float, ctx: QueryContext) -> np.ndarray:
         """The rerank parameter vector (``P_*``) of one query over candidate cosines."""
-        p = ctx.packed[0][:C.NP].copy()
+        p = ctx.packed[0][: C.NP].copy()
         p[C.P_NOW] = now
         p[C.P_MIN_CONF] = min_confidence
         return p
@@ -255,5 +255,4 @@ class CompiledPolicy:
             terms = norm_d.copy()
         else:
             terms = dict(zip(SCORE_FACTORS, map(mul, self._weight_values, norm)))
-        return Explain(self.mode, dict(zip(SCORE_FACTORS, raw)), norm_d, self.weights.copy(), terms, float(score),
-                       tier)
+        return Explain(self.mode, dict(zip(SCORE_FACTORS, raw)), norm_d, self.weights.copy(), terms, float(score), tier)

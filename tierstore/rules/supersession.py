@@ -34,15 +34,18 @@ caller's transaction) or the catalog's readers; it knows nothing of tiers.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from tierstore.errors import InvalidInputError
 
 KINDS = ("explicit", "key", "auto")
 # A mark, unless the memory has one already (rid, ns, by_id, kind, similarity, t, prior_ttl_seconds).
-_INSERT_MARK = ("INSERT OR IGNORE INTO supersessions (rid, ns, by_id, kind, similarity, t, prior_ttl_seconds)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)")
+_INSERT_MARK = (
+    "INSERT OR IGNORE INTO supersessions (rid, ns, by_id, kind, similarity, t, prior_ttl_seconds)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 @dataclass(frozen=True)
@@ -86,23 +89,28 @@ def record_marks(catalog: Any, ns: str, rows: Sequence[Any]) -> dict[str, Record
     on: dict[str, dict[str, Any]] = {}
     by: dict[str, list[dict[str, Any]]] = {}
     for i in range(0, len(rows), 500):
-        part = rows[i:i + 500]
+        part = rows[i : i + 500]
         marks = ",".join("?" * len(part))
         for mid, by_id, kind, sim, t, prior in catalog.query(
-                "SELECT m.id, s.by_id, s.kind, s.similarity, s.t, s.prior_ttl_seconds FROM supersessions s"
-                f" JOIN memories m ON m.rid = s.rid WHERE s.rid IN ({marks})", [r.rid for r in part]):
+            "SELECT m.id, s.by_id, s.kind, s.similarity, s.t, s.prior_ttl_seconds FROM supersessions s"
+            f" JOIN memories m ON m.rid = s.rid WHERE s.rid IN ({marks})",
+            [r.rid for r in part],
+        ):
             on[mid] = {"id": by_id, "kind": kind, "similarity": sim, "t": t, "prior_ttl_seconds": prior}
         for old_id, by_id, kind, sim, t, prior in catalog.query(
-                "SELECT m.id, s.by_id, s.kind, s.similarity, s.t, s.prior_ttl_seconds FROM supersessions s"
-                f" JOIN memories m ON m.rid = s.rid WHERE s.ns = ? AND s.by_id IN ({marks})",
-                [ns, *[r.id for r in part]]):
+            "SELECT m.id, s.by_id, s.kind, s.similarity, s.t, s.prior_ttl_seconds FROM supersessions s"
+            f" JOIN memories m ON m.rid = s.rid WHERE s.ns = ? AND s.by_id IN ({marks})",
+            [ns, *[r.id for r in part]],
+        ):
             by.setdefault(by_id, []).append(
-                {"id": old_id, "kind": kind, "similarity": sim, "t": t, "prior_ttl_seconds": prior})
+                {"id": old_id, "kind": kind, "similarity": sim, "t": t, "prior_ttl_seconds": prior}
+            )
     return {mid: RecordMarks(on.get(mid), tuple(by.get(mid, ()))) for mid in {*on, *by}}
 
 
-def restore_marks(conn: sqlite3.Connection, ns: str, pairs: Sequence[tuple[str, str, dict[str, Any]]],
-                  rids: set[int]) -> int:
+def restore_marks(
+    conn: sqlite3.Connection, ns: str, pairs: Sequence[tuple[str, str, dict[str, Any]]], rids: set[int]
+) -> int:
     """Write the marks archive records kept: ``(old id, new id, mark)``
     triples (``mark`` as in :class:`RecordMarks`), each only on a memory of
     ``rids`` (those whose state a rebuild took from their records: any other
@@ -113,8 +121,10 @@ def restore_marks(conn: sqlite3.Connection, ns: str, pairs: Sequence[tuple[str, 
         r = conn.execute("SELECT rid FROM memories WHERE ns = ? AND id = ?", (ns, old_id)).fetchone()
         if r is None or int(r[0]) not in rids or old_id == new_id:
             continue
-        written += conn.execute(_INSERT_MARK, (int(r[0]), ns, new_id, mark["kind"], mark["similarity"], mark["t"],
-                                               mark["prior_ttl_seconds"])).rowcount
+        written += conn.execute(
+            _INSERT_MARK,
+            (int(r[0]), ns, new_id, mark["kind"], mark["similarity"], mark["t"], mark["prior_ttl_seconds"]),
+        ).rowcount
     return written
 
 
@@ -126,9 +136,11 @@ def settle_slots(conn: sqlite3.Connection, ns: str, keys: Sequence[str], rids: s
     were written."""
     written = 0
     for key in keys:
-        live = conn.execute(f"SELECT m.rid, m.id, m.created_at, m.ttl_seconds FROM memories m"
-                            f" WHERE m.ns = ? AND m.key = ? AND {_LIVE} ORDER BY m.created_at DESC, m.rid DESC",
-                            (ns, key)).fetchall()
+        live = conn.execute(
+            f"SELECT m.rid, m.id, m.created_at, m.ttl_seconds FROM memories m"
+            f" WHERE m.ns = ? AND m.key = ? AND {_LIVE} ORDER BY m.created_at DESC, m.rid DESC",
+            (ns, key),
+        ).fetchall()
         newest = live[0] if live else None
         for rid, _, _, prior in live[1:]:
             if rid not in rids:
@@ -153,13 +165,16 @@ def unsuperseded_rows(catalog: Any, rids: Sequence[int]) -> list[Any]:
 
 def live_of_key(conn: sqlite3.Connection, ns: str, key: str) -> tuple[int, str] | None:
     """``(rid, id)`` of the live memory of slot ``(ns, key)``, or ``None``."""
-    r = conn.execute(f"SELECT m.rid, m.id FROM memories m WHERE m.ns = ? AND m.key = ? AND {_LIVE}"
-                     " ORDER BY m.rid DESC LIMIT 1", (ns, key)).fetchone()
+    r = conn.execute(
+        f"SELECT m.rid, m.id FROM memories m WHERE m.ns = ? AND m.key = ? AND {_LIVE} ORDER BY m.rid DESC LIMIT 1",
+        (ns, key),
+    ).fetchone()
     return None if r is None else (int(r[0]), str(r[1]))
 
 
-def check_key_agrees(conn: sqlite3.Connection, ns: str, key: str | None, supersedes: Sequence[str],
-                     where: str = "") -> tuple[int, str] | None:
+def check_key_agrees(
+    conn: sqlite3.Connection, ns: str, key: str | None, supersedes: Sequence[str], where: str = ""
+) -> tuple[int, str] | None:
     """The live memory of ``key`` (``(rid, id)`` or ``None``), after checking
     that ``supersedes`` agrees with it: no superseded id belongs to another
     slot, and if the slot has a live memory, ``supersedes`` (when given)
@@ -171,14 +186,18 @@ def check_key_agrees(conn: sqlite3.Connection, ns: str, key: str | None, superse
     if not supersedes:
         return live
     marks = ",".join("?" * len(supersedes))
-    for mid, other in conn.execute(f"SELECT id, key FROM memories WHERE ns = ? AND id IN ({marks})",
-                                   (ns, *supersedes)).fetchall():
+    for mid, other in conn.execute(
+        f"SELECT id, key FROM memories WHERE ns = ? AND id IN ({marks})", (ns, *supersedes)
+    ).fetchall():
         if other is not None and other != key:
-            raise InvalidInputError(f"{where}key {key!r} and supersedes disagree: memory {mid!r} is the slot "
-                                    f"{other!r}, not {key!r}")
+            raise InvalidInputError(
+                f"{where}key {key!r} and supersedes disagree: memory {mid!r} is the slot {other!r}, not {key!r}"
+            )
     if live is not None and live[1] not in supersedes:
-        raise InvalidInputError(f"{where}key {key!r} and supersedes disagree: the slot's live memory is "
-                                f"{live[1]!r}, which supersedes does not name")
+        raise InvalidInputError(
+            f"{where}key {key!r} and supersedes disagree: the slot's live memory is "
+            f"{live[1]!r}, which supersedes does not name"
+        )
     return live
 
 
@@ -192,14 +211,16 @@ def record(conn: sqlite3.Connection, ns: str, mark: Mark, now: float) -> bool:
     return cur.rowcount == 1
 
 
-def named_marks(new_id: str, supersedes: Sequence[str], key: str | None, live: tuple[int, str] | None,
-                include_live: bool) -> list[Mark]:
+def named_marks(
+    new_id: str, supersedes: Sequence[str], key: str | None, live: tuple[int, str] | None, include_live: bool
+) -> list[Mark]:
     """The marks a new memory's caller asked for: each id of ``supersedes``
     (``key`` kind for the slot's live memory), and the slot's live memory
     ``live`` when ``include_live`` (not for a duplicate: an existing memory is
     not the slot's new value)."""
-    out = [Mark(old, new_id, "key" if live is not None and old == live[1] else "explicit", key=key)
-           for old in supersedes]
+    out = [
+        Mark(old, new_id, "key" if live is not None and old == live[1] else "explicit", key=key) for old in supersedes
+    ]
     if include_live and live is not None and live[1] not in supersedes:
         out.append(Mark(live[1], new_id, "key", key=key))
     return out
@@ -231,8 +252,10 @@ class AutoMark:
 def auto_mark(conn_or_catalog: Any, ns: str, id: str) -> AutoMark | None:
     """The automatic mark on memory ``id``, if it has one (a connection or a
     :class:`~tierstore.storage.catalog.Catalog`)."""
-    sql = ("SELECT s.rid, s.by_id, s.prior_ttl_seconds FROM supersessions s JOIN memories m ON m.rid = s.rid"
-           " WHERE m.ns = ? AND m.id = ? AND s.kind = 'auto'")
+    sql = (
+        "SELECT s.rid, s.by_id, s.prior_ttl_seconds FROM supersessions s JOIN memories m ON m.rid = s.rid"
+        " WHERE m.ns = ? AND m.id = ? AND s.kind = 'auto'"
+    )
     if isinstance(conn_or_catalog, sqlite3.Connection):
         r = conn_or_catalog.execute(sql, (ns, id)).fetchone()
     else:
@@ -246,6 +269,7 @@ def clear(conn: sqlite3.Connection, rid: int) -> bool:
 
 
 # -- reads through the catalog -------------------------------------------------
+
 
 @dataclass(frozen=True)
 class MarkInfo:
@@ -261,11 +285,13 @@ def marks_of(catalog: Any, ns: str, ids: Sequence[str]) -> dict[str, MarkInfo]:
     out: dict[str, MarkInfo] = {}
     uniq = list(dict.fromkeys(ids))
     for i in range(0, len(uniq), 500):
-        part = uniq[i:i + 500]
+        part = uniq[i : i + 500]
         rows = catalog.query(
             "SELECT m.id, m.key, s.by_id, s.kind, s.similarity FROM memories m"
             " LEFT JOIN supersessions s ON s.rid = m.rid"
-            f" WHERE m.ns = ? AND m.id IN ({','.join('?' * len(part))})", (ns, *part))
+            f" WHERE m.ns = ? AND m.id IN ({','.join('?' * len(part))})",
+            (ns, *part),
+        )
         for mid, key, by_id, kind, sim in rows:
             out[mid] = MarkInfo(key, by_id, None if kind is None else describe(kind, sim, key))
     return out
@@ -281,18 +307,21 @@ def annotate_explains(catalog: Any, ns: str, hits: Sequence[Any], factor: float 
     for h in hits:
         m = info.get(h.id)
         if m is not None and m.superseded_by is not None and h.explain is not None:
-            h.set_explain(replace(h.explain, superseded_by=m.superseded_by, supersession=m.description,
-                                   superseded_factor=factor))
+            h.set_explain(
+                replace(h.explain, superseded_by=m.superseded_by, supersession=m.description, superseded_factor=factor)
+            )
 
 
 def live_id_of_key(catalog: Any, ns: str, key: str) -> str | None:
     """The id of the live memory of slot ``(ns, key)``, or ``None``."""
-    r = catalog.query_one(f"SELECT m.id FROM memories m WHERE m.ns = ? AND m.key = ? AND {_LIVE}"
-                          " ORDER BY m.rid DESC LIMIT 1", (ns, key))
+    r = catalog.query_one(
+        f"SELECT m.id FROM memories m WHERE m.ns = ? AND m.key = ? AND {_LIVE} ORDER BY m.rid DESC LIMIT 1", (ns, key)
+    )
     return None if r is None else str(r[0])
 
 
 # -- upkeep at open ---------------------------------------------------------------
+
 
 def prune_orphans(conn: sqlite3.Connection) -> int:
     """Drop the marks of memories that no longer exist (deleted by a sweep or
@@ -304,6 +333,10 @@ def undamped(conn: sqlite3.Connection) -> list[tuple[int, float]]:
     """``(rid, marked at)`` of marked memories whose TTL is not 0: the damping
     that follows a mark was not applied (a crash between the add's commit and
     it). Every damping sets the per-memory TTL to 0, and nothing else does."""
-    return [(int(r[0]), float(r[1])) for r in conn.execute(
-        "SELECT s.rid, s.t FROM supersessions s JOIN memories m ON m.rid = s.rid"
-        " WHERE m.ttl_seconds IS NULL OR m.ttl_seconds != 0").fetchall()]
+    return [
+        (int(r[0]), float(r[1]))
+        for r in conn.execute(
+            "SELECT s.rid, s.t FROM supersessions s JOIN memories m ON m.rid = s.rid"
+            " WHERE m.ttl_seconds IS NULL OR m.ttl_seconds != 0"
+        ).fetchall()
+    ]

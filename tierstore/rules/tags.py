@@ -6,7 +6,7 @@ need to agree across processes."""
 from __future__ import annotations
 
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 
 class TagVocab:

@@ -7,11 +7,11 @@ import itertools
 import json
 import math
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
-from tierstore.kernels import squared_length
 from tierstore.errors import (
     DimensionMismatchError,
     InvalidConfidenceError,
@@ -20,6 +20,7 @@ from tierstore.errors import (
     InvalidNamespaceError,
     InvalidVectorError,
 )
+from tierstore.kernels import squared_length
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 ID_MAX_LEN = 256
@@ -78,7 +79,8 @@ def _numeric(vec: Any, what: str) -> np.ndarray:
         raise InvalidVectorError(f"{what} is not a numeric vector") from None
     if arr.dtype.kind not in "iuf":
         kind = {"c": "complex numbers", "b": "booleans", "U": "strings", "S": "bytes", "O": "non-numbers"}.get(
-            arr.dtype.kind, f"values of type {arr.dtype}")
+            arr.dtype.kind, f"values of type {arr.dtype}"
+        )
         raise InvalidVectorError(f"{what} must hold real numbers, got {kind}")
     return arr
 
@@ -113,7 +115,7 @@ def check_vector(vec: Any, dim: int, what: str = "embedding") -> np.ndarray:
         if 0.0 < n2 < math.inf:
             if abs(n2 - 1.0) <= 1e-7:  # already unit length (float32 rounding): no copy
                 return vec
-            if 2.0 ** -100 <= n2 <= 2.0 ** 100:  # no overflow or subnormal trouble in float32
+            if 2.0**-100 <= n2 <= 2.0**100:  # no overflow or subnormal trouble in float32
                 return vec / np.float32(math.sqrt(n2))
     arr = _numeric(vec, what)
     if arr.ndim != 1:
@@ -156,15 +158,15 @@ def _text(value: str, what: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidInputError(f"{what} is not valid Unicode text: a lone surrogate at position {exc.start}"
-                                ) from None
+        raise InvalidInputError(f"{what} is not valid Unicode text: a lone surrogate at position {exc.start}") from None
     return value
 
 
 def check_id(value: Any) -> str:
     if not isinstance(value, str) or not value or len(value) > ID_MAX_LEN or "\x00" in value:
-        raise InvalidInputError(f"invalid memory id {shown(value)}: expected a non-empty string of at most "
-                                f"{ID_MAX_LEN} characters")
+        raise InvalidInputError(
+            f"invalid memory id {shown(value)}: expected a non-empty string of at most {ID_MAX_LEN} characters"
+        )
     return _text(value, f"memory id {shown(value)}")
 
 
@@ -178,7 +180,8 @@ def check_key(value: Any) -> str | None:
     if not KEY_RE.fullmatch(value):
         raise InvalidKeyError(
             f"invalid key {shown(value, 40)} ({len(value)} characters): expected 1-{KEY_MAX_LEN} characters of letters, "
-            "digits and _ . : / - @ # + (no spaces)")
+            "digits and _ . : / - @ # + (no spaces)"
+        )
     return _text(value, f"key {shown(value)}")
 
 
@@ -211,8 +214,9 @@ def check_tags(tags: Any, max_tags: int, what: str = "tags") -> tuple[str, ...]:
     out: dict[str, None] = {}  # insertion-ordered set: dropping duplicates in one pass
     for t in listed(tags, what, max(TAGS_MAX_LISTED, max_tags)):
         if not isinstance(t, str) or not t or len(t) > TAG_MAX_LEN or "\x00" in t:
-            raise InvalidInputError(f"invalid tag {shown(t)}: expected a non-empty string of at most {TAG_MAX_LEN} "
-                                    "characters")
+            raise InvalidInputError(
+                f"invalid tag {shown(t)}: expected a non-empty string of at most {TAG_MAX_LEN} characters"
+            )
         if t not in out:
             out[_text(t, f"tag {shown(t)}")] = None
     if len(out) > max_tags:
@@ -224,11 +228,13 @@ def check_search_flags(include_warm: Any, record_access: Any, explain: Any, memo
     """``search``'s switches as booleans (``record_access`` may be None: the
     policy's), not truthy values (``record_access="no"`` would record); its
     ``memory_types`` as a list of at most 64 labels, or None. Returns the list."""
-    for name, value, none_ok in (("include_warm", include_warm, False), ("record_access", record_access, True),
-                                 ("explain", explain, False)):
+    for name, value, none_ok in (
+        ("include_warm", include_warm, False),
+        ("record_access", record_access, True),
+        ("explain", explain, False),
+    ):
         if type(value) is not bool and not (none_ok and value is None):
-            raise InvalidInputError(f"{name} must be True or False{' or None' if none_ok else ''}, "
-                                    f"got {shown(value)}")
+            raise InvalidInputError(f"{name} must be True or False{' or None' if none_ok else ''}, got {shown(value)}")
     if memory_types is None:
         return None
     return [check_str(t, "memory_types", LABEL_MAX_CHARS) for t in listed(memory_types, "memory_types", 64)]
@@ -277,9 +283,11 @@ def check_text(value: Any, what: str, max_chars: int = CONTENT_MAX_CHARS) -> str
     nothing) of valid Unicode, at most ``max_chars`` characters (the length
     is checked first, so a long text costs nothing to refuse)."""
     if isinstance(value, str) and len(value) > max_chars:
-        raise InvalidInputError(f"{what} is {len(value)} characters, more than the limit of {max_chars} "
-                                "(Settings.max_content_chars; a server's --max-content-chars): split it into "
-                                "several memories")
+        raise InvalidInputError(
+            f"{what} is {len(value)} characters, more than the limit of {max_chars} "
+            "(Settings.max_content_chars; a server's --max-content-chars): split it into "
+            "several memories"
+        )
     value = check_str(value, what)
     if not value.strip():
         raise InvalidInputError(f"{what} must not be empty")
@@ -300,7 +308,7 @@ def check_time(value: Any, what: str) -> float:
 
     if isinstance(value, _dt.datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
+            value = value.replace(tzinfo=_dt.UTC)
         return value.timestamp()
     if isinstance(value, str):
         try:
@@ -312,8 +320,11 @@ def check_time(value: Any, what: str) -> float:
         if not math.isfinite(t):  # "NaN", "inf", "1e999" read as floats
             raise InvalidInputError(f"{what} must be a finite time, got {shown(value)}")
         return t
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(value)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not math.isfinite(float(value))
+    ):
         raise InvalidInputError(f"{what} must be POSIX seconds, a datetime or an ISO 8601 string, got {shown(value)}")
     return float(value)
 
@@ -403,5 +414,6 @@ def _check_json(value: Any, path: str, depth: int) -> None:
         for i, v in enumerate(value):
             _check_json(v, f"{path}[{i}]", depth + 1)
         return
-    raise InvalidInputError(f"{path}: {type(value).__name__} is not JSON (expected None, bool, int, float, str, "
-                            "list or dict)")
+    raise InvalidInputError(
+        f"{path}: {type(value).__name__} is not JSON (expected None, bool, int, float, str, list or dict)"
+    )

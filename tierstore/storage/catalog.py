@@ -20,17 +20,18 @@ import re
 import sqlite3
 import threading
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from tierstore.core import faults
-from tierstore.rules.dedupe import content_hash
 from tierstore.errors import ReadOnlyStoreError, StoreClosedError
+from tierstore.rules.dedupe import content_hash
 
 T = TypeVar("T")
 
@@ -220,7 +221,7 @@ CREATE INDEX IF NOT EXISTS memories_unhashed ON memories (rid) WHERE content_has
 """
 
 # The cold_codes table alone, for code that keeps codes in a database of its own (tests, benchmarks).
-COLD_CODES_SCHEMA = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS cold_codes"):SCHEMA.index("CREATE TRIGGER")]
+COLD_CODES_SCHEMA = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS cold_codes") : SCHEMA.index("CREATE TRIGGER")]
 
 
 # meta key: set once the keyword index holds every memory (built from the
@@ -245,6 +246,7 @@ def _build_memory_text(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
         raise
 
+
 ACCESS_LOG_SQL = (
     "INSERT INTO access_log (ns, id, day, count) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (ns, id, day) DO UPDATE SET count = count + excluded.count"
@@ -257,10 +259,38 @@ EVENT_SQL = (
 
 # Columns read to rebuild a memory in memory, in this order.
 MEMORY_COLUMNS = (
-    "rid", "ns", "id", "content", "embedding", "memory_type", "source", "tags", "created_at",
-    "last_accessed_at", "access_count", "conf_llm", "conf_rule", "conf_feedback", "confidence",
-    "t_conf", "ttl_seconds", "pinned", "tier", "w_ref", "t_ref", "half_life", "ttl", "ttl_anchor",
-    "ctx_mult", "due_at", "shard", "cold_key", "cold_offset", "cold_length", "key", "metadata",
+    "rid",
+    "ns",
+    "id",
+    "content",
+    "embedding",
+    "memory_type",
+    "source",
+    "tags",
+    "created_at",
+    "last_accessed_at",
+    "access_count",
+    "conf_llm",
+    "conf_rule",
+    "conf_feedback",
+    "confidence",
+    "t_conf",
+    "ttl_seconds",
+    "pinned",
+    "tier",
+    "w_ref",
+    "t_ref",
+    "half_life",
+    "ttl",
+    "ttl_anchor",
+    "ctx_mult",
+    "due_at",
+    "shard",
+    "cold_key",
+    "cold_offset",
+    "cold_length",
+    "key",
+    "metadata",
 )
 # Columns written by an insert: every one but the rid, and the content hash
 # (derived from the content, never read back into a MemoryRow).
@@ -269,8 +299,20 @@ _SELECT_MEMORY = "SELECT " + ", ".join(MEMORY_COLUMNS) + " FROM memories"
 
 # The state that changes after creation, written back by flushes.
 STATE_COLUMNS = (
-    "last_accessed_at", "access_count", "conf_feedback", "confidence", "t_conf", "pinned",
-    "w_ref", "t_ref", "half_life", "ttl", "ttl_anchor", "ctx_mult", "due_at", "ttl_seconds",
+    "last_accessed_at",
+    "access_count",
+    "conf_feedback",
+    "confidence",
+    "t_conf",
+    "pinned",
+    "w_ref",
+    "t_ref",
+    "half_life",
+    "ttl",
+    "ttl_anchor",
+    "ctx_mult",
+    "due_at",
+    "ttl_seconds",
 )
 
 
@@ -312,14 +354,36 @@ class MemoryRow:
     metadata: str | None = None  # compact JSON text (validation.check_metadata), None: none
 
     @classmethod
-    def from_sql(cls, r: Sequence[Any]) -> "MemoryRow":
+    def from_sql(cls, r: Sequence[Any]) -> MemoryRow:
         # positional, in MEMORY_COLUMNS order (a search builds ~100 of these per cold pass)
         return cls(
-            r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            r[6],
             () if r[7] == "[]" else tuple(json.loads(r[7])),  # tags: most rows have none, no parse
-            r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16], bool(r[17]), r[18], r[19], r[20],
-            r[21], math.inf if r[22] is None else r[22], r[23],  # ttl: NULL is never
-            r[24], math.inf if r[25] is None else r[25], *r[26:32],  # due_at: NULL is never
+            r[8],
+            r[9],
+            r[10],
+            r[11],
+            r[12],
+            r[13],
+            r[14],
+            r[15],
+            r[16],
+            bool(r[17]),
+            r[18],
+            r[19],
+            r[20],
+            r[21],
+            math.inf if r[22] is None else r[22],
+            r[23],  # ttl: NULL is never
+            r[24],
+            math.inf if r[25] is None else r[25],
+            *r[26:32],  # due_at: NULL is never
         )
 
     def vector(self) -> np.ndarray | None:
@@ -360,14 +424,14 @@ def upgrade_schema(conn: sqlite3.Connection, chunk: int = 10_000) -> None:
         conn.execute("ROLLBACK")
         raise
     while True:
-        rows = conn.execute("SELECT rid, content FROM memories WHERE content_hash IS NULL LIMIT ?",
-                            (chunk,)).fetchall()
+        rows = conn.execute("SELECT rid, content FROM memories WHERE content_hash IS NULL LIMIT ?", (chunk,)).fetchall()
         if not rows:
             return
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany("UPDATE memories SET content_hash = ? WHERE rid = ?",
-                             [(content_hash(text), rid) for rid, text in rows])
+            conn.executemany(
+                "UPDATE memories SET content_hash = ? WHERE rid = ?", [(content_hash(text), rid) for rid, text in rows]
+            )
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -394,21 +458,59 @@ def sql_time(x: float) -> float | None:
 
 def insert_params(row: MemoryRow) -> tuple[Any, ...]:
     return (
-        row.ns, row.id, row.content, row.embedding, row.memory_type, row.source,
-        json.dumps(list(row.tags)), row.created_at, row.last_accessed_at, row.access_count,
-        row.conf_llm, row.conf_rule, row.conf_feedback, row.confidence, row.t_conf, row.ttl_seconds,
-        int(row.pinned), row.tier, row.w_ref, row.t_ref, row.half_life, sql_time(row.ttl),
-        row.ttl_anchor, row.ctx_mult, sql_time(row.due_at), row.shard, row.cold_key,
-        row.cold_offset, row.cold_length, row.key, row.metadata, content_hash(row.content),
+        row.ns,
+        row.id,
+        row.content,
+        row.embedding,
+        row.memory_type,
+        row.source,
+        json.dumps(list(row.tags)),
+        row.created_at,
+        row.last_accessed_at,
+        row.access_count,
+        row.conf_llm,
+        row.conf_rule,
+        row.conf_feedback,
+        row.confidence,
+        row.t_conf,
+        row.ttl_seconds,
+        int(row.pinned),
+        row.tier,
+        row.w_ref,
+        row.t_ref,
+        row.half_life,
+        sql_time(row.ttl),
+        row.ttl_anchor,
+        row.ctx_mult,
+        sql_time(row.due_at),
+        row.shard,
+        row.cold_key,
+        row.cold_offset,
+        row.cold_length,
+        row.key,
+        row.metadata,
+        content_hash(row.content),
     )
 
 
 def state_params(row: MemoryRow) -> tuple[Any, ...]:
     """STATE_COLUMNS values of ``row`` and its rid, for UPDATE_STATE_SQL."""
     return (
-        row.last_accessed_at, row.access_count, row.conf_feedback, row.confidence, row.t_conf, int(row.pinned),
-        row.w_ref, row.t_ref, row.half_life, sql_time(row.ttl), row.ttl_anchor, row.ctx_mult,
-        sql_time(row.due_at), row.ttl_seconds, row.rid,
+        row.last_accessed_at,
+        row.access_count,
+        row.conf_feedback,
+        row.confidence,
+        row.t_conf,
+        int(row.pinned),
+        row.w_ref,
+        row.t_ref,
+        row.half_life,
+        sql_time(row.ttl),
+        row.ttl_anchor,
+        row.ctx_mult,
+        sql_time(row.due_at),
+        row.ttl_seconds,
+        row.rid,
     )
 
 
@@ -416,9 +518,7 @@ INSERT_SQL = (
     "INSERT INTO memories (" + ", ".join(INSERT_COLUMNS) + ") VALUES (" + ", ".join("?" * len(INSERT_COLUMNS)) + ")"
 )
 
-UPDATE_STATE_SQL = (
-    "UPDATE memories SET " + ", ".join(f"{c} = ?" for c in STATE_COLUMNS) + " WHERE rid = ?"
-)
+UPDATE_STATE_SQL = "UPDATE memories SET " + ", ".join(f"{c} = ?" for c in STATE_COLUMNS) + " WHERE rid = ?"
 
 
 class Catalog:
@@ -428,8 +528,9 @@ class Catalog:
     crash (WAL); ``"FULL"`` also survives power loss, at an fsync per commit.
     """
 
-    def __init__(self, path: str | Path, *, synchronous: str = "NORMAL", max_batch: int = 512,
-                 readonly: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, *, synchronous: str = "NORMAL", max_batch: int = 512, readonly: bool = False
+    ) -> None:
         self.path = Path(path)
         self._synchronous = synchronous.upper()
         if self._synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
@@ -457,8 +558,13 @@ class Catalog:
 
     def _connect(self) -> sqlite3.Connection:
         if self.readonly:
-            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
-                                   check_same_thread=False, timeout=30.0)
+            conn = sqlite3.connect(
+                f"{self.path.resolve().as_uri()}?mode=ro",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=30.0,
+            )
             conn.execute("PRAGMA busy_timeout = 10000")
             return conn
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
@@ -474,7 +580,7 @@ class Catalog:
         once committed, or raise its exception (its changes rolled back)."""
         return self.submit(fn).result()
 
-    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> "Future[T]":
+    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> Future[T]:
         """Queue ``fn`` for the next group commit without waiting."""
         fut: Future[T] = Future()
         if self.readonly:
@@ -596,8 +702,11 @@ class Catalog:
         (nothing archived is findable by meaning, nor anything by keywords,
         until the upgrade)."""
         have = {r[0] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        tables = [t for t in re.findall(r"CREATE (?:VIRTUAL )?TABLE IF NOT EXISTS (\w+)", SCHEMA)
-                  if t not in have and t not in ("cold_codes", "memory_text")]
+        tables = [
+            t
+            for t in re.findall(r"CREATE (?:VIRTUAL )?TABLE IF NOT EXISTS (\w+)", SCHEMA)
+            if t not in have and t not in ("cold_codes", "memory_text")
+        ]
         columns = {r[1] for r in self.query("PRAGMA table_info(memories)")}
         return tables + [f"memories.{name}" for name, _ in ADDED_COLUMNS if name not in columns]
 
@@ -629,10 +738,7 @@ class Catalog:
         for i in range(0, len(rids), 500):
             chunk = rids[i : i + 500]
             marks = ",".join("?" * len(chunk))
-            out.extend(
-                MemoryRow.from_sql(r)
-                for r in self.query(_SELECT_MEMORY + f" WHERE rid IN ({marks})", chunk)
-            )
+            out.extend(MemoryRow.from_sql(r) for r in self.query(_SELECT_MEMORY + f" WHERE rid IN ({marks})", chunk))
         return out
 
     def select_rows(self, tail: str, params: Sequence[Any] = ()) -> list[MemoryRow]:
@@ -657,8 +763,11 @@ class Catalog:
     def due_after(self, now: float, after: tuple[float, int], limit: int) -> list[MemoryRow]:
         """Due memories after ``(due_at, rid)`` in (due_at, rid) order: a
         page of the due index for a reader that changes nothing."""
-        rows = self.query(_SELECT_MEMORY + " WHERE due_at <= ? AND (due_at > ? OR (due_at = ? AND rid > ?))"
-                          " ORDER BY due_at, rid LIMIT ?", (now, after[0], after[0], after[1], limit))
+        rows = self.query(
+            _SELECT_MEMORY + " WHERE due_at <= ? AND (due_at > ? OR (due_at = ? AND rid > ?))"
+            " ORDER BY due_at, rid LIMIT ?",
+            (now, after[0], after[0], after[1], limit),
+        )
         return [MemoryRow.from_sql(r) for r in rows]
 
     def count_due(self, now: float) -> int:

@@ -28,7 +28,8 @@ MAX_WORDS = 32
 MAX_WORD_CHARS = 64  # longer runs (a base64 blob, an unsplit script) are kept, cut to this
 
 # Common English function words: they match most turns and only add noise (and cost) to BM25.
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a about above after again against all am an and any are as at be because been before being below between both
 but by can could did do does doing down during each few for from further had has have having he her here hers
 herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on
@@ -36,7 +37,8 @@ once only or other our ours ourselves out over own same she should so some such 
 themselves then there these they this those through to too under until up very was we were what when where which
 while who whom why will with would you your yours yourself yourselves s t d ll m re ve don doesn didn isn wasn
 aren weren won wouldn shouldn couldn let us also ok okay yes yeah hi hello hey please thanks thank
-""".split())
+""".split()
+)
 
 
 def query_words(text: str) -> list[str]:
@@ -78,8 +80,9 @@ _PLAIN_SQL = _CANDIDATES_SQL.format("")
 _WITH_VECTORS_SQL = _CANDIDATES_SQL.format(", m.embedding")
 
 
-def keyword_candidates(catalog: Any, ns: str, text: str, limit: int, *, with_vectors: bool = False
-                       ) -> list[tuple[Any, ...]]:
+def keyword_candidates(
+    catalog: Any, ns: str, text: str, limit: int, *, with_vectors: bool = False
+) -> list[tuple[Any, ...]]:
     """The best ``limit`` memories of ``ns`` (any tier, not superseded) for
     the words of ``text``, best first: ``(rid, id, tier, bm25)`` with ``bm25`` positive
     (FTS5's score negated: larger matches better), and with
@@ -106,6 +109,7 @@ def keyword_candidates(catalog: Any, ns: str, text: str, limit: int, *, with_vec
 
 
 # -- integrity ------------------------------------------------------------------------------
+
 
 def check_index(conn_or_catalog: Any) -> dict[str, list[int]]:
     """The rids of memories missing from the keyword index, and of index

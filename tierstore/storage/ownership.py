@@ -37,11 +37,19 @@ class Owner:
     claimed_at: float  # POSIX seconds
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"format": FORMAT, "version": 1, "store_id": self.store_id, "path": self.path,
-                           "host": self.host, "claimed_at": self.claimed_at}).encode()
+        return json.dumps(
+            {
+                "format": FORMAT,
+                "version": 1,
+                "store_id": self.store_id,
+                "path": self.path,
+                "host": self.host,
+                "claimed_at": self.claimed_at,
+            }
+        ).encode()
 
     @classmethod
-    def parse(cls, data: bytes) -> "Owner | None":
+    def parse(cls, data: bytes) -> Owner | None:
         """The owner named by an owner object, or None if it does not parse."""
         doc = parse_claim(data, FORMAT, "store_id")
         if doc is None:
@@ -87,13 +95,17 @@ def claim(objects: ObjectStore, store_id: str, root: Path, *, take_over: bool = 
     if take_over:
         objects.put(OWNER_KEY, mine.to_bytes())
         return
-    who = ("an owner object that does not parse" if current is False else
-           f"store {current.store_id} (at {current.path} on {current.host}, since "
-           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(current.claimed_at))})")
+    who = (
+        "an owner object that does not parse"
+        if current is False
+        else f"store {current.store_id} (at {current.path} on {current.host}, since "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(current.claimed_at))})"
+    )
     raise StoreConfigError(
         f"the object store {objects!r} belongs to {who}: two stores on one prefix delete each other's archives. "
         "Give this store its own prefix, or, once the other store is stopped for good (e.g. to rebuild a lost "
-        "catalog from the bucket), hand the prefix over with take_over_cold=True (CLI: --take-over-cold)")
+        "catalog from the bucket), hand the prefix over with take_over_cold=True (CLI: --take-over-cold)"
+    )
 
 
 class PrefixOwnership:
@@ -119,7 +131,9 @@ class PrefixOwnership:
             owner = read_owner(self._objects)
             self._checked = time.monotonic()
             if not (isinstance(owner, Owner) and owner.store_id == self._store_id):
-                self.lost = (f"the object store {self._objects!r} was handed over to another store: this store "
-                             "no longer deletes archive objects or tombstones there")
+                self.lost = (
+                    f"the object store {self._objects!r} was handed over to another store: this store "
+                    "no longer deletes archive objects or tombstones there"
+                )
                 return False
             return True

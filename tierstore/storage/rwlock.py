@@ -20,7 +20,7 @@ class _Side:
         self._enter = enter
         self._exit = exit
 
-    def __call__(self) -> "_Side":
+    def __call__(self) -> _Side:
         return self
 
     def __enter__(self) -> None:
@@ -36,10 +36,10 @@ class _ReadSide:
 
     __slots__ = ("_lock",)
 
-    def __init__(self, lock: "RWLock") -> None:
+    def __init__(self, lock: RWLock) -> None:
         self._lock = lock
 
-    def __call__(self) -> "_ReadSide":
+    def __call__(self) -> _ReadSide:
         return self
 
     def __enter__(self) -> None:

@@ -40,11 +40,12 @@ from tierstore.errors import (
     TierStoreError,
     UnknownMemoryTypeError,
 )
-from tierstore.records import Explain, Hit, Memory, Stats, SweepReport
 from tierstore.policy import Policy
+from tierstore.records import Explain, Hit, Memory, Stats, SweepReport
 from tierstore.testing.embedders import DIM, T0, hash_embed
 
 __all__ = ["StoreAPITests", "hash_embed", "DIM", "T0"]
+
 
 def unit(rng: np.random.Generator) -> np.ndarray:
     v = rng.normal(size=DIM).astype(np.float32)
@@ -115,14 +116,27 @@ class StoreAPITests:
 
     def test_add_then_get_roundtrip(self, api: Any, rng: np.random.Generator) -> None:
         v = rng.normal(size=DIM)  # float64, not unit length: stored normalised, in float64 arithmetic
-        mid = api.add("alice", "Allergic to peanuts", v, memory_type="fact", confidence=0.95,
-                      source="user_declaration", tags=["health", "food"], id="peanuts")
+        mid = api.add(
+            "alice",
+            "Allergic to peanuts",
+            v,
+            memory_type="fact",
+            confidence=0.95,
+            source="user_declaration",
+            tags=["health", "food"],
+            id="peanuts",
+        )
         assert mid == "peanuts"
         m = api.get("alice", "peanuts")
         assert isinstance(m, Memory)
         assert (m.id, m.namespace, m.content, m.tags) == ("peanuts", "alice", "Allergic to peanuts", ("health", "food"))
-        assert (m.memory_type, m.source, m.tier, m.access_count, m.pinned) == ("fact", "user_declaration", "hot", 0,
-                                                                              False)
+        assert (m.memory_type, m.source, m.tier, m.access_count, m.pinned) == (
+            "fact",
+            "user_declaration",
+            "hot",
+            0,
+            False,
+        )
         assert isinstance(m.embedding, np.ndarray) and m.embedding.dtype == np.float32
         np.testing.assert_allclose(m.embedding, v / np.linalg.norm(v), rtol=1e-6)
         assert m.expires_at is not None and m.expires_at > m.created_at
@@ -132,8 +146,13 @@ class StoreAPITests:
 
     def test_vectors_in_every_form_store_the_same(self, api: Any, rng: np.random.Generator) -> None:
         v32 = unit(rng) * np.float32(3.0)
-        forms = {"f32": v32, "f64": v32.astype(np.float64), "list": [float(x) for x in v32],
-                 "tuple": tuple(float(x) for x in v32), "2d": v32[None, :]}
+        forms = {
+            "f32": v32,
+            "f64": v32.astype(np.float64),
+            "list": [float(x) for x in v32],
+            "tuple": tuple(float(x) for x in v32),
+            "2d": v32[None, :],
+        }
         for name, vec in forms.items():
             api.add("v", name, vec, id=name)
         stored = {name: api.get("v", name).embedding for name in forms}
@@ -148,11 +167,19 @@ class StoreAPITests:
         hits = api.search("alice", "where does alice live? tokyo", k=1)
         assert hits[0].id == home
         assert api.search("alice", "peanuts allergy", k=1)[0].id == explicit
-        np.testing.assert_allclose(api.get("alice", home).embedding,
-                                   hash_embed(["Alice lives in Tokyo"])[0] / np.linalg.norm(
-                                       hash_embed(["Alice lives in Tokyo"])[0]), rtol=1e-6)
-        ids = api.add_batch("alice", [{"content": "one two"}, {"content": "x", "embedding": "three four"},
-                                      {"content": "v", "embedding": hash_embed(["five"])[0]}])
+        np.testing.assert_allclose(
+            api.get("alice", home).embedding,
+            hash_embed(["Alice lives in Tokyo"])[0] / np.linalg.norm(hash_embed(["Alice lives in Tokyo"])[0]),
+            rtol=1e-6,
+        )
+        ids = api.add_batch(
+            "alice",
+            [
+                {"content": "one two"},
+                {"content": "x", "embedding": "three four"},
+                {"content": "v", "embedding": hash_embed(["five"])[0]},
+            ],
+        )
         assert len(ids) == 3 and api.search("alice", "three four", k=1)[0].id == ids[1]
 
     def test_empty_text_is_refused(self, api: Any) -> None:
@@ -164,17 +191,25 @@ class StoreAPITests:
 
     def test_add_batch_in_order_and_all_or_nothing(self, api: Any, rng: np.random.Generator) -> None:
         vecs = [unit(rng) for _ in range(5)]
-        ids = api.add_batch("b", [{"content": f"m{i}", "embedding": v, "id": f"m{i}", "tags": ("t",)}
-                                  for i, v in enumerate(vecs)])
+        ids = api.add_batch(
+            "b", [{"content": f"m{i}", "embedding": v, "id": f"m{i}", "tags": ("t",)} for i, v in enumerate(vecs)]
+        )
         assert ids == [f"m{i}" for i in range(5)]
         assert api.get("b", "m3").content == "m3" and api.get("b", "m3").tags == ("t",)
         before = snapshot(api, {"b": ids})
         with pytest.raises(InvalidVectorError, match="item 1"):
-            api.add_batch("b", [{"content": "ok", "embedding": unit(rng)},
-                                {"content": "bad", "embedding": np.zeros(DIM, np.float32)}])
+            api.add_batch(
+                "b",
+                [{"content": "ok", "embedding": unit(rng)}, {"content": "bad", "embedding": np.zeros(DIM, np.float32)}],
+            )
         with pytest.raises(DuplicateIdError):
-            api.add_batch("b", [{"content": "a", "embedding": unit(rng), "id": "x"},
-                                {"content": "b", "embedding": unit(rng), "id": "x"}])
+            api.add_batch(
+                "b",
+                [
+                    {"content": "a", "embedding": unit(rng), "id": "x"},
+                    {"content": "b", "embedding": unit(rng), "id": "x"},
+                ],
+            )
         with pytest.raises(DuplicateIdError):
             api.add_batch("b", [{"content": "again", "embedding": unit(rng), "id": "m0"}])
         with pytest.raises(InvalidInputError, match="unknown keys|unknown field"):
@@ -189,9 +224,19 @@ class StoreAPITests:
     def test_upsert_batch_replaces_under_the_same_ids(self, api: Any, rng: np.random.Generator) -> None:
         ids = api.add_batch("u", [{"content": f"v1 {i}", "embedding": unit(rng), "id": f"d{i}"} for i in range(3)])
         new_vec = unit(rng)
-        got = api.upsert_batch("u", [{"content": "v2 1", "embedding": new_vec, "id": "d1", "tags": ("new",),
-                                      "metadata": {"rev": 2, "path": ["a", "b"]}},
-                                     {"content": "fresh", "embedding": unit(rng), "id": "d9"}])
+        got = api.upsert_batch(
+            "u",
+            [
+                {
+                    "content": "v2 1",
+                    "embedding": new_vec,
+                    "id": "d1",
+                    "tags": ("new",),
+                    "metadata": {"rev": 2, "path": ["a", "b"]},
+                },
+                {"content": "fresh", "embedding": unit(rng), "id": "d9"},
+            ],
+        )
         assert got == ["d1", "d9"]
         assert api.get("u", "d1").content == "v2 1" and api.get("u", "d1").tags == ("new",)
         assert api.get("u", "d1").metadata == {"rev": 2, "path": ["a", "b"]}
@@ -200,17 +245,29 @@ class StoreAPITests:
         assert sorted(h.id for h in everything) == sorted(ids + ["d9"])  # replaced, not added beside
         before = snapshot(api, {"u": ids + ["d9"]})
         with pytest.raises(InvalidVectorError):  # one bad item: nothing replaced
-            api.upsert_batch("u", [{"content": "v3 0", "embedding": unit(rng), "id": "d0"},
-                                   {"content": "bad", "embedding": np.zeros(DIM, np.float32), "id": "d2"}])
+            api.upsert_batch(
+                "u",
+                [
+                    {"content": "v3 0", "embedding": unit(rng), "id": "d0"},
+                    {"content": "bad", "embedding": np.zeros(DIM, np.float32), "id": "d2"},
+                ],
+            )
         with pytest.raises(DuplicateIdError):
-            api.upsert_batch("u", [{"content": "a", "embedding": unit(rng), "id": "d0"},
-                                   {"content": "b", "embedding": unit(rng), "id": "d0"}])
+            api.upsert_batch(
+                "u",
+                [
+                    {"content": "a", "embedding": unit(rng), "id": "d0"},
+                    {"content": "b", "embedding": unit(rng), "id": "d0"},
+                ],
+            )
         assert snapshot(api, {"u": ids + ["d9"]}) == before
 
-    @pytest.mark.parametrize("override,exc", BAD_ADDS,
-                             ids=[f"{list(o)[0]}-{e.__name__}-{i}" for i, (o, e) in enumerate(BAD_ADDS)])
-    def test_bad_add_raises_the_same_error_and_changes_nothing(self, api: Any, rng: np.random.Generator,
-                                                               override: dict, exc: type) -> None:
+    @pytest.mark.parametrize(
+        "override,exc", BAD_ADDS, ids=[f"{list(o)[0]}-{e.__name__}-{i}" for i, (o, e) in enumerate(BAD_ADDS)]
+    )
+    def test_bad_add_raises_the_same_error_and_changes_nothing(
+        self, api: Any, rng: np.random.Generator, override: dict, exc: type
+    ) -> None:
         api.add("alice", "existing", unit(rng), id="keep")
         before = snapshot(api, {"alice": ["keep"]})
         kwargs: dict[str, Any] = dict(ns="alice", content="new", embedding=unit(rng))
@@ -231,12 +288,18 @@ class StoreAPITests:
 
     # -- listing -------------------------------------------------------------------------
 
-    def test_memories_lists_a_namespace_in_the_order_added(self, api: Any, rng: np.random.Generator,
-                                                           clock: ManualClock) -> None:
+    def test_memories_lists_a_namespace_in_the_order_added(
+        self, api: Any, rng: np.random.Generator, clock: ManualClock
+    ) -> None:
         # more memories than one page of a remote store whose page size the subclass sets low
         chat = api.add("m", "asked about the weather in Porto", unit(rng), memory_type="conversation")
-        ids = [chat] + api.add_batch("m", [{"content": f"fact {i}", "embedding": unit(rng), "tags": [f"t{i}"],
-                                            "metadata": {"i": i}} for i in range(6)])
+        ids = [chat] + api.add_batch(
+            "m",
+            [
+                {"content": f"fact {i}", "embedding": unit(rng), "tags": [f"t{i}"], "metadata": {"i": i}}
+                for i in range(6)
+            ],
+        )
         ids.append(api.add("m", "pinned one", unit(rng), pinned=True, key="slot"))
         api.add("other", "not listed", unit(rng))
         api.touch("m", [ids[2]])  # an access not yet flushed: listed with it
@@ -452,8 +515,7 @@ class StoreAPITests:
         assert api.get("alice", old).confidence < api.get("alice", new).confidence
         assert api.search("alice", v, k=1, record_access=False)[0].id == new
 
-    def test_a_key_is_a_slot_and_the_superseded_memory_says_by_whom(self, api: Any,
-                                                                     rng: np.random.Generator) -> None:
+    def test_a_key_is_a_slot_and_the_superseded_memory_says_by_whom(self, api: Any, rng: np.random.Generator) -> None:
         va, vb = unit(rng), unit(rng)  # unrelated vectors: only the key links the two statements
         a = api.add("alice", "Alice lives in Lisbon", va, key="home_city")
         b = api.add("alice", "Alice moved to Osaka", vb, key="home_city")
@@ -491,14 +553,16 @@ class StoreAPITests:
         assert api.stats(lifecycle=False).total == 1 and api.get("alice", first).weight > before.weight
         with pytest.raises(DuplicateIdError):  # the same id for other content is still an error
             api.add("alice", "Alice prefers aisle seats", unit(rng), memory_type="preference", id="seats")
-        ids = api.add_batch("alice", [{"content": "note", "embedding": unit(rng)},
-                                      {"content": "Note.", "embedding": unit(rng)}])
+        ids = api.add_batch(
+            "alice", [{"content": "note", "embedding": unit(rng)}, {"content": "Note.", "embedding": unit(rng)}]
+        )
         assert ids[0] == ids[1] != first and api.stats(lifecycle=False).total == 2
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def test_sweep_archive_search_cold_and_restore(self, api: Any, rng: np.random.Generator,
-                                                   clock: ManualClock) -> None:
+    def test_sweep_archive_search_cold_and_restore(
+        self, api: Any, rng: np.random.Generator, clock: ManualClock
+    ) -> None:
         q = unit(rng)
         chat = api.add("alice", "asked about the weather in Porto", q, memory_type="conversation")
         keep = api.add("alice", "allergic to peanuts", unit(rng), pinned=True)
@@ -531,8 +595,13 @@ class StoreAPITests:
         assert api.restore("alice", where={"memory_type": "conversation"}) == []
 
     def test_stats_and_metrics(self, api: Any, rng: np.random.Generator) -> None:
-        api.add_batch("s", [{"content": f"m{i}", "embedding": unit(rng), "memory_type": t}
-                            for i, t in enumerate(["fact", "fact", "task"])])
+        api.add_batch(
+            "s",
+            [
+                {"content": f"m{i}", "embedding": unit(rng), "memory_type": t}
+                for i, t in enumerate(["fact", "fact", "task"])
+            ],
+        )
         api.add("t", "pinned", unit(rng), pinned=True)
         stats = api.stats()
         assert isinstance(stats, Stats)

@@ -24,8 +24,9 @@ class ThreadedServer:
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False, timeout_graceful_shutdown=10)
         self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
-                                        name=f"uvicorn-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self._sock]}, name=f"uvicorn-{self.port}", daemon=True
+        )
         self._timeout = timeout_s
 
     def __enter__(self) -> str:

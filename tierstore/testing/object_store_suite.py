@@ -128,9 +128,7 @@ class ObjectStoreTests:
             (0, None, slice(None)),
         ],
     )
-    def test_ranged_get(
-        self, store: ObjectStore, start: int | None, end: int | None, expected: slice
-    ) -> None:
+    def test_ranged_get(self, store: ObjectStore, start: int | None, end: int | None, expected: slice) -> None:
         data = _blob(1000, seed=3)
         store.put("r", data)
         assert store.get("r", start, end) == data[expected]
@@ -147,9 +145,7 @@ class ObjectStoreTests:
         assert store.get("empty", 0, 10) == b""
         assert store.get("empty", 3) == b""
 
-    @pytest.mark.parametrize(
-        ("start", "end"), [(-1, None), (None, -1), (5, 4), (1.0, None), (None, "3"), (True, None)]
-    )
+    @pytest.mark.parametrize(("start", "end"), [(-1, None), (None, -1), (5, 4), (1.0, None), (None, "3"), (True, None)])
     def test_invalid_range_rejected(self, store: ObjectStore, start: object, end: object) -> None:
         store.put("r", b"0123456789")
         with pytest.raises(InvalidInputError):

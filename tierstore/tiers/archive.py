@@ -21,8 +21,9 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import msgpack
 
@@ -138,12 +139,20 @@ def vector_crc(embedding: bytes) -> int:
     return zlib.crc32(embedding)
 
 
-def encode_batch(key: str, namespace: str, dim: int, created_at: float,
-                 records: Sequence[dict[str, Any]]) -> tuple[bytes, list[ArchiveEntry]]:
+def encode_batch(
+    key: str, namespace: str, dim: int, created_at: float, records: Sequence[dict[str, Any]]
+) -> tuple[bytes, list[ArchiveEntry]]:
     """Serialise ``records`` (dicts with RECORD_FIELDS) into one archive object."""
     parts = [MAGIC]
-    header = {"format": FORMAT, "version": VERSION, "namespace": namespace, "key": key,
-              "created_at": float(created_at), "dim": int(dim), "count": len(records)}
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "namespace": namespace,
+        "key": key,
+        "created_at": float(created_at),
+        "dim": int(dim),
+        "count": len(records),
+    }
     parts.append(frame(pack(header)))
     offset = sum(len(p) for p in parts)
     entries: list[ArchiveEntry] = []
@@ -152,8 +161,11 @@ def encode_batch(key: str, namespace: str, dim: int, created_at: float,
         entries.append(ArchiveEntry(rec["id"], offset, len(framed), vector_at(framed, rec["embedding"])))
         parts.append(framed)
         offset += len(framed)
-    index = {"ids": [e.id for e in entries], "offsets": [e.offset for e in entries],
-             "lengths": [e.length for e in entries]}
+    index = {
+        "ids": [e.id for e in entries],
+        "offsets": [e.offset for e in entries],
+        "lengths": [e.length for e in entries],
+    }
     index_offset = offset
     parts.append(frame(pack(index)))
     parts.append(_TAIL.pack(index_offset) + END)
@@ -212,9 +224,11 @@ def check_record(rec: Any, where: str, dim: int) -> dict[str, Any]:
             raise CorruptDataError(f"{where}: record field {name!r} has type {type(rec[name]).__name__}")
     marks = ([rec["superseded_by"]] if rec.get("superseded_by") is not None else []) + (rec.get("supersedes") or [])
     for mark in marks:
-        if not isinstance(mark, dict) or any(
-                not isinstance(mark.get(f, ...), t) or isinstance(mark.get(f), bool) for f, t in MARK_FIELDS.items()
-        ) or mark["kind"] not in KINDS:
+        if (
+            not isinstance(mark, dict)
+            or any(not isinstance(mark.get(f, ...), t) or isinstance(mark.get(f), bool) for f, t in MARK_FIELDS.items())
+            or mark["kind"] not in KINDS
+        ):
             raise CorruptDataError(f"{where}: record {rec['id']!r} holds a malformed supersession mark")
     if rec.get("metadata") is not None:
         try:

@@ -12,14 +12,15 @@ from __future__ import annotations
 import re
 import secrets
 import zlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
-from tierstore.tiers.archive import ArchiveEntry, decode_batch, decode_record, decode_vector, encode_batch, vector_at
-from tierstore.storage.catalog import MemoryRow
 from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreError
-from tierstore.storage.objectstore import ObjectStore
 from tierstore.rules.supersession import RecordMarks
+from tierstore.storage.catalog import MemoryRow
+from tierstore.storage.objectstore import ObjectStore
+from tierstore.tiers.archive import ArchiveEntry, decode_batch, decode_record, decode_vector, encode_batch, vector_at
 
 ARCHIVE_PREFIX = "archive"
 _COALESCE_GAP = 64 * 1024  # fetch neighbouring records in one GET when closer than this
@@ -53,14 +54,32 @@ def record_from_row(row: MemoryRow, archived_at: float, marks: RecordMarks | Non
     if row.embedding is None:
         raise CorruptDataError(f"memory {row.id!r} has no embedding in the catalog")
     return {
-        "ns": row.ns, "id": row.id, "content": row.content, "embedding": bytes(row.embedding),
-        "memory_type": row.memory_type, "source": row.source, "tags": list(row.tags),
-        "created_at": row.created_at, "last_accessed_at": row.last_accessed_at, "access_count": row.access_count,
-        "conf_llm": row.conf_llm, "conf_rule": row.conf_rule, "conf_feedback": row.conf_feedback,
-        "confidence": row.confidence, "t_conf": row.t_conf, "ttl_seconds": row.ttl_seconds,
-        "pinned": bool(row.pinned), "w_ref": row.w_ref, "t_ref": row.t_ref, "half_life": row.half_life,
-        "ttl": None if row.ttl == float("inf") else row.ttl, "ttl_anchor": row.ttl_anchor,
-        "ctx_mult": row.ctx_mult, "archived_at": float(archived_at), "metadata": row.metadata, "key": row.key,
+        "ns": row.ns,
+        "id": row.id,
+        "content": row.content,
+        "embedding": bytes(row.embedding),
+        "memory_type": row.memory_type,
+        "source": row.source,
+        "tags": list(row.tags),
+        "created_at": row.created_at,
+        "last_accessed_at": row.last_accessed_at,
+        "access_count": row.access_count,
+        "conf_llm": row.conf_llm,
+        "conf_rule": row.conf_rule,
+        "conf_feedback": row.conf_feedback,
+        "confidence": row.confidence,
+        "t_conf": row.t_conf,
+        "ttl_seconds": row.ttl_seconds,
+        "pinned": bool(row.pinned),
+        "w_ref": row.w_ref,
+        "t_ref": row.t_ref,
+        "half_life": row.half_life,
+        "ttl": None if row.ttl == float("inf") else row.ttl,
+        "ttl_anchor": row.ttl_anchor,
+        "ctx_mult": row.ctx_mult,
+        "archived_at": float(archived_at),
+        "metadata": row.metadata,
+        "key": row.key,
         "superseded_by": None if marks is None else marks.superseded_by,
         "supersedes": None if marks is None or not marks.supersedes else list(marks.supersedes),
     }
@@ -84,16 +103,18 @@ class ColdTier:
         random part so that a store rebuilt on an old bucket never reuses a key."""
         return f"{ARCHIVE_PREFIX}/{ns_segment(ns)}/{batch:012d}-{secrets.token_hex(4)}.tsa"
 
-    def write_batch(self, key: str, ns: str, rows: Sequence[MemoryRow], now: float,
-                    marks: dict[str, RecordMarks] | None = None) -> tuple[list[ArchiveEntry], int]:
+    def write_batch(
+        self, key: str, ns: str, rows: Sequence[MemoryRow], now: float, marks: dict[str, RecordMarks] | None = None
+    ) -> tuple[list[ArchiveEntry], int]:
         """Write the archive object for ``rows`` under ``key`` unless it exists
         (see :meth:`write_records`); ``marks``: each row's supersession marks
         by id. Returns the entries of ``rows`` and how many records the object holds."""
         marks = marks or {}
         return self.write_records(key, ns, [record_from_row(r, now, marks.get(r.id)) for r in rows], now)
 
-    def write_records(self, key: str, ns: str, records: Sequence[dict[str, Any]],
-                      now: float) -> tuple[list[ArchiveEntry], int]:
+    def write_records(
+        self, key: str, ns: str, records: Sequence[dict[str, Any]], now: float
+    ) -> tuple[list[ArchiveEntry], int]:
         """Write archive ``records`` (as :func:`record_from_row` makes them, or
         :meth:`fetch` returns them) into object ``key`` unless it exists.
 
@@ -115,7 +136,8 @@ class ColdTier:
         if header.get("key") != key or header.get("namespace") != ns or missing:
             raise CorruptDataError(
                 f"archive object {key} exists with different contents"
-                + (f" (it lacks {missing[0]!r})" if missing else " (another batch's header)"))
+                + (f" (it lacks {missing[0]!r})" if missing else " (another batch's header)")
+            )
         for rec in records:
             if have[rec["id"]][1]["embedding"] != rec["embedding"]:
                 raise CorruptDataError(f"archive object {key} holds a different embedding for {rec['id']!r}")
@@ -136,8 +158,9 @@ class ColdTier:
             out.append((rec, vector_at(frame, rec["embedding"])))
         return out
 
-    def vectors_by_object(self, locations: Sequence[Location], places: Sequence[Sequence[int]] | None = None
-                          ) -> Iterator[tuple[list[int], list[tuple[str | None, bytes]] | Exception]]:
+    def vectors_by_object(
+        self, locations: Sequence[Location], places: Sequence[Sequence[int]] | None = None
+    ) -> Iterator[tuple[list[int], list[tuple[str | None, bytes]] | Exception]]:
         """Per archive object, as ``cold_index.fetch_vectors`` reads it: the
         positions in ``locations`` of its records and their ``(id,
         embedding)``, or the error that object raised: ObjectNotFoundError
@@ -175,8 +198,9 @@ class ColdTier:
                 for n, i in enumerate(idxs):
                     crc = crcs[i]
                     if crc is None:
-                        found.append(decode_vector(frames[n], f"archive object {key} at byte {locations[i].offset}",
-                                                   self.dim))
+                        found.append(
+                            decode_vector(frames[n], f"archive object {key} at byte {locations[i].offset}", self.dim)
+                        )
                     elif zlib.crc32(frames[n]) == crc:
                         found.append((None, frames[n]))
                     else:
@@ -185,8 +209,9 @@ class ColdTier:
                 if whole:
                     again = self._frames([locations[idxs[n]] for n in whole])
                     for n, frame in zip(whole, again):
-                        found[n] = decode_vector(frame, f"archive object {key} at byte {locations[idxs[n]].offset}",
-                                                 self.dim)
+                        found[n] = decode_vector(
+                            frame, f"archive object {key} at byte {locations[idxs[n]].offset}", self.dim
+                        )
             except (ObjectStoreError, CorruptDataError, OSError) as exc:
                 yield idxs, exc
                 continue
@@ -200,8 +225,9 @@ class ColdTier:
                 out[i] = frame
         return out
 
-    def _object_frames(self, key: str, locations: Sequence[Location], spans: list[tuple[int, int]],
-                       groups: list[list[int]]) -> list[bytes]:
+    def _object_frames(
+        self, key: str, locations: Sequence[Location], spans: list[tuple[int, int]], groups: list[list[int]]
+    ) -> list[bytes]:
         """The frames of one object's ``groups`` of locations (one read of
         ``spans``), in the order of the groups' positions."""
         try:
@@ -209,7 +235,8 @@ class ColdTier:
         except ObjectNotFoundError:
             raise ObjectNotFoundError(
                 f"archive object {key} is missing from {self.store!r} (the catalog points at it; "
-                "it was deleted or lost outside tierstore)") from None
+                "it was deleted or lost outside tierstore)"
+            ) from None
         out = []
         for g, (start, _), blob in zip(groups, spans, blobs):
             for j in g:
@@ -232,8 +259,9 @@ class ColdTier:
     def read_batch(self, key: str) -> tuple[dict[str, Any], list[tuple[ArchiveEntry, dict[str, Any]]]]:
         return decode_batch(self.store.get(key), f"archive object {key}")
 
-    def verify_batch(self, key: str, expected: Sequence[tuple[str, Location]] = (),
-                     check: Any = None) -> tuple[list[str], list[str]]:
+    def verify_batch(
+        self, key: str, expected: Sequence[tuple[str, Location]] = (), check: Any = None
+    ) -> tuple[list[str], list[str]]:
         """Check one archive object: ``(problems, damaged)``. ``problems``
         names the object and what is wrong (missing, a frame failing its
         CRC32, a bad header or index); ``damaged`` lists the ids among
@@ -283,8 +311,9 @@ def _end(loc: Location) -> int:
     return loc.offset + loc.length
 
 
-def _plan(locations: Sequence[Location], gap: int = _COALESCE_GAP
-          ) -> list[tuple[str, list[int], list[tuple[int, int]], list[list[int]]]]:
+def _plan(
+    locations: Sequence[Location], gap: int = _COALESCE_GAP
+) -> list[tuple[str, list[int], list[tuple[int, int]], list[list[int]]]]:
     """How to read ``locations``: per object key, ``(key, positions,
     spans, groups)``: the positions of its locations by offset, and
     neighbouring records (closer than ``gap`` bytes) merged into one span

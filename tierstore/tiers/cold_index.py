@@ -24,21 +24,21 @@ read in two stages, no int8 codes; the default ``m``); see
 from __future__ import annotations
 
 import math
-
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from tierstore.storage.catalog import COLD_CODES_SCHEMA  # noqa: F401  (re-exported: the table lives in the catalog's schema)
-from tierstore.tiers.cold import ColdTier, Location
-from tierstore.errors import CorruptDataError, InvalidInputError, InvalidVectorError, ObjectStoreError
+from tierstore.errors import CorruptDataError, InvalidInputError, InvalidVectorError
 from tierstore.kernels import code_words, hamming_topk, inner_products, sign_code, sign_codes, sign_scores
 from tierstore.rules.validation import check_namespace, check_vector
+from tierstore.storage.catalog import COLD_CODES_SCHEMA  # noqa: F401  (re-exported: the table lives in the catalog's schema)
+from tierstore.tiers.cold import ColdTier, Location
 
 # Candidates rescored exactly for a search of k: max(MIN_CANDIDATES,
 # OVERSAMPLE * k); recall@10 0.99 on sentence embeddings at m = 100, where
@@ -114,10 +114,13 @@ def insert_codes(conn: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> N
         check_namespace(ns)
         if not isinstance(code, bytes) or not code or len(code) % 8:
             raise InvalidInputError(f"the code of rid {rid} must be a non-empty multiple of 8 bytes")
-        if (at is None) != (crc is None) or (at is not None and not (
-                _is_int(at) and _is_int(crc) and at >= 0 and 0 <= crc < 2**32)):
-            raise InvalidInputError(f"the vector place of rid {rid} must be two non-negative integers "
-                                    f"(a CRC32 below 2**32) or two Nones, got {(at, crc)!r}")
+        if (at is None) != (crc is None) or (
+            at is not None and not (_is_int(at) and _is_int(crc) and at >= 0 and 0 <= crc < 2**32)
+        ):
+            raise InvalidInputError(
+                f"the vector place of rid {rid} must be two non-negative integers "
+                f"(a CRC32 below 2**32) or two Nones, got {(at, crc)!r}"
+            )
         checked.append((int(rid), ns, code, None if at is None else int(at), None if crc is None else int(crc)))
     conn.executemany(CODE_SQL, checked)
 
@@ -256,8 +259,9 @@ class ColdIndex:
         rows, _ = hamming_topk(sign_code(q), entry.codes, first_stage, _NO_MASK)
         return float(sign_scores(q, entry.codes, rows).max()) / math.sqrt(2.0 * self.dim / math.pi)
 
-    def candidates(self, ns: str, query_vector: Any, m: int, allowed_rids: Any = None, *,
-                   first_stage: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def candidates(
+        self, ns: str, query_vector: Any, m: int, allowed_rids: Any = None, *, first_stage: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The ``m`` cold memories of ``ns`` whose codes best match the query:
         ``(rids int64, hamming int32)``, best first.
 
@@ -331,8 +335,10 @@ class ColdIndex:
         for rid, code, _, _ in rows:
             if not isinstance(code, bytes) or len(code) != size:
                 got = len(code) if isinstance(code, bytes) else type(code).__name__
-                raise CorruptDataError(f"cold_codes row {rid} of namespace {ns!r} holds a code of {got} "
-                                       f"bytes, expected {size} (dimension {self.dim})")
+                raise CorruptDataError(
+                    f"cold_codes row {rid} of namespace {ns!r} holds a code of {got} "
+                    f"bytes, expected {size} (dimension {self.dim})"
+                )
         rids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
         codes = np.frombuffer(b"".join(r[1] for r in rows), "<u8").astype(np.uint64).reshape(len(rows), self.words)
         at, crc = _places_of(rows)
@@ -434,9 +440,15 @@ class VectorCache:
             self._nbytes = 0
 
 
-def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: VectorCache | None = None,
-                  max_workers: int | None = None, ids: Sequence[str] | None = None,
-                  errors: list[BaseException] | None = None, places: Any = None) -> np.ndarray:
+def fetch_vectors(
+    cold_tier: ColdTier,
+    locations: Sequence[Location],
+    cache: VectorCache | None = None,
+    max_workers: int | None = None,
+    ids: Sequence[str] | None = None,
+    errors: list[BaseException] | None = None,
+    places: Any = None,
+) -> np.ndarray:
     """The archived vectors at ``locations``: float32 ``(len(locations), dim)``, in order.
 
     Cache hits first; the misses are read by ``ColdTier.vectors_by_object``
@@ -496,8 +508,10 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
                 for i, (mid, emb) in zip(idxs, found):
                     # no id (None): a vector read alone, its CRC the memory's own
                     if ids is not None and mid is not None and mid != ids[i]:
-                        raise CorruptDataError(f"archive object {locs[i].key} at byte {locs[i].offset} holds "
-                                               f"{mid!r}, the catalog expects {ids[i]!r}")
+                        raise CorruptDataError(
+                            f"archive object {locs[i].key} at byte {locs[i].offset} holds "
+                            f"{mid!r}, the catalog expects {ids[i]!r}"
+                        )
                     out[i] = np.frombuffer(emb, "<f4")
                     blobs[i] = emb
             except CorruptDataError as exc:
@@ -513,6 +527,7 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
     by_key: dict[str, list[int]] = {}
     for i in missed:
         by_key.setdefault(locs[i].key, []).append(i)
+
     def places_of(idxs: list[int]) -> list[list[int]] | None:
         return None if place_list is None else [place_list[i] for i in idxs]
 
@@ -521,12 +536,14 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
         for idxs, found in cold_tier.vectors_by_object([locs[i] for i in missed], places_of(missed)):
             take([missed[j] for j in idxs], found)
     else:
+
         def fetch_object(idxs: list[int]) -> None:
             for got, found in cold_tier.vectors_by_object([locs[i] for i in idxs], places_of(idxs)):
                 take([idxs[j] for j in got], found)
 
-        with ThreadPoolExecutor(max_workers=min(max_workers, len(by_key)),
-                                thread_name_prefix="tierstore-cold-fetch") as pool:
+        with ThreadPoolExecutor(
+            max_workers=min(max_workers, len(by_key)), thread_name_prefix="tierstore-cold-fetch"
+        ) as pool:
             futures = [pool.submit(fetch_object, idxs) for idxs in by_key.values()]
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             failed = [f for f in futures if f in done and f.exception() is not None]
@@ -539,12 +556,24 @@ def fetch_vectors(cold_tier: ColdTier, locations: Sequence[Location], cache: Vec
     return out
 
 
-def fetch_row_vectors(index: ColdIndex, cold_tier: ColdTier, cache: VectorCache | None, ns: str,
-                      rows: Sequence[Any], errors: list[BaseException] | None = None) -> np.ndarray:
+def fetch_row_vectors(
+    index: ColdIndex,
+    cold_tier: ColdTier,
+    cache: VectorCache | None,
+    ns: str,
+    rows: Sequence[Any],
+    errors: list[BaseException] | None = None,
+) -> np.ndarray:
     """:func:`fetch_vectors` for cold catalog ``rows`` of ``ns``: their
     locations, the ids they must hold and the places ``index`` keeps."""
-    return fetch_vectors(cold_tier, [Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows], cache,
-                         ids=[r.id for r in rows], errors=errors, places=index.vector_places(ns, [r.rid for r in rows]))
+    return fetch_vectors(
+        cold_tier,
+        [Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows],
+        cache,
+        ids=[r.id for r in rows],
+        errors=errors,
+        places=index.vector_places(ns, [r.rid for r in rows]),
+    )
 
 
 def exact_rescore(query: Any, vectors: np.ndarray) -> np.ndarray:

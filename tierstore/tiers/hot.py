@@ -21,28 +21,29 @@ import json
 import math
 import os
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import hnswlib
 import numpy as np
 
-from tierstore.storage.catalog import Catalog, MemoryRow, stack_embeddings
-from tierstore.errors import CorruptDataError
 from tierstore.core.faults import crash_point
-from tierstore.storage.fileio import fsync_file, sha256_file
+from tierstore.errors import CorruptDataError
 from tierstore.kernels import columns as C
-from tierstore.rules.lifetime import confidence_at, weight_at
 from tierstore.kernels import inner_products, rank_and_gather, top_candidates
 from tierstore.records import Explain, Hit, Memory
-from tierstore.storage.rwlock import RWLock
+from tierstore.rules.lifetime import confidence_at, weight_at
 from tierstore.rules.scoring import CompiledPolicy, QueryContext
 from tierstore.rules.tags import TagVocab
 from tierstore.rules.validation import check_vector, load_metadata
+from tierstore.storage.catalog import Catalog, MemoryRow, stack_embeddings
+from tierstore.storage.fileio import fsync_file, sha256_file
+from tierstore.storage.rwlock import RWLock
 
 _INITIAL_CAPACITY = 64
 
@@ -73,12 +74,12 @@ class RankedSlots(NamedTuple):
     @property
     def raw(self) -> np.ndarray:
         """Raw factors, ``(m, 5)``."""
-        return self.rf[C.R_RAW:C.R_RAW + 5].T
+        return self.rf[C.R_RAW : C.R_RAW + 5].T
 
     @property
     def norm(self) -> np.ndarray:
         """Normalised factors, ``(m, 5)``."""
-        return self.rf[C.R_NORM:C.R_NORM + 5].T
+        return self.rf[C.R_NORM : C.R_NORM + 5].T
 
 
 # RankedSlots in one C call (namedtuple's __new__ and _make are Python code)
@@ -112,9 +113,16 @@ class HotSnapshot:
 
     __slots__ = ("strings", "type_names", "rf", "ri", "ids", "scores", "explains", "_memories")
 
-    def __init__(self, strings: SlotStrings, type_names: Sequence[str], rf: np.ndarray, ri: np.ndarray,
-                 ids: Sequence[str] = (), scores: Sequence[float] = (),
-                 explains: list[Explain] | None = None) -> None:
+    def __init__(
+        self,
+        strings: SlotStrings,
+        type_names: Sequence[str],
+        rf: np.ndarray,
+        ri: np.ndarray,
+        ids: Sequence[str] = (),
+        scores: Sequence[float] = (),
+        explains: list[Explain] | None = None,
+    ) -> None:
         self.strings = strings
         self.type_names = type_names
         self.rf = rf
@@ -144,8 +152,8 @@ class HotSnapshot:
         return None if meta is None else load_metadata(meta)
 
     def build(self, j: int, embedding: np.ndarray | None = None) -> Memory:
-        created, last_access, ttl, anchor, due, override = self.rf[C.R_F:, j].tolist()  # C.SNAPSHOT_F
-        type_idx, access_count, pinned = self.ri[C.R_I:C.R_BEFORE, j].tolist()  # C.SNAPSHOT_I
+        created, last_access, ttl, anchor, due, override = self.rf[C.R_F :, j].tolist()  # C.SNAPSHOT_F
+        type_idx, access_count, pinned = self.ri[C.R_I : C.R_BEFORE, j].tolist()  # C.SNAPSHOT_I
         s = int(self.ri[C.R_SLOT, j])
         expires = anchor + ttl
         strings = self.strings
@@ -171,20 +179,42 @@ class HotSnapshot:
         )
 
 
-def columns_from_rows(rows: Sequence[MemoryRow], type_idx: dict[str, int],
-                      tag_ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def columns_from_rows(
+    rows: Sequence[MemoryRow], type_idx: dict[str, int], tag_ids: Sequence[Sequence[int]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Kernel columns ``(F, I, tags)`` for catalog rows, one column per row
     (the layout of :mod:`tierstore.kernels.columns`)."""
     k = len(rows)
     nan = math.nan
     # one conversion of every row's floats (a column assignment per row costs several times more)
     F = np.empty((C.NF, k), np.float64)
-    F[:] = np.array([(
-        r.created_at, r.last_accessed_at, r.w_ref, r.t_ref, r.half_life, r.confidence, r.t_conf, r.ttl,
-        r.ttl_anchor, r.due_at, r.ctx_mult, nan if r.conf_llm is None else r.conf_llm,
-        nan if r.conf_rule is None else r.conf_rule, nan if r.conf_feedback is None else r.conf_feedback,
-        nan if r.ttl_seconds is None else r.ttl_seconds,
-    ) for r in rows], np.float64).reshape(k, C.NF).T
+    F[:] = (
+        np.array(
+            [
+                (
+                    r.created_at,
+                    r.last_accessed_at,
+                    r.w_ref,
+                    r.t_ref,
+                    r.half_life,
+                    r.confidence,
+                    r.t_conf,
+                    r.ttl,
+                    r.ttl_anchor,
+                    r.due_at,
+                    r.ctx_mult,
+                    nan if r.conf_llm is None else r.conf_llm,
+                    nan if r.conf_rule is None else r.conf_rule,
+                    nan if r.conf_feedback is None else r.conf_feedback,
+                    nan if r.ttl_seconds is None else r.ttl_seconds,
+                )
+                for r in rows
+            ],
+            np.float64,
+        )
+        .reshape(k, C.NF)
+        .T
+    )
     I = np.zeros((C.NI, k), np.int64)
     I[C.I_TYPE] = [type_idx[r.memory_type] for r in rows]
     I[C.I_ACCESS_COUNT] = I[C.I_FLUSHED_COUNT] = [r.access_count for r in rows]
@@ -201,8 +231,7 @@ def columns_from_rows(rows: Sequence[MemoryRow], type_idx: dict[str, int],
 class HotNamespace:
     """Hot memories of one namespace."""
 
-    def __init__(self, name: str, dim: int, settings: HotSettings, vocab: TagVocab,
-                 type_names: Sequence[str]) -> None:
+    def __init__(self, name: str, dim: int, settings: HotSettings, vocab: TagVocab, type_names: Sequence[str]) -> None:
         self.name = name
         self._type_idx = {t: i for i, t in enumerate(type_names)}
         self.dim = dim
@@ -265,8 +294,9 @@ class HotNamespace:
         tags[:, : self.tags.shape[1]] = self.tags
         self.tags = tags
 
-    def add_rows(self, rows: Sequence[MemoryRow], vectors: np.ndarray | None,
-                 slots: Sequence[int] | None = None) -> None:
+    def add_rows(
+        self, rows: Sequence[MemoryRow], vectors: np.ndarray | None, slots: Sequence[int] | None = None
+    ) -> None:
         """Insert memories (hold ``lock.write()``). ``vectors`` are normalised
         float32 rows. ``slots`` places rows at given slots of a reloaded
         checkpoint whose index already holds their vectors (``vectors`` is then
@@ -316,8 +346,13 @@ class HotNamespace:
     def _new_index(self, capacity: int) -> hnswlib.Index:
         s = self.settings
         index = hnswlib.Index(space="ip", dim=self.dim)
-        index.init_index(max_elements=max(capacity, 16), M=s.hnsw_m, ef_construction=s.hnsw_ef_construction,
-                         random_seed=100, allow_replace_deleted=False)
+        index.init_index(
+            max_elements=max(capacity, 16),
+            M=s.hnsw_m,
+            ef_construction=s.hnsw_ef_construction,
+            random_seed=100,
+            allow_replace_deleted=False,
+        )
         index.set_ef(s.hnsw_ef_search)
         index.set_num_threads(1)
         return index
@@ -360,7 +395,11 @@ class HotNamespace:
         slow queries and waste memory, so the namespace is rebuilt."""
         live = np.flatnonzero(self.I[C.I_ALIVE, : self.n]).astype(np.int64)
         if self.index is not None:
-            vecs = np.asarray(self.index.get_items(live, return_type="numpy"), np.float32) if live.size else np.zeros((0, self.dim), np.float32)
+            vecs = (
+                np.asarray(self.index.get_items(live, return_type="numpy"), np.float32)
+                if live.size
+                else np.zeros((0, self.dim), np.float32)
+            )
         else:
             assert self.vectors is not None
             vecs = self.vectors[live].copy()
@@ -387,7 +426,13 @@ class HotNamespace:
         self.I[:, :k] = I
         self.tags[:k] = tags
         self.rids[:k] = rids
-        self.ids, self.contents, self.sources, self.tag_names, self.metadata = ids, contents, sources, tag_names, metadata
+        self.ids, self.contents, self.sources, self.tag_names, self.metadata = (
+            ids,
+            contents,
+            sources,
+            tag_names,
+            metadata,
+        )
         self.strings = SlotStrings(self.name, ids, contents, sources, tag_names, metadata)
         self.slot_of = {mid: i for i, mid in enumerate(ids) if mid is not None}
         self.vectors[:k] = vecs
@@ -398,8 +443,16 @@ class HotNamespace:
 
     # -- queries (callers hold lock.read()) ----------------------------------
 
-    def search(self, q: np.ndarray, k: int, cp: CompiledPolicy, ctx: QueryContext, type_allowed: np.ndarray,
-               min_confidence: float, now: float) -> RankedSlots:
+    def search(
+        self,
+        q: np.ndarray,
+        k: int,
+        cp: CompiledPolicy,
+        ctx: QueryContext,
+        type_allowed: np.ndarray,
+        min_confidence: float,
+        now: float,
+    ) -> RankedSlots:
         """Best ``k`` live slots for query ``q`` (hold ``lock.read()``): a
         contiguous float32 vector of the namespace's dimension, not
         necessarily normalised (the kernel divides by its length).
@@ -441,14 +494,25 @@ class HotNamespace:
                     cand_scores = np.asarray(self.index.get_items(cand, return_type="numpy"), np.float32) @ q
                     qf = ctx.packed[0]
                     want = live
-            rf, ri, n2 = rank_and_gather(q, cand, cand_scores, self.F, self.I, self.tags, qf, ctx.packed_tags,
-                                         type_allowed, now, min_confidence, k)
+            rf, ri, n2 = rank_and_gather(
+                q,
+                cand,
+                cand_scores,
+                self.F,
+                self.I,
+                self.tags,
+                qf,
+                ctx.packed_tags,
+                type_allowed,
+                now,
+                min_confidence,
+                k,
+            )
             if ri.shape[1] >= k:
                 return _new_tuple(RankedSlots, (rf, ri))
             if not C.QUERY_N2_MIN <= n2 <= C.QUERY_N2_MAX:
                 # not ranked as given: raises for zero, NaN, inf; else normalised
-                return self.search(check_vector(q, self.dim, "query"), k, cp, ctx, type_allowed, min_confidence,
-                                   now)
+                return self.search(check_vector(q, self.dim, "query"), k, cp, ctx, type_allowed, min_confidence, now)
             if want >= live:
                 return _new_tuple(RankedSlots, (rf, ri))
             want = min(live, want * 4)
@@ -475,12 +539,14 @@ class HotNamespace:
         rf = np.zeros((C.NRF, 1))
         rf[C.R_RAW + 2, 0] = conf
         rf[C.R_RAW + 4, 0] = w
-        rf[C.R_F:, 0] = self.F[list(C.SNAPSHOT_F), slot]
+        rf[C.R_F :, 0] = self.F[list(C.SNAPSHOT_F), slot]
         ri = np.zeros((C.NRI, 1), np.int64)
         ri[C.R_SLOT, 0] = slot
-        ri[C.R_I:C.R_BEFORE, 0] = self.I[list(C.SNAPSHOT_I), slot]
+        ri[C.R_I : C.R_BEFORE, 0] = self.I[list(C.SNAPSHOT_I), slot]
         ri[C.R_BEFORE, 0] = -1
-        return HotSnapshot(self.strings, cp.type_names, rf, ri).build(0, embedding=self.vector(slot) if with_embedding else None)
+        return HotSnapshot(self.strings, cp.type_names, rf, ri).build(
+            0, embedding=self.vector(slot) if with_embedding else None
+        )
 
     def hits(self, ranked: RankedSlots, cp: CompiledPolicy, explain: bool) -> list[Hit]:
         """The ranked slots as :class:`Hit` objects (hold ``lock.read()``).
@@ -512,11 +578,21 @@ class HotNamespace:
         due = F[C.F_DUE, s]
         override = F[C.F_TTL_OVERRIDE, s]
         return (
-            float(F[C.F_LAST_ACCESS, s]), int(I[C.I_ACCESS_COUNT, s]), None if math.isnan(fb) else float(fb),
-            float(F[C.F_CONF, s]), float(F[C.F_T_CONF, s]), int(I[C.I_PINNED, s]), float(F[C.F_W_REF, s]),
-            float(F[C.F_T_REF, s]), float(F[C.F_HALF_LIFE, s]), None if not math.isfinite(ttl) else float(ttl),
-            float(F[C.F_TTL_ANCHOR, s]), float(F[C.F_CTX_MULT, s]), None if not math.isfinite(due) else float(due),
-            None if math.isnan(override) else float(override), int(self.rids[s]),
+            float(F[C.F_LAST_ACCESS, s]),
+            int(I[C.I_ACCESS_COUNT, s]),
+            None if math.isnan(fb) else float(fb),
+            float(F[C.F_CONF, s]),
+            float(F[C.F_T_CONF, s]),
+            int(I[C.I_PINNED, s]),
+            float(F[C.F_W_REF, s]),
+            float(F[C.F_T_REF, s]),
+            float(F[C.F_HALF_LIFE, s]),
+            None if not math.isfinite(ttl) else float(ttl),
+            float(F[C.F_TTL_ANCHOR, s]),
+            float(F[C.F_CTX_MULT, s]),
+            None if not math.isfinite(due) else float(due),
+            None if math.isnan(override) else float(override),
+            int(self.rids[s]),
         )
 
     def take_dirty(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -622,8 +698,15 @@ class HotTier:
     """Every loaded namespace's hot index. Namespaces load lazily from the
     catalog on first use (from a checkpoint when one is valid)."""
 
-    def __init__(self, directory: Path, dim: int, settings: HotSettings, vocab: TagVocab,
-                 type_names: Sequence[str], catalog: Catalog) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        dim: int,
+        settings: HotSettings,
+        vocab: TagVocab,
+        type_names: Sequence[str],
+        catalog: Catalog,
+    ) -> None:
         self.directory = directory
         self.dim = dim
         self.settings = settings
@@ -724,4 +807,3 @@ class HotTier:
 
     def drop(self, ns: str) -> None:
         self._spaces.pop(ns, None)
-

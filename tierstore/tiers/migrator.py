@@ -30,25 +30,21 @@ import sqlite3
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tierstore.tiers import tombstones
-
-from tierstore.tiers import cold_index
-
-from tierstore.rules import supersession
-
-from tierstore.rules import lifetime
 from tierstore.core.background import BackgroundSweeps
-from tierstore.storage.catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
-from tierstore.tiers.cold import ColdTier, Location, batch_number, group_by_ns
-from tierstore.tiers.archive import vector_crc
-from tierstore.tiers.cold_index import CODE_SQL, CODES_COMPLETE, encode_codes
-from tierstore.errors import CorruptDataError, InvalidInputError, MemoryNotFoundError, ObjectNotFoundError, ObjectStoreError
 from tierstore.core.faults import crash_point
+from tierstore.errors import (
+    CorruptDataError,
+    InvalidInputError,
+    MemoryNotFoundError,
+    ObjectNotFoundError,
+    ObjectStoreError,
+)
 from tierstore.kernels import (
     ACTION_ARCHIVE,
     ACTION_DELETE,
@@ -61,9 +57,15 @@ from tierstore.kernels import (
     due_times,
 )
 from tierstore.kernels import columns as C
-from tierstore.records import TIER_NAMES, SweepReport
 from tierstore.progress import Progress
+from tierstore.records import TIER_NAMES, SweepReport
+from tierstore.rules import lifetime, supersession
 from tierstore.rules.validation import check_str, check_tags, check_time
+from tierstore.storage.catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
+from tierstore.tiers import cold_index, tombstones
+from tierstore.tiers.archive import vector_crc
+from tierstore.tiers.cold import ColdTier, Location, batch_number, group_by_ns
+from tierstore.tiers.cold_index import CODE_SQL, CODES_COMPLETE, encode_codes
 
 if TYPE_CHECKING:
     from tierstore.core.engine import Engine
@@ -79,8 +81,7 @@ _FP_SQL = "SELECT tier, w_ref, t_ref, access_count, confidence, pinned, shard, c
 
 
 def fingerprint(row: MemoryRow) -> tuple[Any, ...]:
-    return (row.tier, row.w_ref, row.t_ref, row.access_count, row.confidence, int(row.pinned), row.shard,
-            row.cold_key)
+    return (row.tier, row.w_ref, row.t_ref, row.access_count, row.confidence, int(row.pinned), row.shard, row.cold_key)
 
 
 def _unchanged(conn: sqlite3.Connection, row: MemoryRow) -> bool:
@@ -92,10 +93,11 @@ def _sql_inf(x: float) -> float | None:
 
 
 class Migrator:
-    def __init__(self, store: "Engine") -> None:
+    def __init__(self, store: Engine) -> None:
         self.engine = store
         self._background = BackgroundSweeps(
-            lambda max_items, budget: store.sweep(max_items=max_items, time_budget_s=budget), "tierstore-migrator")
+            lambda max_items, budget: store.sweep(max_items=max_items, time_budget_s=budget), "tierstore-migrator"
+        )
         # archive objects a sweep found damaged: later sweeps pass them over (one
         # fetch each per process, not one per sweep, and they cannot crowd out
         # the others); compact_cold() tries them again
@@ -110,31 +112,53 @@ class Migrator:
     def cp(self):  # type: ignore[no-untyped-def]
         return self.engine.compiled_policy
 
-    def _event(self, row: MemoryRow, now: float, kind: str, from_tier: int | None, to_tier: int | None,
-               reason: str) -> tuple[Any, ...]:
+    def _event(
+        self, row: MemoryRow, now: float, kind: str, from_tier: int | None, to_tier: int | None, reason: str
+    ) -> tuple[Any, ...]:
         w = lifetime.weight_at(row.w_ref, row.t_ref, row.half_life, now)
-        return (now, row.ns, row.id, kind, None if from_tier is None else TIER_NAMES[from_tier],
-                None if to_tier is None else TIER_NAMES[to_tier], reason, w, row.confidence, row.access_count,
-                row.memory_type)
+        return (
+            now,
+            row.ns,
+            row.id,
+            kind,
+            None if from_tier is None else TIER_NAMES[from_tier],
+            None if to_tier is None else TIER_NAMES[to_tier],
+            reason,
+            w,
+            row.confidence,
+            row.access_count,
+            row.memory_type,
+        )
 
     def due_in_tier(self, rows: Sequence[MemoryRow], tier: int) -> np.ndarray:
         cp = self.cp
         return due_times(
-            np.full(len(rows), tier, np.int64), np.array([int(r.pinned) for r in rows], np.int64),
-            np.array([r.w_ref for r in rows], np.float64), np.array([r.t_ref for r in rows], np.float64),
-            np.array([r.half_life for r in rows], np.float64), np.array([r.expires_at for r in rows], np.float64),
-            np.array([r.confidence for r in rows], np.float64), np.array([r.t_conf for r in rows], np.float64),
-            cp.conf_half_life, cp.thresholds,
+            np.full(len(rows), tier, np.int64),
+            np.array([int(r.pinned) for r in rows], np.int64),
+            np.array([r.w_ref for r in rows], np.float64),
+            np.array([r.t_ref for r in rows], np.float64),
+            np.array([r.half_life for r in rows], np.float64),
+            np.array([r.expires_at for r in rows], np.float64),
+            np.array([r.confidence for r in rows], np.float64),
+            np.array([r.t_conf for r in rows], np.float64),
+            cp.conf_half_life,
+            cp.thresholds,
         )
 
     def classify_rows(self, rows: Sequence[MemoryRow], now: float) -> np.ndarray:
         cp = self.cp
         return classify(
-            now, np.array([r.tier for r in rows], np.int64), np.array([int(r.pinned) for r in rows], np.int64),
-            np.array([r.w_ref for r in rows], np.float64), np.array([r.t_ref for r in rows], np.float64),
-            np.array([r.half_life for r in rows], np.float64), np.array([r.expires_at for r in rows], np.float64),
-            np.array([r.confidence for r in rows], np.float64), np.array([r.t_conf for r in rows], np.float64),
-            cp.conf_half_life, cp.thresholds,
+            now,
+            np.array([r.tier for r in rows], np.int64),
+            np.array([int(r.pinned) for r in rows], np.int64),
+            np.array([r.w_ref for r in rows], np.float64),
+            np.array([r.t_ref for r in rows], np.float64),
+            np.array([r.half_life for r in rows], np.float64),
+            np.array([r.expires_at for r in rows], np.float64),
+            np.array([r.confidence for r in rows], np.float64),
+            np.array([r.t_conf for r in rows], np.float64),
+            cp.conf_half_life,
+            cp.thresholds,
         )
 
     def _reason(self, row: MemoryRow, now: float) -> str:
@@ -188,8 +212,9 @@ class Migrator:
                     break
                 report.examined += len(rows)
                 actions = self.classify_rows(rows, now)
-                buckets: dict[int, list[MemoryRow]] = {a: [] for a in (ACTION_KEEP, ACTION_DEMOTE, ACTION_ARCHIVE,
-                                                                         ACTION_DELETE)}
+                buckets: dict[int, list[MemoryRow]] = {
+                    a: [] for a in (ACTION_KEEP, ACTION_DEMOTE, ACTION_ARCHIVE, ACTION_DELETE)
+                }
                 for r, a in zip(rows, actions.tolist()):
                     buckets[a].append(r)
                 moved = 0
@@ -240,8 +265,11 @@ class Migrator:
         while max_items is None or report.examined < max_items:
             if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
                 break
-            limit = eng.settings.sweep_batch if max_items is None else min(eng.settings.sweep_batch,
-                                                                          max_items - report.examined)
+            limit = (
+                eng.settings.sweep_batch
+                if max_items is None
+                else min(eng.settings.sweep_batch, max_items - report.examined)
+            )
             rows = eng.catalog.due_after(now, after, limit)
             if not rows:
                 break
@@ -301,8 +329,9 @@ class Migrator:
         with ExitStack() as stack:
             yield {ns: stack.enter_context(self.engine.hot.guard(ns)) for ns in sorted(set(namespaces))}
 
-    def _plan(self, spaces: dict[str, Any], groups: dict[str, list[MemoryRow]]
-              ) -> dict[str, tuple[list[MemoryRow], list[int], list[MemoryRow]]]:
+    def _plan(
+        self, spaces: dict[str, Any], groups: dict[str, list[MemoryRow]]
+    ) -> dict[str, tuple[list[MemoryRow], list[int], list[MemoryRow]]]:
         """Per namespace: the movable hot rows with their slots, and the other rows."""
         plan = {}
         for ns, group in groups.items():
@@ -368,8 +397,9 @@ class Migrator:
         groups = group_by_ns(rows)
         shards = {}
         for ns, group in groups.items():  # 1. copy
-            shards[ns] = eng.warm.write_shard(ns, np.array([r.rid for r in group], np.int64),
-                                             stack_embeddings([r.embedding for r in group], eng.dim))
+            shards[ns] = eng.warm.write_shard(
+                ns, np.array([r.rid for r in group], np.int64), stack_embeddings([r.embedding for r in group], eng.dim)
+            )
         crash_point("demote.after_shard")
         with self._guards(groups) as spaces:
             plan = self._plan(spaces, groups)
@@ -381,14 +411,17 @@ class Migrator:
                     name, kind = shards[ns]
                     cur = conn.execute(
                         "INSERT INTO shards (ns, name, kind, count, created_at) VALUES (?, ?, ?, ?, ?)",
-                        (ns, name, kind, len(groups[ns]), now))
+                        (ns, name, kind, len(groups[ns]), now),
+                    )
                     shard = int(cur.lastrowid)  # type: ignore[arg-type]
                     moved = 0
                     for r, d in zip(ok, due[ns].tolist()):
                         if not _unchanged(conn, r):
                             continue
-                        conn.execute("UPDATE memories SET tier = ?, shard = ?, due_at = ? WHERE rid = ?",
-                                     (TIER_WARM, shard, _sql_inf(d), r.rid))
+                        conn.execute(
+                            "UPDATE memories SET tier = ?, shard = ?, due_at = ? WHERE rid = ?",
+                            (TIER_WARM, shard, _sql_inf(d), r.rid),
+                        )
                         conn.execute(EVENT_SQL, self._event(r, now, "demote", TIER_HOT, TIER_WARM, "weight"))
                         done.append(r)
                         moved += 1
@@ -422,12 +455,14 @@ class Migrator:
 
     def _record_batches(self, rids_by_ns: dict[str, list[int]], now: float) -> dict[str, str]:
         """Record pending archive batches, one per namespace; returns their keys."""
+
         def write(conn: sqlite3.Connection) -> dict[str, str]:
             keys = {}
             for ns, rids in rids_by_ns.items():
                 cur = conn.execute(
                     "INSERT INTO archives (key, ns, rids, state, count, created_at) VALUES (?, ?, ?, 'pending', ?, ?)",
-                    (f"pending-{time.monotonic_ns()}-{ns}", ns, json.dumps(rids), len(rids), now))
+                    (f"pending-{time.monotonic_ns()}-{ns}", ns, json.dumps(rids), len(rids), now),
+                )
                 batch = int(cur.lastrowid)  # type: ignore[arg-type]
                 keys[ns] = ColdTier.new_key(ns, batch)
                 conn.execute("UPDATE archives SET key = ? WHERE batch = ?", (keys[ns], batch))
@@ -440,8 +475,9 @@ class Migrator:
         self.engine.catalog.sync()
         return keys
 
-    def _finish_batches(self, batches: list[tuple[str, str, list[MemoryRow]]], now: float,
-                        report: SweepReport | None) -> list[MemoryRow]:
+    def _finish_batches(
+        self, batches: list[tuple[str, str, list[MemoryRow]]], now: float, report: SweepReport | None
+    ) -> list[MemoryRow]:
         """Write each batch's object (unless it exists), then move the rows that
         are still as classified into them, in one transaction."""
         eng = self.engine
@@ -470,7 +506,8 @@ class Migrator:
                     conn.execute(
                         "UPDATE memories SET tier = ?, embedding = NULL, shard = NULL, cold_key = ?, cold_offset = ?,"
                         " cold_length = ?, due_at = ? WHERE rid = ?",
-                        (TIER_COLD, key, e.offset, e.length, _sql_inf(d), r.rid))
+                        (TIER_COLD, key, e.offset, e.length, _sql_inf(d), r.rid),
+                    )
                     conn.execute(CODE_SQL, (r.rid, r.ns, code, *_place(e.vector_at, r.embedding)))
                     conn.execute(EVENT_SQL, self._event(r, now, "archive", r.tier, TIER_COLD, self._reason(r, now)))
                     done.append(r)
@@ -499,9 +536,13 @@ class Migrator:
         the batch is dropped if none is left. Collect emptied batches."""
         eng = self.engine
         # Batches emptied by a restore or delete that crashed before collecting them.
-        self.collect_archives(k for (k,) in eng.catalog.query(
-            "SELECT key FROM archives a WHERE state != 'pending' AND NOT EXISTS"
-            " (SELECT 1 FROM memories m WHERE m.cold_key = a.key)"))
+        self.collect_archives(
+            k
+            for (k,) in eng.catalog.query(
+                "SELECT key FROM archives a WHERE state != 'pending' AND NOT EXISTS"
+                " (SELECT 1 FROM memories m WHERE m.cold_key = a.key)"
+            )
+        )
         for key, ns, rids_json in eng.catalog.query("SELECT key, ns, rids FROM archives WHERE state = 'pending'"):
             rows = [r for r in eng.catalog.get_rows_by_rid(json.loads(rids_json)) if r.tier != TIER_COLD]
             actions = self.classify_rows(rows, now) if rows else np.zeros(0, np.int8)
@@ -509,8 +550,9 @@ class Migrator:
             if rows:
                 self._finish_batches([(key, ns, rows)], now, report)
             else:
-                eng.catalog.write(lambda conn, key=key: conn.execute(
-                    "UPDATE archives SET state = 'done' WHERE key = ?", (key,)))
+                eng.catalog.write(
+                    lambda conn, key=key: conn.execute("UPDATE archives SET state = 'done' WHERE key = ?", (key,))
+                )
                 self.collect_archives({key})
 
     def collect_archives(self, keys: Iterable[str]) -> int:
@@ -519,8 +561,7 @@ class Migrator:
         empty = []
         for key in keys:
             live = eng.catalog.query_one("SELECT count(*) FROM memories WHERE cold_key = ?", (key,))
-            pending = eng.catalog.query_one("SELECT count(*) FROM archives WHERE key = ? AND state = 'pending'",
-                                           (key,))
+            pending = eng.catalog.query_one("SELECT count(*) FROM archives WHERE key = ? AND state = 'pending'", (key,))
             if live and live[0] == 0 and pending and pending[0] == 0:
                 empty.append(key)
         if not empty or not eng.ownership.may_delete():  # never delete in a prefix handed over to another store
@@ -547,8 +588,10 @@ class Migrator:
         """Write pending tombstones, then drop those no archive object needs
         (while the prefix is still this store's)."""
         self._tombstone_step(tombstones.write_pending, report)
-        self._tombstone_step(lambda catalog, objects: tombstones.collect(catalog, objects)
-                             if self.engine.ownership.may_delete() else 0, report)
+        self._tombstone_step(
+            lambda catalog, objects: tombstones.collect(catalog, objects) if self.engine.ownership.may_delete() else 0,
+            report,
+        )
 
     def _tombstone_step(self, step: Any, report: SweepReport | None) -> None:
         try:
@@ -560,8 +603,15 @@ class Migrator:
 
     # -- archive compaction ----------------------------------------------------------------
 
-    def compact_archives(self, now: float, *, everything: bool = False, limit: int | None = None,
-                         progress: bool | None = None, strict: bool = False) -> int:
+    def compact_archives(
+        self,
+        now: float,
+        *,
+        everything: bool = False,
+        limit: int | None = None,
+        progress: bool | None = None,
+        strict: bool = False,
+    ) -> int:
         """Rewrite archive objects without the records of memories that left
         them (deleted, restored, or changed while being archived); returns how
         many.
@@ -579,15 +629,21 @@ class Migrator:
         sweeps of this process pass it over (``everything`` tries it again)."""
         eng = self.engine
         if everything:
-            todo = [(key, ns) for key, ns, state, count, live in eng.catalog.query(
-                "SELECT a.key, a.ns, a.state, a.count,"
-                " (SELECT count(*) FROM memories m WHERE m.cold_key = a.key)"
-                " FROM archives a WHERE a.state != 'pending' ORDER BY a.batch")
-                if state == "purge" or 0 < live < count]
+            todo = [
+                (key, ns)
+                for key, ns, state, count, live in eng.catalog.query(
+                    "SELECT a.key, a.ns, a.state, a.count,"
+                    " (SELECT count(*) FROM memories m WHERE m.cold_key = a.key)"
+                    " FROM archives a WHERE a.state != 'pending' ORDER BY a.batch"
+                )
+                if state == "purge" or 0 < live < count
+            ]
         else:  # the sweep: marked batches only, no count per batch
-            todo = [(key, ns) for key, ns in eng.catalog.query(
-                "SELECT key, ns FROM archives WHERE state = 'purge' ORDER BY batch")
-                if key not in self._damaged_archives]
+            todo = [
+                (key, ns)
+                for key, ns in eng.catalog.query("SELECT key, ns FROM archives WHERE state = 'purge' ORDER BY batch")
+                if key not in self._damaged_archives
+            ]
         todo = todo[:limit] if limit is not None else todo
         done = 0
         damaged: list[CorruptDataError] = []
@@ -601,8 +657,9 @@ class Migrator:
                     self._damaged_archives.add(key)
                 bar.update(1)
         if damaged and strict:
-            raise CorruptDataError(f"{len(damaged)} archive object(s) not rewritten: "
-                                   + "; ".join(str(e) for e in damaged))
+            raise CorruptDataError(
+                f"{len(damaged)} archive object(s) not rewritten: " + "; ".join(str(e) for e in damaged)
+            )
         return done
 
     def _rewrite_batch(self, key: str, ns: str, now: float) -> int:
@@ -614,8 +671,9 @@ class Migrator:
         records = eng.cold.fetch([Location(key, r.cold_offset, r.cold_length) for r in rows])  # type: ignore[arg-type]
         for r, rec in zip(rows, records):
             if rec["id"] != r.id or rec["ns"] != r.ns:
-                raise CorruptDataError(f"archive object {key} at byte {r.cold_offset} holds {rec['id']!r}, "
-                                       f"the catalog expects {r.id!r}")
+                raise CorruptDataError(
+                    f"archive object {key} at byte {r.cold_offset} holds {rec['id']!r}, the catalog expects {r.id!r}"
+                )
         new_key = self._record_batches({ns: [r.rid for r in rows]}, now)[ns]
         crash_point("compact.after_intent")
         entries, _ = eng.cold.write_records(new_key, ns, records, now)
@@ -626,14 +684,18 @@ class Migrator:
             for r, e, rec in zip(rows, entries, records):
                 # a memory restored or deleted since it was read stays out of the new object's use
                 if conn.execute(
-                        "UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ?"
-                        " WHERE rid = ? AND cold_key = ? AND cold_offset = ?",
-                        (new_key, e.offset, e.length, r.rid, key, r.cold_offset)).rowcount:
+                    "UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ?"
+                    " WHERE rid = ? AND cold_key = ? AND cold_offset = ?",
+                    (new_key, e.offset, e.length, r.rid, key, r.cold_offset),
+                ).rowcount:
                     moved += 1
-                    conn.execute("UPDATE cold_codes SET vector_at = ?, vector_crc = ? WHERE rid = ?",
-                                 (*_place(e.vector_at, rec["embedding"]), r.rid))
-            conn.execute("UPDATE archives SET state = ? WHERE key = ?",
-                         ("done" if moved == len(rows) else "purge", new_key))
+                    conn.execute(
+                        "UPDATE cold_codes SET vector_at = ?, vector_crc = ? WHERE rid = ?",
+                        (*_place(e.vector_at, rec["embedding"]), r.rid),
+                    )
+            conn.execute(
+                "UPDATE archives SET state = ? WHERE key = ?", ("done" if moved == len(rows) else "purge", new_key)
+            )
             return moved
 
         eng.catalog.write(write)
@@ -651,9 +713,13 @@ class Migrator:
         infos = eng.warm.shards(ns)
         if not infos:
             return
-        live = {shard: n for shard, n in eng.catalog.query(
-            "SELECT shard, count(*) FROM memories WHERE ns = ? AND tier = ? AND shard IS NOT NULL GROUP BY shard",
-            (ns, TIER_WARM))}
+        live = {
+            shard: n
+            for shard, n in eng.catalog.query(
+                "SELECT shard, count(*) FROM memories WHERE ns = ? AND tier = ? AND shard IS NOT NULL GROUP BY shard",
+                (ns, TIER_WARM),
+            )
+        }
         stale = [i for i in infos if live.get(i.shard, 0) < settings.rebuild_live_fraction * i.count]
         if len(infos) > settings.merge_above:
             stale = infos
@@ -681,17 +747,21 @@ class Migrator:
         rows = eng.catalog.select_rows(f"WHERE m.tier = ? AND m.shard IN ({marks})", (TIER_WARM, *ids))
         name = kind = None
         if rows:
-            name, kind = eng.warm.write_shard(ns, np.array([r.rid for r in rows], np.int64),
-                                             stack_embeddings([r.embedding for r in rows], eng.dim))
+            name, kind = eng.warm.write_shard(
+                ns, np.array([r.rid for r in rows], np.int64), stack_embeddings([r.embedding for r in rows], eng.dim)
+            )
 
         def write(conn: sqlite3.Connection) -> None:
             shard = None
             if rows:
-                cur = conn.execute("INSERT INTO shards (ns, name, kind, count, created_at) VALUES (?, ?, ?, ?, ?)",
-                                   (ns, name, kind, len(rows), now))
+                cur = conn.execute(
+                    "INSERT INTO shards (ns, name, kind, count, created_at) VALUES (?, ?, ?, ?, ?)",
+                    (ns, name, kind, len(rows), now),
+                )
                 shard = int(cur.lastrowid)  # type: ignore[arg-type]
-            conn.execute(f"UPDATE memories SET shard = ? WHERE tier = ? AND shard IN ({marks})",
-                         (shard, TIER_WARM, *ids))
+            conn.execute(
+                f"UPDATE memories SET shard = ? WHERE tier = ? AND shard IN ({marks})", (shard, TIER_WARM, *ids)
+            )
             conn.execute(f"DELETE FROM shards WHERE shard IN ({marks})", ids)
 
         eng.catalog.write(write)
@@ -707,8 +777,17 @@ class Migrator:
 
     # ------------------------------------------------------------------ into hot
 
-    def promote(self, ns: str, rows: Sequence[MemoryRow], now: float, *, access: bool, kind: str,
-                cold_records: dict[str, dict[str, Any]] | None = None, reason: str | None = None) -> list[MemoryRow]:
+    def promote(
+        self,
+        ns: str,
+        rows: Sequence[MemoryRow],
+        now: float,
+        *,
+        access: bool,
+        kind: str,
+        cold_records: dict[str, dict[str, Any]] | None = None,
+        reason: str | None = None,
+    ) -> list[MemoryRow]:
         """Move warm (or, with ``cold_records``, cold) rows into the hot tier:
         ``kind`` events, whose reason is ``reason`` (default: the kind).
 
@@ -743,6 +822,7 @@ class Migrator:
         for nr, d in zip(new_rows, due.tolist()):
             nr.due_at = d
         with eng.hot.guard(ns) as space:
+
             def write(conn: sqlite3.Connection) -> list[int]:
                 done = []
                 for old, nr in zip(rows, new_rows):
@@ -752,8 +832,18 @@ class Migrator:
                         "UPDATE memories SET tier = ?, embedding = ?, shard = NULL, cold_key = NULL, cold_offset = NULL,"
                         " cold_length = NULL, w_ref = ?, t_ref = ?, ttl_anchor = ?, access_count = ?,"
                         " last_accessed_at = ?, due_at = ? WHERE rid = ?",
-                        (TIER_HOT, nr.embedding, nr.w_ref, nr.t_ref, nr.ttl_anchor, nr.access_count,
-                         nr.last_accessed_at, _sql_inf(nr.due_at), old.rid))
+                        (
+                            TIER_HOT,
+                            nr.embedding,
+                            nr.w_ref,
+                            nr.t_ref,
+                            nr.ttl_anchor,
+                            nr.access_count,
+                            nr.last_accessed_at,
+                            _sql_inf(nr.due_at),
+                            old.rid,
+                        ),
+                    )
                     if old.tier == TIER_COLD:
                         conn.execute(MARK_PURGE_SQL, (old.cold_key,))  # its record there is stale now
                     if access and eng.settings.access_log:
@@ -772,9 +862,18 @@ class Migrator:
             self.collect_archives(keys)
         return moved
 
-    def restore(self, ns: str, *, ids: Sequence[str] | None, where: dict[str, Any] | None, text: str | None,
-                query: np.ndarray | None, limit: int | None, progress: bool | None,
-                reason: str = "restore") -> list[str]:
+    def restore(
+        self,
+        ns: str,
+        *,
+        ids: Sequence[str] | None,
+        where: dict[str, Any] | None,
+        text: str | None,
+        query: np.ndarray | None,
+        limit: int | None,
+        progress: bool | None,
+        reason: str = "restore",
+    ) -> list[str]:
         """Bring the selected cold memories back hot: ``restore`` events with
         ``reason`` (``"restore"``: asked for; ``"re-added"``: said again, a
         duplicate of an archived memory; the lifecycle report tells them apart)."""
@@ -786,14 +885,22 @@ class Migrator:
             for i in range(0, len(rows), 256):
                 chunk = rows[i : i + 256]
                 records = self.cold_records(chunk)
-                moved = self.promote(ns, [r for r in chunk if r.id in records], self.engine.store_time.now(), access=False,
-                                     kind="restore", cold_records=records, reason=reason)
+                moved = self.promote(
+                    ns,
+                    [r for r in chunk if r.id in records],
+                    self.engine.store_time.now(),
+                    access=False,
+                    kind="restore",
+                    cold_records=records,
+                    reason=reason,
+                )
                 restored.extend(r.id for r in moved)
                 bar.update(len(chunk))
         return restored
 
-    def cold_records(self, rows: Sequence[MemoryRow], vector_at: dict[str, int] | None = None
-                     ) -> dict[str, dict[str, Any]]:
+    def cold_records(
+        self, rows: Sequence[MemoryRow], vector_at: dict[str, int] | None = None
+    ) -> dict[str, dict[str, Any]]:
         """The archive records of cold ``rows`` by id, each checked to be the
         memory the catalog expects there (one ranged GET per run of records);
         ``vector_at``, if given, receives where each one's embedding starts
@@ -806,35 +913,45 @@ class Migrator:
             return self._fetch_records(rows, vector_at)
         except (ObjectNotFoundError, CorruptDataError):
             current = {r.rid: r for r in self.engine.catalog.get_rows_by_rid([r.rid for r in rows])}
-            still = [r for r in rows if (c := current.get(r.rid)) is not None and c.tier == TIER_COLD
-                     and (c.cold_key, c.cold_offset) == (r.cold_key, r.cold_offset)]
+            still = [
+                r
+                for r in rows
+                if (c := current.get(r.rid)) is not None
+                and c.tier == TIER_COLD
+                and (c.cold_key, c.cold_offset) == (r.cold_key, r.cold_offset)
+            ]
             if len(still) == len(rows):
                 raise  # nothing moved: the archive itself is missing or damaged
             return self._fetch_records(still, vector_at) if still else {}
 
-    def _fetch_records(self, rows: Sequence[MemoryRow], vector_at: dict[str, int] | None = None
-                       ) -> dict[str, dict[str, Any]]:
+    def _fetch_records(
+        self, rows: Sequence[MemoryRow], vector_at: dict[str, int] | None = None
+    ) -> dict[str, dict[str, Any]]:
         placed = self.engine.cold.fetch_placed([Location(r.cold_key, r.cold_offset, r.cold_length) for r in rows])  # type: ignore[arg-type]
         by_id = {}
         for r, (rec, at) in zip(rows, placed):
             if rec["id"] != r.id or rec["ns"] != r.ns:
-                raise CorruptDataError(f"archive object {r.cold_key} at byte {r.cold_offset} holds {rec['id']!r}, "
-                                       f"the catalog expects {r.id!r}")
+                raise CorruptDataError(
+                    f"archive object {r.cold_key} at byte {r.cold_offset} holds {rec['id']!r}, "
+                    f"the catalog expects {r.id!r}"
+                )
             by_id[r.id] = rec
             if vector_at is not None:
                 vector_at[r.id] = at
         return by_id
 
-    def reactivate(self, ns: str, rows: Sequence[MemoryRow], now: float,
-                   records: dict[str, dict[str, Any]] | None = None) -> list[MemoryRow]:
+    def reactivate(
+        self, ns: str, rows: Sequence[MemoryRow], now: float, records: dict[str, dict[str, Any]] | None = None
+    ) -> list[MemoryRow]:
         """Cold memories that were used (a touch, or a search hit whose access
         is recorded) come back hot, with the access counted: a ``reactivate``
         event. ``records``: their archive records, if the caller has them."""
         if not rows:
             return []
         records = records if records is not None else self.cold_records(rows)
-        return self.promote(ns, [r for r in rows if r.id in records], now, access=True, kind="reactivate",
-                            cold_records=records)
+        return self.promote(
+            ns, [r for r in rows if r.id in records], now, access=True, kind="reactivate", cold_records=records
+        )
 
     def backfill_codes(self, limit: int | None = None) -> int:
         """Write the cold-index codes of cold memories that have none, or
@@ -844,8 +961,10 @@ class Migrator:
         ``limit``. Once a pass finds none missing, the catalog says so (meta
         ``cold_codes``: :data:`CODES_COMPLETE`) and later sweeps skip the look."""
         eng = self.engine
-        sql = ("SELECT m.rid FROM memories m LEFT JOIN cold_codes c ON c.rid = m.rid"
-               " WHERE m.tier = ? AND (c.rid IS NULL OR c.vector_at IS NULL) AND m.cold_key IS NOT NULL")
+        sql = (
+            "SELECT m.rid FROM memories m LEFT JOIN cold_codes c ON c.rid = m.rid"
+            " WHERE m.tier = ? AND (c.rid IS NULL OR c.vector_at IS NULL) AND m.cold_key IS NOT NULL"
+        )
         rids = [r for (r,) in eng.catalog.query(sql + ("" if limit is None else f" LIMIT {int(limit)}"), (TIER_COLD,))]
         if not rids:
             eng.catalog.set_meta({"cold_codes": CODES_COMPLETE})
@@ -857,14 +976,19 @@ class Migrator:
             chunk = [r for r in rows[i : i + 512] if r.tier == TIER_COLD]
             at: dict[str, int] = {}
             records = self.cold_records(chunk, at)
-            entries = [(r, _code_of(records[r.id]["embedding"], eng.dim),
-                        _place(at[r.id], records[r.id]["embedding"])) for r in chunk if r.id in records]
+            entries = [
+                (r, _code_of(records[r.id]["embedding"], eng.dim), _place(at[r.id], records[r.id]["embedding"]))
+                for r in chunk
+                if r.id in records
+            ]
 
             def write(conn: sqlite3.Connection, entries: Any = entries) -> int:
                 n = 0
                 for r, code, place in entries:  # still cold where it was read from
-                    if conn.execute("SELECT 1 FROM memories WHERE rid = ? AND tier = ? AND cold_key = ?"
-                                    " AND cold_offset = ?", (r.rid, TIER_COLD, r.cold_key, r.cold_offset)).fetchone():
+                    if conn.execute(
+                        "SELECT 1 FROM memories WHERE rid = ? AND tier = ? AND cold_key = ? AND cold_offset = ?",
+                        (r.rid, TIER_COLD, r.cold_key, r.cold_offset),
+                    ).fetchone():
                         conn.execute(CODE_SQL, (r.rid, r.ns, code, *place))
                         n += 1
                 return n
@@ -876,8 +1000,16 @@ class Migrator:
             eng.catalog.set_meta({"cold_codes": CODES_COMPLETE})
         return written
 
-    def select_cold(self, ns: str, *, ids: Sequence[str] | None, where: dict[str, Any] | None, text: str | None,
-                    limit: int | None, query: np.ndarray | None = None) -> list[MemoryRow]:
+    def select_cold(
+        self,
+        ns: str,
+        *,
+        ids: Sequence[str] | None,
+        where: dict[str, Any] | None,
+        text: str | None,
+        limit: int | None,
+        query: np.ndarray | None = None,
+    ) -> list[MemoryRow]:
         """Cold rows of ``ns`` chosen by ids, a filter, keywords (BM25 over
         any of the stemmed words, best first) or meaning (``query``, a unit
         vector: the cold index's candidates, ranked by their exact cosine
@@ -892,16 +1024,28 @@ class Migrator:
             ids = list(ids)
             if not ids:
                 return []
-            known = {r[0]: r[1] for r in eng.catalog.query(
-                f"SELECT id, tier FROM memories WHERE ns = ? AND id IN ({','.join('?' * len(ids))})", (ns, *ids))}
+            known = {
+                r[0]: r[1]
+                for r in eng.catalog.query(
+                    f"SELECT id, tier FROM memories WHERE ns = ? AND id IN ({','.join('?' * len(ids))})", (ns, *ids)
+                )
+            }
             missing = [i for i in ids if i not in known]
             if missing:
                 raise MemoryNotFoundError(f"no memory {missing[0]!r} in namespace {ns!r}")
             clauses.append(f"m.id IN ({','.join('?' * len(ids))})")
             params.extend(ids)
         if where:
-            allowed = {"memory_type", "tags", "any_tags", "source", "created_after", "created_before",
-                       "archived_after", "archived_before"}
+            allowed = {
+                "memory_type",
+                "tags",
+                "any_tags",
+                "source",
+                "created_after",
+                "created_before",
+                "archived_after",
+                "archived_before",
+            }
             unknown = set(where) - allowed
             if unknown:
                 raise InvalidInputError(f"restore where: unknown keys {sorted(unknown)} (expected {sorted(allowed)})")
@@ -919,7 +1063,9 @@ class Migrator:
                     tags = list(check_tags(_strings(where[key], f"restore where {key}"), 1024))
                     marks = ",".join("?" * len(tags))
                     if every:
-                        clauses.append(f"(SELECT count(DISTINCT value) FROM json_each(m.tags) WHERE value IN ({marks})) = ?")
+                        clauses.append(
+                            f"(SELECT count(DISTINCT value) FROM json_each(m.tags) WHERE value IN ({marks})) = ?"
+                        )
                         params.extend([*tags, len(set(tags))])
                     else:
                         clauses.append(f"EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value IN ({marks}))")
@@ -930,8 +1076,10 @@ class Migrator:
                     params.append(check_time(where[key], f"restore where {key}"))
             for key, op in (("archived_after", ">="), ("archived_before", "<")):
                 if key in where:
-                    clauses.append(f"EXISTS (SELECT 1 FROM events e WHERE e.ns = m.ns AND e.id = m.id AND e.kind = 'archive'"
-                                   f" AND e.t {op} ?)")
+                    clauses.append(
+                        f"EXISTS (SELECT 1 FROM events e WHERE e.ns = m.ns AND e.id = m.id AND e.kind = 'archive'"
+                        f" AND e.t {op} ?)"
+                    )
                     params.append(check_time(where[key], f"restore where {key}"))
         if text is not None:
             if not isinstance(text, str) or not check_str(text, "restore text").strip():
@@ -950,8 +1098,16 @@ class Migrator:
         except sqlite3.OperationalError as exc:
             raise InvalidInputError(f"restore text query {text!r} is not valid: {exc}") from None
 
-    def _select_by_meaning(self, ns: str, query: np.ndarray, *, ids: Sequence[str] | None,
-                           where: dict[str, Any] | None, text: str | None, limit: int | None) -> list[MemoryRow]:
+    def _select_by_meaning(
+        self,
+        ns: str,
+        query: np.ndarray,
+        *,
+        ids: Sequence[str] | None,
+        where: dict[str, Any] | None,
+        text: str | None,
+        limit: int | None,
+    ) -> list[MemoryRow]:
         """Restore by meaning: the cold index's candidates for ``limit`` (the
         ``k`` of restore), narrowed by ``ids``/``where``/``text`` when given
         (their rows, as a filter), ranked by the exact cosine similarity of
@@ -964,8 +1120,11 @@ class Migrator:
             if not allowed:
                 return []
         rids, _ = eng.cold_index.candidates(ns, query, cold_index.candidate_count(k), allowed_rids=allowed)
-        rows = [r for r in eng.catalog.get_rows_by_rid(rids.tolist())
-                if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None]
+        rows = [
+            r
+            for r in eng.catalog.get_rows_by_rid(rids.tolist())
+            if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None
+        ]
         if not rows:
             return []
         vectors = cold_index.fetch_row_vectors(eng.cold_index, eng.cold, eng.vector_cache, ns, rows)
@@ -993,8 +1152,7 @@ class Migrator:
         next one), and a slot left with several live memories keeps its
         newest (counted ``marks``)."""
         eng = self.engine
-        counts = {"objects": 0, "records": 0, "inserted": 0, "repointed": 0, "skipped": 0, "forgotten": 0,
-                  "marks": 0}
+        counts = {"objects": 0, "records": 0, "inserted": 0, "repointed": 0, "skipped": 0, "forgotten": 0, "marks": 0}
         rebuilt: set[int] = set()  # rids whose state is their record's
         # per namespace: marks the records kept ((old id, new id, mark)), and the slots of rebuilt memories
         kept_marks: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
@@ -1013,9 +1171,12 @@ class Migrator:
         stones = tombstones.read_all(eng.cold.store)
         deleted_at = tombstones.latest_by_memory(stones)
         if stones:  # listed again, so that a sweep drops them once the objects are rewritten
-            eng.catalog.write(lambda conn: conn.executemany(
-                "INSERT OR IGNORE INTO tombstones (key, ns, id, deleted_at, state) VALUES (?, ?, ?, ?, 'written')",
-                [(k, t.ns, t.id, t.deleted_at) for k, t in stones.items()]))
+            eng.catalog.write(
+                lambda conn: conn.executemany(
+                    "INSERT OR IGNORE INTO tombstones (key, ns, id, deleted_at, state) VALUES (?, ?, ?, ?, 'written')",
+                    [(k, t.ns, t.id, t.deleted_at) for k, t in stones.items()],
+                )
+            )
         keys = eng.cold.list_batches()
         with Progress(len(keys), "rebuild-catalog", enabled=progress, unit=" objects") as bar:
             for key in keys:
@@ -1032,8 +1193,9 @@ class Migrator:
                     row = eng.catalog.get_row(ns, rec["id"])
                     gone = deleted_at.get((ns, rec["id"]))
                     forgotten = row is None and gone is not None and float(rec["archived_at"]) <= gone
-                    replace = not forgotten and (row is None or (row.tier == TIER_COLD and row.cold_key != key
-                                                                 and self._older_copy(row, rec)))
+                    replace = not forgotten and (
+                        row is None or (row.tier == TIER_COLD and row.cold_key != key and self._older_copy(row, rec))
+                    )
                     plan.append((entry, rec, row, replace, forgotten))
 
                 def write(conn: sqlite3.Connection, key: str = key, ns: str = ns, plan: Any = plan) -> None:
@@ -1047,10 +1209,14 @@ class Migrator:
                             # deleting a statement does not bring back what it superseded (the catalog kept
                             # the marks a deleted memory made; so does the rebuild)
                             kept_marks.setdefault(ns, []).extend(
-                                (m["id"], rec["id"], m) for m in rec.get("supersedes") or ())
+                                (m["id"], rec["id"], m) for m in rec.get("supersedes") or ()
+                            )
                             continue
-                        if not replace or (row is None) != (seen is None) or (
-                                row is not None and fingerprint(row) != fingerprint(seen)):
+                        if (
+                            not replace
+                            or (row is None) != (seen is None)
+                            or (row is not None and fingerprint(row) != fingerprint(seen))
+                        ):
                             counts["skipped"] += 1
                             if row is not None:
                                 # listed either way: a later delete of that memory looks here
@@ -1068,21 +1234,40 @@ class Migrator:
                             keep(ns, new.rid, new.id, new.key, rec)
                         else:
                             new.rid = row.rid
-                            conn.execute("UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ? WHERE rid = ?",
-                                         (key, entry.offset, entry.length, row.rid))
+                            conn.execute(
+                                "UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ? WHERE rid = ?",
+                                (key, entry.offset, entry.length, row.rid),
+                            )
                             counts["repointed"] += 1
-                        conn.execute(CODE_SQL, (new.rid, ns, _code_of(rec["embedding"], eng.dim),
-                                                *_place(entry.vector_at, rec["embedding"])))
+                        conn.execute(
+                            CODE_SQL,
+                            (
+                                new.rid,
+                                ns,
+                                _code_of(rec["embedding"], eng.dim),
+                                *_place(entry.vector_at, rec["embedding"]),
+                            ),
+                        )
                         rids.append(new.rid)
                     if conn.execute("SELECT 1 FROM archives WHERE key = ?", (key,)).fetchone() is None:
                         batch = batch_number(key)
-                        taken = batch is None or conn.execute(
-                            "SELECT 1 FROM archives WHERE batch = ?", (batch,)).fetchone() is not None
+                        taken = (
+                            batch is None
+                            or conn.execute("SELECT 1 FROM archives WHERE batch = ?", (batch,)).fetchone() is not None
+                        )
                         conn.execute(
                             "INSERT INTO archives (batch, key, ns, rids, state, count, created_at)"
                             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            (None if taken else batch, key, ns, json.dumps(rids), "purge" if stale else "done",
-                             len(records), now))
+                            (
+                                None if taken else batch,
+                                key,
+                                ns,
+                                json.dumps(rids),
+                                "purge" if stale else "done",
+                                len(records),
+                                now,
+                            ),
+                        )
                     elif stale:
                         conn.execute(MARK_PURGE_SQL, (key,))
 
@@ -1127,16 +1312,37 @@ class Migrator:
 def _row_from_record(rec: dict[str, Any], key: str, entry: Any) -> MemoryRow:
     """A cold catalog row for an archive record found in the bucket."""
     return MemoryRow(
-        rid=-1, ns=rec["ns"], id=rec["id"], content=rec["content"], embedding=None,
-        memory_type=rec["memory_type"], source=rec["source"], tags=tuple(rec["tags"]),
-        created_at=float(rec["created_at"]), last_accessed_at=float(rec["last_accessed_at"]),
-        access_count=int(rec["access_count"]), conf_llm=rec["conf_llm"], conf_rule=rec["conf_rule"],
-        conf_feedback=rec["conf_feedback"], confidence=float(rec["confidence"]), t_conf=float(rec["t_conf"]),
-        ttl_seconds=rec["ttl_seconds"], pinned=bool(rec["pinned"]), tier=TIER_COLD, w_ref=float(rec["w_ref"]),
-        t_ref=float(rec["t_ref"]), half_life=float(rec["half_life"]),
-        ttl=math.inf if rec["ttl"] is None else float(rec["ttl"]), ttl_anchor=float(rec["ttl_anchor"]),
-        ctx_mult=float(rec["ctx_mult"]), due_at=math.inf, cold_key=key, cold_offset=entry.offset,
-        cold_length=entry.length, key=rec.get("key"), metadata=rec.get("metadata"),
+        rid=-1,
+        ns=rec["ns"],
+        id=rec["id"],
+        content=rec["content"],
+        embedding=None,
+        memory_type=rec["memory_type"],
+        source=rec["source"],
+        tags=tuple(rec["tags"]),
+        created_at=float(rec["created_at"]),
+        last_accessed_at=float(rec["last_accessed_at"]),
+        access_count=int(rec["access_count"]),
+        conf_llm=rec["conf_llm"],
+        conf_rule=rec["conf_rule"],
+        conf_feedback=rec["conf_feedback"],
+        confidence=float(rec["confidence"]),
+        t_conf=float(rec["t_conf"]),
+        ttl_seconds=rec["ttl_seconds"],
+        pinned=bool(rec["pinned"]),
+        tier=TIER_COLD,
+        w_ref=float(rec["w_ref"]),
+        t_ref=float(rec["t_ref"]),
+        half_life=float(rec["half_life"]),
+        ttl=math.inf if rec["ttl"] is None else float(rec["ttl"]),
+        ttl_anchor=float(rec["ttl_anchor"]),
+        ctx_mult=float(rec["ctx_mult"]),
+        due_at=math.inf,
+        cold_key=key,
+        cold_offset=entry.offset,
+        cold_length=entry.length,
+        key=rec.get("key"),
+        metadata=rec.get("metadata"),
     )
 
 

@@ -21,11 +21,11 @@ import secrets
 import sqlite3
 from dataclasses import dataclass
 
-from tierstore.tiers.archive import frame, pack, read_frame, unpack
-from tierstore.storage.catalog import Catalog
-from tierstore.tiers.cold import ns_segment
 from tierstore.errors import CorruptDataError, ObjectNotFoundError
+from tierstore.storage.catalog import Catalog
 from tierstore.storage.objectstore import ObjectStore
+from tierstore.tiers.archive import frame, pack, read_frame, unpack
+from tierstore.tiers.cold import ns_segment
 
 TOMBSTONE_PREFIX = "tombstone"
 MAGIC = b"TSTOMB01"
@@ -37,8 +37,8 @@ VERSION = 1
 # rids list the memories it holds records of. Those objects are few (a sweep
 # rewrites up to 64 of them), so this read is short.
 _STALE_RIDS_SQL = (
-    "SELECT DISTINCT j.value FROM archives a, json_each(a.rids) j"
-    " WHERE a.ns = ? AND a.state IN ('pending', 'purge')")
+    "SELECT DISTINCT j.value FROM archives a, json_each(a.rids) j WHERE a.ns = ? AND a.state IN ('pending', 'purge')"
+)
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,9 @@ def note_deletion(conn: sqlite3.Connection, ns: str, id: str, now: float) -> str
     object holds (it is cold, or its row is in :func:`stale_rids`): record a
     pending tombstone. Returns its key."""
     key = new_key(ns)
-    conn.execute("INSERT INTO tombstones (key, ns, id, deleted_at, state) VALUES (?, ?, ?, ?, 'pending')",
-                 (key, ns, id, now))
+    conn.execute(
+        "INSERT INTO tombstones (key, ns, id, deleted_at, state) VALUES (?, ?, ?, ?, 'pending')", (key, ns, id, now)
+    )
     return key
 
 
@@ -98,8 +99,9 @@ def write_pending(catalog: Catalog, objects: ObjectStore) -> int:
         catalog.sync()  # the delete is on disk before its tombstone: never a tombstone for a memory that lives
     for key, ns, mid, at in rows:
         objects.put_if_absent(key, encode(Tombstone(ns, mid, at)))  # False: written before the crash
-        catalog.write(lambda conn, key=key: conn.execute(
-            "UPDATE tombstones SET state = 'written' WHERE key = ?", (key,)))
+        catalog.write(
+            lambda conn, key=key: conn.execute("UPDATE tombstones SET state = 'written' WHERE key = ?", (key,))
+        )
         done += 1
     return done
 
@@ -114,7 +116,8 @@ def collect(catalog: Catalog, objects: ObjectStore) -> int:
     same id is archived after the tombstone's time, which rebuilds respect)."""
     rows = catalog.query(
         "SELECT key FROM tombstones t WHERE state = 'written' AND NOT EXISTS"
-        " (SELECT 1 FROM archives a WHERE a.ns = t.ns AND a.state IN ('pending', 'purge'))")
+        " (SELECT 1 FROM archives a WHERE a.ns = t.ns AND a.state IN ('pending', 'purge'))"
+    )
     if rows:
         catalog.sync()  # the rewrites that made these tombstones unneeded are on disk first
     for (key,) in rows:

@@ -27,17 +27,17 @@ import shutil
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import hnswlib
 import numpy as np
 
-from tierstore.storage.catalog import Catalog
 from tierstore.errors import CorruptDataError
-from tierstore.storage.fileio import sha256_file
 from tierstore.kernels import inner_products, top_candidates
+from tierstore.storage.catalog import Catalog
+from tierstore.storage.fileio import sha256_file
 
 FORMAT = "tierstore-warm-shard"
 _LIST_ATTEMPTS = 4  # re-reads of a namespace's shard list when shards are replaced during a search
@@ -131,8 +131,9 @@ class WarmTier:
                 kind = "hnsw"
                 s = self.settings
                 index = hnswlib.Index(space="ip", dim=self.dim)
-                index.init_index(max_elements=len(rids), M=s.hnsw_m, ef_construction=s.hnsw_ef_construction,
-                                 random_seed=100)
+                index.init_index(
+                    max_elements=len(rids), M=s.hnsw_m, ef_construction=s.hnsw_ef_construction, random_seed=100
+                )
                 index.add_items(vectors, np.arange(len(rids)), num_threads=-1)
                 index.save_index(str(tmp / "index.hnsw"))
                 files.append("index.hnsw")
@@ -140,8 +141,15 @@ class WarmTier:
                 kind = "flat"
                 (tmp / "vectors.f32").write_bytes(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
                 files.append("vectors.f32")
-            manifest = {"format": FORMAT, "version": 1, "namespace": ns, "dim": self.dim, "count": int(len(rids)),
-                        "kind": kind, "sha256": {f: sha256_file(tmp / f) for f in files}}
+            manifest = {
+                "format": FORMAT,
+                "version": 1,
+                "namespace": ns,
+                "dim": self.dim,
+                "count": int(len(rids)),
+                "kind": kind,
+                "sha256": {f: sha256_file(tmp / f) for f in files},
+            }
             (tmp / "manifest.json").write_text(json.dumps(manifest))
             os.replace(tmp, final)  # no fsync: see the module docstring
         except BaseException:
@@ -204,8 +212,14 @@ class WarmTier:
         # Every field must be what the catalog and this store expect: a damaged
         # manifest is caught even where the damage would not fail a checksum.
         files = ["rids.i64", "index.hnsw" if info.kind == "hnsw" else "vectors.f32"]
-        expect = {"format": FORMAT, "version": 1, "namespace": info.ns, "dim": self.dim, "count": info.count,
-                  "kind": info.kind}
+        expect = {
+            "format": FORMAT,
+            "version": 1,
+            "namespace": info.ns,
+            "dim": self.dim,
+            "count": info.count,
+            "kind": info.kind,
+        }
         if not isinstance(manifest, dict) or any(manifest.get(k) != v for k, v in expect.items()):
             raise CorruptDataError(f"warm shard manifest {mpath} does not match the catalog's shard {info.name}")
         digests = manifest.get("sha256")
@@ -259,8 +273,9 @@ class WarmTier:
             by_ns = self._by_ns
         return by_ns is not None and info in by_ns.get(info.ns, [])
 
-    def _candidates(self, infos: Sequence[ShardInfo], q: np.ndarray, want: int,
-                    last: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    def _candidates(
+        self, infos: Sequence[ShardInfo], q: np.ndarray, want: int, last: bool
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         rid_parts, sim_parts = [], []
         for info in infos:
             try:
@@ -272,8 +287,11 @@ class WarmTier:
                     return None  # replaced meanwhile: read the new shard list
                 if info.shard not in self.damaged:
                     self.damaged[info.shard] = info
-                    message = str(exc) if isinstance(exc, CorruptDataError) else (
-                        f"warm shard {self.directory / info.name} is unreadable: {type(exc).__name__}: {exc}")
+                    message = (
+                        str(exc)
+                        if isinstance(exc, CorruptDataError)
+                        else (f"warm shard {self.directory / info.name} is unreadable: {type(exc).__name__}: {exc}")
+                    )
                     self.errors.append(message)
                     del self.errors[:-100]
                 continue

@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from tierstore.clock import ManualClock
-from tierstore.errors import StoreConfigError
-from tierstore.records import Hit, SweepReport
-from tierstore.progress import Progress
-from tierstore.store import TierStore
-from tierstore.embedding.synthetic import HashingEmbedder
 from tierstore.analytics.workload import USERS, agent_workload
+from tierstore.clock import ManualClock
+from tierstore.embedding.synthetic import HashingEmbedder
+from tierstore.errors import StoreConfigError
+from tierstore.progress import Progress
+from tierstore.records import Hit, SweepReport
+from tierstore.store import TierStore
 
 DAY = 86400.0
 DIM = 128
@@ -37,7 +37,9 @@ def format_hits(hits: list[Hit], width: int = 110) -> str:
     for i, h in enumerate(hits, 1):
         ex = h.explain
         n = ex.normalised if ex else {}
-        cells = " ".join(f"{n.get(f, float('nan')):5.2f}" for f in ("similarity", "recency", "confidence", "context", "weight"))
+        cells = " ".join(
+            f"{n.get(f, float('nan')):5.2f}" for f in ("similarity", "recency", "confidence", "context", "weight")
+        )
         content = h.memory.content
         room = max(20, width - 70)
         if len(content) > room:
@@ -65,10 +67,16 @@ def restore_on_demand(store: TierStore, embedder: HashingEmbedder, out: TextIO) 
     before = store.search(SHOW_USER, embedder.embed(query, ["travel"]), k=1, record_access=False)
     ids = store.restore(SHOW_USER, text="passport", limit=3)
     ids += store.restore(SHOW_USER, where={"memory_type": "task", "tags": ["travel"]}, limit=3)
-    print(f"\nday {RESTORE_DAY}: alice asks about her passport; the hot tier's best match was "
-          f"{before[0].memory.content if before else 'nothing'!r}", file=out)
-    print(f"  restored {len(ids)} archived memor{'y' if len(ids) == 1 else 'ies'} on demand "
-          "(keyword 'passport', then travel tasks):", file=out)
+    print(
+        f"\nday {RESTORE_DAY}: alice asks about her passport; the hot tier's best match was "
+        f"{before[0].memory.content if before else 'nothing'!r}",
+        file=out,
+    )
+    print(
+        f"  restored {len(ids)} archived memor{'y' if len(ids) == 1 else 'ies'} on demand "
+        "(keyword 'passport', then travel tasks):",
+        file=out,
+    )
     for mid in ids:
         print(f"    {store.get(SHOW_USER, mid).content}", file=out)
     hits = store.search(SHOW_USER, embedder.embed(query, ["travel"]), k=3, record_access=False, explain=True)
@@ -109,13 +117,22 @@ def next_steps(root: Path, command: str | None = None) -> list[str]:
     """Three commands to try on the kept store (each runs without error on it)."""
     cmd = command or _command_name()
     where = shlex.quote(str(root))
-    third = (f"{cmd} report {where} --out {shlex.quote(str(root) + '-report')}" if importlib.util.find_spec("matplotlib")
-             else f"{cmd} verify {where}")
+    third = (
+        f"{cmd} report {where} --out {shlex.quote(str(root) + '-report')}"
+        if importlib.util.find_spec("matplotlib")
+        else f"{cmd} verify {where}"
+    )
     return [f"{cmd} stats {where}", f"{cmd} sweep --dry-run {where}", third]
 
 
-def run_demo(path: str | None = None, days: int = 60, seed: int = 7, out: TextIO | None = None,
-             progress: bool | None = None, command: str | None = None) -> int:
+def run_demo(
+    path: str | None = None,
+    days: int = 60,
+    seed: int = 7,
+    out: TextIO | None = None,
+    progress: bool | None = None,
+    command: str | None = None,
+) -> int:
     """Run the walkthrough into a store kept at ``path`` (default
     ``./demo-store``). Its simulated days end at the present, so the kept store
     is safe to use with the command line afterwards (see
@@ -145,14 +162,29 @@ def run_demo(path: str | None = None, days: int = 60, seed: int = 7, out: TextIO
                         restore_on_demand(store, embedder, out)
                 clock.set(max(clock.now(), ev.t))
                 if ev.kind == "add":
-                    store.add(ev.ns, ev.content, embedder.embed(ev.content, ev.tags), memory_type=ev.memory_type,
-                              confidence=ev.confidence, source=ev.source, tags=ev.tags, pinned=ev.pinned,
-                              id=ev.id, supersedes=[i for i in ev.supersedes if store.get(ev.ns, i)])
+                    store.add(
+                        ev.ns,
+                        ev.content,
+                        embedder.embed(ev.content, ev.tags),
+                        memory_type=ev.memory_type,
+                        confidence=ev.confidence,
+                        source=ev.source,
+                        tags=ev.tags,
+                        pinned=ev.pinned,
+                        id=ev.id,
+                        supersedes=[i for i in ev.supersedes if store.get(ev.ns, i)],
+                    )
                     added += 1
                 elif ev.kind == "search":
                     show = ev.ns == SHOW_USER and day in SHOW_DAYS and day not in shown
-                    hits = store.search(ev.ns, embedder.embed(ev.content, ev.topics), k=5, context_tags=ev.context,
-                                        record_access=False, explain=show)
+                    hits = store.search(
+                        ev.ns,
+                        embedder.embed(ev.content, ev.topics),
+                        k=5,
+                        context_tags=ev.context,
+                        record_access=False,
+                        explain=show,
+                    )
                     searches += 1
                     if hits:
                         # the assistant used the top two hits in its answer
@@ -169,8 +201,11 @@ def run_demo(path: str | None = None, days: int = 60, seed: int = 7, out: TextIO
         print("\nmemories flowing hot -> warm -> cold (counts after the nightly sweep):", file=out)
         print(f"  {'day':>4} {'hot':>6} {'warm':>6} {'cold':>6}   that night's sweep", file=out)
         for d, tiers, rep in flow:
-            print(f"  {d:>4} {tiers['hot']:>6} {tiers['warm']:>6} {tiers['cold']:>6}   "
-                  f"demoted {rep.demoted}, archived {rep.archived}, deleted {rep.deleted}", file=out)
+            print(
+                f"  {d:>4} {tiers['hot']:>6} {tiers['warm']:>6} {tiers['cold']:>6}   "
+                f"demoted {rep.demoted}, archived {rep.archived}, deleted {rep.deleted}",
+                file=out,
+            )
         report = store.sweep()
         print(f"\nday {days}, final sweep:", file=out)
         print("  " + format_sweep(report), file=out)
@@ -178,8 +213,14 @@ def run_demo(path: str | None = None, days: int = 60, seed: int = 7, out: TextIO
         print(f"memories per tier: {stats.by_tier}; pinned {stats.pinned}; namespaces {stats.namespaces}", file=out)
         for mtype, counts in sorted(stats.by_type.items()):
             print(f"    {mtype:<12} {counts}", file=out)
-        final = store.search(SHOW_USER, embedder.embed("where does Alice live now", ["home"]), k=3,
-                             context_tags=["home"], record_access=False, explain=True)
+        final = store.search(
+            SHOW_USER,
+            embedder.embed("where does Alice live now", ["home"]),
+            k=3,
+            context_tags=["home"],
+            record_access=False,
+            explain=True,
+        )
         print(f"\nday {days}: {SHOW_USER} asks 'where does Alice live now'", file=out)
         print(format_hits(final), file=out)
         clock.set(max(clock.now(), time.time()))  # closed at the present: its clock record says so

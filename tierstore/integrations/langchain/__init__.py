@@ -13,7 +13,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from tierstore.integrations.langchain.fields import FieldMap
 from tierstore.integrations.langchain.retriever import TierStoreRetriever
-from tierstore.integrations.policy import adapter_policy
 from tierstore.integrations.langchain.vectorstore import TierStoreVectorStore
+from tierstore.integrations.policy import adapter_policy
 
 __all__ = ["FieldMap", "TierStoreRetriever", "TierStoreVectorStore", "adapter_policy"]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from tierstore.errors import InvalidInputError
 
@@ -32,8 +33,9 @@ class FieldMap:
         for name in _FIELDS:
             key = getattr(self, name)
             if key is not None and (not isinstance(key, str) or not key):
-                raise InvalidInputError(f"FieldMap.{name} must be a metadata key (a non-empty string) or None, "
-                                        f"got {key!r}")
+                raise InvalidInputError(
+                    f"FieldMap.{name} must be a metadata key (a non-empty string) or None, got {key!r}"
+                )
 
     def store_fields(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
         """The store fields ``metadata`` sets (keys of :meth:`TierStore.add`)."""

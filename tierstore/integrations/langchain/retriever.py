@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -31,11 +32,16 @@ class TierStoreRetriever(BaseRetriever):
     include_cold: bool | str | None = None
     record_access: bool = True
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                **kwargs: Any) -> list[Document]:
-        options: dict[str, Any] = {"context_tags": self.context_tags, "memory_types": self.memory_types,
-                                   "min_confidence": self.min_confidence, "include_cold": self.include_cold,
-                                   "record_access": self.record_access}
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        options: dict[str, Any] = {
+            "context_tags": self.context_tags,
+            "memory_types": self.memory_types,
+            "min_confidence": self.min_confidence,
+            "include_cold": self.include_cold,
+            "record_access": self.record_access,
+        }
         k = kwargs.pop("k", self.k)
         options.update(kwargs)  # unknown keys: the vector store raises InvalidInputError
         return self.vectorstore.similarity_search(query, k=k, **options)

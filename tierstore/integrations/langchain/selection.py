@@ -10,15 +10,16 @@ the caller records them for what it returns (:func:`record_use`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from tierstore.errors import InvalidInputError
-from tierstore.records import Hit
 from tierstore.integrations.filters import check_filter, matches
+from tierstore.records import Hit
 
 #: candidates asked for at most over a server (``tierstore serve --max-k``, 1000 by default)
 REMOTE_MAX_CANDIDATES = 1000
@@ -34,12 +35,14 @@ def hit_filter(flt: Any, document: Callable[[Hit], Document]) -> Callable[[Hit],
     if isinstance(flt, Mapping):
         spec = check_filter(flt)
         return lambda h: matches(h.metadata or {}, spec)
-    raise InvalidInputError(f"filter is a dict of metadata conditions or a function of a Document, "
-                            f"got {type(flt).__name__}")
+    raise InvalidInputError(
+        f"filter is a dict of metadata conditions or a function of a Document, got {type(flt).__name__}"
+    )
 
 
-def filtered_hits(search: Callable[[int], list[Hit]], k: int, keep: Callable[[Hit], bool] | None,
-                  max_candidates: int | None) -> list[Hit]:
+def filtered_hits(
+    search: Callable[[int], list[Hit]], k: int, keep: Callable[[Hit], bool] | None, max_candidates: int | None
+) -> list[Hit]:
     """The first ``k`` hits that ``keep`` passes (all hits when ``keep`` is
     None), from ``search(n)`` (the ``n`` best) with ``n`` growing fourfold
     from ``4 * k`` until enough pass, the search returns fewer than asked
@@ -57,15 +60,15 @@ def filtered_hits(search: Callable[[int], list[Hit]], k: int, keep: Callable[[Hi
         n *= 4
 
 
-def mmr(query: np.ndarray, hits: Sequence[Hit], vectors: Sequence[np.ndarray], k: int,
-        lambda_mult: float) -> list[Hit]:
+def mmr(query: np.ndarray, hits: Sequence[Hit], vectors: Sequence[np.ndarray], k: int, lambda_mult: float) -> list[Hit]:
     """``k`` of ``hits`` by maximal marginal relevance (LangChain's
     ``maximal_marginal_relevance`` over the candidates' vectors):
     ``lambda_mult`` 1 is relevance alone, 0 diversity alone."""
     if not hits:
         return []
-    chosen = maximal_marginal_relevance(np.asarray(query, np.float32), [np.asarray(v, np.float32) for v in vectors],
-                                        lambda_mult=lambda_mult, k=k)
+    chosen = maximal_marginal_relevance(
+        np.asarray(query, np.float32), [np.asarray(v, np.float32) for v in vectors], lambda_mult=lambda_mult, k=k
+    )
     return [hits[i] for i in chosen]
 
 

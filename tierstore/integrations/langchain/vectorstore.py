@@ -4,25 +4,34 @@ from __future__ import annotations
 
 import tempfile
 import uuid
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from tierstore.remote.client import RemoteStore
 from tierstore.errors import InvalidInputError, StoreConfigError
-from tierstore.records import Hit
-from tierstore.store import TierStore
-from tierstore.rules.validation import check_namespace
-from tierstore.integrations.policy import adapter_policy, check_adapter_policy
-from tierstore.integrations.langchain.selection import REMOTE_MAX_CANDIDATES, check_mmr_args, filtered_hits, hit_filter, mmr, record_use
 from tierstore.integrations.langchain.fields import FieldMap
+from tierstore.integrations.langchain.selection import (
+    REMOTE_MAX_CANDIDATES,
+    check_mmr_args,
+    filtered_hits,
+    hit_filter,
+    mmr,
+    record_use,
+)
+from tierstore.integrations.policy import adapter_policy, check_adapter_policy
+from tierstore.records import Hit
+from tierstore.remote.client import RemoteStore
+from tierstore.rules.validation import check_namespace
+from tierstore.store import TierStore
 
 # search() keywords passed through to TierStore.search
-SEARCH_OPTIONS = frozenset({"context_tags", "memory_types", "min_confidence", "include_warm", "include_cold",
-                            "record_access"})
+SEARCH_OPTIONS = frozenset(
+    {"context_tags", "memory_types", "min_confidence", "include_warm", "include_cold", "record_access"}
+)
 
 
 def _document_fast(id: str, content: str, metadata: dict[str, Any] | None) -> Document:
@@ -33,8 +42,11 @@ def _document_fast(id: str, content: str, metadata: dict[str, Any] | None) -> Do
     if :func:`_fast_documents_agree` says the result equals the validated one
     in every attribute (it may not in a later pydantic or LangChain)."""
     doc = _new(Document)
-    _set(doc, "__dict__", {"id": id, "metadata": {} if metadata is None else metadata, "page_content": content,
-                           "type": "Document"})
+    _set(
+        doc,
+        "__dict__",
+        {"id": id, "metadata": {} if metadata is None else metadata, "page_content": content, "type": "Document"},
+    )
     _set(doc, "__pydantic_fields_set__", {"id", "metadata", "page_content"})
     _set(doc, "__pydantic_extra__", None)
     _set(doc, "__pydantic_private__", None)
@@ -50,11 +62,15 @@ def _fast_documents_agree() -> bool:
     try:
         probe = ("an-id", "some text", {"k": [1, "two"], "n": None})
         fast, slow = _document_fast(*probe), _document_validated(*probe)
-        return (fast == slow and list(fast.__dict__.items()) == list(slow.__dict__.items())
-                and fast.model_fields_set == slow.model_fields_set
-                and fast.__pydantic_extra__ == slow.__pydantic_extra__
-                and fast.__pydantic_private__ == slow.__pydantic_private__
-                and fast.model_dump() == slow.model_dump() and fast.to_json() == slow.to_json())
+        return (
+            fast == slow
+            and list(fast.__dict__.items()) == list(slow.__dict__.items())
+            and fast.model_fields_set == slow.model_fields_set
+            and fast.__pydantic_extra__ == slow.__pydantic_extra__
+            and fast.__pydantic_private__ == slow.__pydantic_private__
+            and fast.model_dump() == slow.model_dump()
+            and fast.to_json() == slow.to_json()
+        )
     except Exception:  # noqa: BLE001 - any difference at all: use the constructor
         return False
 
@@ -92,14 +108,25 @@ class TierStoreVectorStore(VectorStore):
     Async methods are LangChain's defaults (the sync ones in
     an executor); the store is thread-safe."""
 
-    def __init__(self, store: TierStore | RemoteStore, embedding: Embeddings, *, namespace: str = "langchain",
-                 fields: FieldMap | None = None, memory_type: str = "fact", source: str = "langchain",
-                 record_access: bool = False, owns_store: bool = False) -> None:
+    def __init__(
+        self,
+        store: TierStore | RemoteStore,
+        embedding: Embeddings,
+        *,
+        namespace: str = "langchain",
+        fields: FieldMap | None = None,
+        memory_type: str = "fact",
+        source: str = "langchain",
+        record_access: bool = False,
+        owns_store: bool = False,
+    ) -> None:
         if not isinstance(store, (TierStore, RemoteStore)):
             raise InvalidInputError(f"store must be a TierStore or a RemoteStore, got {type(store).__name__}")
         if store.policy is None:
-            raise StoreConfigError("the server does not say its store's policy (a server older than this client, "
-                                   "or a cluster): a vector store needs it checked")
+            raise StoreConfigError(
+                "the server does not say its store's policy (a server older than this client, "
+                "or a cluster): a vector store needs it checked"
+            )
         check_adapter_policy(store.policy, "a vector store", served=isinstance(store, RemoteStore))
         store.policy.type_index(memory_type)  # UnknownMemoryTypeError now, not at the first add
         self.store = store
@@ -124,8 +151,9 @@ class TierStoreVectorStore(VectorStore):
 
     # -- writes -------------------------------------------------------------
 
-    def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *,
-                  ids: list[str] | None = None, **kwargs: Any) -> list[str]:
+    def add_texts(
+        self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str] | None = None, **kwargs: Any
+    ) -> list[str]:
         """Embed and store ``texts`` in one transaction; returns their ids
         (given, or new UUIDs). An id that exists is replaced, atomically;
         within one call, a later text with the same id wins."""
@@ -146,8 +174,14 @@ class TierStoreVectorStore(VectorStore):
         items = []
         for j, i in enumerate(keep):
             meta = {} if metadatas is None or metadatas[i] is None else metadatas[i]
-            item: dict[str, Any] = {"content": texts[i], "embedding": vectors[j], "id": out_ids[i],
-                                    "memory_type": self.memory_type, "source": self.source, "metadata": meta}
+            item: dict[str, Any] = {
+                "content": texts[i],
+                "embedding": vectors[j],
+                "id": out_ids[i],
+                "memory_type": self.memory_type,
+                "source": self.source,
+                "metadata": meta,
+            }
             item.update(self.fields.store_fields(meta))
             items.append(item)
         # one transaction: existing ids replaced, new ones added, or (bad input) nothing changed
@@ -159,8 +193,9 @@ class TierStoreVectorStore(VectorStore):
         ids = kwargs.pop("ids", None)
         if ids is None:
             ids = [doc.id for doc in documents]
-        return self.add_texts([d.page_content for d in documents], [d.metadata for d in documents],
-                              ids=list(ids), **kwargs)
+        return self.add_texts(
+            [d.page_content for d in documents], [d.metadata for d in documents], ids=list(ids), **kwargs
+        )
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """Delete the documents ``ids`` (ids not there are skipped). Returns True."""
@@ -201,8 +236,9 @@ class TierStoreVectorStore(VectorStore):
         if kwargs:
             unknown = kwargs.keys() - SEARCH_OPTIONS - {"filter"}
             if unknown:
-                raise InvalidInputError(f"unknown search arguments {sorted(unknown)}; known: "
-                                        f"{sorted(SEARCH_OPTIONS | {'filter'})}")
+                raise InvalidInputError(
+                    f"unknown search arguments {sorted(unknown)}; known: {sorted(SEARCH_OPTIONS | {'filter'})}"
+                )
             flt = kwargs.pop("filter", None)
             kwargs.setdefault("record_access", self.record_access)
         else:
@@ -216,11 +252,15 @@ class TierStoreVectorStore(VectorStore):
         them counted as used (the caller records what it returns)."""
         remote = isinstance(self.store, RemoteStore)
         return filtered_hits(
-            lambda n: self.store.search(self.namespace, q, k=n, **{**options, "record_access": False}), k, keep,
-            REMOTE_MAX_CANDIDATES if remote else None)
+            lambda n: self.store.search(self.namespace, q, k=n, **{**options, "record_access": False}),
+            k,
+            keep,
+            REMOTE_MAX_CANDIDATES if remote else None,
+        )
 
-    def similarity_search_with_score_by_vector(self, embedding: Sequence[float], k: int = 4,
-                                               **kwargs: Any) -> list[tuple[Document, float]]:
+    def similarity_search_with_score_by_vector(
+        self, embedding: Sequence[float], k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
         """The ``k`` best documents for a query vector with their fused scores
         (higher is better). ``kwargs``: :meth:`TierStore.search`'s
         ``context_tags``, ``memory_types``, ``min_confidence``,
@@ -240,11 +280,13 @@ class TierStoreVectorStore(VectorStore):
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         # straight to the store, without the scores' tuples (called per query: its overhead is measured
         # against store.search in benchmarks/adapters.py)
-        return [_document(h.id, h.content, h.metadata)
-                for h in self._search(self._embedding.embed_query(query), k, kwargs)]
+        return [
+            _document(h.id, h.content, h.metadata) for h in self._search(self._embedding.embed_query(query), k, kwargs)
+        ]
 
-    def max_marginal_relevance_search_by_vector(self, embedding: Sequence[float], k: int = 4, fetch_k: int = 20,
-                                                lambda_mult: float = 0.5, **kwargs: Any) -> list[Document]:
+    def max_marginal_relevance_search_by_vector(
+        self, embedding: Sequence[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[Document]:
         """``k`` documents chosen by maximal marginal relevance among the
         ``fetch_k`` best of the fused ranking (after ``filter``): each next one
         the most relevant to the query and least like those already chosen,
@@ -262,11 +304,13 @@ class TierStoreVectorStore(VectorStore):
         record_use(self.store, self.namespace, chosen, record)
         return [_document_of(h) for h in chosen]
 
-    def max_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
-                                      **kwargs: Any) -> list[Document]:
+    def max_marginal_relevance_search(
+        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[Document]:
         """:meth:`max_marginal_relevance_search_by_vector` for a text query."""
-        return self.max_marginal_relevance_search_by_vector(self._embedding.embed_query(query), k, fetch_k,
-                                                            lambda_mult, **kwargs)
+        return self.max_marginal_relevance_search_by_vector(
+            self._embedding.embed_query(query), k, fetch_k, lambda_mult, **kwargs
+        )
 
     def _vectors(self, hits: Sequence[Hit]) -> list[np.ndarray]:
         """The stored vector of each hit (one read each; a cold memory, whose
@@ -287,9 +331,17 @@ class TierStoreVectorStore(VectorStore):
         return lambda score: score
 
     @classmethod
-    def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict] | None = None, *,
-                   ids: list[str] | None = None, store: TierStore | None = None, path: str | None = None,
-                   **kwargs: Any) -> "TierStoreVectorStore":
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings,
+        metadatas: list[dict] | None = None,
+        *,
+        ids: list[str] | None = None,
+        store: TierStore | None = None,
+        path: str | None = None,
+        **kwargs: Any,
+    ) -> TierStoreVectorStore:
         """A vector store holding ``texts``. Without ``store``, opens a new one
         at ``path`` (a temporary directory if ``None``) with
         :func:`adapter_policy` and the embedding's dimension, closed by
@@ -297,9 +349,9 @@ class TierStoreVectorStore(VectorStore):
         owns = store is None
         if store is None:
             dim = len(embedding.embed_query(texts[0] if texts else "dimension"))
-            store = TierStore.open(path if path is not None else tempfile.mkdtemp(prefix="tierstore-"), dim=dim,
-                                   policy=adapter_policy())
+            store = TierStore.open(
+                path if path is not None else tempfile.mkdtemp(prefix="tierstore-"), dim=dim, policy=adapter_policy()
+            )
         vs = cls(store, embedding, owns_store=owns, **kwargs)
         vs.add_texts(texts, metadatas, ids=ids)
         return vs
-

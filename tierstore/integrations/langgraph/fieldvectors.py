@@ -13,7 +13,8 @@ They count against the metadata's size limit
 from __future__ import annotations
 
 import base64
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -35,8 +35,8 @@ def check_labels(namespace: tuple[str, ...] | list[str], *, allow_empty: bool = 
     for label in namespace:
         if not isinstance(label, str) or not label or "." in label or "\x00" in label:
             raise InvalidNamespaceError(
-                f"invalid namespace label {label!r} in {namespace!r}: labels are non-empty strings "
-                "without '.' or NUL")
+                f"invalid namespace label {label!r} in {namespace!r}: labels are non-empty strings without '.' or NUL"
+            )
     return namespace
 
 
@@ -70,8 +70,9 @@ def encode(prefix: str, namespace: tuple[str, ...] | list[str]) -> str:
     namespace = check_labels(namespace)
     ns = prefix + "".join("." + encode_label(label) for label in namespace)
     if not NAMESPACE_RE.fullmatch(ns):
-        raise InvalidNamespaceError(f"namespace {namespace!r} is {len(ns)} characters as a tierstore namespace "
-                                    f"({ns[:40]}...), more than 128")
+        raise InvalidNamespaceError(
+            f"namespace {namespace!r} is {len(ns)} characters as a tierstore namespace ({ns[:40]}...), more than 128"
+        )
     return ns
 
 

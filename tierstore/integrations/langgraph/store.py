@@ -7,8 +7,9 @@ import json
 import math
 import threading
 import time
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Literal, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 import numpy as np
 from langgraph.store.base import (
@@ -30,13 +31,13 @@ from langgraph.store.base import (
 )
 
 from tierstore.errors import InvalidInputError, StoreConfigError
-from tierstore.records import Memory
-from tierstore.store import TierStore
-from tierstore.rules.validation import check_metadata
-from tierstore.integrations.policy import check_adapter_policy
-from tierstore.integrations.langgraph.namespaces import check_labels, check_prefix, decode, encode
-from tierstore.integrations.langgraph.fieldvectors import VECTORS_KEY, best_cosine, encode_vectors, unit_rows
 from tierstore.integrations.filters import check_filter, matches
+from tierstore.integrations.langgraph.fieldvectors import VECTORS_KEY, best_cosine, encode_vectors, unit_rows
+from tierstore.integrations.langgraph.namespaces import check_labels, check_prefix, decode, encode
+from tierstore.integrations.policy import check_adapter_policy
+from tierstore.records import Memory
+from tierstore.rules.validation import check_metadata
+from tierstore.store import TierStore
 
 Ranking = Literal["fused", "similarity"]
 
@@ -73,9 +74,17 @@ class TierStoreStore(BaseStore):
 
     supports_ttl = True
 
-    def __init__(self, store: TierStore, *, index: IndexConfig | None = None, ttl: TTLConfig | None = None,
-                 ranking: Ranking = "similarity", prefix: str = "lg", memory_type: str = "fact",
-                 source: str = "langgraph") -> None:
+    def __init__(
+        self,
+        store: TierStore,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        ranking: Ranking = "similarity",
+        prefix: str = "lg",
+        memory_type: str = "fact",
+        source: str = "langgraph",
+    ) -> None:
         if not isinstance(store, TierStore):
             raise InvalidInputError(f"store must be a TierStore, got {type(store).__name__}")
         if ranking not in ("fused", "similarity"):
@@ -83,8 +92,10 @@ class TierStoreStore(BaseStore):
         policy = store.policy
         policy.type_index(memory_type)
         if not policy.types[memory_type].refresh_on_read:
-            raise StoreConfigError(f"memory type {memory_type!r} does not refresh its TTL on read; LangGraph's "
-                                   "refresh_ttl needs one that does (the default 'fact' does)")
+            raise StoreConfigError(
+                f"memory type {memory_type!r} does not refresh its TTL on read; LangGraph's "
+                "refresh_ttl needs one that does (the default 'fact' does)"
+            )
         check_adapter_policy(policy, "a LangGraph store")
         self.store = store
         self.prefix = check_prefix(prefix)
@@ -174,8 +185,11 @@ class TierStoreStore(BaseStore):
 
     def _items_of(self, ns: str, now: float, with_embedding: bool) -> list[Memory]:
         """The visible items of ``ns`` in first-put order."""
-        ms = [m for m in self.store.memories(ns, with_embedding=with_embedding)
-              if m.metadata is not None and "value" in m.metadata and self._visible(m, now)]
+        ms = [
+            m
+            for m in self.store.memories(ns, with_embedding=with_embedding)
+            if m.metadata is not None and "value" in m.metadata and self._visible(m, now)
+        ]
         return sorted(ms, key=lambda m: m.metadata["seq"])  # type: ignore[index]
 
     def _search(self, op: SearchOp, query_vector: Sequence[float] | None) -> list[SearchItem]:
@@ -211,8 +225,9 @@ class TierStoreStore(BaseStore):
             out.append(item)
         return out
 
-    def _rank(self, found: list[tuple[str, tuple[str, ...], Memory]],
-              q: np.ndarray) -> tuple[list[tuple[float, Any]], list[Any]]:
+    def _rank(
+        self, found: list[tuple[str, tuple[str, ...], Memory]], q: np.ndarray
+    ) -> tuple[list[tuple[float, Any]], list[Any]]:
         """Embedded items ranked (best first; ties in first-put order) with
         their scores, and the items without an embedding."""
         embedded = [f for f in found if f[2].metadata["indexed"]]  # type: ignore[index]
@@ -267,17 +282,28 @@ class TierStoreStore(BaseStore):
             if not isinstance(op.value, dict):
                 raise InvalidInputError(f"an item's value is a dict, got {type(op.value).__name__}")
             vs = [np.asarray(next(vectors), np.float64) for _ in ts]
-            if op.ttl is not None and (not isinstance(op.ttl, (int, float)) or not op.ttl > 0
-                                       or not math.isfinite(op.ttl)):
+            if op.ttl is not None and (
+                not isinstance(op.ttl, (int, float)) or not op.ttl > 0 or not math.isfinite(op.ttl)
+            ):
                 raise InvalidInputError(f"ttl is a positive number of minutes, got {op.ttl!r}")
             keep = old is not None and old.tier != "cold" and old.metadata is not None and "seq" in old.metadata
             # As InMemoryStore: a put with index=False leaves the vector an earlier put made
-            stale = (not vs and op.index is False and keep and old.metadata.get("indexed")  # type: ignore[union-attr]
-                     and old.embedding is not None)  # type: ignore[union-attr]
+            stale = (
+                not vs
+                and op.index is False
+                and keep
+                and old.metadata.get("indexed")  # type: ignore[union-attr]
+                and old.embedding is not None
+            )  # type: ignore[union-attr]
             created = old.metadata["created_at"] if keep else now  # type: ignore[index]
-            meta = {"value": op.value, "created_at": created, "updated_at": now,
-                    "seq": old.metadata["seq"] if keep else self._next_seq(),  # type: ignore[index]
-                    "indexed": bool(vs) or bool(stale), "ttl": op.ttl}
+            meta = {
+                "value": op.value,
+                "created_at": created,
+                "updated_at": now,
+                "seq": old.metadata["seq"] if keep else self._next_seq(),  # type: ignore[index]
+                "indexed": bool(vs) or bool(stale),
+                "ttl": op.ttl,
+            }
             units = unit_rows(vs) if vs else None
             if units is not None and len(units) > 1:
                 meta[VECTORS_KEY] = encode_vectors(units)
@@ -291,7 +317,8 @@ class TierStoreStore(BaseStore):
                 raise InvalidInputError(
                     f"item {op.key!r} of {op.namespace!r}: its {len(meta[VECTORS_KEY])} indexed texts' "
                     f"vectors (dimension {self.store.dim}) are kept with it and do not fit: {exc}; index fewer "
-                    "fields (IndexConfig fields, or put(index=[...]))") from None
+                    "fields (IndexConfig fields, or put(index=[...]))"
+                ) from None
             if units is not None:
                 emb = units.mean(axis=0)
                 content = "\n".join(ts)
@@ -301,9 +328,15 @@ class TierStoreStore(BaseStore):
             else:
                 emb = self._placeholder
                 content = json.dumps(op.value, ensure_ascii=False, sort_keys=True)
-            item: dict[str, Any] = {"content": content if content.strip() else "{}", "embedding": emb,
-                                    "id": op.key, "memory_type": self.memory_type, "source": self.source,
-                                    "confidence": 1.0, "metadata": meta}
+            item: dict[str, Any] = {
+                "content": content if content.strip() else "{}",
+                "embedding": emb,
+                "id": op.key,
+                "memory_type": self.memory_type,
+                "source": self.source,
+                "confidence": 1.0,
+                "metadata": meta,
+            }
             if op.ttl is None:
                 item["pinned"] = True
             else:
@@ -353,17 +386,24 @@ def _with_tuple_namespace(op: Op) -> Op:
     if isinstance(op, SearchOp):
         return op._replace(namespace_prefix=check_labels(op.namespace_prefix, allow_empty=True))
     if isinstance(op, ListNamespacesOp) and op.match_conditions:
-        return op._replace(match_conditions=tuple(
-            c._replace(path=check_labels(c.path, allow_empty=True)) if isinstance(c, MatchCondition) else c
-            for c in op.match_conditions))
+        return op._replace(
+            match_conditions=tuple(
+                c._replace(path=check_labels(c.path, allow_empty=True)) if isinstance(c, MatchCondition) else c
+                for c in op.match_conditions
+            )
+        )
     return op
 
 
 def _item(labels: tuple[str, ...], m: Memory, cls: Callable[..., Any]) -> Any:
     meta = m.metadata or {}
-    return cls(value=meta["value"], key=m.id, namespace=labels,
-               created_at=datetime.fromtimestamp(meta["created_at"], timezone.utc),
-               updated_at=datetime.fromtimestamp(meta["updated_at"], timezone.utc))
+    return cls(
+        value=meta["value"],
+        key=m.id,
+        namespace=labels,
+        created_at=datetime.fromtimestamp(meta["created_at"], UTC),
+        updated_at=datetime.fromtimestamp(meta["updated_at"], UTC),
+    )
 
 
 def _matches(cond: MatchCondition, names: tuple[str, ...]) -> bool:

@@ -17,10 +17,11 @@ import json
 import logging
 import math
 import uuid
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from starlette.applications import Starlette
@@ -28,13 +29,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from tierstore.remote import api_schema
-
-from tierstore.remote import wire
 from tierstore.errors import AuthError, InvalidInputError, TierStoreError
-from tierstore.rules.validation import CONTENT_MAX_CHARS
+from tierstore.remote import api_schema, wire
 from tierstore.remote.server.auth import EVERYONE, Principal, TokenTable
 from tierstore.remote.server.schema import GET_ROUTES, POST_ROUTES, openapi
+from tierstore.rules.validation import CONTENT_MAX_CHARS
 
 if TYPE_CHECKING:
     from tierstore.store import TierStore
@@ -59,17 +58,22 @@ class Limits:
     header_timeout_s: float = 10.0  # a connection's request head (line and headers) must arrive within this
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_k", "max_batch", "max_restore", "max_sweep_items", "max_page",
-                     "max_content_chars"):
+        for name in (
+            "max_body_bytes",
+            "max_k",
+            "max_batch",
+            "max_restore",
+            "max_sweep_items",
+            "max_page",
+            "max_content_chars",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInputError(f"the limit {name} must be a positive integer, got {value!r}")
         for name in ("max_sweep_seconds", "header_timeout_s"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value <= 0:
-                raise InvalidInputError(f"the limit {name} must be a positive, finite number of seconds, "
-                                        f"got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise InvalidInputError(f"the limit {name} must be a positive, finite number of seconds, got {value!r}")
 
 
 class BodyTooLarge(Exception):
@@ -96,14 +100,23 @@ class Guard:
             try:
                 principal = self.tokens.lookup((headers.get(b"authorization") or b"").decode("latin-1"))
             except AuthError as exc:
-                await _send(send, 401, wire.error_body("AuthError", str(exc)),
-                            [(b"www-authenticate", b'Bearer realm="tierstore"')])
+                await _send(
+                    send,
+                    401,
+                    wire.error_body("AuthError", str(exc)),
+                    [(b"www-authenticate", b'Bearer realm="tierstore"')],
+                )
                 return
         scope.setdefault("state", {})["principal"] = principal
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
-            await _send(send, 413, wire.error_body(
-                "InvalidInputError", f"the body is larger than this server's limit of {self.max_body} bytes"))
+            await _send(
+                send,
+                413,
+                wire.error_body(
+                    "InvalidInputError", f"the body is larger than this server's limit of {self.max_body} bytes"
+                ),
+            )
             return
         seen = 0
         started = too_large = False
@@ -132,15 +145,24 @@ class Guard:
         except BodyTooLarge:  # from an app that reads the body itself (the MCP route)
             pass
         if too_large and not started:  # 413, as every route says
-            await _send(send, 413, wire.error_body(
-                "InvalidInputError", f"the body is larger than this server's limit of {self.max_body} bytes"))
+            await _send(
+                send,
+                413,
+                wire.error_body(
+                    "InvalidInputError", f"the body is larger than this server's limit of {self.max_body} bytes"
+                ),
+            )
 
 
 async def _send(send: Callable, status: int, body: Any, extra: list[tuple[bytes, bytes]] = ()) -> None:
     data = wire.dumps(body)
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
-                            *extra]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *extra],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
@@ -271,10 +293,21 @@ def _sweep(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> An
 
 
 CALLS: dict[str, Callable[[TierStore, Principal, dict[str, Any], Limits], Any]] = {
-    "/v1/add": _add, "/v1/add_batch": _add_batch, "/v1/upsert_batch": _upsert_batch, "/v1/search": _search, "/v1/get": _get,
-    "/v1/get_by_key": _get_by_key, "/v1/memories": _memories, "/v1/touch": _touch, "/v1/feedback": _feedback,
-    "/v1/pin": _pin, "/v1/delete": _delete, "/v1/set_context": _set_context, "/v1/get_context": _get_context,
-    "/v1/restore": _restore, "/v1/sweep": _sweep,
+    "/v1/add": _add,
+    "/v1/add_batch": _add_batch,
+    "/v1/upsert_batch": _upsert_batch,
+    "/v1/search": _search,
+    "/v1/get": _get,
+    "/v1/get_by_key": _get_by_key,
+    "/v1/memories": _memories,
+    "/v1/touch": _touch,
+    "/v1/feedback": _feedback,
+    "/v1/pin": _pin,
+    "/v1/delete": _delete,
+    "/v1/set_context": _set_context,
+    "/v1/get_context": _get_context,
+    "/v1/restore": _restore,
+    "/v1/sweep": _sweep,
 }
 assert set(CALLS) == set(POST_ROUTES) == set(api_schema.ROUTES), "every route has a schema and a call"
 
@@ -299,8 +332,9 @@ def _error(exc: BaseException, what: str) -> tuple[int, bytes]:
     error_id = uuid.uuid4().hex[:12]
     log.error("%s failed (error id %s)", what, error_id, exc_info=exc)
     name = type(exc).__name__ if isinstance(exc, TierStoreError) else "RemoteError"
-    return 500, wire.dumps(wire.error_body(name, f"the server failed ({name}); its log has the details under error "
-                                                 f"id {error_id}"))
+    return 500, wire.dumps(
+        wire.error_body(name, f"the server failed ({name}); its log has the details under error id {error_id}")
+    )
 
 
 def _error_response(exc: BaseException, what: str) -> Response:
@@ -388,9 +422,13 @@ class Calls:
             status = 200
         except Exception as exc:  # noqa: BLE001 - every failure becomes an error response
             status, data = _error(exc, path)
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(data)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": data})
 
     # A search the hot tier answers costs ~0.4 ms of CPU; handing it to a
@@ -406,8 +444,12 @@ class Calls:
         tier gives it at once; None to hand the request to a worker (``body``
         is left as it was)."""
         a = dict(body)
-        if a.get("explain") or a.get("include_cold") is True or isinstance(a.get("query"), str) \
-                or a.get("text") is not None:
+        if (
+            a.get("explain")
+            or a.get("include_cold") is True
+            or isinstance(a.get("query"), str)
+            or a.get("text") is not None
+        ):
             return None  # this request needs more (not the namespace: nothing to remember)
         ns = a.get("ns")
         if isinstance(ns, str) and self._not_in_memory:
@@ -424,8 +466,17 @@ class Calls:
         return wire.dumps(result)
 
 
-def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = Limits(), mcp: Any = None,
-              close_store: bool = False, version: str = "", host: str = "127.0.0.1", workers: int = 8) -> Any:
+def build_app(
+    store: TierStore,
+    *,
+    tokens: TokenTable | None,
+    limits: Limits = Limits(),
+    mcp: Any = None,
+    close_store: bool = False,
+    version: str = "",
+    host: str = "127.0.0.1",
+    workers: int = 8,
+) -> Any:
     """The ASGI app serving ``store``.
 
     tokens: ``None`` serves without authentication (the caller checked that
@@ -443,8 +494,9 @@ def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = L
         try:
             request.state.principal.check_store_wide("stats")
             lifecycle = request.query_params.get("lifecycle", "true").lower() not in ("false", "0", "no")
-            data = await anyio.to_thread.run_sync(lambda: wire.dumps({"stats": store.stats(lifecycle=lifecycle)
-                                                                      .as_dict()}))
+            data = await anyio.to_thread.run_sync(
+                lambda: wire.dumps({"stats": store.stats(lifecycle=lifecycle).as_dict()})
+            )
         except Exception as exc:  # noqa: BLE001
             return _error_response(exc, "/v1/stats")
         return Response(data, media_type="application/json")
@@ -459,11 +511,18 @@ def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = L
     async def info(request: Request) -> Response:
         emb = store.embedder
         policy = getattr(store, "policy", None)  # a served cluster's slots each keep their own
-        return JSONResponse({"api": wire.API_VERSION, "version": version, "dim": store.dim,
-                             "embedder": None if emb is None else emb.name, "now": store.now(),
-                             "policy": None if policy is None else policy.to_dict(),
-                             "store_id": getattr(store, "store_id", None) or None,  # a cluster has none
-                             "migrator_running": bool(store.migrator_running)})
+        return JSONResponse(
+            {
+                "api": wire.API_VERSION,
+                "version": version,
+                "dim": store.dim,
+                "embedder": None if emb is None else emb.name,
+                "now": store.now(),
+                "policy": None if policy is None else policy.to_dict(),
+                "store_id": getattr(store, "store_id", None) or None,  # a cluster has none
+                "migrator_running": bool(store.migrator_running),
+            }
+        )
 
     async def metrics(request: Request) -> Response:
         try:
@@ -487,18 +546,30 @@ def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = L
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 404)
-        return JSONResponse(wire.error_body("RemoteError", f"no route {request.method} {request.url.path}"),
-                            status_code=status)
+        return JSONResponse(
+            wire.error_body("RemoteError", f"no route {request.method} {request.url.path}"), status_code=status
+        )
 
-    gets = {"/v1/stats": stats, "/v1/namespaces": namespaces, "/v1/info": info, "/metrics": metrics,
-            "/health": health, "/ready": ready}
+    gets = {
+        "/v1/stats": stats,
+        "/v1/namespaces": namespaces,
+        "/v1/info": info,
+        "/metrics": metrics,
+        "/health": health,
+        "/ready": ready,
+    }
     assert set(gets) == set(GET_ROUTES)
     routes = [Route(path, fn, methods=["GET"]) for path, fn in gets.items()]
     routes.append(Route("/openapi.json", openapi_json, methods=["GET"]))
     if mcp is not None:
         # the MCP SDK's own app is one route at /mcp plus a lifespan: take its routes, run its session manager
-        mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
-                                          max_request_body_size=limits.max_body_bytes, host=host)
+        mcp_app = mcp.streamable_http_app(
+            streamable_http_path="/mcp",
+            stateless_http=True,
+            json_response=True,
+            max_request_body_size=limits.max_body_bytes,
+            host=host,
+        )
         routes += list(mcp_app.routes)
 
     @asynccontextmanager
@@ -515,7 +586,6 @@ def build_app(store: TierStore, *, tokens: TokenTable | None, limits: Limits = L
         if close_store:  # in-flight requests have finished: flush accesses, checkpoint, close
             await anyio.to_thread.run_sync(store.close)
 
-    app = Starlette(routes=routes, lifespan=lifespan,
-                    exception_handlers={404: not_found, 405: not_found})
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
     calls = Calls(app, store, limits, workers)
     return Guard(calls, tokens, limits.max_body_bytes)

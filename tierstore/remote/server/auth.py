@@ -85,7 +85,7 @@ class TokenTable:
         return found
 
     @classmethod
-    def load(cls, token_file: str | os.PathLike[str] | None, env: dict[str, str] | None = None) -> "TokenTable":
+    def load(cls, token_file: str | os.PathLike[str] | None, env: dict[str, str] | None = None) -> TokenTable:
         """Tokens from ``token_file`` (see the module's docstring) and ``$TIERSTORE_TOKEN``."""
         env = os.environ if env is None else env
         entries: list[tuple[str, Principal]] = []
@@ -125,15 +125,19 @@ def token_file_exposure(token_file: str | os.PathLike[str] | None) -> str | None
     except OSError:
         return None  # TokenTable.load says why it cannot be read
     if mode & 0o077:
-        return (f"the token file {token_file} is readable or writable by other users (mode {mode & 0o777:o}): "
-                f"anyone who reads it can use the server; make it private: chmod 600 {token_file}")
+        return (
+            f"the token file {token_file} is readable or writable by other users (mode {mode & 0o777:o}): "
+            f"anyone who reads it can use the server; make it private: chmod 600 {token_file}"
+        )
     return None
 
 
 def _checked_token(token: str, where: str) -> str:
     if len(token) < MIN_TOKEN_LEN:
-        raise StoreConfigError(f"{where}: a token must be at least {MIN_TOKEN_LEN} characters "
-                               "(make one with: python -c \"import secrets; print(secrets.token_hex(32))\")")
+        raise StoreConfigError(
+            f"{where}: a token must be at least {MIN_TOKEN_LEN} characters "
+            '(make one with: python -c "import secrets; print(secrets.token_hex(32))")'
+        )
     return token
 
 

@@ -15,6 +15,5 @@ def require(module: str, package: str | None = None, extra: str = "server") -> M
         return importlib.import_module(module)
     except ImportError as exc:
         raise MissingDependencyError(
-            f"{package or module} is not installed ({exc}); "
-            f"install the {extra!r} extra: {install_hint(extra)}"
+            f"{package or module} is not installed ({exc}); install the {extra!r} extra: {install_hint(extra)}"
         ) from None

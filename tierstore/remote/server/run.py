@@ -18,7 +18,8 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any, Mapping, TextIO
+from collections.abc import Mapping
+from typing import Any, TextIO
 
 from tierstore.errors import StoreConfigError
 from tierstore.optional import install_hint
@@ -31,23 +32,32 @@ def _tokens(host: str, token_file: str | None, insecure_no_auth: bool) -> TokenT
     tokens = TokenTable.load(token_file)
     if insecure_no_auth:
         if not is_loopback(host):
-            raise StoreConfigError(f"--insecure-no-auth serves without tokens, so only on loopback (127.0.0.1, ::1); "
-                                   f"not on {host}")
+            raise StoreConfigError(
+                f"--insecure-no-auth serves without tokens, so only on loopback (127.0.0.1, ::1); not on {host}"
+            )
         if len(tokens):
             raise StoreConfigError("--insecure-no-auth was given together with tokens: choose one")
         return None
     if not len(tokens):
-        raise StoreConfigError("no tokens: give --token-file FILE or set TIERSTORE_TOKEN (clients send "
-                               "'Authorization: Bearer <token>'), or --insecure-no-auth on loopback")
+        raise StoreConfigError(
+            "no tokens: give --token-file FILE or set TIERSTORE_TOKEN (clients send "
+            "'Authorization: Bearer <token>'), or --insecure-no-auth on loopback"
+        )
     return tokens
 
 
 def _check_seconds(name: str, seconds: Any, *, zero_ok: bool) -> None:
     """A duration setting (seconds): finite, and positive (or zero when ``zero_ok``); else StoreConfigError."""
-    if (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds)
-            or seconds < 0 or (seconds == 0 and not zero_ok)):
-        raise StoreConfigError(f"{name} must be a {'non-negative' if zero_ok else 'positive'}, finite number "
-                               f"of seconds, got {seconds!r}")
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not math.isfinite(seconds)
+        or seconds < 0
+        or (seconds == 0 and not zero_ok)
+    ):
+        raise StoreConfigError(
+            f"{name} must be a {'non-negative' if zero_ok else 'positive'}, finite number of seconds, got {seconds!r}"
+        )
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -58,13 +68,29 @@ def _bind(host: str, port: int) -> socket.socket:
         raise StoreConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
-def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "127.0.0.1", port: int = 8765,
-          token_file: str | None = None, insecure_no_auth: bool = False, embedder: Any = None,
-          limits: Any = None, migrator: bool = True, migrator_interval_s: float = 60.0,
-          graceful_timeout_s: float = 30.0, log_level: str = "warning", cold: Any = None,
-          cold_options: Mapping[str, Any] | None = None, allow_clock_jump: bool = False, workers: int = 8,
-          out: TextIO | None = None, cluster: str | None = None, cluster_name: str | None = None,
-          policy: Any = None) -> int:
+def serve(
+    path: str | os.PathLike[str],
+    *,
+    dim: int | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token_file: str | None = None,
+    insecure_no_auth: bool = False,
+    embedder: Any = None,
+    limits: Any = None,
+    migrator: bool = True,
+    migrator_interval_s: float = 60.0,
+    graceful_timeout_s: float = 30.0,
+    log_level: str = "warning",
+    cold: Any = None,
+    cold_options: Mapping[str, Any] | None = None,
+    allow_clock_jump: bool = False,
+    workers: int = 8,
+    out: TextIO | None = None,
+    cluster: str | None = None,
+    cluster_name: str | None = None,
+    policy: Any = None,
+) -> int:
     """Serve the store at ``path`` until SIGTERM/SIGINT. ``port`` 0 picks a
     free port; the first line on ``out`` says where (``serving ... at http://HOST:PORT``).
     cluster: a Ray address instead of a path: serve the :class:`tierstore.cluster.Cluster`
@@ -78,8 +104,8 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
     uvicorn = require("uvicorn")
     from tierstore import __version__
     from tierstore.core.engine import Settings
-    from tierstore.store import TierStore
     from tierstore.remote.server.app import Limits, build_app, check_workers
+    from tierstore.store import TierStore
 
     # every setting checked before anything is bound, opened or created
     limits = Limits(**limits) if isinstance(limits, Mapping) else (limits or Limits())
@@ -100,35 +126,58 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
             name = "tierstore" if cluster_name is None else cluster_name
             # an embedder embeds text here, in this router: the shards log vectors. Background sweeps
             # run here as for a store (two routers sweeping only sweep more often: each is a logged write)
-            store, path = Cluster(address=cluster, name=name, embedder=embedder), \
-                f"cluster {name!r} at {cluster}"  # type: ignore[assignment]
+            store, path = Cluster(address=cluster, name=name, embedder=embedder), f"cluster {name!r} at {cluster}"  # type: ignore[assignment]
         else:
-            store = TierStore.open(path, dim=dim, embedder=embedder, cold=cold, cold_options=cold_options,
-                                   allow_clock_jump=allow_clock_jump, policy=policy,
-                                   settings=Settings(max_content_chars=limits.max_content_chars))
+            store = TierStore.open(
+                path,
+                dim=dim,
+                embedder=embedder,
+                cold=cold,
+                cold_options=cold_options,
+                allow_clock_jump=allow_clock_jump,
+                policy=policy,
+                settings=Settings(max_content_chars=limits.max_content_chars),
+            )
         mcp = None
         if store.embedder is not None:
             from tierstore.remote.server.mcp_tools import build_mcp
 
             mcp = build_mcp(store, limits=limits)
-        app = build_app(store, tokens=tokens, limits=limits, mcp=mcp, close_store=True, version=__version__,
-                        host=host, workers=workers)
+        app = build_app(
+            store,
+            tokens=tokens,
+            limits=limits,
+            mcp=mcp,
+            close_store=True,
+            version=__version__,
+            host=host,
+            workers=workers,
+        )
         if migrator:
             store.start_migrator(interval_s=migrator_interval_s)
         # keep-alive 75 s: clients reuse connections across an agent's pauses (a connection closed while idle
         # costs the next request a new one, and a close racing a request costs that request)
-        config = uvicorn.Config(app, lifespan="on", log_level=log_level, access_log=False, server_header=False,
-                                timeout_keep_alive=75, proxy_headers=False,  # client addresses are not used
-                                timeout_graceful_shutdown=graceful_timeout_s,
-                                http=head_timeout_protocol("httptools" if _have("httptools") else "h11",
-                                                           limits.header_timeout_s),
-                                loop="uvloop" if _have("uvloop") else "asyncio")
+        config = uvicorn.Config(
+            app,
+            lifespan="on",
+            log_level=log_level,
+            access_log=False,
+            server_header=False,
+            timeout_keep_alive=75,
+            proxy_headers=False,  # client addresses are not used
+            timeout_graceful_shutdown=graceful_timeout_s,
+            http=head_timeout_protocol("httptools" if _have("httptools") else "h11", limits.header_timeout_s),
+            loop="uvloop" if _have("uvloop") else "asyncio",
+        )
         server = uvicorn.Server(config)
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        print(f"serving {path} at http://{shown}:{bound_port}"
-              + (" (MCP at /mcp)" if mcp is not None else
-                 " (no MCP: it takes text, start with --embedder to serve it)"), file=out, flush=True)
+        print(
+            f"serving {path} at http://{shown}:{bound_port}"
+            + (" (MCP at /mcp)" if mcp is not None else " (no MCP: it takes text, start with --embedder to serve it)"),
+            file=out,
+            flush=True,
+        )
         _run_until_signalled(server, sock)
         return 0 if server.started else 1
     finally:
@@ -137,24 +186,41 @@ def serve(path: str | os.PathLike[str], *, dim: int | None = None, host: str = "
             store.close()  # idempotent: the app's shutdown closed it unless startup failed
 
 
-def serve_mcp_stdio(path: str | os.PathLike[str], *, embedder: Any, dim: int | None = None, migrator: bool = True,
-                    migrator_interval_s: float = 60.0, cold: Any = None,
-                    cold_options: Mapping[str, Any] | None = None, allow_clock_jump: bool = False,
-                    policy: Any = None) -> int:
+def serve_mcp_stdio(
+    path: str | os.PathLike[str],
+    *,
+    embedder: Any,
+    dim: int | None = None,
+    migrator: bool = True,
+    migrator_interval_s: float = 60.0,
+    cold: Any = None,
+    cold_options: Mapping[str, Any] | None = None,
+    allow_clock_jump: bool = False,
+    policy: Any = None,
+) -> int:
     """The MCP tools over stdio (for desktop agents); stdout is the protocol."""
     require("mcp")
     import anyio
 
-    from tierstore.store import TierStore
     from tierstore.remote.server.mcp_tools import build_mcp
+    from tierstore.store import TierStore
 
     _check_seconds("migrator_interval_s", migrator_interval_s, zero_ok=False)
     if embedder is None:
-        raise StoreConfigError("tierstore mcp takes text, so it needs an embedder: --embedder minilm "
-                               f"({install_hint('embed')}) or --embedder module:function")
+        raise StoreConfigError(
+            "tierstore mcp takes text, so it needs an embedder: --embedder minilm "
+            f"({install_hint('embed')}) or --embedder module:function"
+        )
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    with TierStore.open(path, dim=dim, embedder=embedder, cold=cold, cold_options=cold_options,
-                        allow_clock_jump=allow_clock_jump, policy=policy) as store:
+    with TierStore.open(
+        path,
+        dim=dim,
+        embedder=embedder,
+        cold=cold,
+        cold_options=cold_options,
+        allow_clock_jump=allow_clock_jump,
+        policy=policy,
+    ) as store:
         server = build_mcp(store)
         if migrator:
             store.start_migrator(interval_s=migrator_interval_s)
@@ -168,6 +234,7 @@ def _run_until_signalled(server: Any, sock: socket.socket) -> None:
     uvicorn's own handlers re-raise the signal once it has shut down, so the
     process would end "killed by SIGTERM"; handled here, a graceful shutdown
     exits 0 and a failure to start exits 1."""
+
     def ask_to_exit(signum: int, frame: Any) -> None:
         if server.should_exit and signum == signal.SIGINT:
             server.force_exit = True
@@ -194,8 +261,10 @@ def head_timeout_protocol(name: str, seconds: float) -> type:
     timed here (reading it costs the server a waiting coroutine, no thread)."""
     import importlib
 
-    module, cls_name = {"httptools": ("uvicorn.protocols.http.httptools_impl", "HttpToolsProtocol"),
-                        "h11": ("uvicorn.protocols.http.h11_impl", "H11Protocol")}[name]
+    module, cls_name = {
+        "httptools": ("uvicorn.protocols.http.httptools_impl", "HttpToolsProtocol"),
+        "h11": ("uvicorn.protocols.http.h11_impl", "H11Protocol"),
+    }[name]
     base = getattr(importlib.import_module(module), cls_name)
 
     class HeadTimeout(base):  # type: ignore[misc, valid-type]

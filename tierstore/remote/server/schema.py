@@ -130,19 +130,34 @@ class ErrorOut(BaseModel):
 
 
 _RESPONSES: dict[str, type[BaseModel]] = {
-    "/v1/add": IdOut, "/v1/add_batch": IdsOut, "/v1/upsert_batch": IdsOut, "/v1/search": HitsOut,
-    "/v1/get": MemoryOrNone, "/v1/get_by_key": MemoryOrNone, "/v1/memories": MemoriesOut, "/v1/touch": Empty,
-    "/v1/feedback": MemoryResult, "/v1/pin": Empty, "/v1/delete": DeletedOut, "/v1/set_context": Empty,
-    "/v1/get_context": TagsOut, "/v1/restore": IdsOut, "/v1/sweep": ReportOut,
+    "/v1/add": IdOut,
+    "/v1/add_batch": IdsOut,
+    "/v1/upsert_batch": IdsOut,
+    "/v1/search": HitsOut,
+    "/v1/get": MemoryOrNone,
+    "/v1/get_by_key": MemoryOrNone,
+    "/v1/memories": MemoriesOut,
+    "/v1/touch": Empty,
+    "/v1/feedback": MemoryResult,
+    "/v1/pin": Empty,
+    "/v1/delete": DeletedOut,
+    "/v1/set_context": Empty,
+    "/v1/get_context": TagsOut,
+    "/v1/restore": IdsOut,
+    "/v1/sweep": ReportOut,
 }
 #: POST routes: path -> (request definition, response model, summary)
 POST_ROUTES: dict[str, tuple[Route, type[BaseModel], str]] = {
-    path: (route, _RESPONSES[path], route.summary) for path, route in ROUTES.items()}
+    path: (route, _RESPONSES[path], route.summary) for path, route in ROUTES.items()
+}
 
 #: GET routes: path -> (response model or None for text, summary, authenticated)
 GET_ROUTES: dict[str, tuple[type[BaseModel] | None, str, bool]] = {
-    "/v1/stats": (StatsOut, "counts per tier and type, lifecycle metrics (store-wide; ?lifecycle=false skips "
-                            "the lifecycle metrics)", True),
+    "/v1/stats": (
+        StatsOut,
+        "counts per tier and type, lifecycle metrics (store-wide; ?lifecycle=false skips the lifecycle metrics)",
+        True,
+    ),
     "/v1/namespaces": (NamespacesOut, "the namespaces this token can reach that hold memories", True),
     "/v1/info": (InfoOut, "dimension, embedder, policy, store id, version, store time, background sweeps", True),
     "/metrics": (None, "Prometheus text exposition (store-wide)", True),
@@ -155,30 +170,47 @@ def openapi(version: str, bounds: Any = Bounds) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the HTTP API (request bounds: ``bounds``, the server's limits)."""
     models = {out for _, out, _ in POST_ROUTES.values()}
     models |= {out for out, _, _ in GET_ROUTES.values() if out is not None} | {ErrorOut}
-    _, defs = models_json_schema([(m, "serialization") for m in sorted(models, key=lambda m: m.__name__)],
-                                 ref_template="#/components/schemas/{model}")
+    _, defs = models_json_schema(
+        [(m, "serialization") for m in sorted(models, key=lambda m: m.__name__)],
+        ref_template="#/components/schemas/{model}",
+    )
     schemas = dict(defs.get("$defs", {}))
     ref = lambda name: {"$ref": f"#/components/schemas/{name}"}  # noqa: E731
-    errors = {str(code): {"description": why, "content": {"application/json": {"schema": ref("ErrorOut")}}}
-              for code, why in ((400, "bad input; nothing changed"), (401, "missing or unknown token"),
-                                (403, "namespace outside the token's tenant, or a store-wide call"),
-                                (404, "no such memory"), (409, "duplicate id, clock skew"),
-                                (413, "body too large"), (500, "server error (details in its log)"),
-                                (503, "store closed or shutting down"))}
+    errors = {
+        str(code): {"description": why, "content": {"application/json": {"schema": ref("ErrorOut")}}}
+        for code, why in (
+            (400, "bad input; nothing changed"),
+            (401, "missing or unknown token"),
+            (403, "namespace outside the token's tenant, or a store-wide call"),
+            (404, "no such memory"),
+            (409, "duplicate id, clock skew"),
+            (413, "body too large"),
+            (500, "server error (details in its log)"),
+            (503, "store closed or shutting down"),
+        )
+    }
     paths: dict[str, Any] = {}
     for path, (route, out, summary) in POST_ROUTES.items():
         name = "".join(part.capitalize() for part in route.method.split("_")) + "Body"
         schemas[name] = json_schema(path, bounds)
-        paths[path] = {"post": {
-            "summary": summary, "description": route.description or f"TierStore.{route.method}.",
-            "requestBody": {"required": True, "content": {"application/json": {"schema": ref(name)}}},
-            "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": ref(out.__name__)}}},
-                          **errors},
-            "security": [{"bearer": []}],
-        }}
+        paths[path] = {
+            "post": {
+                "summary": summary,
+                "description": route.description or f"TierStore.{route.method}.",
+                "requestBody": {"required": True, "content": {"application/json": {"schema": ref(name)}}},
+                "responses": {
+                    "200": {"description": "ok", "content": {"application/json": {"schema": ref(out.__name__)}}},
+                    **errors,
+                },
+                "security": [{"bearer": []}],
+            }
+        }
     for path, (out, summary, authed) in GET_ROUTES.items():
-        content = ({"application/json": {"schema": ref(out.__name__)}} if out is not None
-                   else {"text/plain": {"schema": {"type": "string"}}})
+        content = (
+            {"application/json": {"schema": ref(out.__name__)}}
+            if out is not None
+            else {"text/plain": {"schema": {"type": "string"}}}
+        )
         op: dict[str, Any] = {"summary": summary, "responses": {"200": {"description": "ok", "content": content}}}
         if authed:
             op["security"] = [{"bearer": []}]
@@ -186,13 +218,15 @@ def openapi(version: str, bounds: Any = Bounds) -> dict[str, Any]:
         paths[path] = {"get": op}
     return {
         "openapi": "3.1.0",
-        "info": {"title": "tierstore", "version": version,
-                 "description": "One tierstore store served over HTTP: the calls of TierStore, same names, "
-                                "same errors. Vectors: JSON arrays or {\"base64\": little-endian float32}; a "
-                                "string where a vector goes is text for the server's embedder. Every body is "
-                                "checked against its schema before any work: exact JSON types, bounded counts "
-                                "and lengths; a null field is left out (the store's default)."},
+        "info": {
+            "title": "tierstore",
+            "version": version,
+            "description": "One tierstore store served over HTTP: the calls of TierStore, same names, "
+            'same errors. Vectors: JSON arrays or {"base64": little-endian float32}; a '
+            "string where a vector goes is text for the server's embedder. Every body is "
+            "checked against its schema before any work: exact JSON types, bounded counts "
+            "and lengths; a null field is left out (the store's default).",
+        },
         "paths": paths,
-        "components": {"schemas": schemas,
-                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "components": {"schemas": schemas, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }

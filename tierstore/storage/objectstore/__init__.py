@@ -8,7 +8,8 @@ only when used, so ``s3://`` needs boto3 only when it is asked for (fsspec style
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from tierstore.errors import InvalidInputError
@@ -56,16 +57,13 @@ def _no_options(what: str, endpoint_url: Any, region_name: Any, kwargs: dict[str
         raise InvalidInputError(f"options {sorted(given)} do not apply to {what} object stores")
 
 
-def _open_file(
-    url: str, endpoint_url: Any, region_name: Any, kwargs: dict[str, Any]
-) -> ObjectStore:
+def _open_file(url: str, endpoint_url: Any, region_name: Any, kwargs: dict[str, Any]) -> ObjectStore:
     _no_options("file://", endpoint_url, region_name, kwargs)
     parts = urlsplit(url)
     if parts.netloc not in ("", "localhost") or parts.query or parts.fragment:
         # Not echoed whole: a host part may carry user info.
         raise InvalidInputError(
-            f"invalid file URL (host {parts.hostname!r}, query {parts.query!r}): "
-            "expected file:///absolute/dir"
+            f"invalid file URL (host {parts.hostname!r}, query {parts.query!r}): expected file:///absolute/dir"
         )
     path = unquote(parts.path)
     if not os.path.isabs(path):
@@ -73,9 +71,7 @@ def _open_file(
     return LocalObjectStore(path)
 
 
-def _open_s3(
-    url: str, endpoint_url: Any, region_name: Any, kwargs: dict[str, Any]
-) -> ObjectStore:
+def _open_s3(url: str, endpoint_url: Any, region_name: Any, kwargs: dict[str, Any]) -> ObjectStore:
     from tierstore.storage.objectstore._s3 import S3ObjectStore
 
     parts = urlsplit(url)
@@ -131,13 +127,9 @@ def open_object_store(
         loader = _REGISTRY.get(scheme)
         if loader is None:
             # Name the scheme only: the rest of a URL may carry user info.
-            raise InvalidInputError(
-                f"unknown object store scheme {scheme!r}; known: {', '.join(sorted(_REGISTRY))}"
-            )
+            raise InvalidInputError(f"unknown object store scheme {scheme!r}; known: {', '.join(sorted(_REGISTRY))}")
         return loader(target, endpoint_url, region_name, kwargs)
     if isinstance(target, ObjectStore):
         _no_options(type(target).__name__, endpoint_url, region_name, kwargs)
         return target
-    raise InvalidInputError(
-        f"object store target must be a path, a URL or an ObjectStore, got {type(target).__name__}"
-    )
+    raise InvalidInputError(f"object store target must be a path, a URL or an ObjectStore, got {type(target).__name__}")

@@ -87,9 +87,7 @@ def _check_text(value: object, what: str) -> str:
     if "\\" in value:
         raise InvalidInputError(f"invalid {what} {value!r}: contains a backslash")
     if len(value.encode("utf-8", "surrogatepass")) > KEY_MAX_BYTES:
-        raise InvalidInputError(
-            f"invalid {what} {value[:64]!r}...: longer than {KEY_MAX_BYTES} bytes"
-        )
+        raise InvalidInputError(f"invalid {what} {value[:64]!r}...: longer than {KEY_MAX_BYTES} bytes")
     if value.startswith("/"):
         raise InvalidInputError(f"invalid {what} {value!r}: must be relative, not absolute")
     return value
@@ -102,8 +100,7 @@ def _check_segment(segment: str, value: str, what: str, pattern: re.Pattern[str]
         raise InvalidInputError(f"invalid {what} {value!r}: contains an empty segment")
     if not pattern.fullmatch(segment):
         raise InvalidInputError(
-            f"invalid {what} {value!r}: segment {segment!r} must match "
-            "[A-Za-z0-9_=-][A-Za-z0-9_.=-]*"
+            f"invalid {what} {value!r}: segment {segment!r} must match [A-Za-z0-9_=-][A-Za-z0-9_.=-]*"
         )
 
 

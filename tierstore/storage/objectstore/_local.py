@@ -23,11 +23,11 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import NoReturn
 
 from tierstore.errors import InvalidInputError, ObjectNotFoundError, ObjectStoreError
-from tierstore.storage.objectstore._open_files import OpenFiles
 from tierstore.storage.objectstore._base import (
     _SEGMENT,
     validate_data,
@@ -35,6 +35,7 @@ from tierstore.storage.objectstore._base import (
     validate_prefix,
     validate_range,
 )
+from tierstore.storage.objectstore._open_files import OpenFiles
 
 __all__ = ["LocalObjectStore"]
 
@@ -111,9 +112,7 @@ class LocalObjectStore:
         try:
             self._root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ObjectStoreError(
-                f"cannot create object store directory {str(self._root)!r}: {exc}"
-            ) from exc
+            raise ObjectStoreError(f"cannot create object store directory {str(self._root)!r}: {exc}") from exc
 
     @property
     def root(self) -> Path:
@@ -291,8 +290,13 @@ class LocalObjectStore:
         Raises ObjectNotFoundError if the object does not exist."""
         checked = []
         for rng in ranges:
-            if type(rng) is tuple and len(rng) == 2 and type(rng[0]) is int and type(rng[1]) is int \
-                    and 0 <= rng[0] <= rng[1]:
+            if (
+                type(rng) is tuple
+                and len(rng) == 2
+                and type(rng[0]) is int
+                and type(rng[1]) is int
+                and 0 <= rng[0] <= rng[1]
+            ):
                 checked.append(rng)  # the common case, checked without validate_range's generality
                 continue
             if not isinstance(rng, tuple) or len(rng) != 2:
@@ -336,8 +340,10 @@ class LocalObjectStore:
         """Raise what a failed open or read of ``key`` means: ObjectNotFoundError
         when there is no such file (a segment over NAME_MAX cannot exist
         either), else ObjectStoreError."""
-        if isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError)) \
-                or exc.errno == errno.ENAMETOOLONG:
+        if (
+            isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError))
+            or exc.errno == errno.ENAMETOOLONG
+        ):
             raise ObjectNotFoundError(key) from None
         raise ObjectStoreError(f"get {key!r} from {self!r} failed: {exc}") from exc
 

@@ -104,9 +104,7 @@ class S3ObjectStore:
             validate_key(prefix)  # the prefix obeys the same rules as a key
         for name, value in (("connect_timeout", connect_timeout), ("read_timeout", read_timeout)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise InvalidInputError(
-                    f"{name} must be a positive number of seconds, got {value!r}"
-                )
+                raise InvalidInputError(f"{name} must be a positive number of seconds, got {value!r}")
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise InvalidInputError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
 
@@ -158,9 +156,7 @@ class S3ObjectStore:
                     f"options {sorted(client_kwargs)}): {detail}"
                 ) from None
         elif client_kwargs:
-            raise InvalidInputError(
-                f"client options {sorted(client_kwargs)} cannot be combined with client="
-            )
+            raise InvalidInputError(f"client options {sorted(client_kwargs)} cannot be combined with client=")
         else:
             meta = getattr(client, "meta", None)
             endpoint_url = endpoint_url or getattr(meta, "endpoint_url", None)
@@ -192,10 +188,7 @@ class S3ObjectStore:
 
     def __repr__(self) -> str:
         # Bucket, prefix and endpoint only: credentials never appear in repr or str.
-        return (
-            f"S3ObjectStore(bucket={self._bucket!r}, prefix={self._prefix!r}, "
-            f"endpoint_url={self._endpoint!r})"
-        )
+        return f"S3ObjectStore(bucket={self._bucket!r}, prefix={self._prefix!r}, endpoint_url={self._endpoint!r})"
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -256,9 +249,7 @@ class S3ObjectStore:
         data = validate_data(data)
         for attempt in range(_CONFLICT_RETRIES):
             try:
-                self._client.put_object(
-                    Bucket=self._bucket, Key=self._key(key), Body=data, IfNoneMatch="*"
-                )
+                self._client.put_object(Bucket=self._bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
                 return True
             except self._ClientError as exc:
                 code, status, _ = _error_fields(exc)
@@ -338,7 +329,7 @@ class S3ObjectStore:
             paginator = self._client.get_paginator("list_objects_v2")
             for page in paginator.paginate(Bucket=self._bucket, Prefix=full):
                 for obj in page.get("Contents", ()):
-                    key = obj["Key"][len(self._base):]
+                    key = obj["Key"][len(self._base) :]
                     # Objects written by other tools under names get() would reject
                     # are skipped, as the local store skips such files.
                     try:
