@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             if old is not None:
                 same_hits += got["this"] == got["rev"]
             if s3 is not None:
-                s3._vector_cache.clear()
+                s3.engine.vector_cache.clear()
                 t = time.perf_counter()
                 cold_search(s3, q)
                 s["s3_cold"].append(time.perf_counter() - t)
