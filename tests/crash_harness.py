@@ -8,7 +8,7 @@ random mix of add / add_batch / search / touch / feedback / delete / sweep /
 restore / checkpoint / clock advances, sometimes with the background migrator
 running, until the parent SIGKILLs it: either after a random wall-clock delay,
 or at a crash point of the move protocol (``TIERSTORE_CRASH_AT`` with
-``TIERSTORE_CRASH_AFTER=n``, see ``tierstore/core/faults.py``).
+``TIERSTORE_CRASH_AFTER=n``, see ``tierstore/storage/faults.py``).
 
 The child reports on stdout, one flushed line at a time:
 

@@ -10,7 +10,7 @@ behind:
 * the *durable* prefix of the WAL is the larger of what SQLite's own
   checkpoints synced (``nBackfill`` / ``nBackfillAttempted`` in the WAL index:
   a checkpoint syncs the WAL before it copies frames back) and what tierstore's
-  barriers recorded (``TIERSTORE_SYNC_LOG``, see ``tierstore/core/faults.py``);
+  barriers recorded (``TIERSTORE_SYNC_LOG``, see ``tierstore/storage/faults.py``);
 * everything after it may be lost: the WAL is cut at a commit boundary at or
   after the durable prefix (recovery stops at the first frame whose salts or
   checksum do not match, so losing a suffix of commits is what a crash does to

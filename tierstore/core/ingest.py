@@ -16,7 +16,7 @@ import numpy as np
 
 from tierstore import embedding as _embedding
 from tierstore.core.engine import Engine
-from tierstore.core.faults import crash_point
+from tierstore.storage.faults import crash_point
 from tierstore.core.reads import get
 from tierstore.core.trace import encode_vector
 from tierstore.core.updates import apply_feedback, forget_row, set_lifetime

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tierstore.core.engine import Engine
-from tierstore.core.faults import crash_point
+from tierstore.storage.faults import crash_point
 from tierstore.core.reads import get, with_mark
 from tierstore.errors import InvalidInputError, MemoryNotFoundError
 from tierstore.kernels import (

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import hnswlib
 import numpy as np
 
-from tierstore.core.faults import crash_point
+from tierstore.storage.faults import crash_point
 from tierstore.errors import CorruptDataError
 from tierstore.kernels import columns as C
 from tierstore.kernels import inner_products, rank_and_gather, top_candidates
