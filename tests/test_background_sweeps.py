@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tierstore.core.background import BackgroundSweeps, next_delay
+from tierstore.tiers.background import BackgroundSweeps, next_delay
 from tierstore.records import SweepReport
 
 

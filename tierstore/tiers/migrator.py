@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tierstore.core.background import BackgroundSweeps
+from tierstore.tiers.background import BackgroundSweeps
 from tierstore.storage.faults import crash_point
 from tierstore.errors import (
     CorruptDataError,
