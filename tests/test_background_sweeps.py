@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from tierstore.tiers.background import BackgroundSweeps, next_delay
 from tierstore.records import SweepReport
+from tierstore.tiers.background import BackgroundSweeps, next_delay
 
 
 def _report(remaining_due: int = 0, errors: list[str] | None = None) -> SweepReport:

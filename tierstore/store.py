@@ -17,7 +17,6 @@ from tierstore import embedding as _embedding
 from tierstore.analytics.prometheus import metrics_text
 from tierstore.clock import Clock
 from tierstore.core import ingest, integrity, opening, reads, retrieval, updates
-from tierstore.tiers.background import check_sweep_args
 from tierstore.core.engine import Engine, Settings
 from tierstore.core.store_clock import ClockCheck
 from tierstore.core.trace import TraceWriter, encode_vector
@@ -34,6 +33,7 @@ from tierstore.rules.validation import (
 )
 from tierstore.storage.catalog import Catalog
 from tierstore.storage.objectstore import ObjectStore
+from tierstore.tiers.background import check_sweep_args
 from tierstore.tiers.migrator import Migrator
 
 __all__ = ["Settings", "TierStore"]

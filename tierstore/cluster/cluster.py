@@ -33,12 +33,12 @@ from tierstore.cluster.shard import Shard, check_lease_check
 from tierstore.cluster.slots import DEFAULT_SLOTS, check_slots, placement, slot_of
 from tierstore.cluster.slotstore import DEFAULT_LEASE_CHECK_S
 from tierstore.cluster.stats import sum_stats
-from tierstore.tiers.background import BackgroundSweeps, check_sweep_args
 from tierstore.core.integrity import IntegrityReport, Problem
 from tierstore.errors import InvalidInputError, ObjectStoreError, StoreConfigError, TierStoreError
 from tierstore.policy import Policy
 from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.rules.validation import check_namespace, check_positive_int, check_seconds
+from tierstore.tiers.background import BackgroundSweeps, check_sweep_args
 
 __all__ = ["Cluster"]
 

@@ -16,7 +16,6 @@ import numpy as np
 
 from tierstore import embedding as _embedding
 from tierstore.core.engine import Engine
-from tierstore.storage.faults import crash_point
 from tierstore.core.reads import get
 from tierstore.core.trace import encode_vector
 from tierstore.core.updates import apply_feedback, forget_row, set_lifetime
@@ -49,6 +48,7 @@ from tierstore.rules.validation import (
     check_supersedes as check_supersedes_ids,
 )
 from tierstore.storage.catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params
+from tierstore.storage.faults import crash_point
 from tierstore.tiers.hot import HotNamespace
 
 _ADD_KEYS = {

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from tierstore.core.engine import Engine
-from tierstore.storage.faults import crash_point
 from tierstore.core.reads import get, with_mark
 from tierstore.errors import InvalidInputError, MemoryNotFoundError
 from tierstore.kernels import (
@@ -30,6 +29,7 @@ from tierstore.records import TIER_NAMES, Memory
 from tierstore.rules import lifetime, supersession
 from tierstore.rules.validation import check_id, check_id_list, check_namespace, check_tags
 from tierstore.storage.catalog import EVENT_SQL, MEMORY_COLUMNS, MemoryRow
+from tierstore.storage.faults import crash_point
 from tierstore.tiers import tombstones
 from tierstore.tiers.hot import HotNamespace
 from tierstore.tiers.migrator import MARK_PURGE_SQL

@@ -29,9 +29,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from tierstore.core import faults
 from tierstore.errors import ReadOnlyStoreError, StoreClosedError
 from tierstore.rules.dedupe import content_hash
+from tierstore.storage import faults
 
 T = TypeVar("T")
 

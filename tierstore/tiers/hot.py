@@ -32,7 +32,6 @@ from typing import Any, NamedTuple
 import hnswlib
 import numpy as np
 
-from tierstore.storage.faults import crash_point
 from tierstore.errors import CorruptDataError
 from tierstore.kernels import columns as C
 from tierstore.kernels import inner_products, rank_and_gather, top_candidates
@@ -42,6 +41,7 @@ from tierstore.rules.scoring import CompiledPolicy, QueryContext
 from tierstore.rules.tags import TagVocab
 from tierstore.rules.validation import check_vector, load_metadata
 from tierstore.storage.catalog import Catalog, MemoryRow, stack_embeddings
+from tierstore.storage.faults import crash_point
 from tierstore.storage.fileio import fsync_file, sha256_file
 from tierstore.storage.rwlock import RWLock
 

@@ -36,8 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tierstore.tiers.background import BackgroundSweeps
-from tierstore.storage.faults import crash_point
 from tierstore.errors import (
     CorruptDataError,
     InvalidInputError,
@@ -62,8 +60,10 @@ from tierstore.records import TIER_NAMES, SweepReport
 from tierstore.rules import lifetime, supersession
 from tierstore.rules.validation import check_str, check_tags, check_time
 from tierstore.storage.catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
+from tierstore.storage.faults import crash_point
 from tierstore.tiers import cold_index, tombstones
 from tierstore.tiers.archive import vector_crc
+from tierstore.tiers.background import BackgroundSweeps
 from tierstore.tiers.cold import ColdTier, Location, batch_number, group_by_ns
 from tierstore.tiers.cold_index import CODE_SQL, CODES_COMPLETE, encode_codes
 
