@@ -76,6 +76,12 @@ def forget_policy_key(path: Path, message: str) -> bool:
     return True
 
 
+def _hot_tier(store):
+    """The store's hot tier, in either version (before issue 30: ``store._hot``)."""
+    engine = getattr(store, "engine", None)
+    return engine.hot if engine is not None else store._hot
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old_rev")
@@ -137,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             # copies of the graph sit in different memory, and one warmed by
             # the raw calls would flatter the version that searches it.
             stores = {"old": old, "new": new}
-            index = {w: st.engine.hot.ensure("ns").index for w, st in stores.items()}
+            index = {w: _hot_tier(st).ensure("ns").index for w, st in stores.items()}
             queries = clustered_vectors(1000, 384, seed=1, draw_seed=2)  # like search_ratio.py's data
             for q in queries[:30]:
                 for st in stores.values():
