@@ -261,7 +261,7 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
             lives.append(life)
             open_life[key] = life
             ended_keys.discard(key)
-            for leave_t, leave_kind, leave_type in pending.pop(key, []):
+            for _leave_t, leave_kind, leave_type in pending.pop(key, []):
                 react.append((leave_kind, leave_type, None, None))  # the id was reused: that memory is gone
         if kind in END_KINDS and key not in ended_keys:
             # The first archive or delete ends the memory's (first) life.
@@ -280,7 +280,7 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
                     (leave_kind, leave_type, delay, cause) if delay <= window else (leave_kind, leave_type, None, None)
                 )
         elif kind == "delete":
-            for leave_t, leave_kind, leave_type in pending.pop(key, []):
+            for _leave_t, leave_kind, leave_type in pending.pop(key, []):
                 react.append((leave_kind, leave_type, None, None))
         if kind == "feedback" and reason:
             tally = feedback.setdefault(key, [0, 0])
@@ -300,7 +300,7 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
                 td[TIERS.index(to_tier)] += 1
     # Leave events still waiting: reactivation is undecided while the window is open.
     open_count: dict[tuple[str, str], int] = {}
-    for key, items in pending.items():
+    for items in pending.values():
         for leave_t, leave_kind, leave_type in items:
             if leave_t + window <= now:
                 react.append((leave_kind, leave_type, None, None))

@@ -693,11 +693,11 @@ def policy_changes(a: Policy, b: Policy, types: set[str] | None = None) -> list[
         if types is not None and name not in types:
             continue
         ta, tb = a.types[name], b.types[name]
-        for field, label in (
+        for attr, label in (
             ("supersede_above", "automatic supersession bar"),
             ("supersede_above_shared_tag", "automatic supersession bar with a shared tag"),
         ):
-            x, y = getattr(ta, field), getattr(tb, field)
+            x, y = getattr(ta, attr), getattr(tb, attr)
             if x != y:
                 # a lower bar (or one turned on) retires more memories: it forgets sooner
                 xv, yv = 2.0 if x is None else x, 2.0 if y is None else y

@@ -969,7 +969,7 @@ def score_tierstore(
                             floor = store.policy.scoring.floor
                             hits = store.search(f"u{q.user}", qv[i], k=4 * k, record_access=False)
 
-                            def rescore(h: Any) -> float:
+                            def rescore(h: Any, now: float = now, floor: float = floor) -> float:
                                 nov = 2.0 ** (-(now - h.memory.created_at) / novelty_half_life)
                                 if novelty_weight is None:
                                     return h.score * (floor + (1 - floor) * nov)

@@ -576,12 +576,12 @@ def relations_workload(
         subjects = [(names[0], None), (names[1], roles[0]), (names[2], roles[1])]
         n_mem = 0
 
-        def ref(name: str, role: str | None) -> str:
+        def ref(name: str, role: str | None, primary: str = primary) -> str:
             if role is None or rng.random() < 0.5:
                 return name
             return f"{primary}'s {role} {name}"
 
-        def new_id(tag: str) -> str:
+        def new_id(tag: str, ns: str = ns) -> str:
             nonlocal n_mem
             n_mem += 1
             return f"{ns}-{tag}-{n_mem}"

@@ -272,7 +272,8 @@ class Cluster:
         lease_check_s: float,
         keep_history: bool,
     ) -> None:
-        """Find the running shards (or take the new cluster's checked bucket), start ``shards`` more, place the slots."""
+        """Find the running shards (or take the new cluster's checked bucket), start ``shards`` more, place the
+        slots."""
         ray = _ray()
         self._discover()
         if self._handles:

@@ -77,7 +77,7 @@ class RowRanker:
         if not rows:
             return [], []
         cp = self.cp
-        F, I, tags = columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])
+        F, I, tags = columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         pick, scores, norm, raw = fused_rerank(
             np.arange(len(rows), dtype=np.int64),
             np.asarray(sims, np.float32),
@@ -174,9 +174,9 @@ def search_cold(
     after what replaced it, as in the other tiers),
     their exact similarities from the archived vectors (each read alone
     where the index knows its place), then the fused
-    score (policy ``scoring.cold_order``: without the use factors). An archive object that cannot be read (missing, damaged, the
-    object store down) costs its candidates, not the search: the failures
-    are appended to ``errors``. One missing because a compaction moved its
+    score (policy ``scoring.cold_order``: without the use factors). An archive
+    object that cannot be read (missing, damaged, the object store down) costs
+    its candidates, not the search: the failures are appended to ``errors``. One missing because a compaction moved its
     records after the rows were read is read again, once, where the catalog
     now points (no error when every candidate is then read, or has left the
     cold tier)."""

@@ -28,7 +28,7 @@ KEY_MAX_LEN = 128
 # A key names a slot ("home_city", "project:sparrow/deadline", "住所"): letters and
 # digits of any script and a few separators; no spaces or control characters, so
 # that a key is one word in logs, URLs and the command line.
-KEY_RE = re.compile(r"[\w.:/@#+-]{1,%d}" % KEY_MAX_LEN)
+KEY_RE = re.compile(rf"[\w.:/@#+-]{{1,{KEY_MAX_LEN}}}")
 TAG_MAX_LEN = 128
 # Entries a list of tags may hold before duplicates are dropped: refused
 # above this before any entry is looked at, so a list of 25 000 costs nothing.
@@ -179,8 +179,8 @@ def check_key(value: Any) -> str | None:
         raise InvalidKeyError(f"key must be a string or None, got {type(value).__name__}")
     if not KEY_RE.fullmatch(value):
         raise InvalidKeyError(
-            f"invalid key {shown(value, 40)} ({len(value)} characters): expected 1-{KEY_MAX_LEN} characters of letters, "
-            "digits and _ . : / - @ # + (no spaces)"
+            f"invalid key {shown(value, 40)} ({len(value)} characters): expected 1-{KEY_MAX_LEN} characters of "
+            "letters, digits and _ . : / - @ # + (no spaces)"
         )
     return _text(value, f"key {shown(value)}")
 

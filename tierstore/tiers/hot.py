@@ -215,7 +215,7 @@ def columns_from_rows(
         .reshape(k, C.NF)
         .T
     )
-    I = np.zeros((C.NI, k), np.int64)
+    I = np.zeros((C.NI, k), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
     I[C.I_TYPE] = [type_idx[r.memory_type] for r in rows]
     I[C.I_ACCESS_COUNT] = I[C.I_FLUSHED_COUNT] = [r.access_count for r in rows]
     I[C.I_PINNED] = [1 if r.pinned else 0 for r in rows]
@@ -268,7 +268,7 @@ class HotNamespace:
             cap *= 2
         F = np.zeros((C.NF, cap), np.float64)
         F[:, : self.n] = self.F[:, : self.n]
-        I = np.zeros((C.NI, cap), np.int64)
+        I = np.zeros((C.NI, cap), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         I[:, : self.n] = self.I[:, : self.n]
         tags = np.full((cap, self.tags.shape[1]), -1, np.int32)
         tags[: self.n] = self.tags[: self.n]
@@ -318,7 +318,7 @@ class HotNamespace:
             self.sources.append("")
             self.tag_names.append(())
             self.metadata.append(None)
-        F, I, tags = columns_from_rows(rows, self._type_idx, tag_ids)
+        F, I, tags = columns_from_rows(rows, self._type_idx, tag_ids)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         self.F[:, slot_arr] = F
         self.I[:, slot_arr] = I
         self.tags[slot_arr, :] = -1
@@ -405,7 +405,7 @@ class HotNamespace:
             vecs = self.vectors[live].copy()
         k = live.size
         F = self.F[:, live].copy()
-        I = self.I[:, live].copy()
+        I = self.I[:, live].copy()  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         tags = self.tags[live].copy()
         rids = self.rids[live].copy()
         ids = [self.ids[s] for s in live.tolist()]
@@ -572,7 +572,7 @@ class HotNamespace:
 
     def state_row(self, s: int) -> tuple[Any, ...]:
         """The mutable state of slot ``s`` in catalog.STATE_COLUMNS order, plus rid."""
-        F, I = self.F, self.I
+        F, I = self.F, self.I  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         fb = F[C.F_CONF_FEEDBACK, s]
         ttl = F[C.F_TTL, s]
         due = F[C.F_DUE, s]
@@ -603,7 +603,7 @@ class HotNamespace:
         if dirty.size == 0:
             return [], []
         states, accesses = [], []
-        I = self.I
+        I = self.I  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         for s in dirty.tolist():
             if not I[C.I_ALIVE, s]:
                 continue
@@ -779,7 +779,7 @@ class HotTier:
             known = [(r, rid_slot[r.rid]) for r in rows if r.rid in rid_slot]
             fresh = [r for r in rows if r.rid not in rid_slot]
             used = {s for _, s in known}
-            for rid, s in rid_slot.items():
+            for s in rid_slot.values():
                 if s not in used:
                     try:
                         index.mark_deleted(s)

@@ -829,9 +829,9 @@ class Migrator:
                     if not _unchanged(conn, old):
                         continue
                     conn.execute(
-                        "UPDATE memories SET tier = ?, embedding = ?, shard = NULL, cold_key = NULL, cold_offset = NULL,"
-                        " cold_length = NULL, w_ref = ?, t_ref = ?, ttl_anchor = ?, access_count = ?,"
-                        " last_accessed_at = ?, due_at = ? WHERE rid = ?",
+                        "UPDATE memories SET tier = ?, embedding = ?, shard = NULL, cold_key = NULL,"
+                        " cold_offset = NULL, cold_length = NULL, w_ref = ?, t_ref = ?, ttl_anchor = ?,"
+                        " access_count = ?, last_accessed_at = ?, due_at = ? WHERE rid = ?",
                         (
                             TIER_HOT,
                             nr.embedding,
@@ -1198,7 +1198,14 @@ class Migrator:
                     )
                     plan.append((entry, rec, row, replace, forgotten))
 
-                def write(conn: sqlite3.Connection, key: str = key, ns: str = ns, plan: Any = plan) -> None:
+                def write(
+                    conn: sqlite3.Connection,
+                    key: str = key,
+                    ns: str = ns,
+                    plan: Any = plan,
+                    records: Any = records,
+                    now: float = now,
+                ) -> None:
                     rids = []
                     stale = False  # the object holds records no catalog row points at
                     for entry, rec, seen, replace, forgotten in plan:

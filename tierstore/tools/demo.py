@@ -32,7 +32,10 @@ SHOW_DAYS = (1, 30, 59)
 
 def format_hits(hits: list[Hit], width: int = 110) -> str:
     """A readable table: rank, score and its five factors, type, tier, content."""
-    head = f"{'#':>2} {'score':>7} {'sim':>5} {'rec':>5} {'conf':>5} {'ctx':>5} {'wt':>5}  {'type':<12} {'tier':<4}  content"
+    head = (
+        f"{'#':>2} {'score':>7} {'sim':>5} {'rec':>5} {'conf':>5} {'ctx':>5} {'wt':>5}"
+        f"  {'type':<12} {'tier':<4}  content"
+    )
     lines = [head, "-" * min(width, len(head) + 40)]
     for i, h in enumerate(hits, 1):
         ex = h.explain

@@ -350,7 +350,7 @@ class TierStoreStore(BaseStore):
             return []
         fields = self._fields if op.index is None else [(p, tokenize_path(p)) for p in op.index]
         out: list[str] = []
-        for path, tokens in fields:
+        for _path, tokens in fields:
             out += get_text_at_path(op.value, tokens)
         return out
 
