@@ -426,9 +426,9 @@ def ref_fused_rerank(
     rows = rows[: max(int(k), 0)]
     pick = np.array([r[2] for r in rows], np.int64)
     score = np.array([r[0] for r in rows], np.float64)
-    norm = np.array([r[3] for r in rows], np.float64).reshape(len(rows), 5)
-    raw = np.array([r[4] for r in rows], np.float64).reshape(len(rows), 5)
-    return pick, score, norm, raw
+    norms = np.array([r[3] for r in rows], np.float64).reshape(len(rows), 5)
+    raws = np.array([r[4] for r in rows], np.float64).reshape(len(rows), 5)
+    return pick, score, norms, raws
 
 
 # ---------------------------------------------------------------------------

@@ -599,11 +599,12 @@ def relations_workload(
                 values = rng.sample(spec["values"], n_values)
                 if rel == "pet":  # two pets never share a name
                     seen2: set[str] = set()
-                    values = [
-                        v
-                        for v in rng.sample(spec["values"], len(spec["values"]))
-                        if not (v[1] in seen2 or seen2.add(v[1]))
-                    ][:n_values]
+                    values = []
+                    for v in rng.sample(spec["values"], len(spec["values"])):
+                        if v[1] not in seen2:
+                            seen2.add(v[1])
+                            values.append(v)
+                    values = values[:n_values]
                 stated_days = sorted(rng.sample(range(0, days - 2), n_values))
                 groups: list[list[_Statement]] = []
                 for v, day in zip(values, stated_days):

@@ -379,7 +379,8 @@ class Engine:
                 self._flusher.join(timeout=30)
                 try:
                     self.flush()
-                    self._clock_trusted and self.save_clock()
+                    if self._clock_trusted:
+                        self.save_clock()
                     self.hot.checkpoint()
                 finally:
                     self.catalog.close()

@@ -22,7 +22,7 @@ import numpy as np
 
 from tierstore.errors import ObjectNotFoundError
 from tierstore.kernels import TIER_COLD, fused_rerank
-from tierstore.records import Hit, HitRows, Memory
+from tierstore.records import Explain, Hit, HitRows, Memory
 from tierstore.rules.scoring import CompiledPolicy, QueryContext
 from tierstore.rules.supersession import unsuperseded_rows
 from tierstore.rules.tags import TagVocab
@@ -101,11 +101,10 @@ class RowRanker:
         picked = pick.tolist()
         chosen = [rows[j] for j in picked]
         score_list = scores.tolist()
-        explains = None
+        explains: list[Explain | None] | None = None
         if explain:
-            explains = list(map(cp.explain, raw.tolist(), norm.tolist(), score_list, repeat(tier)))
-            if note is not None:
-                explains = [replace(e, reached_because=note) for e in explains]
+            made = map(cp.explain, raw.tolist(), norm.tolist(), score_list, repeat(tier))
+            explains = list(made) if note is None else [replace(e, reached_because=note) for e in made]
         source = HitRows([r.id for r in chosen], score_list, explains, [self.memory_of(r, now) for r in chosen])
         orders = score_list if rel is None else rel.tolist()
         return picked, [RowHit(Hit(source, i), float(raw[i, 0]), r, order=orders[i]) for i, r in enumerate(chosen)]

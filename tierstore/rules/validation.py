@@ -7,7 +7,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -371,6 +371,7 @@ def check_metadata(value: Any, max_bytes: int = METADATA_MAX_BYTES) -> str | Non
     return text
 
 
+_fast_loads: Callable[[str], Any] | None
 try:  # a faster parser when installed (LangChain's own dependencies bring it); json otherwise
     from orjson import loads as _fast_loads
 except ImportError:  # pragma: no cover - depends on the environment
@@ -387,8 +388,8 @@ def load_metadata(text: str) -> dict[str, Any]:
     hit's metadata is read per hit), json when the text may hold an integer
     orjson would not keep exact."""
     if _fast_loads is None or _LONG_DIGITS.search(text) is not None:
-        return json.loads(text)  # type: ignore[no-any-return]
-    return _fast_loads(text)  # type: ignore[no-any-return]
+        return json.loads(text)
+    return _fast_loads(text)
 
 
 def _check_json(value: Any, path: str, depth: int) -> None:

@@ -472,11 +472,13 @@ class HotNamespace:
             return _NO_HITS
         sc = cp.policy.scoring
         want = min(live, max(k * sc.oversample, sc.min_candidates, k))
-        exact = self.index is None
+        index = self.index
+        exact = index is None
         qf = ctx.packed[0 if exact else 1]
         sims = inner_products(q, self.vectors, self.n) if exact else None
         while True:
-            if exact:
+            if index is None:
+                assert sims is not None  # computed above when exact
                 if want >= live:
                     cand, cand_scores = self.arange[: self.n], sims
                 else:
@@ -486,12 +488,12 @@ class HotNamespace:
                 try:
                     # k positional: pybind11's keyword parsing costs more than the rest of the call
                     # (1, want) arrays, passed on as they are: a row view costs more than the kernel's reshape
-                    cand, cand_scores = self.index.knn_query(q, want)  # type: ignore[union-attr]
+                    cand, cand_scores = index.knn_query(q, want)
                 except RuntimeError:
                     # hnswlib could not reach `want` live nodes (many deletions):
                     # score every live slot exactly instead.
                     cand = np.flatnonzero(self.I[C.I_ALIVE, : self.n]).astype(np.int64)
-                    cand_scores = np.asarray(self.index.get_items(cand, return_type="numpy"), np.float32) @ q
+                    cand_scores = np.asarray(index.get_items(cand, return_type="numpy"), np.float32) @ q
                     qf = ctx.packed[0]
                     want = live
             rf, ri, n2 = rank_and_gather(

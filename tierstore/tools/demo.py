@@ -81,7 +81,8 @@ def restore_on_demand(store: TierStore, embedder: HashingEmbedder, out: TextIO) 
         file=out,
     )
     for mid in ids:
-        print(f"    {store.get(SHOW_USER, mid).content}", file=out)
+        m = store.get(SHOW_USER, mid)
+        print(f"    {m.content if m is not None else '(gone)'}", file=out)
     hits = store.search(SHOW_USER, embedder.embed(query, ["travel"]), k=3, record_access=False, explain=True)
     print(format_hits(hits), file=out)
     return ids
