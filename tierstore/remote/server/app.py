@@ -537,7 +537,7 @@ def build_app(
         return JSONResponse({"status": "ok"})
 
     async def ready(request: Request) -> Response:
-        ok = state.ready and not getattr(store, "_closed", False)
+        ok = state.ready and not getattr(store, "closed", False)  # getattr: a served Cluster has no closed
         return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
 
     doc = openapi(version, limits)
