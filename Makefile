@@ -28,8 +28,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(DEMO_STAMP)
 	$(BIN)/tierstore demo
 
-test: $(STAMP)
-	$(MAKE) --no-print-directory lint
+# lint first (a prerequisite, not a recursive make: `make -n test` shows the one plan)
+test: $(STAMP) lint
 	$(BIN)/python -m pytest -q --durations=25
 
 # formatting, lint and types, with the versions pinned in the dev extra. mypy's settings (and the packages it
