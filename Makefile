@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 STAMP      := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test bench bench-peers clean
+.PHONY: demo test lint bench bench-peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,16 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(DEMO_STAMP)
 	$(BIN)/tierstore demo
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -q
+# lint first (a prerequisite, not a recursive make: `make -n test` shows the one plan)
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -q --durations=25
+
+# formatting, lint and types, with the versions pinned in the dev extra. mypy's settings (and the packages it
+# checks, tierstore.kernels through typecheck/) are in pyproject.toml.
+lint: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 # pytest-benchmark suites, then `tierstore bench` (peer comparisons; `make bench BENCH_ARGS=--quick`).
 # The peers (Chroma, LangChain) need the bench extra: `make bench-peers` installs it first.

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             for q in queries:
                 hits = store.search("bench", q, k=args.k, record_access=False)
                 for h in hits:  # read what a caller reads: content and metadata
-                    h.memory.content, h.memory.metadata
+                    _ = h.memory.content, h.memory.metadata
             return (time.perf_counter() - t0) / len(queries)
 
         def run_bare() -> float:

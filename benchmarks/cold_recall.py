@@ -253,7 +253,8 @@ def print_recall(title: str, what: str, X: np.ndarray, Q: np.ndarray) -> None:
     t0 = time.perf_counter()
     rows = recall_rows(X, Q)
     print(
-        f"\n#### {title}: {X.shape[0]} x {X.shape[1]}, {Q.shape[0]} queries ({what}; {time.perf_counter() - t0:.0f} s)\n"
+        f"\n#### {title}: {X.shape[0]} x {X.shape[1]}, {Q.shape[0]} queries"
+        f" ({what}; {time.perf_counter() - t0:.0f} s)\n"
     )
     names = list(rows)
     print("| m | " + " | ".join(f"{n} → exact" for n in names) + " |")

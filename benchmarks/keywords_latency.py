@@ -101,13 +101,13 @@ def main() -> int:
             try:
                 tiers = store.stats().by_tier
 
-                def search_a(i: int, q) -> None:
+                def search_a(i: int, q, store=store, qv=qv, by_text=by_text) -> None:
                     if by_text:
                         store.search("ns", q.text, k=10, record_access=False, text="")
                     else:
                         store.search("ns", qv[i], k=10, record_access=False)
 
-                def search_b(i: int, q) -> None:
+                def search_b(i: int, q, store=store, qv=qv, by_text=by_text) -> None:
                     if by_text:
                         store.search("ns", q.text, k=10, record_access=False)
                     else:

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="the suites' --seed (another set of users)")
     args = ap.parse_args(argv)
     rows_in = json.loads(args.rows)
-    for name, spec in rows_in:  # bad input fails before any work
+    for _name, spec in rows_in:  # bad input fails before any work
         if spec is not None:
             Policy.from_dict(spec)
     cfg = BenchConfig(progress=sys.stderr.isatty())

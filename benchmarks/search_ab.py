@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                         hits = stores[w].search("ns", q, k=10, record_access=False, explain=args.explain)
                         if args.read_hits:
                             for h in hits:
-                                h.id, h.score
+                                _ = h.id, h.score
                     res[w, kind].append(tp() - t)
         finally:
             new.close()

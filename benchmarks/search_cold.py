@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'call':38s} {'after the walk':>15s} {'again':>9s}")
     for name in calls:
         print(
-            f"  {name:38s} {statistics.median(after[name]) / 1e3:12.2f} us {statistics.median(again[name]) / 1e3:6.2f} us"
+            f"  {name:38s} {statistics.median(after[name]) / 1e3:12.2f} us"
+            f" {statistics.median(again[name]) / 1e3:6.2f} us"
         )
     return 0
 

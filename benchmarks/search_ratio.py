@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                         index.knn_query(q, k=10)
                     elif read:
                         for h in store.search("ns", q, k=10, record_access=False):
-                            h.id, h.score
+                            _ = h.id, h.score
                     else:
                         store.search("ns", q, k=10, record_access=False)
                     tot[mode] += time.perf_counter() - t
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                 if read:
                     for q in queries:
                         for h in store.search("ns", q, k=10, record_access=False):
-                            h.id, h.score
+                            _ = h.id, h.score
                 else:
                     for q in queries:
                         store.search("ns", q, k=10, record_access=False)

@@ -51,7 +51,7 @@ DIM = 384
 
 
 def load() -> str:
-    return "load average %.2f %.2f %.2f" % os.getloadavg()
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def pct(xs: list[float], p: float) -> float:

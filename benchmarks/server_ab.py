@@ -1,6 +1,7 @@
 """The server's cost before and after a change, in one run: two servers side by side.
 
-    mkdir /tmp/base && git archive <rev> tierstore kernels | tar -x -C /tmp/base && mv /tmp/base/kernels /tmp/base/tierstore/
+    mkdir /tmp/base && git archive <rev> tierstore kernels | tar -x -C /tmp/base
+    mv /tmp/base/kernels /tmp/base/tierstore/
     .venv/bin/python benchmarks/server_ab.py --base /tmp/base
 
 Two stores built alike (``--n`` memories, 384 dims, one namespace: an

@@ -32,12 +32,10 @@ def _install() -> None:
     except ImportError:  # pragma: no cover - numba is a hard dependency
         return
     impl = getattr(caching, "CacheImpl", None)
-    bases = [
-        getattr(caching, name, None)
-        for name in ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")
-    ]
-    if impl is None or None in bases or not hasattr(impl, "_locator_classes"):
+    names = ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")
+    if impl is None or not all(hasattr(caching, name) for name in names) or not hasattr(impl, "_locator_classes"):
         return
+    bases = [getattr(caching, name) for name in names]
     stamp = _package_stamp()
 
     def ours(py_file: str) -> bool:
@@ -47,11 +45,11 @@ def _install() -> None:
             return False
 
     class _PackageMixin:
-        def get_source_stamp(self) -> bytes:  # type: ignore[override]
+        def get_source_stamp(self) -> bytes:
             return stamp
 
         @classmethod
-        def from_function(cls, py_func, py_file):  # type: ignore[no-untyped-def]
+        def from_function(cls, py_func, py_file):
             if not ours(py_file):
                 return None
             return super().from_function(py_func, py_file)  # type: ignore[misc]

@@ -40,11 +40,11 @@ def topk_order(score, tiebreak, k):
             heap[0] = i
             p = 0
             while True:
-                l = 2 * p + 1
-                r = l + 1
+                left = 2 * p + 1
+                r = left + 1
                 w = p
-                if l < size and _better(score, tiebreak, heap[w], heap[l]):
-                    w = l
+                if left < size and _better(score, tiebreak, heap[w], heap[left]):
+                    w = left
                 if r < size and _better(score, tiebreak, heap[w], heap[r]):
                     w = r
                 if w == p:

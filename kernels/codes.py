@@ -82,7 +82,7 @@ def hamming_distances(qcode, codes):
     for i in range(n):
         acc = np.uint64(0)
         for j in range(w):
-            acc += _popcount(qcode[j] ^ codes[i, j])
+            acc += _popcount(qcode[j] ^ codes[i, j])  # type: ignore[call-arg]  # numba stub counts typingctx as an argument
         out[i] = np.int32(acc)
     return out
 
@@ -116,7 +116,7 @@ def hamming_topk(qcode, codes, m, allowed):
             continue
         acc = np.uint64(0)
         for j in range(w):
-            acc += _popcount(qcode[j] ^ codes[i, j])
+            acc += _popcount(qcode[j] ^ codes[i, j])  # type: ignore[call-arg]  # numba stub counts typingctx as an argument
         d = np.int64(acc)
         dist[i] = d
         hist[d] += 1

@@ -178,7 +178,7 @@ def ref_access_boost(w_ref, t_ref, half_life, boost, t_access):
     return np.array(w_out, np.float64), np.array(t_out, np.float64)
 
 
-def ref_record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, thresholds, conf_half_life):
+def ref_record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, thresholds, conf_half_life):  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
     """One access at ``now`` per listed slot (twice if listed twice), on copies.
 
     Per access: weight state as :func:`ref_access_boost` with the type's boost,
@@ -187,7 +187,7 @@ def ref_record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, thresh
     due time (:func:`ref_due_times`) with ``expires_at = anchor + ttl``, dirty = 1.
     Returns the updated ``(F, I)``; the inputs are unchanged."""
     F = np.array(F, np.float64, copy=True)
-    I = np.array(I, np.int64, copy=True)
+    I = np.array(I, np.int64, copy=True)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
     now = float(now)
     boost = _f(boost_by_type)
     refresh = _i(refresh_by_type)
@@ -275,7 +275,7 @@ def ref_classify(now, tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t
         c = confidence(c0, tc, conf_half_life, now)
 
         def below(theta: float) -> bool:
-            return theta > 0.0 and W <= theta
+            return theta > 0.0 and W <= theta  # noqa: B023 (called in this iteration only)
 
         low_conf = bar > 0.0 and c <= bar
         deletable = below(delete) and low_conf
@@ -336,7 +336,19 @@ def ref_top_candidates(sims, alive, n, want) -> np.ndarray:
 
 
 def ref_fused_rerank(
-    cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags, rule_mult, mask_tags, k
+    cand,
+    cand_scores,
+    F,
+    I,  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    tags,
+    params,
+    type_allowed,
+    w0_by_type,
+    q_tags,
+    rule_tags,
+    rule_mult,
+    mask_tags,
+    k,
 ):
     """Best ``k`` candidates: ``(pick int64, score float64, norm (len, 5), raw (len, 5))``.
 
@@ -414,9 +426,9 @@ def ref_fused_rerank(
     rows = rows[: max(int(k), 0)]
     pick = np.array([r[2] for r in rows], np.int64)
     score = np.array([r[0] for r in rows], np.float64)
-    norm = np.array([r[3] for r in rows], np.float64).reshape(len(rows), 5)
-    raw = np.array([r[4] for r in rows], np.float64).reshape(len(rows), 5)
-    return pick, score, norm, raw
+    norms = np.array([r[3] for r in rows], np.float64).reshape(len(rows), 5)
+    raws = np.array([r[4] for r in rows], np.float64).reshape(len(rows), 5)
+    return pick, score, norms, raws
 
 
 # ---------------------------------------------------------------------------
@@ -453,7 +465,7 @@ def ref_rescale_lifetimes(w_ref, t_ref, half_life, ttl, old_mult, new_mult, now)
     return tuple(np.array(o, np.float64) for o in outs)
 
 
-def ref_gather_picks(cand, pick, F, I):
+def ref_gather_picks(cand, pick, F, I):  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
     """``(slots, F[:, slots].T, I[:, slots].T)`` with ``slots = cand[pick]``
     (int64): what ``rank_and_gather`` copies for the picks."""
     slots = [int(cand[int(j)]) for j in _i(pick)]

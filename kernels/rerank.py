@@ -109,7 +109,7 @@ def _score_candidates(
     cand,
     cand_scores,
     F,
-    I,
+    I,  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
     tags,
     params,
     now,
@@ -246,7 +246,19 @@ def _score_candidates(
 
 @njit(nogil=True, cache=True)
 def fused_rerank(
-    cand, cand_scores, F, I, tags, params, type_allowed, w0_by_type, q_tags, rule_tags, rule_mult, mask_tags, k
+    cand,
+    cand_scores,
+    F,
+    I,  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    tags,
+    params,
+    type_allowed,
+    w0_by_type,
+    q_tags,
+    rule_tags,
+    rule_mult,
+    mask_tags,
+    k,
 ):
     """Rank candidate slots of one namespace; return the best ``k``.
 
@@ -311,7 +323,7 @@ def pack_query(params, w0_by_type, q_tags, rule_tags, rule_mult, mask_tags):
 
 
 @njit(nogil=True, cache=True)
-def rank_and_gather(q, labels, distances, F, I, tags, qf, qi, type_allowed, now, min_conf, k):
+def rank_and_gather(q, labels, distances, F, I, tags, qf, qi, type_allowed, now, min_conf, k):  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
     """:func:`fused_rerank`, then a copy of the picked candidates' columns (the
     snapshot a search keeps after it releases the namespace's lock), in one
     call and packed: the hot search path, where each array crossing into

@@ -520,7 +520,7 @@ def _check_structure(store: Any, log: Log, result: TrialResult, when: str, count
     for _, _, tier, key, off, _ in rows:
         if tier == 2 and (key is None or off is None):
             problems.append(f"{when}: a cold row has no location")
-    for ns, mid, tier, key, off, shard in rows:
+    for ns, mid, tier, _key, _off, shard in rows:
         if tier == 1 and shard is None:
             problems.append(f"{when}: warm memory {ns}/{mid} has no shard")
     for info_ns in NAMESPACES:
@@ -539,7 +539,7 @@ def _check_structure(store: Any, log: Log, result: TrialResult, when: str, count
         problems.append(f"{when}: duplicated {sorted(dup | hot_dup)[:5]}, shared cold locations {sorted(shared)[:3]}")
     if count:
         result.lost = max(result.lost, len(lost))
-        result.duplicated = max(result.duplicated, len(dup) + len(hot_dup) + sum(cold_locs[l] - 1 for l in shared))
+        result.duplicated = max(result.duplicated, len(dup) + len(hot_dup) + sum(cold_locs[loc] - 1 for loc in shared))
         result.acked = len(log.acked)
         result.policy_deleted = len(policy_deleted & log.acked)
 

@@ -28,7 +28,8 @@ def snapshot(store: TierStore):
     """Everything observable about the store's contents."""
     store.flush()
     rows = store.engine.catalog.query(
-        "SELECT ns, id, content, memory_type, confidence, access_count, tier, pinned, w_ref, due_at FROM memories ORDER BY ns, id"
+        "SELECT ns, id, content, memory_type, confidence, access_count, tier, pinned, w_ref, due_at"
+        " FROM memories ORDER BY ns, id"
     )
     return rows, store.stats().by_tier
 

@@ -82,7 +82,8 @@ def test_lengths_chunks_and_keep_alive(scripted):
     s = scripted(
         [
             b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 7\r\n\r\n{"a":1}',
-            b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\n{"b\r\n4\r\n":2}\r\n0\r\nX-Trailer: t\r\n\r\n',
+            b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\n{"b\r\n4\r\n":2}\r\n'
+            b"0\r\nX-Trailer: t\r\n\r\n",
             b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}",
         ]
     )

@@ -80,7 +80,7 @@ def cluster(moto_server, tmp_path_factory):
         if c is not None:
             for name in c.shards:
                 ray.kill(c.handle(name))
-        for name, handle in _extra_handles.items():
+        for handle in _extra_handles.values():
             ray.kill(handle)
         ray.shutdown()
 
@@ -261,7 +261,7 @@ def test_zombie_owner_is_fenced(cluster: Cluster) -> None:
             ray.get(handle.write.remote(s, uuid.uuid4().hex, "add", ns, ["late", _vec(rng)], {}), timeout=60)
         assert isinstance(info.value.cause, NotOwnerError)
     # none of its writes landed: the owners' state (rebuilt from the bucket) has none
-    for s, ns in targets:
+    for _s, ns in targets:
         contents = [m.content for m in cluster.memories(ns)]
         assert f"{ns} after the move" in contents
         assert not any("zombie" in c for c in contents)

@@ -241,7 +241,7 @@ def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path)
         assert sum(expected[(ns, i)] for ns, i, _ in stayed_hot) > 100  # enough was checked
         for ns, i, n in stayed_hot:
             assert n == expected[(ns, i)], f"{ns}/{i}: access_count {n}, recorded {expected[(ns, i)]}"
-        for ns, i, tier, n in rows:
+        for ns, i, _tier, n in rows:
             assert n <= expected[(ns, i)], f"{ns}/{i} counted {n} accesses of {expected[(ns, i)]}"
     finally:
         store.close()

@@ -74,7 +74,7 @@ def test_randomized_workload_never_leaks_across_namespaces(tmp_path):
     vectors: dict[tuple[str, str], np.ndarray] = {}
     counter = 0
     try:
-        for step in range(500):
+        for _step in range(500):
             ns = r.choice(NAMESPACES)
             op = r.choices(
                 ["add", "search", "touch", "feedback", "delete", "advance", "sweep", "restore", "reopen"],
@@ -332,7 +332,7 @@ def test_s3_keys_and_store_stay_inside_the_prefix(tmp_path, rng, moto_server, s3
     assert set(before) == set(sentinels)
     s3 = S3ObjectStore(s3_bucket, "tenant", endpoint_url=moto_server.endpoint_url, max_attempts=1)
     for key in BAD_KEYS:
-        for call in (lambda: s3.put(key, b"evil"), lambda: s3.get(key), lambda: s3.delete(key)):
+        for call in (lambda: s3.put(key, b"evil"), lambda: s3.get(key), lambda: s3.delete(key)):  # noqa: B023 (called in this iteration)
             with pytest.raises(InvalidInputError):
                 call()
     for prefix in ("../", "/", "..", "a/../"):

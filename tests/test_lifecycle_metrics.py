@@ -58,7 +58,9 @@ def at(clock: ManualClock, days: float) -> None:
 
 
 def script(store: TierStore, clock: ManualClock, rng) -> None:
-    add = lambda mid, mtype, **kw: store.add("a", mid, unit(rng), memory_type=mtype, confidence=0.95, id=mid, **kw)
+    def add(mid, mtype, **kw):
+        return store.add("a", mid, unit(rng), memory_type=mtype, confidence=0.95, id=mid, **kw)
+
     add("f1", "fact")
     add("f2", "fact", ttl_seconds=5 * DAY)
     add("f3", "fact")

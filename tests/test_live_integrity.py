@@ -103,14 +103,14 @@ def test_close_waits_for_a_sweep_and_racing_calls_get_store_closed(tmp_path):
         clock.advance(40 * DAY)
         outcomes: list[BaseException | str] = []
 
-        def sweeper() -> None:
+        def sweeper(store=store, outcomes=outcomes) -> None:
             try:
                 store.sweep()
                 outcomes.append("done")
             except BaseException as exc:  # noqa: BLE001 - checked below
                 outcomes.append(exc)
 
-        def searcher() -> None:
+        def searcher(store=store, outcomes=outcomes, trial=trial) -> None:
             try:
                 while True:
                     store.search("ns", rng.normal(size=DIM), k=5)

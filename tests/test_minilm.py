@@ -124,7 +124,7 @@ def _brute_force_cost(lengths: list[int], run_cost: int, max_texts: int) -> floa
 
 def test_length_groups_are_the_cheapest_split():
     rng = np.random.default_rng(7)
-    for trial in range(40):
+    for _trial in range(40):
         n = int(rng.integers(1, 10))
         lengths = sorted(int(x) for x in rng.integers(2, 80, n))
         run_cost, max_texts = int(rng.integers(0, 20)), int(rng.integers(1, 6))

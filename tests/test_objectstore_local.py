@@ -227,7 +227,7 @@ def test_put_if_absent_across_processes(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    for proc, (out, err) in zip(procs, outputs):
+    for proc, (_out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err
     results = [json.loads(out) for out, _ in outputs]
     store = LocalObjectStore(root)

@@ -107,6 +107,32 @@ def test_a_damaged_owner_object_is_refused_until_taken_over(tmp_path):
         assert ownership.read_owner(store.engine.cold.store).store_id == store.store_id
 
 
+def test_a_claim_that_races_an_owner_come_and_gone_claims_the_prefix(tmp_path):
+    # Another store claims the prefix between this store's read (no owner) and its conditional put, and its
+    # owner object is gone again by the next read: claim() used to take that None for an owner and fail
+    # with AttributeError; it claims the now-free prefix.
+    from tierstore.storage.objectstore import LocalObjectStore
+
+    class Raced(LocalObjectStore):
+        raced = False
+
+        def put_if_absent(self, key, data):
+            if key == ownership.OWNER_KEY and not self.raced:
+                self.raced = True
+                other = ownership.Owner("other-store", "/elsewhere", "host", T0).to_bytes()
+                assert super().put_if_absent(key, other)  # the other store wins the race...
+                put = super().put_if_absent(key, data)
+                self.delete(key)  # ...and gives the prefix up
+                return put
+            return super().put_if_absent(key, data)
+
+    objects = Raced(tmp_path / "cold")
+    ownership.claim(objects, "this-store", tmp_path)
+    assert objects.raced
+    owner = ownership.read_owner(objects)
+    assert isinstance(owner, ownership.Owner) and owner.store_id == "this-store"
+
+
 def test_a_missing_bucket_is_an_error_at_open_and_nothing_is_left(tmp_path, moto_server):
     with pytest.raises(StoreConfigError, match="cannot reach the object store"):
         TierStore.open(

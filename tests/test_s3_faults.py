@@ -400,7 +400,7 @@ def test_s3_server_down_then_restarted_without_its_data(tmp_path, rng, private_m
         report = store.sweep()
         assert report.errors == [] and report.archived == 5  # the pending batch, finished
         assert sorted(store.restore("b", ids=list(more))) == sorted(more)
-        for mid, (ns, content, emb) in more.items():
+        for mid, (ns, _content, emb) in more.items():
             assert store.get(ns, mid).embedding.tobytes() == emb
 
         # Batch 1 died with the server: restoring it is a clear error naming the key,

@@ -679,10 +679,10 @@ def _parse_policy(data: Mapping[str, Any]) -> Policy:
         for k, v in cd.items():
             key = f"confidence.{k}"
             if k == "source_defaults":
-                sd = dict(values["source_defaults"])
+                defaults = dict(values["source_defaults"])
                 for src, cv in _mapping(v, key).items():
-                    sd[str(src)] = _number(cv, f"{key}.{src}", lo=0.0, hi=1.0)
-                values["source_defaults"] = sd
+                    defaults[str(src)] = _number(cv, f"{key}.{src}", lo=0.0, hi=1.0)
+                values["source_defaults"] = defaults
             elif k == "feedback_initial":
                 values[k] = None if v is None else _number(v, key, lo=0.0, hi=1.0)
             elif k == "decay_half_life":

@@ -22,7 +22,8 @@ class Memory:
     (``add(key=...)``) and ``superseded_by`` the id of the memory that
     superseded it (explicitly, by key or automatically), while that holds;
     both are filled by :meth:`TierStore.get`, :meth:`TierStore.get_by_key` and
-    the listings (:meth:`TierStore.memories`, ``memories_page``), and left ``None`` on search hits (an explained hit's ``explain`` carries
+    the listings (:meth:`TierStore.memories`, ``memories_page``), and left
+    ``None`` on search hits (an explained hit's ``explain`` carries
     ``superseded_by``)."""
 
     id: str
@@ -149,7 +150,10 @@ class Hit:
         self._source.explains[self._j] = explain
 
     def __repr__(self) -> str:
-        return f"Hit(id={self.id!r}, score={self.score:.6g}, tier={self.memory.tier!r}, content={self.memory.content[:40]!r})"
+        return (
+            f"Hit(id={self.id!r}, score={self.score:.6g}, tier={self.memory.tier!r},"
+            f" content={self.memory.content[:40]!r})"
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Hit):

@@ -1,1 +1,2 @@
-"""What a store's history says: lifecycle metrics, the HTML report, policy simulation, Prometheus metrics, the synthetic workload."""
+"""What a store's history says: lifecycle metrics, the HTML report, policy simulation, Prometheus metrics,
+the synthetic workload."""

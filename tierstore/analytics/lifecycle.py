@@ -261,14 +261,14 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
             lives.append(life)
             open_life[key] = life
             ended_keys.discard(key)
-            for leave_t, leave_kind, leave_type in pending.pop(key, []):
+            for _leave_t, leave_kind, leave_type in pending.pop(key, []):
                 react.append((leave_kind, leave_type, None, None))  # the id was reused: that memory is gone
         if kind in END_KINDS and key not in ended_keys:
             # The first archive or delete ends the memory's (first) life.
             ended_keys.add(key)
-            life = open_life.pop(key, None)
-            if life is not None:
-                life["end"], life["end_kind"] = t, kind
+            ended = open_life.pop(key, None)
+            if ended is not None:
+                ended["end"], ended["end_kind"] = t, kind
             ends.append((mtype, int(access_count or 0)))
         if kind in LEAVE_KINDS:
             pending.setdefault(key, []).append((t, kind, mtype))
@@ -280,7 +280,7 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
                     (leave_kind, leave_type, delay, cause) if delay <= window else (leave_kind, leave_type, None, None)
                 )
         elif kind == "delete":
-            for leave_t, leave_kind, leave_type in pending.pop(key, []):
+            for _leave_t, leave_kind, leave_type in pending.pop(key, []):
                 react.append((leave_kind, leave_type, None, None))
         if kind == "feedback" and reason:
             tally = feedback.setdefault(key, [0, 0])
@@ -300,7 +300,7 @@ def lifecycle_metrics(store: Any, *, now: float | None = None, reactivation_days
                 td[TIERS.index(to_tier)] += 1
     # Leave events still waiting: reactivation is undecided while the window is open.
     open_count: dict[tuple[str, str], int] = {}
-    for key, items in pending.items():
+    for items in pending.values():
         for leave_t, leave_kind, leave_type in items:
             if leave_t + window <= now:
                 react.append((leave_kind, leave_type, None, None))
@@ -381,7 +381,7 @@ def _reactivation(
     react: list[tuple[str, str, float | None, str | None]], open_count: dict[tuple[str, str], int], days: float
 ) -> dict[str, Any]:
     def summary(items: list[tuple[str, str, float | None, str | None]], pending: int) -> dict[str, Any]:
-        delays = [r[2] for r in items if r[3] is not None]  # the ones that came back
+        delays = [delay for _, _, delay, cause in items if cause is not None and delay is not None]  # came back
         num = len(delays)
         by_cause = {c: sum(1 for r in items if r[3] == c) for c in BACK_CAUSES}
         return {
@@ -444,7 +444,7 @@ def _value(
             f"SELECT ns, id, memory_type FROM memories WHERE {cond}", [x for k in chunk for x in k]
         ):
             types[(ns, mid)] = mtype
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key in keys:
         pos, neg = fb.get(key, (0, 0))
         n = retrievals.get(key, 0)

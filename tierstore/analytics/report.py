@@ -39,6 +39,7 @@ from tierstore.optional import install_hint
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.typing import LineStyleType
 
     from tierstore.store import TierStore
 
@@ -356,7 +357,7 @@ def decay_figure(metrics: Mapping[str, Any], boost_every_s: float | None = None)
         colour = colours[name]
         w0, h, boost = float(tp["initial_weight"]), float(tp["half_life_s"]), float(tp["boost"])
         # Types with the same decay draw the same curve: dash the later ones so both stay visible.
-        style = "-" if (w0, h, boost) not in seen else (0, (4, 3))
+        style: LineStyleType = "-" if (w0, h, boost) not in seen else (0, (4, 3))
         seen.add((w0, h, boost))
         fate = fates[name]
         every = boost_every_s or h
@@ -392,7 +393,7 @@ def decay_figure(metrics: Mapping[str, Any], boost_every_s: float | None = None)
                 continued = True
         label = f"{name}: half-life {duration(h)}, TTL {duration(tp['ttl_s']) if tp['ttl_s'] else 'none'}"
         handles.append(Line2D([], [], color=colour, linewidth=1.6, linestyle=style, label=label))
-    styles = {"demote": ":", "archive": "--"}
+    styles: dict[str, LineStyleType] = {"demote": ":", "archive": "--"}
     for key, style in styles.items():
         if th[key] > 0:
             for ax in (top, bottom):

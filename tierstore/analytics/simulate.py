@@ -32,7 +32,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -693,11 +693,11 @@ def policy_changes(a: Policy, b: Policy, types: set[str] | None = None) -> list[
         if types is not None and name not in types:
             continue
         ta, tb = a.types[name], b.types[name]
-        for field, label in (
+        for attr, label in (
             ("supersede_above", "automatic supersession bar"),
             ("supersede_above_shared_tag", "automatic supersession bar with a shared tag"),
         ):
-            x, y = getattr(ta, field), getattr(tb, field)
+            x, y = getattr(ta, attr), getattr(tb, attr)
             if x != y:
                 # a lower bar (or one turned on) retires more memories: it forgets sooner
                 xv, yv = 2.0 if x is None else x, 2.0 if y is None else y
@@ -744,7 +744,7 @@ def _why(changes: list[Change], metric: str, types: Sequence[str] | None = None,
     return ", ".join(texts) + more
 
 
-def _main_types(da: dict[str, float], db: dict[str, float], share: float = 0.2) -> list[str]:
+def _main_types(da: Mapping[str, float], db: Mapping[str, float], share: float = 0.2) -> list[str]:
     """The types that account for most of the difference between two per-type
     tallies: largest absolute difference first, each at least ``share`` of the
     largest."""
@@ -905,10 +905,10 @@ def _explain(a: SimResult, b: SimResult, types: list[str]) -> list[str]:
         else:
             out.append(f"stale hits: the same ({a.stale_hits}/{a.labelled_searches})")
     if a.live_recall is not None and b.live_recall is not None:
-        d = b.live_recall - a.live_recall
-        if abs(d) >= 5e-4:
+        gain = b.live_recall - a.live_recall
+        if abs(gain) >= 5e-4:
             out.append(
-                f"live recall: {abs(d):.3f} {_more_fewer(d, 'higher', 'lower')} ({b.live_recall:.3f} vs "
+                f"live recall: {abs(gain):.3f} {_more_fewer(gain, 'higher', 'lower')} ({b.live_recall:.3f} vs "
                 f"{a.live_recall:.3f}) - {_why(ch, 'search', label_types)}"
             )
         else:

@@ -60,7 +60,7 @@ def _runner(letter: str) -> Callable[[BenchConfig], SuiteResult]:
     import importlib
 
     module = importlib.import_module(f"{__name__}.{SUITES[letter][0]}")
-    return module.run  # type: ignore[no-any-return]
+    return module.run
 
 
 def parse_suites(spec: str | None, quick: bool) -> list[str]:

@@ -284,7 +284,7 @@ class _Log:
         ]
         st, echo, change, echo2, q = table[kind]
         st, echo = self.wrap(st, LIFE), self.wrap(echo, HELP)
-        if change is not None:
+        if change is not None and echo2 is not None:  # a change always comes with its echo
             change, echo2 = self.wrap(change, LIFE), self.wrap(echo2, HELP)
         attribute = f"ep{slot}"
         m = float(r.uniform(0, 600))
@@ -293,7 +293,7 @@ class _Log:
             first.append(self.say(day, m + 1, "assistant", echo, "echo", attribute, 0))
         out: list[tuple[int, Any]] = [(day, ("first", first))]
         changed = change is not None and r.random() < 0.5 and day + 6 < self.days
-        if changed:
+        if changed and change is not None and echo2 is not None:  # (changed implies both: said again for mypy)
             cday = int(day + r.integers(3, 12))
             cday = min(cday, self.days - 1)
             second = [self.say(cday, float(r.uniform(0, 600)), "user", change, "fact", attribute, 1)]

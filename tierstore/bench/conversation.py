@@ -1172,18 +1172,24 @@ class _UserGen:
                     nxt = out[-1] + int(self.rng.integers(7, 29))
                 out.append(nxt)
             return out
-        pool: Sequence[Any] = {"manager": MANAGERS, "diet": DIETS, "tool": self.tool_kind[2], "home": STREETS}[attr]
-        out = []
+        pools: dict[str, Sequence[Any]] = {
+            "manager": MANAGERS,
+            "diet": DIETS,
+            "tool": self.tool_kind[2],
+            "home": STREETS,
+        }
+        pool = pools[attr]
+        vals = []
         for _ in range(n):
             # values never come back (no "we went back to Jira"): a stale turn could then say the very words
             # of a current one
             v = self.pick(pool)
-            while v in out:
+            while v in vals:
                 v = self.pick(pool)
-            out.append(v)
+            vals.append(v)
         if attr == "home":
-            out = [f"{int(self.rng.integers(2, 90))} {s}" for s in out]
-        return out
+            vals = [f"{int(self.rng.integers(2, 90))} {s}" for s in vals]
+        return vals
 
     # -- text
     def _fill(self, template: str, attr: str, value: Any, old: Any = None) -> str:
@@ -1344,7 +1350,10 @@ class _UserGen:
         tasks: list[list[tuple[str, str, str, str | None, int]]] = []
         while used + 2 <= target or not tasks:
             ask, answer = self.task()
-            block = [("user", ask[0].upper() + ask[1:], "task", None, 0), ("assistant", answer, "task", None, 0)]
+            block: list[tuple[str, str, str, str | None, int]] = [
+                ("user", ask[0].upper() + ask[1:], "task", None, 0),
+                ("assistant", answer, "task", None, 0),
+            ]
             if used + 4 <= target and self.chance(0.35):
                 fu, fa = self.pick(FOLLOW_UPS)
                 block += [("user", fu, "task", None, 0), ("assistant", fa, "task", None, 0)]
@@ -1769,7 +1778,7 @@ def score_tierstore(
                     else:
                         q = wl.questions[i]
                         ns = f"u{q.user}"
-                        extra = {"text": q.text} if variant.text_query else {}
+                        extra: dict[str, Any] = {"text": q.text} if variant.text_query else {}
                         hits = store.search(ns, qv[i], k=k, **variant.search_kwargs, **extra)
                         ranked = [h.id for h in hits]
                         sc.hits += len(hits)

@@ -191,6 +191,8 @@ SIBLINGS = ["Maya", "Tom", "Aiko", "Samir", "Lucia", "Pavel"]
 
 # statement templates per drifting slot: the first statement and the updates draw from the same list,
 # so that neither the live nor the stale statement is systematically closer to the query
+# the values each slot takes
+SLOT_VALUES: dict[str, list[Any]] = {"home": CITIES, "job": JOBS, "drink": DRINKS, "cuisine": CUISINES}
 SLOTS: dict[str, dict[str, Any]] = {
     "home": {
         "type": "fact",
@@ -250,7 +252,7 @@ SLOTS: dict[str, dict[str, Any]] = {
         "changes": (1, 3),
     },
 }
-LONG_LIVED = {
+LONG_LIVED: dict[str, dict[str, Any]] = {
     "allergy": {
         "say": "{n} is allergic to {v}",
         "ask": ["is {n} allergic to anything?", "what must {n} avoid for health reasons?"],
@@ -270,7 +272,7 @@ LONG_LIVED = {
         "values": SIBLINGS,
     },
 }
-PINNED = {
+PINNED: dict[str, Any] = {
     "say": "{n}'s emergency contact is {v}",
     "ask": ["who should I call in an emergency for {n}?", "who is {n}'s emergency contact?"],
     "topic": "emergency",
@@ -356,7 +358,7 @@ def drift_workload(users: int = 40, days: int = 90, seed: int = 0) -> Workload:
         values: dict[str, Any] = {}
         timeline: list[tuple[float, str, Any]] = []  # (t, slot, new value) of the changes
         for slot, spec in SLOTS.items():
-            pool = {"home": CITIES, "job": JOBS, "drink": DRINKS, "cuisine": CUISINES}[slot]
+            pool = SLOT_VALUES[slot]
             values[slot] = pick(pool)
             lo, hi = spec["changes"]
             n_changes = int(rng.integers(lo, hi + 1))
@@ -442,7 +444,7 @@ def drift_workload(users: int = 40, days: int = 90, seed: int = 0) -> Workload:
             if rng.random() < 0.2:
                 slot = pick(list(SLOTS))
                 spec = SLOTS[slot]
-                pool = {"home": CITIES, "job": JOBS, "drink": DRINKS, "cuisine": CUISINES}[slot]
+                pool = SLOT_VALUES[slot]
                 mems.append(
                     Mem(
                         f"{uid}-guess{d}",
@@ -958,7 +960,8 @@ def score_tierstore(
                     else:
                         q = wl.queries[i]
                         if novelty_half_life is None:
-                            hits = store.search(f"u{q.user}", qv[i], k=k, **({"text": q.text} if text_query else {}))
+                            extra: dict[str, Any] = {"text": q.text} if text_query else {}
+                            hits = store.search(f"u{q.user}", qv[i], k=k, **extra)
                             ids = [h.id for h in hits]
                             sc.hits += len(hits)
                             tiers = [h.memory.tier for h in hits]
@@ -969,7 +972,7 @@ def score_tierstore(
                             floor = store.policy.scoring.floor
                             hits = store.search(f"u{q.user}", qv[i], k=4 * k, record_access=False)
 
-                            def rescore(h: Any) -> float:
+                            def rescore(h: Any, now: float = now, floor: float = floor) -> float:
                                 nov = 2.0 ** (-(now - h.memory.created_at) / novelty_half_life)
                                 if novelty_weight is None:
                                     return h.score * (floor + (1 - floor) * nov)
@@ -984,8 +987,8 @@ def score_tierstore(
                         sc.record(q, ids, stored)
                         live = stored.get(q.live, q.live)
                         if q.kind in ("long", "pinned") and live not in ids[:5]:
-                            m = store.get(f"u{q.user}", live)  # where was the missed fact? (not an access)
-                            tier = "gone" if m is None else m.tier
+                            missed = store.get(f"u{q.user}", live)  # where was the missed fact? (not an access)
+                            tier = "gone" if missed is None else missed.tier
                             misses[tier] = misses.get(tier, 0) + 1
                         if ids:
                             store.touch(f"u{q.user}", [ids[0]])  # the agent used the first hit
@@ -1192,7 +1195,9 @@ def run(cfg: BenchConfig) -> SuiteResult:
             t: (Policy.default().types[t].supersede_above, Policy.default().types[t].supersede_above_shared_tag)
             for t in SWEEP_TYPES
         }
-        configs = [(b, "off", tagged) for tagged in (True, False) for b in SWEEP_BARS]
+        configs: list[tuple[float | str, float | str, bool]] = [
+            (b, "off", tagged) for tagged in (True, False) for b in SWEEP_BARS
+        ]
         base = default_bars["fact"][0] if default_bars["fact"][0] is not None else "off"
         configs += [(base, b, True) for b in SHARED_TAG_BARS]
         for above, shared, tagged in configs:

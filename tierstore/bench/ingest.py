@@ -42,7 +42,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
     vecs = clustered_vectors(n, DIM, seed=cfg.seed + 51)
     ids = [f"m{i}" for i in range(n)]
 
-    def tier(d):  # type: ignore[no-untyped-def]
+    def tier(d):
         def go() -> None:
             store = open_store(d / "store")
             try:
@@ -64,7 +64,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
             # the store's own choice of threads: all cores for >= 1000 items, one below
             index.add_items(vecs[s:stop], np.arange(s, stop), num_threads=-1 if stop - s >= 1000 else 1)
 
-    def chroma(d):  # type: ignore[no-untyped-def]
+    def chroma(d):
         def go() -> None:
             from tierstore.bench.seedref import SeedMemorySystem
 
@@ -90,7 +90,7 @@ def run(cfg: BenchConfig) -> SuiteResult:
             for name in order:
                 with workdir(cfg, f"ingest-{name}") as d:
                     fn = {"tierstore": tier(d), "raw": raw, "chroma": chroma(d) if with_chroma else None}[name]
-                    el, _ = timed(fn)  # type: ignore[arg-type]
+                    el, _ = timed(fn)
                 times[name].append(el / n)
                 bar.update()
     med = {k: float(np.median(v)) for k, v in times.items() if v}

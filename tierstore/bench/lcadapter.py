@@ -84,7 +84,7 @@ class HnswVectorStore(VectorStore):
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [d for d, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
-    def _select_relevance_score_fn(self):  # type: ignore[no-untyped-def]
+    def _select_relevance_score_fn(self):
         return lambda score: score  # already the cosine similarity
 
     @classmethod

@@ -576,12 +576,12 @@ def relations_workload(
         subjects = [(names[0], None), (names[1], roles[0]), (names[2], roles[1])]
         n_mem = 0
 
-        def ref(name: str, role: str | None) -> str:
+        def ref(name: str, role: str | None, primary: str = primary) -> str:
             if role is None or rng.random() < 0.5:
                 return name
             return f"{primary}'s {role} {name}"
 
-        def new_id(tag: str) -> str:
+        def new_id(tag: str, ns: str = ns) -> str:
             nonlocal n_mem
             n_mem += 1
             return f"{ns}-{tag}-{n_mem}"
@@ -599,11 +599,12 @@ def relations_workload(
                 values = rng.sample(spec["values"], n_values)
                 if rel == "pet":  # two pets never share a name
                     seen2: set[str] = set()
-                    values = [
-                        v
-                        for v in rng.sample(spec["values"], len(spec["values"]))
-                        if not (v[1] in seen2 or seen2.add(v[1]))
-                    ][:n_values]
+                    values = []
+                    for v in rng.sample(spec["values"], len(spec["values"])):
+                        if v[1] not in seen2:
+                            seen2.add(v[1])
+                            values.append(v)
+                    values = values[:n_values]
                 stated_days = sorted(rng.sample(range(0, days - 2), n_values))
                 groups: list[list[_Statement]] = []
                 for v, day in zip(values, stated_days):

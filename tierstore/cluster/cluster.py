@@ -124,7 +124,7 @@ def _enable_local_token(ray: Any) -> None:
 
 def _chain_text(exc: BaseException) -> str:
     """The messages of ``exc`` and its causes (Ray wraps the auth failure twice)."""
-    parts = []
+    parts: list[str] = []
     seen: BaseException | None = exc
     while seen is not None and len(parts) < 8:
         parts.append(f"{type(seen).__name__}: {seen}")
@@ -272,7 +272,8 @@ class Cluster:
         lease_check_s: float,
         keep_history: bool,
     ) -> None:
-        """Find the running shards (or take the new cluster's checked bucket), start ``shards`` more, place the slots."""
+        """Find the running shards (or take the new cluster's checked bucket), start ``shards`` more, place the
+        slots."""
         ray = _ray()
         self._discover()
         if self._handles:
@@ -552,9 +553,10 @@ class Cluster:
                 else:
                     raise
             except self._rayexc.RayActorError:
-                self._fail_over(shard)
+                if shard is not None:  # always: without a shard there is no handle to fail
+                    self._fail_over(shard)
             except self._rayexc.GetTimeoutError:
-                if not self._answers(handle):
+                if shard is not None and not self._answers(handle):
                     self._fail_over(shard)
             if time.monotonic() > deadline:
                 raise ClusterError(f"slot {slot}: no owner answered within {self.retry_for_s} s")

@@ -213,10 +213,10 @@ class Shard:
                     state.replay(conflict.record)
             else:
                 raise NotOwnerError(slot, f"slot {slot}: could not fence the log in {_FENCE_ATTEMPTS} tries")
-        except FencedError:
+        except FencedError as exc:
             store.close()
             shutil.rmtree(path, ignore_errors=True)
-            raise NotOwnerError(slot, f"slot {slot} was taken by a newer owner while {self.name} replayed it")
+            raise NotOwnerError(slot, f"slot {slot} was taken by a newer owner while {self.name} replayed it") from exc
         except BaseException:
             store.close()
             shutil.rmtree(path, ignore_errors=True)

@@ -1,1 +1,2 @@
-"""The engine and its operations: opening a store, ingest, updates, reads, search across tiers, integrity, background sweeps."""
+"""The engine and its operations: opening a store, ingest, updates, reads, search across tiers, integrity,
+background sweeps."""

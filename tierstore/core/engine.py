@@ -182,7 +182,8 @@ class Engine:
             return
         self.catalog.submit(
             lambda conn: conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('clock', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                "INSERT INTO meta (key, value) VALUES ('clock', ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (rec.to_json(),),
             )
         )
@@ -272,7 +273,7 @@ class Engine:
 
     def refresh_due(self, hot: HotNamespace, s: int) -> None:
         """Recompute slot ``s``'s due time and mark it dirty (hold access_lock)."""
-        F, I = hot.F, hot.I
+        F, I = hot.F, hot.I  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         F[C.F_DUE, s] = lifetime.due_at(
             self.compiled_policy,
             TIER_HOT,
@@ -378,7 +379,8 @@ class Engine:
                 self._flusher.join(timeout=30)
                 try:
                     self.flush()
-                    self._clock_trusted and self.save_clock()
+                    if self._clock_trusted:
+                        self.save_clock()
                     self.hot.checkpoint()
                 finally:
                     self.catalog.close()

@@ -165,9 +165,10 @@ def repair(store: Any, *, now: float | None = None) -> IntegrityReport:
         # Tombstones: written again from the catalog's list.
         for p in first.problems:
             if p.kind == "tombstone":
-                ns, mid, at = eng.catalog.query_one(
-                    "SELECT ns, id, deleted_at FROM tombstones WHERE key = ?", (p.where,)
-                )
+                row = eng.catalog.query_one("SELECT ns, id, deleted_at FROM tombstones WHERE key = ?", (p.where,))
+                if row is None:  # not expected: verify found it, under the same sweep lock
+                    continue
+                ns, mid, at = row
                 eng.cold.store.put(p.where, tombstones.encode(tombstones.Tombstone(ns, mid, at)))
                 done.append(f"rewrote tombstone {p.where} from the catalog")
         # Cold-index codes: the bad ones dropped, every missing one written from its archived vector.
@@ -208,7 +209,7 @@ def _verify_keywords(eng: Engine, report: IntegrityReport) -> None:
     if not cat.has_table("memory_text"):
         return
     found = keyword_index.check_index(cat)
-    report.checked["keyword_index"] = int(cat.query_one("SELECT count(*) FROM memory_text_docsize")[0])
+    report.checked["keyword_index"] = int(cat.query("SELECT count(*) FROM memory_text_docsize")[0][0])
     for what, rids in (("missing", found["missing"]), ("extra", found["extra"])):
         if rids:
             desc = (

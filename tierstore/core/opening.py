@@ -87,10 +87,8 @@ def reapply_policy(eng: Engine, chunk: int = 100_000) -> None:
             (wi, now, hi, _sql_time(ti), _sql_time(di), ri)
             for wi, hi, ti, di, ri in zip(w.tolist(), h.tolist(), ttl.tolist(), due.tolist(), rid.tolist())
         ]
-        eng.catalog.write(
-            lambda conn, updates=updates: conn.executemany(
-                "UPDATE memories SET w_ref = ?, t_ref = ?, half_life = ?, ttl = ?, due_at = ? WHERE rid = ?", updates
-            )
+        eng.catalog.executemany(
+            "UPDATE memories SET w_ref = ?, t_ref = ?, half_life = ?, ttl = ?, due_at = ? WHERE rid = ?", updates
         )
 
 

@@ -36,10 +36,10 @@ def get_by_key(eng: Engine, ns: str, key: str) -> Memory | None:
     """See :meth:`TierStore.get_by_key`."""
     eng.check_open()
     check_namespace(ns)
-    key = check_key(key)
-    if key is None:
+    checked = check_key(key)
+    if checked is None:
         raise InvalidInputError("get_by_key needs a key, got None")
-    mid = supersession.live_id_of_key(eng.catalog, ns, key)
+    mid = supersession.live_id_of_key(eng.catalog, ns, checked)
     return None if mid is None else get(eng, ns, mid)
 
 

@@ -228,7 +228,10 @@ def search(
         return hits
     # Merge with the warm and cold tiers: the best k of all by (score, similarity).
     raw = ranked.raw
-    merged = [(h.score, float(raw[i, 0]), 0, i, h, None) for i, h in enumerate(hits)]
+    # (score, similarity, tier, position in its tier's list, hit, the warm or cold tier's row; None for hot)
+    merged: list[tuple[float, float, int, int, Hit, RowHit | None]] = [
+        (h.score, float(raw[i, 0]), 0, i, h, None) for i, h in enumerate(hits)
+    ]
     seen = {h.id for h in hits}  # a memory that moved tiers between two passes keeps its first hit
     if warm_shards:
         warm = search_warm(eng, ns, q, k, ctx, allowed, min_conf, now, explain)
@@ -271,7 +274,7 @@ def search(
             merged.sort(
                 key=lambda m: (
                     (False, -m[5].order, m[3])
-                    if m[2] == 2 and m[1] > best and m[5].row.ttl_seconds != 0.0
+                    if m[2] == 2 and m[5] is not None and m[1] > best and m[5].row.ttl_seconds != 0.0
                     else (True, -m[0], -m[1], m[2], m[3])
                 )
             )

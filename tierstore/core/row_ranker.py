@@ -22,7 +22,7 @@ import numpy as np
 
 from tierstore.errors import ObjectNotFoundError
 from tierstore.kernels import TIER_COLD, fused_rerank
-from tierstore.records import Hit, HitRows, Memory
+from tierstore.records import Explain, Hit, HitRows, Memory
 from tierstore.rules.scoring import CompiledPolicy, QueryContext
 from tierstore.rules.supersession import unsuperseded_rows
 from tierstore.rules.tags import TagVocab
@@ -77,7 +77,7 @@ class RowRanker:
         if not rows:
             return [], []
         cp = self.cp
-        F, I, tags = columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])
+        F, I, tags = columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         pick, scores, norm, raw = fused_rerank(
             np.arange(len(rows), dtype=np.int64),
             np.asarray(sims, np.float32),
@@ -101,11 +101,10 @@ class RowRanker:
         picked = pick.tolist()
         chosen = [rows[j] for j in picked]
         score_list = scores.tolist()
-        explains = None
+        explains: list[Explain | None] | None = None
         if explain:
-            explains = list(map(cp.explain, raw.tolist(), norm.tolist(), score_list, repeat(tier)))
-            if note is not None:
-                explains = [replace(e, reached_because=note) for e in explains]
+            made = map(cp.explain, raw.tolist(), norm.tolist(), score_list, repeat(tier))
+            explains = list(made) if note is None else [replace(e, reached_because=note) for e in made]
         source = HitRows([r.id for r in chosen], score_list, explains, [self.memory_of(r, now) for r in chosen])
         orders = score_list if rel is None else rel.tolist()
         return picked, [RowHit(Hit(source, i), float(raw[i, 0]), r, order=orders[i]) for i, r in enumerate(chosen)]
@@ -174,9 +173,9 @@ def search_cold(
     after what replaced it, as in the other tiers),
     their exact similarities from the archived vectors (each read alone
     where the index knows its place), then the fused
-    score (policy ``scoring.cold_order``: without the use factors). An archive object that cannot be read (missing, damaged, the
-    object store down) costs its candidates, not the search: the failures
-    are appended to ``errors``. One missing because a compaction moved its
+    score (policy ``scoring.cold_order``: without the use factors). An archive
+    object that cannot be read (missing, damaged, the object store down) costs
+    its candidates, not the search: the failures are appended to ``errors``. One missing because a compaction moved its
     records after the rows were read is read again, once, where the catalog
     now points (no error when every candidate is then read, or has left the
     cold tier)."""

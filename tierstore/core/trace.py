@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +40,7 @@ def decode_vector(s: str) -> np.ndarray:
 class TraceWriter:
     """Appends trace lines to a file; thread-safe; flushed per line."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._f = open(self.path, "a", encoding="utf-8")
         self._lock = threading.Lock()

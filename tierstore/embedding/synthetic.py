@@ -20,6 +20,15 @@ _WORD_RE = re.compile(r"[a-z0-9]+")
 STOPWORDS = frozenset("a an the to of in on for and or is was be at by with about from as it this that i".split())
 
 
+# A module-level cache keyed by what the vector depends on: one on the method would key on (and keep alive)
+# every embedder that ever asked.
+@lru_cache(maxsize=65536)
+def _word_vector(salt: str, dim: int, word: str) -> np.ndarray:
+    seed = int.from_bytes(hashlib.blake2b(f"{salt}:{word}".encode(), digest_size=8).digest(), "little")
+    v = np.random.default_rng(seed).normal(size=dim)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
 class HashingEmbedder:
     def __init__(
         self, dim: int = 384, salt: str = "tierstore", ignore: tuple[str, ...] = (), topic_weight: float = 2.0
@@ -29,11 +38,8 @@ class HashingEmbedder:
         self.ignore = STOPWORDS | {w.lower() for w in ignore}
         self.topic_weight = topic_weight
 
-    @lru_cache(maxsize=65536)
     def word_vector(self, word: str) -> np.ndarray:
-        seed = int.from_bytes(hashlib.blake2b(f"{self.salt}:{word}".encode(), digest_size=8).digest(), "little")
-        v = np.random.default_rng(seed).normal(size=self.dim)
-        return (v / np.linalg.norm(v)).astype(np.float32)
+        return _word_vector(self.salt, self.dim, word)
 
     def embed(self, text: str, topics: tuple[str, ...] | list[str] = ()) -> np.ndarray:
         """L2-normalised float32 vector of ``text`` (and its ``topics``)."""

@@ -170,7 +170,7 @@ class WireRows:
         return m
 
     def content(self, j: int) -> str:
-        return self._maps[j]["content"]  # type: ignore[no-any-return]
+        return self._maps[j]["content"]
 
     def metadata(self, j: int) -> dict[str, Any] | None:
         return self.memory(j).metadata

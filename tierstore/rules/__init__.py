@@ -1,1 +1,2 @@
-"""The rules of forgetting: lifetime arithmetic, scoring inputs, supersession and resolution, dedupe, tags, input validation."""
+"""The rules of forgetting: lifetime arithmetic, scoring inputs, supersession and resolution, dedupe, tags,
+input validation."""

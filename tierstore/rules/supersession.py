@@ -141,7 +141,9 @@ def settle_slots(conn: sqlite3.Connection, ns: str, keys: Sequence[str], rids: s
             f" WHERE m.ns = ? AND m.key = ? AND {_LIVE} ORDER BY m.created_at DESC, m.rid DESC",
             (ns, key),
         ).fetchall()
-        newest = live[0] if live else None
+        if not live:
+            continue
+        newest = live[0]
         for rid, _, _, prior in live[1:]:
             if rid not in rids:
                 continue

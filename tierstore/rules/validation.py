@@ -7,7 +7,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ KEY_MAX_LEN = 128
 # A key names a slot ("home_city", "project:sparrow/deadline", "住所"): letters and
 # digits of any script and a few separators; no spaces or control characters, so
 # that a key is one word in logs, URLs and the command line.
-KEY_RE = re.compile(r"[\w.:/@#+-]{1,%d}" % KEY_MAX_LEN)
+KEY_RE = re.compile(rf"[\w.:/@#+-]{{1,{KEY_MAX_LEN}}}")
 TAG_MAX_LEN = 128
 # Entries a list of tags may hold before duplicates are dropped: refused
 # above this before any entry is looked at, so a list of 25 000 costs nothing.
@@ -179,8 +179,8 @@ def check_key(value: Any) -> str | None:
         raise InvalidKeyError(f"key must be a string or None, got {type(value).__name__}")
     if not KEY_RE.fullmatch(value):
         raise InvalidKeyError(
-            f"invalid key {shown(value, 40)} ({len(value)} characters): expected 1-{KEY_MAX_LEN} characters of letters, "
-            "digits and _ . : / - @ # + (no spaces)"
+            f"invalid key {shown(value, 40)} ({len(value)} characters): expected 1-{KEY_MAX_LEN} characters of "
+            "letters, digits and _ . : / - @ # + (no spaces)"
         )
     return _text(value, f"key {shown(value)}")
 
@@ -371,6 +371,7 @@ def check_metadata(value: Any, max_bytes: int = METADATA_MAX_BYTES) -> str | Non
     return text
 
 
+_fast_loads: Callable[[str], Any] | None
 try:  # a faster parser when installed (LangChain's own dependencies bring it); json otherwise
     from orjson import loads as _fast_loads
 except ImportError:  # pragma: no cover - depends on the environment
@@ -387,8 +388,8 @@ def load_metadata(text: str) -> dict[str, Any]:
     hit's metadata is read per hit), json when the text may hold an integer
     orjson would not keep exact."""
     if _fast_loads is None or _LONG_DIGITS.search(text) is not None:
-        return json.loads(text)  # type: ignore[no-any-return]
-    return _fast_loads(text)  # type: ignore[no-any-return]
+        return json.loads(text)
+    return _fast_loads(text)
 
 
 def _check_json(value: Any, path: str, depth: int) -> None:

@@ -580,6 +580,16 @@ class Catalog:
         once committed, or raise its exception (its changes rolled back)."""
         return self.submit(fn).result()
 
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """One statement in the next group commit, as :meth:`write`. Its
+        arguments are bound by the call, so a loop can run one per item (a
+        lambda there would close over the loop's variables)."""
+        self.write(lambda conn: conn.execute(sql, params))
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """:meth:`execute` for ``conn.executemany``."""
+        self.write(lambda conn: conn.executemany(sql, rows))
+
     def submit(self, fn: Callable[[sqlite3.Connection], T]) -> Future[T]:
         """Queue ``fn`` for the next group commit without waiting."""
         fut: Future[T] = Future()
@@ -594,13 +604,14 @@ class Catalog:
 
     def _run(self) -> None:
         conn = self._writer
+        assert conn is not None, "the writer thread starts after the writer connection is made"
         while True:
             with self._cond:
                 while not self._queue and not self._closed:
                     self._cond.wait()
                 if not self._queue and self._closed:
                     return
-                batch = []
+                batch: list[tuple[Callable[[sqlite3.Connection], Any], Future[Any]]] = []
                 while self._queue and len(batch) < self._max_batch:
                     batch.append(self._queue.popleft())
             outcomes: list[tuple[Future[Any], Any, BaseException | None]] = []
@@ -627,11 +638,11 @@ class Catalog:
                 for _, fut in batch:
                     fut.set_exception(exc)
                 continue
-            for fut, result, exc in outcomes:
-                if exc is None:
+            for fut, result, error in outcomes:
+                if error is None:
                     fut.set_result(result)
                 else:
-                    fut.set_exception(exc)
+                    fut.set_exception(error)
 
     def sync(self) -> None:
         """Force every transaction committed so far to disk.

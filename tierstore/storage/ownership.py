@@ -20,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from tierstore.errors import ObjectNotFoundError, StoreConfigError
 from tierstore.storage.objectstore import ObjectStore
@@ -70,7 +71,7 @@ def parse_claim(data: bytes, fmt: str, who: str) -> dict | None:
         return None
 
 
-def read_owner(objects: ObjectStore) -> Owner | None | bool:
+def read_owner(objects: ObjectStore) -> Owner | None | Literal[False]:
     """The prefix's owner; ``None`` if there is no owner object, ``False`` if
     there is one that does not parse."""
     try:
@@ -86,9 +87,11 @@ def claim(objects: ObjectStore, store_id: str, root: Path, *, take_over: bool = 
     naming the store that owns it. Object-store errors propagate."""
     mine = Owner(store_id, str(root.resolve()), socket.gethostname(), time.time())
     current = read_owner(objects)
-    if current is None and objects.put_if_absent(OWNER_KEY, mine.to_bytes()):
-        return
-    if current is None:  # another store claimed it between our read and our put
+    # None: no owner object. Another store may claim the prefix between our read and our put, and its
+    # owner object may be gone again when we read it (that store gave the prefix up): then claim again.
+    while current is None:
+        if objects.put_if_absent(OWNER_KEY, mine.to_bytes()):
+            return
         current = read_owner(objects)
     if isinstance(current, Owner) and current.store_id == store_id:
         return

@@ -16,7 +16,7 @@ class _Side:
 
     __slots__ = ("_enter", "_exit")
 
-    def __init__(self, enter, exit) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, enter, exit) -> None:
         self._enter = enter
         self._exit = exit
 

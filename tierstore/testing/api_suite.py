@@ -59,7 +59,7 @@ def snapshot(api: Any, ids: dict[str, list[str]]) -> Any:
     return api.namespaces(), mems, stats.total, stats.by_tier, stats.by_type, stats.pinned
 
 
-BAD_ADDS = [
+BAD_ADDS: list[tuple[dict[str, Any], type[Exception]]] = [
     (dict(embedding=np.ones(DIM + 1)), DimensionMismatchError),
     (dict(embedding=[1.0, 2.0]), DimensionMismatchError),
     (dict(embedding=np.full(DIM, np.nan)), InvalidVectorError),
@@ -352,7 +352,7 @@ class StoreAPITests:
         # bad input: the error class TierStore raises, and nothing changes
         _, cursor = api.memories_page("p", limit=1)
         before = snapshot(api, {"p": ids})
-        for kwargs, exc in [
+        bad_pages: list[tuple[dict[str, Any], type[Exception]]] = [
             (dict(after="not a cursor"), InvalidInputError),
             (dict(after="W10"), InvalidInputError),  # base64 of JSON, but not a cursor
             (dict(after=5), InvalidInputError),
@@ -363,7 +363,8 @@ class StoreAPITests:
             (dict(limit=True), InvalidInputError),
             (dict(with_embedding="yes"), InvalidInputError),
             (dict(ns="a/b"), InvalidNamespaceError),
-        ]:
+        ]
+        for kwargs, exc in bad_pages:
             ns = kwargs.pop("ns", "p")
             with pytest.raises(exc) as info:
                 api.memories_page(ns, **kwargs)
@@ -379,7 +380,7 @@ class StoreAPITests:
         assert api.dim == DIM and isinstance(api.dim, int)
         assert isinstance(api.policy, Policy) and api.policy == Policy()  # the fixture's store: the default
         assert isinstance(api.store_id, str) and len(api.store_id) == 32 and api.store_id == api.store_id
-        assert (api.embedder.name, api.embedder.dim) == (hash_embed.name, DIM)
+        assert (api.embedder.name, api.embedder.dim) == (hash_embed.name, DIM)  # type: ignore[attr-defined]
         for name in ("dim", "policy", "store_id", "embedder"):
             with pytest.raises(AttributeError):  # read-only: what the store is, not a setting
                 setattr(api, name, None)
@@ -442,7 +443,7 @@ class StoreAPITests:
     def test_bad_search_arguments_change_nothing(self, api: Any, rng: np.random.Generator) -> None:
         mid = api.add("alice", "x", unit(rng))
         before = snapshot(api, {"alice": [mid]})
-        cases = [
+        cases: list[tuple[dict[str, Any], type[Exception]]] = [
             (dict(query=np.ones(3)), DimensionMismatchError),
             (dict(query=np.zeros(DIM)), InvalidVectorError),
             (dict(query=np.zeros(DIM, np.float32)), InvalidVectorError),

@@ -129,7 +129,7 @@ def encode_one(weights: Mapping[str, np.ndarray], config: Mapping[str, object], 
     for i in range(int(config["num_hidden_layers"])):  # type: ignore[call-overload]
         p = f"encoder.layer.{i}."
 
-        def dense(v: np.ndarray, name: str) -> np.ndarray:
+        def dense(v: np.ndarray, name: str, p: str = p) -> np.ndarray:
             return v @ w[p + name + ".weight"].T + w[p + name + ".bias"]
 
         q, k, v = (dense(x, f"attention.self.{m}") for m in ("query", "key", "value"))

@@ -196,12 +196,12 @@ class ColdTier:
                 found: list[tuple[str | None, bytes]] = []
                 whole: list[int] = []  # positions in idxs to read as whole records
                 for n, i in enumerate(idxs):
-                    crc = crcs[i]
-                    if crc is None:
+                    want_crc = crcs[i]
+                    if want_crc is None:
                         found.append(
                             decode_vector(frames[n], f"archive object {key} at byte {locations[i].offset}", self.dim)
                         )
-                    elif zlib.crc32(frames[n]) == crc:
+                    elif zlib.crc32(frames[n]) == want_crc:
                         found.append((None, frames[n]))
                     else:
                         whole.append(n)
@@ -247,7 +247,7 @@ class ColdTier:
     def _read(self, key: str, spans: list[tuple[int, int]]) -> list[bytes]:
         read_ranges = _ranges_reader(self.store)
         if read_ranges is not None:
-            return read_ranges(self.store, key, spans)  # type: ignore[no-any-return]
+            return read_ranges(self.store, key, spans)
         return [self.store.get(key, start, end) for start, end in spans]
 
     def delete(self, key: str) -> None:

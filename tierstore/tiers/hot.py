@@ -215,7 +215,7 @@ def columns_from_rows(
         .reshape(k, C.NF)
         .T
     )
-    I = np.zeros((C.NI, k), np.int64)
+    I = np.zeros((C.NI, k), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
     I[C.I_TYPE] = [type_idx[r.memory_type] for r in rows]
     I[C.I_ACCESS_COUNT] = I[C.I_FLUSHED_COUNT] = [r.access_count for r in rows]
     I[C.I_PINNED] = [1 if r.pinned else 0 for r in rows]
@@ -268,7 +268,7 @@ class HotNamespace:
             cap *= 2
         F = np.zeros((C.NF, cap), np.float64)
         F[:, : self.n] = self.F[:, : self.n]
-        I = np.zeros((C.NI, cap), np.int64)
+        I = np.zeros((C.NI, cap), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         I[:, : self.n] = self.I[:, : self.n]
         tags = np.full((cap, self.tags.shape[1]), -1, np.int32)
         tags[: self.n] = self.tags[: self.n]
@@ -318,7 +318,7 @@ class HotNamespace:
             self.sources.append("")
             self.tag_names.append(())
             self.metadata.append(None)
-        F, I, tags = columns_from_rows(rows, self._type_idx, tag_ids)
+        F, I, tags = columns_from_rows(rows, self._type_idx, tag_ids)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         self.F[:, slot_arr] = F
         self.I[:, slot_arr] = I
         self.tags[slot_arr, :] = -1
@@ -405,7 +405,7 @@ class HotNamespace:
             vecs = self.vectors[live].copy()
         k = live.size
         F = self.F[:, live].copy()
-        I = self.I[:, live].copy()
+        I = self.I[:, live].copy()  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         tags = self.tags[live].copy()
         rids = self.rids[live].copy()
         ids = [self.ids[s] for s in live.tolist()]
@@ -472,11 +472,13 @@ class HotNamespace:
             return _NO_HITS
         sc = cp.policy.scoring
         want = min(live, max(k * sc.oversample, sc.min_candidates, k))
-        exact = self.index is None
+        index = self.index
+        exact = index is None
         qf = ctx.packed[0 if exact else 1]
         sims = inner_products(q, self.vectors, self.n) if exact else None
         while True:
-            if exact:
+            if index is None:
+                assert sims is not None  # computed above when exact
                 if want >= live:
                     cand, cand_scores = self.arange[: self.n], sims
                 else:
@@ -486,12 +488,12 @@ class HotNamespace:
                 try:
                     # k positional: pybind11's keyword parsing costs more than the rest of the call
                     # (1, want) arrays, passed on as they are: a row view costs more than the kernel's reshape
-                    cand, cand_scores = self.index.knn_query(q, want)  # type: ignore[union-attr]
+                    cand, cand_scores = index.knn_query(q, want)
                 except RuntimeError:
                     # hnswlib could not reach `want` live nodes (many deletions):
                     # score every live slot exactly instead.
                     cand = np.flatnonzero(self.I[C.I_ALIVE, : self.n]).astype(np.int64)
-                    cand_scores = np.asarray(self.index.get_items(cand, return_type="numpy"), np.float32) @ q
+                    cand_scores = np.asarray(index.get_items(cand, return_type="numpy"), np.float32) @ q
                     qf = ctx.packed[0]
                     want = live
             rf, ri, n2 = rank_and_gather(
@@ -572,7 +574,7 @@ class HotNamespace:
 
     def state_row(self, s: int) -> tuple[Any, ...]:
         """The mutable state of slot ``s`` in catalog.STATE_COLUMNS order, plus rid."""
-        F, I = self.F, self.I
+        F, I = self.F, self.I  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         fb = F[C.F_CONF_FEEDBACK, s]
         ttl = F[C.F_TTL, s]
         due = F[C.F_DUE, s]
@@ -603,7 +605,7 @@ class HotNamespace:
         if dirty.size == 0:
             return [], []
         states, accesses = [], []
-        I = self.I
+        I = self.I  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         for s in dirty.tolist():
             if not I[C.I_ALIVE, s]:
                 continue
@@ -779,7 +781,7 @@ class HotTier:
             known = [(r, rid_slot[r.rid]) for r in rows if r.rid in rid_slot]
             fresh = [r for r in rows if r.rid not in rid_slot]
             used = {s for _, s in known}
-            for rid, s in rid_slot.items():
+            for s in rid_slot.values():
                 if s not in used:
                     try:
                         index.mark_deleted(s)

@@ -109,7 +109,7 @@ class Migrator:
     # ------------------------------------------------------------------ helpers
 
     @property
-    def cp(self):  # type: ignore[no-untyped-def]
+    def cp(self):
         return self.engine.compiled_policy
 
     def _event(
@@ -550,9 +550,7 @@ class Migrator:
             if rows:
                 self._finish_batches([(key, ns, rows)], now, report)
             else:
-                eng.catalog.write(
-                    lambda conn, key=key: conn.execute("UPDATE archives SET state = 'done' WHERE key = ?", (key,))
-                )
+                eng.catalog.execute("UPDATE archives SET state = 'done' WHERE key = ?", (key,))
                 self.collect_archives({key})
 
     def collect_archives(self, keys: Iterable[str]) -> int:
@@ -573,7 +571,7 @@ class Migrator:
         for key in empty:
             eng.cold.delete(key)
             crash_point("collect.after_object_delete")
-            eng.catalog.write(lambda conn, key=key: conn.execute("DELETE FROM archives WHERE key = ?", (key,)))
+            eng.catalog.execute("DELETE FROM archives WHERE key = ?", (key,))
         return len(empty)
 
     # -- tombstones --------------------------------------------------------------------------
@@ -829,9 +827,9 @@ class Migrator:
                     if not _unchanged(conn, old):
                         continue
                     conn.execute(
-                        "UPDATE memories SET tier = ?, embedding = ?, shard = NULL, cold_key = NULL, cold_offset = NULL,"
-                        " cold_length = NULL, w_ref = ?, t_ref = ?, ttl_anchor = ?, access_count = ?,"
-                        " last_accessed_at = ?, due_at = ? WHERE rid = ?",
+                        "UPDATE memories SET tier = ?, embedding = ?, shard = NULL, cold_key = NULL,"
+                        " cold_offset = NULL, cold_length = NULL, w_ref = ?, t_ref = ?, ttl_anchor = ?,"
+                        " access_count = ?, last_accessed_at = ?, due_at = ? WHERE rid = ?",
                         (
                             TIER_HOT,
                             nr.embedding,
@@ -1198,7 +1196,14 @@ class Migrator:
                     )
                     plan.append((entry, rec, row, replace, forgotten))
 
-                def write(conn: sqlite3.Connection, key: str = key, ns: str = ns, plan: Any = plan) -> None:
+                def write(
+                    conn: sqlite3.Connection,
+                    key: str = key,
+                    ns: str = ns,
+                    plan: Any = plan,
+                    records: Any = records,
+                    now: float = now,
+                ) -> None:
                     rids = []
                     stale = False  # the object holds records no catalog row points at
                     for entry, rec, seen, replace, forgotten in plan:
@@ -1365,10 +1370,11 @@ def _fts_query(text: str) -> str:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
-def _place(at: int, embedding: bytes) -> tuple[int | None, int | None]:
+def _place(at: int, embedding: bytes | None) -> tuple[int | None, int | None]:
     """The ``(vector_at, vector_crc)`` a cold-index code row keeps of an
-    archived embedding: ``(None, None)`` if its place in the frame is not known."""
-    return (None, None) if at < 0 else (at, vector_crc(bytes(embedding)))
+    archived embedding: ``(None, None)`` if its place in the frame is not known
+    (a record written without its vector has none)."""
+    return (None, None) if at < 0 or embedding is None else (at, vector_crc(bytes(embedding)))
 
 
 def _code_of(embedding: bytes, dim: int) -> bytes:

@@ -99,9 +99,7 @@ def write_pending(catalog: Catalog, objects: ObjectStore) -> int:
         catalog.sync()  # the delete is on disk before its tombstone: never a tombstone for a memory that lives
     for key, ns, mid, at in rows:
         objects.put_if_absent(key, encode(Tombstone(ns, mid, at)))  # False: written before the crash
-        catalog.write(
-            lambda conn, key=key: conn.execute("UPDATE tombstones SET state = 'written' WHERE key = ?", (key,))
-        )
+        catalog.execute("UPDATE tombstones SET state = 'written' WHERE key = ?", (key,))
         done += 1
     return done
 
@@ -122,7 +120,7 @@ def collect(catalog: Catalog, objects: ObjectStore) -> int:
         catalog.sync()  # the rewrites that made these tombstones unneeded are on disk first
     for (key,) in rows:
         objects.delete(key)  # the object first: a crash leaves a row, dropped next time
-        catalog.write(lambda conn, key=key: conn.execute("DELETE FROM tombstones WHERE key = ?", (key,)))
+        catalog.execute("DELETE FROM tombstones WHERE key = ?", (key,))
     return len(rows)
 
 

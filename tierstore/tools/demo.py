@@ -32,7 +32,10 @@ SHOW_DAYS = (1, 30, 59)
 
 def format_hits(hits: list[Hit], width: int = 110) -> str:
     """A readable table: rank, score and its five factors, type, tier, content."""
-    head = f"{'#':>2} {'score':>7} {'sim':>5} {'rec':>5} {'conf':>5} {'ctx':>5} {'wt':>5}  {'type':<12} {'tier':<4}  content"
+    head = (
+        f"{'#':>2} {'score':>7} {'sim':>5} {'rec':>5} {'conf':>5} {'ctx':>5} {'wt':>5}"
+        f"  {'type':<12} {'tier':<4}  content"
+    )
     lines = [head, "-" * min(width, len(head) + 40)]
     for i, h in enumerate(hits, 1):
         ex = h.explain
@@ -78,7 +81,8 @@ def restore_on_demand(store: TierStore, embedder: HashingEmbedder, out: TextIO) 
         file=out,
     )
     for mid in ids:
-        print(f"    {store.get(SHOW_USER, mid).content}", file=out)
+        m = store.get(SHOW_USER, mid)
+        print(f"    {m.content if m is not None else '(gone)'}", file=out)
     hits = store.search(SHOW_USER, embedder.embed(query, ["travel"]), k=3, record_access=False, explain=True)
     print(format_hits(hits), file=out)
     return ids

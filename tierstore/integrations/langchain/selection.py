@@ -11,7 +11,7 @@ the caller records them for what it returns (:func:`record_use`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from langchain_core.documents import Document
@@ -66,9 +66,10 @@ def mmr(query: np.ndarray, hits: Sequence[Hit], vectors: Sequence[np.ndarray], k
     ``lambda_mult`` 1 is relevance alone, 0 diversity alone."""
     if not hits:
         return []
-    chosen = maximal_marginal_relevance(
-        np.asarray(query, np.float32), [np.asarray(v, np.float32) for v in vectors], lambda_mult=lambda_mult, k=k
-    )
+    # LangChain types the candidates list[list[float]]; it takes arrays (it stacks them with numpy), and
+    # float32 arrays keep its arithmetic in float32, as it always was here
+    candidates = cast("list[list[float]]", [np.asarray(v, np.float32) for v in vectors])
+    chosen = maximal_marginal_relevance(np.asarray(query, np.float32), candidates, lambda_mult=lambda_mult, k=k)
     return [hits[i] for i in chosen]
 
 

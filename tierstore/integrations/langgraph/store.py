@@ -205,6 +205,7 @@ class TierStoreStore(BaseStore):
             for m in self._items_of(ns, now, with_embedding=use_query and self.ranking == "similarity"):
                 if matches(m.metadata["value"], flt):  # type: ignore[index]
                     found.append((ns, labels, m))
+        page: list[tuple[float | None, tuple[str, tuple[str, ...], Memory]]]
         if not use_query:
             page = [(None, f) for f in found[op.offset : op.offset + op.limit]]
         else:
@@ -286,29 +287,35 @@ class TierStoreStore(BaseStore):
                 not isinstance(op.ttl, (int, float)) or not op.ttl > 0 or not math.isfinite(op.ttl)
             ):
                 raise InvalidInputError(f"ttl is a positive number of minutes, got {op.ttl!r}")
-            keep = old is not None and old.tier != "cold" and old.metadata is not None and "seq" in old.metadata
+            # the metadata of the earlier version, whose bookkeeping (created_at, seq, vectors) carries over
+            kept = (
+                old.metadata
+                if old is not None and old.tier != "cold" and old.metadata is not None and "seq" in old.metadata
+                else None
+            )
             # As InMemoryStore: a put with index=False leaves the vector an earlier put made
             stale = (
                 not vs
                 and op.index is False
-                and keep
-                and old.metadata.get("indexed")  # type: ignore[union-attr]
+                and kept is not None
+                and kept.get("indexed")
+                and old is not None
                 and old.embedding is not None
-            )  # type: ignore[union-attr]
-            created = old.metadata["created_at"] if keep else now  # type: ignore[index]
-            meta = {
+            )
+            created = kept["created_at"] if kept is not None else now
+            meta: dict[str, Any] = {
                 "value": op.value,
                 "created_at": created,
                 "updated_at": now,
-                "seq": old.metadata["seq"] if keep else self._next_seq(),  # type: ignore[index]
+                "seq": kept["seq"] if kept is not None else self._next_seq(),
                 "indexed": bool(vs) or bool(stale),
                 "ttl": op.ttl,
             }
             units = unit_rows(vs) if vs else None
             if units is not None and len(units) > 1:
                 meta[VECTORS_KEY] = encode_vectors(units)
-            elif stale and old.metadata.get(VECTORS_KEY):  # type: ignore[union-attr]
-                meta[VECTORS_KEY] = old.metadata[VECTORS_KEY]  # type: ignore[index]
+            elif stale and kept is not None and kept.get(VECTORS_KEY):
+                meta[VECTORS_KEY] = kept[VECTORS_KEY]
             try:
                 check_metadata(meta)  # JSON values only: InvalidInputError before anything changes
             except InvalidInputError as exc:
@@ -322,9 +329,9 @@ class TierStoreStore(BaseStore):
             if units is not None:
                 emb = units.mean(axis=0)
                 content = "\n".join(ts)
-            elif stale:
-                emb = old.embedding  # type: ignore[union-attr]
-                content = old.content  # type: ignore[union-attr]
+            elif stale and old is not None:
+                emb = old.embedding
+                content = old.content
             else:
                 emb = self._placeholder
                 content = json.dumps(op.value, ensure_ascii=False, sort_keys=True)
@@ -350,7 +357,7 @@ class TierStoreStore(BaseStore):
             return []
         fields = self._fields if op.index is None else [(p, tokenize_path(p)) for p in op.index]
         out: list[str] = []
-        for path, tokens in fields:
+        for _path, tokens in fields:
             out += get_text_at_path(op.value, tokens)
         return out
 

@@ -17,7 +17,7 @@ import json
 import logging
 import math
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -154,7 +154,7 @@ class Guard:
             )
 
 
-async def _send(send: Callable, status: int, body: Any, extra: list[tuple[bytes, bytes]] = ()) -> None:
+async def _send(send: Callable, status: int, body: Any, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
     data = wire.dumps(body)
     await send(
         {
@@ -236,7 +236,7 @@ def _get(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
 
 
 def _get_by_key(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
-    m = store.get_by_key(p.check_namespace(a["ns"]), a["key"])  # type: ignore[attr-defined]
+    m = store.get_by_key(p.check_namespace(a["ns"]), a["key"])
     return {"memory": None if m is None else wire.memory_to_wire(m)}
 
 
@@ -461,7 +461,8 @@ class Calls:
         if result is None:
             if len(self._not_in_memory) > 10_000:  # bounded: forget them all
                 self._not_in_memory.clear()
-            self._not_in_memory[ns] = self._SKIP_AFTER_MISS
+            if isinstance(ns, str):  # always: _search_in_memory raised on any other (check_namespace)
+                self._not_in_memory[ns] = self._SKIP_AFTER_MISS
             return None
         return wire.dumps(result)
 
@@ -536,7 +537,7 @@ def build_app(
         return JSONResponse({"status": "ok"})
 
     async def ready(request: Request) -> Response:
-        ok = state.ready and not getattr(store, "closed", False)
+        ok = state.ready and not getattr(store, "closed", False)  # getattr: a served Cluster has no closed
         return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
 
     doc = openapi(version, limits)

@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import ipaddress
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,7 +88,7 @@ class TokenTable:
     @classmethod
     def load(cls, token_file: str | os.PathLike[str] | None, env: dict[str, str] | None = None) -> TokenTable:
         """Tokens from ``token_file`` (see the module's docstring) and ``$TIERSTORE_TOKEN``."""
-        env = os.environ if env is None else env
+        environ: Mapping[str, str] = os.environ if env is None else env
         entries: list[tuple[str, Principal]] = []
         if token_file is not None:
             path = Path(token_file)
@@ -109,8 +110,8 @@ class TokenTable:
                     if not prefixes:
                         raise StoreConfigError(f"{path} line {n}: empty prefix list")
                 entries.append((_checked_token(token, f"{path} line {n}"), Principal(f"{path.name}:{n}", prefixes)))
-        if env.get(ENV_TOKEN):
-            entries.append((_checked_token(env[ENV_TOKEN], f"${ENV_TOKEN}"), Principal(ENV_TOKEN)))
+        if environ.get(ENV_TOKEN):
+            entries.append((_checked_token(environ[ENV_TOKEN], f"${ENV_TOKEN}"), Principal(ENV_TOKEN)))
         return cls(entries)
 
 

@@ -19,7 +19,7 @@ import socket
 import sys
 import threading
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from tierstore.errors import StoreConfigError
 from tierstore.optional import install_hint
@@ -118,15 +118,17 @@ def serve(
         logging.getLogger("tierstore.remote.server").warning("%s", exposure)
         print(f"warning: {exposure}", file=sys.stderr, flush=True)
     sock = _bind(host, port)
-    store = None
+    store: TierStore | None = None
     try:
         if cluster is not None:
             from tierstore.cluster import Cluster
 
             name = "tierstore" if cluster_name is None else cluster_name
             # an embedder embeds text here, in this router: the shards log vectors. Background sweeps
-            # run here as for a store (two routers sweeping only sweep more often: each is a logged write)
-            store, path = Cluster(address=cluster, name=name, embedder=embedder), f"cluster {name!r} at {cluster}"  # type: ignore[assignment]
+            # run here as for a store (two routers sweeping only sweep more often: each is a logged write).
+            # A Cluster is not a TierStore, but it serves the calls the app, MCP and this function make.
+            store = cast("TierStore", Cluster(address=cluster, name=name, embedder=embedder))
+            path = f"cluster {name!r} at {cluster}"
         else:
             store = TierStore.open(
                 path,

@@ -205,10 +205,10 @@ def openapi(version: str, bounds: Any = Bounds) -> dict[str, Any]:
                 "security": [{"bearer": []}],
             }
         }
-    for path, (out, summary, authed) in GET_ROUTES.items():
+    for path, (model, summary, authed) in GET_ROUTES.items():
         content = (
-            {"application/json": {"schema": ref(out.__name__)}}
-            if out is not None
+            {"application/json": {"schema": ref(model.__name__)}}
+            if model is not None
             else {"text/plain": {"schema": {"type": "string"}}}
         )
         op: dict[str, Any] = {"summary": summary, "responses": {"200": {"description": "ok", "content": content}}}

@@ -138,16 +138,20 @@ def validate_range(start: object, end: object) -> tuple[int, int | None]:
 
     ``end`` stays None for "to the end of the object".
     """
-    for name, value in (("start", start), ("end", end)):
-        # bool is an int subclass; get(key, True) is a bug, not a range.
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            raise InvalidInputError(f"byte range {name} must be an int or None, got {value!r}")
-        if value is not None and value < 0:
-            raise InvalidInputError(f"byte range {name} must be >= 0, got {value}")
-    first = 0 if start is None else start
-    if end is not None and first > end:
-        raise InvalidInputError(f"byte range start {first} is after end {end}")
-    return first, end  # type: ignore[return-value]
+    lo, hi = _range_bound("start", start), _range_bound("end", end)
+    first = 0 if lo is None else lo
+    if hi is not None and first > hi:
+        raise InvalidInputError(f"byte range start {first} is after end {hi}")
+    return first, hi
+
+
+def _range_bound(name: str, value: object) -> int | None:
+    # bool is an int subclass; get(key, True) is a bug, not a range.
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise InvalidInputError(f"byte range {name} must be an int or None, got {value!r}")
+    if value is not None and value < 0:
+        raise InvalidInputError(f"byte range {name} must be >= 0, got {value}")
+    return value
 
 
 def validate_data(data: object) -> bytes:
