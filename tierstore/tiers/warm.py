@@ -26,9 +26,9 @@ import os
 import shutil
 import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 import hnswlib
@@ -38,6 +38,7 @@ from tierstore.errors import CorruptDataError
 from tierstore.kernels import inner_products, top_candidates
 from tierstore.storage.catalog import Catalog
 from tierstore.storage.fileio import sha256_file
+from tierstore.storage.lru import LRU
 
 FORMAT = "tierstore-warm-shard"
 _LIST_ATTEMPTS = 4  # re-reads of a namespace's shard list when shards are replaced during a search
@@ -72,14 +73,17 @@ class LoadedShard:
     nbytes: int
 
 
+_nbytes_of = attrgetter("nbytes")
+
+
 class WarmTier:
     def __init__(self, directory: Path, dim: int, settings: WarmSettings, catalog: Catalog) -> None:
         self.directory = directory
         self.dim = dim
         self.settings = settings
         self.catalog = catalog
-        self._cache: OrderedDict[int, LoadedShard] = OrderedDict()
-        self._cache_bytes = 0
+        # loaded shards within settings.cache_bytes; the newest stays even alone over it
+        self._cache: LRU[int, LoadedShard] = LRU(max_weight=settings.cache_bytes, weight=_nbytes_of)
         self._lock = threading.Lock()
         self._by_ns: dict[str, list[ShardInfo]] | None = None
         self.errors: list[str] = []
@@ -163,9 +167,7 @@ class WarmTier:
     def forget(self, shard: int) -> None:
         """Drop a shard from the cache (after it left the catalog)."""
         with self._lock:
-            loaded = self._cache.pop(shard, None)
-            if loaded is not None:
-                self._cache_bytes -= loaded.nbytes
+            self._cache.pop(shard)
             self.damaged.pop(shard, None)
 
     def remove_orphans(self) -> int:
@@ -190,17 +192,12 @@ class WarmTier:
         with self._lock:
             hit = self._cache.get(info.shard)
             if hit is not None:
-                self._cache.move_to_end(info.shard)
                 return hit
         loaded = self._read(info)
         with self._lock:
-            if info.shard not in self._cache:
-                self._cache[info.shard] = loaded
-                self._cache_bytes += loaded.nbytes
-            while self._cache_bytes > self.settings.cache_bytes and len(self._cache) > 1:
-                _, old = self._cache.popitem(last=False)
-                self._cache_bytes -= old.nbytes
-            return self._cache.get(info.shard, loaded)
+            if info.shard not in self._cache:  # else loaded by another thread meanwhile: keep that one
+                self._cache.put(info.shard, loaded)
+            return self._cache.peek(info.shard, loaded)
 
     def _read(self, info: ShardInfo) -> LoadedShard:
         d = self.directory / info.name
