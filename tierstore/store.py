@@ -151,6 +151,10 @@ class TierStore:
         ``dim`` defaults to the embedder's. The embedder's name and dim are
         recorded; opening with another one raises StoreConfigError.
         """
+        if settings is not None:  # before anything on disk: bad settings leave no trace
+            if not isinstance(settings, Settings):
+                raise InvalidInputError(f"settings must be a Settings, got {type(settings).__name__}")
+            settings.validate()  # again: a frozen dataclass can still be changed with object.__setattr__
         if isinstance(embedder, str) and not readonly:
             opening.check_unlocked(Path(path))  # before loading a model (seconds): is the store free at all?
         emb = _embedding.resolve(embedder)

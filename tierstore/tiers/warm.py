@@ -36,6 +36,7 @@ import numpy as np
 
 from tierstore.errors import CorruptDataError
 from tierstore.kernels import inner_products, top_candidates
+from tierstore.rules.setting_checks import check_hnsw, check_int, check_number
 from tierstore.storage.catalog import Catalog
 from tierstore.storage.fileio import sha256_file
 from tierstore.storage.lru import LRU
@@ -53,6 +54,21 @@ class WarmSettings:
     hnsw_ef_search: int = 64
     rebuild_live_fraction: float = 0.5  # rebuild a shard when fewer of its rows are live
     merge_above: int = 8  # merge a namespace's shards when it has more than this many
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise InvalidInputError naming the first field out of its range:
+        ``cache_bytes``, ``flat_threshold`` ints >= 0; ``hnsw_m`` an int in
+        [2, 10000]; ``hnsw_ef_construction``, ``hnsw_ef_search``,
+        ``merge_above`` ints >= 1; ``rebuild_live_fraction`` a finite number
+        in [0, 1]."""
+        check_int("WarmSettings", "cache_bytes", self.cache_bytes, 0)
+        check_int("WarmSettings", "flat_threshold", self.flat_threshold, 0)
+        check_hnsw("WarmSettings", self.hnsw_m, self.hnsw_ef_construction, self.hnsw_ef_search)
+        check_number("WarmSettings", "rebuild_live_fraction", self.rebuild_live_fraction, 0.0, 1.0)
+        check_int("WarmSettings", "merge_above", self.merge_above, 1)
 
 
 @dataclass(frozen=True)
