@@ -121,16 +121,22 @@ class TierStore:
     ) -> TierStore:
         """Open the store at ``path`` or create it.
 
-        dim: vector dimension, required to create a store (then fixed).
-        policy: ``None`` keeps the stored policy (the default one for a new
-        store); a different policy replaces it and every memory's lifetime is
-        recomputed under it. cold: where archives go — ``file:///dir``,
-        ``s3://bucket/prefix`` (``cold_options``: ``endpoint_url``,
-        ``region_name``, client options) or an :class:`ObjectStore`; default
-        ``<path>/cold``, and a store reopened without it uses the one it was
-        created with. clock: defaults to wall-clock time; pass a
-        :class:`ManualClock` to drive time. Store time never runs backwards
-        (see :mod:`tierstore.core.store_clock`): the system clock is checked against
+        path: the store's directory (str or path-like).
+        dim: vector dimension, required to create a store (then fixed); default None: the stored one, or the embedder's.
+        policy: default None keeps the stored policy (the default one for a new store); a different one replaces it.
+        cold: where archives go: ``file:///dir``, ``s3://bucket/prefix``, an :class:`ObjectStore`; default <path>/cold.
+        cold_options: for ``s3://``: ``endpoint_url``, ``region_name``, client options; default None.
+        clock: the time source; default None: wall-clock time (pass a :class:`ManualClock` to drive time).
+        settings: engine settings (:class:`Settings`, checked before anything is opened); default None: ``Settings()``.
+        allow_clock_jump: let ``sweep`` and the migrator run when the clock fails the check below; default False.
+        take_over_cold: hand over an object-store prefix another, stopped, store owns; default False.
+        readonly: open as a reader beside the writer (see below); default False.
+        embedder: text in: a callable ``list[str] -> float32 (n, dim)`` or ``"minilm"``; default None: vectors only.
+
+        A different policy recomputes every memory's lifetime under it. A
+        store reopened without ``cold`` uses the one it was created with.
+        Store time never runs backwards (see
+        :mod:`tierstore.core.store_clock`): the system clock is checked against
         the store's record, and if it is behind the latest time the store has
         seen, or the store's time was kept by another clock, ``sweep`` and the
         background migrator refuse to run (``ClockSkewError``) unless
@@ -143,14 +149,18 @@ class TierStore:
         a store never creates or writes anything, takes no lock, and serves
         ``get``, ``search`` (without recording accesses), ``stats``,
         ``verify``, ``metrics_text`` and the report; every call that would
-        change something raises ReadOnlyStoreError. embedder: text in — a
-        callable ``list[str] -> float32 (n, dim)`` or ``"minilm"`` (extra
-        ``embed``); then ``add``/``add_batch`` embed the content when no
-        embedding is given (or embed a str given as the embedding), and
-        ``search``/``restore(query=)`` take text (see :mod:`tierstore.embedding`).
-        ``dim`` defaults to the embedder's. The embedder's name and dim are
-        recorded; opening with another one raises StoreConfigError.
+        change something raises ReadOnlyStoreError. With an embedder (the
+        ``"minilm"`` one needs the extra ``embed``), ``add``/``add_batch`` embed
+        the content when no embedding is given (or embed a str given as the
+        embedding), and ``search``/``restore(query=)`` take text (see
+        :mod:`tierstore.embedding`). ``dim`` defaults to the embedder's. The
+        embedder's name and dim are recorded; opening with another one raises
+        StoreConfigError.
         """
+        if settings is not None:  # before anything on disk: bad settings leave no trace
+            if not isinstance(settings, Settings):
+                raise InvalidInputError(f"settings must be a Settings, got {type(settings).__name__}")
+            settings.validate()  # again: a frozen dataclass can still be changed with object.__setattr__
         if isinstance(embedder, str) and not readonly:
             opening.check_unlocked(Path(path))  # before loading a model (seconds): is the store free at all?
         emb = _embedding.resolve(embedder)
@@ -242,25 +252,34 @@ class TierStore:
     ) -> str:
         """Store one memory and return its id. Durable when it returns.
 
-        embedding: ``dim`` finite numbers, not all zero (stored L2-normalised);
-        with an embedder, ``None`` (the content's embedding) or a text to embed.
-        confidence: the caller's estimate in [0, 1], fused with the source's
-        default (see :class:`ConfidencePolicy`). ttl_seconds: overrides the
-        type's TTL. pinned: never expires. supersedes: ids of memories of the
-        namespace this one replaces ("moved to Osaka" supersedes "lives in
-        Lisbon"): each gets a negative feedback of strength 1 and a TTL of 0,
-        so it ranks low at once and the next sweep archives it (or deletes it,
-        if its confidence fell to the delete bar) even if it is used
-        meanwhile; a ``supersede`` event records the pair. Unknown ids raise
-        MemoryNotFoundError and nothing is added. key: a slot (1-128 letters,
-        digits, ``_ . : / - @ # +``): the slot's live memory, if any, is
-        superseded exactly as by ``supersedes``; :meth:`get_by_key` reads the
-        slot. A ``supersedes`` that names another slot's memory, or not this
-        slot's live one, raises InvalidInputError and nothing changes.
-        metadata: the caller's free-form JSON (a dict with string keys; at most
-        64 KiB as compact JSON, see ``validation.check_metadata``), kept as
-        given through every tier and archive, read back as ``Memory.metadata``;
-        not used for ranking or lifetimes.
+        ns: the namespace (``[A-Za-z0-9_.-]{1,128}``).
+        content: the memory's text (at most ``Settings.max_content_chars`` characters).
+        embedding: ``dim`` finite numbers, not all zero (stored L2-normalised); default None: content via embedder.
+        memory_type: a type the policy defines; default ``"fact"``.
+        confidence: the caller's estimate in [0, 1], fused with the source's default; default 0.8.
+        source: the memory's origin (the policy may give it a default confidence); default ``"user_declaration"``.
+        tags: strings (at most ``Settings.max_tags_per_memory`` distinct ones); default ().
+        ttl_seconds: seconds to live, overriding the type's TTL; default None: the type's.
+        pinned: never expires; default False.
+        id: the memory's id (a non-empty string of at most 256 characters); default None: a new random one.
+        supersedes: ids of memories of the namespace this one replaces (see below); default ().
+        key: a slot (1-128 letters, digits, ``_ . : / - @ # +``) whose live memory this one supersedes; default None.
+        metadata: the caller's free-form JSON (a dict with string keys, at most 64 KiB as compact JSON); default None.
+
+        With an embedder, ``embedding`` may also be a text to embed. The
+        fusion of ``confidence`` with the source's default is described in
+        :class:`ConfidencePolicy`. ``supersedes`` ("moved to Osaka" supersedes
+        "lives in Lisbon"): each gets a negative feedback of strength 1 and a
+        TTL of 0, so it ranks low at once and the next sweep archives it (or
+        deletes it, if its confidence fell to the delete bar) even if it is
+        used meanwhile; a ``supersede`` event records the pair. Unknown ids
+        raise MemoryNotFoundError and nothing is added. ``key``: the slot's
+        live memory, if any, is superseded exactly as by ``supersedes``;
+        :meth:`get_by_key` reads the slot. A ``supersedes`` that names another
+        slot's memory, or not this slot's live one, raises InvalidInputError
+        and nothing changes. ``metadata`` (see ``validation.check_metadata``)
+        is kept as given through every tier and archive, read back as
+        ``Memory.metadata``; not used for ranking or lifetimes.
 
         By policy (see docs/policy.md): re-adding the content of a live memory
         (normalised) with the same type and key reinforces that memory and
@@ -286,10 +305,14 @@ class TierStore:
         return ingest.add(self.engine, ns, [item])[0]
 
     def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Store many memories in one transaction (dicts with :meth:`add`'s
-        keys). All or nothing: one invalid item rejects the batch. Items take
-        effect in order: a later item with an earlier one's key supersedes it,
-        a later duplicate reinforces it and returns its id."""
+        """Store many memories in one transaction; returns their ids, in the items' order.
+
+        ns: the namespace (``[A-Za-z0-9_.-]{1,128}``).
+        items: dicts with :meth:`add`'s keys (``content``, ``embedding``, ``memory_type``, ...), with its defaults.
+
+        All or nothing: one invalid item rejects the batch. Items take effect
+        in order: a later item with an earlier one's key supersedes it, a
+        later duplicate reinforces it and returns its id."""
         ingest.check_items(items)
         return ingest.add(self.engine, ns, items)
 
@@ -348,39 +371,46 @@ class TierStore:
     ) -> list[Hit]:
         """The ``k`` best memories for ``query``, ranked by the policy's fused score.
 
-        query: a finite, non-zero vector of the store's dimension (or, with an
-        embedder, a text), compared by cosine (its length does not matter; a contiguous float32 array is the
-        fast path, anything else is converted first). context_tags: the
-        query's context (defaults to the namespace's active context); memories
+        ns: the namespace searched.
+        query: a finite, non-zero vector of the store's dimension (or, with an embedder, a text), compared by cosine.
+        k: how many memories at most (a positive int); default 5.
+        context_tags: the query's context; default (): the namespace's active context.
+        memory_types: only memories of these types; default None: every type.
+        min_confidence: only memories of at least this confidence, in [0, 1]; default 0.0.
+        include_warm: also search the warm tier and merge; default True.
+        include_cold: also search the cold tier: True, False or ``"auto"``; default None: ``scoring.include_cold``.
+        record_access: True counts an access on every hit; default None: as the policy says (below).
+        explain: attach each hit's factor breakdown; default False.
+        text: the query's words, beside a vector query, for the keyword index; default None.
+
+        query: its length does not matter; a contiguous float32 array is the
+        fast path, anything else is converted first. context_tags: memories
         sharing tags score higher, context rules and masks apply.
-        memory_types / min_confidence filter. include_warm: also search the
-        warm tier and merge. record_access: ``True`` counts an access on
-        every hit; ``None`` follows the policy: ``scoring.record_access`` for
-        hot and warm hits, and for cold hits only with
-        ``scoring.record_access_cold`` (off by default: an archived memory
-        comes back when it is used (``touch``) or restored, not
-        because a search returned it). A warm hit whose access is recorded
-        moves back to hot. include_cold: also search the
-        cold tier (archived memories, by their codes, rescored from their
-        archived vectors): ``True``, ``False``, or ``"auto"`` — only when the
-        best hot or warm hit's similarity is below the policy's
-        ``scoring.cold_similarity_bar`` (``None``: the policy's
-        ``scoring.include_cold``, "auto" by default). A cold hit has
-        ``memory.tier == "cold"``, its explanation says why the cold tier was
-        reached, and if its access is recorded it is reactivated (back to hot).
-        A superseded memory ranks after the memory that superseded it and
-        scores ``supersession.superseded_factor`` times its fused score, in
-        every tier (archived, it stays a cold hit: true history); with a
-        factor of 1 (stores created before issue 27) it is never a cold hit. explain: attach each hit's
-        factor breakdown (and, for a superseded memory, what superseded it
-        and how). text: the query's words, beside a vector query (a text
-        query's own words are used without it): candidates also come from the
+        memory_types / min_confidence filter. record_access: ``None`` follows
+        the policy: ``scoring.record_access`` for hot and warm hits, and for
+        cold hits only with ``scoring.record_access_cold`` (off by default: an
+        archived memory comes back when it is used (``touch``) or restored,
+        not because a search returned it). A warm hit whose access is
+        recorded moves back to hot. include_cold: the cold tier holds the
+        archived memories, searched by their codes and rescored from their
+        archived vectors; ``"auto"`` searches it only when the best hot or
+        warm hit's similarity is below the policy's
+        ``scoring.cold_similarity_bar``; the policy's ``scoring.include_cold``
+        is "auto" by default. A cold hit has ``memory.tier == "cold"``, its
+        explanation says why the cold tier was reached, and if its access is
+        recorded it is reactivated (back to hot). A superseded memory ranks
+        after the memory that superseded it and scores
+        ``supersession.superseded_factor`` times its fused score, in every
+        tier (archived, it stays a cold hit: true history); with a factor of 1
+        (stores created before issue 27) it is never a cold hit. explain: for
+        a superseded memory, also what superseded it and how. text: a text
+        query's own words are used without it; candidates also come from the
         keyword index over the namespace's memories in every tier, and the
-        similarity factor becomes ``(1 - w)·cosine + w·keywords`` (BM25 over the
-        query's best: tierstore.core.hybrid) with
-        ``w`` the policy's ``scoring.keyword_weight``; explain shows
-        ``keywords``. A text with no word to look for (empty, stop words)
-        or whose words match nothing: by meaning alone.
+        similarity factor becomes ``(1 - w)·cosine + w·keywords`` (BM25 over
+        the query's best: tierstore.core.hybrid) with ``w`` the policy's
+        ``scoring.keyword_weight``; explain shows ``keywords``. A text with no
+        word to look for (empty, stop words) or whose words match nothing: by
+        meaning alone.
         """
         if (
             type(include_warm) is not bool

@@ -16,7 +16,6 @@ the answers).
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 import uuid
@@ -31,6 +30,7 @@ from tierstore.cluster.records import unpack
 from tierstore.cluster.slotlog import LogRecord, SlotLog
 from tierstore.cluster.snapshot import Snapshot, decode_answer, encode_answer, read_files, snapshot_key, split_sealed
 from tierstore.errors import InvalidInputError, ObjectStoreError, StoreClosedError
+from tierstore.storage.lru import LRU
 from tierstore.store import TierStore
 
 __all__ = ["DEFAULT_LEASE_CHECK_S", "WRITE_OPS", "READ_OPS", "SlotClock", "SlotStore", "monotonic_now"]
@@ -230,7 +230,8 @@ class SlotStore:
         self.next_seq = 0
         self.live = True  # False once released, fenced, or its log could not be written
         self._on_lost = on_lost
-        self._answers: collections.OrderedDict[str, Any] = collections.OrderedDict()
+        # answers by request id, oldest first out: never made recent by a read (a FIFO use of the LRU)
+        self._answers: LRU[str, Any] = LRU(_MAX_ANSWERS)
         self._cv = threading.Condition()
         self._queue: list[_Entry] = []
         self._inflight: dict[str, _Entry] = {}
@@ -266,9 +267,7 @@ class SlotStore:
         self.next_seq = record.seq + 1
 
     def _remember(self, rid: str, result: Any) -> None:
-        self._answers[rid] = result
-        if len(self._answers) > _MAX_ANSWERS:
-            self._answers.popitem(last=False)
+        self._answers.put(rid, result, touch=False)
 
     # ------------------------------------------------------------------ writes
 
@@ -277,7 +276,7 @@ class SlotStore:
         its answer; the answer it had if ``rid`` was already applied."""
         with self._cv:
             if rid in self._answers:
-                return self._answers[rid]
+                return self._answers.peek(rid)
             entry = self._inflight.get(rid)
             if entry is None:
                 if not self.live:
@@ -411,7 +410,7 @@ class SlotStore:
         with self._cv:
             answers = [
                 (rid, enc)
-                for rid, a in list(self._answers.items())[-_SNAPSHOT_ANSWERS:]
+                for rid, a in self._answers.items()[-_SNAPSHOT_ANSWERS:]
                 if (enc := encode_answer(a)) is not None
             ]
         refs = split_sealed(self.log.bucket, self.slot, files, self.uploaded)

@@ -43,10 +43,11 @@ from tierstore.policy import Policy
 from tierstore.records import TIER_NAMES, Memory, SweepReport
 from tierstore.rules import lifetime
 from tierstore.rules.scoring import CompiledPolicy
+from tierstore.rules.setting_checks import check_bool, check_choice, check_instance, check_int, check_number
 from tierstore.rules.tags import TagVocab
 from tierstore.rules.validation import CONTENT_MAX_CHARS, load_metadata
 from tierstore.storage import ownership
-from tierstore.storage.catalog import ACCESS_LOG_SQL, UPDATE_STATE_SQL, Catalog, MemoryRow
+from tierstore.storage.catalog import ACCESS_LOG_SQL, SYNCHRONOUS_MODES, UPDATE_STATE_SQL, Catalog, MemoryRow
 from tierstore.storage.objectstore import ObjectStore
 from tierstore.tiers.cold import ColdTier
 from tierstore.tiers.cold_index import ColdIndex, VectorCache
@@ -67,6 +68,39 @@ class Settings:
     sweep_batch: int = 1000  # due rows read per migrator batch
     access_log: bool = True  # count accesses per memory and day in the catalog (access_log table)
     preload_hot: bool = False  # load every namespace's hot tier at open (default: at its first use)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise InvalidInputError naming the first field out of its range
+        (run at construction, and again by ``TierStore.open``: a frozen
+        dataclass can still be changed with ``object.__setattr__``):
+        ``hot`` a HotSettings and ``warm`` a WarmSettings, each valid;
+        ``synchronous`` one of OFF, NORMAL, FULL, EXTRA (any case);
+        ``flush_interval_s`` a finite number in (0, threading.TIMEOUT_MAX]
+        seconds; ``max_tags_per_memory`` an int >= 0; ``max_content_chars``,
+        ``sweep_batch`` ints >= 1; ``access_log``, ``preload_hot`` bools."""
+        check_instance("Settings", "hot", self.hot, HotSettings)
+        self.hot.validate()
+        check_instance("Settings", "warm", self.warm, WarmSettings)
+        self.warm.validate()
+        check_choice("Settings", "synchronous", self.synchronous, SYNCHRONOUS_MODES)
+        # the flusher waits this long between flushes: 0 would spin, above TIMEOUT_MAX the wait raises
+        check_number(
+            "Settings",
+            "flush_interval_s",
+            self.flush_interval_s,
+            0.0,
+            threading.TIMEOUT_MAX,
+            lo_open=True,
+            unit="seconds",
+        )
+        check_int("Settings", "max_tags_per_memory", self.max_tags_per_memory, 0)
+        check_int("Settings", "max_content_chars", self.max_content_chars, 1)  # 0 would refuse every text
+        check_int("Settings", "sweep_batch", self.sweep_batch, 1)  # 0 would make every sweep examine nothing
+        check_bool("Settings", "access_log", self.access_log)
+        check_bool("Settings", "preload_hot", self.preload_hot)
 
 
 class Engine:

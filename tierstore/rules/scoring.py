@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import mul
@@ -16,7 +15,9 @@ from tierstore.kernels import pack_query
 from tierstore.policy import SCORE_FACTORS, USE_FACTORS, Policy
 from tierstore.records import Explain
 from tierstore.rules.tags import TagVocab
+from tierstore.storage.lru import LRU
 
+_MAX_CONTEXTS = 4096  # query contexts (distinct sets of context tags) kept, least recently used out first
 _EMPTY_I32 = np.empty(0, np.int32)
 _EMPTY_F64 = np.empty(0, np.float64)
 
@@ -105,7 +106,7 @@ class CompiledPolicy:
             [w / kept if k and kept > 0 else 0.0 for w, k in zip(self._weight_values, keep)]
         )
         self.all_types = np.ones(len(types), np.uint8)  # type_allowed(None); callers only read it
-        self._contexts: OrderedDict[frozenset[str], QueryContext] = OrderedDict()
+        self._contexts: LRU[frozenset[str], QueryContext] = LRU(_MAX_CONTEXTS)
         self._lock = threading.Lock()
         # context(()): no tags, so nothing of the vocabulary is needed yet
         self.empty_context = self._build_context(())
@@ -165,13 +166,11 @@ class CompiledPolicy:
         with self._lock:
             hit = self._contexts.get(key)
             if hit is not None:
-                self._contexts.move_to_end(key)
                 return hit
         ctx = self._build_context(tuple(sorted(key)))
         with self._lock:
-            self._contexts[key] = ctx
-            if len(self._contexts) > 4096:
-                self._contexts.popitem(last=False)
+            # built by another thread meanwhile: replaced in its place, as a dict assignment does
+            self._contexts.put(key, ctx, touch=False)
         return ctx
 
     def _build_context(self, tags: tuple[str, ...]) -> QueryContext:

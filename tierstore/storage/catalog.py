@@ -36,6 +36,7 @@ from tierstore.storage import faults
 T = TypeVar("T")
 
 SCHEMA_VERSION = 1
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")  # SQLite's PRAGMA synchronous values the catalog takes
 
 # Settings of the database itself, one comment per value (diskcache style).
 PRAGMAS = {
@@ -533,7 +534,7 @@ class Catalog:
     ) -> None:
         self.path = Path(path)
         self._synchronous = synchronous.upper()
-        if self._synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+        if self._synchronous not in SYNCHRONOUS_MODES:
             raise ValueError(f"synchronous must be NORMAL or FULL, got {synchronous!r}")
         self._max_batch = max_batch
         self.readonly = readonly

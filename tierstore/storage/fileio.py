@@ -8,12 +8,9 @@ from pathlib import Path
 
 
 def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB chunks."""
-    h = hashlib.sha256()
+    """Hex SHA-256 of a file (``hashlib.file_digest``: reads it in chunks, not whole)."""
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def fsync_file(path: Path) -> None:

@@ -26,10 +26,10 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ from tierstore.errors import CorruptDataError, InvalidInputError, InvalidVectorE
 from tierstore.kernels import code_words, hamming_topk, inner_products, sign_code, sign_codes, sign_scores
 from tierstore.rules.validation import check_namespace, check_vector
 from tierstore.storage.catalog import COLD_CODES_SCHEMA  # noqa: F401  (re-exported: the table lives in the catalog's schema)
+from tierstore.storage.lru import LRU
 from tierstore.tiers.cold import ColdTier, Location
 
 # Candidates rescored exactly for a search of k: max(MIN_CANDIDATES,
@@ -165,6 +166,9 @@ class _Codes:
         return self.rids.nbytes + self.codes.nbytes + self.vector_at.nbytes + self.vector_crc.nbytes
 
 
+_nbytes_of = attrgetter("nbytes")
+
+
 class ColdIndex:
     """Per-namespace sign codes of cold memories, loaded lazily from the catalog.
 
@@ -186,8 +190,8 @@ class ColdIndex:
         self.words = int(code_words(dim))
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._loaded: OrderedDict[str, _Codes] = OrderedDict()
-        self._nbytes = 0
+        # the newest load stays even alone over max_bytes (the LRU never evicts its last entry)
+        self._loaded: LRU[str, _Codes] = LRU(max_weight=max_bytes, weight=_nbytes_of)
         # A load stores its result only if no invalidation of its namespace
         # (a generation) or of everything (the epoch) happened since it began:
         # otherwise it might have read the catalog before the change.
@@ -202,7 +206,7 @@ class ColdIndex:
     @property
     def nbytes(self) -> int:
         """Bytes of the loaded codes and row ids."""
-        return self._nbytes
+        return self._loaded.weight
 
     def prime(self) -> None:
         """Read which namespaces have codes (one query), so that
@@ -219,20 +223,17 @@ class ColdIndex:
             if ns is None:
                 self._epoch += 1
                 self._loaded.clear()
-                self._nbytes = 0
                 self._with_codes = None
                 return
             if self._with_codes is not None:
                 self._with_codes.add(ns)
             self._generation[ns] = self._generation.get(ns, 0) + 1
-            old = self._loaded.pop(ns, None)
-            if old is not None:
-                self._nbytes -= old.nbytes
+            self._loaded.pop(ns)
 
     def count_if_loaded(self, ns: str) -> int | None:
         """:meth:`count` if the namespace's codes are loaded, else None (loading reads the catalog)."""
         with self._lock:
-            entry = self._loaded.get(ns)
+            entry = self._loaded.peek(ns)
             if entry is None:
                 return 0 if self._with_codes is not None and ns not in self._with_codes else None
         return int(entry.rids.shape[0])
@@ -293,23 +294,18 @@ class ColdIndex:
         with self._lock:
             entry = self._loaded.get(ns)
             if entry is not None:
-                self._loaded.move_to_end(ns)
                 return entry
             load_lock = self._load_locks.setdefault(ns, threading.Lock())
         with load_lock:  # one load per namespace at a time; the others wait for it
             with self._lock:
-                entry = self._loaded.get(ns)
+                entry = self._loaded.peek(ns)
                 if entry is not None:
                     return entry
                 stamp = (self._epoch, self._generation.get(ns, 0))
             entry = self._load(ns)
             with self._lock:
                 if stamp == (self._epoch, self._generation.get(ns, 0)) and ns not in self._loaded:
-                    self._loaded[ns] = entry
-                    self._nbytes += entry.nbytes
-                    while self._nbytes > self.max_bytes and len(self._loaded) > 1:
-                        _, old = self._loaded.popitem(last=False)
-                        self._nbytes -= old.nbytes
+                    self._loaded.put(ns, entry)
             return entry
 
     def vector_places(self, ns: str, rids: Sequence[int]) -> np.ndarray:
@@ -388,29 +384,26 @@ class VectorCache:
             raise InvalidInputError(f"max_bytes must be a non-negative integer, got {max_bytes!r}")
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[str, int], bytes] = OrderedDict()
-        self._nbytes = 0
+        # a vector over max_bytes is not kept: it would evict everything and stay alone
+        self._items: LRU[tuple[str, int], bytes] = LRU(max_weight=max_bytes, weight=len, keep_oversize=False)
 
     @property
     def nbytes(self) -> int:
         """Bytes of the cached vectors."""
-        return self._nbytes
+        return self._items.weight
 
     def __len__(self) -> int:
         return len(self._items)
 
     def get(self, key: str, offset: int) -> np.ndarray | None:
-        return self.get_many([(key, offset)])[0]
+        with self._lock:
+            blob = self._items.get((key, offset))
+        return None if blob is None else np.frombuffer(blob, "<f4")
 
     def get_many(self, places: Sequence[tuple[str, int]]) -> list[np.ndarray | None]:
         """:meth:`get` of each ``(key, offset)``, under one lock."""
-        found: list[bytes | None] = []
         with self._lock:
-            for place in places:
-                blob = self._items.get(place)
-                if blob is not None:
-                    self._items.move_to_end(place)
-                found.append(blob)
+            found = self._items.get_many(places)
         return [None if blob is None else np.frombuffer(blob, "<f4") for blob in found]
 
     def put(self, key: str, offset: int, vector: np.ndarray | bytes) -> None:
@@ -422,22 +415,11 @@ class VectorCache:
         are: what an archive read returns, no copy)."""
         blobs = [v if type(v) is bytes else np.ascontiguousarray(v, dtype="<f4").tobytes() for v in vectors]
         with self._lock:
-            for place, blob in zip(places, blobs):
-                if len(blob) > self.max_bytes:
-                    continue
-                old = self._items.pop(place, None)
-                if old is not None:
-                    self._nbytes -= len(old)
-                self._items[place] = blob
-                self._nbytes += len(blob)
-                while self._nbytes > self.max_bytes:
-                    _, out = self._items.popitem(last=False)
-                    self._nbytes -= len(out)
+            self._items.put_many(places, blobs)
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
-            self._nbytes = 0
 
 
 def fetch_vectors(

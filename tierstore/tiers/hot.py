@@ -38,6 +38,7 @@ from tierstore.kernels import inner_products, rank_and_gather, top_candidates
 from tierstore.records import Explain, Hit, Memory
 from tierstore.rules.lifetime import confidence_at, weight_at
 from tierstore.rules.scoring import CompiledPolicy, QueryContext
+from tierstore.rules.setting_checks import check_hnsw, check_int, check_number
 from tierstore.rules.tags import TagVocab
 from tierstore.rules.validation import check_vector, load_metadata
 from tierstore.storage.catalog import Catalog, MemoryRow, stack_embeddings
@@ -55,6 +56,18 @@ class HotSettings:
     hnsw_ef_construction: int = 200
     hnsw_ef_search: int = 64  # not saved by hnswlib: set again after every load
     compact_dead_fraction: float = 0.5  # rebuild when this share of slots is dead
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise InvalidInputError naming the first field out of its range:
+        ``exact_threshold`` an int >= 0; ``hnsw_m`` an int in [2, 10000];
+        ``hnsw_ef_construction``, ``hnsw_ef_search`` ints >= 1;
+        ``compact_dead_fraction`` a finite number in [0, 1]."""
+        check_int("HotSettings", "exact_threshold", self.exact_threshold, 0)
+        check_hnsw("HotSettings", self.hnsw_m, self.hnsw_ef_construction, self.hnsw_ef_search)
+        check_number("HotSettings", "compact_dead_fraction", self.compact_dead_fraction, 0.0, 1.0)
 
 
 class RankedSlots(NamedTuple):

@@ -26,9 +26,9 @@ import os
 import shutil
 import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 import hnswlib
@@ -36,8 +36,10 @@ import numpy as np
 
 from tierstore.errors import CorruptDataError
 from tierstore.kernels import inner_products, top_candidates
+from tierstore.rules.setting_checks import check_hnsw, check_int, check_number
 from tierstore.storage.catalog import Catalog
 from tierstore.storage.fileio import sha256_file
+from tierstore.storage.lru import LRU
 
 FORMAT = "tierstore-warm-shard"
 _LIST_ATTEMPTS = 4  # re-reads of a namespace's shard list when shards are replaced during a search
@@ -52,6 +54,21 @@ class WarmSettings:
     hnsw_ef_search: int = 64
     rebuild_live_fraction: float = 0.5  # rebuild a shard when fewer of its rows are live
     merge_above: int = 8  # merge a namespace's shards when it has more than this many
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise InvalidInputError naming the first field out of its range:
+        ``cache_bytes``, ``flat_threshold`` ints >= 0; ``hnsw_m`` an int in
+        [2, 10000]; ``hnsw_ef_construction``, ``hnsw_ef_search``,
+        ``merge_above`` ints >= 1; ``rebuild_live_fraction`` a finite number
+        in [0, 1]."""
+        check_int("WarmSettings", "cache_bytes", self.cache_bytes, 0)
+        check_int("WarmSettings", "flat_threshold", self.flat_threshold, 0)
+        check_hnsw("WarmSettings", self.hnsw_m, self.hnsw_ef_construction, self.hnsw_ef_search)
+        check_number("WarmSettings", "rebuild_live_fraction", self.rebuild_live_fraction, 0.0, 1.0)
+        check_int("WarmSettings", "merge_above", self.merge_above, 1)
 
 
 @dataclass(frozen=True)
@@ -72,14 +89,17 @@ class LoadedShard:
     nbytes: int
 
 
+_nbytes_of = attrgetter("nbytes")
+
+
 class WarmTier:
     def __init__(self, directory: Path, dim: int, settings: WarmSettings, catalog: Catalog) -> None:
         self.directory = directory
         self.dim = dim
         self.settings = settings
         self.catalog = catalog
-        self._cache: OrderedDict[int, LoadedShard] = OrderedDict()
-        self._cache_bytes = 0
+        # loaded shards within settings.cache_bytes; the newest stays even alone over it
+        self._cache: LRU[int, LoadedShard] = LRU(max_weight=settings.cache_bytes, weight=_nbytes_of)
         self._lock = threading.Lock()
         self._by_ns: dict[str, list[ShardInfo]] | None = None
         self.errors: list[str] = []
@@ -163,9 +183,7 @@ class WarmTier:
     def forget(self, shard: int) -> None:
         """Drop a shard from the cache (after it left the catalog)."""
         with self._lock:
-            loaded = self._cache.pop(shard, None)
-            if loaded is not None:
-                self._cache_bytes -= loaded.nbytes
+            self._cache.pop(shard)
             self.damaged.pop(shard, None)
 
     def remove_orphans(self) -> int:
@@ -190,17 +208,12 @@ class WarmTier:
         with self._lock:
             hit = self._cache.get(info.shard)
             if hit is not None:
-                self._cache.move_to_end(info.shard)
                 return hit
         loaded = self._read(info)
         with self._lock:
-            if info.shard not in self._cache:
-                self._cache[info.shard] = loaded
-                self._cache_bytes += loaded.nbytes
-            while self._cache_bytes > self.settings.cache_bytes and len(self._cache) > 1:
-                _, old = self._cache.popitem(last=False)
-                self._cache_bytes -= old.nbytes
-            return self._cache.get(info.shard, loaded)
+            if info.shard not in self._cache:  # else loaded by another thread meanwhile: keep that one
+                self._cache.put(info.shard, loaded)
+            return self._cache.peek(info.shard, loaded)
 
     def _read(self, info: ShardInfo) -> LoadedShard:
         d = self.directory / info.name

@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from collections import OrderedDict
+
+from tierstore.storage.lru import LRU
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 
@@ -40,7 +41,8 @@ class OpenFiles:
             raise ValueError(f"capacity must be a non-negative integer, got {capacity!r}")
         self.capacity = capacity
         self._lock = threading.Lock()
-        self._files: OrderedDict[str, OpenFile] = OrderedDict()
+        # every call under self._lock: a hold is a lookup and a count, atomically
+        self._files: LRU[str, OpenFile] = LRU(capacity, on_evict=lambda _key, entry: self._evict(entry))
 
     def __len__(self) -> int:
         return len(self._files)
@@ -50,7 +52,6 @@ class OpenFiles:
         with self._lock:
             entry = self._files.get(key)
             if entry is not None:
-                self._files.move_to_end(key)
                 entry.users += 1
             return entry
 
@@ -74,13 +75,9 @@ class OpenFiles:
             other = self._files.get(key)
             if other is not None:  # opened by another thread meanwhile: keep that one
                 os.close(fd)
-                self._files.move_to_end(key)
                 other.users += 1
                 return other
-            self._files[key] = entry
-            while len(self._files) > self.capacity:
-                _, old = self._files.popitem(last=False)
-                self._evict(old)
+            self._files.put(key, entry)  # evicts the least recently used beyond capacity (this one if 0)
         return entry
 
     def release(self, entry: OpenFile) -> None:
@@ -92,14 +89,14 @@ class OpenFiles:
     def forget(self, key: str) -> None:
         """Close ``key``'s file once its readers are done (the key was replaced or deleted)."""
         with self._lock:
-            entry = self._files.pop(key, None)
+            entry = self._files.pop(key)
             if entry is not None:
                 self._evict(entry)
 
     def close_all(self) -> None:
         with self._lock:
             while self._files:
-                _, entry = self._files.popitem(last=False)
+                _, entry = self._files.popitem()
                 self._evict(entry)
 
     @staticmethod
