@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import DIM, unit
+from helpers import DIM, unit
 
 from tierstore import (
     DimensionMismatchError,

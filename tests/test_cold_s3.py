@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from conftest import DIM, T0, unit
+from helpers import DIM, T0, unit
 
 from tierstore import ManualClock, TierStore
 from tierstore.storage.objectstore import S3ObjectStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from conftest import DIM, T0
+from helpers import DIM, T0
 
 from tierstore import HotSettings, ManualClock, Settings, TierStore
 

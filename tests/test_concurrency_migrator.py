@@ -27,7 +27,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from conftest import DIM, T0, unit
+from helpers import DIM, T0, unit
 
 from tierstore import ManualClock, MemoryNotFoundError, Settings, TierStore
 from tierstore.core import retrieval

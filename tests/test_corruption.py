@@ -19,7 +19,7 @@ import struct
 import msgpack
 import numpy as np
 import pytest
-from conftest import DIM, T0, unit
+from helpers import DIM, T0, unit
 
 from tierstore import CorruptDataError, HotSettings, ManualClock, Settings, TierStore
 from tierstore.core import integrity

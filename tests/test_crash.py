@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DIM, T0, unit
+from helpers import DIM, T0, unit
 
 from tierstore import ManualClock, TierStore
 

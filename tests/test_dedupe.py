@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DIM, T0, unit
+from helpers import DIM, T0, unit
 
 from tierstore import DuplicateIdError, ManualClock, Policy, TierStore
 from tierstore.rules.dedupe import content_hash, normalise

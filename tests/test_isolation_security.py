@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DIM, T0, unit
 from faultproxy import FaultProxy
+from helpers import DIM, T0, unit
 
 from tierstore import (
     HotSettings,

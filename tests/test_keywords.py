@@ -14,7 +14,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import DIM, T0, unit
+from helpers import DIM, T0, unit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -23,7 +23,7 @@ import json
 import re
 
 import pytest
-from conftest import DIM, unit
+from helpers import DIM, unit
 
 from tierstore import ManualClock, Policy, TierStore
 from tierstore.analytics.lifecycle import (

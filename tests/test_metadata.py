@@ -7,7 +7,7 @@ import math
 import sqlite3
 
 import pytest
-from conftest import DIM, T0, unit
+from helpers import DIM, T0, unit
 from hypothesis import given
 from hypothesis import strategies as st
 

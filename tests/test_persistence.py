@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import DIM, T0, unit
+from helpers import DIM, T0, unit
 
 from tierstore import HotSettings, ManualClock, Policy, Settings, StoreConfigError, TierStore, TypePolicy
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import DIM, unit
+from helpers import DIM, unit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import DIM
+from helpers import DIM
 from test_lifecycle_metrics import D0, DAY, POLICY, D, script
 
 from tierstore import ManualClock, TierStore
@@ -153,7 +153,7 @@ def test_a_plot_without_data_leaves_no_stale_png(scripted_path, store, tmp_path)
 def test_report_of_a_one_day_store(tmp_path, rng):
     """A day of history: survival and accesses are drawn (hours), the tier series is one
     point, so the page points at the counts table instead of drawing it."""
-    from conftest import unit
+    from helpers import unit
 
     t0 = 1_764_633_600.0 + 8 * 3600  # 2025-12-02 08:00 UTC
     clock = ManualClock(t0)

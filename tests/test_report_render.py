@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DIM
+from helpers import DIM
 from test_lifecycle_metrics import D0, POLICY, script
 
 from tierstore import ManualClock, TierStore

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import DIM, T0, near, unit
+from helpers import DIM, T0, near, unit
 
 from tierstore import ManualClock, Policy, PolicyError, TierStore
 

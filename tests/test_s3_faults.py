@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DIM, T0, unit
 from faultproxy import FAULTS, FaultProxy
+from helpers import DIM, T0, unit
 from s3_fixtures import MotoServer, _free_port
 
 from tierstore import ManualClock, ObjectNotFoundError, ObjectStoreError, TierStore

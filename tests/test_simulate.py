@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import DIM, T0
+from helpers import DIM, T0
 
 from tierstore import ManualClock, Policy, TierStore
 from tierstore.analytics.simulate import format_comparison, policy_changes, simulate

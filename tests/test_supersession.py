@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DIM, T0, near, unit
+from helpers import DIM, T0, near, unit
 
 from tierstore import InvalidInputError, InvalidKeyError, ManualClock, Policy, TierStore
 

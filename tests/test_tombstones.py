@@ -5,7 +5,7 @@ that held its record (tierstore/tiers/tombstones.py)."""
 from __future__ import annotations
 
 import pytest
-from conftest import DIM, T0, unit
+from helpers import DIM, T0, unit
 
 from tierstore import ManualClock, TierStore
 from tierstore.errors import CorruptDataError, ObjectStoreError

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DIM, T0, unit
+from helpers import DIM, T0, unit
 
 from tierstore import ManualClock, TierStore
 from tierstore.core.trace import decode_vector, read_trace
