@@ -4,6 +4,8 @@ Fixtures stay in ``tests/conftest.py``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 DIM = 64  # wide enough that random unit vectors are unrelated (cosine ~ N(0, 1/8)), as real embeddings of unrelated texts are; automatic supersession would otherwise pair them
@@ -22,3 +24,7 @@ def near(rng: np.random.Generator, v: np.ndarray, cos: float) -> np.ndarray:
     u /= np.linalg.norm(u)
     w = cos * v + np.sqrt(1.0 - cos * cos) * u
     return (w / np.linalg.norm(w)).astype(np.float32)
+
+
+# tests/support: the scripts some tests run as subprocesses (by path), and the modules they import
+SUPPORT = Path(__file__).resolve().parent / "support"

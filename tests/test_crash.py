@@ -8,17 +8,16 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import DIM, T0, unit
+from helpers import DIM, SUPPORT, T0, unit
 
 from tierstore import ManualClock, TierStore
 
 HOUR = 3600.0
 DAY = 86400.0
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = SUPPORT / "crash_child.py"
 
 
 def run_child(path, op, now, crash_at):

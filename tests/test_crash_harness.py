@@ -1,7 +1,7 @@
-"""The crash harness (tests/crash_harness.py) under pytest: a few trials of
+"""The crash harness (tests/support/crash_harness.py) under pytest: a few trials of
 SIGKILLed ingest / sweep / restore, and a check that its oracle does catch a
 lost, a duplicated and a resurrected memory (so that "lost 0, duplicated 0"
-means something). The full run is ``python tests/crash_harness.py --trials 60``
+means something). The full run is ``python tests/support/crash_harness.py --trials 60``
 (docs/operations.md has its result)."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 import crash_harness as H
+from helpers import SUPPORT
 
 from tierstore import ManualClock, TierStore
 
-HARNESS = Path(__file__).with_name("crash_harness.py")
+HARNESS = SUPPORT / "crash_harness.py"
 
 
 def test_crash_harness_script_runs_trials_without_loss_or_duplication(tmp_path):
@@ -91,7 +92,7 @@ def test_the_oracle_catches_duplicates_and_resurrections(tmp_path):
 
 
 def test_crash_harness_with_os_crashes_loses_nothing_that_was_synced(tmp_path):
-    """Killed rounds that also lose the WAL's unsynced tail (tests/wal_tail.py):
+    """Killed rounds that also lose the WAL's unsynced tail (tests/support/wal_tail.py):
     acknowledged adds after the last synced point may go, but nothing the
     surviving catalog points at may be gone."""
     proc = subprocess.run(

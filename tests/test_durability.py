@@ -1,6 +1,6 @@
 """What an OS crash (not only a process crash) can take from a store.
 
-``tests/wal_tail.py`` models the crash: the WAL keeps what was synced (by
+``tests/support/wal_tail.py`` models the crash: the WAL keeps what was synced (by
 SQLite's checkpoints or by tierstore's barriers) and loses any suffix of the
 commits after that. A store must never be left pointing at an object it
 deleted: the commit that stopped referencing an object is synced before the

@@ -1,7 +1,7 @@
 """The cold tier on S3 under faults: 500/503 answers, connections dropped
 mid-response, responses stalled past the client's read timeout, a whole outage,
 and the S3 server restarted (losing its state). Everything runs against moto's
-standalone server through ``tests/faultproxy.py``.
+standalone server through ``tests/support/faultproxy.py``.
 
 What must hold: nothing is lost (every memory readable, restorable
 bit-identical); errors are clear (they name the operation and the key) and

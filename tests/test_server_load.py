@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from helpers import SUPPORT
 from server_process import TOKEN, ServerProcess, child_env
 
 from tierstore import TierStore
 from tierstore.errors import RemoteError
 from tierstore.remote.client import RemoteStore
 
-WORKER = str(Path(__file__).with_name("server_worker.py"))
+WORKER = str(SUPPORT / "server_worker.py")
 DIM = 16
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import DIM, T0, near, unit
+from helpers import DIM, SUPPORT, T0, near, unit
 
 from tierstore import InvalidInputError, InvalidKeyError, ManualClock, Policy, TierStore
 
@@ -276,12 +276,11 @@ def test_a_crash_between_the_commit_and_the_damping_is_finished_at_open(tmp_path
     import signal
     import subprocess
     import sys
-    from pathlib import Path
 
     path = tmp_path / "s"
     with TierStore.open(path, dim=DIM, clock=ManualClock(T0)) as store:
         store.add("crash", "the slot's first value", unit(rng), id="first", key="slot")
-    child = Path(__file__).with_name("crash_child.py")
+    child = SUPPORT / "crash_child.py"
     env = {**__import__("os").environ, "TIERSTORE_CRASH_AT": "add.after_commit"}
     proc = subprocess.run(
         [sys.executable, str(child), str(path), "add-key", repr(T0 + 60)],

@@ -8,11 +8,10 @@ import signal
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import DIM, T0, unit
+from helpers import DIM, SUPPORT, T0, unit
 
 from tierstore import ManualClock, TierStore
 from tierstore.errors import DuplicateIdError, InvalidInputError, InvalidVectorError
@@ -20,7 +19,7 @@ from tierstore.tiers.tombstones import TOMBSTONE_PREFIX
 
 HOUR = 3600.0
 DAY = 86400.0
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = SUPPORT / "crash_child.py"
 
 
 def _one(store: TierStore, ns: str, mid: str) -> int:

@@ -21,7 +21,7 @@ The child reports on stdout, one flushed line at a time:
 
 With ``--os-crash-rate P`` a killed round is, with probability P, also an
 **OS crash**: the WAL loses whatever was written after its last synced point
-(``tests/wal_tail.py``: cut at a random commit boundary at or after what
+(``tests/support/wal_tail.py``: cut at a random commit boundary at or after what
 SQLite's checkpoints and tierstore's sync barriers made durable). Acknowledged
 writes after that point may go (``synchronous=NORMAL`` promises only process
 crashes); the log then keeps only what the surviving catalog holds, and every
@@ -44,7 +44,7 @@ After the last round the parent reopens the store and checks:
 * every cold memory restores, and every memory's content and embedding are
   bit-identical to what was added.
 
-Run as a script: ``python tests/crash_harness.py --trials 60`` prints
+Run as a script: ``python tests/support/crash_harness.py --trials 60`` prints
 ``trials N, lost 0, duplicated 0`` and exits non-zero on any loss,
 duplication or other inconsistency. ``tests/test_crash_harness.py`` runs a few
 trials under pytest.
