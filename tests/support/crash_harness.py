@@ -46,7 +46,7 @@ After the last round the parent reopens the store and checks:
 
 Run as a script: ``python tests/support/crash_harness.py --trials 60`` prints
 ``trials N, lost 0, duplicated 0`` and exits non-zero on any loss,
-duplication or other inconsistency. ``tests/test_crash_harness.py`` runs a few
+duplication or other inconsistency. ``tests/core/test_crash_harness.py`` runs a few
 trials under pytest.
 """
 

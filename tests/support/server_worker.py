@@ -1,4 +1,4 @@
-"""One client process of the server's load and kill tests (tests/test_server_load.py).
+"""One client process of the server's load and kill tests (tests/remote/test_server_load.py).
 
     python server_worker.py URL TOKEN WORKER_ID SECONDS OUT GO_FILE MODE
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tierstore.optional import install_hint, missing_dependency, shadowing_folder
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 RESOLVE_MINILM = """
 from tierstore import embedding

@@ -61,7 +61,7 @@ NAMESPACES = ("n0", "n1", "n2")
 TYPES = ("conversation", "fact", "task", "preference")
 WORDS = ("lisbon", "porto", "passport", "peanut", "meeting")
 SHARED_IDS = ("x1", "x2", "x3")  # the same ids in several namespaces
-# FUZZ_COVERAGE=1 pytest -s tests/test_fuzz_store.py prints which lifecycle
+# FUZZ_COVERAGE=1 pytest -s tests/api/test_fuzz_store.py prints which lifecycle
 # transitions the run exercised (from the events tables), to tune the rules.
 _COVERAGE: collections.Counter | None = collections.Counter() if os.environ.get("FUZZ_COVERAGE") else None
 if _COVERAGE is not None:

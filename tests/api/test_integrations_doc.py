@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "integrations.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 TEXT = DOC.read_text()
 EXAMPLES = re.findall(r"```python\n(.*?)```\n\nIt prints:\n\n```\n(.*?)```", TEXT, flags=re.S)
 

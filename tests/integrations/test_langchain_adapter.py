@@ -257,7 +257,7 @@ def test_the_vector_store_over_tierstore_serve_with_the_adapters_policy(tmp_path
 
     from tierstore.remote.client import RemoteStore
 
-    policy_file = Path(__file__).resolve().parents[1] / "docs" / "examples" / "policy-adapters.toml"
+    policy_file = Path(__file__).resolve().parents[2] / "docs" / "examples" / "policy-adapters.toml"
     assert Policy.from_file(policy_file) == adapter_policy()
     with (
         ServerProcess(tmp_path / "s", "--dim", "8", "--policy", str(policy_file), cwd=tmp_path) as server,
@@ -285,6 +285,6 @@ def test_the_adapters_policy_file_is_adapter_policy():
 
     from tierstore.integrations import adapter_policy
 
-    policy_file = Path(__file__).resolve().parents[1] / "docs" / "examples" / "policy-adapters.toml"
+    policy_file = Path(__file__).resolve().parents[2] / "docs" / "examples" / "policy-adapters.toml"
     p = Policy.from_file(policy_file)
     assert p == adapter_policy() and p.supersession.resolve_margin is None and p.dedupe == "off"

@@ -28,8 +28,8 @@ from tierstore.embedding.minilm import MiniLM, length_groups, packaged_model_dir
 from tierstore.errors import CorruptDataError, MissingDependencyError, StoreConfigError  # noqa: E402
 from tierstore.testing.minilm_reference import encode_one, wordpiece_ids, write_tiny_model  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-GOLDEN = Path(__file__).with_name("data") / "minilm_torch_vectors.json"
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "minilm_torch_vectors.json"
 
 TRICKY = [
     "The cat sat on the mat.",

@@ -1,6 +1,6 @@
 """The report page in a real browser: headless Chromium loads it and every image.
 
-tests/test_report.py checks the figures' axes; this checks what a reader gets:
+tests/analytics/test_report.py checks the figures' axes; this checks what a reader gets:
 the page parses, each ``<img>`` loads as a picture of the size drawn, and the
 screenshot shows the plots. Chromium is Debian's ``chromium`` package
 (``/usr/bin/chromium`` or on PATH); .ci/run installs it and sets

@@ -18,7 +18,7 @@ import pytest
 
 from tierstore.optional import MINILM_FILES_INSTALL
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 VERSION = PYPROJECT["project"]["version"]
 EXTRAS = set(PYPROJECT["project"]["optional-dependencies"])

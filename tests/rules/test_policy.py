@@ -144,7 +144,7 @@ def test_durations():
 def test_documented_example_policy_loads():
     from pathlib import Path
 
-    p = Policy.from_toml(Path(__file__).parent.parent / "docs" / "examples" / "policy-travel.toml")
+    p = Policy.from_toml(Path(__file__).resolve().parents[2] / "docs" / "examples" / "policy-travel.toml")
     assert p.types["trip"].ttl_seconds == 120 * DAY
     assert [r.when for r in p.context_rules] == ["travel-planning", "food-order", "food-order"]
     assert p.confidence.source_defaults["booking_system"] == 0.99

@@ -25,7 +25,7 @@ from tierstore.rules.validation import check_vector
 DIM = 8
 T0 = 1_700_000_000.0
 DAY = 86400.0
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _vec(i: int) -> np.ndarray:

@@ -234,7 +234,7 @@ def test_a_store_written_by_the_torch_minilm_opens_and_its_vectors_match(tmp_pat
     """A store whose catalog records the old embedder (name 'minilm', 384 dims)
     opens with today's, and the vectors the old one stored (sentence-transformers'
     own, tests/data/minilm_torch_vectors.json) are found by text queries."""
-    golden = json.loads((Path(__file__).with_name("data") / "minilm_torch_vectors.json").read_text("utf-8"))
+    golden = json.loads((Path(__file__).resolve().parents[1] / "data" / "minilm_torch_vectors.json").read_text("utf-8"))
 
     def old_minilm(texts: list[str]) -> np.ndarray:  # stands in for the torch path: same record
         return np.asarray([golden["vectors"][golden["texts"].index(t)] for t in texts], np.float32)

@@ -15,7 +15,7 @@ from tierstore.analytics.simulate import format_comparison, policy_changes, simu
 from tierstore.errors import CorruptDataError, InvalidInputError, PolicyError
 from tierstore.tools.cli import main
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 TRACE = EXAMPLES / "trace.jsonl.gz"
 KEEP = EXAMPLES / "policy-keep-longer.toml"
 FORGET = EXAMPLES / "policy-forget-faster.toml"

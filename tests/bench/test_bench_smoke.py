@@ -125,7 +125,7 @@ def test_search_scripts_run_on_a_kept_store(tmp_path):
     import sys
     from pathlib import Path
 
-    bench = Path(__file__).resolve().parent.parent / "benchmarks"
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
     store = tmp_path / "s"
 
     def run(script: str, *args: str) -> str:

@@ -43,7 +43,7 @@ from tierstore.storage.objectstore import LocalObjectStore, S3ObjectStore, open_
 
 HOUR = 3600.0
 DAY = 86400.0
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def tree(root: Path) -> dict[str, tuple[int, int]]:

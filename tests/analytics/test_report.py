@@ -1,7 +1,7 @@
 """tierstore report (HTML + PNG plots), stats --json with lifecycle metrics.
 
 The plots are checked through the matplotlib figures the report builds (axis
-limits, legends, lines), not by reading PNGs; tests/test_report_render.py
+limits, legends, lines), not by reading PNGs; tests/analytics/test_report_render.py
 loads the page in a browser.
 """
 
