@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                 ctx = cp.context(store.engine.contexts.get("ns", ()))
                 now = store.clock.now()
                 t.append(tp())
-                hot.lock._acquire_read()
+                hot.lock.acquire_read()
                 t.append(tp())
                 sc = cp.policy.scoring
                 want = min(hot.live, max(10 * sc.oversample, sc.min_candidates, 10))
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 t.append(tp())
                 hot.hits(ranked, cp, False)
                 t.append(tp())
-                hot.lock._release_read()
+                hot.lock.release_read()
                 t.append(tp())
                 for j, dt in enumerate(np.diff(t)):
                     samples[j].append(int(dt))
