@@ -139,6 +139,7 @@ def test_survival_per_type(scripted):
     assert (fact["alive_now"], note["alive_now"], lifecycle_metrics(store)["survival"]["all"]["alive_now"]) == (1, 1, 2)
 
 
+@pytest.mark.slow
 def test_a_restored_memory_ended_its_first_life_and_is_alive_now(tmp_path, rng):
     """Archived, then restored: its first life ended (survival counts the end),
     and it is hot now (``alive_now``), which the summary and the report say."""

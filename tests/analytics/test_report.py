@@ -97,6 +97,7 @@ def day_num(day: float) -> float:
     return float(date2num(dt.datetime.fromtimestamp(day * DAY, dt.UTC)))
 
 
+@pytest.mark.slow
 def test_cli_report_writes_html_and_pngs(scripted_path, tmp_path, capsys):
     out = tmp_path / "report"
     assert main(["report", str(scripted_path), "--out", str(out)]) == 0
@@ -143,6 +144,7 @@ def html_escaped(s: str) -> str:
     return html.escape(s)
 
 
+@pytest.mark.slow
 def test_a_plot_without_data_leaves_no_stale_png(scripted_path, store, tmp_path):
     out = tmp_path / "r"
     with TierStore.open(scripted_path, policy=POLICY, clock=ManualClock(D0 + 20 * DAY)) as scripted:

@@ -50,6 +50,7 @@ def example():
     return simulate(TRACE, [KEEP, FORGET])
 
 
+@pytest.mark.slow
 def test_example_policies_differ_in_explainable_ways(example):
     keep, forget = example
     assert (keep.name, forget.name) == ("policy-keep-longer", "policy-forget-faster")
@@ -75,6 +76,7 @@ def test_example_policies_differ_in_explainable_ways(example):
     json.dumps([r.as_dict() for r in example])
 
 
+@pytest.mark.slow
 def test_comparison_explains_each_difference(example):
     keep, forget = example
     text = format_comparison(example)
@@ -89,6 +91,7 @@ def test_comparison_explains_each_difference(example):
     assert "policy-forget-faster forgets sooner" in text
 
 
+@pytest.mark.slow
 def test_query_time_resolution_cuts_the_stale_hits_of_the_trace_as_automatic_supersession_did(tmp_path):
     """The same trace: the default policy (query-time resolution, no
     automatic supersession), the former default (automatic supersession of
@@ -112,6 +115,7 @@ def test_query_time_resolution_cuts_the_stale_hits_of_the_trace_as_automatic_sup
     assert "supersession resolution margin 0.1 → off" in stale_line
 
 
+@pytest.mark.slow
 def test_cli_simulate_prints_the_comparison(capsys):
     assert main(["simulate", "--trace", str(TRACE), "--policy", str(KEEP), "--policy", str(FORGET)]) == 0
     out = capsys.readouterr().out

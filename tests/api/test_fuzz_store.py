@@ -53,6 +53,8 @@ from tierstore import (
 )
 from tierstore.rules.validation import check_vector
 
+pytestmark = pytest.mark.slow  # the state machine, the module's one test, runs for tens of seconds
+
 DIM = 8
 T0 = 1_700_000_000.0
 HOUR = 3600.0

@@ -19,6 +19,7 @@ def test_the_page_has_both_examples():
     assert len(EXAMPLES) == 2 == len(re.findall(r"```python\n", TEXT))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code, shown", EXAMPLES, ids=["langchain", "langgraph"])
 def test_example_runs_and_prints_what_the_page_shows(tmp_path, code, shown):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)

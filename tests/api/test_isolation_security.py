@@ -62,6 +62,7 @@ def tree(root: Path) -> dict[str, tuple[int, int]]:
 NAMESPACES = ["a", "A", "a.b", "a.c", "a-b", "a_b", ".hidden", "...", "0", "x" * 128, "team.a", "team.b"]
 
 
+@pytest.mark.slow
 def test_randomized_workload_never_leaks_across_namespaces(tmp_path):
     r = random.Random(99)
     rng = np.random.default_rng(99)
@@ -315,6 +316,7 @@ def test_object_keys_cannot_escape_the_local_root(tmp_path, key):
     assert tree(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_s3_keys_and_store_stay_inside_the_prefix(tmp_path, rng, moto_server, s3_bucket):
     client = moto_server.client()
     sentinels = {"other/x": b"1", "tenant2/archive/a/x.tsa": b"2", "tenantx": b"3", "x": b"4", "tenant/../x": b"5"}
@@ -550,6 +552,7 @@ def test_the_pickle_scanner_finds_what_it_should():
     assert pickle_findings("import numpy as np\nnp.load('x.npy', allow_pickle=False)\nimport msgpack\n") == []
 
 
+@pytest.mark.slow
 def test_no_pickle_anywhere_in_the_package():
     files = sorted((ROOT / "tierstore").rglob("*.py")) + sorted((ROOT / "kernels").rglob("*.py"))
     assert len(files) > 20

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tierstore.optional import install_hint, missing_dependency, shadowing_folder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,6 +35,7 @@ def _run(code: str, cwd: Path, extra_path: Path) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.slow
 def test_a_folder_shadowing_a_package_is_named_instead_of_the_extra(tmp_path):
     # the working directory holds a folder "kernels" (as this repository's root does), and the embed
     # extra's import chain imports the package "kernels" (a stand-in onnxruntime that does)

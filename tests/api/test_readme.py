@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -15,6 +17,7 @@ def _blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), flags=re.S)
 
 
+@pytest.mark.slow
 def test_the_quick_start_runs_as_written_and_prints_what_the_readme_shows(tmp_path):
     code = _blocks("python")[0]
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -70,6 +70,7 @@ def test_question_ground_truth(wl):
             assert all(turns[i].t < cv.T0 + 25 * cv.DAY for i in ev)  # in the first weeks: long before the question
 
 
+@pytest.mark.slow
 def test_suite_h_runs_and_scores(tmp_path):
     """The suite end to end through ``tierstore bench`` at a toy size, synthetic embedder."""
     import json
@@ -119,6 +120,7 @@ def test_suite_h_runs_and_scores(tmp_path):
     assert all(p["rank"] is None or 1 <= p["rank"] <= 10 for p in per_q)
 
 
+@pytest.mark.slow
 def test_tierstore_variant_passes_search_kwargs(tmp_path):
     """Extra rows are data: a policy dict and search keywords go to the store as they are."""
     from tierstore.bench.common import BenchConfig

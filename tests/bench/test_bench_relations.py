@@ -231,6 +231,7 @@ def test_store_run_on_a_tiny_workload(tmp_path):
         assert 0.0 <= out[key] <= 1.0
 
 
+@pytest.mark.slow
 def test_suite_registered_and_runs(tmp_path):
     assert parse_suites("relations", quick=True) == ["i"]
     cfg = BenchConfig(

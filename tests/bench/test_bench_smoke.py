@@ -11,12 +11,14 @@ import math
 from datetime import datetime, timedelta
 
 import numpy as np
+import pytest
 
 from tierstore.bench import forgetting as fq
 from tierstore.bench import main, parse_suites
 from tierstore.bench.seedref import DictCollection, cleanup_dicts, seed_metadata
 
 
+@pytest.mark.slow
 def test_bench_runs_and_prints_ratios(tmp_path, capsys):
     out_json = tmp_path / "bench.json"
     rc = main(
@@ -117,6 +119,7 @@ def test_peer_formulas_and_scores():
         assert row["hot_end"] == len(wl.mems) and len(sc.footprint) == 12
 
 
+@pytest.mark.slow
 def test_search_scripts_run_on_a_kept_store(tmp_path):
     """benchmarks/search_ratio.py, search_steps.py and search_cold.py (issue 2's measurements)
     still run against the current code: build and keep a small indexed store,

@@ -81,6 +81,7 @@ def test_records_round_trip_arrays_exactly() -> None:
 # ------------------------------------------------------------------ lease
 
 
+@pytest.mark.slow
 def test_lease_create_then_cas_bumps_the_epoch(bucket: Bucket) -> None:
     assert read_lease(bucket, 5) is None
     first = take_lease(bucket, 5, "shard-a")
@@ -179,6 +180,7 @@ def _vec(rng: np.random.Generator) -> np.ndarray:
     return rng.standard_normal(DIM).astype(np.float32)
 
 
+@pytest.mark.slow
 def test_takeover_replays_the_same_state_and_fences_the_old_owner(bucket: Bucket, tmp_path) -> None:
     rng = np.random.default_rng(7)
     a = _shard(bucket, "a", tmp_path)
@@ -221,6 +223,7 @@ def test_takeover_replays_the_same_state_and_fences_the_old_owner(bucket: Bucket
     a.close()
 
 
+@pytest.mark.slow
 def test_release_then_take_hands_over_cleanly(bucket: Bucket, tmp_path) -> None:
     rng = np.random.default_rng(3)
     a = _shard(bucket, "a", tmp_path)
@@ -262,6 +265,7 @@ def test_concurrent_writers_share_log_objects(bucket: Bucket, tmp_path) -> None:
     a.close()
 
 
+@pytest.mark.slow
 def test_a_new_owner_starts_from_the_latest_snapshot(bucket: Bucket, tmp_path) -> None:
     rng = np.random.default_rng(9)
     a = _shard(bucket, "a", tmp_path, snapshot_every=4)
@@ -292,6 +296,7 @@ def test_a_new_owner_starts_from_the_latest_snapshot(bucket: Bucket, tmp_path) -
         shard.close()
 
 
+@pytest.mark.slow
 def test_a_corrupt_snapshot_is_passed_over(bucket: Bucket, tmp_path) -> None:
     rng = np.random.default_rng(2)
     a = _shard(bucket, "a", tmp_path, snapshot_every=3)
@@ -319,6 +324,7 @@ def test_serve_takes_a_path_or_a_cluster_not_both(capsys) -> None:
     assert "--cluster-name goes with --cluster" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(
     bucket: Bucket, tmp_path, monkeypatch
 ) -> None:
@@ -400,6 +406,7 @@ def test_cluster_rejects_a_bad_embedder_before_starting_anything() -> None:
     assert ray.is_initialized() == was_running
 
 
+@pytest.mark.slow
 def test_sealed_warm_shards_are_uploaded_once_and_downloaded(bucket: Bucket, tmp_path) -> None:
     import time
 
@@ -450,6 +457,7 @@ def test_sealed_warm_shards_are_uploaded_once_and_downloaded(bucket: Bucket, tmp
     c.close()
 
 
+@pytest.mark.slow
 def test_a_shards_stats_sum_its_slots(bucket: Bucket, tmp_path) -> None:
     rng = np.random.default_rng(11)
     a = _shard(bucket, "a", tmp_path)
@@ -487,6 +495,7 @@ def _wait_for(predicate, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+@pytest.mark.slow
 def test_a_stale_owner_stops_serving_reads_within_the_lease_check_bound(bucket: Bucket, tmp_path, monkeypatch) -> None:
     clock = _FakeMonotonic()
     monkeypatch.setattr("tierstore.cluster.slotstore._monotonic", clock)
@@ -534,6 +543,7 @@ def test_a_stale_owner_stops_serving_reads_within_the_lease_check_bound(bucket: 
     a.close()
 
 
+@pytest.mark.slow
 def test_an_unconfirmable_lease_refuses_reads_and_keeps_the_slot(bucket: Bucket, tmp_path, monkeypatch) -> None:
     from tierstore.cluster.errors import LeaseUnconfirmedError
     from tierstore.errors import ObjectStoreError
@@ -560,6 +570,7 @@ def test_an_unconfirmable_lease_refuses_reads_and_keeps_the_slot(bucket: Bucket,
     a.close()
 
 
+@pytest.mark.slow
 def test_shard_rejects_a_bad_lease_check_bound(bucket: Bucket, tmp_path) -> None:
     for bad in (0, -1.0, float("inf"), float("nan"), True, "2"):
         with pytest.raises(InvalidInputError):
@@ -569,6 +580,7 @@ def test_shard_rejects_a_bad_lease_check_bound(bucket: Bucket, tmp_path) -> None
 # ------------------------------------------------------------------ maintenance on a slot
 
 
+@pytest.mark.slow
 def test_verify_repair_compact_and_a_dry_run_sweep_on_a_slot(bucket: Bucket, tmp_path) -> None:
     import time
 
@@ -651,6 +663,7 @@ def _state_of(shard: Shard, slot: int, ns: str) -> dict[str, tuple]:
     return {m.id: (m.content, m.tier, m.created_at, m.superseded_by) for m in shard.read(slot, "memories", ns, [], {})}
 
 
+@pytest.mark.slow
 def test_garbage_collection_keeps_what_a_replay_needs_and_every_fence(bucket: Bucket, tmp_path) -> None:
     import hashlib
     import time
@@ -711,6 +724,7 @@ def test_garbage_collection_keeps_what_a_replay_needs_and_every_fence(bucket: Bu
         shard.close()
 
 
+@pytest.mark.slow
 def test_a_takeover_racing_a_collection_loses_nothing(bucket: Bucket, tmp_path, monkeypatch) -> None:
     import tierstore.cluster.slotstore as slotstore_module
 
@@ -765,6 +779,7 @@ def test_a_takeover_racing_a_collection_loses_nothing(bucket: Bucket, tmp_path, 
         shard.close()
 
 
+@pytest.mark.slow
 def test_a_slot_whose_kept_snapshots_are_unreadable_is_refused_not_served_short(bucket: Bucket, tmp_path) -> None:
     rng = np.random.default_rng(23)
     a = _shard(bucket, "a", tmp_path, snapshot_every=3)
@@ -810,6 +825,7 @@ def test_a_bucket_that_does_not_answer_is_refused_before_ray_starts(moto_server,
         )
 
 
+@pytest.mark.slow
 def test_a_prefix_belongs_to_one_cluster_name(bucket: Bucket, monkeypatch) -> None:
     """The first router claims the prefix for its cluster's name
     (cluster.json, create-only); the same name again is fine; another name is

@@ -43,6 +43,9 @@ from tierstore.cluster import Cluster, FencedError, NotOwnerError  # noqa: E402
 from tierstore.errors import InvalidInputError  # noqa: E402
 from tierstore.records import SweepReport  # noqa: E402
 
+# one Ray cluster for the module, its tests in file order on it: all slow (Ray and the shards take seconds to start)
+pytestmark = pytest.mark.slow
+
 DIM = 16
 NAMESPACES = [f"user-{i:03d}" for i in range(400)]
 PER_NS = 4

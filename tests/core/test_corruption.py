@@ -436,6 +436,7 @@ def test_backup_and_restore_of_a_store(tmp_path, rng):
         assert any(h.id == mid and h.memory.tier == "warm" for h in again.search(ns, v, k=10, record_access=False))
 
 
+@pytest.mark.slow
 def test_cli_verify_reports_and_repairs_a_damaged_shard(tmp_path):
     import subprocess
     import sys

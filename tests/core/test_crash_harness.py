@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import crash_harness as H
+import pytest
 from helpers import SUPPORT
 
 from tierstore import ManualClock, TierStore
@@ -20,6 +21,7 @@ from tierstore import ManualClock, TierStore
 HARNESS = SUPPORT / "crash_harness.py"
 
 
+@pytest.mark.slow
 def test_crash_harness_script_runs_trials_without_loss_or_duplication(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(HARNESS), "--trials", "4", "--seed", "1000", "--workdir", str(tmp_path)],
@@ -91,6 +93,7 @@ def test_the_oracle_catches_duplicates_and_resurrections(tmp_path):
     assert any("deleted memories are back" in p for p in bad.problems)
 
 
+@pytest.mark.slow
 def test_crash_harness_with_os_crashes_loses_nothing_that_was_synced(tmp_path):
     """Killed rounds that also lose the WAL's unsynced tail (tests/support/wal_tail.py):
     acknowledged adds after the last synced point may go, but nothing the

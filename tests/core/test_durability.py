@@ -41,6 +41,7 @@ def _run_child(code: str, sync_log: Path) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_restore_survives_an_os_crash_that_drops_the_unsynced_wal(tmp_path):
     """The issue's repro: archive, restore (the emptied object is deleted),
     crash, lose the WAL's unsynced tail. Without a barrier before the delete

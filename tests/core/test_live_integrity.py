@@ -9,6 +9,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from tierstore import ManualClock, Settings, StoreClosedError, TierStore
 from tierstore.core.integrity import IntegrityReport
@@ -92,6 +93,7 @@ def test_verify_lists_interrupted_work_as_in_flight_not_as_damage(tmp_path):
         assert fixed.ok and fixed.in_flight == [] and "finished pending archive batches" in fixed.repaired
 
 
+@pytest.mark.slow
 def test_close_waits_for_a_sweep_and_racing_calls_get_store_closed(tmp_path):
     rng = np.random.default_rng(6)
     for trial in range(6):

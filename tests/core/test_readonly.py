@@ -98,6 +98,7 @@ def test_a_reader_creates_no_cold_directory_and_applies_no_policy(tmp_path):
         TierStore.open(path, readonly=True, policy=Policy.from_dict({"thresholds": {"demote": 0.5}}))
 
 
+@pytest.mark.slow
 def test_cli_read_commands_run_while_another_process_holds_the_store(tmp_path):
     path = tmp_path / "s"
     with TierStore.open(path, dim=DIM, clock=ManualClock(time.time())) as store:

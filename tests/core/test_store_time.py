@@ -199,6 +199,7 @@ def test_parse_time_rejects_what_is_not_a_time():
 # -- the command line ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_sweep_refuses_a_foreign_clock_in_one_line_and_previews(tmp_path):
     path = tmp_path / "s"
     n = _simulated_store(path, 1_700_000_000.0, days=10)
@@ -217,6 +218,7 @@ def test_cli_sweep_refuses_a_foreign_clock_in_one_line_and_previews(tmp_path):
     assert at.returncode == 0, at.stderr
 
 
+@pytest.mark.slow
 def test_cli_stats_reads_a_store_at_its_own_time(tmp_path):
     """Events dated after the machine's clock (a store run ahead of it) are
     counted: stats reads at the store's time."""
@@ -234,6 +236,7 @@ def test_cli_stats_reads_a_store_at_its_own_time(tmp_path):
     assert life["events"]["by_kind"]["create"] == 5 and life["events"]["by_kind"]["archive"] == 5
 
 
+@pytest.mark.slow
 def test_cli_restore_accepts_iso_dates(tmp_path):
     path = tmp_path / "s"
     clock = ManualClock(parse_time("2026-01-10T12:00Z"))
@@ -251,6 +254,7 @@ def test_cli_restore_accepts_iso_dates(tmp_path):
     assert bad.returncode == 2 and "ISO 8601" in bad.stderr
 
 
+@pytest.mark.slow
 def test_cli_version_and_a_closed_pipe(tmp_path):
     out = cli("--version")
     assert out.returncode == 0 and out.stdout.startswith("tierstore ")
@@ -266,6 +270,7 @@ def test_cli_version_and_a_closed_pipe(tmp_path):
 # -- the demo --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_demo_keeps_its_store_at_the_present_and_its_next_steps_run(tmp_path):
     root = tmp_path / "demo"
     out = io.StringIO()
@@ -296,6 +301,7 @@ def test_the_demo_never_replaces_a_directory_it_did_not_make(tmp_path):
     assert (mine / "notes.txt").read_text() == "precious"
 
 
+@pytest.mark.slow
 def test_cli_restore_lists_what_came_back_and_says_why_nothing_did(tmp_path):
     path = tmp_path / "s"
     clock = ManualClock(time.time() - 3 * DAY)

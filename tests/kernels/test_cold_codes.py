@@ -72,6 +72,7 @@ def masks(draw, n: int):
 # sign codes
 
 
+@pytest.mark.slow
 @PROPS
 @given(matrices())
 def test_sign_codes_match_reference(X):
@@ -195,6 +196,7 @@ def score_cases(draw):
     return q, sign_codes(X), rows
 
 
+@pytest.mark.slow
 @PROPS
 @given(score_cases())
 def test_sign_scores_match_reference(case):

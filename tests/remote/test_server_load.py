@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from helpers import SUPPORT
 from server_process import TOKEN, ServerProcess, child_env
 
@@ -60,6 +61,7 @@ def run_workers(
     return [[json.loads(line) for line in out.read_text().splitlines()] for out in outs]
 
 
+@pytest.mark.slow
 def test_sixteen_clients_no_errors_no_lost_adds_exact_access_counts(tmp_path):
     path = tmp_path / "store"
     TierStore.open(path, dim=DIM).close()
@@ -91,6 +93,7 @@ def test_sixteen_clients_no_errors_no_lost_adds_exact_access_counts(tmp_path):
             assert store.get(ns, mid).access_count == expected[(ns, mid)]
 
 
+@pytest.mark.slow
 def test_sigkill_mid_load_loses_no_acknowledged_write(tmp_path):
     path = tmp_path / "store"
     TierStore.open(path, dim=DIM).close()
@@ -113,6 +116,7 @@ def test_sigkill_mid_load_loses_no_acknowledged_write(tmp_path):
         assert remote.stats(lifecycle=False).total >= len(acked)  # plus adds whose answer the kill cut off
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_in_flight_work_and_flushes(tmp_path):
     """Touches are counted in memory and flushed within a second; a SIGTERM
     while clients are touching lets the requests under way finish, then

@@ -269,6 +269,7 @@ def test_feedback_does_not_undo_explicit_or_key_supersession(tmp_path, rng):
             assert m.superseded_by is not None and m.ttl_seconds == 0
 
 
+@pytest.mark.slow
 def test_a_crash_between_the_commit_and_the_damping_is_finished_at_open(tmp_path, rng):
     """The add commits the new memory and its mark in one transaction; the
     damping follows. A SIGKILL in between leaves a marked memory with its old

@@ -143,6 +143,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_the_index_survives_sigkill(tmp_path, rng):
     path = tmp_path / "s"
     with TierStore.open(path, dim=DIM, clock=ManualClock(T0)) as store:
@@ -163,6 +164,7 @@ def test_the_index_survives_sigkill(tmp_path, rng):
         assert store.verify().ok
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("crash_at", ["archive.after_intent", "archive.after_commit"])
 def test_the_index_is_in_step_after_a_sigkill_mid_archive(tmp_path, rng, crash_at):
     from test_crash import run_child, seed_store

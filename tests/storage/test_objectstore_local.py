@@ -201,6 +201,7 @@ print(json.dumps(won), flush=True)
 """
 
 
+@pytest.mark.slow
 def test_put_if_absent_across_processes(tmp_path: Path) -> None:
     root, go, rounds = tmp_path / "store", tmp_path / "go", 50
     env = _child_env()
@@ -351,6 +352,7 @@ def test_thread_safety_smoke(tmp_path: Path) -> None:
     assert store.list() == expected
 
 
+@pytest.mark.slow
 def test_put_races_directory_pruning(tmp_path: Path) -> None:
     # delete() removes directories it empties; a put into the same directory at that
     # moment must retry, not fail with FileNotFoundError.

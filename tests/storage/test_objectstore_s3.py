@@ -206,6 +206,7 @@ def test_put_if_absent_412_after_409_is_false(monkeypatch: pytest.MonkeyPatch) -
     stubber.assert_no_pending_responses()
 
 
+@pytest.mark.slow
 def test_put_if_absent_persistent_409_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("tierstore.storage.objectstore._s3._CONFLICT_BACKOFF_S", 0.0)
     conflict = {"service_error_code": "ConditionalRequestConflict", "http_status_code": 409}
@@ -467,6 +468,7 @@ def test_passed_client_is_used(moto_server: MotoServer, s3_bucket: str) -> None:
 # -- server faults (the fixture's stop/start) -------------------------------------------------
 
 
+@pytest.mark.slow
 def test_server_down_then_back(moto_server: MotoServer, s3_bucket: str) -> None:
     store = _store(moto_server, s3_bucket, connect_timeout=0.5, max_attempts=1)
     store.put("k", b"v")

@@ -64,6 +64,7 @@ def test_a_local_prefix_belongs_to_one_store(tmp_path, monkeypatch):
     _second_store_is_refused_then_handed_over(tmp_path, shared, None, keys, monkeypatch)
 
 
+@pytest.mark.slow
 def test_an_s3_prefix_belongs_to_one_store(tmp_path, monkeypatch, moto_server, s3_bucket):
     def keys():
         resp = moto_server.client().list_objects_v2(Bucket=s3_bucket, Prefix="shared/")
@@ -146,6 +147,7 @@ def test_the_lock_error_names_the_holder(tmp_path):
         assert f"open in process {os.getpid()}" in out
 
 
+@pytest.mark.slow
 def test_cli_rebuild_catalog_takes_a_prefix_over(tmp_path):
     rng = np.random.default_rng(1)
     clock = ManualClock(T0)

@@ -320,6 +320,7 @@ def test_fetch_vectors_checks_the_shape_of_places(archived):
     assert np.array_equal(got[0], vecs[row.id])
 
 
+@pytest.mark.slow
 def test_searches_racing_compaction_never_score_a_wrong_vector(tmp_path):
     """Compaction moves records into new objects and rewrites their places
     while searches read rows, places and vectors at different moments: a

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from helpers import DIM, T0, unit
 
 from tierstore import ManualClock, TierStore
@@ -63,6 +64,7 @@ def test_archive_and_restore_over_s3(tmp_path, rng, moto_server, s3_bucket):
         assert again.stats().by_tier["cold"] == 0
 
 
+@pytest.mark.slow
 def test_rebuild_cold_catalog_from_the_bucket_alone(tmp_path, rng, moto_server, s3_bucket):
     clock = ManualClock(T0)
     with open_s3_store(tmp_path / "old", clock, moto_server, s3_bucket) as store:
@@ -107,6 +109,7 @@ def test_rebuild_cold_catalog_from_the_bucket_alone(tmp_path, rng, moto_server, 
             assert m.tags == before[i].tags and m.created_at == before[i].created_at
 
 
+@pytest.mark.slow
 def test_a_deleted_memory_stays_forgotten_in_a_rebuild_over_s3(tmp_path, rng, moto_server, s3_bucket):
     """The delete's tombstone lives in the bucket: a catalog rebuilt from it
     alone, before any sweep rewrote the archive object, leaves the memory out."""
@@ -130,6 +133,7 @@ def test_a_deleted_memory_stays_forgotten_in_a_rebuild_over_s3(tmp_path, rng, mo
         assert all(b"private note 2" not in fresh.engine.cold.store.get(k) for k in fresh.engine.cold.list_batches())
 
 
+@pytest.mark.slow
 def test_cli_sweep_restore_stats_over_s3(tmp_path, rng, moto_server, s3_bucket):
     import datetime
     import time

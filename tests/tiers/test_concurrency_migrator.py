@@ -44,6 +44,7 @@ def _dump_threads_to_tmp(tmp_path) -> str:
     return path.read_text()
 
 
+@pytest.mark.slow
 def test_eight_threads_with_the_background_migrator_and_a_moving_clock(tmp_path):
     clock = ManualClock(T0)
     store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock, settings=Settings(flush_interval_s=0.05))

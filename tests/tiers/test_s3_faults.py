@@ -146,6 +146,7 @@ def assert_clear(message: str, *, op: str | None = None) -> None:
 # -- transient faults: retried, invisible to the caller --------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", FAULTS)
 def test_a_transient_fault_is_retried_by_sweep_and_restore(tmp_path, rng, moto_server, s3_bucket, proxy, fault):
     clock = ManualClock(T0)
@@ -171,6 +172,7 @@ def test_a_transient_fault_is_retried_by_sweep_and_restore(tmp_path, rng, moto_s
 # -- an outage: nothing archived, nothing lost, finished after recovery ------------------------
 
 
+@pytest.mark.slow
 def test_sweep_during_an_outage_archives_nothing_and_the_next_sweep_finishes(
     tmp_path, rng, moto_server, s3_bucket, proxy
 ):
@@ -298,6 +300,7 @@ def test_restore_during_an_outage_raises_and_changes_nothing(tmp_path, rng, moto
 # -- the background migrator ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_background_migrator_backs_off_during_an_outage_and_completes_after(
     tmp_path, rng, moto_server, s3_bucket, proxy
 ):
@@ -354,6 +357,7 @@ def test_background_migrator_backs_off_during_an_outage_and_completes_after(
 # -- the S3 server restarted: its objects are gone ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_s3_server_down_then_restarted_without_its_data(tmp_path, rng, private_moto):
     server = private_moto
     bucket = "restart-test"
