@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 STAMP      := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test bench bench-peers clean
+.PHONY: demo test test-fast bench bench-peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,11 @@ demo: $(DEMO_STAMP)
 	$(BIN)/tierstore demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
+
+# the edit-test loop: every test not marked slow (about 2 s or more each), on two workers (pytest-xdist)
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" -n 2
 
 # pytest-benchmark suites, then `tierstore bench` (peer comparisons; `make bench BENCH_ARGS=--quick`).
 # The peers (Chroma, LangChain) need the bench extra: `make bench-peers` installs it first.
