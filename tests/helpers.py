@@ -8,7 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-DIM = 64  # wide enough that random unit vectors are unrelated (cosine ~ N(0, 1/8)), as real embeddings of unrelated texts are; automatic supersession would otherwise pair them
+# wide enough that random unit vectors are unrelated (cosine ~ N(0, 1/8)), as real embeddings of unrelated texts
+# are; automatic supersession would otherwise pair them
+DIM = 64
 T0 = 1_700_000_000.0
 
 
