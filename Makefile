@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 STAMP      := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test lint bench bench-peers clean
+.PHONY: demo test test-fast lint bench bench-peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
+# the edit-test loop: every test not marked slow (about 2 s or more each), on two workers (pytest-xdist)
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" -n 2
 
 # pytest-benchmark suites, then `tierstore bench` (peer comparisons; `make bench BENCH_ARGS=--quick`).
 # The peers (Chroma, LangChain) need the bench extra: `make bench-peers` installs it first.

@@ -63,7 +63,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.append(str(ROOT / "tests"))  # s3_fixtures; after benchmarks/, whose conftest is wanted
+sys.path.append(str(ROOT / "tests" / "support"))  # s3_fixtures
 import numpy as np  # noqa: E402
 from conftest import clustered_vectors  # noqa: E402  (also sets one BLAS thread)
 from search_ab import export_old  # noqa: E402

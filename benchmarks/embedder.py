@@ -200,7 +200,7 @@ GOLDEN_TEXTS = [
 
 
 def write_golden(path: Path) -> None:
-    """The old path's vectors of :data:`GOLDEN_TEXTS`, for tests/test_minilm.py's check without torch."""
+    """The old path's vectors of :data:`GOLDEN_TEXTS`, for tests/embedding/test_minilm.py's check without torch."""
     import sentence_transformers
     import torch
 

@@ -3,7 +3,7 @@
 Written from the documented formulas (``docs``/DESIGN §3–§4 and the kernels'
 docstrings), not from the kernel code: pure Python ``math`` over per-element
 Python floats, no Numba, nothing imported from the kernel modules except the
-column constants. The property tests in ``tests/test_kernels.py`` compare each
+column constants. The property tests in ``tests/kernels/test_kernels.py`` compare each
 kernel with its ``ref_<name>`` here. Slow by design; never used by the engine.
 
 Units: times and half-lives in seconds (POSIX seconds, ``+inf``: never);

@@ -43,7 +43,7 @@ def crash_point(name: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-# -- synced WAL prefixes, for the OS-crash model of tests/crash_harness.py ------------------
+# -- synced WAL prefixes, for the OS-crash model of tests/support/crash_harness.py ------------------
 
 _SYNC_LOG = os.environ.get("TIERSTORE_SYNC_LOG", "")
 

@@ -1,0 +1,146 @@
+"""Smoke test of ``tierstore bench`` on toy sizes (no peer packages needed).
+
+The real benchmarks take minutes and are not part of ``make test``; this
+checks that the machinery runs end to end and prints ratios, and that the
+forgetting-quality workload and the peer formulas behave."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timedelta
+
+import numpy as np
+import pytest
+
+from tierstore.bench import forgetting as fq
+from tierstore.bench import main, parse_suites
+from tierstore.bench.seedref import DictCollection, cleanup_dicts, seed_metadata
+
+
+@pytest.mark.slow
+def test_bench_runs_and_prints_ratios(tmp_path, capsys):
+    out_json = tmp_path / "bench.json"
+    rc = main(
+        [
+            "--suite",
+            "a,e",
+            "--no-progress",
+            "--json",
+            str(out_json),
+            "--workdir",
+            str(tmp_path / "work"),
+            "--set",
+            "a.n=2200",
+            "--set",
+            "a.queries=40",
+            "--set",
+            "a.rounds=2",
+            "--set",
+            "e.n=600",
+            "--set",
+            "e.due=40",
+            "--set",
+            "e.rounds=2",
+            "--set",
+            "e.namespaces=4",
+            "--set",
+            "e.no_chroma=true",
+        ]
+    )
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "ratio" in out and "store.search" in out and "store.sweep()" in out
+    data = json.loads(out_json.read_text())
+    rows = [r for s in data["suites"] for r in s["rows"]]
+    assert {r["suite"] for r in rows} == {"a", "e"}
+    for r in rows:
+        assert math.isfinite(r["ratio"]) and r["ratio"] > 0
+        assert r["cand_s"] > 0 and r["base_s"] > 0
+    assert data["environment"]["cores"] >= 1 and "hnswlib" in data["environment"]["versions"]
+    e = next(s for s in data["suites"] if s["suite"] == "e")
+    assert e["extra"]["acted_per_round"]["sweep"] == [40, 40]  # the same number due on both sides
+    assert e["extra"]["acted_per_round"]["dicts"] == [40, 40]
+
+
+def test_suite_selection():
+    assert parse_suites("forgetting,a", quick=True) == ["g", "a"]
+    assert parse_suites(None, quick=False) == list("abcdefghi")
+    assert parse_suites("relations", quick=True) == ["i"]
+    assert parse_suites("conversation", quick=True) == ["h"]
+
+
+def test_seed_cleanup_over_dicts():
+    t0 = datetime(2024, 1, 1)
+    metas = [
+        seed_metadata("old", memory_type="conversation", created=t0, last_access=t0, confidence=0.8, tags=[], ttl=None),
+        seed_metadata(
+            "stale", memory_type="fact", created=t0, last_access=t0, confidence=0.2, tags=["a"], ttl=None, weight=0.005
+        ),
+        seed_metadata("fresh", memory_type="fact", created=t0, last_access=t0, confidence=0.9, tags=[], ttl=None),
+    ]
+    coll = DictCollection(["old", "stale", "fresh"], metas)
+    archived, deleted = cleanup_dicts(coll, t0 + timedelta(hours=2))
+    assert (archived, deleted) == (1, 1)  # conversation past its 1 h TTL; weight < 0.01 with confidence < 0.3
+    assert [m["id"] for m in coll.get_not_archived()["metadatas"]] == ["fresh"]
+
+
+def test_drift_workload_ground_truth():
+    wl = fq.drift_workload(users=2, days=20, seed=3)
+    ids = {m.id: m for m in wl.mems}
+    assert wl.queries and all(q.live in ids for q in wl.queries)
+    for q in wl.queries:
+        live = ids[q.live]
+        assert live.user == q.user and live.t <= q.t
+        for s in q.stale:  # superseded statements: same user, same slot, older than the live one
+            assert ids[s].slot == live.slot and ids[s].t < live.t and ids[s].user == q.user
+    assert any(q.stale for q in wl.queries)
+    assert [e[0] for e in wl.events] == sorted(e[0] for e in wl.events)
+
+
+def test_peer_formulas_and_scores():
+    um = fq.UserMemory(4)
+    e = np.eye(4, dtype=np.float32)
+    um.add("old", e[0], 0.0, 7)
+    um.add("new", (0.9 * e[0] + 0.436 * e[1]) / np.linalg.norm(0.9 * e[0] + 0.436 * e[1]), 10 * fq.DAY, 7)
+    now = 11 * fq.DAY
+    # Redis AMS: 0.8*sim + 0.2*(0.6*fresh + 0.4*novelty) with 7 d / 30 d half-lives
+    top = fq.redis_ams(um, e[0], now, 1)
+    s_old = 0.8 * 1.0 + 0.2 * (0.6 * 0.5 ** (11 / 7) + 0.4 * 0.5 ** (11 / 30))
+    s_new = 0.8 * 0.9 + 0.2 * (0.6 * 0.5 ** (1 / 7) + 0.4 * 0.5 ** (1 / 30))
+    assert um.ids[top[0]] == ("old" if s_old > s_new else "new")
+    wl = fq.drift_workload(users=2, days=12, seed=5)
+    emb = fq.Hashing()
+    mv, qv = fq.embed_workload(wl, emb)
+    scores = fq.score_peers(wl, mv, qv)
+    for sc in scores.values():
+        row = sc.row()
+        assert 0.0 <= row["stale_hit_at_1"] <= 1.0 and 0.0 <= row["live_recall_at_5"] <= 1.0
+        assert row["hot_end"] == len(wl.mems) and len(sc.footprint) == 12
+
+
+@pytest.mark.slow
+def test_search_scripts_run_on_a_kept_store(tmp_path):
+    """benchmarks/search_ratio.py, search_steps.py and search_cold.py (issue 2's measurements)
+    still run against the current code: build and keep a small indexed store,
+    reopen it, print their figures."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    store = tmp_path / "s"
+
+    def run(script: str, *args: str) -> str:
+        out = subprocess.run([sys.executable, str(bench / script), *args], capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    built = run("search_ratio.py", "--n", "3000", "--rounds", "2", "--block", "20", "--keep", str(store))
+    assert "3000 x 384" in built and "median of per-round ratios" in built
+    again = run("search_ratio.py", "--store", str(store), "--rounds", "2", "--block", "20", "--shuffled", "--read-hits")
+    assert "shuffled calls" in again and "reads every hit" in again
+    steps = run("search_steps.py", "--store", str(store), "--rounds", "1")
+    assert "rank_and_gather" in steps and "overhead" in steps
+    cold = run("search_cold.py", "--store", str(store), "--rounds", "1", "--queries", "20")
+    assert "3000 x 384" in cold and "after the walk" in cold and "no-op, no arguments" in cold
