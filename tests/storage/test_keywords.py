@@ -167,7 +167,7 @@ def test_the_index_survives_sigkill(tmp_path, rng):
 @pytest.mark.slow
 @pytest.mark.parametrize("crash_at", ["archive.after_intent", "archive.after_commit"])
 def test_the_index_is_in_step_after_a_sigkill_mid_archive(tmp_path, rng, crash_at):
-    from test_crash import run_child, seed_store
+    from crash_store import run_child, seed_store
 
     path = tmp_path / "s"
     chats, facts, _ = seed_store(path, rng)

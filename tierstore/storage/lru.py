@@ -17,13 +17,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-D = TypeVar("D")
-
-_MISSING = object()
+_MISSING: Any = object()  # Any: compared by identity, never used as a V
 
 
 class LRU(Generic[K, V]):
@@ -78,7 +76,7 @@ class LRU(Generic[K, V]):
     def __iter__(self) -> Iterator[K]:
         return iter(self._d)
 
-    def get(self, key: K, default: D = None) -> V | D:  # type: ignore[assignment]
+    def get(self, key: K, default: V | None = None) -> V | None:
         """The value of ``key``, now the most recent; ``default`` if absent."""
         # a hit is the fast path (two dict calls); a miss raises, but every
         # cache here follows a miss with a read that costs far more
@@ -88,21 +86,21 @@ class LRU(Generic[K, V]):
             return default
         return self._d[key]
 
-    def get_many(self, keys: Iterable[K], default: D = None) -> list[V | D]:  # type: ignore[assignment]
+    def get_many(self, keys: Iterable[K], default: V | None = None) -> list[V | None]:
         """:meth:`get` of each key, in order (one call: the per-key cost stays that of the dict)."""
         d = self._d
         lookup, touch = d.get, d.move_to_end
-        out: list[V | D] = []
+        out: list[V | None] = []
         for key in keys:
             value = lookup(key, _MISSING)
             if value is _MISSING:
                 out.append(default)
             else:
                 touch(key)
-                out.append(value)  # type: ignore[arg-type]
+                out.append(value)
         return out
 
-    def peek(self, key: K, default: D = None) -> V | D:  # type: ignore[assignment]
+    def peek(self, key: K, default: V | None = None) -> V | None:
         """The value of ``key`` without making it recent; ``default`` if absent."""
         return self._d.get(key, default)
 
@@ -129,13 +127,13 @@ class LRU(Generic[K, V]):
         total = self._total
         try:
             for key, value in zip(keys, values):
-                if weigh is not None:
+                if weigh is not None and max_weight is not None:  # the two go together (checked at init)
                     w = weigh(value)
-                    if w > max_weight and not keep_oversize:  # type: ignore[operator]
+                    if w > max_weight and not keep_oversize:
                         continue
                     old = take(key, _MISSING)
                     d[key] = value
-                    total += w if old is _MISSING else w - weigh(old)  # type: ignore[arg-type]
+                    total += w if old is _MISSING else w - weigh(old)
                 else:
                     take(key, _MISSING)
                     d[key] = value
@@ -147,24 +145,24 @@ class LRU(Generic[K, V]):
                         if on_evict is not None:
                             self._total = total  # right while the callback runs
                             on_evict(k, v)
-                if max_weight is not None:
+                if max_weight is not None and weigh is not None:
                     while total > max_weight and len(d) > 1:
                         k, v = drop(last=False)
-                        total -= weigh(v)  # type: ignore[misc]
+                        total -= weigh(v)
                         if on_evict is not None:
                             self._total = total
                             on_evict(k, v)
         finally:
             self._total = total
 
-    def pop(self, key: K, default: D = None) -> V | D:  # type: ignore[assignment]
+    def pop(self, key: K, default: V | None = None) -> V | None:
         """Remove ``key`` and return its value; ``default`` if absent. No ``on_evict``."""
         value = self._d.pop(key, _MISSING)
         if value is _MISSING:
             return default
         if self._weight is not None:
-            self._total -= self._weight(value)  # type: ignore[arg-type]
-        return value  # type: ignore[return-value]
+            self._total -= self._weight(value)
+        return value
 
     def popitem(self) -> tuple[K, V]:
         """Remove and return the least recently used ``(key, value)``; KeyError if empty. No ``on_evict``."""

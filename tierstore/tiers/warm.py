@@ -213,7 +213,8 @@ class WarmTier:
         with self._lock:
             if info.shard not in self._cache:  # else loaded by another thread meanwhile: keep that one
                 self._cache.put(info.shard, loaded)
-            return self._cache.peek(info.shard, loaded)
+            kept = self._cache.peek(info.shard)
+            return loaded if kept is None else kept
 
     def _read(self, info: ShardInfo) -> LoadedShard:
         d = self.directory / info.name
