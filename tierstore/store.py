@@ -2,7 +2,8 @@
 and delegates to the engine's parts: :mod:`tierstore.core.ingest` (add),
 :mod:`tierstore.core.retrieval` (search across tiers), :mod:`tierstore.core.reads`,
 :mod:`tierstore.core.updates` (touch, feedback, pin, delete, context),
-:mod:`tierstore.core.opening` and the migrator. The shared state is a
+:mod:`tierstore.core.opening` and :mod:`tierstore.core.upkeep` (sweep,
+compact, restore, rebuild). The shared state is a
 :class:`tierstore.core.engine.Engine`; no module imports this one but the
 package's callers (CLI, server, integrations)."""
 
@@ -16,24 +17,19 @@ from typing import Any
 from tierstore import embedding as _embedding
 from tierstore.analytics.prometheus import metrics_text
 from tierstore.clock import Clock
-from tierstore.core import ingest, integrity, opening, reads, retrieval, updates
+from tierstore.core import ingest, integrity, opening, reads, retrieval, updates, upkeep
 from tierstore.core.engine import Engine, Settings
 from tierstore.core.store_clock import ClockCheck
-from tierstore.core.trace import TraceWriter, encode_vector
+from tierstore.core.trace import TraceWriter
 from tierstore.errors import InvalidInputError, StoreConfigError
 from tierstore.policy import Policy
 from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.rules.validation import (
-    check_id_list,
     check_namespace,
     check_positive_int,
-    check_search_flags,
-    check_seconds,
-    check_vector,
 )
 from tierstore.storage.catalog import Catalog
 from tierstore.storage.objectstore import ObjectStore
-from tierstore.tiers.background import check_sweep_args
 from tierstore.tiers.migrator import Migrator
 
 __all__ = ["Settings", "TierStore"]
@@ -412,13 +408,6 @@ class TierStore:
         word to look for (empty, stop words) or whose words match nothing: by
         meaning alone.
         """
-        if (
-            type(include_warm) is not bool
-            or type(explain) is not bool
-            or (record_access is not None and type(record_access) is not bool)
-            or memory_types is not None
-        ):
-            memory_types = check_search_flags(include_warm, record_access, explain, memory_types)
         return retrieval.search(
             self.engine,
             ns,
@@ -455,12 +444,6 @@ class TierStore:
         object store, wait for a writer of the namespace's index, load the
         namespace, or write a trace. Bad input raises as :meth:`search` does.
         An answer is the one :meth:`search` gives (access recording included)."""
-        if (
-            type(include_warm) is not bool
-            or (record_access is not None and type(record_access) is not bool)
-            or memory_types is not None
-        ):
-            memory_types = check_search_flags(include_warm, record_access, False, memory_types)
         return retrieval.search(
             self.engine,
             ns,
@@ -597,15 +580,7 @@ class TierStore:
         Raises ClockSkewError (except a dry run) if the clock failed the check
         at open (see :meth:`open`).
         """
-        self.engine.check_open()
-        if max_items is not None:
-            max_items = check_positive_int(max_items, "max_items")
-        time_budget_s = check_seconds(time_budget_s, "time_budget_s", optional=True)
-        if not isinstance(dry_run, bool):
-            raise InvalidInputError(f"dry_run must be True or False, got {dry_run!r}")
-        if dry_run:
-            return self.engine.migrator.preview(max_items, time_budget_s)
-        return self.engine.sweep(max_items, time_budget_s, progress)
+        return upkeep.sweep(self.engine, max_items, time_budget_s, progress, dry_run)
 
     def compact_cold(self, *, progress: bool | None = False) -> int:
         """Rewrite every archive object that holds records of memories no
@@ -616,14 +591,7 @@ class TierStore:
         Raises CorruptDataError, after rewriting the others, if an object's
         live records fail their checksums (the sweep skips such objects;
         ``verify`` reports them)."""
-        self.engine.check_writable()
-        with self.engine.sweep_lock:
-            try:
-                return self.engine.migrator.compact_archives(
-                    self.engine.store_time.now(), everything=True, progress=progress, strict=True
-                )
-            finally:
-                self.engine.migrator.settle_tombstones()
+        return upkeep.compact_cold(self.engine, progress)
 
     def restore(
         self,
@@ -652,45 +620,9 @@ class TierStore:
         as recently used (recency, not the access count) and keeps at least
         its type's initial weight.
         """
-        self.engine.check_writable()
-        check_namespace(ns)
-        if ids is None and where is None and text is None and query is None:
-            raise InvalidInputError("restore needs ids, where, text or query")
-        id_list = None if ids is None else check_id_list(ids)
-        if limit is not None:
-            limit = check_positive_int(limit, "limit")
-        if k is not None:
-            if query is None:
-                raise InvalidInputError("restore k= goes with query= (restore by meaning); use limit= otherwise")
-            k = check_positive_int(k, "k")
-        q = None if query is None else check_vector(_embedding.embed_query(self.embedder, query), self.dim, "query")
-        if q is not None:
-            limit = min(k or 5, limit) if limit is not None else (k or 5)
-        if where is not None and not isinstance(where, Mapping):
-            raise InvalidInputError("restore where must be a dict")
-        with self.engine.sweep_lock:
-            restored = self.engine.migrator.restore(
-                ns,
-                ids=id_list,
-                where=None if where is None else dict(where),
-                text=text,
-                query=q,
-                limit=limit,
-                progress=progress,
-            )
-        if self.engine.trace is not None:
-            self.engine.trace.write(
-                "restore",
-                self.engine.store_time.now(),
-                ns=ns,
-                ids=id_list,
-                where=None if where is None else dict(where),
-                text=text,
-                query=None if q is None else encode_vector(q),
-                limit=limit,
-                restored=restored,
-            )
-        return restored
+        return upkeep.restore(
+            self.engine, ns, ids=ids, where=where, text=text, query=query, k=k, limit=limit, progress=progress
+        )
 
     def start_trace(self, path: str | os.PathLike[str]) -> None:
         """Record every call from now on as JSON lines in ``path`` (appended),
@@ -708,22 +640,14 @@ class TierStore:
         tombstones say they were deleted stay out, and a statement its record
         says was superseded stays retired. Returns counts: objects, records,
         inserted, repointed, skipped, forgotten, marks."""
-        self.engine.check_writable()
-        with self.engine.sweep_lock:
-            counts = self.engine.migrator.rebuild_cold_catalog(progress)
-            if counts["marks"]:  # a restored mark on a memory archived before it was damped gets its TTL of 0
-                opening.repair_supersessions(self.engine)
-            return counts
+        return upkeep.rebuild_catalog(self.engine, progress)
 
     def start_migrator(self, *, interval_s: float = 60.0, max_items: int = 10_000, time_budget_s: float = 5.0) -> None:
         """Run sweeps in a background thread every ``interval_s`` seconds (of
         wall-clock time), each bounded by ``max_items`` and ``time_budget_s``.
         It comes back sooner while work remains and backs off after errors.
         Raises ClockSkewError if the clock failed the check at open."""
-        self.engine.check_writable()
-        interval_s, max_items, time_budget_s = check_sweep_args(interval_s, max_items, time_budget_s)
-        self.engine.require_trusted_clock()
-        self.engine.migrator.start(interval_s, max_items, time_budget_s)
+        upkeep.start_migrator(self.engine, interval_s, max_items, time_budget_s)
 
     @property
     def migrator_running(self) -> bool:

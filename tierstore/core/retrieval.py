@@ -35,6 +35,7 @@ from tierstore.rules.validation import (
     check_confidence,
     check_namespace,
     check_positive_int,
+    check_search_flags,
     check_tags,
     check_vector,
 )
@@ -63,6 +64,13 @@ def search(
     signal (:mod:`tierstore.core.hybrid`)."""
     # Written for speed: this runs per query, and after hnswlib's search
     # every Python step runs with cold caches.
+    if (  # the flags' full check only when one is not of its usual type (the common call skips it)
+        type(include_warm) is not bool
+        or type(explain) is not bool
+        or (record_access is not None and type(record_access) is not bool)
+        or memory_types is not None
+    ):
+        memory_types = check_search_flags(include_warm, record_access, explain, memory_types)
     if eng.closed:
         raise StoreClosedError("the store is closed")
     if in_memory_only and (type(query) is str or text is not None or explain or eng.trace is not None):
