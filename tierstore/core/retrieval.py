@@ -180,27 +180,24 @@ def search(
             else {}
         )
         warm_shards = include_warm and bool(eng.warm.shards(ns))
+        sims = ranked.rf[C.R_RAW].tolist()  # a list: max and min of ten floats cost less than numpy's reductions
         # hot alone answers when there is no warm tier to merge and the cold
-        # tier is not wanted: off, or "auto" with k hits, one as similar as the bar
+        # tier is not wanted (off, or "auto" with k hits, one as similar as
+        # the bar) or holds nothing of the namespace
+        archived = eng.cold_searchable and not eng.cold_index.known_empty(ns)  # the archive may hold some of ns
         hot_alone = not warm_shards and (
             cold_mode is False
-            or (cold_mode == "auto" and len(hits) >= k and ranked.rf[C.R_RAW].max() >= sc.cold_similarity_bar)
+            or not archived
+            or (cold_mode == "auto" and len(hits) >= k and max(sims) >= sc.cold_similarity_bar)
+            or archive_empty(eng, ns, in_memory_only)
         )
-        if hot_alone and cold_mode == "auto" and sc.cold_estimate and eng.cold_searchable:
-            estimate_note = archive_may_rank(eng, ns, query, float(ranked.rf[C.R_RAW].min()), sc, in_memory_only)
+        if hot_alone and archived and cold_mode == "auto" and sc.cold_estimate:
+            estimate_note = archive_may_rank(eng, ns, query, min(sims, default=-math.inf), sc, in_memory_only)
             if estimate_note is _UNKNOWN:
                 return None  # the archive's codes are not loaded: the caller searches again where it may wait
             hot_alone = estimate_note is None
-        if in_memory_only and not hot_alone:  # no warm shard to merge: refused above
-            if eng.cold_searchable and eng.cold_index.count_if_loaded(ns) != 0:
-                return None  # nothing recorded: the caller searches again where it may wait
-            # The cold pass would find nothing (the namespace has no archived
-            # memory): the merged answer is the hot hits in the merge's order.
-            raw = ranked.raw
-            order = sorted(range(len(hits)), key=lambda i: (-hits[i].score, -float(raw[i, 0]), i))
-            hits = [hits[i] for i in order]
-            hits, moved = resolve_hits(cp, hits, [float(raw[i, 0]) for i in order])
-            hot_alone = True
+        if in_memory_only and not hot_alone:  # no warm shard to merge (refused above): the archive's codes to read
+            return None  # nothing recorded: the caller searches again where it may wait
         if record_access and hits and hot_alone:
             with hot.access_lock:
                 record_accesses(
@@ -316,6 +313,15 @@ def search(
 
 
 _UNKNOWN = "unknown"  # archive_may_rank: the codes are not loaded and may not be loaded here
+
+
+def archive_empty(eng: Engine, ns: str, in_memory_only: bool) -> bool:
+    """Whether the cold tier holds nothing of ``ns`` a search could find
+    (False when ``in_memory_only`` and its codes are not loaded: unknown)."""
+    if not eng.cold_searchable:
+        return True
+    index = eng.cold_index
+    return (index.count_if_loaded(ns) if in_memory_only else index.count(ns)) == 0
 
 
 def archive_may_rank(eng: Engine, ns: str, query: Any, kth: float, sc: Any, in_memory_only: bool) -> str | None:

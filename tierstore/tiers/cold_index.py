@@ -230,6 +230,12 @@ class ColdIndex:
             self._generation[ns] = self._generation.get(ns, 0) + 1
             self._loaded.pop(ns)
 
+    def known_empty(self, ns: str) -> bool:
+        """True when ``ns`` is known to have no code (nothing archived), without a lock or a read: the
+        search's hot path asks this first. False means it may have some (or it is not known)."""
+        with_codes = self._with_codes  # one read: invalidate() may replace it with None meanwhile
+        return with_codes is not None and ns not in with_codes
+
     def count_if_loaded(self, ns: str) -> int | None:
         """:meth:`count` if the namespace's codes are loaded, else None (loading reads the catalog)."""
         with self._lock:
