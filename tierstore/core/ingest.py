@@ -8,7 +8,7 @@ import json
 import math
 import sqlite3
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,12 @@ from tierstore.rules.validation import (
 from tierstore.storage.catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params
 from tierstore.storage.faults import crash_point
 from tierstore.tiers.hot import HotNamespace
+
+# Batches at least this large insert into the graph while their commit is in
+# flight (commit_and_insert). A smaller one commits first: its graph insert is
+# short, and holding the namespace's write lock through a commit's fsync would
+# stall its readers longer than the insert saves.
+_STAGE_MIN = 32
 
 _ADD_KEYS = {
     "content",
@@ -157,12 +163,7 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
         if cold_keys:
             eng.migrator.collect_archives(cold_keys)
     else:
-        outcome, marks = eng.catalog.write(insert)
-        crash_point("add.after_commit")
-        added = _added(rows, vectors, outcome)
-        if added:
-            with hot.lock.write():
-                hot.add_rows([r for r, _ in added], np.stack([v for _, v in added]))
+        outcome, marks = commit_and_insert(eng, hot, insert, rows, vectors)
     for mark in marks:
         supersede(eng, ns, mark.old_id, mark.new_id, now, mark)
     for row, out in zip(rows, outcome):
@@ -191,6 +192,51 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
                 metadata=None if r.metadata is None else json.loads(r.metadata),
             )
     return ids
+
+
+def commit_and_insert(
+    eng: Engine,
+    hot: HotNamespace,
+    insert: Callable[[sqlite3.Connection], tuple[list[int | dedupe.Duplicate], list[supersession.Mark]]],
+    rows: Sequence[MemoryRow],
+    vectors: np.ndarray,
+) -> tuple[list[int | dedupe.Duplicate], list[supersession.Mark]]:
+    """Commit ``insert`` (the rows' catalog transaction), then make the rows
+    it inserted live in the hot tier; its outcome and supersession marks.
+
+    In an indexed namespace the graph insert, most of an add's time, runs
+    while the commit is in flight (the writer thread and hnswlib both
+    release the GIL), under the namespace's write lock from before the graph
+    changes until the committed rows are live: no reader sees a row the
+    commit has not made durable, and a failed commit leaves dead slots only."""
+    fut = eng.catalog.submit(insert)
+    with hot.lock.write():
+        if hot.index is None or len(rows) < _STAGE_MIN:
+            staged = None
+        else:
+            try:
+                staged = hot.stage_vectors(vectors)
+            except BaseException:
+                fut.result()  # the commit stands alone: nothing of it is in the hot tier yet
+                raise
+        try:
+            outcome, marks = fut.result()
+        except BaseException:
+            if staged is not None:
+                hot.discard_staged(staged.tolist())
+            raise
+        crash_point("add.after_commit")
+        added = _added(rows, vectors, outcome)
+        if staged is None:
+            if added:
+                hot.add_rows([r for r, _ in added], np.stack([v for _, v in added]))
+        else:
+            taken = [s for s, out in zip(staged.tolist(), outcome) if not isinstance(out, dedupe.Duplicate)]
+            if added:
+                hot.add_rows([r for r, _ in added], None, slots=taken)
+            if len(taken) < len(rows):
+                hot.discard_staged(sorted(set(staged.tolist()) - set(taken)))
+    return outcome, marks
 
 
 def _added(

@@ -356,6 +356,36 @@ class HotNamespace:
         if self.index is None and self.live > self.settings.exact_threshold:
             self._build_index()
 
+    def stage_vectors(self, vectors: np.ndarray) -> np.ndarray:
+        """Insert normalised float32 ``vectors`` into the index at the next
+        slots, not live yet (hold ``lock.write()``; an indexed namespace
+        only), and return those slots: the graph insert, the costly part of
+        an add, then runs while the rows' commit is in flight. Afterwards
+        :meth:`add_rows` with ``slots=`` makes the committed rows live and
+        :meth:`discard_staged` drops the others (dead slots, as removed ones)."""
+        assert self.index is not None, "stage_vectors: an indexed namespace only"
+        k = vectors.shape[0]
+        slots = np.arange(self.n, self.n + k, dtype=np.int64)
+        top = self.n + k
+        self.grow(top)
+        while len(self.ids) < top:
+            self.ids.append(None)
+            self.contents.append("")
+            self.sources.append("")
+            self.tag_names.append(())
+            self.metadata.append(None)
+        self.index.add_items(vectors, slots, num_threads=_build_threads(k))
+        self.n = top  # the slots are taken whatever the commit decides: a later add never reuses a graph label
+        return slots
+
+    def discard_staged(self, slots: Sequence[int]) -> None:
+        """Drop staged slots no row took (hold ``lock.write()``): the commit
+        failed, or the row merged into a duplicate. They stay dead slots."""
+        assert self.index is not None
+        for s in slots:
+            self.index.mark_deleted(int(s))
+        self.changes_since_checkpoint += 1
+
     def _new_index(self, capacity: int) -> hnswlib.Index:
         s = self.settings
         index = hnswlib.Index(space="ip", dim=self.dim)
