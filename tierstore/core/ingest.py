@@ -49,6 +49,7 @@ from tierstore.rules.validation import (
 )
 from tierstore.storage.catalog import EVENT_SQL, INSERT_SQL, MemoryRow, insert_params
 from tierstore.storage.faults import crash_point
+from tierstore.storage.heap import release_freed
 from tierstore.tiers.hot import HotNamespace
 
 # Batches at least this large insert into the graph while their commit is in
@@ -56,6 +57,8 @@ from tierstore.tiers.hot import HotNamespace
 # short, and holding the namespace's write lock through a commit's fsync would
 # stall its readers longer than the insert saves.
 _STAGE_MIN = 32
+# After a batch at least this large the allocator's free pages go back to the system (storage.heap).
+_TRIM_MIN = 256
 
 _ADD_KEYS = {
     "content",
@@ -164,6 +167,8 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
             eng.migrator.collect_archives(cold_keys)
     else:
         outcome, marks = commit_and_insert(eng, hot, insert, rows, vectors)
+    if len(rows) >= _TRIM_MIN:
+        release_freed()  # the batch's rows, parameters and vector copies: freed, not yet given back
     for mark in marks:
         supersede(eng, ns, mark.old_id, mark.new_id, now, mark)
     for row, out in zip(rows, outcome):

@@ -44,6 +44,7 @@ from tierstore.rules.validation import check_vector, load_metadata
 from tierstore.storage.catalog import Catalog, MemoryRow, stack_embeddings
 from tierstore.storage.faults import crash_point
 from tierstore.storage.fileio import fsync_file, sha256_file
+from tierstore.storage.heap import release_freed
 from tierstore.storage.rwlock import RWLock
 
 _INITIAL_CAPACITY = 64
@@ -278,7 +279,9 @@ class HotNamespace:
             return
         cap = max(_INITIAL_CAPACITY, self.cap)
         while cap < need:
-            cap *= 2
+            # a quarter more each time, not double: the graph allocates every slot of its capacity up
+            # front (~1.7 KB at 384 dims), so doubling left up to half of a large namespace's graph unused
+            cap = max(cap + _INITIAL_CAPACITY, cap + cap // 4)
         F = np.zeros((C.NF, cap), np.float64)
         F[:, : self.n] = self.F[:, : self.n]
         I = np.zeros((C.NI, cap), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
@@ -483,6 +486,7 @@ class HotNamespace:
         if use_index or k > self.settings.exact_threshold:
             self._build_index()
         self.changes_since_checkpoint += 1
+        release_freed()  # the old graph and columns: freed, not yet given back
 
     # -- queries (callers hold lock.read()) ----------------------------------
 
