@@ -289,6 +289,7 @@ def failover_under_load(server, root: Path, args, run: int) -> dict:
         shards=args.load_shards,
         root=str(root / f"shards-fo-{run}"),
         name=f"tierstore-bench-fo-{run}",
+        **({} if args.takeover_threads is None else {"takeover_threads": args.takeover_threads}),
     )
     try:
         namespaces = [f"fo-{i:04d}" for i in range(args.load_shards * args.per_shard)]
@@ -377,6 +378,7 @@ def failover_under_load(server, root: Path, args, run: int) -> dict:
             "live_namespaces": len(live_ns),
             "moved_slots": len(probe_ns),
             "load_threads": args.load_threads,
+            "takeover_threads": args.takeover_threads,
             "live_search_ms": {
                 "before": {"n": len(before), "p50": ms(before, 0.5), "p99": ms(before, 0.99)},
                 "during": {"n": len(during), "p50": ms(during, 0.5), "p99": ms(during, 0.99)},
@@ -413,6 +415,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--load-shards", type=int, default=3, help="shards in section 4")
     ap.add_argument("--load-threads", type=int, default=4, help="threads searching live namespaces in section 4")
     ap.add_argument("--before-s", type=float, default=5.0, help="seconds of load before the kill in section 4")
+    ap.add_argument(
+        "--takeover-threads", type=int, help="Cluster(takeover_threads=...) in section 4 (default: the cluster's)"
+    )
     ap.add_argument("--after-s", type=float, default=1.0, help="seconds of load after the failover in section 4")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)

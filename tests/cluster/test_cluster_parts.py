@@ -374,6 +374,8 @@ def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(
         {"dim": 8, "deadline_s": 0},
         {"dim": 8, "deadline_s": float("inf")},
         {"dim": 8, "retry_for_s": -1},
+        {"dim": 8, "takeover_threads": 0},
+        {"dim": 8, "takeover_threads": 1.5},
         {"dim": 8, "snapshot_every": -2},
         {"dim": 8, "bucket": 3},
         {"dim": 8, "lease_check_s": 0},

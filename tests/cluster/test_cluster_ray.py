@@ -80,6 +80,7 @@ def cluster(moto_server, tmp_path_factory):
             call_timeout_s=20.0,
             lease_check_s=LEASE_CHECK_S,
             snapshot_every=5,
+            takeover_threads=2,
         )  # small, so that takeovers start from a snapshot and replay a tail
         yield c
     finally:
@@ -285,6 +286,7 @@ def test_a_second_router_finds_the_running_shards(cluster: Cluster) -> None:
     other = Cluster(name="tierstore-test")  # Ray is up: it connects, finds the shards, reads their settings
     assert other.shards == cluster.shards and other.dim == DIM and other.num_slots == SLOTS
     assert other.slot_table() == cluster.slot_table()
+    assert all(ray.get(cluster.handle(n).info.remote())["takeover_threads"] == 2 for n in cluster.shards)
     for ns, mid, content in _state["acked"][:50]:
         assert other.get(ns, mid).content == content
     mid = other.add("second-router", "from the second router", np.ones(DIM, np.float32))

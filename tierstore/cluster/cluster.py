@@ -56,6 +56,7 @@ _ACTOR_PREFIX = "tierstore-"
 _PING_TIMEOUT_S = 5.0
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _PER_SLOT_CALLS = 8  # slots verify/repair/compact_cold work on at once
+DEFAULT_TAKEOVER_THREADS = 4  # slots a shard takes over at once (Shard's acquire_threads)
 
 
 def _ray() -> Any:
@@ -187,7 +188,11 @@ class Cluster:
     needs the model; ``dim`` defaults to the embedder's. The first router
     records the embedder's name and dim with the shards, and a router that
     joins with a different one is refused (one without an embedder passes
-    vectors). keep_history: keep every log record, snapshot and blob in the
+    vectors). takeover_threads: how many slots a shard takes over at once
+    (in a failover or a rebalance): fewer is gentler on the namespaces it
+    serves meanwhile, more brings the moved ones back sooner (see
+    docs/benchmarks.md, issue 31); a setting of the shards, as ``root`` is
+    (a router that joins uses theirs). keep_history: keep every log record, snapshot and blob in the
     bucket; by default a slot's owner deletes, after each snapshot, what no
     replay can need (see docs/cluster.md, *Garbage collection*).
     """
@@ -214,6 +219,7 @@ class Cluster:
         lease_check_s: float = DEFAULT_LEASE_CHECK_S,
         embedder: Any = None,
         keep_history: bool = False,
+        takeover_threads: int = DEFAULT_TAKEOVER_THREADS,
     ) -> None:
         # every argument checked before Ray starts: bad input changes nothing
         if dim is not None:
@@ -234,6 +240,7 @@ class Cluster:
             )
         if not isinstance(keep_history, bool):
             raise InvalidInputError(f"keep_history must be True or False, got {keep_history!r}")
+        self._takeover_threads = check_positive_int(takeover_threads, "takeover_threads")
         emb = _embedding.resolve(embedder)  # last (it may load a model); an unknown name fails here, before Ray
         if emb is not None and dim is not None and dim != emb.dim:
             raise StoreConfigError(f"dim={dim} but the embedder {emb.name!r} makes vectors of dimension {emb.dim}")
@@ -309,6 +316,7 @@ class Cluster:
             self._snapshot_every = info["snapshot_every"]
             self._lease_check_s = info.get("lease_check_s", DEFAULT_LEASE_CHECK_S)
             self._keep_history = info.get("keep_history", True)  # shards of a version without it kept everything
+            self._takeover_threads = info.get("takeover_threads", DEFAULT_TAKEOVER_THREADS)
             if dim is not None and dim != self.dim:
                 raise StoreConfigError(f"the cluster {self.name!r} running here has dim={self.dim}, not {dim}")
             running = (self._bucket.bucket, self._bucket.prefix.strip("/"))
@@ -396,6 +404,7 @@ class Cluster:
                 lease_check_s=self._lease_check_s,
                 embedder=self._embedder_record,
                 keep_history=self._keep_history,
+                takeover_threads=self._takeover_threads,
             )
         )
         ray.get(handle.ping.remote(), timeout=120)
@@ -1179,6 +1188,7 @@ class _ShardActor(Shard):
         lease_check_s: float = DEFAULT_LEASE_CHECK_S,
         embedder: str | None = None,
         keep_history: bool = False,
+        takeover_threads: int = DEFAULT_TAKEOVER_THREADS,
     ) -> None:
         super().__init__(
             name,
@@ -1190,6 +1200,7 @@ class _ShardActor(Shard):
             snapshot_every=snapshot_every,
             lease_check_s=lease_check_s,
             keep_history=keep_history,
+            acquire_threads=takeover_threads,
         )
         # embedder: the record (name, dim) of the embedder the cluster's text is embedded with, or None
         self._info = {
@@ -1202,6 +1213,7 @@ class _ShardActor(Shard):
             "lease_check_s": lease_check_s,
             "embedder": embedder,
             "keep_history": keep_history,
+            "takeover_threads": takeover_threads,
         }
 
     def info(self) -> dict[str, Any]:
