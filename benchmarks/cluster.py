@@ -1,8 +1,10 @@
 """tierstore.cluster on one machine: failover time, per-call overhead over the
-embedded store, and S3 PUTs per acknowledged write (issue 19).
+embedded store, and S3 PUTs per acknowledged write (issue 19); what a
+failover under load stalls (issue 31).
 
     .venv/bin/python benchmarks/cluster.py                # the figures in docs/benchmarks.md
     .venv/bin/python benchmarks/cluster.py --quick        # smaller, for a smoke run
+    .venv/bin/python benchmarks/cluster.py --only failover-load --failover-runs 3   # issue 31's figures
 
 Starts moto's standalone server on a free loopback port (the tests' fixture
 class) and a local Ray (``num_cpus=2``), then:
@@ -28,6 +30,19 @@ class) and a local Ray (``num_cpus=2``), then:
    writing only, to one namespace, with the 50 ms (the most sharing). Counts every PUT
    the shards sent (log appends, snapshots, leases, fences) and the log
    appends alone.
+4. **Failover under load** (issue 31; ``--failover-runs`` times, each on a
+   fresh cluster of ``--load-shards`` shards, ``--per-shard`` namespaces per
+   shard of ``--memories`` each): ``--load-threads`` threads search
+   (k=5) the namespaces of the shards that will live, back to back, for
+   ``--before-s`` seconds; then one shard is SIGKILLed and one prober per
+   slot it owned searches one of that slot's namespaces until answered. The
+   live namespaces' search latency p50/p99 before the kill and during the
+   failover (the calls overlapping the span from the kill until every moved
+   slot answered), their ratio, and when the moved namespaces were served
+   again (the first, the median and the last slot), seconds from the kill.
+   The script uses only the API that main had before issue 31, so it
+   measures the code before and after side by side (``PYTHONPATH`` at a
+   copy of the older ``tierstore``: ``code`` says which one the shards ran).
 
 moto answers on loopback in about a millisecond: the timings say what the
 code costs, not what S3 would (a real PUT is 20-200 ms, which is what group
@@ -254,6 +269,139 @@ def puts_per_write(cluster, namespaces: list[str], ops: int, label: str, write_s
     }
 
 
+def _where() -> str:
+    import tierstore.cluster.cluster as module
+
+    return module.__file__
+
+
+def failover_under_load(server, root: Path, args, run: int) -> dict:
+    """One run of section 4 on a fresh cluster (its own name and prefix)."""
+    import ray
+
+    from tierstore.cluster import Cluster
+
+    cluster = Cluster(
+        bucket="bench",
+        prefix=f"failover-load-{run}",
+        s3_options={"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
+        dim=DIM,
+        shards=args.load_shards,
+        root=str(root / f"shards-fo-{run}"),
+        name=f"tierstore-bench-fo-{run}",
+        **({} if args.takeover_threads is None else {"takeover_threads": args.takeover_threads}),
+    )
+    try:
+        namespaces = [f"fo-{i:04d}" for i in range(args.load_shards * args.per_shard)]
+
+        def load(part: list[str]) -> None:
+            g = np.random.default_rng(hash(part[0]) & 0xFFFF)
+            for ns in part:
+                cluster.add_batch(ns, [{"content": f"{ns} {j}", "embedding": _vec(g)} for j in range(args.memories)])
+
+        threads = [threading.Thread(target=load, args=(namespaces[i::8],)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        victim = cluster.shards[1]
+        table = cluster.slot_table()
+        live_ns = [ns for ns in namespaces if table[cluster.slot_of(ns)] != victim]
+        probe_ns: dict[int, str] = {}
+        for ns in namespaces:
+            if table[cluster.slot_of(ns)] == victim:
+                probe_ns.setdefault(cluster.slot_of(ns), ns)
+        pid = cluster.shard_pids()[victim]
+        samples: list[tuple[float, float]] = []  # (start, end), perf_counter seconds, live namespaces only
+        errors: list[str] = []
+        stop = threading.Event()
+        lock = threading.Lock()
+
+        def live_load(w: int) -> None:
+            r = random.Random(w)
+            g = np.random.default_rng(2000 + w)
+            while not stop.is_set():
+                q = _vec(g)
+                t = time.perf_counter()
+                try:
+                    cluster.search(r.choice(live_ns), q, k=5)
+                except Exception as exc:  # noqa: BLE001 - counted
+                    with lock:
+                        errors.append(f"{type(exc).__name__}: {exc}")
+                    continue
+                e = time.perf_counter()
+                with lock:
+                    samples.append((t, e))
+
+        workers = [threading.Thread(target=live_load, args=(w,)) for w in range(args.load_threads)]
+        for t in workers:
+            t.start()
+        time.sleep(args.before_s)
+        os.kill(pid, signal.SIGKILL)
+        t_kill = time.perf_counter()
+        served: dict[int, float] = {}
+
+        def probe(slot: int, ns: str) -> None:
+            g = np.random.default_rng(slot)
+            while True:
+                try:
+                    cluster.search(ns, _vec(g), k=5)
+                except Exception as exc:  # noqa: BLE001 - counted, and tried again
+                    with lock:
+                        errors.append(f"probe {type(exc).__name__}: {exc}")
+                    time.sleep(0.01)
+                    continue
+                served[slot] = time.perf_counter() - t_kill
+                return
+
+        probes = [threading.Thread(target=probe, args=item) for item in probe_ns.items()]
+        for t in probes:
+            t.start()
+        for t in probes:
+            t.join()
+        t_all = t_kill + max(served.values())
+        time.sleep(args.after_s)  # the load runs on past the failover a little
+        stop.set()
+        for t in workers:
+            t.join()
+        until = time.monotonic() + 60
+        while (not cluster.failovers or cluster.failovers[-1].get("seconds") is None) and time.monotonic() < until:
+            time.sleep(0.05)
+        before = [e - t for t, e in samples if t_kill - args.before_s <= t and e <= t_kill]
+        during = [e - t for t, e in samples if t < t_all and e > t_kill]
+        ms = lambda xs, q: round(1000 * _p(xs, q), 2) if xs else None  # noqa: E731
+        times = sorted(served.values())
+        out = {
+            "code": ray.get(ray.remote(num_cpus=0)(_where).remote()),
+            "shards": args.load_shards,
+            "namespaces": len(namespaces),
+            "live_namespaces": len(live_ns),
+            "moved_slots": len(probe_ns),
+            "load_threads": args.load_threads,
+            "takeover_threads": args.takeover_threads,
+            "live_search_ms": {
+                "before": {"n": len(before), "p50": ms(before, 0.5), "p99": ms(before, 0.99)},
+                "during": {"n": len(during), "p50": ms(during, 0.5), "p99": ms(during, 0.99)},
+            },
+            "p99_during_over_before": round(_p(during, 0.99) / _p(before, 0.99), 2) if before and during else None,
+            "moved_served_again_s": {
+                "first": round(times[0], 3),
+                "median": round(statistics.median(times), 3),
+                "all": round(times[-1], 3),
+            },
+            "router_failover_s": round(cluster.failovers[-1]["seconds"] or 0.0, 3) if cluster.failovers else None,
+            "errors": len(errors),
+            "first_errors": errors[:3],
+        }
+        return out
+    finally:
+        for name in cluster.shards:
+            try:
+                ray.kill(cluster.handle(name))
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shards", type=int, default=4)
@@ -262,6 +410,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=1000)
     ap.add_argument("--ops", type=int, default=100, help="calls per thread in the mixed loads")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", choices=["all", "failover-load"], default="all", help="the sections to run")
+    ap.add_argument("--failover-runs", type=int, default=1, help="runs of section 4, each on a fresh cluster")
+    ap.add_argument("--load-shards", type=int, default=3, help="shards in section 4")
+    ap.add_argument("--load-threads", type=int, default=4, help="threads searching live namespaces in section 4")
+    ap.add_argument("--before-s", type=float, default=5.0, help="seconds of load before the kill in section 4")
+    ap.add_argument(
+        "--takeover-threads", type=int, help="Cluster(takeover_threads=...) in section 4 (default: the cluster's)"
+    )
+    ap.add_argument("--after-s", type=float, default=1.0, help="seconds of load after the failover in section 4")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
     if args.quick:
@@ -280,6 +437,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server.client().create_bucket(Bucket="bench")
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="tierstore-bench")
+        if args.only == "failover-load":
+            results["failover_load"] = [
+                failover_under_load(server, root, args, run) for run in range(args.failover_runs)
+            ]
+            return 0
         t = time.perf_counter()
         cluster = Cluster(
             bucket="bench",
@@ -308,14 +470,15 @@ def main(argv: list[str] | None = None) -> int:
         results["failover"] = failover(cluster, args, rng)
         for name in cluster.shards:
             ray.kill(cluster.handle(name))
+        results["failover_load"] = [failover_under_load(server, root, args, run) for run in range(args.failover_runs)]
     finally:
         if ray.is_initialized():
             ray.shutdown()
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
-    print(json.dumps(results, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        print(json.dumps(results, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 

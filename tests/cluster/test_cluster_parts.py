@@ -371,6 +371,11 @@ def test_a_write_whose_put_fails_is_not_acknowledged_and_applies_once_on_retry(
         {"dim": 8, "shards": -1},
         {"dim": 8, "num_slots": 0},
         {"dim": 8, "call_timeout_s": 0},
+        {"dim": 8, "deadline_s": 0},
+        {"dim": 8, "deadline_s": float("inf")},
+        {"dim": 8, "retry_for_s": -1},
+        {"dim": 8, "takeover_threads": 0},
+        {"dim": 8, "takeover_threads": 1.5},
         {"dim": 8, "snapshot_every": -2},
         {"dim": 8, "bucket": 3},
         {"dim": 8, "lease_check_s": 0},
@@ -849,3 +854,53 @@ def test_a_prefix_belongs_to_one_cluster_name(bucket: Bucket, monkeypatch) -> No
     bucket.put(KEY, b"not json")
     with pytest.raises(StoreConfigError, match="does not parse"):
         claim(bucket, "first")
+
+
+# ------------------------------------------------------------------ deadlines, concurrent takes
+
+
+@pytest.mark.parametrize("bad", [0, -0.5, float("nan"), float("inf"), "2", True, None])
+def test_a_deadline_is_a_positive_finite_number_of_seconds(bad) -> None:
+    from tierstore.cluster.deadline import check_deadline
+
+    with pytest.raises(InvalidInputError, match="deadline_s must be a positive, finite number of seconds"):
+        check_deadline(bad)
+    assert check_deadline(2) == 2.0 and isinstance(check_deadline(2), float)
+
+
+def test_an_exceeded_deadline_names_what_it_waited_for_and_travels() -> None:
+    import pickle
+
+    from tierstore.cluster.deadline import Deadline
+    from tierstore.cluster.errors import ClusterError, DeadlineExceededError
+
+    err = Deadline(0.25).exceeded(7, "slot move", "slot 7 was still moving to a new owner")
+    assert isinstance(err, ClusterError)
+    assert str(err) == "deadline of 0.25 s exceeded: slot 7 was still moving to a new owner"
+    back = pickle.loads(pickle.dumps(err))  # what Ray or a served cluster's error path may do with it
+    assert type(back) is DeadlineExceededError and str(back) == str(err)
+    assert (back.slot, back.deadline_s, back.waiting_for) == (7, 0.25, "slot move")
+
+
+@pytest.mark.slow
+def test_concurrent_takes_of_one_slot_take_it_once(bucket: Bucket, tmp_path) -> None:
+    """The router sends one take per slot; two that meet on a shard take the slot once (one epoch)."""
+    import threading
+
+    rng = np.random.default_rng(13)
+    a = _shard(bucket, "a", tmp_path)
+    a.acquire([3])
+    mid = a.write(3, "w", "add", "ns", ["kept", _vec(rng)], {})
+    a.release([3])
+    b = _shard(bucket, "b", tmp_path)
+    results: list[dict[int, int]] = []
+    threads = [threading.Thread(target=lambda: results.append(b.acquire([3]))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [{3: 2}] * 4  # one take: epoch 2, the same for all
+    assert read_lease(bucket, 3).epoch == 2 and b.owned() == [3]
+    assert b.read(3, "get", "ns", [mid], {}).content == "kept"
+    b.close()
+    a.close()

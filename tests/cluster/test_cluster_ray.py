@@ -15,6 +15,9 @@ processes is most of the time); the tests run in file order on it:
    every write it still tries is rejected (the log's 412, FencedError); none
    lands, and it serves those slots no more.
 
+And at the end: a failover held mid-way (a hook) stalls only the calls to
+the slots that move; a call's deadline.
+
 Wall-clock limits are not asserted (the failover time is measured by
 benchmarks/cluster.py); waits have generous timeouts.
 """
@@ -77,6 +80,7 @@ def cluster(moto_server, tmp_path_factory):
             call_timeout_s=20.0,
             lease_check_s=LEASE_CHECK_S,
             snapshot_every=5,
+            takeover_threads=2,
         )  # small, so that takeovers start from a snapshot and replay a tail
         yield c
     finally:
@@ -282,6 +286,7 @@ def test_a_second_router_finds_the_running_shards(cluster: Cluster) -> None:
     other = Cluster(name="tierstore-test")  # Ray is up: it connects, finds the shards, reads their settings
     assert other.shards == cluster.shards and other.dim == DIM and other.num_slots == SLOTS
     assert other.slot_table() == cluster.slot_table()
+    assert all(ray.get(cluster.handle(n).info.remote())["takeover_threads"] == 2 for n in cluster.shards)
     for ns, mid, content in _state["acked"][:50]:
         assert other.get(ns, mid).content == content
     mid = other.add("second-router", "from the second router", np.ones(DIM, np.float32))
@@ -585,3 +590,75 @@ def test_serve_joins_the_cluster_at_its_address_with_the_local_token(cluster: Cl
     assert refused.returncode == 2 and out == ""
     assert f"tierstore serve: the Ray cluster at {address} wants its authentication token" in err
     assert "set RAY_AUTH_MODE=token" in err
+
+
+def test_a_failover_stalls_only_the_slots_that_move(cluster: Cluster) -> None:
+    """A shard dies and its takeover is held (the router's failover hook
+    blocks, holding the placement, until released): meanwhile calls to
+    namespaces on the live shards are answered, reads and writes alike; a call
+    to a moved namespace waits, and with a small deadline raises
+    DeadlineExceededError naming the slot move; released, the moved
+    namespaces are served with everything they had."""
+    from tierstore.cluster import DeadlineExceededError
+
+    shards_before = len(cluster.shards)
+    victim = cluster.shards[-1]
+    table = cluster.slot_table()
+    moved_ns = [ns for ns in NAMESPACES if table[cluster.slot_of(ns)] == victim][:8]
+    live_ns = [ns for ns in NAMESPACES if table[cluster.slot_of(ns)] != victim][:24]
+    assert len(moved_ns) >= 2 and live_ns
+    counts = {ns: len(cluster.memories(ns)) for ns in moved_ns + live_ns}
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(shard: str) -> None:
+        assert shard == victim
+        entered.set()
+        release.wait(120)  # a router that waits for it fails the test after this, not hangs
+
+    cluster._failover_hook = hold
+    first: dict[str, Any] = {}
+
+    def meet_the_dead_shard() -> None:  # meets the dead actor, starts the failover, waits for the slot's new owner
+        try:
+            first["memories"] = cluster.memories(moved_ns[0])
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            first["error"] = exc
+
+    waiter = threading.Thread(target=meet_the_dead_shard)
+    try:
+        ray.kill(cluster.handle(victim), no_restart=True)
+        waiter.start()
+        assert entered.wait(120), "no failover started"
+        assert victim not in cluster.shards and cluster.failovers[-1]["seconds"] is None  # under way, held
+        rng = np.random.default_rng(31)
+        for ns in live_ns:  # the live shards' namespaces answer while it is held
+            assert len(cluster.memories(ns, deadline_s=60)) == counts[ns], ns
+            assert len(cluster.search(ns, _vec(rng), k=3, deadline_s=60)) == min(3, counts[ns])
+        mid = cluster.add(live_ns[0], "written during a failover", _vec(rng), deadline_s=60)
+        counts[live_ns[0]] += 1
+        for ns in moved_ns[1:3]:
+            with pytest.raises(DeadlineExceededError) as info:
+                cluster.get(ns, "any-id", deadline_s=0.3)
+            assert info.value.waiting_for == "slot move" and info.value.slot == cluster.slot_of(ns)
+            assert "deadline of 0.3 s exceeded" in str(info.value) and "moving" in str(info.value)
+        assert waiter.is_alive() and not release.is_set()  # everything above happened while it was held
+    finally:
+        release.set()
+        waiter.join(120)
+        cluster._failover_hook = None
+    assert "error" not in first, first.get("error")
+    assert len(first["memories"]) == counts[moved_ns[0]]
+    assert {ns: len(cluster.memories(ns)) for ns in moved_ns + live_ns} == counts
+    assert cluster.get(live_ns[0], mid).content == "written during a failover"
+    assert cluster.failovers[-1]["shard"] == victim and "error" not in cluster.failovers[-1]
+    assert all(owner != victim for owner in cluster.slot_table().values())
+    cluster.add_shard()  # back to as many shards as before
+    assert len(cluster.shards) == shards_before
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "1", True, [1]])
+def test_a_calls_deadline_must_be_a_positive_finite_number(cluster: Cluster, bad: Any) -> None:
+    with pytest.raises(InvalidInputError, match="deadline_s must be a positive, finite number of seconds"):
+        cluster.get("user-000", "any-id", deadline_s=bad)
+    with pytest.raises(InvalidInputError, match="deadline_s"):
+        cluster.add("user-000", "never written", np.ones(DIM, np.float32), deadline_s=bad)

@@ -8,6 +8,6 @@ this package.
 
 from tierstore.cluster.bucket import BucketConfig
 from tierstore.cluster.cluster import Cluster
-from tierstore.cluster.errors import ClusterError, FencedError, NotOwnerError
+from tierstore.cluster.errors import ClusterError, DeadlineExceededError, FencedError, NotOwnerError
 
-__all__ = ["BucketConfig", "Cluster", "ClusterError", "FencedError", "NotOwnerError"]
+__all__ = ["BucketConfig", "Cluster", "ClusterError", "DeadlineExceededError", "FencedError", "NotOwnerError"]

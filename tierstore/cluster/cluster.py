@@ -10,6 +10,15 @@ Every write carries a request id minted here, so a retry never applies twice
 (the owner returns the first answer, also after a failover). Who is alive is
 the router's view; what keeps two owners from both writing is the bucket's
 conditional puts, never that view.
+
+Locking: ``_lock`` guards the routing state (table, handles, the slots
+moving) and is held only to read or update it, never across a Ray call, so a
+call to a slot that is not moving never waits for a failover or a
+rebalance. ``_placing`` serialises the placements (failovers, shards added
+or removed, re-placements after a ``NotOwnerError``), which run outside
+``_lock``: the slots they move are marked moving first, calls to those wait
+(each up to its deadline), and each slot is routed to its new owner as soon
+as that owner holds it.
 """
 
 from __future__ import annotations
@@ -20,13 +29,14 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields, replace
 from typing import Any
 
 from tierstore import embedding as _embedding
 from tierstore.cluster.bucket import BucketConfig
+from tierstore.cluster.deadline import Deadline, check_deadline
 from tierstore.cluster.errors import ClusterError, NotOwnerError
 from tierstore.cluster.records import pack
 from tierstore.cluster.shard import Shard, check_lease_check
@@ -46,6 +56,7 @@ _ACTOR_PREFIX = "tierstore-"
 _PING_TIMEOUT_S = 5.0
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _PER_SLOT_CALLS = 8  # slots verify/repair/compact_cold work on at once
+DEFAULT_TAKEOVER_THREADS = 4  # slots a shard takes over at once (Shard's acquire_threads)
 
 
 def _ray() -> Any:
@@ -160,6 +171,11 @@ class Cluster:
     policy: the stores' (fixed for the cluster's life). root: the shards'
     local directory (a cache). call_timeout_s: a call not answered by then has
     its shard pinged; one that does not answer the ping is declared dead.
+    deadline_s: the default deadline of a call, seconds from its start, over
+    every wait and retry (its slot moving to a new owner, the owner's
+    answer); past it the call raises :class:`DeadlineExceededError`. Each
+    namespace's call takes its own ``deadline_s=`` too. retry_for_s: the
+    older name of ``deadline_s``.
     snapshot_every: a slot's log records between its snapshots (and one at
     every release); a new owner replays only the records after the newest.
     lease_check_s: the read-fencing bound, seconds: a shard answers a read
@@ -172,7 +188,11 @@ class Cluster:
     needs the model; ``dim`` defaults to the embedder's. The first router
     records the embedder's name and dim with the shards, and a router that
     joins with a different one is refused (one without an embedder passes
-    vectors). keep_history: keep every log record, snapshot and blob in the
+    vectors). takeover_threads: how many slots a shard takes over at once
+    (in a failover or a rebalance): fewer is gentler on the namespaces it
+    serves meanwhile, more brings the moved ones back sooner (see
+    docs/benchmarks.md, issue 31); a setting of the shards, as ``root`` is
+    (a router that joins uses theirs). keep_history: keep every log record, snapshot and blob in the
     bucket; by default a slot's owner deletes, after each snapshot, what no
     replay can need (see docs/cluster.md, *Garbage collection*).
     """
@@ -192,12 +212,14 @@ class Cluster:
         name: str = "tierstore",
         num_cpus: int | None = None,
         call_timeout_s: float = 30.0,
-        retry_for_s: float = 60.0,
+        deadline_s: float = 60.0,
+        retry_for_s: float | None = None,
         spread: bool = True,
         snapshot_every: int = 100,
         lease_check_s: float = DEFAULT_LEASE_CHECK_S,
         embedder: Any = None,
         keep_history: bool = False,
+        takeover_threads: int = DEFAULT_TAKEOVER_THREADS,
     ) -> None:
         # every argument checked before Ray starts: bad input changes nothing
         if dim is not None:
@@ -205,9 +227,10 @@ class Cluster:
         num_slots = check_slots(num_slots)
         if isinstance(shards, bool) or not isinstance(shards, int) or shards < 0:
             raise InvalidInputError(f"shards must be an int >= 0, got {shards!r}")
-        for what, value in (("call_timeout_s", call_timeout_s), ("retry_for_s", retry_for_s)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-                raise InvalidInputError(f"{what} must be a positive number of seconds, got {value!r}")
+        for what, value in (("call_timeout_s", call_timeout_s), ("deadline_s", deadline_s)):
+            check_deadline(value, what)
+        if retry_for_s is not None:  # the older name
+            deadline_s = check_deadline(retry_for_s, "retry_for_s")
         if isinstance(snapshot_every, bool) or not isinstance(snapshot_every, int) or snapshot_every < 0:
             raise InvalidInputError(f"snapshot_every must be an int >= 0, got {snapshot_every!r}")
         lease_check_s = check_lease_check(lease_check_s)
@@ -217,6 +240,7 @@ class Cluster:
             )
         if not isinstance(keep_history, bool):
             raise InvalidInputError(f"keep_history must be True or False, got {keep_history!r}")
+        self._takeover_threads = check_positive_int(takeover_threads, "takeover_threads")
         emb = _embedding.resolve(embedder)  # last (it may load a model); an unknown name fails here, before Ray
         if emb is not None and dim is not None and dim != emb.dim:
             raise StoreConfigError(f"dim={dim} but the embedder {emb.name!r} makes vectors of dimension {emb.dim}")
@@ -242,17 +266,25 @@ class Cluster:
         else:
             self._started_ray = False
         self.name = name
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the routing state below; never held across a Ray call
+        self._changed = threading.Condition(self._lock)  # notified when the table or the slots moving change
+        self._placing = threading.Lock()  # one placement at a time (held across Ray calls, never by a routed call)
         self._handles: dict[str, Any] = {}
         self._dead: set[str] = set()
         self._table: dict[int, str] = {}
-        self._generation = 0
+        self._moving: set[int] = set()  # slots changing owner: their calls wait (up to their deadlines)
+        self._generation = 0  # bumped whenever the table changes
+        self._placements = 0  # placements finished (or failed), for calls waiting on one
+        self._place_error: str | None = None  # why the last placement failed (None: it did not)
+        self._place_queued = False  # a re-placement thread is waiting for _placing
+        self._failover_hook: Callable[[str], None] | None = None  # tests: runs in a failover, holding _placing
         self._sweep_cursor = 0  # the slot the next budgeted sweep starts at
         self._background = BackgroundSweeps(self._sweep_due, "tierstore-cluster-migrator")
         self.call_timeout_s = float(call_timeout_s)
-        self.retry_for_s = float(retry_for_s)
+        self.deadline_s = float(deadline_s)
         self._spread = spread
-        self.failovers: list[dict[str, Any]] = []  # what each failover moved and how long it took
+        # what each failover moved and how long it took ("seconds" is None while it runs)
+        self.failovers: list[dict[str, Any]] = []
         try:
             self._connect(config, dim, shards, num_slots, root, policy, snapshot_every, lease_check_s, keep_history)
         except BaseException:
@@ -284,6 +316,7 @@ class Cluster:
             self._snapshot_every = info["snapshot_every"]
             self._lease_check_s = info.get("lease_check_s", DEFAULT_LEASE_CHECK_S)
             self._keep_history = info.get("keep_history", True)  # shards of a version without it kept everything
+            self._takeover_threads = info.get("takeover_threads", DEFAULT_TAKEOVER_THREADS)
             if dim is not None and dim != self.dim:
                 raise StoreConfigError(f"the cluster {self.name!r} running here has dim={self.dim}, not {dim}")
             running = (self._bucket.bucket, self._bucket.prefix.strip("/"))
@@ -324,7 +357,7 @@ class Cluster:
             self._start_shard()
         if not self._handles:
             raise InvalidInputError("no shard: pass shards=N to start some")
-        with self._lock:
+        with self._placing:
             self._place()
 
     # ------------------------------------------------------------------ membership
@@ -343,7 +376,9 @@ class Cluster:
 
     def _start_shard(self) -> str:
         ray = _ray()
-        used = {int(n.split("-")[-1]) for n in (*self._handles, *self._dead) if n.split("-")[-1].isdigit()}
+        with self._lock:
+            known = (*self._handles, *self._dead)
+        used = {int(n.split("-")[-1]) for n in known if n.split("-")[-1].isdigit()}
         shard_name = f"shard-{max(used, default=-1) + 1}"
         options: dict[str, Any] = {
             "name": _ACTOR_PREFIX + shard_name,
@@ -369,10 +404,12 @@ class Cluster:
                 lease_check_s=self._lease_check_s,
                 embedder=self._embedder_record,
                 keep_history=self._keep_history,
+                takeover_threads=self._takeover_threads,
             )
         )
         ray.get(handle.ping.remote(), timeout=120)
-        self._handles[shard_name] = handle
+        with self._lock:
+            self._handles[shard_name] = handle
         return shard_name
 
     @property
@@ -407,8 +444,9 @@ class Cluster:
 
     def add_shard(self) -> str:
         """Start one more shard: it takes the slots rendezvous hashing gives it
-        (their old owners release them first); no other slot moves."""
-        with self._lock:
+        (their old owners release them first); no other slot moves, and only
+        calls to the slots that move wait for it."""
+        with self._placing:
             shard = self._start_shard()
             self._place()
             return shard
@@ -418,18 +456,22 @@ class Cluster:
         releases them first (an orderly scale-down); otherwise it is treated
         as dead (its slots are taken over and its later writes are fenced)."""
         ray = _ray()
-        with self._lock:
-            handle = self._handles.pop(shard)
-            self._dead.add(shard)
-            if graceful:
-                ray.get(handle.close.remote(), timeout=max(self.call_timeout_s, 60.0))
-                ray.kill(handle)
-            self._place()
+        with self._placing:
+            with self._lock:
+                handle = self._handles.pop(shard)
+                self._dead.add(shard)
+                self._mark_moving(shard)
+            try:
+                if graceful:
+                    ray.get(handle.close.remote(), timeout=max(self.call_timeout_s, 60.0))
+                    ray.kill(handle)
+            finally:
+                self._place()
 
     def check_shards(self, timeout_s: float = _PING_TIMEOUT_S, *, kill: bool = True) -> list[str]:
         """Ping every shard; fail over the ones that do not answer within
         ``timeout_s`` (and, ``kill``, have Ray kill them). Returns the shards
-        declared dead."""
+        declared dead, once their slots have new owners."""
         ray = _ray()
         with self._lock:
             pings = {name: h.ping.remote() for name, h in self._handles.items()}
@@ -440,13 +482,23 @@ class Cluster:
             except Exception:  # noqa: BLE001 - no answer, for whatever reason: not a member
                 dead.append(name)
         for name in dead:
-            self._fail_over(name, kill=kill)
+            self._fail_over(name, kill=kill, wait=True)
         return dead
 
-    def _fail_over(self, shard: str, *, kill: bool = True) -> None:
-        """Declare ``shard`` dead and have the others take its slots. ``kill``:
-        also have Ray kill its process, so that no router finds it alive
-        again (one cut off from Ray keeps running: fencing stops its writes)."""
+    def _mark_moving(self, shard: str) -> list[int]:
+        """Mark ``shard``'s slots as moving (caller holds ``_lock``): calls to them wait for their new owner."""
+        slots = [s for s, owner in self._table.items() if owner == shard]
+        self._moving.update(slots)
+        self._changed.notify_all()
+        return slots
+
+    def _fail_over(self, shard: str, *, kill: bool = True, wait: bool = False) -> None:
+        """Declare ``shard`` dead and have the others take its slots. Its
+        slots are marked moving at once: calls to them wait (each up to its
+        deadline), calls to other slots go on. The takeover runs in a thread
+        of its own, or in this one with ``wait``. ``kill``: also have Ray
+        kill its process, so that no router finds it alive again (one cut off
+        from Ray keeps running: fencing stops its writes)."""
         ray = _ray()
         with self._lock:
             if shard not in self._handles:
@@ -454,52 +506,118 @@ class Cluster:
             started = time.monotonic()
             handle = self._handles.pop(shard)
             self._dead.add(shard)
-            if kill:
-                try:
-                    ray.kill(handle, no_restart=True)
-                except Exception:  # noqa: BLE001 - already gone
-                    pass
-            moved = [s for s, owner in self._table.items() if owner == shard]
-            self._place()
-            self.failovers.append({"shard": shard, "slots": len(moved), "seconds": time.monotonic() - started})
+            moved = self._mark_moving(shard)
+            entry: dict[str, Any] = {"shard": shard, "slots": len(moved), "seconds": None}
+            self.failovers.append(entry)
+        if kill:
+            try:
+                ray.kill(handle, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+        def take_over() -> None:
+            try:
+                with self._placing:
+                    if self._failover_hook is not None:
+                        self._failover_hook(shard)
+                    self._place()
+            except BaseException as exc:
+                entry["error"] = f"{type(exc).__name__}: {exc}"
+                if wait:
+                    raise
+            finally:
+                entry["seconds"] = time.monotonic() - started
+
+        if wait:
+            take_over()
+        else:
+            threading.Thread(target=take_over, name=f"tierstore-failover-{shard}", daemon=True).start()
 
     def _place(self) -> None:
-        """Make the shards own what the table says: releases, then takes (caller holds the lock)."""
-        ray = _ray()
-        for _ in range(8):
-            if not self._handles:
-                raise ClusterError("no live shard")
-            table = placement(self.num_slots, self._handles)
-            try:
-                owned = {n: ray.get(h.owned.remote(), timeout=self.call_timeout_s) for n, h in self._handles.items()}
-                release = {n: [s for s in owned[n] if table[s] != n] for n in owned}
-                ray.get(
-                    [self._handles[n].release.remote(s) for n, s in release.items() if s], timeout=self.call_timeout_s
-                )
-                take = {n: [s for s, owner in table.items() if owner == n and s not in owned[n]] for n in owned}
-                ray.get(
-                    [self._handles[n].acquire.remote(s) for n, s in take.items() if s],
-                    timeout=max(self.call_timeout_s, 120.0),
-                )
-            except (self._rayexc.RayActorError, self._rayexc.GetTimeoutError):
-                for n, h in list(self._handles.items()):
-                    if not self._answers(h):
-                        self._handles.pop(n)
-                        self._dead.add(n)
-                continue
-            except self._rayexc.RayTaskError as exc:
-                if isinstance(exc.cause, NotOwnerError):  # a race with another taker: look again
+        """Make the shards own what rendezvous hashing over the live shards
+        says (caller holds ``_placing``, not ``_lock``): the slots changing
+        owner are marked moving, their old owners release them, their new
+        owners take them, each slot routed to its new owner as soon as it
+        holds it. Finally only the slots whose new owner died meanwhile stay
+        moving (that death's failover places them); after a failure, none."""
+        ok = False
+        try:
+            for _ in range(8):
+                with self._lock:
+                    handles = dict(self._handles)
+                    if not handles:
+                        raise ClusterError("no live shard")
+                    table = placement(self.num_slots, handles)
+                    self._moving.update(s for s, owner in table.items() if self._table.get(s) != owner)
+                try:
+                    self._move_to(table, handles)
+                except (self._rayexc.RayActorError, self._rayexc.GetTimeoutError):
+                    for n, h in handles.items():
+                        if not self._ping(h, _PING_TIMEOUT_S):
+                            with self._lock:
+                                if self._handles.pop(n, None) is not None:
+                                    self._dead.add(n)
+                                    self._mark_moving(n)
                     continue
-                raise
-            self._table = table
-            self._generation += 1
-            return
-        raise ClusterError("could not place the slots on the live shards after 8 tries")
+                except self._rayexc.RayTaskError as exc:
+                    if isinstance(exc.cause, NotOwnerError):  # a race with another taker: look again
+                        continue
+                    raise
+                with self._lock:
+                    self._table = table
+                    self._generation += 1
+                ok = True
+                return
+            raise ClusterError("could not place the slots on the live shards after 8 tries")
+        except BaseException as exc:
+            with self._lock:
+                self._place_error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            with self._lock:
+                if ok:
+                    self._place_error = None
+                    self._moving = {s for s in self._moving if self._table.get(s) not in self._handles}
+                else:
+                    self._moving.clear()  # the calls retry, and ask for a placement that can tell them why not
+                self._placements += 1
+                self._changed.notify_all()
 
-    def _answers(self, handle: Any) -> bool:
+    def _move_to(self, table: dict[int, str], handles: dict[str, Any]) -> None:
+        """Releases, then one take per slot (a shard takes a few at a time):
+        each slot is routed to its new owner when that owner's take returns.
+        Ray's errors propagate, once every take sent has finished."""
+        ray = _ray()
+        refs = {n: h.owned.remote() for n, h in handles.items()}
+        owned = {n: ray.get(ref, timeout=self.call_timeout_s) for n, ref in refs.items()}
+        release = {n: [s for s in owned[n] if table[s] != n] for n in owned}
+        ray.get([handles[n].release.remote(s) for n, s in release.items() if s], timeout=self.call_timeout_s)
+        takes = {handles[owner].acquire.remote([s]): (s, owner) for s, owner in table.items() if s not in owned[owner]}
+        pending = list(takes)
+        until = time.monotonic() + max(self.call_timeout_s, 120.0)
+        try:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, until - time.monotonic()))
+                if not ready:
+                    raise self._rayexc.GetTimeoutError(f"{len(pending)} slot takes not done in time")
+                for ref in ready:
+                    ray.get(ref)
+                    slot, owner = takes[ref]
+                    with self._lock:
+                        self._table[slot] = owner
+                        self._moving.discard(slot)
+                        self._generation += 1
+                        self._changed.notify_all()
+        except BaseException:
+            if pending:  # let the takes under way finish before anyone places again
+                ray.wait(pending, num_returns=len(pending), timeout=max(0.0, until - time.monotonic()))
+            raise
+
+    def _ping(self, handle: Any, timeout: float) -> bool:
+        """Whether the shard answers a ping within ``timeout`` seconds."""
         ray = _ray()
         try:
-            ray.get(handle.ping.remote(), timeout=_PING_TIMEOUT_S)
+            ray.get(handle.ping.remote(), timeout=timeout)
             return True
         except Exception:  # noqa: BLE001
             return False
@@ -515,8 +633,10 @@ class Cluster:
         kwargs: Mapping[str, Any] | None = None,
         *,
         slot: int | None = None,
+        deadline_s: float | None = None,
     ) -> Any:
         ray = _ray()
+        deadline = Deadline(self.deadline_s if deadline_s is None else check_deadline(deadline_s))
         if slot is None:
             slot = slot_of(check_namespace(ns), self.num_slots)
         rid = uuid.uuid4().hex if kind == "write" else ""
@@ -526,12 +646,8 @@ class Cluster:
         except (TypeError, ValueError, OverflowError):
             packed = None  # e.g. a datetime in restore(where=...): Ray serialises it
 
-        deadline = time.monotonic() + self.retry_for_s
         while True:
-            with self._lock:
-                shard = self._table.get(slot)
-                handle = self._handles.get(shard) if shard is not None else None
-                generation = self._generation
+            shard, handle, generation = self._route(slot, deadline)
             try:
                 if handle is None:
                     raise NotOwnerError(slot, f"slot {slot} has no live owner")
@@ -541,13 +657,13 @@ class Cluster:
                     ref = handle.write.remote(slot, rid, op, ns, args, kwargs)
                 else:
                     ref = handle.read.remote(slot, op, ns, args, kwargs)
-                return ray.get(ref, timeout=self.call_timeout_s)
+                return ray.get(ref, timeout=min(self.call_timeout_s, deadline.remaining()))
             except NotOwnerError:
-                self._refresh(generation)
+                self._await_placement(slot, generation, deadline)
             except self._rayexc.RayTaskError as exc:
                 cause = exc.cause
                 if isinstance(cause, NotOwnerError):
-                    self._refresh(generation)
+                    self._await_placement(slot, generation, deadline)
                 elif isinstance(cause, (TierStoreError, ValueError, TypeError, KeyError)):
                     raise cause.with_traceback(None) from None
                 else:
@@ -556,16 +672,62 @@ class Cluster:
                 if shard is not None:  # always: without a shard there is no handle to fail
                     self._fail_over(shard)
             except self._rayexc.GetTimeoutError:
-                if shard is not None and not self._answers(handle):
-                    self._fail_over(shard)
-            if time.monotonic() > deadline:
-                raise ClusterError(f"slot {slot}: no owner answered within {self.retry_for_s} s")
-            time.sleep(0.02)
+                left = deadline.remaining()
+                what = f"{op} on slot {slot}: its owner {shard} had not answered"
+                if left <= 0:
+                    raise deadline.exceeded(slot, "shard", what) from None
+                if not self._ping(handle, min(_PING_TIMEOUT_S, left)):
+                    if left < _PING_TIMEOUT_S:  # a ping cut short by the deadline says nothing: not declared dead
+                        raise deadline.exceeded(slot, "shard", what + " (nor a ping)") from None
+                    if shard is not None:
+                        self._fail_over(shard)
+            time.sleep(min(0.02, deadline.remaining()))
 
-    def _refresh(self, generation: int) -> None:
+    def _route(self, slot: int, deadline: Deadline) -> tuple[str | None, Any, int]:
+        """The slot's owner, its handle and the table's generation; while the
+        slot is moving, waits for its new owner (up to the deadline)."""
         with self._lock:
-            if self._generation == generation:  # nobody placed meanwhile: do it
+            while slot in self._moving:
+                left = deadline.remaining()
+                if left <= 0:
+                    raise deadline.exceeded(
+                        slot, "slot move", f"slot {slot} was still moving to a new owner (a failover or a rebalance)"
+                    )
+                self._changed.wait(left)
+            if deadline.remaining() <= 0:
+                raise deadline.exceeded(slot, "shard", f"slot {slot}: no owner answered in time")
+            shard = self._table.get(slot)
+            return shard, self._handles.get(shard) if shard is not None else None, self._generation
+
+    def _await_placement(self, slot: int, generation: int, deadline: Deadline) -> None:
+        """A shard did not own ``slot`` (moved, released, fenced, or no live
+        owner): unless the table changed since ``generation``, have the slots
+        placed again (in a thread of its own) and wait until it is done, up to
+        the deadline. A placement that failed raises its error here."""
+        with self._lock:
+            if self._generation != generation:
+                return
+            placements = self._placements
+            if not self._place_queued:
+                self._place_queued = True
+                threading.Thread(target=self._place_again, name="tierstore-cluster-place", daemon=True).start()
+            while self._generation == generation and self._placements == placements:
+                left = deadline.remaining()
+                if left <= 0:
+                    raise deadline.exceeded(slot, "placement", f"slot {slot}: the router was still placing the slots")
+                self._changed.wait(left)
+            if self._generation == generation and self._place_error is not None:
+                raise ClusterError(f"slot {slot}: could not place the slots: {self._place_error}")
+
+    def _place_again(self) -> None:
+        """A re-placement asked for by a call (its errors reach the calls waiting for it)."""
+        with self._placing:
+            with self._lock:
+                self._place_queued = False
+            try:
                 self._place()
+            except Exception:  # noqa: BLE001 - kept in _place_error for the waiting calls
+                pass
 
     # ------------------------------------------------------------------ TierStore's API
 
@@ -585,10 +747,14 @@ class Cluster:
         supersedes: Iterable[str] = (),
         key: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        deadline_s: float | None = None,
     ) -> str:
         """:meth:`TierStore.add`: acknowledged once durable in the bucket.
         With an embedder, ``embedding`` may be ``None`` (the content's) or a
-        text; it is embedded here and the vector is what is logged."""
+        text; it is embedded here and the vector is what is logged.
+        ``deadline_s``, here and on every namespace's call: this call's
+        deadline, seconds (default: the cluster's ``deadline_s``); past it,
+        :class:`DeadlineExceededError`."""
         check_namespace(ns)
         embedding = _embedding.fill_embeddings(self._embedder, [{"content": content, "embedding": embedding}])[0][
             "embedding"
@@ -610,16 +776,17 @@ class Cluster:
                 "key": key,
                 "metadata": None if metadata is None else dict(metadata),
             },
+            deadline_s=deadline_s,
         )
 
-    def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
+    def add_batch(self, ns: str, items: Sequence[Mapping[str, Any]], *, deadline_s: float | None = None) -> list[str]:
         """:meth:`TierStore.add_batch`: all or nothing, one log record."""
         if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
             raise InvalidInputError("add_batch items must be a list of dicts")
         check_namespace(ns)
         items = _embedding.fill_embeddings(self._embedder, items)  # one batched call of the model
         wire = [{k: _listify(v) for k, v in item.items()} if isinstance(item, Mapping) else item for item in items]
-        return self._call(ns, "write", "add_batch", [wire])
+        return self._call(ns, "write", "add_batch", [wire], deadline_s=deadline_s)
 
     def search(
         self,
@@ -635,6 +802,7 @@ class Cluster:
         record_access: bool | None = None,
         explain: bool = False,
         text: str | None = None,
+        deadline_s: float | None = None,
     ) -> list[Hit]:
         """:meth:`TierStore.search`. An access is a write (a log append), so it
         is recorded only when asked: ``record_access=True`` searches, then
@@ -661,50 +829,71 @@ class Cluster:
                 "explain": explain,
                 "text": text,
             },
+            deadline_s=deadline_s,
         )
         if record_access and hits:
-            self.touch(ns, [h.memory.id for h in hits])
+            self.touch(ns, [h.memory.id for h in hits], deadline_s=deadline_s)
         return hits
 
-    def get(self, ns: str, id: str) -> Memory | None:
-        return self._call(ns, "read", "get", [id])
+    def get(self, ns: str, id: str, *, deadline_s: float | None = None) -> Memory | None:
+        return self._call(ns, "read", "get", [id], deadline_s=deadline_s)
 
-    def get_by_key(self, ns: str, key: str) -> Memory | None:
-        return self._call(ns, "read", "get_by_key", [key])
+    def get_by_key(self, ns: str, key: str, *, deadline_s: float | None = None) -> Memory | None:
+        return self._call(ns, "read", "get_by_key", [key], deadline_s=deadline_s)
 
-    def memories(self, ns: str, *, with_embedding: bool = False) -> list[Memory]:
-        return self._call(ns, "read", "memories", [], {"with_embedding": with_embedding})
+    def memories(self, ns: str, *, with_embedding: bool = False, deadline_s: float | None = None) -> list[Memory]:
+        return self._call(ns, "read", "memories", [], {"with_embedding": with_embedding}, deadline_s=deadline_s)
 
     def memories_page(
-        self, ns: str, *, after: str | None = None, limit: int | None = None, with_embedding: bool = False
+        self,
+        ns: str,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        with_embedding: bool = False,
+        deadline_s: float | None = None,
     ) -> tuple[list[Memory], str | None]:
         """:meth:`TierStore.memories_page` of the namespace's slot (a cursor is a position in that slot's store)."""
         return self._call(
-            ns, "read", "memories_page", [], {"after": after, "limit": limit, "with_embedding": with_embedding}
+            ns,
+            "read",
+            "memories_page",
+            [],
+            {"after": after, "limit": limit, "with_embedding": with_embedding},
+            deadline_s=deadline_s,
         )
 
-    def check_batch(self, ns: str, items: Sequence[Mapping[str, Any]]) -> None:
-        self._call(ns, "read", "check_batch", [list(items) if isinstance(items, Sequence) else items])
+    def check_batch(self, ns: str, items: Sequence[Mapping[str, Any]], *, deadline_s: float | None = None) -> None:
+        items = list(items) if isinstance(items, Sequence) else items
+        self._call(ns, "read", "check_batch", [items], deadline_s=deadline_s)
 
-    def get_context(self, ns: str) -> tuple[str, ...]:
-        return tuple(self._call(ns, "read", "get_context"))
+    def get_context(self, ns: str, *, deadline_s: float | None = None) -> tuple[str, ...]:
+        return tuple(self._call(ns, "read", "get_context", deadline_s=deadline_s))
 
-    def touch(self, ns: str, ids: str | Iterable[str]) -> None:
-        self._call(ns, "write", "touch", [ids])
+    def touch(self, ns: str, ids: str | Iterable[str], *, deadline_s: float | None = None) -> None:
+        self._call(ns, "write", "touch", [ids], deadline_s=deadline_s)
 
-    def feedback(self, ns: str, id: str, *, positive: bool, strength: float = 1.0, implicit: bool = False) -> Memory:
-        return self._call(
-            ns, "write", "feedback", [id], {"positive": positive, "strength": strength, "implicit": implicit}
-        )
+    def feedback(
+        self,
+        ns: str,
+        id: str,
+        *,
+        positive: bool,
+        strength: float = 1.0,
+        implicit: bool = False,
+        deadline_s: float | None = None,
+    ) -> Memory:
+        kwargs = {"positive": positive, "strength": strength, "implicit": implicit}
+        return self._call(ns, "write", "feedback", [id], kwargs, deadline_s=deadline_s)
 
-    def pin(self, ns: str, id: str, pinned: bool = True) -> None:
-        self._call(ns, "write", "pin", [id, pinned])
+    def pin(self, ns: str, id: str, pinned: bool = True, *, deadline_s: float | None = None) -> None:
+        self._call(ns, "write", "pin", [id, pinned], deadline_s=deadline_s)
 
-    def delete(self, ns: str, id: str) -> bool:
-        return self._call(ns, "write", "delete", [id])
+    def delete(self, ns: str, id: str, *, deadline_s: float | None = None) -> bool:
+        return self._call(ns, "write", "delete", [id], deadline_s=deadline_s)
 
-    def set_context(self, ns: str, tags: Iterable[str]) -> None:
-        self._call(ns, "write", "set_context", [tags])
+    def set_context(self, ns: str, tags: Iterable[str], *, deadline_s: float | None = None) -> None:
+        self._call(ns, "write", "set_context", [tags], deadline_s=deadline_s)
 
     def restore(
         self,
@@ -717,6 +906,7 @@ class Cluster:
         k: int | None = None,
         limit: int | None = None,
         progress: bool | None = False,
+        deadline_s: float | None = None,
     ) -> list[str]:
         """:meth:`TierStore.restore` (a logged write); a text ``query`` is embedded here."""
         check_namespace(ns)
@@ -735,6 +925,7 @@ class Cluster:
                 "k": k,
                 "limit": limit,
             },
+            deadline_s=deadline_s,
         )
 
     def sweep(
@@ -928,14 +1119,17 @@ class Cluster:
         router started Ray, Ray too. The bucket keeps everything."""
         self._background.stop()
         ray = _ray()
-        with self._lock:
-            for name, handle in list(self._handles.items()):
+        with self._placing:
+            with self._lock:
+                handles = dict(self._handles)
+            for name, handle in handles.items():
                 try:
                     ray.get(handle.close.remote(), timeout=60)
                 except Exception:  # noqa: BLE001 - a dead shard has nothing to release
                     pass
                 ray.kill(handle)
-                self._handles.pop(name)
+                with self._lock:
+                    self._handles.pop(name, None)
         if self._started_ray:
             ray.shutdown()
 
@@ -994,6 +1188,7 @@ class _ShardActor(Shard):
         lease_check_s: float = DEFAULT_LEASE_CHECK_S,
         embedder: str | None = None,
         keep_history: bool = False,
+        takeover_threads: int = DEFAULT_TAKEOVER_THREADS,
     ) -> None:
         super().__init__(
             name,
@@ -1005,6 +1200,7 @@ class _ShardActor(Shard):
             snapshot_every=snapshot_every,
             lease_check_s=lease_check_s,
             keep_history=keep_history,
+            acquire_threads=takeover_threads,
         )
         # embedder: the record (name, dim) of the embedder the cluster's text is embedded with, or None
         self._info = {
@@ -1017,6 +1213,7 @@ class _ShardActor(Shard):
             "lease_check_s": lease_check_s,
             "embedder": embedder,
             "keep_history": keep_history,
+            "takeover_threads": takeover_threads,
         }
 
     def info(self) -> dict[str, Any]:

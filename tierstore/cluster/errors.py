@@ -4,11 +4,42 @@ from __future__ import annotations
 
 from tierstore.errors import TierStoreError
 
-__all__ = ["ClusterError", "FencedError", "LeaseUnconfirmedError", "NotOwnerError", "SlotLostError"]
+__all__ = [
+    "ClusterError",
+    "DeadlineExceededError",
+    "FencedError",
+    "LeaseUnconfirmedError",
+    "NotOwnerError",
+    "SlotLostError",
+]
 
 
 class ClusterError(TierStoreError):
     """The cluster could not serve a call (no live shard, retries exhausted)."""
+
+
+class DeadlineExceededError(ClusterError):
+    """A call was not answered within its deadline (``deadline_s``, seconds from
+    the call's start): what it was waiting for is in the message and in
+    :attr:`waiting_for` (``"slot move"``: its slot was changing owner, e.g. a
+    failover; ``"shard"``: the owner had not answered; ``"placement"``: the
+    router was re-placing the slots). A read can be retried as it is; a write
+    whose deadline passed may still be applied (a shard finishes what it was
+    sent, and an attempt that reached a shard before it died is replayed by
+    the new owner), as with any timeout."""
+
+    def __init__(self, message: str, *, slot: int, deadline_s: float, waiting_for: str) -> None:
+        super().__init__(message)
+        self.slot = slot
+        self.deadline_s = deadline_s
+        self.waiting_for = waiting_for
+
+    def __reduce__(self) -> tuple[object, ...]:  # served clusters and Ray may ship it across processes
+        return (_deadline_exceeded, (str(self), self.slot, self.deadline_s, self.waiting_for))
+
+
+def _deadline_exceeded(message: str, slot: int, deadline_s: float, waiting_for: str) -> DeadlineExceededError:
+    return DeadlineExceededError(message, slot=slot, deadline_s=deadline_s, waiting_for=waiting_for)
 
 
 class NotOwnerError(ClusterError):

@@ -80,6 +80,8 @@ class Shard:
         self._slots: dict[int, SlotStore] = {}
         self._lock = threading.Lock()
         self._acquire_threads = acquire_threads
+        self._take_gate = threading.BoundedSemaphore(acquire_threads)  # slots being taken at once
+        self._taking: dict[int, threading.Lock] = {}  # per slot: one take at a time
         self.snapshot_every = snapshot_every  # log records between a slot's snapshots (0: only at release)
         self.lost: list[int] = []  # slots given up after a fence or a failed append
         self.lease_check_s = check_lease_check(lease_check_s)
@@ -127,15 +129,27 @@ class Shard:
 
     def acquire(self, slots: list[int]) -> dict[int, int]:
         """Take these slots (replaying each); returns slot -> epoch. Slots
-        already owned are kept as they are."""
+        already owned are kept as they are. Concurrent calls (the router sends
+        one per slot, to route each as soon as it is taken) take at most
+        ``acquire_threads`` slots at a time between them, and one slot once."""
         todo = [s for s in slots if s not in self.owned()]
         if len(todo) <= 1:
             for s in todo:
-                self._take(s)
+                self._take_once(s)
         else:
             with ThreadPoolExecutor(min(self._acquire_threads, len(todo))) as pool:
-                list(pool.map(self._take, todo))
+                list(pool.map(self._take_once, todo))
         return {s: e for s, e in self.epochs().items() if s in set(slots)}
+
+    def _take_once(self, slot: int) -> None:
+        """:meth:`_take` unless a concurrent take of the slot got it first; within the shard's take gate."""
+        with self._lock:
+            guard = self._taking.setdefault(slot, threading.Lock())
+        with guard:
+            if slot in self.owned():
+                return
+            with self._take_gate:
+                self._take(slot)
 
     def _take(self, slot: int) -> None:
         if not 0 <= slot < self.num_slots:
