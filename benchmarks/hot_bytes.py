@@ -91,6 +91,7 @@ def child_tierstore(n: int, batch: int) -> dict:
             store.add_batch("ns", [{"content": f"memory {i}", "embedding": vecs[i]} for i in range(start, stop)])
         gc.collect()
         after = rss_bytes()
+        end_trimmed = malloc_trim_rss()  # before anything below allocates
         eng = store.engine
         hot = eng.hot.ensure("ns")
         s = eng.settings.hot
@@ -106,15 +107,16 @@ def child_tierstore(n: int, batch: int) -> dict:
             + sys.getsizeof(hot.metadata)
             + sys.getsizeof(hot.slot_of),
         }
-        eng.catalog.write(lambda conn: conn.execute("PRAGMA shrink_memory"))  # the writer connection's cache
         gc.collect()
-        shrunk = rss_bytes()
-        parts["SQLite writer page cache (returned by shrink_memory)"] = after - shrunk
-        trimmed = malloc_trim_rss()
-        parts["freed but held by malloc (returned by malloc_trim)"] = shrunk - trimmed
+        parts_freed = malloc_trim_rss()  # what measuring the parts allocated
+        eng.catalog.write(lambda conn: conn.execute("PRAGMA shrink_memory"))  # the writer connection's cache
+        shrunk = malloc_trim_rss()
+        parts["SQLite writer page cache (returned by shrink_memory)"] = parts_freed - shrunk
+        parts["freed but held by malloc at the end (returned by malloc_trim)"] = after - end_trimmed
         out = {
             "rss_per_memory": (after - before) / n,
             "rss_per_memory_after_shrink": (shrunk - before) / n,
+            "rss_per_memory_after_trim": (end_trimmed - before) / n,
             "fixed": before - start_rss,
             "capacity": hot.cap,
             "parts_per_memory": {k: v / n for k, v in parts.items()},
