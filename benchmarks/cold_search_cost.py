@@ -39,6 +39,10 @@ out side by side, with the objects each read, and the queries whose hits
 both agree on. (b)'s rows are the laid-out store's. The S3 store is laid out
 too before its queries.
 
+``--keep DIR --no-s3 --reuse``: search the local stores (laid out, and the
+copy as swept) that an earlier run with ``--keep DIR`` left there, without
+building them (the same memories; the build and the layout take minutes).
+
 ``--ab REV``: the local store is closed, copied (store and archive), the copy
 opened by REV's code (``git archive``, as ``benchmarks/search_ab.py`` does)
 and the original reopened; per query, each version runs (b)'s sequence on
@@ -172,8 +176,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="search the archive as the sweeps left it (no compact_cold, no side-by-side copy)",
     )
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --keep DIR --no-s3: search the stores an earlier run kept there (laid out, and as swept) "
+        "instead of building them",
+    )
     args = ap.parse_args(argv)
     check_args(args)
+    if args.reuse and (args.keep is None or not args.no_s3 or args.no_layout or args.ab):
+        raise SystemExit("--reuse goes with --keep DIR and --no-s3 (and neither --no-layout nor --ab)")
     # a SIGTERM unwinds like Ctrl-C, so the finally below stops the moto server
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
@@ -191,11 +203,15 @@ def main(argv: list[str] | None = None) -> int:
     cold_index.fetch_vectors = timer  # type: ignore[assignment]
     try:
         t0 = time.perf_counter()
-        local = build_store(root / "local", X, H, "local", cold=str(root / "local-cold"))
-        build_local_s = time.perf_counter() - t0
         at = START + 2 * 3600  # build_store's clock at its end: nothing becomes due
+        layout_objects, layout_s = 0, float("nan")
+        if args.reuse:  # the laid-out store and its copy as swept, kept by an earlier run
+            local = TierStore.open(root / "local", cold=str(root / "local-cold"), clock=ManualClock(at))
+        else:
+            local = build_store(root / "local", X, H, "local", cold=str(root / "local-cold"))
+        build_local_s = time.perf_counter() - t0
         old = asis = None
-        copies = (["ab"] if args.ab else []) + ([] if args.no_layout else ["asis"])
+        copies = [] if args.reuse else (["ab"] if args.ab else []) + ([] if args.no_layout else ["asis"])
         if copies:  # copies of the store as the sweeps left it
             local.close()
             for name in copies:
@@ -206,9 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_layout:
             asis = TierStore.open(root / "asis-local", cold=str(root / "asis-local-cold"), clock=ManualClock(at))
             stores.append(asis)
-            t = time.perf_counter()
-            layout_objects = local.compact_cold()
-            layout_s = time.perf_counter() - t
+            if not args.reuse:
+                t = time.perf_counter()
+                layout_objects = local.compact_cold()
+                layout_s = time.perf_counter() - t
         if args.ab:  # a copy of the store, opened by REV's code
             export_old(args.ab, root / "ab-code")
             sys.path.insert(0, str(root / "ab-code"))
@@ -440,9 +457,13 @@ def main(argv: list[str] | None = None) -> int:
     if asis is not None:
         A, this = out["asis_ms"], L["added"]
         print(
-            f"\n| local, cache cleared, same queries interleaved: the archive as swept (a copy) and laid out by "
-            f"`compact_cold` ({out['layout_objects']} objects written in {out['layout_s']:.1f} s) "
-            "| time added p50 ms | p90 | mean | `fetch_vectors` p50 ms | objects read p50 | mean |"
+            "\n| local, cache cleared, same queries interleaved: the archive as swept (a copy) and laid out by "
+            + (
+                f"`compact_cold` ({out['layout_objects']} objects written in {out['layout_s']:.1f} s) "
+                if not args.reuse
+                else "`compact_cold` (the stores of an earlier run: `--reuse`) "
+            )
+            + "| time added p50 ms | p90 | mean | `fetch_vectors` p50 ms | objects read p50 | mean |"
         )
         print("|---|---|---|---|---|---|---|")
         for name, d, f, o in (
