@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tierstore import ManualClock, TierStore
-from tierstore.errors import InvalidInputError
+from tierstore.errors import CorruptDataError, InvalidInputError
 from tierstore.tiers import cold_layout, cold_relayout
 from tierstore.tiers.archive import decode_batch
 
@@ -222,3 +222,40 @@ def test_verify_reports_a_layout_listing_gone_objects_and_repair_drops_them(tmp_
         assert fixed.ok and not fixed.in_flight and any("layout" in r for r in fixed.repaired)
         assert cold_relayout.layout_keys(store.engine.catalog, "u") == keys
         assert store.compact_cold() == 0  # the layout still covers every cold memory
+
+
+def test_objects_emptied_by_restores_leave_the_layout(tmp_path, rng, monkeypatch):
+    monkeypatch.setattr(cold_layout, "OBJECT_RECORDS", 50)
+    store, clock = archived_store(tmp_path / "s", clusters(rng, 5, 40), 50)
+    with store:
+        store.compact_cold()
+        keys = cold_relayout.layout_keys(store.engine.catalog, "u")
+        key = store.engine.catalog.get_row("u", "m0").cold_key
+        ids = [mid for (mid,) in store.engine.catalog.query("SELECT id FROM memories WHERE cold_key = ?", (key,))]
+        assert sorted(store.restore("u", ids=ids)) == sorted(ids)  # the object is emptied and collected
+        assert cold_relayout.layout_keys(store.engine.catalog, "u") == keys - {key}
+        report = store.verify()
+        assert report.ok and not report.in_flight, report
+
+
+def test_a_missing_object_stops_its_namespace_only(tmp_path, rng, monkeypatch):
+    monkeypatch.setattr(cold_layout, "OBJECT_RECORDS", 50)
+    store, clock = archived_store(tmp_path / "s", clusters(rng, 5, 40), 50)
+    with store:
+        store.add_batch(
+            "v",
+            [
+                {"content": f"v {i}", "embedding": v, "memory_type": "conversation"}
+                for i, v in enumerate(clusters(rng, 2, 30))
+            ],
+        )
+        clock.advance(2 * HOUR)
+        while store.sweep(max_items=20).archived:
+            pass
+        lost = store.engine.catalog.get_row("u", "m0").cold_key
+        store.engine.cold.store.delete(lost)
+        with pytest.raises(CorruptDataError, match="namespace 'u' not laid out"):
+            store.compact_cold()
+        assert cold_relayout.layout_keys(store.engine.catalog, "v")  # the other namespace was laid out
+        assert not cold_relayout.layout_keys(store.engine.catalog, "u")
+        assert store.engine.catalog.get_row("u", "m0").cold_key == lost  # nothing of u moved

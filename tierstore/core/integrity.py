@@ -13,9 +13,10 @@
 * every tombstone the catalog lists as written (present, and parses);
 * the keyword index: every memory in it, nothing else;
 * each namespace's archive layout (``tiers/cold_relayout.py``): the objects
-  it lists still exist; one that does not (a compaction interrupted by a
-  crash, a catalog rebuilt from the bucket) is reported in ``in_flight``: the
-  next ``compact_cold`` lays the namespace out again.
+  it lists still exist (a collected object leaves the list); one that does
+  not (a catalog restored from a copy, objects collected by earlier code) is
+  reported in ``in_flight``: the next ``compact_cold`` lays the namespace out
+  again.
 
 ``repair(store)`` rebuilds what is derived from the catalog: a damaged warm
 shard is rewritten from the vectors the catalog keeps for warm memories; a
@@ -450,8 +451,8 @@ def _verify_layout(eng: Engine, report: IntegrityReport) -> None:
                     "cold_layout",
                     ns,
                     f"the archive layout of namespace {ns!r} lists {len(gone)} objects that are gone "
-                    f"({sorted(gone)[0]}{', ...' if len(gone) > 1 else ''}): a compaction was interrupted or "
-                    "the catalog rebuilt; the next compact_cold lays the namespace out again",
+                    f"({sorted(gone)[0]}{', ...' if len(gone) > 1 else ''}): a catalog restored from a copy, or "
+                    "objects collected by earlier code; the next compact_cold lays the namespace out again",
                     repairable=True,
                 )
             )

@@ -88,7 +88,9 @@ def carry_layout_key(conn: sqlite3.Connection, ns: str, old: str, new: str) -> N
 
 def layouts(catalog: Any) -> list[tuple[str, set[str], set[str]]]:
     """``(ns, keys, gone)`` of every namespace with a layout: the objects it
-    lists, and those of them that are no archive batch any more."""
+    lists, and those of them that are no archive batch any more (a collected
+    object leaves the list with its archives row, :func:`forget_archive`:
+    gone ones come from elsewhere, e.g. a catalog restored from a copy)."""
     have = {k for (k,) in catalog.query("SELECT key FROM archives WHERE state != 'pending'")}
     out = []
     for (meta_key,) in catalog.query("SELECT key FROM meta WHERE key LIKE ? ORDER BY key", (LAYOUT_META + "%",)):
@@ -98,6 +100,17 @@ def layouts(catalog: Any) -> list[tuple[str, set[str], set[str]]]:
         keys = layout_keys(catalog, ns)
         out.append((ns, keys, keys - have))
     return out
+
+
+def forget_archive(conn: sqlite3.Connection, key: str) -> None:
+    """Drop the archives row of a collected object ``key``, and the key from
+    its namespace's layout (one transaction: the caller's write)."""
+    row = conn.execute("SELECT ns FROM archives WHERE key = ?", (key,)).fetchone()
+    conn.execute("DELETE FROM archives WHERE key = ?", (key,))
+    if row is not None:
+        keys = layout_keys(conn, row[0])
+        if key in keys:
+            _set_layout(conn, row[0], sorted(keys - {key}))
 
 
 def forget_gone(conn: sqlite3.Connection, ns: str) -> int:

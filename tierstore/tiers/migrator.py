@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -575,7 +576,7 @@ class Migrator:
         for key in empty:
             eng.cold.delete(key)
             crash_point("collect.after_object_delete")
-            eng.catalog.execute("DELETE FROM archives WHERE key = ?", (key,))
+            eng.catalog.write(partial(cold_relayout.forget_archive, key=key))
         return len(empty)
 
     # -- tombstones --------------------------------------------------------------------------
@@ -668,6 +669,8 @@ class Migrator:
                         done += cold_relayout.lay_out(self, ns, now)
                     except CorruptDataError as exc:
                         damaged.append(exc)
+                    except ObjectNotFoundError as exc:  # the other namespaces are laid out all the same
+                        damaged.append(CorruptDataError(f"namespace {ns!r} not laid out: {exc}"))
                     bar.update(1)
         if damaged and strict:
             raise CorruptDataError(
