@@ -31,6 +31,18 @@ Per query, in one loop (the order of the queries shuffled, seed 3):
     it read, on its own client. Ratios: fetch / (raw GET × distinct objects
     touched) and fetch / raw GET, per query, and of the medians.
 
+Layout (issue 31; ``--no-layout`` skips it): once built, the local store is
+closed and copied as the sweeps left it (``asis``), and the original laid
+out by code (``compact_cold``, timed); per query both run (b)'s sequence, in
+a random order, with this checkout's code: "time added" as swept and laid
+out side by side, with the objects each read, and the queries whose hits
+both agree on. (b)'s rows are the laid-out store's. The S3 store is laid out
+too before its queries.
+
+``--keep DIR --no-s3 --reuse``: search the local stores (laid out, and the
+copy as swept) that an earlier run with ``--keep DIR`` left there, without
+building them (the same memories; the build and the layout take minutes).
+
 ``--ab REV``: the local store is closed, copied (store and archive), the copy
 opened by REV's code (``git archive``, as ``benchmarks/search_ab.py`` does)
 and the original reopened; per query, each version runs (b)'s sequence on
@@ -39,9 +51,9 @@ first cold search on their store (this checkout's are (b)'s rows); the
 queries whose hits (ids, scores to 1e-6, order) both versions agree on are
 counted.
 
-Targets (issue 15): recall@10 >= 0.95; time added p50 <= 5 ms (local); fetch
-<= 2 x one raw ranged GET per distinct object touched (S3). Nothing here
-asserts a time.
+Targets (issue 31, item 3): recall@10 >= 0.95; time added p50 <= 2.5 ms
+(local; issue 15's was 5 ms); fetch <= 2 x one raw ranged GET per distinct
+object touched (S3). Nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -69,8 +81,8 @@ from conftest import clustered_vectors  # noqa: E402  (also sets one BLAS thread
 from search_ab import export_old  # noqa: E402
 
 from tierstore import ManualClock, TierStore  # noqa: E402
-from tierstore.core import row_ranker  # noqa: E402
 from tierstore.progress import Progress  # noqa: E402
+from tierstore.tiers import cold_index  # noqa: E402
 
 DIM = 384
 K = 10
@@ -79,7 +91,7 @@ START = 1_700_000_000.0
 
 
 class FetchTimer:
-    """Wraps ``row_ranker.fetch_vectors``: the seconds of the last call and the
+    """Wraps ``cold_index.fetch_vectors`` (what ``fetch_row_vectors`` calls): the seconds of the last call and the
     distinct objects it read (cache misses only)."""
 
     def __init__(self, inner: Callable[..., np.ndarray]) -> None:
@@ -159,8 +171,21 @@ def main(argv: list[str] | None = None) -> int:
         help="also time the local cold search of revision REV (git archive) on a copy of the store",
     )
     ap.add_argument("--keep", type=Path, help="build the stores under this directory and keep them")
+    ap.add_argument(
+        "--no-layout",
+        action="store_true",
+        help="search the archive as the sweeps left it (no compact_cold, no side-by-side copy)",
+    )
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --keep DIR --no-s3: search the stores an earlier run kept there (laid out, and as swept) "
+        "instead of building them",
+    )
     args = ap.parse_args(argv)
     check_args(args)
+    if args.reuse and (args.keep is None or not args.no_s3 or args.no_layout or args.ab):
+        raise SystemExit("--reuse goes with --keep DIR and --no-s3 (and neither --no-layout nor --ab)")
     # a SIGTERM unwinds like Ctrl-C, so the finally below stops the moto server
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
@@ -174,28 +199,42 @@ def main(argv: list[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     server = None
     stores: list[TierStore] = []
-    timer = FetchTimer(row_ranker.fetch_vectors)
-    row_ranker.fetch_vectors = timer  # type: ignore[assignment]
+    timer = FetchTimer(cold_index.fetch_vectors)
+    cold_index.fetch_vectors = timer  # type: ignore[assignment]
     try:
         t0 = time.perf_counter()
-        local = build_store(root / "local", X, H, "local", cold=str(root / "local-cold"))
+        at = START + 2 * 3600  # build_store's clock at its end: nothing becomes due
+        layout_objects, layout_s = 0, float("nan")
+        if args.reuse:  # the laid-out store and its copy as swept, kept by an earlier run
+            local = TierStore.open(root / "local", cold=str(root / "local-cold"), clock=ManualClock(at))
+        else:
+            local = build_store(root / "local", X, H, "local", cold=str(root / "local-cold"))
         build_local_s = time.perf_counter() - t0
-        old = None
-        if args.ab:  # a copy of the store, opened by REV's code
+        old = asis = None
+        copies = [] if args.reuse else (["ab"] if args.ab else []) + ([] if args.no_layout else ["asis"])
+        if copies:  # copies of the store as the sweeps left it
             local.close()
-            for part in ("local", "local-cold"):
-                shutil.rmtree(root / f"ab-{part}", ignore_errors=True)
-                shutil.copytree(root / part, root / f"ab-{part}")
+            for name in copies:
+                for part in ("local", "local-cold"):
+                    shutil.rmtree(root / f"{name}-{part}", ignore_errors=True)
+                    shutil.copytree(root / part, root / f"{name}-{part}")
+            local = TierStore.open(root / "local", cold=str(root / "local-cold"), clock=ManualClock(at))
+        if not args.no_layout:
+            asis = TierStore.open(root / "asis-local", cold=str(root / "asis-local-cold"), clock=ManualClock(at))
+            stores.append(asis)
+            if not args.reuse:
+                t = time.perf_counter()
+                layout_objects = local.compact_cold()
+                layout_s = time.perf_counter() - t
+        if args.ab:  # a copy of the store, opened by REV's code
             export_old(args.ab, root / "ab-code")
             sys.path.insert(0, str(root / "ab-code"))
             import tierstore_old  # type: ignore[import-not-found]
 
-            at = START + 2 * 3600  # build_store's clock at its end: nothing becomes due
             old = tierstore_old.TierStore.open(
                 root / "ab-local", cold=str(root / "ab-local-cold"), clock=tierstore_old.ManualClock(at)
             )
             stores.append(old)
-            local = TierStore.open(root / "local", cold=str(root / "local-cold"), clock=ManualClock(at))
         stores.append(local)
         s3 = raw = None
         prefix = "mem"
@@ -211,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
                 root / "s3", X, H, "s3", cold=f"s3://bench/{prefix}", cold_options={"endpoint_url": server.endpoint_url}
             )
             stores.append(s3)
+            if not args.no_layout:
+                s3.compact_cold()
             import boto3
             from botocore.config import Config
 
@@ -256,7 +297,10 @@ def main(argv: list[str] | None = None) -> int:
                 "ratio_one_get",
             )
         }
-        ab: dict[str, list[float]] = {"this": [], "rev": []}
+        ab: dict[str, list[float]] = {"this": [], "rev": [], "asis": []}
+        asis_fetch: list[float] = []
+        asis_objects: list[float] = []
+        same_asis = 0  # queries whose hits (ids, scores to 1e-6, order) the laid-out store and its copy agree on
         same_hits = 0  # queries whose hits (ids, scores to 1e-6, order) both versions agree on
         order = list(range(len(Q)))
         random.Random(3).shuffle(order)
@@ -265,7 +309,9 @@ def main(argv: list[str] | None = None) -> int:
             q = Q[qi]
             # With --ab, each version runs the same sequence on its own copy, in a random order, so
             # both measure a query's first cold search on their store (caches warmed alike).
-            versions = [("this", local)] + ([("rev", old)] if old is not None else [])
+            versions = (
+                [("this", local)] + ([("rev", old)] if old is not None else []) + ([("asis", asis)] if asis else [])
+            )
             random.Random(qi).shuffle(versions)
             got = {}
             for name, st in versions:
@@ -279,12 +325,15 @@ def main(argv: list[str] | None = None) -> int:
                 if name == "this":
                     s["fetch_local"].append(timer.seconds)
                     s["objects_local"].append(timer.objects)
+                elif name == "asis":
+                    asis_fetch.append(timer.seconds)
+                    asis_objects.append(timer.objects)
                 t = time.perf_counter()
                 cold_search(st, q)
                 t_warm = time.perf_counter() - t
                 got[name] = [(h.id, round(h.score, 6)) for h in hits]
-                if name == "rev":
-                    ab["rev"].append(t_cold - t_hot)
+                if name != "this":
+                    ab[name].append(t_cold - t_hot)
                     continue
                 ab["this"].append(t_cold - t_hot)
                 s["hot"].append(t_hot)
@@ -297,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
                 s["recall"].append(len(cold_ids & truth[qi]) / K)
             if old is not None:
                 same_hits += got["this"] == got["rev"]
+            if asis is not None:
+                same_asis += got["this"] == got["asis"]
             if s3 is not None:
                 s3.engine.vector_cache.clear()
                 t = time.perf_counter()
@@ -317,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
             bar.update()
         bar.close()
     finally:
-        row_ranker.fetch_vectors = timer.inner  # type: ignore[assignment]
+        cold_index.fetch_vectors = timer.inner  # type: ignore[assignment]
         for st in stores:
             st.close()
         if server is not None:
@@ -343,6 +394,12 @@ def main(argv: list[str] | None = None) -> int:
         "local_ms": {name: ms(s[name]) for name in ("hot", "cold", "warm", "added", "added_warm", "fetch_local")},
         "objects_local": quantiles(s["objects_local"]),
     }
+    if asis is not None:
+        out["layout_s"] = layout_s
+        out["layout_objects"] = layout_objects
+        out["asis_ms"] = {"added": ms(ab["asis"]), "fetch_local": ms(asis_fetch)}
+        out["asis_objects"] = quantiles(asis_objects)
+        out["same_hits_asis"] = same_asis
     if s["s3_cold"]:
         p50 = statistics.median
         out["s3_ms"] = {name: ms(s[name]) for name in ("s3_cold", "s3_fetch", "raw_get")}
@@ -369,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         ("hot-only search (`include_cold=False`), ms", "hot", ""),
         ("cold search, vector cache cleared, ms", "cold", ""),
         ("cold search again (cache hits), ms", "warm", ""),
-        ("(b) time added: cold (cache cleared) − hot-only, per query, ms", "added", "<= 5 ms p50"),
+        ("(b) time added: cold (cache cleared) − hot-only, per query, ms", "added", "<= 2.5 ms p50"),
         ("(b) time added, cache hits: warm − hot-only, ms", "added_warm", ""),
         ("  of which `fetch_vectors` (cache cleared), ms", "fetch_local", ""),
     ]
@@ -397,6 +454,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| (c) the same, of the medians | {out['s3_ratio_of_medians_per_object']:.3f} | | | <= 2 |")
         r = out["s3_ratio_one_get"]
         print(f"| (c) fetch / one raw GET, per query | {r['p50']:.2f} | {r['p90']:.2f} | {r['mean']:.2f} | |")
+    if asis is not None:
+        A, this = out["asis_ms"], L["added"]
+        print(
+            "\n| local, cache cleared, same queries interleaved: the archive as swept (a copy) and laid out by "
+            + (
+                f"`compact_cold` ({out['layout_objects']} objects written in {out['layout_s']:.1f} s) "
+                if not args.reuse
+                else "`compact_cold` (the stores of an earlier run: `--reuse`) "
+            )
+            + "| time added p50 ms | p90 | mean | `fetch_vectors` p50 ms | objects read p50 | mean |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        for name, d, f, o in (
+            ("as swept", A["added"], A["fetch_local"], out["asis_objects"]),
+            ("laid out by code", this, L["fetch_local"], out["objects_local"]),
+        ):
+            print(
+                f"| {name} | {d['p50']:.2f} | {d['p90']:.2f} | {d['mean']:.2f} | {f['p50']:.2f} "
+                f"| {o['p50']:.0f} | {o['mean']:.1f} |"
+            )
+        print(f"| laid out / as swept, time added p50 | {this['p50'] / A['added']['p50']:.3f} | | | | | |")
+        print(f"| the same hits (ids, scores, order) from both | {same_asis} of {len(Q)} queries | | | | | |")
     if args.ab:
         out["ab_rev"] = args.ab
         out["ab_ms"] = {name: ms(v) for name, v in ab.items()}

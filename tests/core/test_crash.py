@@ -118,3 +118,47 @@ def test_sigkill_after_add_commit_keeps_the_acknowledged_add(tmp_path, rng):
         assert store.search("crash", q, k=1, record_access=False)[0].id == "late"
         embeddings["late"] = store.get("crash", "late").embedding.tobytes()
         check_exactly_once(store, chats + facts + ["late"], embeddings)
+
+
+def _archive_in_batches(path, rng, n_chat=30, per_batch=10):
+    """The seeded store with its chats archived by sweeps of ``per_batch``: several objects."""
+    chats, facts, embeddings = seed_store(path, rng, n_chat=n_chat)
+    with TierStore.open(path, clock=ManualClock(T0 + 2 * HOUR)) as store:
+        while store.sweep(max_items=per_batch).archived:
+            pass
+        assert len(store.engine.cold.list_batches()) == n_chat // per_batch
+    return chats, facts, embeddings
+
+
+@pytest.mark.parametrize("crash_at", ["layout.after_intent", "layout.after_put", "layout.after_commit"])
+@pytest.mark.parametrize("after", [0, 2])
+def test_sigkill_while_an_archive_is_laid_out(tmp_path, rng, monkeypatch, crash_at, after):
+    """Killed while compact_cold lays a namespace's archive out by meaning
+    (at the first new object, or the third): the store opens and verifies
+    clean, every archived memory is found by a cold search of its own vector
+    and restores bit-identical, exactly once; the next sweep leaves no object
+    the catalog does not use, and compact_cold then finishes the layout."""
+    path = tmp_path / "s"
+    chats, facts, embeddings = _archive_in_batches(path, rng)
+    monkeypatch.setenv("TIERSTORE_CRASH_AFTER", str(after))
+    proc = run_child(path, "compact-cold-layout", T0 + 2 * HOUR, crash_at)
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    with TierStore.open(path, clock=ManualClock(T0 + 2 * HOUR)) as store:
+        report = store.verify()
+        assert report.ok, report
+        for c in chats:  # each one found where the catalog now points
+            q = np.frombuffer(embeddings[c], np.float32)
+            assert store.search("crash", q, k=1, include_cold=True, record_access=False)[0].id == c
+        assert not store.sweep().errors
+        used = {k for (k,) in store.engine.catalog.query("SELECT DISTINCT cold_key FROM memories WHERE tier = 2")}
+        assert set(store.engine.cold.list_batches()) == used  # partly moved objects rewritten, the rest collected
+        from tierstore.tiers import cold_layout
+
+        monkeypatch.setattr(cold_layout, "OBJECT_RECORDS", 8)
+        assert store.compact_cold() >= 4  # 30 records in objects of at most 8
+        assert store.compact_cold() == 0  # laid out: nothing left to do
+        assert store.verify().ok
+        keys = store.engine.cold.list_batches()
+        assert all(store.engine.cold.read_batch(k)[0].get("layout") == "code" for k in keys)
+        assert store.engine.catalog.query("SELECT DISTINCT state FROM archives") == [("done",)]
+        check_exactly_once(store, chats + facts, embeddings)

@@ -2,7 +2,7 @@
 TIERSTORE_CRASH_AT so that it is SIGKILLed at a chosen point.
 
 usage: crash_child.py PATH OP NOW [ARG]
-OP: sweep | restore-all | add | add-key | upsert | search-warm | compact-cold
+OP: sweep | restore-all | add | add-key | upsert | search-warm | compact-cold | compact-cold-layout
 """
 
 import sys
@@ -26,6 +26,11 @@ elif op == "upsert":  # replaces the memory "late"
         "crash", [{"content": "replaced just before the crash", "embedding": np.ones(store.dim), "id": "late"}]
     )
 elif op == "compact-cold":
+    store.compact_cold()
+elif op == "compact-cold-layout":  # objects of 8 records, so a layout writes several
+    from tierstore.tiers import cold_layout
+
+    cold_layout.OBJECT_RECORDS = 8
     store.compact_cold()
 elif op == "search-warm":
     store.search("crash", np.ones(store.dim), k=50, record_access=True)

@@ -5,10 +5,10 @@ was lost or duplicated.
 Each trial creates a fresh store and runs one to three *rounds*. A round is a
 child process (this file with ``--child``) that opens the store and runs a
 random mix of add / add_batch / search / touch / feedback / delete / sweep /
-restore / checkpoint / clock advances, sometimes with the background migrator
-running, until the parent SIGKILLs it: either after a random wall-clock delay,
-or at a crash point of the move protocol (``TIERSTORE_CRASH_AT`` with
-``TIERSTORE_CRASH_AFTER=n``, see ``tierstore/storage/faults.py``).
+restore / checkpoint / compact_cold (purge rewrites and layouts by code) / clock
+advances, sometimes with the background migrator running, until the parent
+SIGKILLs it: either after a random wall-clock delay, or at a crash point of
+the move protocol (``TIERSTORE_CRASH_AT`` with ``TIERSTORE_CRASH_AFTER=n``, see ``tierstore/storage/faults.py``).
 
 The child reports on stdout, one flushed line at a time:
 
@@ -91,7 +91,12 @@ CRASH_POINTS = (
     "compact.after_intent",
     "compact.after_put",
     "compact.after_commit",
+    "layout.after_intent",
+    "layout.after_put",
+    "layout.after_commit",
 )
+LAYOUT_RECORDS = 16  # records per object a layout by code writes in the child (cold_layout.OBJECT_RECORDS)
+COMPACT_RATE = 0.02  # chance that a step of the child also runs compact_cold
 CHILD_STEPS = 100_000  # the child runs until it is killed (or finishes, rarely)
 ROUND_TIMEOUT_S = 60.0  # a child alive this long is hung: a failure
 
@@ -134,6 +139,9 @@ def child_main(path: str, seed: int, round_no: int, t_start: float, exact_thresh
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
+    from tierstore.tiers import cold_layout
+
+    cold_layout.OBJECT_RECORDS = LAYOUT_RECORDS  # small objects: a layout writes several
     clock = ManualClock(t_start)
     store = TierStore.open(path, dim=DIM, clock=clock, settings=store_settings(exact_threshold))
     if background:
@@ -159,6 +167,9 @@ def child_main(path: str, seed: int, round_no: int, t_start: float, exact_thresh
 
     ops = ("add", "add_batch", "search", "touch", "feedback", "delete", "advance", "sweep", "restore", "checkpoint")
     weights = np.array([24, 10, 14, 10, 5, 3, 10, 14, 7, 3], float)
+    # compact_cold (purge rewrites, and layouts by code in objects of LAYOUT_RECORDS) is drawn from a
+    # generator of its own, so that the other operations of a seed are the ones they were before it
+    compact_rng = np.random.default_rng([seed, 31])
     weights /= weights.sum()
     for _ in range(CHILD_STEPS):
         op = ops[int(rng.choice(len(ops), p=weights))]
@@ -213,6 +224,8 @@ def child_main(path: str, seed: int, round_no: int, t_start: float, exact_thresh
                     )
             elif op == "checkpoint":
                 store.checkpoint()
+            if compact_rng.random() < COMPACT_RATE:
+                store.compact_cold()
         except MemoryNotFoundError:
             pass  # a memory the policy deleted meanwhile (not expected within MAX_ELAPSED)
     store.close()

@@ -11,14 +11,20 @@
   index, every frame's CRC32) and each cold memory's record at the catalog's
   offset;
 * every tombstone the catalog lists as written (present, and parses);
-* the keyword index: every memory in it, nothing else.
+* the keyword index: every memory in it, nothing else;
+* each namespace's archive layout (``tiers/cold_relayout.py``): the objects
+  it lists still exist (a collected object leaves the list); one that does
+  not (a catalog restored from a copy, objects collected by earlier code) is
+  reported in ``in_flight``: the next ``compact_cold`` lays the namespace out
+  again.
 
 ``repair(store)`` rebuilds what is derived from the catalog: a damaged warm
 shard is rewritten from the vectors the catalog keeps for warm memories; a
 damaged hot checkpoint is rewritten from the namespace rebuilt from the
 catalog; pending archive batches are finished; a missing or damaged
 tombstone is written again from the catalog's list; the keyword index is
-rebuilt from the catalog's text. An archive object holds
+rebuilt from the catalog's text; a layout's list loses the objects that are
+gone. An archive object holds
 the only copy of its cold memories' embeddings, so a damaged or missing one is
 reported with the memories it affects and never "repaired" by guesswork (a
 record that still decodes can be restored; the rest are lost).
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -48,7 +55,7 @@ from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreE
 from tierstore.kernels import TIER_COLD, TIER_WARM
 from tierstore.records import SweepReport
 from tierstore.storage import keyword_index
-from tierstore.tiers import tombstones
+from tierstore.tiers import cold_relayout, tombstones
 from tierstore.tiers.archive import vector_crc
 from tierstore.tiers.cold import Location
 from tierstore.tiers.cold_index import CODES_COMPLETE, encode_codes, query_codes
@@ -59,7 +66,8 @@ __all__ = ["IntegrityReport", "Problem", "repair", "verify"]
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong. ``kind``: catalog, warm, hot, cold, cold_index, tombstone or keyword_index.
+    """One thing wrong. ``kind``: catalog, warm, hot, cold, cold_index, cold_layout, tombstone or
+    keyword_index.
     ``where``: the file, shard, namespace or object key. ``memories``:
     ``ns/id`` of the memories that cannot be read back because of it (cold
     damage)."""
@@ -127,6 +135,7 @@ def _verify(eng: Engine) -> IntegrityReport:
     _verify_hot(eng, report)
     _verify_cold(eng, report)
     _verify_cold_codes(eng, report)
+    _verify_layout(eng, report)
     _verify_tombstones(eng, report)
     _verify_keywords(eng, report)
     return report
@@ -181,6 +190,11 @@ def repair(store: Any, *, now: float | None = None) -> IntegrityReport:
             except (ObjectStoreError, CorruptDataError, OSError) as exc:
                 done.append(f"cold-index codes not written: {type(exc).__name__}: {exc}")
             eng.cold_index.invalidate()
+        # Layouts: the objects that are gone dropped from their lists.
+        for p in first.in_flight:
+            if p.kind == "cold_layout":
+                gone = eng.catalog.write(partial(cold_relayout.forget_gone, ns=p.where))
+                done.append(f"dropped {gone} objects that are gone from the layout of namespace {p.where!r}")
         # The keyword index: rebuilt from the catalog's text.
         if any(p.kind == "keyword_index" for p in first.problems):
             eng.catalog.write(keyword_index.rebuild_index)
@@ -422,6 +436,27 @@ def _verify_cold(eng: Engine, report: IntegrityReport) -> None:
                 memories=tuple(wrong_codes),
             )
         )
+
+
+def _verify_layout(eng: Engine, report: IntegrityReport) -> None:
+    """Each namespace's layout lists only archive objects that exist (not
+    damage: a namespace with gone objects in its list is laid out again by
+    the next ``compact_cold``; ``repair`` drops them)."""
+    laid = 0
+    for ns, keys, gone in cold_relayout.layouts(eng.catalog):
+        laid += len(keys) - len(gone)
+        if gone:
+            report.in_flight.append(
+                Problem(
+                    "cold_layout",
+                    ns,
+                    f"the archive layout of namespace {ns!r} lists {len(gone)} objects that are gone "
+                    f"({sorted(gone)[0]}{', ...' if len(gone) > 1 else ''}): a catalog restored from a copy, or "
+                    "objects collected by earlier code; the next compact_cold lays the namespace out again",
+                    repairable=True,
+                )
+            )
+    report.checked["cold_layout_objects"] = laid
 
 
 def _codes_with_places(eng: Engine) -> dict[int, tuple[bytes, Any, Any]]:

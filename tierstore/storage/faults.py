@@ -29,6 +29,9 @@ POINTS = (
     "compact.after_intent",  # migrator.compact_archives: the new batch is recorded, no object yet
     "compact.after_put",  # the new object is written, the catalog still points at the old one
     "compact.after_commit",  # the catalog points at the new object, the old one remains
+    "layout.after_intent",  # cold_relayout.lay_out: a new batch is recorded, no object yet
+    "layout.after_put",  # its object is written, the catalog still points at the old ones
+    "layout.after_commit",  # the catalog points at it, the old objects are marked purge, not yet collected
     "collect.after_object_delete",  # migrator.collect_archives: object deleted, its archives row not yet
     "rebuild.after_commit",  # migrator.rebuild_shards: the new shard is committed, the old files remain
     "checkpoint.after_index",  # hot.save_checkpoint: index and slots replaced, the manifest is the old one

@@ -4,6 +4,7 @@ An archive object is::
 
     MAGIC (8 bytes "TSARCH01")
     frame(header)                 msgpack map: format, version, namespace, key, created_at, dim, count
+                                  (and ``layout``: "code" in an object a compaction ordered by meaning)
     frame(record) * count         msgpack map per memory (every field, embedding as raw float32 bytes;
                                   ``metadata``, JSON text or nil, is absent from records of earlier code)
     frame(index)                  msgpack map: ids, offsets, lengths (of the record frames)
@@ -143,22 +144,45 @@ def encode_batch(
     key: str, namespace: str, dim: int, created_at: float, records: Sequence[dict[str, Any]]
 ) -> tuple[bytes, list[ArchiveEntry]]:
     """Serialise ``records`` (dicts with RECORD_FIELDS) into one archive object."""
+    framed = []
+    for rec in records:
+        f = frame(pack(rec))
+        framed.append((rec["id"], f, vector_at(f, rec["embedding"])))
+    return encode_frames(key, namespace, dim, created_at, framed)
+
+
+def encode_frames(
+    key: str,
+    namespace: str,
+    dim: int,
+    created_at: float,
+    frames: Sequence[tuple[str, bytes, int]],
+    layout: str | None = None,
+) -> tuple[bytes, list[ArchiveEntry]]:
+    """One archive object from record frames already made: ``(id, frame,
+    vector_at)`` each, copied as they are (a compaction moves records
+    between objects without decoding them again; a frame carries its own
+    length and CRC32, and ``vector_at`` is relative to the frame, so it stays
+    right). ``layout``: how the records were ordered (``"code"``: by meaning,
+    ``cold_layout``), kept in the header for whoever reads the object; readers
+    ignore header fields they do not know."""
     parts = [MAGIC]
-    header = {
+    header: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
         "namespace": namespace,
         "key": key,
         "created_at": float(created_at),
         "dim": int(dim),
-        "count": len(records),
+        "count": len(frames),
     }
+    if layout is not None:
+        header["layout"] = layout
     parts.append(frame(pack(header)))
     offset = sum(len(p) for p in parts)
     entries: list[ArchiveEntry] = []
-    for rec in records:
-        framed = frame(pack(rec))
-        entries.append(ArchiveEntry(rec["id"], offset, len(framed), vector_at(framed, rec["embedding"])))
+    for mid, framed, at in frames:
+        entries.append(ArchiveEntry(mid, offset, len(framed), at))
         parts.append(framed)
         offset += len(framed)
     index = {

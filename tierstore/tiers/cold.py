@@ -20,7 +20,15 @@ from tierstore.errors import CorruptDataError, ObjectNotFoundError, ObjectStoreE
 from tierstore.rules.supersession import RecordMarks
 from tierstore.storage.catalog import MemoryRow
 from tierstore.storage.objectstore import ObjectStore
-from tierstore.tiers.archive import ArchiveEntry, decode_batch, decode_record, decode_vector, encode_batch, vector_at
+from tierstore.tiers.archive import (
+    ArchiveEntry,
+    decode_batch,
+    decode_record,
+    decode_vector,
+    encode_batch,
+    encode_frames,
+    vector_at,
+)
 
 ARCHIVE_PREFIX = "archive"
 _COALESCE_GAP = 64 * 1024  # fetch neighbouring records in one GET when closer than this
@@ -142,6 +150,36 @@ class ColdTier:
             if have[rec["id"]][1]["embedding"] != rec["embedding"]:
                 raise CorruptDataError(f"archive object {key} holds a different embedding for {rec['id']!r}")
         return [have[rec["id"]][0] for rec in records], len(existing)
+
+    def write_frames(
+        self, key: str, ns: str, frames: Sequence[tuple[str, bytes, int]], now: float, layout: str | None = None
+    ) -> list[ArchiveEntry]:
+        """Write an object of record frames already made (``(id, frame,
+        vector_at)``, as :meth:`fetch_frames` reads them) under ``key`` unless
+        it exists (:func:`archive.encode_frames`; ``layout`` goes in its
+        header). An object already there (a retried write) must hold every
+        one of the frames, byte for byte, or CorruptDataError is raised.
+        Returns the entries of ``frames``, in order."""
+        data, entries = encode_frames(key, ns, self.dim, now, frames, layout)
+        if self.store.put_if_absent(key, data):
+            return entries
+        existing = self.store.get(key)
+        header, items = decode_batch(existing, f"archive object {key}")
+        have = {e.id: e for e, _ in items}
+        for mid, framed, _ in frames:
+            e = have.get(mid)
+            if header.get("key") != key or e is None or existing[e.offset : e.offset + e.length] != framed:
+                raise CorruptDataError(f"archive object {key} exists with different contents (at {mid!r})")
+        return [have[mid] for mid, _, _ in frames]
+
+    def fetch_frames(self, locations: Sequence[Location]) -> list[tuple[dict[str, Any], bytes]]:
+        """The records at ``locations`` (same order), each checked as
+        :meth:`fetch` checks it, with its frame's bytes (to copy into
+        another object as they are)."""
+        return [
+            (decode_record(frame, f"archive object {loc.key} at byte {loc.offset}", self.dim), frame)
+            for loc, frame in zip(locations, self._frames(locations))
+        ]
 
     def fetch(self, locations: Sequence[Location]) -> list[dict[str, Any]]:
         """The records at ``locations`` (same order), each checked against its

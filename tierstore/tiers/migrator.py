@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -61,7 +62,7 @@ from tierstore.rules import lifetime, supersession
 from tierstore.rules.validation import check_str, check_tags, check_time
 from tierstore.storage.catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
 from tierstore.storage.faults import crash_point
-from tierstore.tiers import cold_index, tombstones
+from tierstore.tiers import cold_index, cold_relayout, tombstones
 from tierstore.tiers.archive import vector_crc
 from tierstore.tiers.background import BackgroundSweeps
 from tierstore.tiers.cold import ColdTier, Location, batch_number, group_by_ns
@@ -453,6 +454,10 @@ class Migrator:
         done = self._finish_batches([(keys[ns], ns, g) for ns, g in groups.items()], now, report)
         return len(done)
 
+    def record_batch(self, ns: str, rids: list[int], now: float) -> str:
+        """Record one pending archive batch of ``rids`` (synced); returns its key."""
+        return self._record_batches({ns: rids}, now)[ns]
+
     def _record_batches(self, rids_by_ns: dict[str, list[int]], now: float) -> dict[str, str]:
         """Record pending archive batches, one per namespace; returns their keys."""
 
@@ -571,7 +576,7 @@ class Migrator:
         for key in empty:
             eng.cold.delete(key)
             crash_point("collect.after_object_delete")
-            eng.catalog.execute("DELETE FROM archives WHERE key = ?", (key,))
+            eng.catalog.write(partial(cold_relayout.forget_archive, key=key))
         return len(empty)
 
     # -- tombstones --------------------------------------------------------------------------
@@ -611,8 +616,10 @@ class Migrator:
         strict: bool = False,
     ) -> int:
         """Rewrite archive objects without the records of memories that left
-        them (deleted, restored, or changed while being archived); returns how
-        many.
+        them (deleted, restored, or changed while being archived), and with
+        ``everything`` lay out again each namespace whose archive is not in
+        the order of meaning (:func:`cold_relayout.namespaces_to_lay_out`,
+        :func:`cold_relayout.lay_out`); returns how many objects were written.
 
         Rewritten: batches marked ``purge`` (every event that leaves a stale
         record in an object marks it, so that no deleted memory's text stays
@@ -654,6 +661,17 @@ class Migrator:
                     damaged.append(exc)
                     self._damaged_archives.add(key)
                 bar.update(1)
+        if everything:
+            layouts = cold_relayout.namespaces_to_lay_out(eng.catalog)
+            with Progress(len(layouts), "lay out archives", enabled=progress, unit=" namespaces") as bar:
+                for ns in layouts:
+                    try:
+                        done += cold_relayout.lay_out(self, ns, now)
+                    except CorruptDataError as exc:
+                        damaged.append(exc)
+                    except ObjectNotFoundError as exc:  # the other namespaces are laid out all the same
+                        damaged.append(CorruptDataError(f"namespace {ns!r} not laid out: {exc}"))
+                    bar.update(1)
         if damaged and strict:
             raise CorruptDataError(
                 f"{len(damaged)} archive object(s) not rewritten: " + "; ".join(str(e) for e in damaged)
@@ -694,6 +712,7 @@ class Migrator:
             conn.execute(
                 "UPDATE archives SET state = ? WHERE key = ?", ("done" if moved == len(rows) else "purge", new_key)
             )
+            cold_relayout.carry_layout_key(conn, ns, key, new_key)  # the same records, in the same order
             return moved
 
         eng.catalog.write(write)
