@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -43,8 +43,17 @@ from tierstore.tiers import cold_layout
 from tierstore.tiers.archive import vector_at, vector_crc
 from tierstore.tiers.cold import Location
 
-if TYPE_CHECKING:
-    from tierstore.tiers.migrator import Migrator
+
+class ArchiveWriter(Protocol):
+    """What a layout needs of the migrator (:class:`tierstore.tiers.migrator.Migrator`): its engine, a
+    pending archive batch recorded and synced, and emptied objects collected."""
+
+    engine: Any
+
+    def record_batch(self, ns: str, rids: list[int], now: float) -> str: ...
+
+    def collect_archives(self, keys: Iterable[str]) -> int: ...
+
 
 # Meta key (+ the namespace) listing the objects of the namespace's current layout (JSON).
 LAYOUT_META = "cold_layout:"
@@ -143,7 +152,7 @@ def namespaces_to_lay_out(catalog: Any) -> list[str]:
     return out
 
 
-def lay_out(mig: Migrator, ns: str, now: float, object_records: int | None = None) -> int:
+def lay_out(mig: ArchiveWriter, ns: str, now: float, object_records: int | None = None) -> int:
     """Rewrite every cold record of ``ns`` in layout order (see the module),
     at most ``object_records`` per object (default
     :data:`cold_layout.OBJECT_RECORDS`, read at the call); returns how many
