@@ -88,6 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=4, help="passes over the 1000 queries")
     ap.add_argument("--read-hits", action="store_true", help="read every hit's id and score")
     ap.add_argument("--explain", action="store_true", help="search(explain=True)")
+    ap.add_argument(
+        "--far-queries", action="store_true", help="queries around other centres than the data's (weak matches)"
+    )
+    ap.add_argument(
+        "--record-access",
+        action="store_true",
+        help="search as a caller does by default (record_access=None: the policy's, which counts an access on "
+        "every hit); else record_access=False",
+    )
     ap.add_argument("--store", type=Path, default=ROOT / ".benchmarks" / "ab-store")
     ap.add_argument(
         "--default-policy",
@@ -117,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(tmp))
         shutil.copytree(args.store, tmp / "store-old", ignore=shutil.ignore_patterns("LOCK"))
         new_path = args.store
-        if args.default_policy:  # opening with another policy rewrites lifetimes: never in the saved store
+        if args.default_policy or args.record_access:  # both change the store: never the saved one
             new_path = tmp / "store-new"
             shutil.copytree(args.store, new_path, ignore=shutil.ignore_patterns("LOCK"))
         import tierstore_old  # type: ignore[import-not-found]
@@ -144,10 +153,15 @@ def main(argv: list[str] | None = None) -> int:
             # the raw calls would flatter the version that searches it.
             stores = {"old": old, "new": new}
             index = {w: _hot_tier(st).ensure("ns").index for w, st in stores.items()}
-            queries = clustered_vectors(1000, 384, seed=1, draw_seed=2)  # like search_ratio.py's data
+            queries = (  # like search_ratio.py's data, or around other centres
+                clustered_vectors(1000, 384, seed=2)
+                if args.far_queries
+                else clustered_vectors(1000, 384, seed=1, draw_seed=2)
+            )
+            record = None if args.record_access else False
             for q in queries[:30]:
                 for st in stores.values():
-                    st.search("ns", q, k=10, record_access=False, explain=args.explain)
+                    st.search("ns", q, k=10, record_access=record, explain=args.explain)
             tp = time.perf_counter_ns
             res: dict[tuple[str, str], list[int]] = {(w, kind): [] for w in stores for kind in ("raw", "search")}
             rng = random.Random(0)
@@ -161,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                         index[w].knn_query(q, 10)
                     else:
                         t = tp()
-                        hits = stores[w].search("ns", q, k=10, record_access=False, explain=args.explain)
+                        hits = stores[w].search("ns", q, k=10, record_access=record, explain=args.explain)
                         if args.read_hits:
                             for h in hits:
                                 _ = h.id, h.score
@@ -173,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{len(queries) * args.rounds} calls of each kind, shuffled"
         f"{', reading every hit' if args.read_hits else ''}{', explain=True' if args.explain else ''}"
+        f"{', far queries' if args.far_queries else ''}{', record_access=None' if args.record_access else ''}"
     )
     for w in ("old", "new"):
         raw, search = m[w, "raw"], m[w, "search"]
