@@ -142,3 +142,26 @@ def test_the_wal_model_keeps_exactly_the_commits_it_says(tmp_path):
         assert c2.execute("SELECT count(*) FROM t").fetchone()[0] == k  # the CREATE was commit 0
         c2.close()
     conn.close()
+
+
+@pytest.mark.slow
+def test_a_new_store_crashed_after_claiming_its_prefix_opens_again(tmp_path):
+    """The object store's prefix is claimed in the store's id: the id is synced
+    to the catalog first, so an OS crash that drops the WAL's unsynced tail
+    right after the claim leaves a catalog that still knows the id and a
+    prefix that still accepts it."""
+    path = tmp_path / "s"
+    sync_log = tmp_path / "syncs"
+    _run_child(
+        f"""
+        from tierstore import ManualClock, TierStore
+        store = TierStore.open({str(path)!r}, dim={DIM}, clock=ManualClock({T0}))
+        store.add("ns", "fact", {_vec(0).tolist()!r})
+    """,
+        sync_log,
+    )
+    durable, kept, valid = wal_tail.lose_unsynced_tail(path / "catalog.sqlite", sync_log, lambda c: 0)
+    assert kept == durable  # the crash kept only what was synced
+    with TierStore.open(path, dim=DIM, clock=ManualClock(T0 + 60)) as store:  # not refused its own prefix
+        assert store.verify().ok
+        store.add("ns", "another fact", _vec(1))

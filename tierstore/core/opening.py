@@ -300,8 +300,15 @@ def open_writable(
             raise StoreConfigError(f"the policy does not define memory types used in the store: {', '.join(missing)}")
         changed = policy is not None and stored_policy is not None and not same_policy(stored_policy, policy)
         cold_store, cold_meta = open_cold(root, cold, cold_options, catalog.get_meta("cold"))
-        store_id = catalog.get_meta("store_id") or uuid.uuid4().hex
-        # The object store is reached before anything is written: a wrong bucket,
+        store_id = catalog.get_meta("store_id")
+        if store_id is None:
+            # A new store's id is durable before the object store's prefix is claimed in its name: an OS
+            # crash between the two would otherwise leave a catalog that, reopened, makes up another id
+            # and is refused its own prefix.
+            store_id = uuid.uuid4().hex
+            catalog.set_meta({"store_id": store_id})
+            catalog.sync()
+        # The object store is reached before anything else is written: a wrong bucket,
         # missing credentials or another store's prefix is an error now, not later.
         try:
             ownership.claim(cold_store, store_id, root, take_over=take_over_cold)
