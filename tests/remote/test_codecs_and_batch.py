@@ -1,4 +1,5 @@
-"""The msgpack codec (negotiated by Content-Type and Accept) and ``/v1/search_batch`` (issue 31, item 4).
+"""The msgpack codec (negotiated by Content-Type and Accept), ``/v1/search_batch`` and one write
+per response (issue 31, item 4: the server's own cost).
 
 What must hold: a search answers the same through either codec and through
 the library; JSON clients and servers that know only JSON keep working; a
@@ -9,6 +10,7 @@ query anywhere in it changes nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +26,7 @@ from tierstore.remote import wire
 from tierstore.remote.client import RemoteStore
 from tierstore.remote.server.app import Limits, build_app
 from tierstore.remote.server.auth import Principal, TokenTable
+from tierstore.remote.server.run import OneWrite
 from tierstore.testing.embedders import DIM, T0, hash_embed
 from tierstore.testing.live_server import ThreadedServer
 
@@ -112,6 +115,17 @@ def test_json_bodies_and_answers_are_unchanged(server, store):
     # JSON in, msgpack out: the answer's codec is the Accept header's
     status, ctype, packed_out = post(server, "/v1/search", json.dumps(body).encode(), "application/json", PACKED)
     assert status == 200 and ctype.startswith(PACKED) and packed_out == out
+    # msgpack in and JSON asked for: JSON; msgpack in and no Accept: msgpack (the request's codec)
+    packed_body = msgpack.packb({**body, "query": unit(201).tobytes()})
+    status, ctype, json_out = post(server, "/v1/search", packed_body, PACKED, "application/json")
+    assert status == 200 and ctype.startswith("application/json") and json_out == out
+    headers = {"content-type": PACKED, "authorization": f"Bearer {ADMIN}"}
+    resp = urllib3.request("POST", server + "/v1/search", body=packed_body, headers=headers, retries=False)
+    assert resp.headers["content-type"].startswith(PACKED) and msgpack.unpackb(resp.data) == out
+    # JSON in and no Accept: JSON, as before msgpack existed
+    headers = {"content-type": "application/json", "authorization": f"Bearer {ADMIN}"}
+    resp = urllib3.request("POST", server + "/v1/search", body=json.dumps(body).encode(), headers=headers)
+    assert resp.headers["content-type"].startswith("application/json") and json.loads(resp.data) == out
 
 
 def test_a_server_that_knows_only_json_gets_json(server, store, monkeypatch):
@@ -252,3 +266,47 @@ def test_a_bad_batch_raises_before_any_search(server, store):
             with pytest.raises(InvalidVectorError, match="queries"):
                 r.search_batch("n", 5, record_access=True)  # type: ignore[arg-type]
     assert state(store) == before
+
+
+# ---------------------------------------------------------------- one write per response
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def test_a_response_head_goes_out_with_its_body():
+    loop = asyncio.new_event_loop()
+    try:
+        inner = Recorder()
+        t = OneWrite(inner, loop)
+        head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"
+        t.write(head)
+        assert inner.writes == []  # held
+        t.write(b"{}")
+        assert inner.writes == [head + b"{}"]  # one write, in order
+        t.write(b"HTTP/1.1 204 No Content\r\n\r\n")  # no body follows: out at the end of the loop's turn
+        assert len(inner.writes) == 1
+        loop.run_until_complete(asyncio.sleep(0))
+        assert inner.writes[-1] == b"HTTP/1.1 204 No Content\r\n\r\n"
+        t.write(b"5\r\nhello\r\n")  # anything else (a chunk) passes through at once
+        assert inner.writes[-1] == b"5\r\nhello\r\n"
+        t.write(head)
+        t.close()  # a held head is written before the connection closes
+        assert inner.writes[-1] == head and inner.closed
+        assert t.is_closing()  # the rest is the transport's
+        loop.run_until_complete(asyncio.sleep(0))
+        assert inner.writes.count(head) == 1  # and not written twice
+    finally:
+        loop.close()

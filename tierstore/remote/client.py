@@ -130,6 +130,16 @@ _NO_BODY = frozenset({204, 304})
 _MAX_HEAD = 64 << 10  # bytes of status line and headers
 
 
+def _header(low: bytes, name: bytes) -> bytes | None:
+    """The value of header ``name`` (lower case) in a lower-cased response head, stripped; None if absent."""
+    at = low.find(b"\r\n" + name + b":")
+    if at < 0:
+        return None
+    start = at + len(name) + 3
+    end = low.find(b"\r\n", start)
+    return (low[start:] if end < 0 else low[start:end]).strip()
+
+
 class _Connection:
     """One keep-alive HTTP/1.1 connection, TCP_NODELAY.
 
@@ -185,29 +195,28 @@ class _Connection:
             if len(buf) > _MAX_HEAD:
                 raise _ProtocolError("the response's headers are too long")
             self._fill()
-        lines = buf[:end].decode("latin-1").split("\r\n")
+        head = bytes(buf[:end])
         del buf[: end + 4]
-        version, _, rest = lines[0].partition(" ")
-        if not version.startswith("HTTP/1.") or not rest[:3].isdigit():
-            raise _ProtocolError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+        eol = head.find(b"\r\n")
+        first = head if eol < 0 else head[:eol]
+        version, _, rest = first.partition(b" ")
+        if not version.startswith(b"HTTP/1.") or not rest[:3].isdigit():
+            raise _ProtocolError(f"not an HTTP/1.x response: {first[:80]!r}")
         status = int(rest[:3])
+        # the few headers read, found in the lower-cased head (one pass each, no per-line Python)
+        low = head.lower()
+        length_text = _header(low, b"content-length")
         length: int | None = None
-        chunked = packed = False
-        close = version == "HTTP/1.0"
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            name = name.strip().lower()
-            if name == "content-type":
-                packed = value.strip().startswith("application/msgpack")
-            elif name == "content-length":
-                if not value.strip().isdigit():
-                    raise _ProtocolError(f"bad Content-Length {value.strip()!r}")
-                length = int(value)
-            elif name == "transfer-encoding":
-                chunked = "chunked" in value.lower()
-            elif name == "connection":
-                tokens = value.lower()
-                close = "close" in tokens or (close and "keep-alive" not in tokens)
+        if length_text is not None:
+            if not length_text.isdigit():
+                raise _ProtocolError(f"bad Content-Length {length_text[:20]!r}")
+            length = int(length_text)
+        chunked = b"chunked" in (_header(low, b"transfer-encoding") or b"")
+        packed = (_header(low, b"content-type") or b"").startswith(b"application/msgpack")
+        tokens = _header(low, b"connection")
+        close = version == b"HTTP/1.0"
+        if tokens is not None:
+            close = b"close" in tokens or (close and b"keep-alive" not in tokens)
         if 100 <= status < 200:
             return self._response()  # an interim response (not asked for): the real one follows
         if status in _NO_BODY:
@@ -269,19 +278,51 @@ class _Pool:
         self._prefix = parts.path.rstrip("/")
         self._timeout = timeout
         self._idle: list[_Connection] = []
+        # At most `size` connections in use: a count under one C lock, and a Condition on that lock only
+        # for the threads that find none free (threading.BoundedSemaphore is Python code: ~10 us a request).
         self._lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(size)
+        self._free = threading.Condition(self._lock)
+        self._size = size
+        self._busy = 0
+        self._waiting = 0
         self._heads: dict[tuple[str, str, bool, int], bytes] = {}
 
     def _take(self) -> _Connection:
+        """A connection for one request (a slot taken: :meth:`_give` it back)."""
         with self._lock:
-            while self._idle:
-                conn = self._idle.pop()
+            while self._busy >= self._size:
+                self._waiting += 1
+                try:
+                    self._free.wait()
+                finally:
+                    self._waiting -= 1
+            self._busy += 1
+            idle = self._idle
+            conn = idle.pop() if idle else None
+        try:
+            while conn is not None:
                 sock = conn.sock
                 # an idle connection that is readable was closed by the server (keep-alive timeout): drop it
                 if sock is not None and not select.select([sock], [], [], 0)[0]:
                     return conn
                 conn.close()
+                with self._lock:
+                    conn = self._idle.pop() if self._idle else None
+            return self._connect()
+        except BaseException:
+            self._give(None)
+            raise
+
+    def _give(self, conn: _Connection | None) -> None:
+        """Free a slot; ``conn``, still open, goes back to the idle list."""
+        with self._lock:
+            self._busy -= 1
+            if conn is not None:
+                self._idle.append(conn)
+            if self._waiting:
+                self._free.notify()
+
+    def _connect(self) -> _Connection:
         conn = _Connection(self._host, self._port, self._timeout, self._tls)
         for attempt in range(4):  # nothing was sent yet: a refused connection may be retried
             try:
@@ -312,19 +353,17 @@ class _Pool:
     def request(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes, bool]:
         """``(status, body, the body is msgpack)``."""
         head = self._head(method, path, body, headers)
-        with self._slots:
-            conn = self._take()
-            try:
-                status, data, close, packed = conn.request(head, body)
-            except BaseException:
-                conn.close()
-                raise
-            if close:
-                conn.close()
-            else:
-                with self._lock:
-                    self._idle.append(conn)
-            return status, data, packed
+        conn = self._take()
+        try:
+            status, data, close, packed = conn.request(head, body)
+        except BaseException:
+            conn.close()
+            self._give(None)
+            raise
+        if close:
+            conn.close()
+        self._give(None if close else conn)
+        return status, data, packed
 
     def close(self) -> None:
         with self._lock:
@@ -347,8 +386,9 @@ class RemoteStore:
         self.url = url.rstrip("/")
         token = token if token is not None else os.environ.get("TIERSTORE_TOKEN")
         self._headers = {"content-type": "application/json", "accept": "application/json"}
-        # searches go as msgpack when the server takes it (float32 bytes, no base64; a faster codec both ways)
-        self._packed_headers = {"content-type": "application/msgpack", "accept": "application/msgpack"}
+        # searches go as msgpack when the server takes it (float32 bytes, no base64; a faster codec both ways);
+        # without an Accept header its answer comes in msgpack too (one header less to send and parse)
+        self._packed_headers = {"content-type": "application/msgpack"}
         if token:
             self._headers["authorization"] = self._packed_headers["authorization"] = f"Bearer {token}"
         self._pool = _Pool(self.url, timeout, pool_size)

@@ -178,25 +178,25 @@ class WireRows:
     __slots__ = ("ids", "scores", "explains", "_maps", "_memories")
 
     def __init__(self, hits: Sequence[Mapping[str, Any]]) -> None:
-        maps = []
-        for h in hits:
-            m = h.get("memory") if isinstance(h, dict) else None
-            if (
-                not isinstance(m, dict)
-                or m.keys() != _MEMORY_KEYS
-                or not isinstance(h.get("id"), str)
-                or isinstance(h.get("score"), bool)
-                or not isinstance(h.get("score"), (int, float))
-            ):
-                raise RemoteError("the server sent a search hit that is not an id, a score and a memory")
-            maps.append(m)
-        self.ids: list[str] = [h["id"] for h in hits]
-        self.scores: list[float] = [float(h["score"]) for h in hits]
-        self.explains = (
-            [explain_from_wire(h.get("explain")) for h in hits]
-            if any(h.get("explain") is not None for h in hits)
-            else None
-        )
+        ids: list[str] = []
+        scores: list[float] = []
+        maps: list[dict[str, Any]] = []
+        explained = False
+        keys = _MEMORY_KEYS
+        try:  # one pass; a hit that is not a map, or lacks a key, fails in it (TypeError, KeyError)
+            for h in hits:
+                m, hid, score = h["memory"], h["id"], h["score"]
+                if type(m) is not dict or m.keys() != keys or type(hid) is not str or type(score) not in (float, int):
+                    raise TypeError
+                ids.append(hid)
+                scores.append(float(score))
+                maps.append(m)
+                explained = explained or h.get("explain") is not None
+        except (TypeError, KeyError, AttributeError):
+            raise RemoteError("the server sent a search hit that is not an id, a score and a memory") from None
+        self.ids = ids
+        self.scores = scores
+        self.explains = [explain_from_wire(h.get("explain")) for h in hits] if explained else None
         self._maps = maps
         self._memories: list[Memory | None] = [None] * len(maps)
 

@@ -425,13 +425,16 @@ class Calls:
         if scope["method"] != "POST":
             await _send(send, 405, wire.error_body("RemoteError", f"no route {scope['method']} {path} (POST only)"))
             return
-        # the codecs: a msgpack body (search routes) and a msgpack answer, each only when asked for
-        packed_in = packed_out = False
+        # the codecs: a msgpack body (search routes) when its Content-Type says so; a msgpack answer when
+        # Accept names it, or when there is no Accept (any type will do) and the body was msgpack
+        packed_in = False
+        accept = None
         for name, value in scope["headers"]:
             if name == b"content-type":
                 packed_in = value.startswith(wire.MSGPACK)
             elif name == b"accept":
-                packed_out = wire.MSGPACK in value
+                accept = value
+        packed_out = packed_in if accept is None else wire.MSGPACK in accept
         ctype = wire.JSON
         try:
             if packed_in and path not in wire.PACKED_ROUTES:
