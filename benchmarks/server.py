@@ -19,7 +19,8 @@
   ``RemoteStore.search`` with msgpack bodies (its default), the same with
   JSON bodies (what any other HTTP client sends), ``search_batch`` of 32
   queries per request, and ``GET /health`` (what any call costs both
-  processes before it does anything). The last column is each side's CPU,
+  processes before it does anything); and ``TierStore.search_in_memory`` in
+  process, the call the server makes for a search on its event loop. The last column is each side's CPU,
   both processes, over the in-process search's.
 - ``throughput``: searches per second, rounds alternating: in process with 2
   threads, then 8 client processes each with its own RemoteStore, all for
@@ -214,8 +215,13 @@ def bench_cpu(path: Path, X: np.ndarray, server: Server, n: int = 3000, block: i
         for i in range(0, len(qs), batch):
             remote.search_batch("bench", qs[i : i + batch], k=5, record_access=False)
 
+    def in_memory(qs: np.ndarray) -> None:  # the call the server makes on its event loop
+        for q in qs:
+            assert local.search_in_memory("bench", q, k=5, record_access=False) is not None
+
     sides: list[Side] = [
         ("in process", each(local), None),
+        ("in process, search_in_memory", in_memory, None),
         ("RemoteStore.search (msgpack)", each(remote), pid),
         ("RemoteStore.search (JSON)", each(plain), pid),
         (f"RemoteStore.search_batch of {batch}", batched, pid),

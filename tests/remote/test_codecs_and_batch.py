@@ -149,6 +149,9 @@ BAD_BODIES = [
     ("cut short", msgpack.packb(GOOD)[:-10], "not valid msgpack"),
     ("two values", msgpack.packb(GOOD) + b"\x01", "not valid msgpack"),
     ("nested past the unpacker's stack", _nested(5_000), "not valid msgpack"),
+    ("an array declaring 2**31 entries", b"\xdd\x7f\xff\xff\xff", "not valid msgpack"),  # sizes bounded by the body's
+    ("a map declaring 2**31 keys", b"\xdf\x7f\xff\xff\xff", "not valid msgpack"),
+    ("a string declaring 2 GB", msgpack.packb(GOOD)[:-1] + b"\xdb\x7f\xff\xff\xff", "not valid msgpack"),
     ("an extension type", msgpack.packb({**GOOD, "k": msgpack.ExtType(5, b"xx")}), "not valid msgpack"),
     ("a timestamp", msgpack.packb({**GOOD, "query": msgpack.Timestamp(1, 0)}), "quer"),
     ("an int map key", b"\x81\x01\x02", "not valid msgpack"),
@@ -193,10 +196,14 @@ def test_a_bad_msgpack_search_is_a_400_that_changes_nothing(server, store, why, 
 
 def test_an_oversize_msgpack_body_is_a_413(server, store):
     before = state(store)
-    data = msgpack.packb({**GOOD, "context_tags": ["x" * 60] * 8000})
-    assert len(data) > LIMITS.max_body_bytes
-    status, _, out = post(server, "/v1/search", data)
-    assert status == 413 and "limit" in out["error"]["message"]
+    for path, fields in (
+        ("/v1/search", {**GOOD, "context_tags": ["x" * 60] * 8000}),
+        ("/v1/search_batch", {"ns": "n", "queries": [unit(1).tobytes()] * 20, "context_tags": ["x" * 60] * 8000}),
+    ):
+        data = msgpack.packb(fields)
+        assert len(data) > LIMITS.max_body_bytes
+        status, _, out = post(server, path, data)
+        assert status == 413 and "limit" in out["error"]["message"], (path, out)
     assert state(store) == before
 
 

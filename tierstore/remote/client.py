@@ -285,7 +285,7 @@ class _Pool:
         self._size = size
         self._busy = 0
         self._waiting = 0
-        self._heads: dict[tuple[str, str, bool, int], bytes] = {}
+        self._heads: dict[tuple[str, str, bool, tuple[tuple[str, str], ...]], bytes] = {}
 
     def _take(self) -> _Connection:
         """A connection for one request (a slot taken: :meth:`_give` it back)."""
@@ -336,13 +336,14 @@ class _Pool:
 
     def _head(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> bytes:
         """The request's status line and headers, built once per method, path and header set (a RemoteStore
-        keeps one per codec, for its life); only Content-Length changes."""
-        key = (method, path, body is not None, id(headers))
+        has one per codec); only Content-Length changes."""
+        key = (method, path, body is not None, tuple(headers.items()))
         head = self._heads.get(key)
         if head is None:
             lines = [
                 f"{method} {self._prefix}{path} HTTP/1.1",
                 f"Host: {self._host_header}",
+                "Accept-Encoding: identity",  # a proxy must not compress: this client reads bodies as sent
                 *(f"{k}: {v}" for k, v in headers.items()),
             ]
             head = self._heads[key] = ("\r\n".join(lines) + "\r\n").encode("latin-1")
