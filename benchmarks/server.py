@@ -11,12 +11,17 @@
   read-only store cannot record, and the two must do the same work); both
   must return the same ids. Reports p50/p90/p99 of each and of the paired
   difference (remote - local).
-- ``cpu``: CPU time per search, sequential: this process's (the client, or
-  the in-process search) and the server process's (from /proc), to split a
+- ``cpu``: CPU time per search: this process's (the client, or the
+  in-process search) and the server process's (from /proc), to split a
   remote search's cost into the search, the client's and the server's own
-  work; the rest of the wall time is waiting (wake-ups, scheduling). A third
-  row times ``GET /health`` through the same client: what any call costs
-  both processes before it does anything.
+  work; the rest of the wall time is waiting (wake-ups, scheduling). Sides,
+  in blocks of queries with the order rotating: in process,
+  ``RemoteStore.search`` with msgpack bodies (its default), the same with
+  JSON bodies (what any other HTTP client sends), ``search_batch`` of 32
+  queries per request, and ``GET /health`` (what any call costs both
+  processes before it does anything); and ``TierStore.search_in_memory`` in
+  process, the call the server makes for a search on its event loop. The last column is each side's CPU,
+  both processes, over the in-process search's.
 - ``throughput``: searches per second, rounds alternating: in process with 2
   threads, then 8 client processes each with its own RemoteStore, all for
   ``--seconds``; the ratio per pair of rounds and its median.
@@ -41,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -145,36 +151,88 @@ def bench_latency(path: Path, X: np.ndarray, server: Server, n_queries: int) -> 
         print(f"{name:24}{pct(xs, 50):9.3f}{pct(xs, 90):9.3f}{pct(xs, 99):9.3f}")
 
 
-def bench_cpu(path: Path, X: np.ndarray, server: Server, n: int = 1500) -> None:
+def proc_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far, from /proc (0 for None)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+Side = tuple[str, Callable[[np.ndarray], Any], "int | None"]
+
+
+def cpu_rotation(sides: list[Side], Q: np.ndarray, block: int) -> list[tuple[str, float, float, float]]:
+    """Per query: wall ms, this process's CPU ms and its server's CPU ms of each side, run in blocks of
+    ``block`` queries with the sides' order rotating per block (a side: name, a call taking a block of
+    queries, its server's pid or None). The blocks interleave, so the machine's load falls on every
+    side alike; /proc counts in clock ticks (10 ms), so a side needs a few seconds in all."""
+    acc = {name: [0.0, 0.0, 0.0] for name, _, _ in sides}
+    n = 0
+    for b, start in enumerate(range(0, len(Q) - block + 1, block)):
+        qs = Q[start : start + block]
+        for j in range(len(sides)):
+            name, call, pid = sides[(b + j) % len(sides)]
+            c0, s0, w0 = time.process_time(), proc_cpu(pid), time.perf_counter()
+            call(qs)
+            c1, s1, w1 = time.process_time(), proc_cpu(pid), time.perf_counter()
+            a = acc[name]
+            a[0] += w1 - w0
+            a[1] += c1 - c0
+            a[2] += s1 - s0
+        n += len(qs)
+    return [(name, *(x / n * 1e3 for x in acc[name])) for name, _, _ in sides]  # type: ignore[misc]
+
+
+def print_cpu(rows: list[tuple[str, float, float, float]], title: str) -> None:
+    """The table of :func:`cpu_rotation`, with each side's CPU (both processes) over the first row's."""
+    print(f"\n{title}   {load()}")
+    print(f"{'':34}{'wall':>8}{'this process':>14}{'server process':>16}{'both':>8}{'/ in process':>14}")
+    base = rows[0][2] + rows[0][3]
+    for name, wall, this, server in rows:
+        print(f"{name:34}{wall:8.3f}{this:14.3f}{server:16.3f}{this + server:8.3f}{(this + server) / base:14.2f}")
+
+
+def bench_cpu(path: Path, X: np.ndarray, server: Server, n: int = 3000, block: int = 96, batch: int = 32) -> None:
     from tierstore import TierStore
     from tierstore.remote.client import RemoteStore
 
-    def server_cpu() -> float:
-        fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
     Q = queries(X, n + 200, seed=4)
     local = TierStore.open(path, readonly=True)
-    remote = RemoteStore(server.url, token=TOKEN)
+    remote = RemoteStore(server.url, token=TOKEN)  # msgpack searches, the default with a server that takes them
+    plain = RemoteStore(server.url, token=TOKEN)
+    plain._packed = False  # JSON, as any other HTTP client sends
     for q in Q[:200]:
         local.search("bench", q, k=5, record_access=False)
         remote.search("bench", q, k=5, record_access=False)
-    print(f"\ncpu: ms per search, {n} sequential searches each way   {load()}")
-    print(f"{'':14}{'wall':>8}{'this process':>14}{'server process':>16}")
-    calls = (
-        ("in process", lambda q: local.search("bench", q, k=5, record_access=False)),
-        ("RemoteStore", lambda q: remote.search("bench", q, k=5, record_access=False)),
+        plain.search("bench", q, k=5, record_access=False)
+    pid = server.proc.pid
+
+    def each(store: Any) -> Callable[[np.ndarray], Any]:
+        return lambda qs: [store.search("bench", q, k=5, record_access=False) for q in qs]
+
+    def batched(qs: np.ndarray) -> None:
+        for i in range(0, len(qs), batch):
+            remote.search_batch("bench", qs[i : i + batch], k=5, record_access=False)
+
+    def in_memory(qs: np.ndarray) -> None:  # the call the server makes on its event loop
+        for q in qs:
+            assert local.search_in_memory("bench", q, k=5, record_access=False) is not None
+
+    sides: list[Side] = [
+        ("in process", each(local), None),
+        ("in process, search_in_memory", in_memory, None),
+        ("RemoteStore.search (msgpack)", each(remote), pid),
+        ("RemoteStore.search (JSON)", each(plain), pid),
+        (f"RemoteStore.search_batch of {batch}", batched, pid),
         # the floor of any call through the stack: one keep-alive GET of a tiny JSON body
-        ("GET /health", lambda q: remote._request("GET", "/health")),
-    )
-    for name, call in calls:
-        c0, s0, w0 = time.process_time(), server_cpu(), time.perf_counter()
-        for q in Q[200:]:
-            call(q)
-        c1, s1, w1 = time.process_time(), server_cpu(), time.perf_counter()
-        print(f"{name:14}{(w1 - w0) / n * 1e3:8.3f}{(c1 - c0) / n * 1e3:14.3f}{(s1 - s0) / n * 1e3:16.3f}")
+        ("GET /health (the floor)", lambda qs: [remote._request("GET", "/health") for _ in qs], pid),
+    ]
+    rows = cpu_rotation(sides, Q[200:], block)
+    print_cpu(rows, f"cpu: ms per search (per call for /health), {n} each, blocks of {block} rotating")
     local.close()
     remote.close()
+    plain.close()
 
 
 CLIENT = r"""

@@ -14,6 +14,9 @@ one's. The in-process side searches store A, opened read-only.
   B, the order rotating per query; ``k=5``, ``record_access=False``; all
   three must return the same ids. p50/p90/p99 of each and of the paired
   differences (remote - in process).
+- ``cpu``: CPU per search of each side, this process's and its server's
+  (/proc), in blocks of queries with the order rotating; each side's CPU
+  (both processes) over the in-process search's.
 - ``throughput``: searches per second, rounds rotating through in process
   with 2 threads, 8 client processes on A, 8 on B; the median of each
   per-round ratio to the in-process side.
@@ -38,7 +41,19 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from server import DIM, TOKEN, in_process_rate, load, make_store, pct, queries, remote_rate  # noqa: E402
+from server import (  # noqa: E402
+    DIM,
+    TOKEN,
+    Side,
+    cpu_rotation,
+    in_process_rate,
+    load,
+    make_store,
+    pct,
+    print_cpu,
+    queries,
+    remote_rate,
+)
 
 
 class Server:
@@ -66,10 +81,14 @@ class Server:
 
 
 def base_client(src: str) -> type:
-    """The RemoteStore class of the code under ``src``, loaded beside this checkout's."""
-    spec = importlib.util.spec_from_file_location("tierstore._base_client", Path(src) / "tierstore" / "client.py")
+    """The RemoteStore class of the code under ``src``, loaded beside this checkout's (with this
+    checkout's wire, errors and records: the wire format of both is v1)."""
+    path = Path(src) / "tierstore" / "remote" / "client.py"  # since issue 30's layout
+    if not path.exists():
+        path = Path(src) / "tierstore" / "client.py"
+    spec = importlib.util.spec_from_file_location("tierstore._base_client", path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    module.__package__ = "tierstore"  # its relative imports: this checkout's wire, errors, model
+    module.__package__ = "tierstore.remote" if path.parent.name == "remote" else "tierstore"
     sys.modules[spec.name] = module  # type: ignore[union-attr]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module.RemoteStore  # type: ignore[no-any-return]
@@ -116,6 +135,32 @@ def bench_latency(path: Path, X: np.ndarray, a: Server, b: Server, base_cls: typ
     ]
     for name, xs in rows:
         print(f"{name:28}{pct(xs, 50):9.3f}{pct(xs, 90):9.3f}{pct(xs, 99):9.3f}")
+
+
+def bench_cpu(path: Path, X: np.ndarray, a: Server, b: Server, base_cls: type, n: int, block: int = 96) -> None:
+    """CPU per search of in process, A and B (client and server), blocks rotating (server.cpu_rotation)."""
+    from tierstore import TierStore
+    from tierstore.remote.client import RemoteStore
+
+    Q = queries(X, n + 200, seed=4)
+    local = TierStore.open(path, readonly=True)
+    ra, rb = base_cls(a.url, token=TOKEN), RemoteStore(b.url, token=TOKEN)
+    for q in Q[:200]:
+        for s in (local, ra, rb):
+            s.search("bench", q, k=5, record_access=False)
+
+    def each(store: object) -> object:
+        return lambda qs: [store.search("bench", q, k=5, record_access=False) for q in qs]  # type: ignore[attr-defined]
+
+    sides: list[Side] = [
+        ("in process", each(local), None),  # type: ignore[list-item]
+        ("A (base) RemoteStore.search", each(ra), a.proc.pid),  # type: ignore[list-item]
+        ("B (this) RemoteStore.search", each(rb), b.proc.pid),  # type: ignore[list-item]
+    ]
+    print_cpu(cpu_rotation(sides, Q[200:], block), f"cpu: ms per search, {n} each, blocks of {block} rotating")
+    local.close()
+    ra.close()
+    rb.close()
 
 
 def bench_throughput(
@@ -169,10 +214,11 @@ def bench_throughput(
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("parts", nargs="*", default=["latency", "throughput"])
+    ap.add_argument("parts", nargs="*", default=["latency", "cpu", "throughput"])
     ap.add_argument("--base", required=True, help="a directory holding the base revision's tierstore package")
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--queries", type=int, default=1500)
+    ap.add_argument("--cpu-queries", type=int, default=3000, help="searches per side in the cpu part")
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=4)
     args = ap.parse_args()
@@ -187,6 +233,8 @@ def main() -> None:
             time.sleep(1.0)
             if "latency" in args.parts:
                 bench_latency(pa, X, a, b, base_client(args.base), args.queries)
+            if "cpu" in args.parts:
+                bench_cpu(pa, X, a, b, base_client(args.base), args.cpu_queries)
             if "throughput" in args.parts:
                 bench_throughput(pa, X, a, b, args.seconds, args.rounds)
         finally:

@@ -88,9 +88,9 @@ def test_lengths_chunks_and_keep_alive(scripted):
         ]
     )
     pool = _Pool(s.url, timeout=5.0, size=2)
-    assert pool.request("POST", "/v1/x", b"{}", {"accept": "application/json"}) == (200, b'{"a":1}')
-    assert pool.request("GET", "/v1/y", None, {}) == (200, b'{"b":2}')
-    assert pool.request("POST", "/v1/x", b"[1]", {}) == (404, b"{}")
+    assert pool.request("POST", "/v1/x", b"{}", {"accept": "application/json"}) == (200, b'{"a":1}', False)
+    assert pool.request("GET", "/v1/y", None, {}) == (200, b'{"b":2}', False)
+    assert pool.request("POST", "/v1/x", b"[1]", {}) == (404, b"{}", False)
     assert s.connections == 1  # one keep-alive connection for all three
     first, second = s.requests[0], s.requests[1]
     assert first.startswith(b"POST /v1/x HTTP/1.1\r\nHost: 127.0.0.1:") and b"Content-Length: 2\r\n\r\n{}" in first
@@ -107,8 +107,8 @@ def test_connection_close_and_a_body_to_the_end(scripted):
         ]
     )
     pool = _Pool(s.url, timeout=5.0, size=1)
-    assert pool.request("GET", "/a", None, {}) == (200, b"ok")  # the "<close>" after the length is not read
-    assert pool.request("GET", "/b", None, {}) == (200, b"to the end<close>")
+    assert pool.request("GET", "/a", None, {}) == (200, b"ok", False)  # the "<close>" after the length is not read
+    assert pool.request("GET", "/b", None, {}) == (200, b"to the end<close>", False)
     assert s.connections == 2 and pool._idle == []
     pool.close()
 

@@ -30,7 +30,19 @@ from test_mcp import error_text, result
 from tierstore import ManualClock, TierStore
 from tierstore.errors import InvalidInputError
 from tierstore.remote import api_schema
-from tierstore.remote.api_schema import ROUTES, ColdChoice, Count, Flag, Items, Number, Obj, Strings, Text, Vector
+from tierstore.remote.api_schema import (
+    ROUTES,
+    ColdChoice,
+    Count,
+    Flag,
+    Items,
+    Number,
+    Obj,
+    Queries,
+    Strings,
+    Text,
+    Vector,
+)
 from tierstore.remote.client import RemoteStore
 from tierstore.remote.server import app as server_app
 from tierstore.remote.server.app import Limits, build_app
@@ -134,6 +146,7 @@ VALID: dict[str, dict[str, Any]] = {
     "/v1/add_batch": {"ns": "n", "items": [{"content": "batch one", "embedding": [0.5] * DIM}]},
     "/v1/upsert_batch": {"ns": "n", "items": [{"content": "replaced", "embedding": [0.5] * DIM, "id": "m1"}]},
     "/v1/search": {"ns": "n", "query": "hello", "record_access": False},
+    "/v1/search_batch": {"ns": "n", "queries": [[0.5] * DIM, [0.25] * DIM], "record_access": False},
     "/v1/get": {"ns": "n", "id": "m1"},
     "/v1/get_by_key": {"ns": "n", "key": "home"},
     "/v1/memories": {"ns": "n"},
@@ -167,6 +180,8 @@ def wrong_values(kind: Any) -> list[Any]:
         return ["sometimes", 1, ["auto"]]
     if isinstance(kind, Obj):
         return [["a"], "x", 5, True]
+    if isinstance(kind, Queries):  # not a list, too many, empty, a text, a bad vector inside
+        return ["hello", {"a": 1}, [[0.5] * DIM] * 21, [], ["hello"], [[0.5] * 70_000], [True]]
     if isinstance(kind, Items):
         return [{"content": "x"}, "x", [1], [[]], [{"content": "x", "embedding": [0.5] * DIM}] * 21]
     raise AssertionError(f"no wrong values for {kind!r}")
@@ -305,9 +320,9 @@ def test_a_large_search_body_is_parsed_off_the_event_loop(server, store, monkeyp
     threads: list[str] = []
     real = server_app._parse
 
-    def parse(raw: bytes, path: str, limits: Any) -> Any:
+    def parse(raw: bytes, path: str, limits: Any, packed: bool = False) -> Any:
         threads.append(threading.current_thread().name)
-        return real(raw, path, limits)
+        return real(raw, path, limits, packed)
 
     monkeypatch.setattr(server_app, "_parse", parse)
     small = {"ns": "n", "query": [0.5] * DIM, "record_access": False}

@@ -55,6 +55,7 @@ class Bounds:
 
     max_k = 1000
     max_batch = 1000
+    max_batch_hits = 10_000
     max_restore = 1000
     max_sweep_items = 10_000
     max_sweep_seconds = 10.0
@@ -231,7 +232,8 @@ class Strings:
 @dataclass(frozen=True)
 class Vector:
     """A vector: a JSON array of numbers, ``{"base64": little-endian float32}``,
-    or (``text_ok``) a string: text for the server's embedder."""
+    or (``text_ok``) a string: text for the server's embedder. In a msgpack
+    body also a bin of little-endian float32 bytes (JSON has no bytes)."""
 
     text_ok: bool = True
 
@@ -242,6 +244,12 @@ class Vector:
             return value  # its numbers: the store's check (an array of strings is InvalidVectorError there)
         if isinstance(value, dict):
             return value  # wire.vector_in decodes it, or says what is wrong
+        if isinstance(value, bytes):
+            if len(value) % 4 or len(value) > 4 * MAX_VECTOR_LEN:
+                raise InvalidVectorError(
+                    f"{what}: {len(value)} bytes is not a whole number of float32 values up to {MAX_VECTOR_LEN}"
+                )
+            return value  # wire.vector_in reads it as float32
         if isinstance(value, str) and self.text_ok:
             limit = bounds.max_content_chars
             if len(value) > limit:
@@ -309,6 +317,28 @@ class Obj:
         if self.max_keys is not None:
             out["maxProperties"] = self.max_keys
         return out
+
+
+@dataclass(frozen=True)
+class Queries:
+    """``search_batch``'s queries: a JSON array of at most ``--max-batch``
+    vectors (no text: each is checked before any search runs); the count
+    is checked before any entry."""
+
+    def check(self, value: Any, what: str, bounds: Any) -> Any:
+        if not isinstance(value, list):
+            raise _wrong(InvalidVectorError, what, "an array of vectors", value)
+        if len(value) > bounds.max_batch:
+            raise InvalidInputError(
+                f"{what}: {len(value)} queries, more than this server's limit of {bounds.max_batch} (--max-batch)"
+            )
+        if not value:
+            raise InvalidInputError(f"{what}: at least one query")
+        one = Vector(text_ok=False)
+        return [one.check(v, f"{what}[{i}]", bounds) for i, v in enumerate(value)]
+
+    def schema(self, bounds: Any) -> dict[str, Any]:
+        return {"type": "array", "minItems": 1, "maxItems": bounds.max_batch, "items": Vector(False).schema(bounds)}
 
 
 @dataclass(frozen=True)
@@ -470,6 +500,28 @@ ROUTES: dict[str, Route] = {
         "store many memories under their ids, replacing those that exist, in one transaction",
     ),
     "/v1/search": Route("search", _SEARCH_FIELDS, "the k best memories for a query"),
+    "/v1/search_batch": Route(
+        "search_batch",
+        (
+            NS,
+            Field(
+                "queries",
+                Queries(),
+                "vectors (at most --max-batch; no text), each searched as /v1/search would with the options below",
+                True,
+            ),
+            *(f for f in _SEARCH_FIELDS if f.name not in ("ns", "query", "text", "k")),
+            Field(
+                "k",
+                Count("max_k"),
+                "hits per query (default 5; at most --max-k; queries x k at most the server's max_batch_hits, 10 000)",
+            ),
+        ),
+        "the k best memories for each of many query vectors, in one request",
+        "RemoteStore.search_batch: one TierStore.search per query, in order, in one request (every vector is "
+        "checked first: a bad one changes nothing). For callers with many queries: one request's overhead "
+        "instead of one per query.",
+    ),
     "/v1/get": Route("get", (NS, ID), "one memory, from any tier, without counting an access"),
     "/v1/get_by_key": Route(
         "get_by_key",
@@ -572,7 +624,8 @@ def check_fields(
         raise InvalidInputError(f"{where}: expected a JSON object, got {_type_name(body)}")
     known = route.by_name
     if len(body) > len(known) or not known.keys() >= body.keys():
-        unknown = sorted(k for k in list(body)[: len(known) + 8] if k not in known)
+        # key=repr: a msgpack map may mix str and bytes keys, which do not sort together
+        unknown = sorted((k for k in list(body)[: len(known) + 8] if k not in known), key=repr)
         raise InvalidInputError(f"{where}: unknown field(s) {shown(unknown)}; expected some of {sorted(known)}")
     out: dict[str, Any] = {}
     for name, value in body.items():

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgpack
 import numpy as np
 
 from tierstore.errors import InvalidInputError, RemoteError, StoreClosedError
@@ -108,6 +109,13 @@ def _seq(x: Any) -> Any:
         return x
 
 
+def _rows(queries: Any) -> Any:
+    """A 2-D array as its rows (each a vector); any other iterable as a list."""
+    if isinstance(queries, np.ndarray) and queries.ndim == 2:
+        return list(queries)
+    return _seq(queries)
+
+
 def _required(value: Any) -> Any:
     """A ``None`` where the store takes none, sent as a value the server
     refuses by type (JSON null would read as "left out": the default)."""
@@ -120,6 +128,16 @@ class _ProtocolError(OSError):
 
 _NO_BODY = frozenset({204, 304})
 _MAX_HEAD = 64 << 10  # bytes of status line and headers
+
+
+def _header(low: bytes, name: bytes) -> bytes | None:
+    """The value of header ``name`` (lower case) in a lower-cased response head, stripped; None if absent."""
+    at = low.find(b"\r\n" + name + b":")
+    if at < 0:
+        return None
+    start = at + len(name) + 3
+    end = low.find(b"\r\n", start)
+    return (low[start:] if end < 0 else low[start:end]).strip()
 
 
 class _Connection:
@@ -154,9 +172,9 @@ class _Connection:
             self.sock.close()
             self.sock = None
 
-    def request(self, head: bytes, body: bytes | None) -> tuple[int, bytes, bool]:
+    def request(self, head: bytes, body: bytes | None) -> tuple[int, bytes, bool, bool]:
         """Send one request (``head`` ends with the blank line); returns
-        ``(status, body, the server will close the connection)``."""
+        ``(status, body, the server will close the connection, the body is msgpack)``."""
         assert self.sock is not None
         self.sock.sendall(head + body if body else head)
         return self._response()
@@ -168,7 +186,7 @@ class _Connection:
             raise _ProtocolError("the server closed the connection before it answered")
         self._buf += chunk
 
-    def _response(self) -> tuple[int, bytes, bool]:
+    def _response(self) -> tuple[int, bytes, bool, bool]:
         buf = self._buf
         while True:
             end = buf.find(b"\r\n\r\n")
@@ -177,45 +195,46 @@ class _Connection:
             if len(buf) > _MAX_HEAD:
                 raise _ProtocolError("the response's headers are too long")
             self._fill()
-        lines = buf[:end].decode("latin-1").split("\r\n")
+        head = bytes(buf[:end])
         del buf[: end + 4]
-        version, _, rest = lines[0].partition(" ")
-        if not version.startswith("HTTP/1.") or not rest[:3].isdigit():
-            raise _ProtocolError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+        eol = head.find(b"\r\n")
+        first = head if eol < 0 else head[:eol]
+        version, _, rest = first.partition(b" ")
+        if not version.startswith(b"HTTP/1.") or not rest[:3].isdigit():
+            raise _ProtocolError(f"not an HTTP/1.x response: {first[:80]!r}")
         status = int(rest[:3])
+        # the few headers read, found in the lower-cased head (one pass each, no per-line Python)
+        low = head.lower()
+        length_text = _header(low, b"content-length")
         length: int | None = None
-        chunked = False
-        close = version == "HTTP/1.0"
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            name = name.strip().lower()
-            if name == "content-length":
-                if not value.strip().isdigit():
-                    raise _ProtocolError(f"bad Content-Length {value.strip()!r}")
-                length = int(value)
-            elif name == "transfer-encoding":
-                chunked = "chunked" in value.lower()
-            elif name == "connection":
-                tokens = value.lower()
-                close = "close" in tokens or (close and "keep-alive" not in tokens)
+        if length_text is not None:
+            if not length_text.isdigit():
+                raise _ProtocolError(f"bad Content-Length {length_text[:20]!r}")
+            length = int(length_text)
+        chunked = b"chunked" in (_header(low, b"transfer-encoding") or b"")
+        packed = (_header(low, b"content-type") or b"").startswith(b"application/msgpack")
+        tokens = _header(low, b"connection")
+        close = version == b"HTTP/1.0"
+        if tokens is not None:
+            close = b"close" in tokens or (close and b"keep-alive" not in tokens)
         if 100 <= status < 200:
             return self._response()  # an interim response (not asked for): the real one follows
         if status in _NO_BODY:
-            return status, b"", close
+            return status, b"", close, packed
         if chunked:
-            return status, self._chunked(), close
+            return status, self._chunked(), close, packed
         if length is None:  # the body runs to the end of the connection
             assert self.sock is not None
             while chunk := self.sock.recv(65536):
                 buf += chunk
             data = bytes(buf)
             buf.clear()
-            return status, data, True
+            return status, data, True, packed
         while len(buf) < length:
             self._fill()
         data = bytes(buf[:length])
         del buf[:length]
-        return status, data, close
+        return status, data, close, packed
 
     def _chunked(self) -> bytes:
         buf, out = self._buf, bytearray()
@@ -259,19 +278,51 @@ class _Pool:
         self._prefix = parts.path.rstrip("/")
         self._timeout = timeout
         self._idle: list[_Connection] = []
+        # At most `size` connections in use: a count under one C lock, and a Condition on that lock only
+        # for the threads that find none free (threading.BoundedSemaphore is Python code: ~10 us a request).
         self._lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(size)
-        self._heads: dict[tuple[str, str, bool], bytes] = {}
+        self._free = threading.Condition(self._lock)
+        self._size = size
+        self._busy = 0
+        self._waiting = 0
+        self._heads: dict[tuple[str, str, bool, tuple[tuple[str, str], ...]], bytes] = {}
 
     def _take(self) -> _Connection:
+        """A connection for one request (a slot taken: :meth:`_give` it back)."""
         with self._lock:
-            while self._idle:
-                conn = self._idle.pop()
+            while self._busy >= self._size:
+                self._waiting += 1
+                try:
+                    self._free.wait()
+                finally:
+                    self._waiting -= 1
+            self._busy += 1
+            idle = self._idle
+            conn = idle.pop() if idle else None
+        try:
+            while conn is not None:
                 sock = conn.sock
                 # an idle connection that is readable was closed by the server (keep-alive timeout): drop it
                 if sock is not None and not select.select([sock], [], [], 0)[0]:
                     return conn
                 conn.close()
+                with self._lock:
+                    conn = self._idle.pop() if self._idle else None
+            return self._connect()
+        except BaseException:
+            self._give(None)
+            raise
+
+    def _give(self, conn: _Connection | None) -> None:
+        """Free a slot; ``conn``, still open, goes back to the idle list."""
+        with self._lock:
+            self._busy -= 1
+            if conn is not None:
+                self._idle.append(conn)
+            if self._waiting:
+                self._free.notify()
+
+    def _connect(self) -> _Connection:
         conn = _Connection(self._host, self._port, self._timeout, self._tls)
         for attempt in range(4):  # nothing was sent yet: a refused connection may be retried
             try:
@@ -284,15 +335,15 @@ class _Pool:
         raise AssertionError("unreachable")
 
     def _head(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> bytes:
-        """The request's status line and headers, built once per method and path (headers are fixed per
-        RemoteStore); only Content-Length changes."""
-        key = (method, path, body is not None)
+        """The request's status line and headers, built once per method, path and header set (a RemoteStore
+        has one per codec); only Content-Length changes."""
+        key = (method, path, body is not None, tuple(headers.items()))
         head = self._heads.get(key)
         if head is None:
             lines = [
                 f"{method} {self._prefix}{path} HTTP/1.1",
                 f"Host: {self._host_header}",
-                "Accept-Encoding: identity",
+                "Accept-Encoding: identity",  # a proxy must not compress: this client reads bodies as sent
                 *(f"{k}: {v}" for k, v in headers.items()),
             ]
             head = self._heads[key] = ("\r\n".join(lines) + "\r\n").encode("latin-1")
@@ -300,21 +351,20 @@ class _Pool:
             return head + b"\r\n"
         return head + b"Content-Length: %d\r\n\r\n" % len(body)
 
-    def request(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+    def request(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes, bool]:
+        """``(status, body, the body is msgpack)``."""
         head = self._head(method, path, body, headers)
-        with self._slots:
-            conn = self._take()
-            try:
-                status, data, close = conn.request(head, body)
-            except BaseException:
-                conn.close()
-                raise
-            if close:
-                conn.close()
-            else:
-                with self._lock:
-                    self._idle.append(conn)
-            return status, data
+        conn = self._take()
+        try:
+            status, data, close, packed = conn.request(head, body)
+        except BaseException:
+            conn.close()
+            self._give(None)
+            raise
+        if close:
+            conn.close()
+        self._give(None if close else conn)
+        return status, data, packed
 
     def close(self) -> None:
         with self._lock:
@@ -337,8 +387,11 @@ class RemoteStore:
         self.url = url.rstrip("/")
         token = token if token is not None else os.environ.get("TIERSTORE_TOKEN")
         self._headers = {"content-type": "application/json", "accept": "application/json"}
+        # searches go as msgpack when the server takes it (float32 bytes, no base64; a faster codec both ways);
+        # without an Accept header its answer comes in msgpack too (one header less to send and parse)
+        self._packed_headers = {"content-type": "application/msgpack"}
         if token:
-            self._headers["authorization"] = f"Bearer {token}"
+            self._headers["authorization"] = self._packed_headers["authorization"] = f"Bearer {token}"
         self._pool = _Pool(self.url, timeout, pool_size)
         self._closed = False
         # What /v1/info says that cannot change while the server runs (a store's dimension, policy,
@@ -350,6 +403,7 @@ class RemoteStore:
         self._policy: Policy | None = None if info.get("policy") is None else Policy.from_dict(info["policy"])
         self._store_id: str = info.get("store_id") or ""
         self._embedder = None if self.embedder_name is None else ServerEmbedder(self.embedder_name, self._dim)
+        self._packed = "msgpack" in (info.get("codecs") or ())  # a server older than msgpack bodies: JSON
 
     @property
     def dim(self) -> int:
@@ -382,20 +436,34 @@ class RemoteStore:
 
     # ------------------------------------------------------------------ transport
 
-    def _request(self, method: str, path: str, body: Any = None, *, text: bool = False) -> Any:
+    def _request(self, method: str, path: str, body: Any = None, *, text: bool = False, packed: bool = False) -> Any:
+        """One call; ``packed``: the body goes as msgpack (a route of wire.PACKED_ROUTES, and the server
+        said it reads msgpack). The answer is read in the codec its Content-Type names."""
         if self._closed:
             raise StoreClosedError("the RemoteStore is closed")
-        data = None if body is None else json.dumps(body, separators=(",", ":"), default=_jsonable).encode()
+        if body is None:
+            data = None
+        elif packed:
+            data = msgpack.packb(body, default=_jsonable)
+        else:
+            data = json.dumps(body, separators=(",", ":"), default=_jsonable).encode()
         try:
-            status, raw = self._pool.request(method, path, data, self._headers)
+            status, raw, raw_packed = self._pool.request(
+                method, path, data, self._packed_headers if packed else self._headers
+            )
         except OSError as exc:
             raise RemoteError(f"cannot reach the tierstore server at {self.url}: {type(exc).__name__}: {exc}") from None
-        if 200 <= status < 300:
-            return raw.decode("utf-8") if text else json.loads(raw)
+        ok = 200 <= status < 300
+        if ok and text:
+            return raw.decode("utf-8")
         try:
-            payload = json.loads(raw)
+            payload = msgpack.unpackb(raw, raw=False) if raw_packed else json.loads(raw)
         except ValueError:
+            if ok:
+                raise RemoteError(f"the server's answer to {path} could not be read") from None
             payload = None
+        if ok:
+            return payload
         raise wire.error_from_wire(status, payload)
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
@@ -493,21 +561,79 @@ class RemoteStore:
     ) -> list[Hit]:
         """:meth:`TierStore.search`; a str query is embedded by the server (and its words looked up in the
         keyword index); ``text``: the query's words beside a vector."""
+        packed = self._packed
         body = api_schema.body(
             "/v1/search",
             ns=ns,
-            query=_required(wire.vector_out(query)),
-            k=_required(k),
-            context_tags=_seq(context_tags),
-            memory_types=_seq(memory_types),
-            min_confidence=_required(min_confidence),
-            include_warm=_required(include_warm),
-            include_cold=include_cold,
-            record_access=record_access,
-            explain=_required(explain),
+            query=_required((wire.vector_out_packed if packed else wire.vector_out)(query)),
             text=text,
+            **self._search_options(
+                k, context_tags, memory_types, min_confidence, include_warm, include_cold, record_access, explain
+            ),
         )
-        return wire.WireRows(self._post("/v1/search", body)["hits"]).hits()
+        return wire.WireRows(self._request("POST", "/v1/search", body, packed=packed)["hits"]).hits()
+
+    def search_batch(
+        self,
+        ns: str,
+        queries: Iterable[Any],
+        *,
+        k: int = 5,
+        context_tags: Iterable[str] = (),
+        memory_types: Iterable[str] | None = None,
+        min_confidence: float = 0.0,
+        include_warm: bool = True,
+        include_cold: bool | str | None = None,
+        record_access: bool | None = None,
+        explain: bool = False,
+    ) -> list[list[Hit]]:
+        """:meth:`search` for each of many query vectors, in one request: the hits per query, in order.
+
+        Remote only (no text queries: vectors; at most the server's ``--max-batch`` queries, and queries
+        x ``k`` at most its ``max_batch_hits``). Each query is searched as :meth:`TierStore.search` would;
+        every vector is checked before the first search, so a bad one raises and nothing changes. For a
+        caller with many queries at once, one request's cost instead of one per query."""
+        packed = self._packed
+        out = wire.vector_out_packed if packed else wire.vector_out
+        rows = _rows(queries)
+        qs = [out(q) for q in rows] if isinstance(rows, list) else rows  # not a list: the server says so
+        body = api_schema.body(
+            "/v1/search_batch",
+            ns=ns,
+            queries=_required(qs),
+            **self._search_options(
+                k, context_tags, memory_types, min_confidence, include_warm, include_cold, record_access, explain
+            ),
+        )
+        lists = self._request("POST", "/v1/search_batch", body, packed=packed)["hits"]
+        return [wire.WireRows(hits).hits() for hits in lists]
+
+    @staticmethod
+    def _search_options(
+        k: Any,
+        context_tags: Any,
+        memory_types: Any,
+        min_confidence: Any,
+        include_warm: Any,
+        include_cold: Any,
+        record_access: Any,
+        explain: Any,
+    ) -> dict[str, Any]:
+        """A search's options for its body; those equal to the defaults (the store's, which this class's
+        signatures repeat) are left out: less to write here and to parse and check on the server."""
+        tags = _seq(context_tags)
+        return {
+            "k": _required(k),
+            "context_tags": tags if tags or isinstance(tags, str) else None,  # empty: the namespace's, as left out
+            "memory_types": _seq(memory_types),
+            "min_confidence": (
+                None if type(min_confidence) in (int, float) and min_confidence == 0 else _required(min_confidence)
+            ),
+            "include_warm": None if include_warm is True else _required(include_warm),
+            "include_cold": include_cold,
+            "record_access": record_access,
+            "explain": None if explain is False else _required(explain),
+        }
 
     def get(self, ns: str, id: str) -> Memory | None:
         m = self._post("/v1/get", api_schema.body("/v1/get", ns=_required(ns), id=_required(id)))["memory"]

@@ -9,6 +9,13 @@ little-endian float32 bytes (exact, and a quarter of the size of decimal
 text). A JSON string where a vector goes is *text*, embedded by the server's
 embedder. Errors: ``{"error": {"type": "<class in tierstore.errors>",
 "message": "..."}}`` with the status of :func:`status_of`.
+
+Two codecs, negotiated per request: JSON (the default, what any HTTP client
+sends) and msgpack (``Content-Type`` / ``Accept: application/msgpack``): the
+same maps, and a vector may be a bin of little-endian float32 bytes. A
+msgpack body is taken by the search routes only (:data:`PACKED_ROUTES`: their
+fields are all checked by type; no free-form object that bytes could hide
+in); any route answers in msgpack when the client accepts it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgpack
 import numpy as np
 
 from tierstore import errors
@@ -38,6 +46,27 @@ from tierstore.errors import (
 from tierstore.records import Explain, Hit, Memory, Stats, SweepReport
 
 API_VERSION = "v1"
+
+JSON = b"application/json"
+MSGPACK = b"application/msgpack"
+CODECS = ("json", "msgpack")  # what /v1/info says this server reads and writes
+PACKED_ROUTES = frozenset({"/v1/search", "/v1/search_batch"})  # the routes that take a msgpack body
+
+
+def _no_ext(code: int, data: bytes) -> Any:
+    raise ValueError(f"msgpack extension type {code} is not part of this API")
+
+
+def unpack_body(raw: bytes) -> Any:
+    """A msgpack request body: maps with string keys only, no extension
+    types; strings must be valid UTF-8. InvalidInputError when it is not one
+    whole msgpack value (the sizes it declares are bounded by the body's own
+    length, which the server bounds before it reads it)."""
+    try:
+        return msgpack.unpackb(raw, raw=False, strict_map_key=True, ext_hook=_no_ext)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises ValueError, TypeError, StackError, UnicodeDecodeError
+        raise InvalidInputError(f"the body is not valid msgpack: {type(exc).__name__}: {str(exc)[:200]}") from None
+
 
 # ------------------------------------------------------------------ vectors
 
@@ -68,9 +97,20 @@ def vector_out(v: Any) -> Any:
     return {"unsupported": type(v).__name__}
 
 
+def vector_out_packed(v: Any) -> Any:
+    """:func:`vector_out` for a msgpack body: a float32 vector as its little-endian bytes (no base64)."""
+    if isinstance(v, np.ndarray) and v.dtype == np.float32 and v.ndim == 1:
+        return np.ascontiguousarray(v, dtype="<f4").tobytes()
+    return vector_out(v)
+
+
 def vector_in(v: Any, what: str) -> Any:
-    """A vector from the wire: ``{"base64": ...}`` decoded to float32; a list
-    or a str passed on (the store checks lists, and embeds text)."""
+    """A vector from the wire: ``{"base64": ...}`` or msgpack bytes decoded to
+    float32; a list or a str passed on (the store checks lists, and embeds text)."""
+    if isinstance(v, bytes):
+        if len(v) % 4:
+            raise InvalidVectorError(f"{what}: {len(v)} bytes is not a whole number of float32 values")
+        return np.frombuffer(v, dtype="<f4").astype(np.float32)
     if isinstance(v, dict):
         if "unsupported" in v:  # what the client could not send as numbers (complex, bytes, objects)
             raise InvalidVectorError(f"{what} must hold real numbers, got {v['unsupported']}")
@@ -138,25 +178,25 @@ class WireRows:
     __slots__ = ("ids", "scores", "explains", "_maps", "_memories")
 
     def __init__(self, hits: Sequence[Mapping[str, Any]]) -> None:
-        maps = []
-        for h in hits:
-            m = h.get("memory") if isinstance(h, dict) else None
-            if (
-                not isinstance(m, dict)
-                or m.keys() != _MEMORY_KEYS
-                or not isinstance(h.get("id"), str)
-                or isinstance(h.get("score"), bool)
-                or not isinstance(h.get("score"), (int, float))
-            ):
-                raise RemoteError("the server sent a search hit that is not an id, a score and a memory")
-            maps.append(m)
-        self.ids: list[str] = [h["id"] for h in hits]
-        self.scores: list[float] = [float(h["score"]) for h in hits]
-        self.explains = (
-            [explain_from_wire(h.get("explain")) for h in hits]
-            if any(h.get("explain") is not None for h in hits)
-            else None
-        )
+        ids: list[str] = []
+        scores: list[float] = []
+        maps: list[dict[str, Any]] = []
+        explained = False
+        keys = _MEMORY_KEYS
+        try:  # one pass; a hit that is not a map, or lacks a key, fails in it (TypeError, KeyError)
+            for h in hits:
+                m, hid, score = h["memory"], h["id"], h["score"]
+                if type(m) is not dict or m.keys() != keys or type(hid) is not str or type(score) not in (float, int):
+                    raise TypeError
+                ids.append(hid)
+                scores.append(float(score))
+                maps.append(m)
+                explained = explained or h.get("explain") is not None
+        except (TypeError, KeyError, AttributeError):
+            raise RemoteError("the server sent a search hit that is not an id, a score and a memory") from None
+        self.ids = ids
+        self.scores = scores
+        self.explains = [explain_from_wire(h.get("explain")) for h in hits] if explained else None
         self._maps = maps
         self._memories: list[Memory | None] = [None] * len(maps)
 

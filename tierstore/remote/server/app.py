@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
+import msgpack
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -33,7 +34,7 @@ from tierstore.errors import AuthError, InvalidInputError, TierStoreError
 from tierstore.remote import api_schema, wire
 from tierstore.remote.server.auth import EVERYONE, Principal, TokenTable
 from tierstore.remote.server.schema import GET_ROUTES, POST_ROUTES, openapi
-from tierstore.rules.validation import CONTENT_MAX_CHARS
+from tierstore.rules.validation import CONTENT_MAX_CHARS, check_vector
 
 if TYPE_CHECKING:
     from tierstore.store import TierStore
@@ -49,7 +50,8 @@ class Limits:
 
     max_body_bytes: int = 16 << 20  # request body; a batch of 1000 x 384 floats as JSON text is ~8 MB
     max_k: int = 1000  # search k and restore k
-    max_batch: int = 1000  # items per add_batch, ids per touch or restore
+    max_batch: int = 1000  # items per add_batch, ids per touch or restore, queries per search_batch
+    max_batch_hits: int = 10_000  # queries x k of one search_batch (~5 MB of hits)
     max_restore: int = 1000  # memories one restore brings back; its limit when it selects by where/text/query
     max_sweep_items: int = 10_000  # due memories one sweep call examines; its max_items when none is given
     max_sweep_seconds: float = 10.0  # one sweep call's time budget, seconds; its default too
@@ -62,6 +64,7 @@ class Limits:
             "max_body_bytes",
             "max_k",
             "max_batch",
+            "max_batch_hits",
             "max_restore",
             "max_sweep_items",
             "max_page",
@@ -78,6 +81,10 @@ class Limits:
 
 class BodyTooLarge(Exception):
     pass
+
+
+class UnsupportedBody(InvalidInputError):
+    """A body in a format its route does not take (415)."""
 
 
 class Guard:
@@ -171,9 +178,12 @@ async def _send(send: Callable, status: int, body: Any, extra: Sequence[tuple[by
 LOOP_PARSE_MAX = 32 << 10  # bytes: a search body parsed on the event loop (~0.1 ms); a larger one in a worker
 
 
-def _parse(raw: bytes, path: str, limits: Limits) -> dict[str, Any]:
+def _parse(raw: bytes, path: str, limits: Limits, packed: bool = False) -> dict[str, Any]:
     """The body's fields, each checked by its route's schema (type, count,
-    length: :mod:`tierstore.remote.api_schema`), nulls left out."""
+    length: :mod:`tierstore.remote.api_schema`), nulls left out. ``packed``:
+    the body is msgpack (:data:`wire.PACKED_ROUTES` only), else JSON."""
+    if packed:
+        return api_schema.check_body(path, wire.unpack_body(raw), limits)
     try:
         body = json.loads(raw)
     except RecursionError:
@@ -181,6 +191,17 @@ def _parse(raw: bytes, path: str, limits: Limits) -> dict[str, Any]:
     except ValueError as exc:  # JSONDecodeError, bad UTF-8, an integer with too many digits
         raise InvalidInputError(f"the body is not valid JSON: {str(exc)[:200]}") from None
     return api_schema.check_body(path, body, limits)
+
+
+def _encode(result: Any, packed: bool) -> tuple[bytes, bytes]:
+    """A call's answer and its content type: msgpack when the client accepts it and msgpack can
+    hold it (not an integer past 64 bits in a memory's metadata: JSON then), else JSON."""
+    if packed:
+        try:
+            return msgpack.packb(result), wire.MSGPACK
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return wire.dumps(result), wire.JSON
 
 
 # ------------------------------------------------------------------ the calls
@@ -214,6 +235,21 @@ def _upsert_batch(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits
 
 def _search(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
     return _hits(store.search, p, a, lim)
+
+
+def _search_batch(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
+    """One search per query, in order. Every bound and every vector is checked before the first
+    search runs: a search may record accesses, so a bad query later in the list must change nothing."""
+    ns = p.check_namespace(a.pop("ns"))
+    queries = a.pop("queries")
+    k = a.get("k", 5)
+    if len(queries) * k > lim.max_batch_hits:
+        raise InvalidInputError(
+            f"{len(queries)} queries x k={k} is above this server's limit of {lim.max_batch_hits} hits per search_batch"
+        )
+    dim = store.dim
+    vectors = [check_vector(wire.vector_in(q, f"queries[{i}]"), dim, f"queries[{i}]") for i, q in enumerate(queries)]
+    return {"hits": [[wire.hit_to_wire(h) for h in store.search(ns, v, **a)] for v in vectors]}
 
 
 def _search_in_memory(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
@@ -297,6 +333,7 @@ CALLS: dict[str, Callable[[TierStore, Principal, dict[str, Any], Limits], Any]] 
     "/v1/add_batch": _add_batch,
     "/v1/upsert_batch": _upsert_batch,
     "/v1/search": _search,
+    "/v1/search_batch": _search_batch,
     "/v1/get": _get,
     "/v1/get_by_key": _get_by_key,
     "/v1/memories": _memories,
@@ -326,6 +363,8 @@ def _error(exc: BaseException, what: str) -> tuple[int, bytes]:
         return 403, wire.dumps(wire.error_body("AuthError", str(exc)))
     if isinstance(exc, BodyTooLarge):
         return 413, wire.dumps(wire.error_body("InvalidInputError", "the body is larger than this server's limit"))
+    if isinstance(exc, UnsupportedBody):
+        return 415, wire.dumps(wire.error_body("InvalidInputError", str(exc)))
     status = wire.client_status(exc)
     if status is not None:
         return status, wire.dumps(wire.error_body(type(exc).__name__, str(exc)))
@@ -386,7 +425,20 @@ class Calls:
         if scope["method"] != "POST":
             await _send(send, 405, wire.error_body("RemoteError", f"no route {scope['method']} {path} (POST only)"))
             return
+        # the codecs: a msgpack body (search routes) when its Content-Type says so; a msgpack answer when
+        # Accept names it, or when there is no Accept (any type will do) and the body was msgpack
+        packed_in = False
+        accept = None
+        for name, value in scope["headers"]:
+            if name == b"content-type":
+                packed_in = value.startswith(wire.MSGPACK)
+            elif name == b"accept":
+                accept = value
+        packed_out = packed_in if accept is None else wire.MSGPACK in accept
+        ctype = wire.JSON
         try:
+            if packed_in and path not in wire.PACKED_ROUTES:
+                raise UnsupportedBody(f"{path} takes a JSON body; msgpack only to {sorted(wire.PACKED_ROUTES)}")
             chunks = []
             while True:
                 message = await receive()
@@ -399,16 +451,18 @@ class Calls:
             principal = scope["state"]["principal"]
             store, limits = self.store, self.limits
             # parsed once, here (a search small enough to cost the loop ~0.1 ms) or in the worker
-            body = _parse(raw, path, limits) if call is _search and len(raw) <= LOOP_PARSE_MAX else None
-            data = None if body is None or not self._loop_searches else self._search_on_loop(principal, body)
-            if data is None:
+            body = _parse(raw, path, limits, packed_in) if call is _search and len(raw) <= LOOP_PARSE_MAX else None
+            answer = None
+            if body is not None and self._loop_searches:
+                answer = self._search_on_loop(principal, body, packed_out)
+            if answer is None:
                 loop = asyncio.get_running_loop()
                 done = loop.create_future()
 
                 def run() -> None:
                     try:
-                        args = _parse(raw, path, limits) if body is None else body
-                        result = wire.dumps(call(store, principal, args, limits))
+                        args = _parse(raw, path, limits, packed_in) if body is None else body
+                        result = _encode(call(store, principal, args, limits), packed_out)
                     except BaseException as exc:  # noqa: BLE001 - handed to the request's task
                         loop.call_soon_threadsafe(_settle, done, None, exc)
                     else:
@@ -418,7 +472,8 @@ class Calls:
                 # concurrent Future to an asyncio one through several Python-level
                 # callbacks, measured at ~5 % of the server's time per search.
                 self.executor.submit(run)
-                data = await done
+                answer = await done
+            data, ctype = answer
             status = 200
         except Exception as exc:  # noqa: BLE001 - every failure becomes an error response
             status, data = _error(exc, path)
@@ -426,7 +481,7 @@ class Calls:
             {
                 "type": "http.response.start",
                 "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())],
+                "headers": [(b"content-type", ctype), (b"content-length", b"%d" % len(data))],
             }
         )
         await send({"type": "http.response.body", "body": data})
@@ -439,10 +494,10 @@ class Calls:
     # the index) is refused by it and goes to a worker as every other call.
     _SKIP_AFTER_MISS = 16  # searches of a namespace sent straight to a worker after a refusal
 
-    def _search_on_loop(self, principal: Principal, body: dict[str, Any]) -> bytes | None:
-        """The encoded answer of a parsed ``/v1/search`` body when the hot
-        tier gives it at once; None to hand the request to a worker (``body``
-        is left as it was)."""
+    def _search_on_loop(self, principal: Principal, body: dict[str, Any], packed: bool) -> tuple[bytes, bytes] | None:
+        """The encoded answer (bytes, content type) of a parsed ``/v1/search``
+        body when the hot tier gives it at once; None to hand the request to a
+        worker (``body`` is left as it was)."""
         a = dict(body)
         if (
             a.get("explain")
@@ -464,7 +519,7 @@ class Calls:
             if isinstance(ns, str):  # always: _search_in_memory raised on any other (check_namespace)
                 self._not_in_memory[ns] = self._SKIP_AFTER_MISS
             return None
-        return wire.dumps(result)
+        return _encode(result, packed)
 
 
 def build_app(
@@ -522,6 +577,7 @@ def build_app(
                 "policy": None if policy is None else policy.to_dict(),
                 "store_id": getattr(store, "store_id", None) or None,  # a cluster has none
                 "migrator_running": bool(store.migrator_running),
+                "codecs": list(wire.CODECS),
             }
         )
 

@@ -253,6 +253,51 @@ def _run_until_signalled(server: Any, sock: socket.socket) -> None:
             signal.signal(sig, handler)
 
 
+class OneWrite:
+    """A connection's transport that sends a response's head with its body, in one write.
+
+    uvicorn writes the head when the app starts its response and the body
+    when it sends it: two system calls, and two segments, so the client
+    wakes twice and reads twice. Here a head is held (it is all of one
+    write, ``HTTP/1.1 ...`` to the blank line) until the next write, which
+    in the same turn of the loop is its body; a response with no body
+    written after it (a HEAD, a 204) goes out at the end of that turn
+    (``call_soon``). Anything else passes through, in order."""
+
+    def __init__(self, transport: Any, loop: Any) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held = b""
+
+    def write(self, data: bytes) -> None:
+        if self._held:
+            data, self._held = self._held + data, b""
+        elif data.startswith(b"HTTP/1.1 ") and data.endswith(b"\r\n\r\n"):
+            self._held = data
+            self._loop.call_soon(self.flush)
+            return
+        self._transport.write(data)
+
+    def flush(self) -> None:
+        if self._held:
+            data, self._held = self._held, b""
+            self._transport.write(data)
+
+    def writelines(self, chunks: Any) -> None:
+        self.write(b"".join(chunks))
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:  # is_closing, pause_reading, get_extra_info, abort...
+        return getattr(self._transport, name)
+
+
 def head_timeout_protocol(name: str, seconds: float) -> type:
     """uvicorn's HTTP protocol ``name`` ("httptools" or "h11") with a header
     timeout: a connection must send a whole request head (line and headers)
@@ -260,7 +305,8 @@ def head_timeout_protocol(name: str, seconds: float) -> type:
     it is closed. uvicorn has no such setting: its only timer is keep-alive,
     armed after a response, so a client that connects and sends nothing (or
     half a head) would hold its connection forever. A request's body is not
-    timed here (reading it costs the server a waiting coroutine, no thread)."""
+    timed here (reading it costs the server a waiting coroutine, no thread).
+    Its responses go out in one write each (:class:`OneWrite`)."""
     import importlib
 
     module, cls_name = {
@@ -274,7 +320,7 @@ def head_timeout_protocol(name: str, seconds: float) -> type:
         _head_of: Any = None  # the request cycle current when the timer started: a new one means a head arrived
 
         def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
+            super().connection_made(OneWrite(transport, self.loop))
             self._start_head_timer()
 
         def _start_head_timer(self) -> None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 
 from tierstore.remote.api_schema import ROUTES, Bounds, Route, json_schema
+from tierstore.remote.wire import PACKED_ROUTES
 
 
 class VectorB64(BaseModel):
@@ -72,6 +73,10 @@ class HitsOut(BaseModel):
     hits: list[HitOut]
 
 
+class HitListsOut(BaseModel):
+    hits: list[list[HitOut]] = Field(description="per query, in the order of the queries")
+
+
 class MemoryOrNone(BaseModel):
     memory: MemoryOut | None
 
@@ -118,6 +123,9 @@ class InfoOut(BaseModel):
     policy: dict[str, Any] | None = Field(description="Policy.to_dict(); null: the served stores keep their own")
     store_id: str | None = Field(description="the store's id (made at its creation); null for a cluster")
     migrator_running: bool = Field(description="whether this server runs background sweeps")
+    codecs: list[str] = Field(
+        description='the bodies it reads and writes: "json", and "msgpack" (search bodies; any answer)'
+    )
 
 
 class ErrorDetail(BaseModel):
@@ -134,6 +142,7 @@ _RESPONSES: dict[str, type[BaseModel]] = {
     "/v1/add_batch": IdsOut,
     "/v1/upsert_batch": IdsOut,
     "/v1/search": HitsOut,
+    "/v1/search_batch": HitListsOut,
     "/v1/get": MemoryOrNone,
     "/v1/get_by_key": MemoryOrNone,
     "/v1/memories": MemoriesOut,
@@ -185,6 +194,7 @@ def openapi(version: str, bounds: Any = Bounds) -> dict[str, Any]:
             (404, "no such memory"),
             (409, "duplicate id, clock skew"),
             (413, "body too large"),
+            (415, "a msgpack body to a route that takes JSON only"),
             (500, "server error (details in its log)"),
             (503, "store closed or shutting down"),
         )
@@ -197,9 +207,22 @@ def openapi(version: str, bounds: Any = Bounds) -> dict[str, Any]:
             "post": {
                 "summary": summary,
                 "description": route.description or f"TierStore.{route.method}.",
-                "requestBody": {"required": True, "content": {"application/json": {"schema": ref(name)}}},
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        media: {"schema": ref(name)}
+                        for media in ("application/json", "application/msgpack")
+                        if media == "application/json" or path in PACKED_ROUTES
+                    },
+                },
                 "responses": {
-                    "200": {"description": "ok", "content": {"application/json": {"schema": ref(out.__name__)}}},
+                    "200": {
+                        "description": "ok",
+                        "content": {
+                            media: {"schema": ref(out.__name__)}
+                            for media in ("application/json", "application/msgpack")
+                        },
+                    },
                     **errors,
                 },
                 "security": [{"bearer": []}],
@@ -225,7 +248,10 @@ def openapi(version: str, bounds: Any = Bounds) -> dict[str, Any]:
             'same errors. Vectors: JSON arrays or {"base64": little-endian float32}; a '
             "string where a vector goes is text for the server's embedder. Every body is "
             "checked against its schema before any work: exact JSON types, bounded counts "
-            "and lengths; a null field is left out (the store's default).",
+            "and lengths; a null field is left out (the store's default). Codecs: JSON, or msgpack "
+            "(Content-Type: application/msgpack, for the search routes; a vector may then be a bin of "
+            "little-endian float32) and Accept: application/msgpack for a msgpack answer (415: a msgpack "
+            "body to a route that takes JSON only).",
         },
         "paths": paths,
         "components": {"schemas": schemas, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
