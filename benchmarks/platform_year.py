@@ -753,7 +753,9 @@ class Child:
                     samples.flush()
                 nights.flush()
                 qlog.flush()
-                (self.dir / "progress").write_text(f"{d + 1} {p.days}")
+                tmp = self.dir / "progress.tmp"
+                tmp.write_text(f"{d + 1} {p.days}")
+                os.replace(tmp, self.dir / "progress")  # whole: the orchestrator reads it meanwhile
                 if self.stop_requested or (self.stop_after is not None and d + 1 >= self.stop_after and d + 1 < p.days):
                     d += 1
                     break
@@ -833,6 +835,7 @@ def orchestrate(run: Path, p: Params, sequential: bool, stop_after: int | None, 
 
     old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     codes: dict[str, int] = {}
+    seen: dict[str, int] = {}  # the day each system last reported
     try:
         order = [[s] for s in SYSTEMS] if sequential else [list(SYSTEMS)]
         with Progress(p.days * len(SYSTEMS), "platform year", enabled=progress, unit=" system-days") as bar:
@@ -847,7 +850,11 @@ def orchestrate(run: Path, p: Params, sequential: bool, stop_after: int | None, 
                     note = []
                     for s in SYSTEMS:
                         f = run / s / "progress"
-                        day = int(f.read_text().split()[0]) if f.exists() else 0
+                        try:
+                            day = int(f.read_text().split()[0])
+                        except (OSError, IndexError, ValueError):  # not written yet
+                            day = seen.get(s, 0)
+                        seen[s] = day
                         done += day
                         note.append(f"{s} d{day}")
                     bar.update(done - bar.done, note=" ".join(note))
@@ -921,7 +928,7 @@ def attach_queries(rows: list[dict[str, Any]], log: list[list[Any]]) -> None:
         r["counts"] = score(part)
         r["quality"] = quality(r["counts"])
         r["search_p50_ms"], r["search_p99_ms"] = percentiles_ms([q[5] for q in part])
-        r["search_cpu_p50_ms"], r["search_cpu_p99_ms"] = percentiles_ms([q[6] for q in part])
+        r["search_cpu_p50_ms"], r["search_cpu_p99_ms"] = percentiles_ms([q[6] for q in part if len(q) > 6])
         r["queries"] = len(part)
         prev = r["day"]
 
@@ -939,7 +946,10 @@ def build_report(run: Path) -> dict[str, Any]:
         "params": asdict(p),
         "days_done": {s: st["day_done"] for s, st in states.items()},
         "finished": all(st.get("finished") for st in states.values()) and len(states) == len(SYSTEMS),
-        "same_stream": len({st["digest"] for st in states.values()}) == 1 and len(states) == len(SYSTEMS),
+        # the same memories, day by day, over the days both systems did (a SHA-256 per day of ids and vectors)
+        "same_stream": len(states) == len(SYSTEMS)
+        and len({tuple(st["digest_parts"][:last]) for st in states.values()}) == 1,
+        "same_stream_days": last,
         "digest": {s: st["digest"] for s, st in states.items()},
         "memories_added": {s: st["memories_added"] for s, st in states.items()},
         "by_kind": {s: st["by_kind"] for s, st in states.items()},
@@ -1388,6 +1398,7 @@ def main(argv: list[str] | None = None) -> int:
         return Child(args.out, args.child, args.stop_after_day).main()
     if args.render:
         report = build_report(args.render)
+        (args.render / "report.json").write_text(json.dumps(report, indent=1))
         print(summary(report))
         if args.plots:
             for path in plots(report, args.render, args.plots):
