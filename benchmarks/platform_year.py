@@ -941,19 +941,23 @@ def build_report(run: Path) -> dict[str, Any]:
     logs = {s: load_queries(run, s) for s in SYSTEMS}
     for s in SYSTEMS:
         attach_queries(rows[s], logs[s])
+    for s, st in list(states.items()):
+        if not st.get("clean"):  # still running (or killed): what its samples show, no digest
+            states[s] = {"day_done": rows[s][-1]["day"] if rows[s] else 0, "running": True}
     last = min((st["day_done"] for st in states.values()), default=0)
+    # the same memories, day by day, over the days both systems did (a SHA-256 per day of ids and vectors)
+    parts = [tuple(st["digest_parts"][:last]) for st in states.values() if "digest_parts" in st]
     report: dict[str, Any] = {
         "params": asdict(p),
         "days_done": {s: st["day_done"] for s, st in states.items()},
+        "running": [s for s, st in states.items() if st.get("running")],
         "finished": all(st.get("finished") for st in states.values()) and len(states) == len(SYSTEMS),
-        # the same memories, day by day, over the days both systems did (a SHA-256 per day of ids and vectors)
-        "same_stream": len(states) == len(SYSTEMS)
-        and len({tuple(st["digest_parts"][:last]) for st in states.values()}) == 1,
+        "same_stream": len(parts) == len(SYSTEMS) and len(set(parts)) == 1 if len(parts) == len(SYSTEMS) else None,
         "same_stream_days": last,
-        "digest": {s: st["digest"] for s, st in states.items()},
-        "memories_added": {s: st["memories_added"] for s, st in states.items()},
-        "by_kind": {s: st["by_kind"] for s, st in states.items()},
-        "elapsed_s": {s: st["elapsed_s"] for s, st in states.items()},
+        "digest": {s: st.get("digest") for s, st in states.items()},
+        "memories_added": {s: st.get("memories_added") for s, st in states.items()},
+        "by_kind": {s: st.get("by_kind") for s, st in states.items()},
+        "elapsed_s": {s: st.get("elapsed_s") for s, st in states.items()},
         "rows": rows,
         "quality_total": {s: quality(score([q for q in logs[s] if q[0] <= last])) for s in SYSTEMS},
         "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]},
