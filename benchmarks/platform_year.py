@@ -1238,9 +1238,9 @@ def plots(report: dict[str, Any], run: Path, out: Path) -> list[Path]:
     def days(s: str) -> list[int]:
         return [r["day"] for r in rows[s]]
 
-    def save(fig: Any, name: str) -> None:
+    def save(fig: Any, name: str, bottom: float = 0.0) -> None:
         fig.suptitle(title, fontsize=9, y=0.995)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, bottom, 1, 1))
         path = out / f"scale_{name}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
@@ -1255,14 +1255,12 @@ def plots(report: dict[str, Any], run: Path, out: Path) -> list[Path]:
     ax[0].grid(alpha=0.3)
     t = rows["tierstore"]
     d = days("tierstore")
-    ax[1].stackplot(
-        d,
-        [r["tiers"]["hot"] for r in t],
-        [r["tiers"]["warm"] for r in t],
-        [r["tiers"]["cold"] for r in t],
-        labels=["tierstore hot (in RAM)", "tierstore warm (disk shards)", "tierstore cold (archives)"],
-        colors=["tab:blue", "tab:cyan", "lightgray"],
-    )
+    for tier, color, name in (
+        ("hot", "tab:blue", "tierstore hot (in RAM)"),
+        ("warm", "tab:cyan", "tierstore warm (disk shards)"),
+        ("cold", "gray", "tierstore cold (archives)"),
+    ):
+        ax[1].plot(d, [max(1, r["tiers"][tier]) for r in t], "o-", ms=2, color=color, label=name)
     ax[1].plot(
         days("baseline"),
         [r["tiers"]["hot"] for r in rows["baseline"]],
@@ -1270,40 +1268,46 @@ def plots(report: dict[str, Any], run: Path, out: Path) -> list[Path]:
         color="tab:red",
         label=label["baseline"] + ", all in RAM",
     )
-    ax[1].set(xlabel="simulated day", ylabel="memories", title="Memories held, by tier")
-    ax[1].legend(fontsize=8, loc="upper left")
-    ax[1].grid(alpha=0.3)
+    ax[1].set(xlabel="simulated day", ylabel="memories (log scale)", title="Memories held, by tier")
+    ax[1].set_yscale("log")
+    ax[1].legend(fontsize=8, loc="center right")
+    ax[1].grid(alpha=0.3, which="both")
     save(fig, "memory")
 
-    # search latency
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for s in SYSTEMS:
-        ax.plot(days(s), [r["search_p50_ms"] for r in rows[s]], "o-", ms=3, color=colors[s], label=f"{label[s]}: p50")
-        ax.plot(
-            days(s),
-            [r["search_p99_ms"] for r in rows[s]],
-            "s--",
-            ms=3,
-            color=colors[s],
-            alpha=0.6,
-            label=f"{label[s]}: p99",
-        )
-    ax.set(
-        xlabel="simulated day",
-        ylabel="search latency per query (ms, log)",
-        title="Search latency (the period's queries)",
-    )
-    ax.set_yscale("log")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, which="both")
-    save(fig, "latency")
+    # search latency: wall (what a caller waits, on a shared machine) and the process's CPU
+    fig, ax = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    for i, (key, what) in enumerate((("search", "wall time"), ("search_cpu", "CPU time of the process"))):
+        for s in SYSTEMS:
+            pts = [(r["day"], r.get(f"{key}_p50_ms"), r.get(f"{key}_p99_ms")) for r in rows[s]]
+            pts = [x for x in pts if x[1] is not None]
+            if not pts:
+                continue
+            ax[i].plot([x[0] for x in pts], [x[1] for x in pts], "o-", ms=3, color=colors[s], label=f"{label[s]}: p50")
+            ax[i].plot(
+                [x[0] for x in pts],
+                [x[2] for x in pts],
+                "s--",
+                ms=3,
+                color=colors[s],
+                alpha=0.6,
+                label=f"{label[s]}: p99",
+            )
+        ax[i].set(xlabel="simulated day", title=f"Search latency per query, {what}")
+        ax[i].set_yscale("log")
+        ax[i].grid(alpha=0.3, which="both")
+    ax[0].set_ylabel("ms per search (log scale)")
+    handles, labels = ax[1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
+    save(fig, "latency", bottom=0.08)
 
     # sweeps
     nights = load_nights(run, "tierstore")
     if nights:
         fig, ax = plt.subplots(1, 2, figsize=(11, 4))
         nd = [n["day"] for n in nights]
-        ax[0].plot(nd, [n["seconds"] for n in nights], lw=0.8, color="tab:blue", label="night's sweep (s)")
+        ax[0].plot(nd, [n["seconds"] for n in nights], lw=0.8, color="tab:blue", label="night's sweep, wall (s)")
+        if all("cpu_s" in n for n in nights):
+            ax[0].plot(nd, [n["cpu_s"] for n in nights], lw=0.8, color="tab:green", label="night's sweep, CPU (s)")
         ax[0].set(xlabel="simulated day", ylabel="sweep time per night (s)", title="Nightly sweep time")
         a2 = ax[0].twinx()
         a2.plot(
@@ -1336,8 +1340,13 @@ def plots(report: dict[str, Any], run: Path, out: Path) -> list[Path]:
             ("long_lived_recall_at_5", "long-lived recall@5 (higher is better)"),
         ]
     ):
-        for s in SYSTEMS:
-            ax[i].plot(days(s), [r["quality"][key] for r in rows[s]], "o-", ms=3, color=colors[s], label=label[s])
+        for s in SYSTEMS:  # tierstore's hollow circles stay visible where both lines lie at 1.0
+            style: dict[str, Any] = (
+                {"marker": "o", "ms": 6, "mfc": "none", "ls": "-"}
+                if s == "tierstore"
+                else {"marker": "x", "ms": 3, "ls": "--"}
+            )
+            ax[i].plot(days(s), [r["quality"][key] for r in rows[s]], color=colors[s], label=label[s], **style)
         ax[i].set(xlabel="simulated day", ylabel="share of the period's questions", title=name, ylim=(-0.02, 1.02))
         ax[i].grid(alpha=0.3)
     ax[0].legend(fontsize=8)
@@ -1350,6 +1359,7 @@ def plots(report: dict[str, Any], run: Path, out: Path) -> list[Path]:
         d,
         [[r["disk"].get(k, 0) / 2**20 for r in t] for k in parts],
         labels=[f"tierstore {k}" for k in parts],
+        colors=["tab:blue", "tab:orange", "tab:green", "silver", "tab:purple"],
         alpha=0.8,
     )
     b = rows["baseline"]
