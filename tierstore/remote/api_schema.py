@@ -332,8 +332,6 @@ class Queries:
             raise InvalidInputError(
                 f"{what}: {len(value)} queries, more than this server's limit of {bounds.max_batch} (--max-batch)"
             )
-        if not value:
-            raise InvalidInputError(f"{what}: at least one query")
         one = Vector(text_ok=False)
         return [one.check(v, f"{what}[{i}]", bounds) for i, v in enumerate(value)]
 

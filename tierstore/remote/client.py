@@ -589,10 +589,11 @@ class RemoteStore:
     ) -> list[list[Hit]]:
         """:meth:`search` for each of many query vectors, in one request: the hits per query, in order.
 
-        Remote only (no text queries: vectors; at most the server's ``--max-batch`` queries, and queries
-        x ``k`` at most its ``max_batch_hits``). Each query is searched as :meth:`TierStore.search` would;
-        every vector is checked before the first search, so a bad one raises and nothing changes. For a
-        caller with many queries at once, one request's cost instead of one per query."""
+        As :meth:`TierStore.search_batch` (no text queries: vectors; at most the server's ``--max-batch``
+        queries, and queries x ``k`` at most its ``max_batch_hits``). Each query is searched as
+        :meth:`TierStore.search` would; every vector is checked before the first search, so a bad one
+        raises and nothing changes. For a caller with many queries at once, one request's cost instead of
+        one per query."""
         packed = self._packed
         out = wire.vector_out_packed if packed else wire.vector_out
         rows = _rows(queries)

@@ -143,6 +143,18 @@ def check_vectors(mat: Any, dim: int, what: str = "embeddings") -> np.ndarray:
     return _unit_rows(a64, what)
 
 
+def check_query_vectors(queries: Any, dim: int) -> list[np.ndarray]:
+    """Query vectors for a batch of searches: a list or tuple of vectors, or a 2-D array with one per
+    row; each checked as :func:`check_vector` does (named ``queries[i]``), all before any is used."""
+    if isinstance(queries, np.ndarray):
+        if queries.ndim != 2:
+            raise DimensionMismatchError(f"queries must be a 2-D array (one query per row), got shape {queries.shape}")
+        return list(check_vectors(queries, dim, "queries"))
+    if not isinstance(queries, list | tuple):
+        raise InvalidInputError(f"queries must be a list of vectors or a 2-D array, got {type(queries).__name__}")
+    return [check_vector(q, dim, f"queries[{i}]") for i, q in enumerate(queries)]
+
+
 def check_confidence(value: Any, what: str = "confidence") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise InvalidConfidenceError(f"{what} must be a number in [0, 1], got {shown(value)}")

@@ -440,6 +440,28 @@ class StoreAPITests:
         api.touch("a", other)
         assert (api.get("a", mid).access_count, api.get("a", other).access_count) == (3, 2)
 
+    def test_search_batch_answers_each_query_as_search_does(self, api: Any, rng: np.random.Generator) -> None:
+        ids = [api.add("a", f"fact {i}", unit(rng)) for i in range(6)]
+        queries = [unit(rng) for _ in range(4)]
+        one_by_one = [[(h.id, h.score) for h in api.search("a", q, k=3, record_access=False)] for q in queries]
+        batched = api.search_batch("a", queries, k=3, record_access=False)
+        # the same hits in the same order; scores equal up to float32 rounding (a batch's vectors are
+        # normalised when checked, a single query's length is divided out by the kernel)
+        assert [[h.id for h in hits] for hits in batched] == [[i for i, _ in r] for r in one_by_one]
+        assert [[h.score for h in hits] for hits in batched] == [
+            pytest.approx([sc for _, sc in r], rel=1e-6) for r in one_by_one
+        ]
+        assert api.search_batch("a", [], k=3) == []
+        before = snapshot(api, {"a": ids})
+        bad = [queries[0], queries[1], np.zeros(DIM, np.float32), queries[2]]  # the third is not a vector
+        with pytest.raises(InvalidVectorError):
+            api.search_batch("a", bad, k=3, record_access=True)
+        with pytest.raises(DimensionMismatchError):
+            api.search_batch("a", [queries[0], np.ones(3)], k=3, record_access=True)
+        assert snapshot(api, {"a": ids}) == before  # nothing searched, no access counted
+        api.search_batch("a", [queries[0]], k=1)  # counted as search counts
+        assert sum(api.get("a", mid).access_count for mid in ids) == 1
+
     def test_bad_search_arguments_change_nothing(self, api: Any, rng: np.random.Generator) -> None:
         mid = api.add("alice", "x", unit(rng))
         before = snapshot(api, {"alice": [mid]})

@@ -34,7 +34,7 @@ from tierstore.errors import AuthError, InvalidInputError, TierStoreError
 from tierstore.remote import api_schema, wire
 from tierstore.remote.server.auth import EVERYONE, Principal, TokenTable
 from tierstore.remote.server.schema import GET_ROUTES, POST_ROUTES, openapi
-from tierstore.rules.validation import CONTENT_MAX_CHARS, check_vector
+from tierstore.rules.validation import CONTENT_MAX_CHARS
 
 if TYPE_CHECKING:
     from tierstore.store import TierStore
@@ -247,9 +247,8 @@ def _search_batch(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits
         raise InvalidInputError(
             f"{len(queries)} queries x k={k} is above this server's limit of {lim.max_batch_hits} hits per search_batch"
         )
-    dim = store.dim
-    vectors = [check_vector(wire.vector_in(q, f"queries[{i}]"), dim, f"queries[{i}]") for i, q in enumerate(queries)]
-    return {"hits": [[wire.hit_to_wire(h) for h in store.search(ns, v, **a)] for v in vectors]}
+    vectors = [wire.vector_in(q, f"queries[{i}]") for i, q in enumerate(queries)]
+    return {"hits": [[wire.hit_to_wire(h) for h in hits] for hits in store.search_batch(ns, vectors, **a)]}
 
 
 def _search_in_memory(store: TierStore, p: Principal, a: dict[str, Any], lim: Limits) -> Any:
