@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 from helpers import DIM, T0, unit
 
 from tierstore import DuplicateIdError, ManualClock, Policy, TierStore
-from tierstore.rules.dedupe import content_hash, normalise
+from tierstore.rules.dedupe import content_hash, hashes_present, normalise
 
 DAY = 86400.0
 
@@ -124,3 +126,17 @@ def test_dedupe_off_stores_every_copy(tmp_path, rng):
         a = store.add("u", "same words", unit(rng))
         b = store.add("u", "same words", unit(rng))
         assert a != b and count(store) == 2
+
+
+def test_hashes_present_finds_exactly_the_stored_hashes_at_the_int64_edges(tmp_path):
+    conn = sqlite3.connect(tmp_path / "h.sqlite")
+    conn.execute("CREATE TABLE memories (ns TEXT, content_hash INTEGER)")
+    edges = [-(2**63), 2**63 - 1, 0, -1, 1, 2**53 + 1]  # 2**53 + 1: not exact as a double
+    conn.executemany("INSERT INTO memories VALUES ('a', ?)", [(h,) for h in edges])
+    conn.execute("INSERT INTO memories VALUES ('b', 7)")
+    asked = [*edges, 2**53, 7, 8]
+    assert hashes_present(conn, "a", asked) == set(edges)
+    assert hashes_present(conn, "b", asked) == {7}
+    assert hashes_present(conn, "a", []) == set()
+    many = list(range(12_000))  # more than one query's chunk
+    assert hashes_present(conn, "a", many) == {0, 1}

@@ -118,6 +118,9 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
         # memory, a duplicate or a candidate may be an earlier item.
         outcome: list[int | dedupe.Duplicate] = []
         marks: list[supersession.Mark] = []
+        # one query tells which rows may have a duplicate at all (most have none): only those are looked up
+        hashes = [dedupe.content_hash(r.content) for r in rows] if dedupe_on else []
+        present = dedupe.hashes_present(conn, ns, hashes) if len(rows) > 1 else set(hashes)
         for i, row in enumerate(rows):
             where = "" if len(rows) == 1 else f"item {i}: "
             if replace:
@@ -126,7 +129,11 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
                     forgotten.append((old, forget_row(conn, old, now, "replaced")))
             olds = superseded.get(row.id, [])
             live = supersession.check_key_agrees(conn, ns, row.key, olds, where)
-            dup = dedupe.find_duplicate(conn, ns, row.memory_type, row.key, row.content) if dedupe_on else None
+            dup = None
+            if dedupe_on:
+                if hashes[i] in present:
+                    dup = dedupe.find_duplicate(conn, ns, row.memory_type, row.key, row.content)
+                present.add(hashes[i])  # a later row of the batch may duplicate this one once it is in
             if dup is not None:
                 outcome.append(dup)
                 new_id = dup.id  # a duplicate is not new: it supersedes only what the caller names

@@ -37,6 +37,7 @@ import numpy as np
 from tierstore.kernels import columns as C
 from tierstore.policy import Policy
 from tierstore.rules.supersession import Mark
+from tierstore.tiers.hot import build_threads
 
 HNSW_NEIGHBOURS = 32  # nearest hot memories examined per new memory once a namespace has an hnswlib index
 WARM_NEIGHBOURS = 32  # nearest rows examined per warm shard
@@ -138,7 +139,7 @@ def similar_in_hot(
             return out
         k = min(HNSW_NEIGHBOURS, hot.live)
         try:
-            labels, dist = hot.index.knn_query(q, k)
+            labels, dist = hot.index.knn_query(q, k, num_threads=build_threads(len(q)))
         except RuntimeError:  # too few reachable live nodes (many deletions): compare with every live slot
             slots = np.flatnonzero(alive)
             sims = q @ np.asarray(hot.index.get_items(slots, return_type="numpy"), np.float32).T

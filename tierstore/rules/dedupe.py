@@ -16,8 +16,10 @@ index lookup; the texts of the few rows sharing a hash are then compared.
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 DEDUPE_MODES = ("exact", "off")
@@ -64,3 +66,23 @@ def find_duplicate(
         if normalise(text) == norm:
             return Duplicate(int(rid), str(mid), int(tier))
     return None
+
+
+def hashes_present(conn: sqlite3.Connection, ns: str, hashes: Sequence[int]) -> set[int]:
+    """Which of ``hashes`` (:func:`content_hash` values) some memory of ``ns``
+    has, in one query: a new memory whose hash is absent (and not repeated
+    earlier in its batch) has no duplicate, and needs no :func:`find_duplicate`."""
+    present: set[int] = set()
+    distinct = list(set(hashes))
+    for start in range(0, len(distinct), _IN_CHUNK):
+        chunk = distinct[start : start + _IN_CHUNK]
+        rows = conn.execute(
+            "SELECT DISTINCT content_hash FROM memories"
+            " WHERE ns = ? AND content_hash IN (SELECT value FROM json_each(?))",
+            (ns, json.dumps(chunk)),
+        ).fetchall()
+        present.update(int(r[0]) for r in rows)
+    return present
+
+
+_IN_CHUNK = 5000  # hashes per query: one JSON array each

@@ -48,6 +48,7 @@ from tierstore.storage.heap import release_freed
 from tierstore.storage.rwlock import RWLock
 
 _INITIAL_CAPACITY = 64
+_THREADED_MIN = 256  # vectors from which an insert or a batch query uses every core
 
 
 @dataclass(frozen=True)
@@ -349,7 +350,7 @@ class HotNamespace:
             self.slot_of[r.id] = s
         if vectors is not None:
             if self.index is not None:
-                self.index.add_items(vectors, slot_arr, num_threads=_build_threads(k))
+                self.index.add_items(vectors, slot_arr, num_threads=build_threads(k))
             else:
                 assert self.vectors is not None
                 self.vectors[slot_arr] = vectors
@@ -377,7 +378,7 @@ class HotNamespace:
             self.sources.append("")
             self.tag_names.append(())
             self.metadata.append(None)
-        self.index.add_items(vectors, slots, num_threads=_build_threads(k))
+        self.index.add_items(vectors, slots, num_threads=build_threads(k))
         self.n = top  # the slots are taken whatever the commit decides: a later add never reuses a graph label
         return slots
 
@@ -409,7 +410,7 @@ class HotNamespace:
         live = np.flatnonzero(self.I[C.I_ALIVE, : self.n]).astype(np.int64)
         index = self._new_index(self.cap)
         if live.size:
-            index.add_items(self.vectors[live], live, num_threads=_build_threads(live.size))
+            index.add_items(self.vectors[live], live, num_threads=build_threads(live.size))
         self.index = index
         self.vectors = None
         self.changes_since_checkpoint += 1
@@ -737,10 +738,12 @@ class HotNamespace:
         return index, slots
 
 
-def _build_threads(n: int) -> int:
-    """hnswlib threads for inserting ``n`` vectors: all cores for big batches
-    (add_items releases the GIL), one for small ones (thread start-up dominates)."""
-    return -1 if n >= 1000 else 1
+def build_threads(n: int) -> int:
+    """hnswlib threads for inserting (or querying) ``n`` vectors: all cores for
+    big batches (hnswlib releases the GIL), one for small ones (thread start-up
+    dominates). A number, never -1: -1 means the index's default, which
+    ``_new_index`` sets to 1 for single queries, so -1 inserted on one core."""
+    return max(1, os.cpu_count() or 1) if n >= _THREADED_MIN else 1
 
 
 class HotTier:
