@@ -180,8 +180,8 @@ def wrong_values(kind: Any) -> list[Any]:
         return ["sometimes", 1, ["auto"]]
     if isinstance(kind, Obj):
         return [["a"], "x", 5, True]
-    if isinstance(kind, Queries):  # not a list, too many, empty, a text, a bad vector inside
-        return ["hello", {"a": 1}, [[0.5] * DIM] * 21, [], ["hello"], [[0.5] * 70_000], [True]]
+    if isinstance(kind, Queries):  # not a list, too many, a text, a bad vector inside (empty is [] answered: [])
+        return ["hello", {"a": 1}, [[0.5] * DIM] * 21, ["hello"], [[0.5] * 70_000], [True]]
     if isinstance(kind, Items):
         return [{"content": "x"}, "x", [1], [[]], [{"content": "x", "embedding": [0.5] * DIM}] * 21]
     raise AssertionError(f"no wrong values for {kind!r}")
