@@ -166,7 +166,10 @@ class ReplacingInMemoryStore(InMemoryStore):
 
     def _extract_texts(self, put_ops):  # type: ignore[no-untyped-def]
         for (ns, key), op in put_ops.items():
-            if op.value is not None:
+            # a put with index=False re-indexes nothing: it keeps the vectors an earlier put made, in
+            # InMemoryStore and in our adapter alike (a hypothesis example of 2026-12-05 found that this
+            # reference dropped them)
+            if op.value is not None and op.index is not False:
                 self._vectors[ns].pop(key, None)
         return super()._extract_texts(put_ops)
 
