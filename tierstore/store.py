@@ -27,7 +27,6 @@ from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.rules.validation import (
     check_namespace,
     check_positive_int,
-    check_query_vectors,
 )
 from tierstore.storage.catalog import Catalog
 from tierstore.storage.objectstore import ObjectStore
@@ -424,41 +423,11 @@ class TierStore:
             text=text,
         )  # type: ignore[return-value]
 
-    def search_batch(
-        self,
-        ns: str,
-        queries: Sequence[Any],
-        *,
-        k: int = 5,
-        context_tags: Iterable[str] = (),
-        memory_types: Iterable[str] | None = None,
-        min_confidence: float = 0.0,
-        include_warm: bool = True,
-        include_cold: bool | str | None = None,
-        record_access: bool | None = None,
-        explain: bool = False,
-    ) -> list[list[Hit]]:
-        """:meth:`search` for each of many query vectors (a list, or a 2-D array, one row per query): the
-        hits per query, in order. Every vector is checked before the first search, so a bad one raises
-        and nothing changes (a search may record accesses). No text queries: vectors."""
-        self.engine.check_open()
-        vectors = check_query_vectors(queries, self.engine.dim)
-        return [
-            retrieval.search(
-                self.engine,
-                ns,
-                q,
-                k=k,
-                context_tags=context_tags,
-                memory_types=memory_types,
-                min_confidence=min_confidence,
-                include_warm=include_warm,
-                include_cold=include_cold,
-                record_access=record_access,
-                explain=explain,
-            )  # type: ignore[misc]
-            for q in vectors
-        ]
+    def search_batch(self, ns: str, queries: Sequence[Any], **options: Any) -> list[list[Hit]]:
+        """:meth:`search` (with its keyword ``options``) for each of many query vectors (a list, or a 2-D
+        array, one row per query): the hits per query, in order. Every vector is checked before the first
+        search, so a bad one raises and nothing changes (a search may record accesses). No text queries."""
+        return retrieval.search_batch(self.engine, ns, queries, **options)
 
     def search_in_memory(
         self,

@@ -35,6 +35,7 @@ from tierstore.rules.validation import (
     check_confidence,
     check_namespace,
     check_positive_int,
+    check_query_vectors,
     check_search_flags,
     check_tags,
     check_vector,
@@ -312,14 +313,22 @@ def search(
     return result
 
 
+def search_batch(eng: Engine, ns: str, queries: Any, **options: Any) -> list[list[Hit]]:
+    """See :meth:`TierStore.search_batch`: every vector checked, then :func:`search` per query."""
+    eng.check_open()
+    for name in ("text", "in_memory_only"):
+        if name in options:
+            raise InvalidInputError(f"search_batch takes no {name}= (vectors only)")
+    vectors = check_query_vectors(queries, eng.dim)
+    return [search(eng, ns, q, **options) for q in vectors]  # type: ignore[misc]
+
+
 _UNKNOWN = "unknown"  # archive_may_rank: the codes are not loaded and may not be loaded here
 
 
 def archive_empty(eng: Engine, ns: str, in_memory_only: bool) -> bool:
-    """Whether the cold tier holds nothing of ``ns`` a search could find
-    (False when ``in_memory_only`` and its codes are not loaded: unknown)."""
-    if not eng.cold_searchable:
-        return True
+    """Whether the searchable cold tier holds nothing of ``ns`` (False when
+    ``in_memory_only`` and its codes are not loaded: unknown)."""
     index = eng.cold_index
     return (index.count_if_loaded(ns) if in_memory_only else index.count(ns)) == 0
 

@@ -329,12 +329,7 @@ class HotNamespace:
         self.grow(top)
         tag_ids = [self.vocab.ids(r.tags) for r in rows]
         self._widen_tags(max((len(t) for t in tag_ids), default=0))
-        while len(self.ids) < top:
-            self.ids.append(None)
-            self.contents.append("")
-            self.sources.append("")
-            self.tag_names.append(())
-            self.metadata.append(None)
+        self._pad_strings(top)
         F, I, tags = columns_from_rows(rows, self._type_idx, tag_ids)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         self.F[:, slot_arr] = F
         self.I[:, slot_arr] = I
@@ -360,6 +355,15 @@ class HotNamespace:
         if self.index is None and self.live > self.settings.exact_threshold:
             self._build_index()
 
+    def _pad_strings(self, top: int) -> None:
+        """The per-slot string lists long enough for slots below ``top`` (new slots empty)."""
+        while len(self.ids) < top:
+            self.ids.append(None)
+            self.contents.append("")
+            self.sources.append("")
+            self.tag_names.append(())
+            self.metadata.append(None)
+
     def stage_vectors(self, vectors: np.ndarray) -> np.ndarray:
         """Insert normalised float32 ``vectors`` into the index at the next
         slots, not live yet (hold ``lock.write()``; an indexed namespace
@@ -372,12 +376,7 @@ class HotNamespace:
         slots = np.arange(self.n, self.n + k, dtype=np.int64)
         top = self.n + k
         self.grow(top)
-        while len(self.ids) < top:
-            self.ids.append(None)
-            self.contents.append("")
-            self.sources.append("")
-            self.tag_names.append(())
-            self.metadata.append(None)
+        self._pad_strings(top)
         self.index.add_items(vectors, slots, num_threads=build_threads(k))
         self.n = top  # the slots are taken whatever the commit decides: a later add never reuses a graph label
         return slots
