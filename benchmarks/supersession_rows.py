@@ -57,6 +57,9 @@ VARIANTS: list[tuple[str, dict[str, Any] | None, bool]] = [  # name, policy, all
     ("resolve margin 0.15", {"supersession": {"resolve_margin": 0.15}}, False),
     ("resolve gap 0", {"supersession": {"resolve_min_gap": 0}}, False),
     ("resolve gap 1 d", {"supersession": {"resolve_min_gap": 86400}}, False),
+    # issue 27, second round: the default ranks facts without their use; this row is the round before
+    ("facts ranked by use (the default before ranked_by_use)", {"types": {"fact": {"ranked_by_use": True}}}, True),
+    ("preferences ranked without use too", {"types": {"preference": {"ranked_by_use": False}}}, False),
 ]
 
 

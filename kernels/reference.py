@@ -359,7 +359,9 @@ def ref_fused_rerank(
     context = ``(1 + bonus·|memory tags ∩ q_tags|)·Π rule_mult[tag]``; W(now).
     Normalised (floor f): sim clipped to [0, 1]; ``f + (1-f)·recency``;
     ``f + (1-f)·clip(c, 0, 1)``; ``min(context/ctx_max, 1)``;
-    ``f + (1-f)·min(W/W0[type], 1)``. Score: product of the five normalised
+    ``f + (1-f)·min(W/W0[type], 1)``. A type with a negative W0 (``-W0``)
+    is ranked without use: recency and W are 1 and W0, c is ``F_CONF`` as
+    stated (the ``min_conf`` filter still uses the decayed c). Score: product of the five normalised
     factors (P_MODE 0), or ``Σ weights[i]·norm[i]`` (P_MODE 1), times
     ``1 - P_SUPERSEDED_DEMOTION`` for a superseded memory (F_TTL_OVERRIDE
     0). Order: score
@@ -404,16 +406,20 @@ def ref_fused_rerank(
         for tg in mem_tags:
             mult *= rules.get(tg, 1.0)
         sim = 1.0 - cs if distance else cs
-        rec = 2.0 ** (-max(now - float(F[F_LAST_ACCESS, s]), 0.0) / rec_hl)
         ctx = (1.0 + bonus * overlap) * mult
-        wt = weight(F[F_W_REF, s], F[F_T_REF, s], F[F_HALF_LIFE, s], now)
+        w0_t = w0[typ]
+        if w0_t < 0:  # ranked without use: recency and weight 1, confidence as stated
+            rec, wt, c, w0_t = 1.0, -w0_t, float(F[F_CONF, s]), -w0_t
+        else:
+            rec = 2.0 ** (-max(now - float(F[F_LAST_ACCESS, s]), 0.0) / rec_hl)
+            wt = weight(F[F_W_REF, s], F[F_T_REF, s], F[F_HALF_LIFE, s], now)
         raw = [sim, rec, c, ctx, wt]
         norm = [
             min(max(sim, 0.0), 1.0),
             floor + (1.0 - floor) * rec,
             floor + (1.0 - floor) * min(max(c, 0.0), 1.0),
             min(ctx / ctx_max, 1.0),
-            floor + (1.0 - floor) * min(wt / w0[typ], 1.0),
+            floor + (1.0 - floor) * min(wt / w0_t, 1.0),
         ]
         if product:
             score = math.prod(norm)
@@ -425,10 +431,10 @@ def ref_fused_rerank(
     rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
     rows = rows[: max(int(k), 0)]
     pick = np.array([r[2] for r in rows], np.int64)
-    score = np.array([r[0] for r in rows], np.float64)
+    scores = np.array([r[0] for r in rows], np.float64)
     norms = np.array([r[3] for r in rows], np.float64).reshape(len(rows), 5)
     raws = np.array([r[4] for r in rows], np.float64).reshape(len(rows), 5)
-    return pick, score, norms, raws
+    return pick, scores, norms, raws
 
 
 # ---------------------------------------------------------------------------

@@ -10,6 +10,11 @@ Factors (raw -> normalised to [0, 1]):
   the query, so a neutral memory and a favoured one stay comparable)
 * weight: W(now) -> floor + (1-floor)·min(1, W / W0 of the type)
 
+A type whose ``w0_by_type`` entry is negative (``-W0``) is ranked without
+its use: recency and weight are 1 (raw and normalised) and confidence is the
+one last stated (``F_CONF``, not decayed); the confidence filter still reads
+the decayed value.
+
 Score: product of the normalised factors, or Σ weight_f·factor_f with the
 weights summing to 1; times ``1 - P_SUPERSEDED_DEMOTION`` for a superseded
 memory (per-memory TTL 0). Ties go to the higher raw similarity, then the lower
@@ -209,14 +214,21 @@ def _score_candidates(
         if distance:
             sim = 1.0 - sim
         sim *= sim_scale
-        rec = math.exp(-LN2 * max(now - G[2, j], 0.0) / rec_hl)
         ctx = (1.0 + bonus * overlap) * mult
-        wt = weight_at(G[3, j], G[4, j], G[5, j], now)
+        w0 = w0_by_type[t]
+        if w0 < 0.0:  # a type ranked without its use
+            rec = 1.0
+            wt = -w0
+            c = G[0, j]
+            w0 = -w0
+        else:
+            rec = math.exp(-LN2 * max(now - G[2, j], 0.0) / rec_hl)
+            wt = weight_at(G[3, j], G[4, j], G[5, j], now)
         n_sim = min(max(sim, 0.0), 1.0)
         n_rec = floor + (1.0 - floor) * rec
         n_conf = floor + (1.0 - floor) * min(max(c, 0.0), 1.0)
         n_ctx = min(ctx / ctx_max, 1.0)
-        n_wt = floor + (1.0 - floor) * min(wt / w0_by_type[t], 1.0)
+        n_wt = floor + (1.0 - floor) * min(wt / w0, 1.0)
         if product:
             sc = n_sim * n_rec * n_conf * n_ctx * n_wt
         else:

@@ -49,6 +49,12 @@ class TypePolicy:
     same type is at least this supersedes it (``None``: off).
     supersede_above_shared_tag: the same when the two share a tag (``None``:
     ``supersede_above`` applies to them too); at most ``supersede_above``.
+    ranked_by_use: whether search ranks a memory of this type by its use
+    (the recency and weight factors, and confidence decayed since its last
+    feedback). False: those factors are neutral (recency and weight 1,
+    confidence as last stated or confirmed) in the ranking, so a fact
+    nobody asked about for weeks ranks by how well it answers; its lifetime
+    (TTL, decay, migration) is unchanged.
     """
 
     ttl_seconds: float | None
@@ -58,6 +64,7 @@ class TypePolicy:
     refresh_on_read: bool = False
     supersede_above: float | None = None
     supersede_above_shared_tag: float | None = None
+    ranked_by_use: bool = True
 
 
 @dataclass(frozen=True)
@@ -296,7 +303,14 @@ def _default_types() -> dict[str, TypePolicy]:
         # resolution (SupersessionPolicy.resolve_margin) ranks the newer of
         # two statements first instead, and retires nothing. The bars stay
         # available per type; docs/benchmarks.md (suites g, h, i), issue 27.
-        "fact": TypePolicy(30 * DAY, 10 * DAY, 0.5, 1.0, True),
+        # A fact is ranked by how well it answers, not by how recently it
+        # was used (ranked_by_use False): a true fact asked about once a
+        # month otherwise loses its place in the top 5 to facts and chatter
+        # used yesterday (suite i: 0.851 of the multi-valued facts plain
+        # similarity finds kept, 1.000 without; suite g: long-lived
+        # recall@5 0.988 -> 1.000, noise@1 0.032 -> 0.017;
+        # docs/benchmarks.md, issue 27, "Facts ranked without use").
+        "fact": TypePolicy(30 * DAY, 10 * DAY, 0.5, 1.0, True, ranked_by_use=False),
         "preference": TypePolicy(7 * DAY, 3 * DAY, 0.5, 1.0, True),
         "task": TypePolicy(2 * DAY, DAY, 0.5, 1.0, False),
         "opinion": TypePolicy(3 * DAY, DAY, 0.5, 1.0, False),
@@ -381,6 +395,14 @@ class Policy:
             sc = data.get("scoring")
             if sc is None or isinstance(sc, dict):
                 data = {**data, "scoring": {**SCORING_BEFORE, **(sc or {})}}
+            types = data.get("types")
+            if isinstance(types, dict):  # every type was ranked by use before the key existed
+                data = {
+                    **data,
+                    "types": {
+                        n: ({"ranked_by_use": True, **t} if isinstance(t, dict) else t) for n, t in types.items()
+                    },
+                }
         return _parse_policy(data)
 
     @classmethod
@@ -406,6 +428,7 @@ class Policy:
                     "refresh_on_read": t.refresh_on_read,
                     "supersede_above": t.supersede_above,
                     "supersede_above_shared_tag": t.supersede_above_shared_tag,
+                    "ranked_by_use": t.ranked_by_use,
                 }
                 for name, t in self.types.items()
             },
@@ -565,6 +588,7 @@ def _parse_type(name: str, data: Mapping[str, Any], base: TypePolicy | None) -> 
             "refresh_on_read",
             "supersede_above",
             "supersede_above_shared_tag",
+            "ranked_by_use",
         },
         where,
     )
@@ -603,7 +627,12 @@ def _parse_type(name: str, data: Mapping[str, Any], base: TypePolicy | None) -> 
         tag_bar = base.supersede_above_shared_tag if base else None
     if bar is not None and tag_bar is not None and tag_bar > bar:
         raise PolicyError(f"{where}.supersede_above_shared_tag: must be at most supersede_above ({bar}), got {tag_bar}")
-    return TypePolicy(ttl, half_life, boost, w0, refresh, bar, tag_bar)  # type: ignore[arg-type]
+    by_use = (
+        _bool(data["ranked_by_use"], f"{where}.ranked_by_use")
+        if "ranked_by_use" in data
+        else (base.ranked_by_use if base else True)
+    )
+    return TypePolicy(ttl, half_life, boost, w0, refresh, bar, tag_bar, by_use)  # type: ignore[arg-type]
 
 
 def _similarity_bar(value: Any, key: str) -> float | None:

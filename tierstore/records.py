@@ -53,7 +53,9 @@ class Explain:
     """Why a hit scored what it did.
 
     ``raw``: similarity (cosine), recency (2^(-age/half-life)), confidence
-    (current), context (raw multiplier), weight (decayed W). ``normalised``:
+    (current), context (raw multiplier), weight (decayed W); for a type ranked
+    without its use (policy ``types.<t>.ranked_by_use`` false) recency is 1,
+    weight the type's W0 and confidence as last stated. ``normalised``:
     the same five in [0, 1] as the score uses them. ``weights``: the factor
     weights (weighted-sum mode). ``terms``: each factor's contribution; in
     weighted-sum mode they sum to ``score``, in product mode their product is

@@ -770,6 +770,8 @@ def rerank_st(draw, max_cap=16):
     if draw(st.booleans()):
         type_allowed[:] = 1
     w0 = np.array(draw(st.lists(st.floats(0.1, 5.0), min_size=ntypes, max_size=ntypes)), np.float64)
+    # a negative W0: the type is ranked without its use (recency, weight, confidence decay)
+    w0 *= np.array(draw(st.lists(st.sampled_from([1.0, 1.0, -1.0]), min_size=ntypes, max_size=ntypes)))
     k = draw(st.integers(0, len(cand) + 2))
     return (cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k)
 
@@ -821,6 +823,14 @@ def test_fused_rerank_matches_reference(args):
     for i, j in enumerate(pick.tolist()):
         np.testing.assert_allclose(norm[i], r_norm[row_of[j]], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(raw[i], r_raw[row_of[j]], rtol=1e-9, atol=1e-300)
+    # a type ranked without use: recency and weight neutral, confidence as stated (independent of the reference)
+    floor = p[C.P_FLOOR]
+    for i, j in enumerate(pick.tolist()):
+        s = int(args[0][j])
+        if args[7][args[3][C.I_TYPE, s]] < 0:
+            assert close(norm[i, 1], 1.0, 1e-12, 0.0) and close(norm[i, 4], 1.0, 1e-12, 0.0) and raw[i, 1] == 1.0
+            assert raw[i, 2] == args[2][C.F_CONF, s]
+            assert close(norm[i, 2], floor + (1.0 - floor) * min(max(args[2][C.F_CONF, s], 0.0), 1.0), 1e-12, 1e-15)
     # without near-ties the answer is exactly the reference's
     ss = sorted(ref_score.values(), reverse=True)
     if all(a - b > 1e-9 * max(abs(a), abs(b), 1e-3) for a, b in zip(ss, ss[1:])):

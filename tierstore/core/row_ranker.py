@@ -86,7 +86,7 @@ class RowRanker:
             tags,
             cp.params(now, min_conf, ctx),
             allowed,
-            cp.w0_by_type,
+            cp.rank_w0_by_type,
             ctx.q_tags,
             ctx.rule_tags,
             ctx.rule_mult,

@@ -60,6 +60,10 @@ class CompiledPolicy:
         self.boost_by_type = np.array([t.boost for t in types], np.float64)
         self.refresh_by_type = np.array([1 if t.refresh_on_read else 0 for t in types], np.uint8)
         self.w0_by_type = np.array([t.initial_weight for t in types], np.float64)
+        # what the rerank kernel reads: W0, negated for a type ranked without its use
+        self.rank_w0_by_type = np.array(
+            [t.initial_weight if t.ranked_by_use else -t.initial_weight for t in types], np.float64
+        )
         self.half_life_by_type = np.array([t.half_life_seconds for t in types], np.float64)
         self.ttl_by_type = np.array([math.inf if t.ttl_seconds is None else t.ttl_seconds for t in types], np.float64)
         th = policy.thresholds
@@ -206,7 +210,7 @@ class CompiledPolicy:
             p = self._base_params.copy()
             p[C.P_CTX_MAX] = ctx_max
             p[C.P_DISTANCE] = distance
-            qf, qi = pack_query(p, self.w0_by_type, q_tags, rule_tags, rule_mult, mask_tags)
+            qf, qi = pack_query(p, self.rank_w0_by_type, q_tags, rule_tags, rule_mult, mask_tags)
             qf.flags.writeable = qi.flags.writeable = False
             packed.append(qf)
         return QueryContext(
