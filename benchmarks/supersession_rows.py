@@ -60,6 +60,7 @@ VARIANTS: list[tuple[str, dict[str, Any] | None, bool]] = [  # name, policy, all
     # issue 27, second round: the default ranks facts without their use; this row is the round before
     ("facts ranked by use (the default before ranked_by_use)", {"types": {"fact": {"ranked_by_use": True}}}, True),
     ("preferences ranked without use too", {"types": {"preference": {"ranked_by_use": False}}}, False),
+    ("resolution by wording at 0.3", {"supersession": {"resolve_margin_same_wording": 0.3}}, True),
 ]
 
 

@@ -264,3 +264,13 @@ def test_policy_changes_name_supersession_and_dedupe():
     assert texts[f"preference automatic supersession bar {'off' if bar is None else bar} → 0.5"] == -1
     assert texts["dedupe exact → off"] == 0 and "supersession confidence margin 0.1 → 0.3" in texts
     assert policy_changes(a, b, types={"fact"}) == [c for c in policy_changes(a, b) if c.memory_type is None]
+
+
+def test_policy_changes_name_ranking_by_use():
+    a = Policy.default()
+    b = Policy.from_dict({"types": {"fact": {"ranked_by_use": True}, "preference": {"ranked_by_use": False}}})
+    got = {(c.category, c.text, c.direction, c.memory_type) for c in policy_changes(a, b)}
+    assert got == {
+        ("ranked_by_use", "fact now ranked by use in search", 0, "fact"),
+        ("ranked_by_use", "preference no longer ranked by use in search", 0, "preference"),
+    }

@@ -651,6 +651,16 @@ def policy_changes(a: Policy, b: Policy, types: set[str] | None = None) -> list[
                     name,
                 )
             )
+        if ta.ranked_by_use != tb.ranked_by_use:
+            # a change of ranking, not of lifetime: nothing is kept longer or shorter
+            out.append(
+                Change(
+                    "ranked_by_use",
+                    f"{name} {'now' if tb.ranked_by_use else 'no longer'} ranked by use in search",
+                    0,
+                    name,
+                )
+            )
     tha, thb = a.thresholds, b.thresholds
     for key in ("demote", "archive", "delete", "delete_below_confidence"):
         x, y = getattr(tha, key), getattr(thb, key)
