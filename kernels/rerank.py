@@ -217,10 +217,10 @@ def _score_candidates(
         ctx = (1.0 + bonus * overlap) * mult
         w0 = w0_by_type[t]
         if w0 < 0.0:  # a type ranked without its use
-            rec = 1.0
-            wt = -w0
-            c = G[0, j]
             w0 = -w0
+            rec = 1.0
+            wt = w0
+            c = G[0, j]
         else:
             rec = math.exp(-LN2 * max(now - G[2, j], 0.0) / rec_hl)
             wt = weight_at(G[3, j], G[4, j], G[5, j], now)

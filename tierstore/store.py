@@ -21,12 +21,10 @@ from tierstore.core import ingest, integrity, opening, reads, retrieval, updates
 from tierstore.core.engine import Engine, Settings
 from tierstore.core.store_clock import ClockCheck
 from tierstore.core.trace import TraceWriter
-from tierstore.errors import InvalidInputError, StoreConfigError
 from tierstore.policy import Policy
 from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.rules.validation import (
     check_namespace,
-    check_positive_int,
 )
 from tierstore.storage.catalog import Catalog
 from tierstore.storage.objectstore import ObjectStore
@@ -153,31 +151,7 @@ class TierStore:
         embedder's name and dim are recorded; opening with another one raises
         StoreConfigError.
         """
-        if settings is not None:  # before anything on disk: bad settings leave no trace
-            if not isinstance(settings, Settings):
-                raise InvalidInputError(f"settings must be a Settings, got {type(settings).__name__}")
-            settings.validate()  # again: a frozen dataclass can still be changed with object.__setattr__
-        if isinstance(embedder, str) and not readonly:
-            opening.check_unlocked(Path(path))  # before loading a model (seconds): is the store free at all?
-        emb = _embedding.resolve(embedder)
-        if emb is not None:
-            if dim is None:
-                dim = emb.dim
-            elif check_positive_int(dim, "dim") != emb.dim:
-                raise StoreConfigError(f"dim={dim} but the embedder {emb.name!r} makes vectors of dimension {emb.dim}")
-        if readonly:
-            return opening.open_readonly(
-                cls,
-                Path(path),
-                dim=dim,
-                policy=policy,
-                cold=cold,
-                cold_options=cold_options,
-                clock=clock,
-                settings=settings,
-                embedder=emb,
-            )
-        store, policy_changed = opening.open_writable(
+        return opening.open_store(
             cls,
             Path(path),
             dim=dim,
@@ -185,13 +159,12 @@ class TierStore:
             cold=cold,
             cold_options=cold_options,
             clock=clock,
-            settings=settings or Settings(),
+            settings=settings,
             allow_clock_jump=allow_clock_jump,
             take_over_cold=take_over_cold,
-            embedder=emb,
+            readonly=readonly,
+            embedder=embedder,
         )
-        opening.finish_open(store.engine, policy_changed=policy_changed)
-        return store
 
     @property
     def embedder(self) -> _embedding.Embedder | None:
@@ -342,11 +315,7 @@ class TierStore:
         """Raise the InvalidInputError :meth:`add_batch` would raise for
         ``items`` before writing (their fields and ids within the batch;
         not a clash with an existing id), and change nothing."""
-        self.engine.check_open()
-        check_namespace(ns)
-        ingest.check_items(items)
-        if items:
-            ingest.prepare_rows(self.engine, ns, items, self.engine.store_time.now())
+        ingest.check_batch(self.engine, ns, items)
 
     # ------------------------------------------------------------------ search
 
@@ -429,40 +398,16 @@ class TierStore:
         search, so a bad one raises and nothing changes (a search may record accesses). No text queries."""
         return retrieval.search_batch(self.engine, ns, queries, **options)
 
-    def search_in_memory(
-        self,
-        ns: str,
-        query: Any,
-        *,
-        k: int = 5,
-        context_tags: Iterable[str] = (),
-        memory_types: Iterable[str] | None = None,
-        min_confidence: float = 0.0,
-        include_warm: bool = True,
-        include_cold: bool | str | None = None,
-        record_access: bool | None = None,
-    ) -> list[Hit] | None:
-        """:meth:`search`, when the hot tier alone answers it without waiting;
-        otherwise ``None`` and nothing is done (call :meth:`search`).
+    def search_in_memory(self, ns: str, query: Any, **options: Any) -> list[Hit] | None:
+        """:meth:`search` (with its keyword ``options``, bar ``explain`` and ``text``), when the hot tier
+        alone answers it without waiting; otherwise ``None`` and nothing is done (call :meth:`search`).
 
         For a server's event loop, which must not block: ``None`` whenever
         the search would embed a text, read the catalog, the warm tier or the
         object store, wait for a writer of the namespace's index, load the
         namespace, or write a trace. Bad input raises as :meth:`search` does.
         An answer is the one :meth:`search` gives (access recording included)."""
-        return retrieval.search(
-            self.engine,
-            ns,
-            query,
-            k=k,
-            context_tags=context_tags,
-            memory_types=memory_types,
-            min_confidence=min_confidence,
-            include_warm=include_warm,
-            include_cold=include_cold,
-            record_access=record_access,
-            in_memory_only=True,
-        )
+        return retrieval.search_in_memory(self.engine, ns, query, **options)
 
     # ------------------------------------------------------------------ read / update
 

@@ -91,6 +91,16 @@ def check_items(items: Any) -> None:
                 raise InvalidInputError(f"add_batch item {i}: missing {required!r}")
 
 
+def check_batch(eng: Engine, ns: str, items: Any) -> None:
+    """See :meth:`TierStore.check_batch`: every check of :func:`add` bar a
+    clash with an existing id, and nothing written."""
+    eng.check_open()
+    check_namespace(ns)
+    check_items(items)
+    if items:
+        prepare_rows(eng, ns, items, eng.store_time.now())
+
+
 def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bool = False) -> list[str]:
     """Insert ``items`` (see :meth:`TierStore.add_batch`). ``replace``: an
     item whose id exists replaces that memory in the same transaction (see

@@ -15,7 +15,7 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -24,7 +24,8 @@ from tierstore.core.compile_kernels import warm_up_kernels
 from tierstore.core.engine import Engine, Settings
 from tierstore.core.store_clock import ClockRecord, check_clock
 from tierstore.embedding import Embedder, check_against_record
-from tierstore.errors import ObjectStoreError, PolicyError, StoreConfigError
+from tierstore.embedding import resolve as resolve_embedder
+from tierstore.errors import InvalidInputError, ObjectStoreError, PolicyError, StoreConfigError
 from tierstore.kernels import decayed_weight, due_times
 from tierstore.policy import Policy
 from tierstore.records import TIER_NAMES
@@ -41,6 +42,15 @@ from tierstore.storage.objectstore import (
 )
 
 T = TypeVar("T")  # the store the facade's constructor makes
+
+
+class Facade(Protocol):
+    """What :func:`open_store` needs of the store it makes: its engine."""
+
+    engine: Engine
+
+
+S = TypeVar("S", bound=Facade)
 
 
 def reapply_policy(eng: Engine, chunk: int = 100_000) -> None:
@@ -432,3 +442,61 @@ def open_readonly(
     except BaseException:
         catalog.close()
         raise
+
+
+def open_store(
+    make: Callable[..., S],
+    path: Path,
+    *,
+    dim: int | None,
+    policy: Policy | None,
+    cold: Any,
+    cold_options: Mapping[str, Any] | None,
+    clock: Clock | None,
+    settings: Settings | None,
+    allow_clock_jump: bool,
+    take_over_cold: bool,
+    readonly: bool,
+    embedder: Any,
+) -> S:
+    """:meth:`TierStore.open`: settings checked and the embedder resolved
+    before anything on disk, then a reader or the writer opened."""
+    if settings is not None:  # before anything on disk: bad settings leave no trace
+        if not isinstance(settings, Settings):
+            raise InvalidInputError(f"settings must be a Settings, got {type(settings).__name__}")
+        settings.validate()  # again: a frozen dataclass can still be changed with object.__setattr__
+    if isinstance(embedder, str) and not readonly:
+        check_unlocked(path)  # before loading a model (seconds): is the store free at all?
+    emb = resolve_embedder(embedder)
+    if emb is not None:
+        if dim is None:
+            dim = emb.dim
+        elif check_positive_int(dim, "dim") != emb.dim:
+            raise StoreConfigError(f"dim={dim} but the embedder {emb.name!r} makes vectors of dimension {emb.dim}")
+    if readonly:
+        return open_readonly(
+            make,
+            path,
+            dim=dim,
+            policy=policy,
+            cold=cold,
+            cold_options=cold_options,
+            clock=clock,
+            settings=settings,
+            embedder=emb,
+        )
+    store, policy_changed = open_writable(
+        make,
+        path,
+        dim=dim,
+        policy=policy,
+        cold=cold,
+        cold_options=cold_options,
+        clock=clock,
+        settings=settings or Settings(),
+        allow_clock_jump=allow_clock_jump,
+        take_over_cold=take_over_cold,
+        embedder=emb,
+    )
+    finish_open(store.engine, policy_changed=policy_changed)
+    return store

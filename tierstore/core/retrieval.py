@@ -323,6 +323,14 @@ def search_batch(eng: Engine, ns: str, queries: Any, **options: Any) -> list[lis
     return [search(eng, ns, q, **options) for q in vectors]  # type: ignore[misc]
 
 
+def search_in_memory(eng: Engine, ns: str, query: Any, **options: Any) -> list[Hit] | None:
+    """See :meth:`TierStore.search_in_memory`: :func:`search` with ``in_memory_only``."""
+    for name in ("explain", "text", "in_memory_only"):
+        if name in options:
+            raise InvalidInputError(f"search_in_memory takes no {name}=")
+    return search(eng, ns, query, in_memory_only=True, **options)
+
+
 _UNKNOWN = "unknown"  # archive_may_rank: the codes are not loaded and may not be loaded here
 
 
