@@ -232,6 +232,39 @@ def test_a_rare_name_that_cosine_ranks_low_is_found_by_its_words(tmp_path, rng):
         assert others and all(h.explain.raw["keywords"] == 0.0 for h in others if "Thorvald" not in h.memory.content)
 
 
+def test_a_vector_candidate_below_the_keyword_cut_keeps_its_own_keyword_term(tmp_path, rng):
+    """Sixty short notes share the query's words; the keyword list keeps the
+    best 50 by BM25 (short texts first), so the long statement that answers
+    best by meaning is outside it. Its keyword term is still what its words
+    earn, as the catalog scores them."""
+    from tierstore.core.hybrid import MIN_KEYWORD_CANDIDATES
+
+    clock = ManualClock(T0)
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
+        q = unit(rng)
+        for i in range(MIN_KEYWORD_CANDIDATES + 10):
+            store.add("u", f"Gael hospital note {i}", at_cos(q, 0.3, rng))
+        for i in range(100):  # the rest of the namespace: the query's words stay rare enough to count
+            store.add("u", f"weather report {i}", away(q, rng))
+        long_text = "Gael is now employed as a nurse at the big hospital across the river in the old town centre"
+        mid = store.add("u", long_text, at_cos(q, 0.9, rng))
+        text = "what does Gael do at the hospital?"
+        listed = word_ids(store, "u", text)[:MIN_KEYWORD_CANDIDATES]
+        assert mid not in listed  # outside the cut the search asks for
+        rid = store.engine.catalog.query("SELECT rid FROM memories WHERE id = ?", (mid,))[0][0]
+        bm = keyword_index.keyword_scores(store.engine.catalog, "u", text, [rid])[rid]
+        best = keyword_index.keyword_candidates(store.engine.catalog, "u", text, 1)[0][3]
+        assert 0.1 * best < bm < best
+        hits = store.search("u", q, text=text, k=1, record_access=False, explain=True)
+        assert hits[0].id == mid
+        e = hits[0].explain
+        assert e.raw["keywords"] == pytest.approx(bm)
+        assert e.normalised["keywords"] == pytest.approx(bm / best)
+        # a superseded statement or another namespace's earns nothing
+        assert keyword_index.keyword_scores(store.engine.catalog, "v", text, [rid]) == {}
+        assert keyword_index.keyword_scores(store.engine.catalog, "u", "", [rid]) == {}
+
+
 def test_keyword_candidates_in_the_cold_tier_are_found(tmp_path, rng):
     clock = ManualClock(T0)
     with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,32 @@ from tierstore.tiers.hot import HotNamespace, RankedSlots
 # the lifetime factors reorder them; the index answers them in well under a ms.
 MIN_KEYWORD_CANDIDATES = 50
 KEYWORD_CANDIDATES_PER_HIT = 5
+
+
+@dataclass
+class KeywordTerms:
+    """Each candidate's keyword term, ``(bm25, bm25 / best)``, by memory id:
+    the keyword list's, and for a vector candidate outside the list's cut the
+    BM25 its words earn (:func:`keyword_index.keyword_scores`, looked up once),
+    not 0 — else a statement that ranks just below the cut (the name it shares
+    with every statement of the namespace, in a longer text) loses to an older
+    one above it by the whole keyword term."""
+
+    catalog: Any
+    ns: str
+    text: str
+    best: float
+    by_id: dict[str, tuple[float, float]]
+
+    def normalised(self, rids: list[int], ids: list[Any]) -> list[float]:
+        """The normalised term ([0, 1]) of each candidate (``rids`` and ``ids`` in step)."""
+        missing = [(r, i) for r, i in zip(rids, ids) if i is not None and i not in self.by_id]
+        if missing:
+            got = keyword_index.keyword_scores(self.catalog, self.ns, self.text, [r for r, _ in missing])
+            for r, i in missing:
+                bm = got.get(r, 0.0)
+                self.by_id[i] = (bm, min(1.0, bm / self.best))
+        return [self.by_id[i][1] if i is not None else 0.0 for i in ids]
 
 
 def keyword_limit(k: int) -> int:
@@ -108,13 +134,14 @@ def search(
     # to give, was tried: suite g lost 0.07 of live@1 to it; docs/benchmarks.md.)
     # per tier: hot ones by id (their slots), the others by rid; (bm25, normalised, embedding bytes or None)
     by_tier: dict[int, dict[Any, tuple[float, float, Any]]] = {TIER_HOT: {}, TIER_WARM: {}, TIER_COLD: {}}
-    kw_by_id = {}
+    kw_by_id: dict[str, tuple[float, float]] = {}
     for rid, mid, tier, bm, emb in found:
         kwn = bm / best_bm
         if kwn <= 0.0:
             continue
         by_tier.setdefault(tier, {})[mid if tier == TIER_HOT else rid] = (bm, kwn, emb)
         kw_by_id[mid] = (bm, kwn)
+    terms = KeywordTerms(eng.catalog, ns, text, best_bm, kw_by_id)
 
     hot = eng.hot.ensure(ns)
     shards = eng.warm.shards(ns)
@@ -124,7 +151,7 @@ def search(
     cosines: dict[str, float] = {}
     hot.lock.acquire_read()
     try:
-        ranked, hot_cos = _rank_hot(hot, q, k, eng, ctx, allowed, min_conf, now, by_tier[TIER_HOT], w)
+        ranked, hot_cos = _rank_hot(hot, q, k, eng, ctx, allowed, min_conf, now, by_tier[TIER_HOT], terms, w)
         hits = hot.hits(ranked, cp, explain)
     finally:
         hot.lock.release_read()
@@ -135,7 +162,7 @@ def search(
     seen = {h.id for h in hits}
     best_cos = max(hot_cos, default=-math.inf)
     if include_warm and shards:
-        warm, warm_cos = _rank_warm(eng, ns, q, k, ctx, allowed, min_conf, now, explain, by_tier[TIER_WARM], w)
+        warm, warm_cos = _rank_warm(eng, ns, q, k, ctx, allowed, min_conf, now, explain, by_tier[TIER_WARM], terms, w)
         for i, rh in enumerate(warm):
             if rh.hit.id not in seen:
                 merged.append((rh.hit.score, rh.similarity, 1, i, rh.hit, rh))
@@ -157,7 +184,7 @@ def search(
         else:
             note = "its words matched the query's (the keyword index)"
         cold, cold_cos = _rank_cold(
-            eng, ns, q, k, ctx, allowed, min_conf, now, explain, note, reach, by_tier[TIER_COLD], w
+            eng, ns, q, k, ctx, allowed, min_conf, now, explain, note, reach, by_tier[TIER_COLD], terms, w
         )
         for i, rh in enumerate(cold):
             if rh.hit.id not in seen:
@@ -225,6 +252,7 @@ def _rank_hot(
     min_conf: float,
     now: float,
     kw: dict[Any, tuple[float, float, Any]],
+    terms: KeywordTerms,
     w: float,
 ) -> tuple[RankedSlots, list[float]]:
     """The hot tier's best ``k`` (hold ``hot.lock.read()``): the vector
@@ -260,6 +288,8 @@ def _rank_hot(
                 cand_cos = hot.vectors_of(cand).astype(np.float64) @ q
                 want = live
         norm = np.zeros(cand.shape[0] + kw_slots.shape[0])
+        cl = cand.tolist()
+        norm[: len(cl)] = terms.normalised(hot.rids[cand].tolist(), [hot.ids[s] for s in cl])
         if kw_slots.size:
             at = {s: j for j, s in enumerate(cand.tolist())}
             extra = []
@@ -296,6 +326,7 @@ def _rank_warm(
     now: float,
     explain: bool,
     kw: dict[Any, tuple[float, float, Any]],
+    terms: KeywordTerms,
     w: float,
 ) -> tuple[list[RowHit], list[float]]:
     """The warm tier's best ``k``: the shards' vector candidates and the warm
@@ -315,7 +346,7 @@ def _rank_warm(
             v = r.vector()
             c = float(v @ q) if v is not None else 0.0
         cos.append(c)
-    norm = [kw[r.rid][1] if r.rid in kw else 0.0 for r in rows]
+    norm = terms.normalised([r.rid for r in rows], [r.id for r in rows])
     picked, hits = eng.ranker.rank(
         rows,
         fuse(np.array(cos), np.array(norm), w).tolist(),
@@ -343,6 +374,7 @@ def _rank_cold(
     note: str,
     reach: bool,
     kw: dict[Any, tuple[float, float, Any]],
+    terms: KeywordTerms,
     w: float,
 ) -> tuple[list[RowHit], list[float]]:
     """The cold tier's best ``k``: the cold index's candidates (when the cold
@@ -377,7 +409,7 @@ def _rank_cold(
     if not rows:
         return [], []
     cos = exact_rescore(q, vectors).astype(np.float64)
-    norm = np.array([kw[r.rid][1] if r.rid in kw else 0.0 for r in rows])
+    norm = np.array(terms.normalised([r.rid for r in rows], [r.id for r in rows]))
     picked, hits = eng.ranker.rank(
         rows,
         fuse(cos, norm, w).tolist(),

@@ -108,6 +108,36 @@ def keyword_candidates(
     return [(int(r[0]), r[1], int(r[2]), -float(r[3]), *r[4:]) for r in rows]
 
 
+_SCORES_SQL = (
+    "SELECT m.rid, bm25(memory_text) FROM memory_text JOIN memories m ON m.rid = memory_text.rowid"
+    " WHERE memory_text MATCH ? AND memory_text.rowid IN ({}) AND m.ns = ?"
+    " AND NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.rid = m.rid)"
+)
+
+
+def keyword_scores(catalog: Any, ns: str, text: str, rids: list[int]) -> dict[int, float]:
+    """The BM25 (positive; as :func:`keyword_candidates` gives it, from the
+    same corpus statistics) of each of ``rids`` that matches a word of
+    ``text``; rids that match none, are superseded, or are not of ``ns`` are
+    absent. For a search's vector candidates that fell outside the keyword
+    list's cut: their keyword term is what their words earn, not 0."""
+    q = fts_query(text)
+    if q is None or not rids:
+        return {}
+    sql = _SCORES_SQL.format(",".join("?" * len(rids)))
+    params = (q, *(int(r) for r in rids), ns)
+    try:
+        if isinstance(catalog, sqlite3.Connection):
+            rows = catalog.execute(sql, params).fetchall()
+        else:
+            rows = catalog.query(sql, params)
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return {}
+        raise
+    return {int(r[0]): -float(r[1]) for r in rows}
+
+
 # -- integrity ------------------------------------------------------------------------------
 
 
