@@ -60,28 +60,33 @@ KEYWORD_CANDIDATES_PER_HIT = 5
 
 @dataclass
 class KeywordTerms:
-    """Each candidate's keyword term, ``(bm25, bm25 / best)``, by memory id:
-    the keyword list's, and for a vector candidate outside the list's cut the
-    BM25 its words earn (:func:`keyword_index.keyword_scores`, looked up once),
-    not 0 — else a statement that ranks just below the cut (the name it shares
-    with every statement of the namespace, in a longer text) loses to an older
-    one above it by the whole keyword term."""
+    """Each candidate's keyword term, ``(bm25, bm25 / best)``, by memory id.
+
+    The keyword list holds the namespace's best matches by BM25 (at most its
+    limit). A vector candidate outside it gets the BM25 its words earn, looked
+    up for a tier's candidates in one query
+    (:func:`keyword_index.keyword_scores`); when the list holds every match
+    (``bound`` 0) there is nothing to look up. Taken as 0, statements that
+    rank just below the cut (the name they share with every statement of the
+    namespace, in a longer text) lost to older ones above it by the whole
+    keyword term."""
 
     catalog: Any
     ns: str
     text: str
     best: float
+    bound: float  # 0 when the keyword list holds every match of the namespace, else its last BM25 over the best
     by_id: dict[str, tuple[float, float]]
 
     def normalised(self, rids: list[int], ids: list[Any]) -> list[float]:
         """The normalised term ([0, 1]) of each candidate (``rids`` and ``ids`` in step)."""
         missing = [(r, i) for r, i in zip(rids, ids) if i is not None and i not in self.by_id]
-        if missing:
+        if missing and self.bound > 0.0:
             got = keyword_index.keyword_scores(self.catalog, self.ns, self.text, [r for r, _ in missing])
             for r, i in missing:
                 bm = got.get(r, 0.0)
                 self.by_id[i] = (bm, min(1.0, bm / self.best))
-        return [self.by_id[i][1] if i is not None else 0.0 for i in ids]
+        return [self.by_id[i][1] if i in self.by_id else 0.0 for i in ids]
 
 
 def keyword_limit(k: int) -> int:
@@ -141,7 +146,8 @@ def search(
             continue
         by_tier.setdefault(tier, {})[mid if tier == TIER_HOT else rid] = (bm, kwn, emb)
         kw_by_id[mid] = (bm, kwn)
-    terms = KeywordTerms(eng.catalog, ns, text, best_bm, kw_by_id)
+    bound = found[-1][3] / best_bm if len(found) >= limit else 0.0
+    terms = KeywordTerms(eng.catalog, ns, text, best_bm, bound, kw_by_id)
 
     hot = eng.hot.ensure(ns)
     shards = eng.warm.shards(ns)

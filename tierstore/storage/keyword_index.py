@@ -108,9 +108,12 @@ def keyword_candidates(
     return [(int(r[0]), r[1], int(r[2]), -float(r[3]), *r[4:]) for r in rows]
 
 
-_SCORES_SQL = (
-    "SELECT m.rid, bm25(memory_text) FROM memory_text JOIN memories m ON m.rid = memory_text.rowid"
-    " WHERE memory_text MATCH ? AND memory_text.rowid IN ({}) AND m.ns = ?"
+# The rowids filter the match as it is scanned (`+rowid`: not FTS5's per-rowid lookups, ~40 µs each),
+# so BM25 is computed for those rows alone; which of them count (the namespace's, not superseded) is a
+# second query by primary key (joined in one, the planner ran the MATCH once per joined row).
+_SCORES_SQL = "SELECT rowid, bm25(memory_text) FROM memory_text WHERE memory_text MATCH ? AND +rowid IN ({})"
+_COUNTED_SQL = (
+    "SELECT m.rid FROM memories m WHERE m.rid IN ({}) AND m.ns = ?"
     " AND NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.rid = m.rid)"
 )
 
@@ -124,18 +127,23 @@ def keyword_scores(catalog: Any, ns: str, text: str, rids: list[int]) -> dict[in
     q = fts_query(text)
     if q is None or not rids:
         return {}
-    sql = _SCORES_SQL.format(",".join("?" * len(rids)))
-    params = (q, *(int(r) for r in rids), ns)
-    try:
+
+    def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         if isinstance(catalog, sqlite3.Connection):
-            rows = catalog.execute(sql, params).fetchall()
-        else:
-            rows = catalog.query(sql, params)
+            return catalog.execute(sql, params).fetchall()
+        return catalog.query(sql, params)
+
+    try:
+        scored = run(_SCORES_SQL.format(",".join("?" * len(rids))), (q, *(int(r) for r in rids)))
+        if not scored:
+            return {}
+        counted = run(_COUNTED_SQL.format(",".join("?" * len(scored))), (*(int(r[0]) for r in scored), ns))
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return {}
         raise
-    return {int(r[0]): -float(r[1]) for r in rows}
+    keep = {int(r[0]) for r in counted}
+    return {int(r[0]): -float(r[1]) for r in scored if int(r[0]) in keep}
 
 
 # -- integrity ------------------------------------------------------------------------------
