@@ -9,7 +9,8 @@ every tier (:mod:`tierstore.storage.keyword_index`). Each candidate's similarity
     relevance = (1 - w)·clip(cosine, 0, 1) + w·bm25 / best
 
 ``w`` the policy's ``scoring.keyword_weight``, ``bm25`` the memory's BM25
-for the query's words (0 when the keyword index did not return it), ``best``
+for the query's words (0 when none of them is in its text; a vector candidate
+outside the keyword index's best matches is looked up: :class:`KeywordTerms`), ``best``
 the best of the query's keyword candidates (so the best keyword match
 scores 1 whatever the query's length). A superseded memory is no keyword
 candidate (:mod:`tierstore.storage.keyword_index`). The rest of the score is the
