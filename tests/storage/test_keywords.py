@@ -425,4 +425,3 @@ def test_text_search_over_http_and_remote_store(tmp_path):
 
             with pytest.raises(InvalidInputError):
                 remote._post("/v1/search", {"ns": "u", "query": vec.tolist(), "text": 5})
-
