@@ -350,8 +350,11 @@ def test_fts_syntax_in_user_text_is_never_interpreted(fuzz_store, text):
     words = keyword_index.query_words(text)
     expr = keyword_index.fts_query(text)
     assert (expr is None) == (not words)
-    if expr is not None:  # every word a quoted phrase, joined by OR: nothing else
-        assert expr == " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+    if expr is not None:  # every word a quoted phrase, joined by OR, in the text column: nothing else
+        phrases = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        assert expr == f"content : ({phrases})"
+        assert keyword_index.fts_query(text, "u") == f'ns : ^"u" AND content : ({phrases})'
+        assert keyword_index.fts_query(text, "_.-") == expr  # a namespace without words: by the join alone
         assert all(w and all(ch.isalnum() for ch in w) for w in words)
     found = keyword_index.keyword_candidates(fuzz_store.engine.catalog, "u", text, 10)
     assert all(bm > 0 for *_, bm in found)
@@ -425,3 +428,63 @@ def test_text_search_over_http_and_remote_store(tmp_path):
 
             with pytest.raises(InvalidInputError):
                 remote._post("/v1/search", {"ns": "u", "query": vec.tolist(), "text": 5})
+
+
+def test_an_index_written_without_the_namespace_is_made_again_with_it(tmp_path, rng):
+    """A store whose keyword index predates its namespace column is rebuilt
+    with it at the next open, and a text search reads one namespace's rows."""
+    q = unit(rng)
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
+        mine = store.add("u", "Dinner with Thorvald at Smorgasburg", at_cos(q, 0.2, rng))
+        store.add("v", "Dinner with Thorvald at Smorgasburg too", at_cos(q, 0.2, rng))
+        for i in range(5):
+            store.add("u", f"a note about the weekly meeting number {i}", at_cos(q, 0.3, rng))
+    conn = sqlite3.connect(tmp_path / "s" / "catalog.sqlite")
+    with conn:  # the index as the code before it had the namespace wrote it
+        for trigger in ("memory_text_add", "memory_text_forget", "memory_text_edit"):
+            conn.execute(f"DROP TRIGGER {trigger}")
+        conn.execute("DROP TABLE memory_text")
+        conn.execute(
+            "CREATE VIRTUAL TABLE memory_text USING fts5(content, content = 'memories', content_rowid = 'rid',"
+            " tokenize = 'porter unicode61')"
+        )
+        conn.execute(
+            "CREATE TRIGGER memory_text_add AFTER INSERT ON memories"
+            " BEGIN INSERT INTO memory_text (rowid, content) VALUES (NEW.rid, NEW.content); END"
+        )
+        conn.execute("INSERT INTO memory_text (memory_text) VALUES ('rebuild')")
+    assert "ns" not in {r[1] for r in conn.execute("PRAGMA table_info(memory_text)")}
+    conn.close()
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
+        cols = {r[1] for r in store.engine.catalog.query("PRAGMA table_info(memory_text)")}
+        assert "ns" in cols
+        in_step(store)
+        triggers = {r[0] for r in store.engine.catalog.query("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        assert {"memory_text_add", "memory_text_forget", "memory_text_edit"} <= triggers
+        assert word_ids(store, "u", "Thorvald") == [mine]
+        hits = store.search("u", q, text="dinner with Thorvald", k=1, record_access=False)
+        assert hits[0].id == mine
+        later = store.add("u", "Thorvald called about the dinner", at_cos(q, 0.1, rng))  # the new triggers index it
+        assert set(word_ids(store, "u", "Thorvald")) == {mine, later}
+        in_step(store)
+
+
+def test_the_namespace_filter_in_the_index_changes_no_answer(tmp_path, rng):
+    """Narrowed to the namespace in the index or not, a namespace's keyword
+    candidates and their BM25 are the same, for a namespace whose words begin
+    another's too; the index's own row count is the store's."""
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
+        names = ["u1", "u1-2", "x.u1", "___"]
+        for ns in names:
+            for i in range(12):
+                store.add(ns, f"dinner with Thorvald number {i} in {ns} {'and cake' * (i % 3)}", unit(rng))
+        cat = store.engine.catalog
+        assert keyword_index.indexed_rows(cat) == 12 * len(names)
+        for ns in names:
+            for text in ("cake", "dinner Thorvald", "nothing matches this"):
+                scoped = keyword_index.keyword_candidates(cat, ns, text, 100)
+                plain = keyword_index.keyword_candidates(cat, ns, text, 100, scoped=False)
+                assert [r[:3] for r in scoped] == [r[:3] for r in plain]
+                assert [r[3] for r in scoped] == pytest.approx([r[3] for r in plain])
+                assert all(r[1] in {m.id for m in store.memories(ns)} for r in scoped)
+                assert len(scoped) == {"cake": 8, "dinner Thorvald": 12}.get(text, 0)

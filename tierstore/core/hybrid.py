@@ -130,7 +130,13 @@ def search(
     if w <= 0.0:
         return None
     limit = keyword_limit(k)
-    found = keyword_index.keyword_candidates(eng.catalog, ns, text, limit, with_vectors=True)
+    hot = eng.hot.ensure(ns)
+    shards = eng.warm.shards(ns)
+    in_ns = hot.live + sum(info.count for info in shards) + (eng.cold_index.count(ns) if eng.cold_searchable else 0)
+    in_store = keyword_index.indexed_rows(eng.catalog)
+    # the namespace's filter in the index walks its rows; without it BM25 runs over every namespace's matches
+    scoped = in_store is None or 2 * in_ns < in_store
+    found = keyword_index.keyword_candidates(eng.catalog, ns, text, limit, with_vectors=True, scoped=scoped)
     if not found:
         return None
     best_bm = found[0][3]
@@ -150,11 +156,8 @@ def search(
     bound = found[-1][3] / best_bm if len(found) >= limit else 0.0
     terms = KeywordTerms(eng.catalog, ns, text, best_bm, bound, kw_by_id)
 
-    hot = eng.hot.ensure(ns)
-    shards = eng.warm.shards(ns)
     if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
-        total = hot.live + sum(info.count for info in shards) + (eng.cold_index.count(ns) if eng.cold_searchable else 0)
-        k = max(1, min(k, max(total, len(found))))
+        k = max(1, min(k, max(in_ns, len(found))))
     cosines: dict[str, float] = {}
     hot.lock.acquire_read()
     try:

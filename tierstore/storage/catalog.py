@@ -142,7 +142,7 @@ CREATE TABLE IF NOT EXISTS tombstones (
 -- a tier move changes no text), so no path, crash or recovery can leave it
 -- behind. Replaces cold_text (archived text only): upgrade_schema.
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_text USING fts5(
-    content, content = 'memories', content_rowid = 'rid', tokenize = 'porter unicode61');
+    content, ns, content = 'memories', content_rowid = 'rid', tokenize = 'porter unicode61');
 -- Every lifecycle transition: create, promote, demote, archive, restore, delete, ...
 CREATE TABLE IF NOT EXISTS events (
     seq          INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -199,14 +199,15 @@ CREATE TRIGGER IF NOT EXISTS cold_codes_leave AFTER UPDATE OF tier ON memories W
 BEGIN DELETE FROM cold_codes WHERE rid = NEW.rid; END;
 CREATE TRIGGER IF NOT EXISTS cold_codes_forget AFTER DELETE ON memories
 BEGIN DELETE FROM cold_codes WHERE rid = OLD.rid; END;
+-- (a memory's ns never changes: no trigger on it)
 CREATE TRIGGER IF NOT EXISTS memory_text_add AFTER INSERT ON memories
-BEGIN INSERT INTO memory_text (rowid, content) VALUES (NEW.rid, NEW.content); END;
+BEGIN INSERT INTO memory_text (rowid, content, ns) VALUES (NEW.rid, NEW.content, NEW.ns); END;
 CREATE TRIGGER IF NOT EXISTS memory_text_forget AFTER DELETE ON memories
-BEGIN INSERT INTO memory_text (memory_text, rowid, content) VALUES ('delete', OLD.rid, OLD.content); END;
+BEGIN INSERT INTO memory_text (memory_text, rowid, content, ns) VALUES ('delete', OLD.rid, OLD.content, OLD.ns); END;
 CREATE TRIGGER IF NOT EXISTS memory_text_edit AFTER UPDATE OF content ON memories
 BEGIN
-    INSERT INTO memory_text (memory_text, rowid, content) VALUES ('delete', OLD.rid, OLD.content);
-    INSERT INTO memory_text (rowid, content) VALUES (NEW.rid, NEW.content);
+    INSERT INTO memory_text (memory_text, rowid, content, ns) VALUES ('delete', OLD.rid, OLD.content, OLD.ns);
+    INSERT INTO memory_text (rowid, content, ns) VALUES (NEW.rid, NEW.content, NEW.ns);
 END;
 """
 
@@ -230,18 +231,37 @@ COLD_CODES_SCHEMA = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS cold_codes")
 # meta key: set once the keyword index holds every memory (built from the
 # catalog: a new store, or one written before memory_text existed)
 KEYWORD_INDEX_META = "memory_text"
+# the keyword index's table and triggers, as SCHEMA has them (to make them again on an older store)
+KEYWORD_INDEX_SCHEMA = [
+    SCHEMA[SCHEMA.index("CREATE VIRTUAL TABLE IF NOT EXISTS memory_text") :].split(";")[0],
+    *(
+        "CREATE TRIGGER" + part.split("END;")[0] + "END"
+        for part in SCHEMA[SCHEMA.index("CREATE TRIGGER IF NOT EXISTS memory_text_add") :].split("CREATE TRIGGER")[1:]
+    ),
+]
 
 
 def _build_memory_text(conn: sqlite3.Connection) -> None:
     """Fill the keyword index from the catalog once (a store written before
-    it: its rows were never indexed) and drop its predecessor ``cold_text``;
+    it: its rows were never indexed; or before it held each memory's
+    namespace: the table and its triggers are made again) and drop its
+    predecessor ``cold_text``;
     one transaction, so an interrupted upgrade is redone at the next open.
     Idempotent."""
-    if conn.execute("SELECT 1 FROM meta WHERE key = ?", (KEYWORD_INDEX_META,)).fetchone() is not None:
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(memory_text)")}
+    if "ns" in columns and conn.execute("SELECT 1 FROM meta WHERE key = ?", (KEYWORD_INDEX_META,)).fetchone():
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute("DROP TABLE IF EXISTS cold_text")
+        if "ns" not in columns:  # written before the index had the namespace: made again with it
+            for trigger in ("memory_text_add", "memory_text_forget", "memory_text_edit"):
+                conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+            conn.execute("DROP TABLE IF EXISTS memory_text")
+            for statement in KEYWORD_INDEX_SCHEMA:
+                conn.execute(statement)
+        # rank (ORDER BY rank: the keyword candidates, restore(text=)) is BM25 over the text alone
+        conn.execute("INSERT INTO memory_text (memory_text, rank) VALUES ('rank', 'bm25(1.0, 0.0)')")
         conn.execute("INSERT INTO memory_text (memory_text) VALUES ('rebuild')")
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, 'built')", (KEYWORD_INDEX_META,))
         conn.execute("COMMIT")

@@ -1,8 +1,9 @@
 """The keyword index: every memory's text, in any tier, searched by words.
 
 The catalog's FTS5 table ``memory_text`` (external content: the text stays in
-``memories.content`` alone; rowid = the memory's rid; the porter tokenizer
-stems English words) is kept in step by SQLite triggers on ``memories``, in
+``memories.content`` alone, with the namespace beside it as a second column;
+rowid = the memory's rid; the porter tokenizer stems English words; ``rank``
+is BM25 over the text column alone) is kept in step by SQLite triggers on ``memories``, in
 the transaction of every write: an add, a delete, a content change. A tier
 move changes no text, so hot, warm and cold memories are all in it, and no
 write path, crash or recovery can leave it behind (``catalog.SCHEMA``).
@@ -59,20 +60,29 @@ def query_words(text: str) -> list[str]:
     return words
 
 
-def fts_query(text: str) -> str | None:
-    """``text`` as an FTS5 query: its :func:`query_words`, each quoted, OR-joined;
-    None when no word is left."""
+def fts_query(text: str, ns: str | None = None) -> str | None:
+    """``text`` as an FTS5 query: its :func:`query_words`, each quoted,
+    OR-joined, matched in the memories' text; None when no word is left.
+    With ``ns``, only rows whose namespace column starts with the
+    namespace's words match too: the index is the store's, and without it
+    every search computed BM25 for every namespace's matches (a superset
+    where one namespace's words begin another's: callers also compare
+    ``memories.ns``)."""
     words = query_words(text)
     if not words:
         return None
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+    q = "content : (" + " OR ".join('"' + w.replace('"', '""') + '"' for w in words) + ")"
+    if ns is not None and any(ch.isalnum() for ch in ns):
+        q = 'ns : ^"' + ns.replace('"', '""') + '" AND ' + q
+    return q
 
 
 # A superseded memory is no keyword candidate: its words are what the statement that replaced it
 # says too, and BM25 cannot tell the newer (it stays findable by meaning, ranked as a vector search
 # ranks it).
 _CANDIDATES_SQL = (
-    "SELECT m.rid, m.id, m.tier, bm25(memory_text){} FROM memory_text JOIN memories m ON m.rid = memory_text.rowid"
+    "SELECT m.rid, m.id, m.tier, bm25(memory_text, 1.0, 0.0){}"
+    " FROM memory_text JOIN memories m ON m.rid = memory_text.rowid"
     " WHERE memory_text MATCH ? AND m.ns = ? AND NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.rid = m.rid)"
     " ORDER BY rank LIMIT ?"
 )
@@ -80,8 +90,28 @@ _PLAIN_SQL = _CANDIDATES_SQL.format("")
 _WITH_VECTORS_SQL = _CANDIDATES_SQL.format(", m.embedding")
 
 
+def indexed_rows(catalog: Any) -> int | None:
+    """How many memories the keyword index holds, store-wide: FTS5's own
+    count (the first varint of its averages record), one read; None when
+    there is no index or no record yet."""
+    try:
+        row = catalog.query_one("SELECT block FROM memory_text_data WHERE id = 1")
+    except sqlite3.OperationalError:
+        return None
+    if row is None or not row[0]:
+        return None
+    value = 0
+    for i, b in enumerate(bytes(row[0])[:9]):  # SQLite's varint: 7 bits a byte, big-endian; the 9th all 8
+        if i == 8:
+            return (value << 8) | b
+        value = (value << 7) | (b & 0x7F)
+        if b < 0x80:
+            return value
+    return None
+
+
 def keyword_candidates(
-    catalog: Any, ns: str, text: str, limit: int, *, with_vectors: bool = False
+    catalog: Any, ns: str, text: str, limit: int, *, with_vectors: bool = False, scoped: bool = True
 ) -> list[tuple[Any, ...]]:
     """The best ``limit`` memories of ``ns`` (any tier, not superseded) for
     the words of ``text``, best first: ``(rid, id, tier, bm25)`` with ``bm25`` positive
@@ -90,9 +120,13 @@ def keyword_candidates(
     None for cold ones) as a fifth field: the row is read anyway, and
     hnswlib's ``get_items`` costs more than the bytes. Empty when the text
     has no word to look for, or the catalog has no keyword index (a
-    read-only open of a store not upgraded yet). ``catalog``: a
-    :class:`Catalog` or an open ``sqlite3.Connection``."""
-    q = fts_query(text)
+    read-only open of a store not upgraded yet: no index, or one without
+    the namespace column). ``catalog``: a :class:`Catalog` or an open
+    ``sqlite3.Connection``. ``scoped``: the match is narrowed to the
+    namespace in the index (:func:`fts_query`); it costs a walk of the
+    namespace's rows, so it pays where the namespace is a small part of the
+    store, and not where it is most of it."""
+    q = fts_query(text, ns if scoped else None)
     if q is None or limit < 1:
         return []
     sql = _WITH_VECTORS_SQL if with_vectors else _PLAIN_SQL
@@ -102,7 +136,7 @@ def keyword_candidates(
         else:
             rows = catalog.query(sql, (q, ns, int(limit)))
     except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
+        if "no such table" in str(exc) or "no such column" in str(exc):
             return []
         raise
     return [(int(r[0]), r[1], int(r[2]), -float(r[3]), *r[4:]) for r in rows]
@@ -111,7 +145,7 @@ def keyword_candidates(
 # The rowids filter the match as it is scanned (`+rowid`: not FTS5's per-rowid lookups, ~40 µs each),
 # so BM25 is computed for those rows alone; which of them count (the namespace's, not superseded) is a
 # second query by primary key (joined in one, the planner ran the MATCH once per joined row).
-_SCORES_SQL = "SELECT rowid, bm25(memory_text) FROM memory_text WHERE memory_text MATCH ? AND +rowid IN ({})"
+_SCORES_SQL = "SELECT rowid, bm25(memory_text, 1.0, 0.0) FROM memory_text WHERE memory_text MATCH ? AND +rowid IN ({})"
 _COUNTED_SQL = (
     "SELECT m.rid FROM memories m WHERE m.rid IN ({}) AND m.ns = ?"
     " AND NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.rid = m.rid)"

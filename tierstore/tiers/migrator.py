@@ -1386,7 +1386,7 @@ def _fts_query(text: str) -> str:
     words = [w for w in "".join(ch if ch.isalnum() else " " for ch in text).split() if w]
     if not words:
         raise InvalidInputError(f"restore text {text!r} has no words")
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+    return "content : (" + " OR ".join('"' + w.replace('"', '""') + '"' for w in words) + ")"
 
 
 def _place(at: int, embedding: bytes | None) -> tuple[int | None, int | None]:
