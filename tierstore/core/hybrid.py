@@ -67,7 +67,7 @@ class KeywordTerms:
     limit). A vector candidate outside it gets the BM25 its words earn, looked
     up for a tier's candidates in one query
     (:func:`keyword_index.keyword_scores`); when the list holds every match
-    (``bound`` 0) there is nothing to look up. Taken as 0, statements that
+    (``complete``) there is nothing to look up. Taken as 0, statements that
     rank just below the cut (the name they share with every statement of the
     namespace, in a longer text) lost to older ones above it by the whole
     keyword term."""
@@ -76,13 +76,13 @@ class KeywordTerms:
     ns: str
     text: str
     best: float
-    bound: float  # 0 when the keyword list holds every match of the namespace, else its last BM25 over the best
+    complete: bool  # the keyword list holds every match of the namespace
     by_id: dict[str, tuple[float, float]]
 
     def normalised(self, rids: list[int], ids: list[Any]) -> list[float]:
         """The normalised term ([0, 1]) of each candidate (``rids`` and ``ids`` in step)."""
         missing = [(r, i) for r, i in zip(rids, ids) if i is not None and i not in self.by_id]
-        if missing and self.bound > 0.0:
+        if missing and not self.complete:
             got = keyword_index.keyword_scores(self.catalog, self.ns, self.text, [r for r, _ in missing])
             for r, i in missing:
                 bm = got.get(r, 0.0)
@@ -132,9 +132,10 @@ def search(
     limit = keyword_limit(k)
     hot = eng.hot.ensure(ns)
     shards = eng.warm.shards(ns)
-    in_ns = hot.live + sum(info.count for info in shards) + (eng.cold_index.count(ns) if eng.cold_searchable else 0)
-    in_store = keyword_index.indexed_rows(eng.catalog)
     # the namespace's filter in the index walks its rows; without it BM25 runs over every namespace's matches
+    # (the archive's count only if its codes are loaded: loading them is not worth it for this choice)
+    in_store = keyword_index.indexed_rows(eng.catalog)
+    in_ns = hot.live + sum(info.count for info in shards) + (eng.cold_index.count_if_loaded(ns) or 0)
     scoped = in_store is None or 2 * in_ns < in_store
     found = keyword_index.keyword_candidates(eng.catalog, ns, text, limit, with_vectors=True, scoped=scoped)
     if not found:
@@ -153,11 +154,11 @@ def search(
             continue
         by_tier.setdefault(tier, {})[mid if tier == TIER_HOT else rid] = (bm, kwn, emb)
         kw_by_id[mid] = (bm, kwn)
-    bound = found[-1][3] / best_bm if len(found) >= limit else 0.0
-    terms = KeywordTerms(eng.catalog, ns, text, best_bm, bound, kw_by_id)
+    terms = KeywordTerms(eng.catalog, ns, text, best_bm, len(found) < limit, kw_by_id)
 
     if k > hot.live:  # never more than the namespace holds: k sizes the kernels' buffers
-        k = max(1, min(k, max(in_ns, len(found))))
+        total = hot.live + sum(info.count for info in shards) + (eng.cold_index.count(ns) if eng.cold_searchable else 0)
+        k = max(1, min(k, max(total, len(found))))
     cosines: dict[str, float] = {}
     hot.lock.acquire_read()
     try:
@@ -301,7 +302,7 @@ def _rank_hot(
         cl = cand.tolist()
         norm[: len(cl)] = terms.normalised(hot.rids[cand].tolist(), [hot.ids[s] for s in cl])
         if kw_slots.size:
-            at = {s: j for j, s in enumerate(cand.tolist())}
+            at = {s: j for j, s in enumerate(cl)}
             extra = []
             for p, s in enumerate(kw_slots.tolist()):
                 j = at.get(s)

@@ -134,15 +134,6 @@ CREATE TABLE IF NOT EXISTS tombstones (
     deleted_at REAL    NOT NULL,
     state      TEXT    NOT NULL         -- pending (object not yet written) | written
 );
--- The keyword index (tierstore/storage/keyword_index.py): every memory's text, in any tier,
--- for search(text=...) and restore(text=...): FTS5 over stemmed words (the
--- porter tokenizer), BM25. External content: the text itself stays in
--- memories.content alone; rowid = memories.rid. The triggers below keep it
--- in step in the transaction of every write (add, delete, a content change;
--- a tier move changes no text), so no path, crash or recovery can leave it
--- behind. Replaces cold_text (archived text only): upgrade_schema.
-CREATE VIRTUAL TABLE IF NOT EXISTS memory_text USING fts5(
-    content, ns, content = 'memories', content_rowid = 'rid', tokenize = 'porter unicode61');
 -- Every lifecycle transition: create, promote, demote, archive, restore, delete, ...
 CREATE TABLE IF NOT EXISTS events (
     seq          INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -199,17 +190,31 @@ CREATE TRIGGER IF NOT EXISTS cold_codes_leave AFTER UPDATE OF tier ON memories W
 BEGIN DELETE FROM cold_codes WHERE rid = NEW.rid; END;
 CREATE TRIGGER IF NOT EXISTS cold_codes_forget AFTER DELETE ON memories
 BEGIN DELETE FROM cold_codes WHERE rid = OLD.rid; END;
--- (a memory's ns never changes: no trigger on it)
-CREATE TRIGGER IF NOT EXISTS memory_text_add AFTER INSERT ON memories
-BEGIN INSERT INTO memory_text (rowid, content, ns) VALUES (NEW.rid, NEW.content, NEW.ns); END;
-CREATE TRIGGER IF NOT EXISTS memory_text_forget AFTER DELETE ON memories
-BEGIN INSERT INTO memory_text (memory_text, rowid, content, ns) VALUES ('delete', OLD.rid, OLD.content, OLD.ns); END;
-CREATE TRIGGER IF NOT EXISTS memory_text_edit AFTER UPDATE OF content ON memories
+"""
+
+# The keyword index (tierstore/storage/keyword_index.py): every memory's text, in any tier,
+# for search(text=...) and restore(text=...): FTS5 over stemmed words (the
+# porter tokenizer), BM25. External content: the text itself stays in
+# memories.content alone, the namespace beside it; rowid = memories.rid. The triggers keep it
+# in step in the transaction of every write (add, delete, a content change;
+# a tier move changes no text), so no path, crash or recovery can leave it
+# behind. Replaces cold_text (archived text only): upgrade_schema.
+# The statements are kept apart so that upgrade_schema can make the index again on an older store.
+KEYWORD_INDEX_STATEMENTS = (
+    """CREATE VIRTUAL TABLE IF NOT EXISTS memory_text USING fts5(
+    content, ns, content = 'memories', content_rowid = 'rid', tokenize = 'porter unicode61')""",
+    # (a memory's ns never changes: no trigger on it)
+    """CREATE TRIGGER IF NOT EXISTS memory_text_add AFTER INSERT ON memories
+BEGIN INSERT INTO memory_text (rowid, content, ns) VALUES (NEW.rid, NEW.content, NEW.ns); END""",
+    """CREATE TRIGGER IF NOT EXISTS memory_text_forget AFTER DELETE ON memories
+BEGIN INSERT INTO memory_text (memory_text, rowid, content, ns) VALUES ('delete', OLD.rid, OLD.content, OLD.ns); END""",
+    """CREATE TRIGGER IF NOT EXISTS memory_text_edit AFTER UPDATE OF content ON memories
 BEGIN
     INSERT INTO memory_text (memory_text, rowid, content, ns) VALUES ('delete', OLD.rid, OLD.content, OLD.ns);
     INSERT INTO memory_text (rowid, content, ns) VALUES (NEW.rid, NEW.content, NEW.ns);
-END;
-"""
+END""",
+)
+SCHEMA += "".join(statement + ";\n" for statement in KEYWORD_INDEX_STATEMENTS)
 
 
 # Columns and indexes added after the first release: created by upgrade_schema
@@ -231,14 +236,6 @@ COLD_CODES_SCHEMA = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS cold_codes")
 # meta key: set once the keyword index holds every memory (built from the
 # catalog: a new store, or one written before memory_text existed)
 KEYWORD_INDEX_META = "memory_text"
-# the keyword index's table and triggers, as SCHEMA has them (to make them again on an older store)
-KEYWORD_INDEX_SCHEMA = [
-    SCHEMA[SCHEMA.index("CREATE VIRTUAL TABLE IF NOT EXISTS memory_text") :].split(";")[0],
-    *(
-        "CREATE TRIGGER" + part.split("END;")[0] + "END"
-        for part in SCHEMA[SCHEMA.index("CREATE TRIGGER IF NOT EXISTS memory_text_add") :].split("CREATE TRIGGER")[1:]
-    ),
-]
 
 
 def _build_memory_text(conn: sqlite3.Connection) -> None:
@@ -258,7 +255,7 @@ def _build_memory_text(conn: sqlite3.Connection) -> None:
             for trigger in ("memory_text_add", "memory_text_forget", "memory_text_edit"):
                 conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
             conn.execute("DROP TABLE IF EXISTS memory_text")
-            for statement in KEYWORD_INDEX_SCHEMA:
+            for statement in KEYWORD_INDEX_STATEMENTS:
                 conn.execute(statement)
         # rank (ORDER BY rank: the keyword candidates, restore(text=)) is BM25 over the text alone
         conn.execute("INSERT INTO memory_text (memory_text, rank) VALUES ('rank', 'bm25(1.0, 0.0)')")

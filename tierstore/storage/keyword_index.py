@@ -60,6 +60,19 @@ def query_words(text: str) -> list[str]:
     return words
 
 
+def text_match(words: list[str]) -> str:
+    """An FTS5 expression matching any of ``words`` in the memories' text:
+    each quoted (a phrase, never an operator), OR-joined."""
+    return "content : (" + " OR ".join('"' + w.replace('"', '""') + '"' for w in words) + ")"
+
+
+def _rows(catalog: Any, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """``sql``'s rows from a :class:`Catalog` or an open ``sqlite3.Connection``."""
+    if isinstance(catalog, sqlite3.Connection):
+        return catalog.execute(sql, params).fetchall()
+    return catalog.query(sql, params)
+
+
 def fts_query(text: str, ns: str | None = None) -> str | None:
     """``text`` as an FTS5 query: its :func:`query_words`, each quoted,
     OR-joined, matched in the memories' text; None when no word is left.
@@ -71,7 +84,7 @@ def fts_query(text: str, ns: str | None = None) -> str | None:
     words = query_words(text)
     if not words:
         return None
-    q = "content : (" + " OR ".join('"' + w.replace('"', '""') + '"' for w in words) + ")"
+    q = text_match(words)
     if ns is not None and any(ch.isalnum() for ch in ns):
         q = 'ns : ^"' + ns.replace('"', '""') + '" AND ' + q
     return q
@@ -131,10 +144,7 @@ def keyword_candidates(
         return []
     sql = _WITH_VECTORS_SQL if with_vectors else _PLAIN_SQL
     try:
-        if isinstance(catalog, sqlite3.Connection):
-            rows = catalog.execute(sql, (q, ns, int(limit))).fetchall()
-        else:
-            rows = catalog.query(sql, (q, ns, int(limit)))
+        rows = _rows(catalog, sql, (q, ns, int(limit)))
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc) or "no such column" in str(exc):
             return []
@@ -161,17 +171,11 @@ def keyword_scores(catalog: Any, ns: str, text: str, rids: list[int]) -> dict[in
     q = fts_query(text)
     if q is None or not rids:
         return {}
-
-    def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        if isinstance(catalog, sqlite3.Connection):
-            return catalog.execute(sql, params).fetchall()
-        return catalog.query(sql, params)
-
     try:
-        scored = run(_SCORES_SQL.format(",".join("?" * len(rids))), (q, *(int(r) for r in rids)))
+        scored = _rows(catalog, _SCORES_SQL.format(",".join("?" * len(rids))), (q, *(int(r) for r in rids)))
         if not scored:
             return {}
-        counted = run(_COUNTED_SQL.format(",".join("?" * len(scored))), (*(int(r[0]) for r in scored), ns))
+        counted = _rows(catalog, _COUNTED_SQL.format(",".join("?" * len(scored))), (*(int(r[0]) for r in scored), ns))
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return {}

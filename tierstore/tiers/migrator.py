@@ -60,6 +60,7 @@ from tierstore.progress import Progress
 from tierstore.records import TIER_NAMES, SweepReport
 from tierstore.rules import lifetime, supersession
 from tierstore.rules.validation import check_str, check_tags, check_time
+from tierstore.storage import keyword_index
 from tierstore.storage.catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
 from tierstore.storage.faults import crash_point
 from tierstore.tiers import cold_index, cold_relayout, tombstones
@@ -1386,7 +1387,7 @@ def _fts_query(text: str) -> str:
     words = [w for w in "".join(ch if ch.isalnum() else " " for ch in text).split() if w]
     if not words:
         raise InvalidInputError(f"restore text {text!r} has no words")
-    return "content : (" + " OR ".join('"' + w.replace('"', '""') + '"' for w in words) + ")"
+    return keyword_index.text_match(words)
 
 
 def _place(at: int, embedding: bytes | None) -> tuple[int | None, int | None]:
