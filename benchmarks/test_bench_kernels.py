@@ -33,11 +33,12 @@ def columns():
     conf = rng.uniform(0, 1, N)
     tier = rng.integers(0, 3, N).astype(np.int64)
     pinned = (rng.random(N) < 0.01).astype(np.int64)
+    deletes = (rng.random(N) < 0.8).astype(np.int64)  # a fifth of the memories of a type never deleted
     th = np.array([0.3, 0.1, 0.01, 0.3])
     # compile outside the timings
     read_same_bytes(w[:10], t[:10], h[:10])
     decayed_weight(w[:10], t[:10], h[:10], NOW)
-    return w, t, h, exp, conf, tier, pinned, th
+    return w, t, h, exp, conf, tier, pinned, deletes, th
 
 
 @pytest.mark.benchmark(group="decay-10m")
@@ -58,17 +59,17 @@ def test_kernel_decayed_weight(benchmark, columns):
 
 @pytest.mark.benchmark(group="decay-10m")
 def test_kernel_due_times(benchmark, columns):
-    w, t, h, exp, conf, tier, pinned, th = columns
+    w, t, h, exp, conf, tier, pinned, deletes, th = columns
     benchmark.pedantic(
-        due_times, args=(tier, pinned, w, t, h, exp, conf, t, 180 * 86400.0, th), rounds=5, warmup_rounds=1
+        due_times, args=(tier, pinned, deletes, w, t, h, exp, conf, t, 180 * 86400.0, th), rounds=5, warmup_rounds=1
     )
     record("decay-10m", "kernel_due_times", benchmark)
 
 
 @pytest.mark.benchmark(group="decay-10m")
 def test_kernel_classify(benchmark, columns):
-    w, t, h, exp, conf, tier, pinned, th = columns
+    w, t, h, exp, conf, tier, pinned, deletes, th = columns
     benchmark.pedantic(
-        classify, args=(NOW, tier, pinned, w, t, h, exp, conf, t, 180 * 86400.0, th), rounds=5, warmup_rounds=1
+        classify, args=(NOW, tier, pinned, deletes, w, t, h, exp, conf, t, 180 * 86400.0, th), rounds=5, warmup_rounds=1
     )
     record("decay-10m", "kernel_classify", benchmark)

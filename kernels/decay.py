@@ -62,12 +62,13 @@ def _boosted(w_ref, t_ref, half_life, boost, t_access):
 
 
 @njit(nogil=True, cache=True)
-def record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, thresholds, conf_half_life):  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+def record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, deletes_by_type, thresholds, conf_half_life):  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
     """Count one access at ``now`` for each slot of a hot namespace, in place.
 
     Updates weight state, last access, access count, the TTL anchor (types that
     refresh on read), the next due time and the dirty flag. A slot listed twice
-    is counted twice. ``thresholds`` = (demote, archive, delete, delete_bar).
+    is counted twice. ``thresholds`` = (demote, archive, delete, delete_bar);
+    ``deletes_by_type`` 0: the type is never deleted (its delete bar read as 0).
     """
     for j in range(slots.shape[0]):
         s = slots[j]
@@ -90,6 +91,6 @@ def record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, thresholds
             thresholds[0],
             thresholds[1],
             thresholds[2],
-            thresholds[3],
+            thresholds[3] if deletes_by_type[t] != 0 else 0.0,
         )
         I[I_DIRTY, s] = 1

@@ -3,7 +3,9 @@
 A memory's due time is the earliest time the migrator must act on it in its
 current tier: hot: expiry or the demote crossing; warm: expiry or the archive
 crossing; cold: the delete crossing (weight below ``delete`` and confidence
-below the bar). Pinned memories are never due (+inf).
+below the bar). Pinned memories are never due (+inf). A memory whose type the
+sweep does not delete (``deletes`` 0: the policy's ``sweep_deletes``) is
+archived where another would be deleted, and never due in the cold tier.
 
 ``classify`` compares ``now`` with the same crossing times, so a memory is
 never "due" and then kept for a rounding difference.
@@ -58,13 +60,14 @@ def _due_one(
 
 
 @njit(nogil=True, cache=True)
-def due_times(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
+def due_times(tier, pinned, deletes, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
     """Next due time (seconds, +inf never) of each memory. A threshold its
     weight (or confidence) was already past when that state was set counts as
     crossed at ``t_ref`` (``t_conf``), so such a memory is due at once.
 
     tier: int array (0 hot, 1 warm, 2 cold); pinned: int array (nonzero:
-    pinned); float64 arrays for the rest; ``conf_half_life`` +inf for no
+    pinned); deletes: int array (0: never deleted, the delete bar read as 0);
+    float64 arrays for the rest; ``conf_half_life`` +inf for no
     confidence decay; ``thresholds`` = (demote, archive, delete, delete_bar).
     """
     n = tier.shape[0]
@@ -83,27 +86,29 @@ def due_times(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, c
             thresholds[0],
             thresholds[1],
             thresholds[2],
-            thresholds[3],
+            thresholds[3] if deletes[i] != 0 else 0.0,
         )
     return out
 
 
 @njit(nogil=True, cache=True)
-def classify(now, tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
+def classify(now, tier, pinned, deletes, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
     """Action for each memory at ``now``: 0 keep, 1 demote, 2 archive, 3 delete.
 
     Pinned: keep. Cold: delete once both weight and confidence are below their
     bars, else keep. Expired: delete if confidence is below the bar, else
     archive. Otherwise the most severe threshold crossed: delete (only below
-    the confidence bar), archive, demote (hot only).
+    the confidence bar), archive, demote (hot only). ``deletes[i] == 0``: as
+    with a delete bar of 0 (never deleted: archived, then kept).
     """
-    demote, archive, delete, delete_bar = thresholds[0], thresholds[1], thresholds[2], thresholds[3]
+    demote, archive, delete = thresholds[0], thresholds[1], thresholds[2]
     n = tier.shape[0]
     out = np.empty(n, np.int8)
     for i in range(n):
         if pinned[i] != 0:
             out[i] = ACTION_KEEP
             continue
+        delete_bar = thresholds[3] if deletes[i] != 0 else 0.0
         t_del = _delete_time(w_ref[i], t_ref[i], half_life[i], conf[i], t_conf[i], conf_half_life, delete, delete_bar)
         if tier[i] == TIER_COLD:
             out[i] = ACTION_DELETE if now >= t_del else ACTION_KEEP

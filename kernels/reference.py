@@ -178,19 +178,21 @@ def ref_access_boost(w_ref, t_ref, half_life, boost, t_access):
     return np.array(w_out, np.float64), np.array(t_out, np.float64)
 
 
-def ref_record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, thresholds, conf_half_life):  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+def ref_record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, deletes_by_type, thresholds, conf_half_life):  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
     """One access at ``now`` per listed slot (twice if listed twice), on copies.
 
     Per access: weight state as :func:`ref_access_boost` with the type's boost,
     ``last_access = max(last_access, now)``, ``access_count += 1``, TTL anchor
     ``= max(anchor, now)`` for types that refresh on read, ``due`` = the hot-tier
-    due time (:func:`ref_due_times`) with ``expires_at = anchor + ttl``, dirty = 1.
+    due time (:func:`ref_due_times`) with ``expires_at = anchor + ttl`` and the
+    type's ``deletes_by_type``, dirty = 1.
     Returns the updated ``(F, I)``; the inputs are unchanged."""
     F = np.array(F, np.float64, copy=True)
     I = np.array(I, np.int64, copy=True)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
     now = float(now)
     boost = _f(boost_by_type)
     refresh = _i(refresh_by_type)
+    deletes = _i(deletes_by_type)
     th = _f(thresholds)
     for s in _i(slots):
         t = int(I[I_TYPE, s])
@@ -204,6 +206,7 @@ def ref_record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, thresh
         F[F_DUE, s] = _due(
             TIER_HOT,
             int(I[I_PINNED, s]),
+            int(deletes[t]),
             w,
             tr,
             float(F[F_HALF_LIFE, s]),
@@ -221,8 +224,9 @@ def ref_record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, thresh
 # due times and classification
 
 
-def _due(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, th) -> float:
-    demote, archive, delete, bar = th[0], th[1], th[2], th[3]
+def _due(tier, pinned, deletes, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, th) -> float:
+    demote, archive, delete = th[0], th[1], th[2]
+    bar = th[3] if deletes != 0 else 0.0  # a type the sweep never deletes: no confidence bar
     if pinned != 0:
         return math.inf
 
@@ -241,20 +245,25 @@ def _due(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_h
     )
 
 
-def ref_due_times(tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
+def ref_due_times(tier, pinned, deletes, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
     """Next due time (s, +inf never) per memory.
 
     pinned: +inf. hot: ``min(expires_at, t_ref + h·log2(w_ref/demote))``;
     warm: the same with ``archive``; cold: ``max(t_ref + h·log2(w_ref/delete),
     first time c(t) < bar)``. A crossing already behind the state (``w_ref <=
-    θ``, ``conf <= bar``) counts at ``t_ref`` (``t_conf``)."""
+    θ``, ``conf <= bar``) counts at ``t_ref`` (``t_conf``). ``deletes`` 0: the
+    bar is 0 for that memory (never deleted; never due in the cold tier)."""
     th = _f(thresholds)
-    rows = zip(_i(tier), _i(pinned), _f(w_ref), _f(t_ref), _f(half_life), _f(expires_at), _f(conf), _f(t_conf))
-    out = [_due(tr, p, w, t, h, e, c, tc, float(conf_half_life), th) for tr, p, w, t, h, e, c, tc in rows]
+    rows = zip(
+        _i(tier), _i(pinned), _i(deletes), _f(w_ref), _f(t_ref), _f(half_life), _f(expires_at), _f(conf), _f(t_conf)
+    )
+    out = [_due(tr, p, d, w, t, h, e, c, tc, float(conf_half_life), th) for tr, p, d, w, t, h, e, c, tc in rows]
     return np.array(out, np.float64)
 
 
-def ref_classify(now, tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds):
+def ref_classify(
+    now, tier, pinned, deletes, w_ref, t_ref, half_life, expires_at, conf, t_conf, conf_half_life, thresholds
+):
     """Action per memory at ``now`` (int8): 0 keep, 1 demote, 2 archive, 3 delete.
 
     Evaluated on the decayed values ``W = W(now)``, ``c = c(now)`` (not on
@@ -262,12 +271,16 @@ def ref_classify(now, tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t
     pinned → keep; cold → delete if below(delete) and low_conf, else keep;
     ``now >= expires_at`` → delete if low_conf else archive; below(delete) and
     low_conf → delete; below(archive) → archive; hot and below(demote) → demote;
-    else keep. Equal to the crossing-time form (up to rounding at the boundary)."""
+    else keep; ``deletes`` 0: low_conf is never true (the type is never deleted).
+    Equal to the crossing-time form (up to rounding at the boundary)."""
     now = float(now)
-    demote, archive, delete, bar = _f(thresholds)[:4]
+    demote, archive, delete, bar_if_deleted = _f(thresholds)[:4]
     out = []
-    rows = zip(_i(tier), _i(pinned), _f(w_ref), _f(t_ref), _f(half_life), _f(expires_at), _f(conf), _f(t_conf))
-    for tr, p, w, t, h, e, c0, tc in rows:
+    rows = zip(
+        _i(tier), _i(pinned), _i(deletes), _f(w_ref), _f(t_ref), _f(half_life), _f(expires_at), _f(conf), _f(t_conf)
+    )
+    for tr, p, d, w, t, h, e, c0, tc in rows:
+        bar = bar_if_deleted if d != 0 else 0.0
         if p != 0:
             out.append(ACTION_KEEP)
             continue
@@ -278,12 +291,12 @@ def ref_classify(now, tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t
             return theta > 0.0 and W <= theta  # noqa: B023 (called in this iteration only)
 
         low_conf = bar > 0.0 and c <= bar
-        deletable = below(delete) and low_conf
+        delete_now = below(delete) and low_conf
         if tr == TIER_COLD:
-            out.append(ACTION_DELETE if deletable else ACTION_KEEP)
+            out.append(ACTION_DELETE if delete_now else ACTION_KEEP)
         elif now >= e:
             out.append(ACTION_DELETE if low_conf else ACTION_ARCHIVE)
-        elif deletable:
+        elif delete_now:
             out.append(ACTION_DELETE)
         elif below(archive):
             out.append(ACTION_ARCHIVE)

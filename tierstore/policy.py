@@ -55,6 +55,11 @@ class TypePolicy:
     confidence as last stated or confirmed) in the ranking, so a fact
     nobody asked about for weeks ranks by how well it answers; its lifetime
     (TTL, decay, migration) is unchanged.
+    sweep_deletes: whether the sweep may delete a memory of this type (once
+    its weight is below ``thresholds.delete`` and its decayed confidence below
+    ``thresholds.delete_below_confidence``). False: it is archived instead and
+    stays in the cold tier, findable and restorable, until the caller deletes
+    it; supersession and feedback still rank it as they would.
     """
 
     ttl_seconds: float | None
@@ -65,6 +70,7 @@ class TypePolicy:
     supersede_above: float | None = None
     supersede_above_shared_tag: float | None = None
     ranked_by_use: bool = True
+    sweep_deletes: bool = True
 
 
 @dataclass(frozen=True)
@@ -310,7 +316,11 @@ def _default_types() -> dict[str, TypePolicy]:
         # similarity finds kept, 1.000 without; suite g: long-lived
         # recall@5 0.988 -> 1.000, noise@1 0.032 -> 0.017;
         # docs/benchmarks.md, issue 27, "Facts ranked without use").
-        "fact": TypePolicy(30 * DAY, 10 * DAY, 0.5, 1.0, True, ranked_by_use=False),
+        # A fact holds until something replaces it: the sweep cannot know that
+        # it stopped being true (a birthday, an allergy asked about twice a
+        # year), so a fact nobody used is archived, never deleted by time
+        # alone (docs/scale.md: the deletes from day 260 of the platform year).
+        "fact": TypePolicy(30 * DAY, 10 * DAY, 0.5, 1.0, True, ranked_by_use=False, sweep_deletes=False),
         "preference": TypePolicy(7 * DAY, 3 * DAY, 0.5, 1.0, True),
         "task": TypePolicy(2 * DAY, DAY, 0.5, 1.0, False),
         "opinion": TypePolicy(3 * DAY, DAY, 0.5, 1.0, False),
@@ -396,11 +406,12 @@ class Policy:
             if sc is None or isinstance(sc, dict):
                 data = {**data, "scoring": {**SCORING_BEFORE, **(sc or {})}}
             types = data.get("types")
-            if isinstance(types, dict):  # every type was ranked by use before the key existed
+            if isinstance(types, dict):  # every type was ranked by use, and deleted, before the keys existed
                 data = {
                     **data,
                     "types": {
-                        n: ({"ranked_by_use": True, **t} if isinstance(t, dict) else t) for n, t in types.items()
+                        n: ({"ranked_by_use": True, "sweep_deletes": True, **t} if isinstance(t, dict) else t)
+                        for n, t in types.items()
                     },
                 }
         return _parse_policy(data)
@@ -429,6 +440,7 @@ class Policy:
                     "supersede_above": t.supersede_above,
                     "supersede_above_shared_tag": t.supersede_above_shared_tag,
                     "ranked_by_use": t.ranked_by_use,
+                    "sweep_deletes": t.sweep_deletes,
                 }
                 for name, t in self.types.items()
             },
@@ -589,6 +601,7 @@ def _parse_type(name: str, data: Mapping[str, Any], base: TypePolicy | None) -> 
             "supersede_above",
             "supersede_above_shared_tag",
             "ranked_by_use",
+            "sweep_deletes",
         },
         where,
     )
@@ -632,7 +645,12 @@ def _parse_type(name: str, data: Mapping[str, Any], base: TypePolicy | None) -> 
         if "ranked_by_use" in data
         else (base.ranked_by_use if base else True)
     )
-    return TypePolicy(ttl, half_life, boost, w0, refresh, bar, tag_bar, by_use)  # type: ignore[arg-type]
+    deletes = (
+        _bool(data["sweep_deletes"], f"{where}.sweep_deletes")
+        if "sweep_deletes" in data
+        else (base.sweep_deletes if base else True)
+    )
+    return TypePolicy(ttl, half_life, boost, w0, refresh, bar, tag_bar, by_use, deletes)  # type: ignore[arg-type]
 
 
 def _similarity_bar(value: Any, key: str) -> float | None:

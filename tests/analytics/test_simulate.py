@@ -184,8 +184,10 @@ def _forgotten_script(store, clock):
 
 def test_operations_on_memories_the_policy_forgot_are_skipped_and_counted(tmp_path):
     trace = record(tmp_path, _forgotten_script)
-    # B deletes what expires (confidence 0.8 is below its 0.9 bar); A archives it.
-    deleting = Policy.from_dict({"thresholds": {"delete_below_confidence": 0.9}})
+    # B deletes what expires (confidence 0.8 is below its 0.9 bar, and B's sweep deletes facts); A archives it.
+    deleting = Policy.from_dict(
+        {"thresholds": {"delete_below_confidence": 0.9}, "types": {"fact": {"sweep_deletes": True}}}
+    )
     a, b = simulate(trace, [Policy.default(), deleting], sweep_interval_s=600)
     assert a.skipped == {} and a.archived == 1 and a.explicit_deletes == 1
     # touch names m twice (2 skipped ids; keep is still touched), then feedback, pin, restore, delete of m
@@ -197,6 +199,7 @@ def test_operations_on_memories_the_policy_forgot_are_skipped_and_counted(tmp_pa
     assert re.search(r"skipped operations\s+0\s+6", text)
     assert "skipped: 6 vs 0 replayed operations named a memory the policy had already deleted" in text
     assert "delete below confidence threshold 0.3 → 0.9" in text
+    assert "fact now deleted by the sweep" in text
 
 
 def test_gzip_trace_and_json_cli(tmp_path, capsys):

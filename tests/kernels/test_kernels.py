@@ -100,6 +100,7 @@ def lifecycle_st(draw, ordered=True, max_n=12):
         h = draw(half_lives)
         tier = draw(st.sampled_from([TIER_HOT, TIER_WARM, TIER_COLD]))
         pinned = int(draw(st.integers(0, 4)) == 0)
+        deletes = int(draw(st.integers(0, 3)) != 0)  # 0: a type the sweep never deletes
         w_ref = draw(st.one_of(weights_st, st.sampled_from([float(th[0]), float(th[1]), float(th[2])])))
         if ordered:
             t_ref = now - draw(age_st(h))
@@ -109,14 +110,15 @@ def lifecycle_st(draw, ordered=True, max_n=12):
             t_conf = draw(times)
         expires = draw(st.one_of(st.just(math.inf), st.just(now), st.floats(-1e6, 1e6).map(lambda d, now=now: now + d)))
         conf = draw(st.one_of(confs, st.just(float(th[3]))))
-        rows.append((tier, pinned, w_ref, t_ref, h, expires, conf, t_conf))
+        rows.append((tier, pinned, deletes, w_ref, t_ref, h, expires, conf, t_conf))
     cols = list(zip(*rows))
     args = (
         np.array(cols[0], np.int64),
         np.array(cols[1], np.int64),
-        *(np.array(c, np.float64) for c in cols[2:]),
+        np.array(cols[2], np.int64),
+        *(np.array(c, np.float64) for c in cols[3:]),
     )
-    # args: tier, pinned, w_ref, t_ref, half_life, expires_at, conf, t_conf
+    # args: tier, pinned, deletes, w_ref, t_ref, half_life, expires_at, conf, t_conf
     return now, args, conf_hl, th
 
 
@@ -267,7 +269,17 @@ def test_weight_after_two_accesses_matches_seed_formula():
     F[C.F_CONF, 0], F[C.F_T_CONF, 0], F[C.F_TTL, 0], F[C.F_TTL_ANCHOR, 0] = 0.9, t0, math.inf, t0
     th = np.array([0.3, 0.1, 0.01, 0.3])
     for ta in (t1, t2):
-        record_accesses(np.array([0], np.int64), ta, F, I, np.array([boost]), np.zeros(1, np.uint8), th, math.inf)
+        record_accesses(
+            np.array([0], np.int64),
+            ta,
+            F,
+            I,
+            np.array([boost]),
+            np.zeros(1, np.uint8),
+            np.ones(1, np.uint8),
+            th,
+            math.inf,
+        )
     got2 = decayed_weight(F[C.F_W_REF], F[C.F_T_REF], F[C.F_HALF_LIFE], t3)[0]
     assert abs(got2 - want) <= 1e-9 * want
     assert I[C.I_ACCESS_COUNT, 0] == 2
@@ -296,7 +308,7 @@ def test_out_of_order_accesses_give_the_seed_sum():
     F[C.F_CONF, 0], F[C.F_T_CONF, 0], F[C.F_TTL, 0], F[C.F_TTL_ANCHOR, 0] = 0.9, t0, 86400.0, t0
     th = np.array([0.3, 0.1, 0.01, 0.3])
     for ta in (t2, t1):
-        record_accesses(np.array([0], np.int64), ta, F, I, bb, np.ones(1, np.uint8), th, math.inf)
+        record_accesses(np.array([0], np.int64), ta, F, I, bb, np.ones(1, np.uint8), np.ones(1, np.uint8), th, math.inf)
     assert abs(decayed_weight(F[C.F_W_REF], F[C.F_T_REF], F[C.F_HALF_LIFE], t3)[0] - want) <= 1e-9 * want
     assert F[C.F_LAST_ACCESS, 0] == F[C.F_TTL_ANCHOR, 0] == F[C.F_T_REF, 0] == t2
     assert I[C.I_ACCESS_COUNT, 0] == 2
@@ -333,16 +345,17 @@ def hot_namespace_st(draw):
     slots = draw(st.lists(st.integers(0, cap - 1), min_size=0, max_size=2 * cap))
     boost = np.array(draw(st.lists(st.floats(0.0, 5.0), min_size=ntypes, max_size=ntypes)))
     refresh = np.array(draw(st.lists(st.integers(0, 1), min_size=ntypes, max_size=ntypes)), np.uint8)
-    return np.array(slots, np.int64), now, F, I, boost, refresh, th, conf_hl
+    deletes = np.array(draw(st.lists(st.integers(0, 1), min_size=ntypes, max_size=ntypes)), np.uint8)
+    return np.array(slots, np.int64), now, F, I, boost, refresh, deletes, th, conf_hl
 
 
 @PROPS
 @given(hot_namespace_st())
 def test_record_accesses_matches_reference(case):
-    slots, now, F, I, boost, refresh, th, conf_hl = case  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
-    rF, rI = R.ref_record_accesses(slots, now, F, I, boost, refresh, th, conf_hl)
+    slots, now, F, I, boost, refresh, deletes, th, conf_hl = case  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    rF, rI = R.ref_record_accesses(slots, now, F, I, boost, refresh, deletes, th, conf_hl)
     kF, kI = F.copy(), I.copy()
-    record_accesses(slots, now, kF, kI, boost, refresh, th, conf_hl)
+    record_accesses(slots, now, kF, kI, boost, refresh, deletes, th, conf_hl)
     assert np.array_equal(kI, rI)
     rows = [r for r in range(C.NF) if r != C.F_DUE]
     np.testing.assert_allclose(kF[rows], rF[rows], rtol=1e-9, atol=1e-300, equal_nan=True)
@@ -364,7 +377,7 @@ def test_record_accesses_counts_duplicates_refreshes_ttl_and_keeps_pinned_never_
     th = np.array([0.3, 0.1, 0.01, 0.3])
     boost = np.array([0.5, 0.25])
     refresh = np.array([0, 1], np.uint8)
-    record_accesses(np.array([0, 0, 1, 2], np.int64), now, F, I, boost, refresh, th, math.inf)
+    record_accesses(np.array([0, 0, 1, 2], np.int64), now, F, I, boost, refresh, np.ones(2, np.uint8), th, math.inf)
     assert I[C.I_ACCESS_COUNT].tolist() == [2, 1, 1]
     assert F[C.F_W_REF, 0] == pytest.approx(0.5 + 0.5 + 0.5, rel=1e-12)  # W(now)=0.5, two boosts
     assert F[C.F_W_REF, 1] == pytest.approx(0.5 + 0.25, rel=1e-12)
@@ -431,7 +444,7 @@ def test_due_time_is_the_first_actionable_time(case):
     on), and the reference agrees just after due."""
     _, args, conf_hl, th = case
     due = due_times(*args, conf_hl, th)
-    tier, pinned, w_ref, t_ref, h, _, conf, t_conf = args
+    tier, pinned, deletes, w_ref, t_ref, h, _, conf, t_conf = args
     assert not np.any(due == -math.inf)
     for i in range(len(due)):
         d = float(due[i])
@@ -441,17 +454,18 @@ def test_due_time_is_the_first_actionable_time(case):
         assert classify(d, *one, conf_hl, th)[0] != ACTION_KEEP, (i, d, int(tier[i]))
         crossed_at_state = (
             any(R.weight_crossing(w_ref[i], t_ref[i], h[i], x) == -math.inf for x in th[:3])
-            or R.confidence_crossing(conf[i], t_conf[i], conf_hl, th[3]) == -math.inf
+            or R.confidence_crossing(conf[i], t_conf[i], conf_hl, th[3] if deletes[i] else 0.0) == -math.inf
         )
         if not crossed_at_state:
             assert classify(d - 1.0, *one, conf_hl, th)[0] == ACTION_KEEP, (i, d, int(tier[i]))
         assert R.ref_classify(d + 1e-3, *one, conf_hl, th)[0] != ACTION_KEEP, (i, d, int(tier[i]))
 
 
-def _one(tier, w_ref, t_ref, h, expires, conf, t_conf, pinned=0):
+def _one(tier, w_ref, t_ref, h, expires, conf, t_conf, pinned=0, deletes=1):
     return (
         np.array([tier], np.int64),
         np.array([pinned], np.int64),
+        np.array([deletes], np.int64),
         np.array([w_ref]),
         np.array([t_ref]),
         np.array([h]),
@@ -518,6 +532,26 @@ def test_classify_expiry_archives_or_deletes_below_the_confidence_bar():
         assert classify(now, *args, math.inf, TH)[0] == ACTION_KEEP
 
 
+def test_a_type_never_deleted_is_archived_and_then_kept():
+    """deletes = 0 (the type's sweep_deletes off): where another memory would
+    be deleted it is archived, and once cold it is never due again."""
+    now, h = T0, 3600.0
+    gone = (1.0, now - 10 * h)  # W = 1/1024: below every weight threshold
+    for tier in (TIER_HOT, TIER_WARM):
+        deleted = _one(tier, *gone, h, math.inf, 0.1, now)
+        kept = _one(tier, *gone, h, math.inf, 0.1, now, deletes=0)
+        assert classify(now, *deleted, math.inf, TH)[0] == ACTION_DELETE
+        assert classify(now, *kept, math.inf, TH)[0] == ACTION_ARCHIVE
+        expired = _one(tier, 1.0, now, h, now - 1.0, 0.1, now, deletes=0)  # expired, confidence below the bar
+        assert classify(now, *expired, math.inf, TH)[0] == ACTION_ARCHIVE
+    cold = _one(TIER_COLD, *gone, h, math.inf, 0.1, now, deletes=0)
+    assert classify(now + 1e9, *cold, 86400.0, TH)[0] == ACTION_KEEP
+    assert due_times(*cold, 86400.0, TH)[0] == math.inf
+    assert R.ref_due_times(*cold, 86400.0, TH)[0] == math.inf
+    # the same memory of a type that is deleted: due at once
+    assert due_times(*_one(TIER_COLD, *gone, h, math.inf, 0.1, now), 86400.0, TH)[0] == now
+
+
 def test_classify_weight_thresholds_hot_and_warm():
     now, h = T0, 3600.0
     inf = math.inf
@@ -563,7 +597,7 @@ def test_due_time_boundary_is_inclusive():
 def test_classify_agrees_with_decayed_weight_when_t_ref_is_after_now():
     now, h = T0, 86400.0
     args = _one(TIER_HOT, 0.2, now + h, h, math.inf, 0.9, now)  # e.g. an access recorded with a later clock
-    assert decayed_weight(args[2], args[3], args[4], now)[0] == 0.2  # below demote (0.3) now
+    assert decayed_weight(args[3], args[4], args[5], now)[0] == 0.2  # below demote (0.3) now
     assert classify(now, *args, math.inf, TH)[0] == ACTION_DEMOTE
 
 

@@ -651,6 +651,15 @@ def policy_changes(a: Policy, b: Policy, types: set[str] | None = None) -> list[
                     name,
                 )
             )
+        if ta.sweep_deletes != tb.sweep_deletes:
+            out.append(
+                Change(
+                    "sweep_deletes",
+                    f"{name} {'now' if tb.sweep_deletes else 'no longer'} deleted by the sweep",
+                    -1 if tb.sweep_deletes else 1,
+                    name,
+                )
+            )
         if ta.ranked_by_use != tb.ranked_by_use:
             # a change of ranking, not of lifetime: nothing is kept longer or shorter
             out.append(

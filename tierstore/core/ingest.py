@@ -512,6 +512,7 @@ def prepare_rows(
     due = due_times(
         np.full(len(rows), TIER_HOT, np.int64),
         np.array([int(r.pinned) for r in rows], np.int64),
+        cp.deletes_of(r.memory_type for r in rows),
         np.array([r.w_ref for r in rows]),
         np.array([r.t_ref for r in rows]),
         np.array([r.half_life for r in rows]),

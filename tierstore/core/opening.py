@@ -84,6 +84,7 @@ def reapply_policy(eng: Engine, chunk: int = 100_000) -> None:
         due = due_times(
             np.array(cols[8], np.int64),
             np.array(cols[9], np.int64),
+            cp.deletes_by_type[t_idx],
             w,
             t_ref,
             h,

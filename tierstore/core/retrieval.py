@@ -208,6 +208,7 @@ def search(
                     hot.I,
                     cp.boost_by_type,
                     cp.refresh_by_type,
+                    cp.deletes_by_type,
                     cp.thresholds,
                     cp.conf_half_life,
                 )
@@ -383,7 +384,15 @@ def record_hits(
             moved_away = [i for i in hot_ids if i not in hot.slot_of]
             if slots.size:
                 record_accesses(
-                    slots, now, hot.F, hot.I, cp.boost_by_type, cp.refresh_by_type, cp.thresholds, cp.conf_half_life
+                    slots,
+                    now,
+                    hot.F,
+                    hot.I,
+                    cp.boost_by_type,
+                    cp.refresh_by_type,
+                    cp.deletes_by_type,
+                    cp.thresholds,
+                    cp.conf_half_life,
                 )
     used_warm = [m[5].row for m in top if m[2] == 1]
     if used_warm:

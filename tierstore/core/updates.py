@@ -187,6 +187,7 @@ def count_accesses(eng: Engine, ns: str, hot: HotNamespace, id_list: list[str], 
                     hot.I,
                     cp.boost_by_type,
                     cp.refresh_by_type,
+                    cp.deletes_by_type,
                     cp.thresholds,
                     cp.conf_half_life,
                 )
@@ -209,6 +210,7 @@ def count_accesses(eng: Engine, ns: str, hot: HotNamespace, id_list: list[str], 
                             hot.I,
                             cp.boost_by_type,
                             cp.refresh_by_type,
+                            cp.deletes_by_type,
                             cp.thresholds,
                             cp.conf_half_life,
                         )
@@ -501,6 +503,7 @@ def set_context(eng: Engine, ns: str, tags: Iterable[str]) -> None:
                 F[C.F_DUE, changed] = due_times(
                     np.full(changed.size, TIER_HOT, np.int64),
                     hot.I[C.I_PINNED, changed],
+                    cp.deletes_by_type[hot.I[C.I_TYPE, changed]],
                     w,
                     t,
                     h,

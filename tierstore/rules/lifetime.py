@@ -31,6 +31,7 @@ def due_at(
     cp: CompiledPolicy,
     tier: int,
     pinned: bool,
+    deletes: bool,
     w_ref: float,
     t_ref: float,
     half_life: float,
@@ -38,10 +39,12 @@ def due_at(
     conf: float,
     t_conf: float,
 ) -> float:
-    """Next due time of one memory (+inf: never)."""
+    """Next due time of one memory (+inf: never); ``deletes``: its type's
+    ``sweep_deletes``."""
     out = due_times(
         np.array([tier], np.int64),
         np.array([1 if pinned else 0], np.int64),
+        np.array([1 if deletes else 0], np.int64),
         np.array([w_ref]),
         np.array([t_ref]),
         np.array([half_life]),

@@ -59,6 +59,8 @@ class CompiledPolicy:
         self.type_names = policy.type_names
         self.boost_by_type = np.array([t.boost for t in types], np.float64)
         self.refresh_by_type = np.array([1 if t.refresh_on_read else 0 for t in types], np.uint8)
+        self.deletes_by_type = np.array([1 if t.sweep_deletes else 0 for t in types], np.uint8)
+        self._deletes_by_name = {n: int(t.sweep_deletes) for n, t in policy.types.items()}
         self.w0_by_type = np.array([t.initial_weight for t in types], np.float64)
         # what the rerank kernel reads: W0, negated for a type ranked without its use
         self.rank_w0_by_type = np.array(
@@ -130,6 +132,11 @@ class CompiledPolicy:
         if math.isinf(base):
             return math.inf
         return base * self.policy.ttl_scale(confidence) * ctx_mult
+
+    def deletes_of(self, memory_types: Iterable[str]) -> np.ndarray:
+        """The kernels' ``deletes`` column for memories of these types (int64:
+        1 if the sweep may delete them, the type's ``sweep_deletes``)."""
+        return np.array([self._deletes_by_name[t] for t in memory_types], np.int64)
 
     def half_lives(self, type_idx: np.ndarray, confidence: np.ndarray, ctx_mult: np.ndarray) -> np.ndarray:
         """:meth:`half_life` for arrays."""

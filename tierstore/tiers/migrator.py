@@ -137,6 +137,7 @@ class Migrator:
         return due_times(
             np.full(len(rows), tier, np.int64),
             np.array([int(r.pinned) for r in rows], np.int64),
+            cp.deletes_of(r.memory_type for r in rows),
             np.array([r.w_ref for r in rows], np.float64),
             np.array([r.t_ref for r in rows], np.float64),
             np.array([r.half_life for r in rows], np.float64),
@@ -153,6 +154,7 @@ class Migrator:
             now,
             np.array([r.tier for r in rows], np.int64),
             np.array([int(r.pinned) for r in rows], np.int64),
+            cp.deletes_of(r.memory_type for r in rows),
             np.array([r.w_ref for r in rows], np.float64),
             np.array([r.t_ref for r in rows], np.float64),
             np.array([r.half_life for r in rows], np.float64),
