@@ -202,7 +202,6 @@ class SweepReport:
     archived: int = 0
     deleted: int = 0
     compacted: int = 0  # archive objects rewritten without their stale records
-    merged: int = 0  # archive objects written by merging a namespace's small ones (in the order of meaning)
     remaining_due: int = 0
     elapsed_s: float = 0.0
     by_type: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -218,7 +217,6 @@ class SweepReport:
             "archived": self.archived,
             "deleted": self.deleted,
             "compacted": self.compacted,
-            "merged": self.merged,
             "remaining_due": self.remaining_due,
             "elapsed_s": self.elapsed_s,
             "by_type": self.by_type,

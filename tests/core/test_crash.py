@@ -131,34 +131,6 @@ def _archive_in_batches(path, rng, n_chat=30, per_batch=10):
 
 
 @pytest.mark.parametrize("crash_at", ["layout.after_intent", "layout.after_put", "layout.after_commit"])
-def test_sigkill_while_a_sweep_merges_small_objects(tmp_path, rng, crash_at):
-    """Killed while a sweep merges a namespace's eight small archive objects
-    into one in the order of meaning (issue 32): the store verifies clean,
-    every archived memory is found by a cold search of its own vector, once;
-    the next sweep leaves no object the catalog does not use."""
-    path = tmp_path / "s"
-    chats, facts, embeddings = seed_store(path, rng, n_chat=32)
-    with TierStore.open(path, clock=ManualClock(T0 + 2 * HOUR)) as store:
-        for _ in range(7):  # seven objects of four; the child's sweep archives the eighth and merges
-            assert store.sweep(max_items=4).archived == 4
-        assert len(store.engine.cold.list_batches()) == 7
-    proc = run_child(path, "sweep", T0 + 2 * HOUR, crash_at)
-    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
-    with TierStore.open(path, clock=ManualClock(T0 + 2 * HOUR)) as store:
-        report = store.verify()
-        assert report.ok, report
-        for c in chats:
-            q = np.frombuffer(embeddings[c], np.float32)
-            assert store.search("crash", q, k=1, include_cold=True, record_access=False)[0].id == c
-        assert not store.sweep().errors
-        used = {k for (k,) in store.engine.catalog.query("SELECT DISTINCT cold_key FROM memories WHERE tier = 2")}
-        assert set(store.engine.cold.list_batches()) == used
-        assert len(used) == (1 if crash_at == "layout.after_commit" else 8)  # merged once committed, else as before
-        assert store.engine.catalog.query("SELECT DISTINCT state FROM archives") == [("done",)]
-        check_exactly_once(store, chats + facts, embeddings)
-
-
-@pytest.mark.parametrize("crash_at", ["layout.after_intent", "layout.after_put", "layout.after_commit"])
 @pytest.mark.parametrize("after", [0, 2])
 def test_sigkill_while_an_archive_is_laid_out(tmp_path, rng, monkeypatch, crash_at, after):
     """Killed while compact_cold lays a namespace's archive out by meaning

@@ -1144,7 +1144,7 @@ def _merge_reports(reports: list[SweepReport], elapsed: float) -> SweepReport:
     """The per-slot sweep reports summed into one."""
     total = SweepReport(now=max((r.now for r in reports), default=time.time()))
     for f in fields(SweepReport):
-        if f.name in ("examined", "kept", "demoted", "archived", "deleted", "compacted", "merged", "remaining_due"):
+        if f.name in ("examined", "kept", "demoted", "archived", "deleted", "compacted", "remaining_due"):
             setattr(total, f.name, sum(getattr(r, f.name) for r in reports))
     for r in reports:
         total.errors.extend(r.errors)

@@ -124,8 +124,6 @@ CREATE TABLE IF NOT EXISTS archives (
     count      INTEGER NOT NULL,
     created_at REAL    NOT NULL
 );
--- A namespace's objects, for the sweep's merge of small ones (cold_relayout.objects_to_merge).
-CREATE INDEX IF NOT EXISTS archives_ns ON archives (ns, state);
 -- Deletes that may leave a record in an archive object also write a tombstone
 -- object (tierstore/tiers/tombstones.py), so a catalog rebuilt from the bucket does
 -- not bring the memory back; listed here until a sweep drops them.

@@ -24,17 +24,6 @@ partly emptied and marked ``purge``, which the next sweep rewrites without
 the moved records. At every point each cold memory is in exactly one object
 the catalog points at, and a search, ``verify`` and a restore read it there.
 The next ``compact_cold`` lays the namespace out again from the start.
-
-:func:`merge` is the sweep's share of it (issue 32): a sweep writes one
-small object per namespace it archives into (a platform's user: a few
-records a night), so after a year a query's candidates sit in hundreds of
-objects. When a namespace holds :data:`MERGE_FANIN` objects of one size
-class outside its layout (records in ``[F^c, F^(c+1))``, F the fan-in),
-the sweep rewrites them, in layout order, as objects of at most
-:data:`cold_layout.OBJECT_RECORDS` records, by the same moves. A record is
-rewritten about once per size class it climbs (``log_F`` of the
-namespace's archive: three or four times over a year of a platform's
-user), and a namespace holds fewer than ``F`` objects per class.
 """
 
 from __future__ import annotations
@@ -71,9 +60,6 @@ LAYOUT_META = "cold_layout:"
 # A namespace is laid out again when more than this fraction of its cold
 # memories sit in objects outside its layout (archived since, or never laid out).
 LAYOUT_SLACK = 0.05
-# Objects of one size class (outside the layout) a namespace gathers before
-# the sweep merges them (:func:`merge`).
-MERGE_FANIN = 8
 _PURGE_SQL = "UPDATE archives SET state = 'purge' WHERE key = ? AND state = 'done'"
 _MOVE_SQL = (
     "UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ?"
@@ -173,74 +159,12 @@ def lay_out(mig: ArchiveWriter, ns: str, now: float, object_records: int | None 
     objects were written. A record that fails its checks
     raises CorruptDataError before anything is written (``verify`` names it;
     copying it would spread the damage)."""
-    rows = mig.engine.catalog.query(
+    eng = mig.engine
+    rows = eng.catalog.query(
         "SELECT rid, id, cold_key, cold_offset, cold_length FROM memories"
         " WHERE ns = ? AND tier = ? AND cold_key IS NOT NULL ORDER BY cold_key, cold_offset",
         (ns, TIER_COLD),
     )
-    return _rewrite(mig, ns, rows, now, object_records, laid=[])
-
-
-def size_class(records: int) -> int:
-    """``c`` with ``MERGE_FANIN**c <= records < MERGE_FANIN**(c + 1)`` (0 below the fan-in)."""
-    c = 0
-    while records >= MERGE_FANIN:
-        records //= MERGE_FANIN
-        c += 1
-    return c
-
-
-def objects_to_merge(read: Any, ns: str) -> list[str]:
-    """The keys :func:`merge` would rewrite next for ``ns``: the
-    :data:`MERGE_FANIN` or more objects of the smallest size class that has
-    that many, among the namespace's finished objects (state ``done``)
-    outside its layout and under half an object of a layout; empty: none.
-    ``read``: a connection or the catalog."""
-    sql = "SELECT key, count FROM archives WHERE ns = ? AND state = 'done' ORDER BY batch"
-    rows = read.execute(sql, (ns,)).fetchall() if isinstance(read, sqlite3.Connection) else read.query(sql, (ns,))
-    laid = layout_keys(read, ns)
-    full = cold_layout.OBJECT_RECORDS // 2
-    by_class: dict[int, list[str]] = {}
-    for key, count in rows:
-        if key not in laid and count < full:
-            by_class.setdefault(size_class(int(count)), []).append(key)
-    for c in sorted(by_class):
-        if len(by_class[c]) >= MERGE_FANIN:
-            return by_class[c]
-    return []
-
-
-def merge(mig: ArchiveWriter, ns: str, now: float, keys: Sequence[str]) -> tuple[int, int]:
-    """Rewrite the cold records of ``ns`` in the objects ``keys`` as objects
-    in layout order (outside the namespace's layout, which is left as it
-    is); returns ``(objects written, records moved)``. The sources are
-    collected once empty. Checks as :func:`lay_out`."""
-    if not keys:
-        return 0, 0
-    marks = ",".join("?" * len(keys))
-    rows = mig.engine.catalog.query(
-        "SELECT rid, id, cold_key, cold_offset, cold_length FROM memories"
-        f" WHERE ns = ? AND tier = ? AND cold_key IN ({marks}) ORDER BY cold_key, cold_offset",
-        (ns, TIER_COLD, *keys),
-    )
-    written = _rewrite(mig, ns, rows, now, None, laid=None)
-    if not rows:
-        mig.collect_archives(keys)  # every record had left them
-    return written, len(rows)
-
-
-def _rewrite(
-    mig: ArchiveWriter,
-    ns: str,
-    rows: Sequence[tuple[Any, ...]],
-    now: float,
-    object_records: int | None,
-    laid: list[str] | None,
-) -> int:
-    """Write ``rows`` (``(rid, id, key, offset, length)``, cold records of
-    ``ns``) again in layout order, one move per new object; ``laid``: the
-    layout the new objects make (None: they stay outside the layout)."""
-    eng = mig.engine
     if not rows:
         return 0
     found = eng.cold.fetch_frames([Location(key, off, length) for _, _, key, off, length in rows])
@@ -254,7 +178,7 @@ def _rewrite(
         frames.append((mid, frame, vector_at(frame, rec["embedding"])))
         vectors[i] = np.frombuffer(rec["embedding"], "<f4")
     del found
-    written = 0
+    laid: list[str] = []
     per_object = cold_layout.OBJECT_RECORDS if object_records is None else object_records
     for group in cold_layout.layout_groups(vectors, per_object):
         members = [rows[i] for i in group.tolist()]
@@ -264,17 +188,14 @@ def _rewrite(
         crash_point("layout.after_put")
         crcs = [vector_crc(vectors[i].astype("<f4").tobytes()) for i in group.tolist()]
 
-        layout = None if laid is None else [*laid, new_key]
         left = eng.catalog.write(
-            partial(_commit, ns=ns, key=new_key, members=members, entries=entries, crcs=crcs, laid=layout)
+            partial(_commit, ns=ns, key=new_key, members=members, entries=entries, crcs=crcs, laid=[*laid, new_key])
         )
         crash_point("layout.after_commit")
-        if laid is not None:
-            laid.append(new_key)
-        written += 1
+        laid.append(new_key)
         mig.collect_archives(left)
     eng.cold_index.invalidate(ns)
-    return written
+    return len(laid)
 
 
 def _commit(
@@ -285,13 +206,12 @@ def _commit(
     members: Sequence[tuple[Any, ...]],
     entries: Sequence[Any],
     crcs: Sequence[int],
-    laid: list[str] | None,
+    laid: list[str],
 ) -> set[str]:
     """Step 3 of one new object ``key``: point ``members`` (``(rid, id,
     old key, old offset, length)``) still where they were read at their
     ``entries``, mark the objects they left ``purge``, and record ``laid`` as
-    the namespace's layout (None: the layout is left as it is). Returns the
-    keys of the objects they left."""
+    the namespace's layout. Returns the keys of the objects they left."""
     left: set[str] = set()
     moved = 0
     for (rid, _, old, off, _), e, crc in zip(members, entries, crcs):
@@ -303,6 +223,5 @@ def _commit(
     # a member restored or deleted since it was read stays out: its record here is stale from the start
     conn.execute("UPDATE archives SET state = ? WHERE key = ?", ("done" if moved == len(members) else "purge", key))
     conn.executemany(_PURGE_SQL, [(k,) for k in sorted(left)])
-    if laid is not None:
-        _set_layout(conn, ns, laid)
+    _set_layout(conn, ns, laid)
     return left

@@ -77,7 +77,6 @@ if TYPE_CHECKING:
 # changed while being archived) waits for a rewrite.
 MARK_PURGE_SQL = "UPDATE archives SET state = 'purge' WHERE key = ? AND state = 'done'"
 _COMPACT_PER_SWEEP = 64  # archive objects rewritten per sweep at most (bounded work)
-_MERGE_PER_SWEEP = 20_000  # archived records a sweep rewrites by merging small objects, at most (one merge may pass it)
 _BACKFILL_PER_SWEEP = 2000  # cold-index codes written per sweep for memories archived before the index
 
 _FP_SQL = "SELECT tier, w_ref, t_ref, access_count, confidence, pinned, shard, cold_key FROM memories WHERE rid = ?"
@@ -105,7 +104,6 @@ class Migrator:
         # fetch each per process, not one per sweep, and they cannot crowd out
         # the others); compact_cold() tries them again
         self._damaged_archives: set[str] = set()
-        self._unmerged: set[str] = set()  # namespaces whose merge met a damaged object (until compact_cold)
         # a delete's tombstone write and a sweep's collection, one at a time: a
         # write racing a collection could put back an object just dropped
         self._tombstone_lock = threading.Lock()
@@ -206,7 +204,6 @@ class Migrator:
             total_due = eng.catalog.count_due(now)
             bar.total = min(total_due, max_items) if max_items else total_due
         touched_shards: set[str] = set()
-        archived_ns: set[str] = set()  # namespaces that got a new archive object: their small objects may merge
         try:
             while True:
                 limit = batch_size if max_items is None else min(batch_size, max_items - report.examined)
@@ -230,7 +227,6 @@ class Migrator:
                 moved += self._demote(buckets[ACTION_DEMOTE], now, report, touched_shards)
                 if archive_ok:
                     moved += self._archive(buckets[ACTION_ARCHIVE], now, report)
-                    archived_ns.update(r.ns for r in buckets[ACTION_ARCHIVE])
                 bar.update(len(rows))
                 if moved == 0:
                     break  # every row changed under us; the next sweep sees their new state
@@ -243,8 +239,6 @@ class Migrator:
                 report.compacted = self.compact_archives(now, limit=_COMPACT_PER_SWEEP)
             except (ObjectStoreError, CorruptDataError, OSError) as exc:
                 report.errors.append(f"{type(exc).__name__}: {exc}")
-        if archive_ok and archived_ns and not eng.closed:
-            report.merged = self.merge_archives(sorted(archived_ns), now, report, start, time_budget_s)
         if archive_ok:
             self.settle_tombstones(report)
         if archive_ok and not eng.closed and eng.catalog.get_meta("cold_codes") != CODES_COMPLETE:
@@ -671,7 +665,6 @@ class Migrator:
                     self._damaged_archives.add(key)
                 bar.update(1)
         if everything:
-            self._unmerged.clear()  # the sweeps' merges try them again
             layouts = cold_relayout.namespaces_to_lay_out(eng.catalog)
             with Progress(len(layouts), "lay out archives", enabled=progress, unit=" namespaces") as bar:
                 for ns in layouts:
@@ -687,38 +680,6 @@ class Migrator:
                 f"{len(damaged)} archive object(s) not rewritten: " + "; ".join(str(e) for e in damaged)
             )
         return done
-
-    def merge_archives(
-        self, namespaces: Sequence[str], now: float, report: SweepReport, start: float, time_budget_s: float | None
-    ) -> int:
-        """Merge the small archive objects of ``namespaces`` (each as long as
-        it has :data:`cold_relayout.MERGE_FANIN` of one size class, see
-        :func:`cold_relayout.merge`), until :data:`_MERGE_PER_SWEEP` records
-        were moved or the sweep's time budget is spent; returns how many
-        objects were written. A namespace left over is merged when a later
-        sweep archives into it. A damaged or missing object stops its
-        namespace's merges in this process (reported once; ``verify`` names
-        the object, ``compact_cold`` tries the namespace again)."""
-        eng = self.engine
-        written = moved = 0
-        for ns in namespaces:
-            while moved < _MERGE_PER_SWEEP and not eng.closed and ns not in self._unmerged:
-                if time_budget_s is not None and time.perf_counter() - start >= time_budget_s:
-                    return written
-                keys = cold_relayout.objects_to_merge(eng.catalog, ns)
-                if len(keys) < cold_relayout.MERGE_FANIN:
-                    break
-                try:
-                    n, m = cold_relayout.merge(self, ns, now, keys)
-                except (CorruptDataError, ObjectNotFoundError) as exc:
-                    self._unmerged.add(ns)
-                    report.errors.append(f"{type(exc).__name__}: namespace {ns!r} not merged: {exc}")
-                    break
-                written += n
-                moved += m
-                if m == 0:
-                    break
-        return written
 
     def _rewrite_batch(self, key: str, ns: str, now: float) -> int:
         eng = self.engine
