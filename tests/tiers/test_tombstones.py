@@ -10,6 +10,7 @@ from helpers import DIM, T0, unit
 from tierstore import ManualClock, TierStore
 from tierstore.errors import CorruptDataError, ObjectStoreError
 from tierstore.storage.objectstore import LocalObjectStore
+from tierstore.tiers import tombstones
 from tierstore.tiers.tombstones import TOMBSTONE_PREFIX, Tombstone, decode, encode
 
 HOUR = 3600.0
@@ -209,3 +210,20 @@ def test_verify_reports_a_missing_or_damaged_tombstone_and_repair_rewrites_it(st
     assert fixed.ok and len(fixed.repaired) == 2
     got = {decode(store.engine.cold.store.get(k), k).id for k in (first, second)}
     assert got == {ids[0], ids[1]}
+
+
+def test_the_queries_of_a_delete_read_one_namespace_of_batches(store):
+    """stale_rids (every cold delete) and the tombstones' collection (every
+    tombstone) look a namespace's batches up by index, not by reading every
+    batch of the store: a year of nightly batches made each night's deletes
+    cost O(deletes x batches) (docs/scale.md)."""
+    conn = store.engine.catalog
+    stale = conn.query("EXPLAIN QUERY PLAN " + tombstones._STALE_RIDS_SQL, ("u",))
+    collect = conn.query(
+        "EXPLAIN QUERY PLAN SELECT key FROM tombstones t WHERE state = 'written' AND NOT EXISTS"
+        " (SELECT 1 FROM archives a WHERE a.ns = t.ns AND a.state IN ('pending', 'purge'))"
+    )
+    for plan in (stale, collect):
+        steps = [row[-1] for row in plan]
+        assert any("USING" in s and "INDEX archives_ns" in s for s in steps), steps
+        assert not any(s == "SCAN a" for s in steps), steps

@@ -124,6 +124,10 @@ CREATE TABLE IF NOT EXISTS archives (
     count      INTEGER NOT NULL,
     created_at REAL    NOT NULL
 );
+-- A namespace's batches by state: what a delete asks (tombstones.stale_rids) and
+-- what a tombstone's collection asks per tombstone; without it both read every
+-- batch of the store, and a night of deletes cost O(deletes x batches).
+CREATE INDEX IF NOT EXISTS archives_ns ON archives (ns, state);
 -- Deletes that may leave a record in an archive object also write a tombstone
 -- object (tierstore/tiers/tombstones.py), so a catalog rebuilt from the bucket does
 -- not bring the memory back; listed here until a sweep drops them.
