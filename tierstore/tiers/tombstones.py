@@ -93,15 +93,18 @@ def note_deletion(conn: sqlite3.Connection, ns: str, id: str, now: float) -> str
 def write_pending(catalog: Catalog, objects: ObjectStore) -> int:
     """Write the objects of pending tombstones (a delete's write failed or was
     cut short); returns how many. Object-store errors propagate."""
-    done = 0
     rows = catalog.query("SELECT key, ns, id, deleted_at FROM tombstones WHERE state = 'pending'")
     if rows:
         catalog.sync()  # the delete is on disk before its tombstone: never a tombstone for a memory that lives
-    for key, ns, mid, at in rows:
-        objects.put_if_absent(key, encode(Tombstone(ns, mid, at)))  # False: written before the crash
-        catalog.execute("UPDATE tombstones SET state = 'written' WHERE key = ?", (key,))
-        done += 1
-    return done
+    written: list[tuple[str]] = []
+    try:
+        for key, ns, mid, at in rows:
+            objects.put_if_absent(key, encode(Tombstone(ns, mid, at)))  # False: written before the crash
+            written.append((key,))
+    finally:  # one commit for all (a sweep deletes thousands); one not marked is put again, harmlessly
+        if written:
+            catalog.executemany("UPDATE tombstones SET state = 'written' WHERE key = ?", written)
+    return len(written)
 
 
 def collect(catalog: Catalog, objects: ObjectStore) -> int:
@@ -118,10 +121,15 @@ def collect(catalog: Catalog, objects: ObjectStore) -> int:
     )
     if rows:
         catalog.sync()  # the rewrites that made these tombstones unneeded are on disk first
-    for (key,) in rows:
-        objects.delete(key)  # the object first: a crash leaves a row, dropped next time
-        catalog.execute("DELETE FROM tombstones WHERE key = ?", (key,))
-    return len(rows)
+    gone: list[tuple[str]] = []
+    try:
+        for (key,) in rows:
+            objects.delete(key)  # the object first: a crash leaves a row, dropped next time
+            gone.append((key,))
+    finally:  # one commit for all
+        if gone:
+            catalog.executemany("DELETE FROM tombstones WHERE key = ?", gone)
+    return len(gone)
 
 
 def read_all(objects: ObjectStore) -> dict[str, Tombstone]:
