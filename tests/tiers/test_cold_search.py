@@ -382,3 +382,41 @@ def test_cold_hits_come_back_hot_when_used_not_when_returned(world, tmp_path):
         hits = s2.search("u", vecs[5], k=2)
         assert hits[0].id == ids[5] and hits[0].memory.tier == "cold"
         assert s2.get("u", ids[5]).tier == "hot"  # the search counted it: reactivated
+
+
+def test_a_sweep_adds_its_codes_to_those_loaded_without_reading_the_namespace_again(tmp_path):
+    """The night's archive into a namespace whose codes are loaded adds the
+    new codes to them (a platform archives into most namespaces every night:
+    each one's next search read all its codes back); the result is what a
+    load from the catalog gives, and a search finds the new memories."""
+    rng = np.random.default_rng(5)
+    clock = ManualClock(1_700_000_000.0)
+    with TierStore.open(tmp_path / "s", dim=16, clock=clock) as store:
+        X = rng.normal(size=(40, 16)).astype(np.float32)
+        X /= np.linalg.norm(X, axis=1, keepdims=True)
+
+        def tell(lo: int, hi: int) -> None:
+            store.add_batch(
+                "u",
+                [
+                    {"content": f"t{i}", "embedding": X[i], "id": f"t{i}", "memory_type": "conversation"}
+                    for i in range(lo, hi)
+                ],
+            )
+            clock.advance(2 * 3600.0)
+            assert store.sweep().archived == hi - lo
+
+        tell(0, 25)
+        index = store.engine.cold_index
+        assert index.count("u") == 25  # loaded
+        reads = []
+        real = index._query
+        index._query = lambda sql, params: reads.append(sql) or real(sql, params)
+        tell(25, 40)
+        assert index.count_if_loaded("u") == 40 and reads == []  # taken in, not read back
+        kept = index._loaded.peek("u")
+        fresh = index._load("u")
+        for name in ("rids", "codes", "vector_at", "vector_crc"):
+            assert np.array_equal(getattr(kept, name), getattr(fresh, name)), name
+        hit = store.search("u", X[33], k=1, include_cold=True, record_access=False)[0]
+        assert hit.id == "t33" and store.get("u", "t33").tier == "cold"

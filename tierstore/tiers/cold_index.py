@@ -230,6 +230,37 @@ class ColdIndex:
             self._generation[ns] = self._generation.get(ns, 0) + 1
             self._loaded.pop(ns)
 
+    def add(self, ns: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """After the commit that archived ``rows`` (``(rid, code, vector_at,
+        vector_crc)``, as :func:`query_codes` returns them) into ``ns``: loaded
+        codes take them in, without reading the namespace again (a platform
+        archives into most of its namespaces every night, and each one's
+        next search would otherwise read all its codes back); a load under
+        way is discarded as by :meth:`invalidate`. A row whose rid is loaded
+        already replaces it."""
+        if not rows:
+            return
+        new = _codes_of(rows, self.words, ns, self.dim)
+        with self._lock:
+            if self._with_codes is not None:
+                self._with_codes.add(ns)
+            self._generation[ns] = self._generation.get(ns, 0) + 1
+            entry = self._loaded.peek(ns)
+            if entry is None:
+                return
+            keep = ~np.isin(entry.rids, new.rids)
+            rids = np.concatenate([entry.rids[keep], new.rids])
+            order = np.argsort(rids, kind="stable")
+            self._loaded.put(
+                ns,
+                _Codes(
+                    rids[order],
+                    np.concatenate([entry.codes[keep], new.codes])[order],
+                    np.concatenate([entry.vector_at[keep], new.vector_at])[order],
+                    np.concatenate([entry.vector_crc[keep], new.vector_crc])[order],
+                ),
+            )
+
     def known_empty(self, ns: str) -> bool:
         """True when ``ns`` is known to have no code (nothing archived), without a lock or a read: the
         search's hot path asks this first. False means it may have some (or it is not known)."""
@@ -332,19 +363,24 @@ class ColdIndex:
         return out
 
     def _load(self, ns: str) -> _Codes:
-        rows = query_codes(self._query, "WHERE ns = ? ORDER BY rid", (ns,))
-        size = 8 * self.words
-        for rid, code, _, _ in rows:
-            if not isinstance(code, bytes) or len(code) != size:
-                got = len(code) if isinstance(code, bytes) else type(code).__name__
-                raise CorruptDataError(
-                    f"cold_codes row {rid} of namespace {ns!r} holds a code of {got} "
-                    f"bytes, expected {size} (dimension {self.dim})"
-                )
-        rids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        codes = np.frombuffer(b"".join(r[1] for r in rows), "<u8").astype(np.uint64).reshape(len(rows), self.words)
-        at, crc = _places_of(rows)
-        return _Codes(rids, codes, at, crc)
+        return _codes_of(query_codes(self._query, "WHERE ns = ? ORDER BY rid", (ns,)), self.words, ns, self.dim)
+
+
+def _codes_of(rows: Sequence[tuple[Any, ...]], words: int, ns: str, dim: int) -> _Codes:
+    """``(rid, code, vector_at, vector_crc)`` rows, in the order given, as
+    arrays; a code of the wrong size raises CorruptDataError."""
+    size = 8 * words
+    for rid, code, _, _ in rows:
+        if not isinstance(code, bytes) or len(code) != size:
+            got = len(code) if isinstance(code, bytes) else type(code).__name__
+            raise CorruptDataError(
+                f"cold_codes row {rid} of namespace {ns!r} holds a code of {got} "
+                f"bytes, expected {size} (dimension {dim})"
+            )
+    rids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+    codes = np.frombuffer(b"".join(r[1] for r in rows), "<u8").astype(np.uint64).reshape(len(rows), words)
+    at, crc = _places_of(rows)
+    return _Codes(rids, codes, at, crc)
 
 
 def _places_of(rows: Sequence[tuple[Any, ...]]) -> tuple[np.ndarray, np.ndarray]:

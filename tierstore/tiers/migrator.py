@@ -505,8 +505,11 @@ class Migrator:
             # the cold index's codes, from the vectors about to leave the catalog
             codes = encode_codes(stack_embeddings([r.embedding for _, r in candidates], eng.dim)) if candidates else []
 
+            added: dict[str, list[tuple[Any, ...]]] = {}  # the codes committed, by namespace
+
             def write(conn: sqlite3.Connection) -> list[MemoryRow]:  # 2. commit
                 done = []
+                added.clear()
                 for (key, r), d, code in zip(candidates, due.tolist(), codes):
                     e = where[key].get(r.id)
                     if e is None or not _unchanged(conn, r):
@@ -516,7 +519,9 @@ class Migrator:
                         " cold_length = ?, due_at = ? WHERE rid = ?",
                         (TIER_COLD, key, e.offset, e.length, _sql_inf(d), r.rid),
                     )
-                    conn.execute(CODE_SQL, (r.rid, r.ns, code, *_place(e.vector_at, r.embedding)))
+                    place = _place(e.vector_at, r.embedding)
+                    conn.execute(CODE_SQL, (r.rid, r.ns, code, *place))
+                    added.setdefault(r.ns, []).append((r.rid, code, *place))
                     conn.execute(EVENT_SQL, self._event(r, now, "archive", r.tier, TIER_COLD, self._reason(r, now)))
                     done.append(r)
                 conn.executemany("UPDATE archives SET state = 'done' WHERE key = ?", [(k,) for k, _, _ in batches])
@@ -529,8 +534,8 @@ class Migrator:
             done = eng.catalog.write(write)
             crash_point("archive.after_commit")
             self._remove_hot(spaces, plan, done)  # 3. remove
-        for ns in {r.ns for r in done}:
-            eng.cold_index.invalidate(ns)
+        for ns, rows in added.items():
+            eng.cold_index.add(ns, rows)
         if report is not None:
             for r in done:
                 self._count(report, r, "archived")
