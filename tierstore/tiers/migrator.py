@@ -534,8 +534,8 @@ class Migrator:
             done = eng.catalog.write(write)
             crash_point("archive.after_commit")
             self._remove_hot(spaces, plan, done)  # 3. remove
-        for ns, rows in added.items():
-            eng.cold_index.add(ns, rows)
+        for ns, codes_added in added.items():
+            eng.cold_index.add(ns, codes_added)
         if report is not None:
             for r in done:
                 self._count(report, r, "archived")
