@@ -420,3 +420,32 @@ def test_a_sweep_adds_its_codes_to_those_loaded_without_reading_the_namespace_ag
             assert np.array_equal(getattr(kept, name), getattr(fresh, name)), name
         hit = store.search("u", X[33], k=1, include_cold=True, record_access=False)[0]
         assert hit.id == "t33" and store.get("u", "t33").tier == "cold"
+
+
+def test_codes_of_memories_that_left_the_cold_tier_are_read_again_after_a_search_meets_them(tmp_path):
+    """Loaded codes only grow between loads (a sweep's archive adds to them):
+    a memory deleted or restored since leaves its code there, taking a
+    candidate's place. A search that meets such a code drops the namespace's
+    codes, which are then read again without it."""
+    rng = np.random.default_rng(6)
+    clock = ManualClock(1_700_000_000.0)
+    with TierStore.open(tmp_path / "s", dim=16, clock=clock) as store:
+        X = rng.normal(size=(30, 16)).astype(np.float32)
+        X /= np.linalg.norm(X, axis=1, keepdims=True)
+        store.add_batch(
+            "u",
+            [{"content": f"t{i}", "embedding": X[i], "id": f"t{i}", "memory_type": "conversation"} for i in range(30)],
+        )
+        clock.advance(2 * 3600.0)
+        assert store.sweep().archived == 30
+        index = store.engine.cold_index
+        assert index.count("u") == 30  # loaded
+        store.delete("u", "t7")
+        store.restore("u", ids=["t8"])
+        assert store.get("u", "t8").tier != "cold"
+        assert index.count_if_loaded("u") == 30  # still loaded, with the two codes that left
+        hits = store.search("u", X[7], k=3, include_cold=True, record_access=False)
+        assert "t7" not in [h.id for h in hits]
+        assert index.count_if_loaded("u") == 28  # it met codes that left: read again without them
+        hits = store.search("u", X[9], k=3, include_cold=True, record_access=False)
+        assert hits[0].id == "t9" and index.count_if_loaded("u") == 28  # nothing left to drop: kept

@@ -167,8 +167,9 @@ def search_cold(
 ) -> list[RowHit]:
     """The best ``k`` cold memories of ``ns`` for the unit query ``q``: the
     cold index's candidates (``candidate_count(k)``), their catalog rows
-    (those still cold in ``ns``: the index may lag a restore by a moment;
-    and, unless the policy's marks demote (``supersession.superseded_factor``
+    (those still cold in ``ns``: the loaded codes may hold memories restored
+    or deleted since they were read, which drops them to be read again; and,
+    unless the policy's marks demote (``supersession.superseded_factor``
     below 1), not superseded: then a superseded memory is a hit, demoted and
     after what replaced it, as in the other tiers),
     their exact similarities from the archived vectors (each read alone
@@ -183,6 +184,11 @@ def search_cold(
     if not rids.size:
         return []
     rows = _cold_rows(catalog, ns, rids.tolist(), ranker.cp.marks_rank)
+    if ranker.cp.marks_rank and len(rows) < rids.size:
+        # Codes of memories that left the cold tier (restored, deleted) take
+        # candidates' places: the loaded codes only grow between loads (a
+        # sweep's archive adds to them), so read them again next time.
+        index.invalidate(ns)
     if not rows:
         return []
     failed: list[BaseException] = []
