@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import sqlite3
+
+import numpy as np
 import pytest
 from helpers import DIM, T0, unit
 
 from tierstore import InvalidInputError, ManualClock, MemoryNotFoundError, TierStore
 from tierstore.errors import CorruptDataError
+from tierstore.rules.supersession import record_marks
+from tierstore.storage.catalog import SCHEMA
+from tierstore.tiers.warm import WarmSettings, WarmTier
 
 DAY = 86400.0
 HOUR = 3600.0
@@ -384,3 +390,100 @@ def test_cli_compact_cold_purges_a_deleted_memory(tmp_path, rng, capsys):
         assert new_key != key
         assert sorted(e.id for e, _ in store.engine.cold.read_batch(new_key)[1]) == sorted(ids[2:])
         assert b"alpha secret" not in store.engine.cold.store.get(new_key)
+
+
+def test_a_small_namespace_whose_memories_pass_through_keeps_small_hot_arrays(tmp_path):
+    """A platform's namespace: a few memories a day come into the hot tier and
+    leave it at night, a handful stay. Its arrays follow what it holds, not
+    what it was ever told (dead slots are compacted away even in a small
+    namespace), and what stays is still found."""
+    rng = np.random.default_rng(3)
+    clock = ManualClock(T0)
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock) as store:
+        keep_vec = unit(rng)
+        store.add("u", "pinned", keep_vec, id="keep", memory_type="fact", pinned=True)
+        for day in range(60):
+            store.add_batch(
+                "u",
+                [
+                    {
+                        "content": f"d{day}-{j}",
+                        "embedding": unit(rng),
+                        "id": f"d{day}-{j}",
+                        "memory_type": "conversation",
+                    }
+                    for j in range(6)
+                ],
+            )
+            clock.advance(86_400.0)
+            store.sweep()
+        space = store.engine.hot.get("u")
+        assert space is not None and space.live <= 8
+        assert space.cap <= 48, space.cap  # was ~300 (compacted only past 256 slots)
+        assert store.get("u", "keep").tier == "hot"
+        assert store.search("u", keep_vec, k=1)[0].id == "keep"
+
+
+class _Recorder:
+    """A catalog stand-in that records the SQL of each query it runs."""
+
+    def __init__(self, catalog):
+        self.catalog, self.sql = catalog, []
+
+    def query(self, sql, params=()):
+        self.sql.append((sql, tuple(params)))
+        return self.catalog.query(sql, params)
+
+
+def test_the_nights_lookups_read_one_namespace(store, clock, rng):
+    """What a night's sweep looks up per namespace (the marks an archive
+    record keeps; the warm shard list after a demote or a rebuild) reads that
+    namespace by index: on a platform's store a read of every mark or every
+    shard, once per namespace, made the night grow with the store."""
+    first = {}
+    for ns in ("a", "b"):
+        first[ns] = store.add(ns, "v1", unit(rng), memory_type="fact", key="city")
+        store.add(ns, "v2", unit(rng), memory_type="fact", key="city")
+    clock.advance(20 * DAY)
+    store.sweep()
+    catalog = store.engine.catalog
+    rec = _Recorder(catalog)
+    marks = record_marks(rec, "a", catalog.select_rows("WHERE m.ns = 'a'"))
+    warm = store.engine.warm
+    real, warm.catalog = warm.catalog, rec
+    try:
+        warm.refresh(["a"])
+    finally:
+        warm.catalog = real
+    assert len(rec.sql) == 3
+    for sql, params in rec.sql:
+        steps = [row[-1] for row in catalog.query("EXPLAIN QUERY PLAN " + sql, params)]
+        assert not any(s.startswith("SCAN") for s in steps), (sql, steps)
+    assert marks[first["a"]].superseded_by is not None  # the queries found the mark
+
+
+def test_refreshing_one_namespaces_shards_keeps_the_others(tmp_path):
+    """refresh(namespaces) re-reads those namespaces' shards only; a
+    namespace whose shards are all gone leaves the list; refresh() reads all."""
+    db = sqlite3.connect(":memory:")
+    db.executescript(SCHEMA)
+
+    class Rows:
+        def query(self, sql, params=()):
+            return db.execute(sql, params).fetchall()
+
+    def shard(ns, name):
+        db.execute("INSERT INTO shards (ns, name, kind, count, created_at) VALUES (?, ?, 'flat', 1, 0)", (ns, name))
+
+    shard("a", "a1")
+    shard("b", "b1")
+    warm = WarmTier(tmp_path / "warm", DIM, WarmSettings(), Rows())
+    assert [i.name for i in warm.shards("a")] == ["a1"] and [i.name for i in warm.shards("b")] == ["b1"]
+    db.execute("DELETE FROM shards WHERE ns = 'a'")
+    shard("b", "b2")
+    shard("c", "c1")
+    warm.refresh(["a", "c"])
+    assert warm.shards("a") == [] and [i.name for i in warm.shards("c")] == ["c1"]
+    assert [i.name for i in warm.shards("b")] == ["b1"]  # not asked for: as it was
+    warm.refresh()
+    assert [i.name for i in warm.shards("b")] == ["b1", "b2"]

@@ -111,6 +111,7 @@ CREATE TABLE IF NOT EXISTS shards (
     count      INTEGER NOT NULL,
     created_at REAL    NOT NULL
 );
+CREATE INDEX IF NOT EXISTS shards_ns ON shards (ns, shard);
 -- Archive batches in the object store. A batch is recorded here (pending)
 -- before its object is written, so an interrupted archive is finished on the
 -- next sweep with the same key and the same members. A batch holding the
@@ -175,6 +176,8 @@ CREATE TABLE IF NOT EXISTS supersessions (
     t                 REAL    NOT NULL,
     prior_ttl_seconds REAL                 -- its per-memory TTL before (NULL: the type's), back on reversal
 );
+-- the marks a memory made (an archive record keeps them; a delete reverses them)
+CREATE INDEX IF NOT EXISTS supersessions_by ON supersessions (ns, by_id);
 -- The cold search index (tierstore/tiers/cold_index.py): a sign code per cold
 -- memory, written in the transaction that archives it. A memory that leaves
 -- the cold tier, or the catalog, takes its code with it (the triggers), so no

@@ -47,7 +47,13 @@ from tierstore.storage.fileio import fsync_file, sha256_file
 from tierstore.storage.heap import release_freed
 from tierstore.storage.rwlock import RWLock
 
-_INITIAL_CAPACITY = 64
+_INITIAL_CAPACITY = 16
+# A namespace of fewer slots is never compacted (its dead slots cost less than
+# the rebuilds). Low, because a platform's namespaces are many and small:
+# memories pass through each one's hot tier every day, and at 256 every
+# namespace held up to ~300 slots of arrays (~0.5 MB at 384 dims) for a
+# handful of live memories.
+_COMPACT_MIN_SLOTS = 2 * _INITIAL_CAPACITY
 _THREADED_MIN = 256  # vectors from which an insert or a batch query uses every core
 
 
@@ -431,7 +437,7 @@ class HotNamespace:
             self.live -= 1
             self.changes_since_checkpoint += 1
         dead = self.n - self.live
-        if self.n >= 256 and dead > self.settings.compact_dead_fraction * self.n:
+        if self.n >= _COMPACT_MIN_SLOTS and dead > self.settings.compact_dead_fraction * self.n:
             self._compact()
 
     def _compact(self) -> None:
@@ -440,6 +446,7 @@ class HotNamespace:
         hnswlib keeps deleted nodes in the graph; past a dead fraction they
         slow queries and waste memory, so the namespace is rebuilt."""
         live = np.flatnonzero(self.I[C.I_ALIVE, : self.n]).astype(np.int64)
+        had_index = self.index is not None
         if self.index is not None:
             vecs = (
                 np.asarray(self.index.get_items(live, return_type="numpy"), np.float32)
@@ -486,7 +493,8 @@ class HotNamespace:
         if use_index or k > self.settings.exact_threshold:
             self._build_index()
         self.changes_since_checkpoint += 1
-        release_freed()  # the old graph and columns: freed, not yet given back
+        if had_index:  # the old graph: freed, not yet given back (small arrays are not worth a trim)
+            release_freed()
 
     # -- queries (callers hold lock.read()) ----------------------------------
 

@@ -440,7 +440,7 @@ class Migrator:
         for ns, (name, _) in shards.items():
             if ns not in moved_ns:
                 eng.warm.remove_files(name)
-        eng.warm.refresh()
+        eng.warm.refresh(shards)
         touched.update(moved_ns)
         for r in done:
             self._count(report, r, "demoted")
@@ -791,7 +791,7 @@ class Migrator:
 
         eng.catalog.write(write)
         crash_point("rebuild.after_commit")
-        eng.warm.refresh()
+        eng.warm.refresh([ns])
         # The commit that moved the rows off the old shards is on disk before
         # their files go: lost to an OS crash after the delete, it would leave
         # the catalog pointing at shards without files (as for archive objects).

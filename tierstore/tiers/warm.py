@@ -26,7 +26,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
@@ -107,10 +107,14 @@ class WarmTier:
 
     # -- shard list ------------------------------------------------------------
 
-    def _load_list(self) -> dict[str, list[ShardInfo]]:
+    def _load_list(self, namespaces: Sequence[str] = ()) -> dict[str, list[ShardInfo]]:
+        """The shards of ``namespaces`` (every namespace when empty), by namespace."""
         by_ns: dict[str, list[ShardInfo]] = {}
+        where, params = "", list(namespaces)
+        if params:
+            where = f" WHERE ns IN ({','.join('?' * len(params))})"
         for shard, ns, name, kind, count in self.catalog.query(
-            "SELECT shard, ns, name, kind, count FROM shards ORDER BY shard"
+            f"SELECT shard, ns, name, kind, count FROM shards{where} ORDER BY shard", params
         ):
             by_ns.setdefault(ns, []).append(ShardInfo(shard, ns, name, kind, count))
         return by_ns
@@ -129,10 +133,26 @@ class WarmTier:
                 by_ns = self._by_ns
         return by_ns.get(ns, [])
 
-    def refresh(self) -> None:
-        """Re-read the shard list after the catalog changed it."""
+    def refresh(self, namespaces: Iterable[str] | None = None) -> None:
+        """Re-read the shard list after the catalog changed it: the shards of
+        ``namespaces`` only, when given (a night's sweep changes a few
+        namespaces' shards at a time; the whole list of a platform's store
+        is thousands of rows)."""
         with self._lock:
-            self._by_ns = self._load_list()
+            if namespaces is None or self._by_ns is None:
+                self._by_ns = self._load_list() if namespaces is None else None
+                return
+            names = sorted(set(namespaces))
+            by_ns = dict(self._by_ns)  # a new dict: readers hold the old one without a lock
+            for i in range(0, len(names), 500):
+                part = names[i : i + 500]
+                fresh = self._load_list(part)
+                for ns in part:
+                    if ns in fresh:
+                        by_ns[ns] = fresh[ns]
+                    else:
+                        by_ns.pop(ns, None)
+            self._by_ns = by_ns
 
     # -- writing ---------------------------------------------------------------
 
