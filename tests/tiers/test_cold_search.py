@@ -14,7 +14,7 @@ from tierstore import ManualClock, Policy, PolicyError, TierStore
 from tierstore.analytics.lifecycle import lifecycle_metrics
 from tierstore.errors import InvalidInputError
 from tierstore.storage.objectstore import LocalObjectStore
-from tierstore.tiers.cold_index import CODES_COMPLETE
+from tierstore.tiers.cold_index import CODES_COMPLETE, ColdIndex
 
 DIM = 16
 T0 = 1_700_000_000.0
@@ -425,8 +425,8 @@ def test_a_sweep_adds_its_codes_to_those_loaded_without_reading_the_namespace_ag
 def test_codes_of_memories_that_left_the_cold_tier_are_read_again_after_a_search_meets_them(tmp_path):
     """Loaded codes only grow between loads (a sweep's archive adds to them):
     a memory deleted or restored since leaves its code there, taking a
-    candidate's place. A search that meets such a code drops the namespace's
-    codes, which are then read again without it."""
+    candidate's place. A search that meets such codes drops them from the
+    loaded ones (what a load from the catalog gives), without a read."""
     rng = np.random.default_rng(6)
     clock = ManualClock(1_700_000_000.0)
     with TierStore.open(tmp_path / "s", dim=16, clock=clock) as store:
@@ -444,8 +444,29 @@ def test_codes_of_memories_that_left_the_cold_tier_are_read_again_after_a_search
         store.restore("u", ids=["t8"])
         assert store.get("u", "t8").tier != "cold"
         assert index.count_if_loaded("u") == 30  # still loaded, with the two codes that left
+        reads = []
+        real = index._query
+        index._query = lambda sql, params: reads.append(sql) or real(sql, params)
         hits = store.search("u", X[7], k=3, include_cold=True, record_access=False)
         assert "t7" not in [h.id for h in hits]
-        assert index.count_if_loaded("u") == 28  # it met codes that left: read again without them
+        assert index.count_if_loaded("u") == 28 and reads == []  # it met them: dropped, nothing read again
+        kept, fresh = index._loaded.peek("u"), index._load("u")
+        for name in ("rids", "codes", "vector_at", "vector_crc"):
+            assert np.array_equal(getattr(kept, name), getattr(fresh, name)), name
         hits = store.search("u", X[9], k=3, include_cold=True, record_access=False)
         assert hits[0].id == "t9" and index.count_if_loaded("u") == 28  # nothing left to drop: kept
+
+
+def test_a_discard_is_ignored_once_the_codes_changed_since_the_search_read_them():
+    """discard() takes the token of the codes the search read: if an archive
+    added codes since (the rid may have been archived again), nothing is
+    dropped."""
+    rows = [(i, np.uint64(i).tobytes() * 2, 0, 0) for i in range(1, 6)]
+    index = ColdIndex(lambda sql, params: rows, 128)
+    assert index.count("n") == 5
+    token = index.generation("n")
+    index.add("n", [(9, rows[0][1], 0, 0)])
+    index.discard("n", [2], token)
+    assert index.count_if_loaded("n") == 6  # ignored: the codes changed since the token
+    index.discard("n", [2, 3], index.generation("n"))
+    assert index.count_if_loaded("n") == 4 and 2 not in index._loaded.peek("n").rids

@@ -168,7 +168,7 @@ def search_cold(
     """The best ``k`` cold memories of ``ns`` for the unit query ``q``: the
     cold index's candidates (``candidate_count(k)``), their catalog rows
     (those still cold in ``ns``: the loaded codes may hold memories restored
-    or deleted since they were read, which drops them to be read again; and,
+    or deleted since they were read, which the search drops from them; and,
     unless the policy's marks demote (``supersession.superseded_factor``
     below 1), not superseded: then a superseded memory is a hit, demoted and
     after what replaced it, as in the other tiers),
@@ -180,15 +180,15 @@ def search_cold(
     records after the rows were read is read again, once, where the catalog
     now points (no error when every candidate is then read, or has left the
     cold tier)."""
+    token = index.generation(ns)
     rids, _ = index.candidates(ns, q, candidate_count(k))
     if not rids.size:
         return []
     rows = _cold_rows(catalog, ns, rids.tolist(), ranker.cp.marks_rank)
     if ranker.cp.marks_rank and len(rows) < rids.size:
-        # Codes of memories that left the cold tier (restored, deleted) take
-        # candidates' places: the loaded codes only grow between loads (a
-        # sweep's archive adds to them), so read them again next time.
-        index.invalidate(ns)
+        # codes of memories that left the cold tier (restored, deleted) take candidates' places
+        still = {r.rid for r in rows}
+        index.discard(ns, [rid for rid in rids.tolist() if rid not in still], token)
     if not rows:
         return []
     failed: list[BaseException] = []

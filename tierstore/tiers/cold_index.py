@@ -261,6 +261,35 @@ class ColdIndex:
                 ),
             )
 
+    def generation(self, ns: str) -> tuple[int, int]:
+        """A token that changes whenever ``ns``'s codes change (an add, an
+        invalidation): :meth:`discard` takes it."""
+        with self._lock:
+            return self._epoch, self._generation.get(ns, 0)
+
+    def discard(self, ns: str, rids: Sequence[int], token: tuple[int, int]) -> None:
+        """Drop ``rids`` from ``ns``'s loaded codes: memories a search found
+        no longer cold (deleted, restored) — unless the codes changed since
+        ``token`` (:meth:`generation`, taken before the search read them),
+        when a rid might have been archived again meanwhile. Loaded codes
+        only grow between loads (a sweep's archive adds to them), and a
+        platform deletes in most namespaces every night: dropping what a
+        search met keeps them clean without reading the namespace again."""
+        if not len(rids):
+            return
+        with self._lock:
+            if (self._epoch, self._generation.get(ns, 0)) != token:
+                return
+            entry = self._loaded.peek(ns)
+            if entry is None:
+                return
+            keep = ~np.isin(entry.rids, np.asarray(rids, np.int64))
+            if keep.all():
+                return
+            self._loaded.put(
+                ns, _Codes(entry.rids[keep], entry.codes[keep], entry.vector_at[keep], entry.vector_crc[keep])
+            )
+
     def known_empty(self, ns: str) -> bool:
         """True when ``ns`` is known to have no code (nothing archived), without a lock or a read: the
         search's hot path asks this first. False means it may have some (or it is not known)."""
