@@ -186,7 +186,8 @@ def search_cold(
         return []
     rows = _cold_rows(catalog, ns, rids.tolist(), ranker.cp.marks_rank)
     if ranker.cp.marks_rank and len(rows) < rids.size:
-        # codes of memories that left the cold tier (restored, deleted) take candidates' places
+        # codes of memories that left the cold tier (restored, deleted) take candidates' places; only
+        # when superseded rows are read too: otherwise a missing row may be a superseded, cold one
         still = {r.rid for r in rows}
         index.discard(ns, [rid for rid in rids.tolist() if rid not in still], token)
     if not rows:

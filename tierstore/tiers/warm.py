@@ -139,9 +139,11 @@ class WarmTier:
         namespaces' shards at a time; the whole list of a platform's store
         is thousands of rows)."""
         with self._lock:
-            if namespaces is None or self._by_ns is None:
-                self._by_ns = self._load_list() if namespaces is None else None
+            if namespaces is None:
+                self._by_ns = self._load_list()
                 return
+            if self._by_ns is None:
+                return  # never read: the next shards() reads it whole
             names = sorted(set(namespaces))
             by_ns = dict(self._by_ns)  # a new dict: readers hold the old one without a lock
             for i in range(0, len(names), 500):
