@@ -40,7 +40,9 @@ from typing import Any
 
 import numpy as np
 
-Hit = tuple[str, float, float, str, str]  # id, similarity to the query, created (s), type, content
+Hit = tuple[
+    str, float, float, str, str, frozenset[str]
+]  # id, similarity to the query, created (s), type, content, the question's content words
 Rule = Callable[[Hit, Hit], bool]
 
 
@@ -76,6 +78,35 @@ def rules(cos: Callable[[str, str], float], est: Callable[[str, str], float]) ->
     for g, slope in ((0.45, 1.0), (0.5, 1.0), (0.5, 1.5), (0.55, 1.0)):
         out.append((f"sliding from {g}, slope {slope}", sliding(g, slope)))
     out.append(("pair cosine >= 0.55 within 0.3 + wording", worded(0.3, 0.55)))
+
+    def names_older(a: Hit, b: Hit) -> bool:
+        # the question names a word of the older statement that the newer lacks, and none of the newer's own
+        wa, wb = content_words(a[4]), content_words(b[4])
+        return bool(a[5] & (wb - wa)) and not a[5] & (wa - wb)
+
+    def unless_named(m: float) -> Rule:
+        return lambda a, b: newer(a, b) and a[1] >= b[1] - m and not names_older(a, b)
+
+    def unless_named_gate(m: float, g: float) -> Rule:
+        return lambda a, b: unless_named(m)(a, b) and cos(a[4], b[4]) >= g
+
+    def named_or_margin(m: float) -> Rule:
+        # default margin always; the wider one only when the question names neither statement's own words
+        def rule(a: Hit, b: Hit) -> bool:
+            if not newer(a, b):
+                return False
+            wa, wb = content_words(a[4]), content_words(b[4])
+            own = bool(a[5] & (wb - wa)) or bool(a[5] & (wa - wb))
+            return a[1] >= b[1] - (0.1 if own else m)
+
+        return rule
+
+    for m in (0.1, 0.15, 0.2, 0.3):
+        out.append((f"margin {m} unless the question names the older's own words", unless_named(m)))
+    for m, g in ((0.3, 0.5), (0.3, 0.6), (0.2, 0.5)):
+        out.append((f"margin {m}, pair cosine >= {g}, unless named", unless_named_gate(m, g)))
+    for m in (0.15, 0.2, 0.3):
+        out.append((f"margin {m} when the question names neither's own words, else 0.1", named_or_margin(m)))
     return out
 
 
@@ -84,6 +115,7 @@ def variant_rows(drift: bool, households: int, cfg: Any) -> list[dict[str, Any]]
     from tierstore.bench.relations import DEFAULT_SEED, metrics, store_rankings, workload_vectors
     from tierstore.bench.relations_workload import relations_workload
     from tierstore.kernels import sign_codes
+    from tierstore.rules.resolution import content_words
 
     out_rows: list[dict[str, Any]] = []
     variant = "drift" if drift else "safety"
@@ -110,8 +142,9 @@ def variant_rows(drift: bool, households: int, cfg: Any) -> list[dict[str, Any]]
         if q.phase != "end" or q.id not in run.rankings:
             continue
         qv = vec(q.text)
+        qw = content_words(q.text)
         hits[q.id] = [
-            (i, float(np.dot(qv, vec(m.content))), m.t, m.memory_type, m.content)
+            (i, float(np.dot(qv, vec(m.content))), m.t, m.memory_type, m.content, qw)
             for i in run.rankings[q.id]
             for m in (by_store_id[i],)
         ]
