@@ -107,10 +107,12 @@ def test_hits_are_snapshots_taken_at_search_time(store, clock, rng):
 
 def test_hits_survive_a_compaction_of_their_namespace(store, rng):
     """A compaction renumbers slots and replaces the namespace's string lists;
-    hits taken before it still build their own memories (the snapshot holds
-    the old lists), and a search after it sees the new slots."""
+    hits taken before it still give their own ids and build their own
+    memories (the snapshot holds the old lists), and a search after it sees
+    the new slots."""
     vecs = [unit(rng) for _ in range(300)]
     ids = store.add_batch("c", [{"content": f"memory {i}", "embedding": v, "id": f"m{i}"} for i, v in enumerate(vecs)])
+    unread = store.search("c", vecs[250], k=5, record_access=False)  # no id read before the compaction
     hits = store.search("c", vecs[250], k=5, record_access=False)
     assert hits[0].id == "m250"
     hot = store.engine.hot.ensure("c")
@@ -120,6 +122,9 @@ def test_hits_survive_a_compaction_of_their_namespace(store, rng):
     assert hot.strings is not old_strings and hot.n < 300  # compacted
     for h in hits:
         assert h.memory.id == h.id and h.memory.content == f"memory {h.id[1:]}"
+    # ids are fetched on first read, from the lists the search saw: the slots they name were renumbered since
+    assert [h.id for h in unread] == [h.id for h in hits]
+    assert [h.memory.id for h in unread] == [h.id for h in hits]
     after = store.search("c", vecs[250], k=5, record_access=False)
     assert after[0].id == "m250" and after[0].memory.content == "memory 250"
     assert all(int(h.id[1:]) >= 200 for h in after)

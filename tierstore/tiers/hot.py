@@ -132,7 +132,7 @@ class HotSnapshot:
     builds its hits: callers read them); ``memory(j)`` builds hit j's Memory
     on first use, from values the search captured."""
 
-    __slots__ = ("strings", "type_names", "rf", "ri", "ids", "scores", "explains", "_memories")
+    __slots__ = ("strings", "type_names", "rf", "ri", "slots", "_ids", "scores", "explains", "_memories")
 
     def __init__(
         self,
@@ -140,7 +140,7 @@ class HotSnapshot:
         type_names: Sequence[str],
         rf: np.ndarray,
         ri: np.ndarray,
-        ids: Sequence[str] = (),
+        slots: list[int] | None = None,
         scores: Sequence[float] = (),
         explains: list[Explain] | None = None,
     ) -> None:
@@ -148,10 +148,25 @@ class HotSnapshot:
         self.type_names = type_names
         self.rf = rf
         self.ri = ri
-        self.ids = ids
+        self.slots = slots  # ri[R_SLOT] as a list, when the search made one
+        self._ids: Sequence[str] | None = None
         self.scores = scores
         self.explains = explains
         self._memories: list[Memory | None] | None = None
+
+    @property
+    def ids(self) -> Sequence[str]:
+        """The hits' ids, fetched from the namespace's id list on first read:
+        after hnswlib's search those entries are out of every cache (two
+        misses an id), and a caller that reads no id (a count, a score)
+        should not pay them. itemgetter fetches them in one C loop, where the
+        misses overlap; a comprehension would take them in turn."""
+        ids = self._ids
+        if ids is None:
+            slots = self.slots if self.slots is not None else self.ri[C.R_SLOT].tolist()
+            every = self.strings.ids
+            ids = self._ids = itemgetter(*slots)(every) if len(slots) > 1 else tuple(every[s] for s in slots)  # type: ignore[assignment]
+        return ids  # type: ignore[return-value]
 
     def memory(self, j: int) -> Memory:
         """Hit j's Memory (built on first use, then kept)."""
@@ -208,7 +223,7 @@ def columns_from_rows(
     k = len(rows)
     nan = math.nan
     # one conversion of every row's floats (a column assignment per row costs several times more)
-    F = np.empty((C.NF, k), np.float64)
+    F = np.empty((C.NF, k), np.float64, order="F")
     F[:] = (
         np.array(
             [
@@ -236,7 +251,7 @@ def columns_from_rows(
         .reshape(k, C.NF)
         .T
     )
-    I = np.zeros((C.NI, k), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I = np.zeros((C.NI, k), np.int64, order="F")  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
     I[C.I_TYPE] = [type_idx[r.memory_type] for r in rows]
     I[C.I_ACCESS_COUNT] = I[C.I_FLUSHED_COUNT] = [r.access_count for r in rows]
     I[C.I_PINNED] = [1 if r.pinned else 0 for r in rows]
@@ -263,8 +278,8 @@ class HotNamespace:
         self.n = 0  # slots used (live + dead)
         self.live = 0
         self.cap = 0
-        self.F = np.zeros((C.NF, 0), np.float64)
-        self.I = np.zeros((C.NI, 0), np.int64)
+        self.F = np.zeros((C.NF, 0), np.float64, order="F")
+        self.I = np.zeros((C.NI, 0), np.int64, order="F")
         self.tags = np.full((0, 4), -1, np.int32)
         self.rids = np.zeros(0, np.int64)
         self.arange = np.zeros(0, np.int64)
@@ -289,9 +304,9 @@ class HotNamespace:
             # a quarter more each time, not double: the graph allocates every slot of its capacity up
             # front (~1.7 KB at 384 dims), so doubling left up to half of a large namespace's graph unused
             cap = max(cap + _INITIAL_CAPACITY, cap + cap // 4)
-        F = np.zeros((C.NF, cap), np.float64)
+        F = np.zeros((C.NF, cap), np.float64, order="F")
         F[:, : self.n] = self.F[:, : self.n]
-        I = np.zeros((C.NI, cap), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+        I = np.zeros((C.NI, cap), np.int64, order="F")  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
         I[:, : self.n] = self.I[:, : self.n]
         tags = np.full((cap, self.tags.shape[1]), -1, np.int32)
         tags[: self.n] = self.tags[: self.n]
@@ -467,8 +482,8 @@ class HotNamespace:
         tag_names = [self.tag_names[s] for s in live.tolist()]
         metadata = [self.metadata[s] for s in live.tolist()]
         self.n = self.live = self.cap = 0
-        self.F = np.zeros((C.NF, 0))
-        self.I = np.zeros((C.NI, 0), np.int64)
+        self.F = np.zeros((C.NF, 0), order="F")
+        self.I = np.zeros((C.NI, 0), np.int64, order="F")
         self.tags = np.full((0, tags.shape[1] if tags.ndim == 2 else 4), -1, np.int32)
         self.rids = np.zeros(0, np.int64)
         use_index = k > self.settings.exact_threshold // 2 and self.index is not None
@@ -615,14 +630,11 @@ class HotNamespace:
         n = len(slots)
         if n == 0:
             return []
-        # itemgetter fetches the ids in one C loop, where the cache misses of
-        # a large namespace's id list overlap; a comprehension takes them in turn.
-        ids = itemgetter(*slots)(self.ids) if n > 1 else (self.ids[slots[0]],)
         scores = rf[C.R_SCORE].tolist()
         explains = None
         if explain:
             explains = list(map(cp.explain, ranked.raw.tolist(), ranked.norm.tolist(), scores, repeat("hot", n)))
-        snap = HotSnapshot(self.strings, cp.type_names, rf, ri, ids, scores, explains)
+        snap = HotSnapshot(self.strings, cp.type_names, rf, ri, slots, scores, explains)
         return list(map(Hit, repeat(snap, n), range(n)))
 
     # -- catalog write-back (callers hold access_lock) -------------------------
