@@ -30,7 +30,7 @@ from .context import context_multipliers, rescale_lifetimes
 from .decay import access_boost, decayed_weight, record_accesses
 from .due import classify, due_times
 from .flat import flat_topk, inner_products, squared_length, top_candidates
-from .rerank import fused_rerank, pack_query, rank_and_gather
+from .rerank import fused_rerank, pack_access, pack_query, rank_and_gather, rank_and_record
 from .resolve import resolve_order
 
 __all__ = [
@@ -51,8 +51,10 @@ __all__ = [
     "fused_rerank",
     "hamming_distances",
     "hamming_topk",
+    "pack_access",
     "pack_query",
     "rank_and_gather",
+    "rank_and_record",
     "inner_products",
     "record_accesses",
     "rescale_lifetimes",

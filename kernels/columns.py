@@ -88,12 +88,21 @@ R_RAW = 6  # the 5 raw factors
 R_F = 11
 SNAPSHOT_F = (F_CREATED, F_LAST_ACCESS, F_TTL, F_TTL_ANCHOR, F_DUE, F_TTL_OVERRIDE)
 NRF = R_F + len(SNAPSHOT_F)
+R_TTL_OVERRIDE = R_F + SNAPSHOT_F.index(F_TTL_OVERRIDE)  # 0: the hit is superseded
 # ... and int64 rows (NRI, m): its slot, then the I rows in SNAPSHOT_I order
 R_SLOT = 0
 R_I = 1
 SNAPSHOT_I = (I_TYPE, I_ACCESS_COUNT, I_PINNED)
 R_BEFORE = R_I + len(SNAPSHOT_I)  # resolution: the slot of the hit this one was placed before, or -1
 NRI = R_BEFORE + 1
+
+# the access parameters rank_and_record takes in one float64 array
+# (pack_access): the sweep thresholds (demote, archive, delete, delete bar),
+# the confidence half-life, then per type: the boost, refresh-on-read (0/1)
+# and whether the sweep may delete it (0/1)
+A_THRESHOLDS = 0
+A_CONF_HALF_LIFE = 4
+A_HEADER = 5
 
 # rank_and_gather ranks for a query whose squared length lies in
 # [QUERY_N2_MIN, QUERY_N2_MAX] (length 1/16 to 65536) as it is, dividing the

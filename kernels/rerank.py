@@ -30,6 +30,9 @@ from numba import njit
 from ._scalar import confidence_at, weight_at
 from ._topk import topk_order
 from .columns import (
+    A_CONF_HALF_LIFE,
+    A_HEADER,
+    A_THRESHOLDS,
     F_CONF,
     F_CREATED,
     F_HALF_LIFE,
@@ -74,9 +77,11 @@ from .columns import (
     R_RAW,
     R_SCORE,
     R_SLOT,
+    R_TTL_OVERRIDE,
     SNAPSHOT_F,
     SNAPSHOT_I,
 )
+from .decay import record_accesses
 from .flat import squared_length
 from .resolve import resolve_rows
 
@@ -439,3 +444,54 @@ def rank_and_gather(q, labels, distances, F, I, tags, qf, qi, type_allowed, now,
         for j in range(m):
             ri[R_I + r, j] = I[row, ri[R_SLOT, j]]
     return rf, ri, n2
+
+
+def pack_access(thresholds, conf_half_life, boost_by_type, refresh_by_type, deletes_by_type):
+    """The access parameters of :func:`.decay.record_accesses` in one float64
+    array for :func:`rank_and_record` (layout ``A_*`` in :mod:`.columns`).
+    Plain numpy, done once per policy."""
+    nt = len(boost_by_type)
+    if len(thresholds) != 4 or len(refresh_by_type) != nt or len(deletes_by_type) != nt:
+        raise ValueError("pack_access: 4 thresholds, and one boost, refresh and delete flag per type")
+    out = np.empty(A_HEADER + 3 * nt, np.float64)
+    out[A_THRESHOLDS : A_THRESHOLDS + 4] = thresholds
+    out[A_CONF_HALF_LIFE] = conf_half_life
+    out[A_HEADER : A_HEADER + nt] = boost_by_type
+    out[A_HEADER + nt : A_HEADER + 2 * nt] = refresh_by_type
+    out[A_HEADER + 2 * nt :] = deletes_by_type
+    return out
+
+
+@njit(nogil=True, cache=True)
+def rank_and_record(q, labels, distances, F, I, tags, qf, qi, type_allowed, now, min_conf, k, record_min, access):  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    """:func:`rank_and_gather`, then, when ``0 <= record_min <= m`` (``m``
+    hits picked, at least one), one access at ``now`` counted for each picked
+    hit (:func:`.decay.record_accesses`, its parameters packed by
+    :func:`pack_access` in ``access``; the caller holds the namespace's access
+    lock). The picked hits' columns in ``rf``/``ri`` are read before the
+    access, as a search that records afterwards sees them. One call where two
+    would each cross into Python after the candidate search, with its caches
+    cold.
+
+    Returns ``(rf, ri, n2, superseded)``: :func:`rank_and_gather`'s values and
+    how many picked hits are superseded (their ``R_TTL_OVERRIDE`` is 0)."""
+    rf, ri, n2 = rank_and_gather(q, labels, distances, F, I, tags, qf, qi, type_allowed, now, min_conf, k)
+    m = ri.shape[1]
+    if m > 0 and 0 <= record_min <= m:
+        nt = (access.shape[0] - A_HEADER) // 3
+        record_accesses(
+            ri[R_SLOT],
+            now,
+            F,
+            I,
+            access[A_HEADER : A_HEADER + nt],
+            access[A_HEADER + nt : A_HEADER + 2 * nt],
+            access[A_HEADER + 2 * nt :],
+            access[A_THRESHOLDS : A_THRESHOLDS + 4],
+            access[A_CONF_HALF_LIFE],
+        )
+    superseded = 0
+    for j in range(m):
+        if rf[R_TTL_OVERRIDE, j] == 0.0:
+            superseded += 1
+    return rf, ri, n2, superseded

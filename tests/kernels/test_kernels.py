@@ -1130,6 +1130,50 @@ def test_rank_and_gather_is_rerank_then_gather_packed(args):
 
 @pytest.mark.slow
 @PROPS
+@given(rerank_st(), st.sampled_from(["never", "any", "k", "more than k"]), st.data())
+def test_rank_and_record_is_rank_and_gather_then_the_picks_accesses(args, when, data):
+    """The hot path's kernel with access recording: rank_and_gather's result,
+    computed before the accesses; then, when at least ``record_min`` hits were
+    picked, one access per picked hit exactly as the plain-Python
+    record_accesses has it (nothing when -1 or more than were picked); and the
+    count of picked hits that are superseded."""
+    from tierstore.kernels import pack_access, rank_and_gather, rank_and_record
+
+    cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    nt = len(w0)
+    boost = np.array(data.draw(st.lists(st.floats(0.0, 5.0), min_size=nt, max_size=nt)))
+    refresh = np.array(data.draw(st.lists(st.integers(0, 1), min_size=nt, max_size=nt)), np.uint8)
+    deletes = np.array(data.draw(st.lists(st.integers(0, 1), min_size=nt, max_size=nt)), np.uint8)
+    th = np.array([0.3, 0.1, 0.01, 0.3])
+    conf_hl = p[C.P_CONF_HALF_LIFE]
+    access = pack_access(th, conf_hl, boost, refresh, deletes)
+    q = np.zeros(8, np.float32)
+    q[3] = 1.0
+    qf, qi = pack_query(p, w0, q_tags, rule_tags, rule_mult, mask_tags)
+    now, min_conf = p[C.P_NOW], p[C.P_MIN_CONF]
+    rf, ri, n2 = rank_and_gather(q, cand, cand_scores, F.copy(), I.copy(), tags, qf, qi, type_allowed, now, min_conf, k)
+    m = ri.shape[1]
+    record_min = {"never": -1, "any": 0, "k": k, "more than k": k + 1}[when]
+    kF, kI = F.copy(), I.copy()
+    got = rank_and_record(
+        q, cand, cand_scores, kF, kI, tags, qf, qi, type_allowed, now, min_conf, k, record_min, access
+    )
+    np.testing.assert_array_equal(got[0], rf)
+    np.testing.assert_array_equal(got[1], ri)
+    assert got[2] == n2
+    assert got[3] == int((rf[C.R_TTL_OVERRIDE] == 0.0).sum())
+    if m > 0 and 0 <= record_min <= m:
+        wF, wI = R.ref_record_accesses(ri[C.R_SLOT], now, F, I, boost, refresh, deletes, th, conf_hl)
+    else:
+        wF, wI = F, I
+    assert np.array_equal(kI, wI)
+    rows = [r for r in range(C.NF) if r != C.F_DUE]
+    np.testing.assert_allclose(kF[rows], wF[rows], rtol=1e-9, atol=1e-300, equal_nan=True)
+    assert_times_close(kF[C.F_DUE], wF[C.F_DUE])
+
+
+@pytest.mark.slow
+@PROPS
 @given(rerank_st(), st.data())
 def test_rank_and_gather_resolves_as_the_reference_does(args, data):
     """With P_RESOLVE set, the picks come in the order the plain-Python

@@ -30,8 +30,10 @@ def warm_up_kernels() -> None:
             fused_rerank,
             hamming_topk,
             inner_products,
+            pack_access,
             pack_query,
             rank_and_gather,
+            rank_and_record,
             record_accesses,
             rescale_lifetimes,
             sign_code,
@@ -73,9 +75,12 @@ def warm_up_kernels() -> None:
         qf, qi = pack_query(params, w0, e32, e32, e64, e32)
         for a in (qf, qi):  # the hot tier passes a context's read-only arrays
             a.flags.writeable = False
-        rank_and_gather(q, slots, sims, F, I, tags, qf, qi, u8, 1.0, 0.0, 2)  # exact hot
+        rank_and_gather(q, slots, sims, F, I, tags, qf, qi, u8, 1.0, 0.0, 2)  # the keyword side's candidates
+        access = pack_access(th, np.inf, w0, u8, u8)
+        rank_and_record(q, slots, sims, F, I, tags, qf, qi, u8, 1.0, 0.0, 2, -1, access)  # exact hot
         # hnswlib hands back uint64 labels and float32 distances, (1, m) for one query
-        rank_and_gather(q, slots.astype(np.uint64)[None], sims[None], F, I, tags, qf, qi, u8, 1.0, 0.0, 2)
+        labels = slots.astype(np.uint64)[None]
+        rank_and_record(q, labels, sims[None], F, I, tags, qf, qi, u8, 1.0, 0.0, 2, -1, access)
         context_multipliers(tags, n, e32, e64)
         rescale_lifetimes(f, f, f, f, f, f, 1.0)
         codes = sign_codes(X)  # the cold index

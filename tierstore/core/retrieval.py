@@ -172,34 +172,36 @@ def search(
         hot.lock.acquire_read()  # released below, as try_read's is
     moved: dict[str, str] | None = None  # resolution's moves, where not read off the kernel's R_BEFORE
     estimate_note: str | None = None  # why the archive may rank (policy scoring.cold_estimate)
+    warm_shards = include_warm and bool(eng.warm.shards(ns))
+    archived = eng.cold_searchable and not eng.cold_index.known_empty(ns)  # the archive may hold some of ns
+    # hot alone answers, whatever its hits, when there is no warm tier to merge and the cold tier is off or
+    # holds nothing of the namespace: then the kernel records the hits' accesses as it ranks them
+    surely_alone = not warm_shards and (cold_mode is False or not archived)
+    recorded = record_access and surely_alone
     try:
-        ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now)
+        ranked = hot.search(q, k, cp, ctx, allowed, min_conf, now, recorded)
         hits = col_hits = hot.hits(ranked, cp, explain)  # col_hits: in the kernel's column order
         col_sims = (
             dict(zip((h.id for h in hits), ranked.rf[C.R_RAW].tolist()))
             if cp.resolve_word_margin >= 0.0 and len(hits) > 1
             else {}
         )
-        warm_shards = include_warm and bool(eng.warm.shards(ns))
-        sims = ranked.rf[C.R_RAW].tolist()  # a list: max and min of ten floats cost less than numpy's reductions
-        # hot alone answers when there is no warm tier to merge and the cold
-        # tier is not wanted (off, or "auto" with k hits, one as similar as
-        # the bar) or holds nothing of the namespace
-        archived = eng.cold_searchable and not eng.cold_index.known_empty(ns)  # the archive may hold some of ns
-        hot_alone = not warm_shards and (
-            cold_mode is False
-            or not archived
-            or (cold_mode == "auto" and len(hits) >= k and max(sims) >= sc.cold_similarity_bar)
-            or archive_empty(eng, ns, in_memory_only)
-        )
-        if hot_alone and archived and cold_mode == "auto" and sc.cold_estimate:
-            estimate_note = archive_may_rank(eng, ns, query, min(sims, default=-math.inf), sc, in_memory_only)
-            if estimate_note is _UNKNOWN:
-                return None  # the archive's codes are not loaded: the caller searches again where it may wait
-            hot_alone = estimate_note is None
+        hot_alone = surely_alone
+        if not surely_alone and not warm_shards:
+            # the cold tier "auto" with an archive: hot alone when it found k hits, one as similar as the
+            # bar, or the archive turns out empty
+            sims = ranked.rf[C.R_RAW].tolist()  # a list: max and min of ten floats cost less than numpy's
+            hot_alone = (
+                cold_mode == "auto" and len(hits) >= k and max(sims) >= sc.cold_similarity_bar
+            ) or archive_empty(eng, ns, in_memory_only)
+            if hot_alone and cold_mode == "auto" and sc.cold_estimate:
+                estimate_note = archive_may_rank(eng, ns, query, min(sims, default=-math.inf), sc, in_memory_only)
+                if estimate_note is _UNKNOWN:
+                    return None  # the archive's codes are not loaded: the caller searches again where it may wait
+                hot_alone = estimate_note is None
         if in_memory_only and not hot_alone:  # no warm shard to merge (refused above): the archive's codes to read
             return None  # nothing recorded: the caller searches again where it may wait
-        if record_access and hits and hot_alone:
+        if record_access and hits and hot_alone and not recorded:
             with hot.access_lock:
                 record_accesses(
                     ranked.slots,
@@ -223,7 +225,7 @@ def search(
             hits, more = resolve_by_wording(cp, hits, col_sims)
             if more:
                 moved = {**(moved or {}), **more}
-        ttl_row = ranked.rf[R_TTL_OVERRIDE].tolist() if cp.marks_rank and hits else ()
+        ttl_row = ranked.rf[R_TTL_OVERRIDE].tolist() if cp.marks_rank and hits and ranked.superseded else ()
         if 0.0 in ttl_row:  # a superseded hit
             col_of = {h.id: j for j, h in enumerate(col_hits)}
             hits = order_marked(eng.catalog, ns, hits, [ttl_row[col_of[h.id]] == 0.0 for h in hits])

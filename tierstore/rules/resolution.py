@@ -30,7 +30,7 @@ from tierstore.rules import supersession
 from tierstore.rules.scoring import CompiledPolicy
 
 # the row of rank_and_gather's float result holding each hit's per-memory TTL (0: superseded)
-R_TTL_OVERRIDE = C.R_F + C.SNAPSHOT_F.index(C.F_TTL_OVERRIDE)
+R_TTL_OVERRIDE = C.R_TTL_OVERRIDE
 
 
 def marked_flags(top: Sequence[tuple[Any, ...]], ranked: Any, result: Sequence[Hit]) -> list[bool]:

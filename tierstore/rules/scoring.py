@@ -11,7 +11,7 @@ from operator import mul
 import numpy as np
 
 from tierstore.kernels import columns as C
-from tierstore.kernels import pack_query
+from tierstore.kernels import pack_access, pack_query
 from tierstore.policy import SCORE_FACTORS, USE_FACTORS, Policy
 from tierstore.records import Explain
 from tierstore.rules.tags import TagVocab
@@ -72,6 +72,10 @@ class CompiledPolicy:
         self.thresholds = np.array([th.demote, th.archive, th.delete, th.delete_below_confidence], np.float64)
         decay = policy.confidence.decay_half_life_seconds
         self.conf_half_life = math.inf if decay is None else float(decay)
+        # the same, packed for the hot search's kernel, which records the hits' accesses itself
+        self.access = pack_access(
+            self.thresholds, self.conf_half_life, self.boost_by_type, self.refresh_by_type, self.deletes_by_type
+        )
         sc = policy.scoring
         self.mode = sc.mode
         total = sum(sc.weights.get(f, 0.0) for f in SCORE_FACTORS)

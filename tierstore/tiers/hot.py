@@ -34,7 +34,7 @@ import numpy as np
 
 from tierstore.errors import CorruptDataError
 from tierstore.kernels import columns as C
-from tierstore.kernels import inner_products, rank_and_gather, top_candidates
+from tierstore.kernels import inner_products, rank_and_record, top_candidates
 from tierstore.records import Explain, Hit, Memory
 from tierstore.rules.lifetime import confidence_at, weight_at
 from tierstore.rules.scoring import CompiledPolicy, QueryContext
@@ -87,6 +87,7 @@ class RankedSlots(NamedTuple):
 
     rf: np.ndarray
     ri: np.ndarray
+    superseded: int = -1  # how many hits are superseded (R_TTL_OVERRIDE 0); -1: not counted
 
     @property
     def slots(self) -> np.ndarray:
@@ -105,7 +106,7 @@ class RankedSlots(NamedTuple):
 
 # RankedSlots in one C call (namedtuple's __new__ and _make are Python code)
 _new_tuple = tuple.__new__
-_NO_HITS = RankedSlots(np.zeros((C.NRF, 0)), np.zeros((C.NRI, 0), np.int64))
+_NO_HITS = RankedSlots(np.zeros((C.NRF, 0)), np.zeros((C.NRI, 0), np.int64), 0)
 
 
 class SlotStrings(NamedTuple):
@@ -132,7 +133,7 @@ class HotSnapshot:
     builds its hits: callers read them); ``memory(j)`` builds hit j's Memory
     on first use, from values the search captured."""
 
-    __slots__ = ("strings", "type_names", "rf", "ri", "slots", "_ids", "scores", "explains", "_memories")
+    __slots__ = ("strings", "type_names", "rf", "ri", "_ids", "_scores", "explains", "_memories")
 
     def __init__(
         self,
@@ -140,33 +141,40 @@ class HotSnapshot:
         type_names: Sequence[str],
         rf: np.ndarray,
         ri: np.ndarray,
-        slots: list[int] | None = None,
-        scores: Sequence[float] = (),
+        scores: list[float] | None = None,
         explains: list[Explain] | None = None,
     ) -> None:
         self.strings = strings
         self.type_names = type_names
         self.rf = rf
         self.ri = ri
-        self.slots = slots  # ri[R_SLOT] as a list, when the search made one
         self._ids: Sequence[str] | None = None
-        self.scores = scores
+        self._scores = scores
         self.explains = explains
         self._memories: list[Memory | None] | None = None
 
+    # Ids and scores are read off the columns on first use: right after
+    # hnswlib's search every cache is cold, and each step the search itself
+    # skips there costs microseconds; a caller pays them when it reads.
+
     @property
     def ids(self) -> Sequence[str]:
-        """The hits' ids, fetched from the namespace's id list on first read:
-        after hnswlib's search those entries are out of every cache (two
-        misses an id), and a caller that reads no id (a count, a score)
-        should not pay them. itemgetter fetches them in one C loop, where the
-        misses overlap; a comprehension would take them in turn."""
+        """The hits' ids, fetched from the namespace's id list on first read
+        (itemgetter fetches them in one C loop, where the cache misses of a
+        large list overlap; a comprehension would take them in turn)."""
         ids = self._ids
         if ids is None:
-            slots = self.slots if self.slots is not None else self.ri[C.R_SLOT].tolist()
+            slots = self.ri[C.R_SLOT].tolist()
             every = self.strings.ids
-            ids = self._ids = itemgetter(*slots)(every) if len(slots) > 1 else tuple(every[s] for s in slots)  # type: ignore[assignment]
-        return ids  # type: ignore[return-value]
+            ids = self._ids = itemgetter(*slots)(every) if len(slots) > 1 else tuple(every[s] for s in slots)
+        return ids
+
+    @property
+    def scores(self) -> list[float]:
+        scores = self._scores
+        if scores is None:
+            scores = self._scores = self.rf[C.R_SCORE].tolist()
+        return scores
 
     def memory(self, j: int) -> Memory:
         """Hit j's Memory (built on first use, then kept)."""
@@ -522,10 +530,13 @@ class HotNamespace:
         type_allowed: np.ndarray,
         min_confidence: float,
         now: float,
+        record: bool = False,
     ) -> RankedSlots:
         """Best ``k`` live slots for query ``q`` (hold ``lock.read()``): a
         contiguous float32 vector of the namespace's dimension, not
         necessarily normalised (the kernel divides by its length).
+        ``record``: count an access at ``now`` on every hit returned (the
+        kernel does it under ``access_lock``, after copying their columns).
 
         Candidates are the most similar memories, oversampled
         (``k·oversample``, at least ``min_candidates``): all of them in an
@@ -566,27 +577,22 @@ class HotNamespace:
                     cand_scores = np.asarray(index.get_items(cand, return_type="numpy"), np.float32) @ q
                     qf = ctx.packed[0]
                     want = live
-            rf, ri, n2 = rank_and_gather(
-                q,
-                cand,
-                cand_scores,
-                self.F,
-                self.I,
-                self.tags,
-                qf,
-                ctx.packed_tags,
-                type_allowed,
-                now,
-                min_confidence,
-                k,
-            )
+            args = (q, cand, cand_scores, self.F, self.I, self.tags, qf, ctx.packed_tags, type_allowed, now)
+            if record:  # the accesses of this pass's hits, if it is the last: k of them, or every live slot tried
+                with self.access_lock:
+                    rf, ri, n2, superseded = rank_and_record(
+                        *args, min_confidence, k, k if want < live else 0, cp.access
+                    )
+            else:
+                rf, ri, n2, superseded = rank_and_record(*args, min_confidence, k, -1, cp.access)
             if ri.shape[1] >= k:
-                return _new_tuple(RankedSlots, (rf, ri))
+                return _new_tuple(RankedSlots, (rf, ri, superseded))
             if not C.QUERY_N2_MIN <= n2 <= C.QUERY_N2_MAX:
                 # not ranked as given: raises for zero, NaN, inf; else normalised
-                return self.search(check_vector(q, self.dim, "query"), k, cp, ctx, type_allowed, min_confidence, now)
+                q = check_vector(q, self.dim, "query")
+                return self.search(q, k, cp, ctx, type_allowed, min_confidence, now, record)
             if want >= live:
-                return _new_tuple(RankedSlots, (rf, ri))
+                return _new_tuple(RankedSlots, (rf, ri, superseded))
             want = min(live, want * 4)
 
     def vector(self, slot: int) -> np.ndarray:
@@ -625,63 +631,74 @@ class HotNamespace:
 
         Their Memory snapshots are built on demand from the columns the
         kernel copied and the namespace's string lists, held by reference."""
-        rf, ri = ranked
-        slots = ri[C.R_SLOT].tolist()
-        n = len(slots)
+        rf, ri = ranked.rf, ranked.ri
+        n = ri.shape[1]
         if n == 0:
             return []
-        scores = rf[C.R_SCORE].tolist()
-        explains = None
         if explain:
+            scores = rf[C.R_SCORE].tolist()
             explains = list(map(cp.explain, ranked.raw.tolist(), ranked.norm.tolist(), scores, repeat("hot", n)))
-        snap = HotSnapshot(self.strings, cp.type_names, rf, ri, slots, scores, explains)
+            snap = HotSnapshot(self.strings, cp.type_names, rf, ri, scores, explains)
+        else:
+            snap = HotSnapshot(self.strings, cp.type_names, rf, ri)
         return list(map(Hit, repeat(snap, n), range(n)))
 
     # -- catalog write-back (callers hold access_lock) -------------------------
 
-    def state_row(self, s: int) -> tuple[Any, ...]:
-        """The mutable state of slot ``s`` in catalog.STATE_COLUMNS order, plus rid."""
-        F, I = self.F, self.I  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
-        fb = F[C.F_CONF_FEEDBACK, s]
-        ttl = F[C.F_TTL, s]
-        due = F[C.F_DUE, s]
-        override = F[C.F_TTL_OVERRIDE, s]
-        return (
-            float(F[C.F_LAST_ACCESS, s]),
-            int(I[C.I_ACCESS_COUNT, s]),
-            None if math.isnan(fb) else float(fb),
-            float(F[C.F_CONF, s]),
-            float(F[C.F_T_CONF, s]),
-            int(I[C.I_PINNED, s]),
-            float(F[C.F_W_REF, s]),
-            float(F[C.F_T_REF, s]),
-            float(F[C.F_HALF_LIFE, s]),
-            None if not math.isfinite(ttl) else float(ttl),
-            float(F[C.F_TTL_ANCHOR, s]),
-            float(F[C.F_CTX_MULT, s]),
-            None if not math.isfinite(due) else float(due),
-            None if math.isnan(override) else float(override),
-            int(self.rids[s]),
-        )
-
     def take_dirty(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        """State rows of every changed live slot, and the accesses counted
-        since the last flush as access-log rows ``(ns, id, day, count)``;
-        clears the dirty flags."""
-        dirty = np.flatnonzero(self.I[C.I_DIRTY, : self.n])
+        """State rows (``catalog.STATE_COLUMNS``, then the rid) of every changed live slot, and the
+        accesses counted since the last flush as access-log rows ``(ns, id,
+        day, count)``; clears the dirty flags (hold ``access_lock``).
+
+        Column by column, not slot by slot: it runs under the access lock and
+        the GIL, which every search of the namespace waits for, and after a
+        busy second it has tens of thousands of slots to read."""
+        F, I = self.F, self.I  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+        dirty = np.flatnonzero(I[C.I_DIRTY, : self.n])
         if dirty.size == 0:
             return [], []
-        states, accesses = [], []
-        I = self.I  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
-        for s in dirty.tolist():
-            if not I[C.I_ALIVE, s]:
-                continue
-            states.append(self.state_row(s))
-            delta = int(I[C.I_ACCESS_COUNT, s] - I[C.I_FLUSHED_COUNT, s])
-            if delta > 0:
-                accesses.append((self.name, self.ids[s], int(self.F[C.F_LAST_ACCESS, s] // 86400), delta))
-                I[C.I_FLUSHED_COUNT, s] = I[C.I_ACCESS_COUNT, s]
         I[C.I_DIRTY, dirty] = 0
+        live = dirty[I[C.I_ALIVE, dirty] != 0]
+        if live.size == 0:
+            return [], []
+        f = F[:, live]
+        i = I[:, live]
+
+        def unless(values: np.ndarray, missing: np.ndarray) -> list[Any]:
+            out = values.tolist()
+            for j in np.flatnonzero(missing).tolist():
+                out[j] = None
+            return out
+
+        ttl, due, fb, override = f[C.F_TTL], f[C.F_DUE], f[C.F_CONF_FEEDBACK], f[C.F_TTL_OVERRIDE]
+        states = list(
+            zip(
+                f[C.F_LAST_ACCESS].tolist(),
+                i[C.I_ACCESS_COUNT].tolist(),
+                unless(fb, np.isnan(fb)),
+                f[C.F_CONF].tolist(),
+                f[C.F_T_CONF].tolist(),
+                i[C.I_PINNED].tolist(),
+                f[C.F_W_REF].tolist(),
+                f[C.F_T_REF].tolist(),
+                f[C.F_HALF_LIFE].tolist(),
+                unless(ttl, ~np.isfinite(ttl)),
+                f[C.F_TTL_ANCHOR].tolist(),
+                f[C.F_CTX_MULT].tolist(),
+                unless(due, ~np.isfinite(due)),
+                unless(override, np.isnan(override)),
+                self.rids[live].tolist(),
+            )
+        )
+        delta = i[C.I_ACCESS_COUNT] - i[C.I_FLUSHED_COUNT]
+        counted = np.flatnonzero(delta > 0)
+        if counted.size == 0:
+            return states, []
+        slots = live[counted]
+        I[C.I_FLUSHED_COUNT, slots] = i[C.I_ACCESS_COUNT, counted]
+        ids, name = self.ids, self.name
+        days = (f[C.F_LAST_ACCESS, counted] // 86400).astype(np.int64).tolist()
+        accesses = [(name, ids[s], d, c) for s, d, c in zip(slots.tolist(), days, delta[counted].tolist())]
         return states, accesses
 
     # -- checkpoints -------------------------------------------------------------
