@@ -461,6 +461,46 @@ def test_fetch_reads_a_local_store_on_the_calling_thread_unless_told(arc):
     assert len(remote.threads) == 3 and threading.get_ident() not in remote.threads
 
 
+def test_fetches_share_one_pool_of_threads_and_keep_each_fetch_within_its_workers(arc):
+    """Every fetch runs on the process's pool (no threads started per search: the second fetch reads on
+    threads the first one started), and one fetch never has more objects in flight than its
+    max_workers, whatever the pool's size."""
+    from tierstore.tiers.cold_index import fetch_pool
+
+    class Remote(CountingStore):
+        serial_reads = False
+
+    locs = [arc.locations[r] for r in arc.rids[::2]]  # three objects
+    first = Remote(arc.objstore, threading.Barrier(3, timeout=60))
+    fetch_vectors(ColdTier(first, DIM), locs, VectorCache())
+    pool_threads = {t.ident for t in threading.enumerate() if t.name.startswith("tierstore-cold-fetch")}
+    assert first.threads <= pool_threads
+    second = Remote(arc.objstore, threading.Barrier(3, timeout=60))
+    got = fetch_vectors(ColdTier(second, DIM), locs, VectorCache())
+    assert np.array_equal(got, np.stack([arc.vector(r) for r in arc.rids[::2]]))
+    assert second.threads <= pool_threads  # no new thread
+    assert fetch_pool() is fetch_pool()
+
+    in_flight, most = [0], [0]
+    lock = threading.Lock()
+
+    class Slow(Remote):
+        def get(self, key, start=None, end=None):
+            with lock:
+                in_flight[0] += 1
+                most[0] = max(most[0], in_flight[0])
+            try:
+                threading.Event().wait(0.05)  # long enough for the other workers to start theirs
+                return super().get(key, start, end)
+            finally:
+                with lock:
+                    in_flight[0] -= 1
+
+    got = fetch_vectors(ColdTier(Slow(arc.objstore), DIM), locs, VectorCache(), max_workers=2)
+    assert np.array_equal(got, np.stack([arc.vector(r) for r in arc.rids[::2]]))
+    assert most[0] == 2  # three objects, two at a time
+
+
 def test_fetch_serves_cache_hits_without_a_get(arc):
     counting = CountingStore(arc.objstore)
     cold = ColdTier(counting, DIM)

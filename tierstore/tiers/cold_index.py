@@ -24,6 +24,7 @@ read in two stages, no int8 codes; the default ``m``); see
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -52,6 +53,39 @@ FIRST_STAGE_OVERSAMPLE = 10
 
 # Threads fetching archive objects at once (fetch_vectors), unless the store reads serially.
 FETCH_WORKERS = 8
+# Threads of the process's fetch pool, which every search's fetch shares (each uses at most its own
+# max_workers of them at once): an object store's latency, not CPU, is what they overlap.
+FETCH_POOL_THREADS = 32
+
+_fetch_pool: ThreadPoolExecutor | None = None
+_fetch_pool_lock = threading.Lock()
+
+
+def fetch_pool() -> ThreadPoolExecutor:
+    """The process's pool of archive-fetch threads, made on first use.
+
+    One pool for every search: a pool per search started up to
+    :data:`FETCH_WORKERS` threads per search and joined them after, CPU an
+    object-store search paid on every call. Its idle threads wait; they end
+    with the interpreter. A forked child makes its own (the parent's threads
+    do not exist there)."""
+    global _fetch_pool
+    pool = _fetch_pool
+    if pool is None:
+        with _fetch_pool_lock:
+            if _fetch_pool is None:
+                _fetch_pool = ThreadPoolExecutor(FETCH_POOL_THREADS, thread_name_prefix="tierstore-cold-fetch")
+            pool = _fetch_pool
+    return pool
+
+
+def _forget_fetch_pool() -> None:
+    global _fetch_pool, _fetch_pool_lock
+    _fetch_pool, _fetch_pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_fetch_pool)
 
 _NO_MASK = np.empty(0, np.int8)
 QueryFn = Callable[[str, Sequence[Any]], Sequence[tuple[Any, ...]]]
@@ -589,21 +623,31 @@ def fetch_vectors(
         for idxs, found in cold_tier.vectors_by_object([locs[i] for i in missed], places_of(missed)):
             take([missed[j] for j in idxs], found)
     else:
+        # the objects dealt to at most max_workers tasks of the shared pool, each reading its share in turn
+        groups = list(by_key.values())
+        shares = [groups[w::max_workers] for w in range(min(max_workers, len(groups)))]
+        stop = threading.Event()  # an object failed (errors not kept): the other tasks stop between objects
 
-        def fetch_object(idxs: list[int]) -> None:
-            for got, found in cold_tier.vectors_by_object([locs[i] for i in idxs], places_of(idxs)):
-                take([idxs[j] for j in got], found)
+        def fetch_share(share: list[list[int]]) -> None:
+            for idxs in share:
+                if stop.is_set():
+                    return
+                try:
+                    for got, found in cold_tier.vectors_by_object([locs[i] for i in idxs], places_of(idxs)):
+                        take([idxs[j] for j in got], found)
+                except BaseException:
+                    stop.set()
+                    raise
 
-        with ThreadPoolExecutor(
-            max_workers=min(max_workers, len(by_key)), thread_name_prefix="tierstore-cold-fetch"
-        ) as pool:
-            futures = [pool.submit(fetch_object, idxs) for idxs in by_key.values()]
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            failed = [f for f in futures if f in done and f.exception() is not None]
-            if failed:
-                for f in futures:
-                    f.cancel()  # the queued ones; running ones finish and are discarded
-                raise failed[0].exception()  # type: ignore[misc]
+        pool = fetch_pool()
+        futures = [pool.submit(fetch_share, share) for share in shares]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = [f for f in futures if f in done and f.exception() is not None]
+        if failed:
+            stop.set()
+            for f in futures:
+                f.cancel()  # the queued ones; running ones stop at their next object and are discarded
+            raise failed[0].exception()  # type: ignore[misc]
     if cache is not None and read:
         cache.put_many([(locs[i].key, locs[i].offset) for i in read], [blobs[i] for i in read])
     return out
