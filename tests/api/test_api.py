@@ -168,6 +168,29 @@ def test_search_records_access_per_policy(store, rng):
     assert store.get("a", mid).access_count == 1
 
 
+def test_a_search_that_widens_its_candidates_records_each_hit_once(store, rng):
+    """The hot tier counts a search's accesses as it ranks (kernels.rank_and_record): a first pass whose
+    filter leaves fewer than k hits records nothing, the wider pass records each returned hit once, and
+    what the filter left out is not counted."""
+    q = unit(rng)
+    near = store.add_batch(
+        "w",
+        [{"content": f"turn {i}", "embedding": q + 0.2 * unit(rng), "memory_type": "conversation"} for i in range(40)],
+    )
+    facts = store.add_batch(
+        "w",
+        [{"content": f"near fact {i}", "embedding": q + 0.001 * unit(rng), "memory_type": "fact"} for i in range(2)]
+        + [{"content": f"far fact {i}", "embedding": unit(rng), "memory_type": "fact"} for i in range(3)],
+    )
+    # the first 20 candidates hold the two near facts only: 2 of the 5 hits asked for, so the candidates widen
+    hits = store.search("w", q, k=5, memory_types=["fact"])
+    assert sorted(h.id for h in hits) == sorted(facts)
+    assert [store.get("w", i).access_count for i in facts] == [1] * 5
+    assert all(store.get("w", i).access_count == 0 for i in near)
+    store.search("w", q, k=5, memory_types=["fact"], record_access=False)
+    assert [store.get("w", i).access_count for i in facts] == [1] * 5
+
+
 def test_touch_feedback_pin_delete(store, clock, rng):
     mid = store.add("a", "x", unit(rng), memory_type="preference", confidence=0.6, source="ai_inference")
     before = store.get("a", mid)
