@@ -23,11 +23,11 @@ import numpy as np  # noqa: E402
 from conftest import add_vectors, clustered_vectors  # noqa: E402
 
 from tierstore import HotSettings, ManualClock, Settings, TierStore  # noqa: E402
-from tierstore.kernels import rank_and_gather  # noqa: E402
+from tierstore.kernels import rank_and_record  # noqa: E402
 from tierstore.rules.validation import F32, check_vector  # noqa: E402
 from tierstore.tiers.hot import RankedSlots  # noqa: E402
 
-STEPS = ["validate", "context", "lock", "params", "knn_query(candidates)", "rank_and_gather", "hits", "unlock"]
+STEPS = ["validate", "context", "lock", "params", "knn_query(candidates)", "rank_and_record", "hits", "unlock"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,10 +91,10 @@ def main(argv: list[str] | None = None) -> int:
                 t.append(tp())
                 labels, dists = hot.index.knn_query(qq, k=want)
                 t.append(tp())
-                rf, ri, _ = rank_and_gather(
-                    qq, labels, dists, hot.F, hot.I, hot.tags, qf, ctx.packed_tags, allowed, now, 0.0, 10
+                rf, ri, _, superseded = rank_and_record(
+                    qq, labels, dists, hot.F, hot.I, hot.tags, qf, ctx.packed_tags, allowed, now, 0.0, 10, -1, cp.access
                 )
-                ranked = RankedSlots(rf, ri)
+                ranked = RankedSlots(rf, ri, superseded)
                 t.append(tp())
                 hot.hits(ranked, cp, False)
                 t.append(tp())
