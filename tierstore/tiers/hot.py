@@ -133,7 +133,7 @@ class HotSnapshot:
     builds its hits: callers read them); ``memory(j)`` builds hit j's Memory
     on first use, from values the search captured."""
 
-    __slots__ = ("strings", "type_names", "rf", "ri", "_ids", "_scores", "explains", "_memories")
+    __slots__ = ("strings", "type_names", "rf", "ri", "_ids", "_scores", "explains", "_memories", "_cols")
 
     def __init__(
         self,
@@ -152,6 +152,7 @@ class HotSnapshot:
         self._scores = scores
         self.explains = explains
         self._memories: list[Memory | None] | None = None
+        self._cols: tuple[list[Any], ...] | None = None
 
     # Ids and scores are read off the columns on first use: right after
     # hnswlib's search every cache is cold, and each step the search itself
@@ -195,10 +196,27 @@ class HotSnapshot:
         meta = self.strings.metadata[int(self.ri[C.R_SLOT, j])]
         return None if meta is None else load_metadata(meta)
 
+    def _columns(self) -> tuple[list[Any], ...]:
+        """The columns a Memory is built from, as lists, every hit's at once:
+        a caller that reads one hit's memory usually reads them all (an
+        adapter, the server), and five conversions cost what five per hit did."""
+        cols = self._cols
+        if cols is None:
+            rf, ri = self.rf, self.ri
+            cols = self._cols = (
+                rf[C.R_F :].T.tolist(),  # per hit: C.SNAPSHOT_F
+                ri[C.R_I : C.R_BEFORE].T.tolist(),  # per hit: C.SNAPSHOT_I
+                ri[C.R_SLOT].tolist(),
+                rf[C.R_RAW + 2].tolist(),  # confidence, decayed
+                rf[C.R_RAW + 4].tolist(),  # weight
+            )
+        return cols
+
     def build(self, j: int, embedding: np.ndarray | None = None) -> Memory:
-        created, last_access, ttl, anchor, due, override = self.rf[C.R_F :, j].tolist()  # C.SNAPSHOT_F
-        type_idx, access_count, pinned = self.ri[C.R_I : C.R_BEFORE, j].tolist()  # C.SNAPSHOT_I
-        s = int(self.ri[C.R_SLOT, j])
+        snap_f, snap_i, slots, confidence, weight = self._columns()
+        created, last_access, ttl, anchor, due, override = snap_f[j]
+        type_idx, access_count, pinned = snap_i[j]
+        s = slots[j]
         expires = anchor + ttl
         strings = self.strings
         return Memory(
@@ -209,13 +227,13 @@ class HotSnapshot:
             created_at=created,
             last_accessed_at=last_access,
             access_count=access_count,
-            confidence=float(self.rf[C.R_RAW + 2, j]),
+            confidence=confidence[j],
             source=strings.sources[s],
             tags=strings.tags[s],
             ttl_seconds=None if math.isnan(override) else override,
             pinned=pinned != 0,
             tier="hot",
-            weight=float(self.rf[C.R_RAW + 4, j]),
+            weight=weight[j],
             expires_at=expires if math.isfinite(expires) else None,
             due_at=due if math.isfinite(due) else None,
             embedding=embedding,
