@@ -220,7 +220,7 @@ class HotSnapshot:
         expires = anchor + ttl
         strings = self.strings
         return Memory(
-            id=strings.ids[s],  # type: ignore[arg-type]
+            id=strings.ids[s],
             namespace=strings.namespace,
             content=strings.contents[s],
             memory_type=self.type_names[type_idx],
