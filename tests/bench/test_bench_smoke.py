@@ -141,6 +141,6 @@ def test_search_scripts_run_on_a_kept_store(tmp_path):
     again = run("search_ratio.py", "--store", str(store), "--rounds", "2", "--block", "20", "--shuffled", "--read-hits")
     assert "shuffled calls" in again and "reads every hit" in again
     steps = run("search_steps.py", "--store", str(store), "--rounds", "1")
-    assert "rank_and_gather" in steps and "overhead" in steps
+    assert "rank_and_record" in steps and "overhead" in steps
     cold = run("search_cold.py", "--store", str(store), "--rounds", "1", "--queries", "20")
     assert "3000 x 384" in cold and "after the walk" in cold and "no-op, no arguments" in cold
