@@ -129,9 +129,10 @@ class HotSnapshot:
     the namespace's string lists held by reference (:class:`SlotStrings`).
 
     As the source of search hits (see :class:`~tierstore.records.Hit`) it
-    holds their ``ids``, ``scores`` and ``explains`` (made when the search
-    builds its hits: callers read them); ``memory(j)`` builds hit j's Memory
-    on first use, from values the search captured."""
+    gives their ``ids`` and ``scores`` (read off the captured columns on
+    first use) and ``explains`` (made by the search when asked for);
+    ``memory(j)`` builds hit j's Memory on first use, from values the search
+    captured."""
 
     __slots__ = ("strings", "type_names", "rf", "ri", "_ids", "_scores", "explains", "_memories", "_cols")
 
