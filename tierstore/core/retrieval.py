@@ -22,7 +22,6 @@ from tierstore.kernels import columns as C
 from tierstore.records import Hit
 from tierstore.rules import supersession
 from tierstore.rules.resolution import (
-    R_TTL_OVERRIDE,
     annotate_resolution,
     kernel_moves,
     marked_flags,
@@ -225,7 +224,7 @@ def search(
             hits, more = resolve_by_wording(cp, hits, col_sims)
             if more:
                 moved = {**(moved or {}), **more}
-        ttl_row = ranked.rf[R_TTL_OVERRIDE].tolist() if cp.marks_rank and hits and ranked.superseded else ()
+        ttl_row = ranked.rf[C.R_TTL_OVERRIDE].tolist() if cp.marks_rank and hits and ranked.superseded else ()
         if 0.0 in ttl_row:  # a superseded hit
             col_of = {h.id: j for j, h in enumerate(col_hits)}
             hits = order_marked(eng.catalog, ns, hits, [ttl_row[col_of[h.id]] == 0.0 for h in hits])
@@ -306,7 +305,7 @@ def search(
     if cp.resolve_word_margin >= 0.0 and len(result) > 1:
         result, more = resolve_by_wording(cp, result, {m[4].id: m[1] for m in top})
         moved.update(more)
-    if cp.marks_rank and (not hot_only or 0.0 in ranked.rf[R_TTL_OVERRIDE].tolist()):
+    if cp.marks_rank and (not hot_only or ranked.superseded):  # a hot hit superseded (-1: not counted, so perhaps)
         result = order_marked(eng.catalog, ns, result, marked_flags(top, ranked, result))
     if eng.trace is not None:
         trace_search(eng, now, ns, q, k, ctx_tags, memory_types, min_conf, include_warm, asked_access, result)

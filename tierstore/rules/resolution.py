@@ -29,9 +29,6 @@ from tierstore.records import Hit
 from tierstore.rules import supersession
 from tierstore.rules.scoring import CompiledPolicy
 
-# the row of rank_and_gather's float result holding each hit's per-memory TTL (0: superseded)
-R_TTL_OVERRIDE = C.R_TTL_OVERRIDE
-
 
 def marked_flags(top: Sequence[tuple[Any, ...]], ranked: Any, result: Sequence[Hit]) -> list[bool]:
     """Whether each of ``result`` (the hits of the merge entries ``top``, in
@@ -39,7 +36,7 @@ def marked_flags(top: Sequence[tuple[Any, ...]], ranked: Any, result: Sequence[H
     Memory: a hot hit's TTL from the kernel's columns, a warm or cold one's
     from its catalog row."""
     flag = {
-        m[4].id: (ranked.rf[R_TTL_OVERRIDE, m[3]] == 0.0 if m[2] == 0 else m[5].row.ttl_seconds == 0.0) for m in top
+        m[4].id: (ranked.rf[C.R_TTL_OVERRIDE, m[3]] == 0.0 if m[2] == 0 else m[5].row.ttl_seconds == 0.0) for m in top
     }
     return [bool(flag[h.id]) for h in result]
 

@@ -643,8 +643,7 @@ def fetch_vectors(
         futures = [pool.submit(fetch_share, share) for share in shares]
         done, _ = wait(futures, return_when=FIRST_EXCEPTION)
         failed = [f for f in futures if f in done and f.exception() is not None]
-        if failed:
-            stop.set()
+        if failed:  # its task set ``stop``
             for f in futures:
                 f.cancel()  # the queued ones; running ones stop at their next object and are discarded
             raise failed[0].exception()  # type: ignore[misc]
