@@ -14,6 +14,9 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +27,9 @@ __all__ = ["Bucket", "BucketConfig"]
 
 _CONFLICT_RETRIES = 6
 _CONFLICT_BACKOFF_S = 0.02
+# GETs in flight at once when many objects are read in order (a take's log records, a snapshot's
+# blobs): each costs a round trip to the object store (tens of ms on S3), which overlap.
+READ_AHEAD = 8
 
 
 @dataclass(frozen=True)
@@ -55,9 +61,10 @@ class Bucket:
         self.gets = 0
         self.lists = 0
         self.deletes = 0
-        # added before every PUT, seconds: benchmarks use it to stand in for a remote
+        # added before every PUT / GET, seconds: benchmarks use them to stand in for a remote
         # store's latency on a loopback server (0 in use)
         self.put_delay_s = 0.0
+        self.get_delay_s = 0.0
         from botocore.exceptions import BotoCoreError, ClientError
 
         self._errors = (BotoCoreError, ClientError)
@@ -80,6 +87,8 @@ class Bucket:
     def get(self, key: str) -> tuple[bytes, str] | None:
         """(body, ETag) of the object, or ``None`` if there is none."""
         self._count("gets")
+        if self.get_delay_s:
+            time.sleep(self.get_delay_s)
         try:
             resp = self._client.get_object(Bucket=self.config.bucket, Key=self._base + key)
             return resp["Body"].read(), resp["ETag"]
@@ -88,6 +97,31 @@ class Bucket:
             if status == 404 or code in ("NoSuchKey", "404"):
                 return None
             raise self._fail(exc, "get", key) from None
+
+    def get_many(self, keys: Sequence[str], ahead: int = READ_AHEAD) -> Iterator[tuple[bytes, str] | None]:
+        """:meth:`get` of each of ``keys``, yielded in their order, with up to
+        ``ahead`` requests in flight. Closing the iterator early cancels the
+        requests not yet started (those running finish in the background)."""
+        if len(keys) <= 1 or ahead <= 1:
+            for key in keys:
+                yield self.get(key)
+            return
+        pool = ThreadPoolExecutor(min(ahead, len(keys)), thread_name_prefix="tierstore-bucket-get")
+        try:
+            todo = iter(keys)
+            pending: deque[Future[tuple[bytes, str] | None]] = deque()
+            for key in todo:
+                pending.append(pool.submit(self.get, key))
+                if len(pending) == ahead:
+                    break
+            while pending:
+                got = pending.popleft().result()
+                key = next(todo, None)
+                if key is not None:  # the next request starts before this answer is used
+                    pending.append(pool.submit(self.get, key))
+                yield got
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def get_if_changed(self, key: str, etag: str) -> tuple[bool, tuple[bytes, str] | None]:
         """A conditional GET (``If-None-Match: <etag>``): ``(False, None)`` if

@@ -121,6 +121,10 @@ class Shard:
         """Add ``seconds`` before each PUT (benchmarks: a remote store's latency on loopback)."""
         self.bucket.put_delay_s = float(seconds)
 
+    def set_get_delay(self, seconds: float) -> None:
+        """Add ``seconds`` before each GET (benchmarks: a remote store's latency on loopback)."""
+        self.bucket.get_delay_s = float(seconds)
+
     def epochs(self) -> dict[int, int]:
         with self._lock:
             return {s: st.lease.epoch for s, st in self._slots.items() if st.live}

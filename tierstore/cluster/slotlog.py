@@ -99,21 +99,28 @@ class SlotLog:
         number a stale owner may still append at."""
         start_after = self.key(first - 1) if first > 0 else ""
         seq = first
+        run: list[int] = []  # the listed numbers from ``first`` on without a gap
+        gap: int | None = None  # the first listed number past a missing one
         for key in self.bucket.list(self._dir, start_after):
             try:
                 listed = int(key[len(self._dir) :])
             except ValueError:
                 continue
             if listed != seq:
-                raise CorruptDataError(
-                    f"slot {self.slot}: log record {seq} is missing but {listed} is there "
-                    f"(collected history: replay from a newer snapshot)"
-                )
-            record = self.read(seq)
-            if record is None:  # listed, then gone: collected while we read
-                raise CorruptDataError(f"slot {self.slot}: log record {seq} was deleted during the replay")
-            yield record
+                gap = listed
+                break
+            run.append(seq)
             seq += 1
+        # the run's records read ahead of the replay (a take replays up to a snapshot's worth)
+        for n, got in zip(run, self.bucket.get_many([self.key(n) for n in run])):
+            if got is None:  # listed, then gone: collected while we read
+                raise CorruptDataError(f"slot {self.slot}: log record {n} was deleted during the replay")
+            yield LogRecord.decode(n, got[0], self.key(n))
+        if gap is not None:
+            raise CorruptDataError(
+                f"slot {self.slot}: log record {seq} is missing but {gap} is there "
+                f"(collected history: replay from a newer snapshot)"
+            )
         while True:
             record = self.read(seq)
             if record is None:

@@ -162,9 +162,9 @@ def materialize(bucket: Bucket, snap: Snapshot, root: Path) -> None:
     ones, and the sealed warm files downloaded from their blobs (each
     checked against its hash; CorruptDataError if one is missing or wrong)."""
     files = dict(snap.files)
-    for rel, digest in snap.refs.items():
-        key = blob_key(snap.slot, digest)
-        got = bucket.get(key)
+    refs = list(snap.refs.items())
+    keys = [blob_key(snap.slot, digest) for _, digest in refs]
+    for (rel, digest), key, got in zip(refs, keys, bucket.get_many(keys)):
         if got is None:
             raise CorruptDataError(f"{key}: named by snapshot {snap.seq} of slot {snap.slot}, missing")
         if hashlib.sha256(got[0]).hexdigest() != digest:
