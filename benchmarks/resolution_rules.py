@@ -55,7 +55,11 @@ def replay(hits: list[Hit], rule: Rule) -> list[str]:
     return [hits[j][0] for j in placed]
 
 
-def rules(cos: Callable[[str, str], float], est: Callable[[str, str], float]) -> list[tuple[str, Rule | None]]:
+def rules(
+    cos: Callable[[str, str], float],
+    est: Callable[[str, str], float],
+    judges: list[tuple[str, Callable[[str, str], float]]] | None = None,
+) -> list[tuple[str, Rule | None]]:
     from tierstore.rules.resolution import content_words, same_wording
 
     def newer(a: Hit, b: Hit) -> bool:
@@ -107,10 +111,40 @@ def rules(cos: Callable[[str, str], float], est: Callable[[str, str], float]) ->
         out.append((f"margin {m}, pair cosine >= {g}, unless named", unless_named_gate(m, g)))
     for m in (0.15, 0.2, 0.3):
         out.append((f"margin {m} when the question names neither's own words, else 0.1", named_or_margin(m)))
+    for name, judge in judges or []:
+        for p in (0.5, 0.7, 0.9):
+            out.append(
+                (
+                    f"{name} >= {p} within 0.3",
+                    lambda a, b, p=p, j=judge: newer(a, b) and a[1] >= b[1] - 0.3 and j(a[4], b[4]) >= p,
+                )
+            )
     return out
 
 
-def variant_rows(drift: bool, households: int, cfg: Any) -> list[dict[str, Any]]:
+def trained_judges(vec: Callable[[str], np.ndarray]) -> list[tuple[str, Callable[[str, str], float]]]:
+    """Fifth round: the judges of ``relation_judge.py`` trained on every generated relation (none of
+    suite i's), each a probability that two statements give the same relation another value."""
+    import relation_judge as rj
+
+    train = rj.pairs(sorted(rj.REL), 8000, 0)
+    gen = rj.embed_vectors([t for a, b, _ in train for t in (a, b)])
+    y = np.array([p[2] for p in train], float)
+    out = []
+    for judge in rj.JUDGES[1:]:
+        X = rj.features(train, gen, judge)
+        mu, sd = X.mean(0), X.std(0) + 1e-6
+        w, b = rj.fit_logistic((X - mu) / sd, y)
+
+        def prob(a: str, c: str, judge: str = judge, mu: Any = mu, sd: Any = sd, w: Any = w, b: float = b) -> float:
+            x = rj.features([(a, c, 0)], {a: vec(a), c: vec(c)}, judge)[0]
+            return float(1.0 / (1.0 + np.exp(-((x - mu) / sd @ w + b))))
+
+        out.append((f"learned judge ({judge})", prob))
+    return out
+
+
+def variant_rows(drift: bool, households: int, cfg: Any, judge: bool = False) -> list[dict[str, Any]]:
     """Suite i's variant (drift, or the safety variant) run once, every rule replayed on its hits."""
     from tierstore.bench.relations import DEFAULT_SEED, metrics, store_rankings, workload_vectors
     from tierstore.bench.relations_workload import relations_workload
@@ -149,7 +183,7 @@ def variant_rows(drift: bool, households: int, cfg: Any) -> list[dict[str, Any]]
             for m in (by_store_id[i],)
         ]
     changed = {q.id for q in wl.questions if q.phase == "end" and q.kind == "current" and q.stale}
-    for name, rule in rules(cos, est):
+    for name, rule in rules(cos, est, trained_judges(vec) if judge else None):
         ranked = dict(run.rankings)
         if rule is not None:
             ranked.update({qid: replay(h, rule) for qid, h in hits.items()})
@@ -177,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--households", type=int, default=30)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--judge", action="store_true", help="also the learned judges of relation_judge.py (fifth round)")
     args = ap.parse_args(argv)
     if args.households < 1:
         ap.error("--households: at least 1")
@@ -184,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     from tierstore.bench.common import BenchConfig
 
     cfg = BenchConfig(progress=sys.stderr.isatty())
-    out_rows = [r for drift in (True, False) for r in variant_rows(drift, args.households, cfg)]
+    out_rows = [r for drift in (True, False) for r in variant_rows(drift, args.households, cfg, args.judge)]
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out_rows, f, indent=1)
