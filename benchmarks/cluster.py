@@ -304,6 +304,10 @@ def failover_under_load(server, root: Path, args, run: int) -> dict:
             t.start()
         for t in threads:
             t.join()
+        if args.store_ms:  # a remote store's round trip on every GET and PUT from here on (the takes' reads)
+            for name in cluster.shards:
+                ray.get(cluster.handle(name).set_put_delay.remote(args.store_ms / 1000))
+                ray.get(cluster.handle(name).set_get_delay.remote(args.store_ms / 1000))
         victim = cluster.shards[1]
         table = cluster.slot_table()
         live_ns = [ns for ns in namespaces if table[cluster.slot_of(ns)] != victim]
@@ -379,6 +383,7 @@ def failover_under_load(server, root: Path, args, run: int) -> dict:
             "moved_slots": len(probe_ns),
             "load_threads": args.load_threads,
             "takeover_threads": args.takeover_threads,
+            "store_ms": args.store_ms,
             "live_search_ms": {
                 "before": {"n": len(before), "p50": ms(before, 0.5), "p99": ms(before, 0.99)},
                 "during": {"n": len(during), "p50": ms(during, 0.5), "p99": ms(during, 0.99)},
@@ -418,9 +423,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--takeover-threads", type=int, help="Cluster(takeover_threads=...) in section 4 (default: the cluster's)"
     )
+    ap.add_argument(
+        "--store-ms",
+        type=float,
+        default=0.0,
+        help="section 4: milliseconds added before every GET and PUT of the shards from the kill on "
+        "(a remote object store's round trip; moto on loopback answers in about one)",
+    )
     ap.add_argument("--after-s", type=float, default=1.0, help="seconds of load after the failover in section 4")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
+    if not 0 <= args.store_ms <= 1000:
+        ap.error("--store-ms: 0 to 1000")
     if args.quick:
         args.per_shard, args.memories, args.samples, args.ops = 25, 5, 200, 30
     os.environ.update(_AWS_ENV)
