@@ -144,3 +144,25 @@ def test_search_scripts_run_on_a_kept_store(tmp_path):
     assert "rank_and_record" in steps and "overhead" in steps
     cold = run("search_cold.py", "--store", str(store), "--rounds", "1", "--queries", "20")
     assert "3000 x 384" in cold and "after the walk" in cold and "no-op, no arguments" in cold
+
+
+@pytest.mark.slow
+def test_cluster_take_script_times_both_readings(tmp_path):
+    """benchmarks/cluster_take.py (issue 31, failover) runs against the current
+    code: both readings of the log, at each latency, in its JSON; bad sizes refused."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "cluster_take.py"
+    out = tmp_path / "take.json"
+    args = ["--records", "2", "--get-ms", "0,5", "--rounds", "1", "--json", str(out)]
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())
+    assert {(r["get_ms"], r["reading"]) for r in rows} == {
+        (ms, reading) for ms in (0.0, 5.0) for reading in ("one at a time", "read ahead")
+    }
+    assert all(r["takes"] == 8 and r["take_ms_p50"] > 0 for r in rows)
+    bad = subprocess.run([sys.executable, str(script), "--records", "100"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--records in 1..90" in bad.stderr
