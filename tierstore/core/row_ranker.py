@@ -125,6 +125,10 @@ class RowRanker:
         least ``min_conf``, no masked tag. The same kernel decides, so the
         two cannot disagree; a cold search reads no vector of a row it would
         drop."""
+        if min_conf <= 0.0 and not len(ctx.mask_tags) and bool(np.all(allowed)):
+            # no filter in force: every catalog row passes (the kernel's one other test, alive, holds for
+            # them all), without building their columns
+            return np.ones(len(rows), np.bool_)
         out = np.zeros(len(rows), np.bool_)
         if not rows:
             return out
