@@ -495,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| the same hits (ids, scores, order) from both | {same_asis} of {len(Q)} queries | | | | | |")
     if args.ab:
         out["ab_rev"] = args.ab
-        out["ab_ms"] = {name: ms(v) for name, v in ab.items()}
+        out["ab_ms"] = {name: ms(v) for name, v in ab.items() if v}  # (no "asis" with --no-layout)
         out["ab_same_hits"] = same_hits
         out["ab_layout_s"] = old_layout_s
         out["ab_objects"] = {"this": quantiles(s["objects_local"]), "rev": quantiles(rev_objects)}
