@@ -70,10 +70,13 @@ MIN_CANDIDATES = 100
 FIRST_STAGE_MIN = 1000
 FIRST_STAGE_OVERSAMPLE = 10
 # Candidates whose exact vectors a search for k hits reads, chosen by their int8 codes among the
-# candidate_count(k): max(EXACT_MIN, EXACT_OVERSAMPLE * k). Measured ad hoc before the stage was built,
-# on benchmarks/cold_search_cost.py's store (100 000 archived 384-d vectors): the int8 order of the 100
-# candidates holds the exact top 10 within its best 20 (recall 1.000), and those 20 lie in ~20 archive
-# objects where the 100 lie in ~85 (one ranged GET each).
+# candidate_count(k): max(EXACT_MIN, EXACT_OVERSAMPLE * k). Chosen from measurements made before the
+# stage was built: benchmarks/cold_recall.py (docs/benchmarks.md, "Cold index recall") found int8 codes
+# rank the exact top 10 within their best 20 (recall@10 1.000 at m = 20 on every data set), and an ad
+# hoc count (docs/scale.md) found a user's 100 candidates at day ~280 in 85 archive objects, their best
+# 20 in 20 (one ranged GET per object). 2 k keeps that ratio for k > 10. Checked since with
+# benchmarks/cold_search_cost.py --ab (100 000 archived, 200 queries): the same hits as reading all 100
+# for every query (recall@10 0.996 both), archive objects read per search 64 -> 18 as swept, 8 -> 3 laid out.
 EXACT_MIN = 20
 EXACT_OVERSAMPLE = 2
 # verify(): a stored int8 code decodes to within this cosine of its archived vector, else it is damaged.
