@@ -521,9 +521,10 @@ class ColdIndex:
         size = code8_size(self.dim)
         found = query_code8(self._query, want)
         blobs = [found.get(rid) for rid in want]
-        sized = np.fromiter((type(b) is bytes and len(b) == size for b in blobs), np.bool_, n)
-        if sized.any():  # decoded in one pass: a loop of per-row numpy calls cost more than the query
-            raw = np.frombuffer(b"".join(b for b, ok in zip(blobs, sized.tolist()) if ok), np.uint8).reshape(-1, size)
+        good = [b for b in blobs if isinstance(b, bytes) and len(b) == size]
+        sized = np.fromiter((isinstance(b, bytes) and len(b) == size for b in blobs), np.bool_, n)
+        if good:  # decoded in one pass: a loop of per-row numpy calls cost more than the query
+            raw = np.frombuffer(b"".join(good), np.uint8).reshape(-1, size)
             head = raw[:, :4].copy().view("<f4").ravel()
             valid = np.isfinite(head) & (head > 0)
             at = np.flatnonzero(sized)[valid]
