@@ -45,11 +45,13 @@ building them (the same memories; the build and the layout take minutes).
 
 ``--ab REV``: the local store is closed, copied (store and archive), the copy
 opened by REV's code (``git archive``, as ``benchmarks/search_ab.py`` does)
-and the original reopened; per query, each version runs (b)'s sequence on
-its own copy, the two versions in a random order, so both time a query's
-first cold search on their store (this checkout's are (b)'s rows); the
-queries whose hits (ids, scores to 1e-6, order) both versions agree on are
-counted.
+and, unless ``--no-layout``, laid out by it as this checkout lays out the
+original (timed), and the original reopened; per query, each version runs
+(b)'s sequence on its own copy, the two versions in a random order, so both
+time a query's first cold search on their store (this checkout's are (b)'s
+rows); each version's recall@10 and distinct objects read per search (REV's
+``fetch_vectors`` wrapped as this checkout's is), and the queries whose hits
+(ids, scores to 1e-6, order) both versions agree on.
 
 Targets (issue 31, item 3): recall@10 >= 0.95; time added p50 <= 2.5 ms
 (local; issue 15's was 5 ms); fetch <= 2 x one raw ranged GET per distinct
@@ -204,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         t0 = time.perf_counter()
         at = START + 2 * 3600  # build_store's clock at its end: nothing becomes due
-        layout_objects, layout_s = 0, float("nan")
+        layout_objects, layout_s, old_layout_s = 0, float("nan"), float("nan")
+        old_timer = None
         if args.reuse:  # the laid-out store and its copy as swept, kept by an earlier run
             local = TierStore.open(root / "local", cold=str(root / "local-cold"), clock=ManualClock(at))
         else:
@@ -235,6 +238,13 @@ def main(argv: list[str] | None = None) -> int:
                 root / "ab-local", cold=str(root / "ab-local-cold"), clock=tierstore_old.ManualClock(at)
             )
             stores.append(old)
+            old_index = sys.modules["tierstore_old.tiers.cold_index"]
+            old_timer = FetchTimer(old_index.fetch_vectors)
+            old_index.fetch_vectors = old_timer
+            if not args.no_layout:  # laid out as the original is, by REV's own code
+                t = time.perf_counter()
+                old.compact_cold()
+                old_layout_s = time.perf_counter() - t
         stores.append(local)
         s3 = raw = None
         prefix = "mem"
@@ -298,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         }
         ab: dict[str, list[float]] = {"this": [], "rev": [], "asis": []}
+        rev_objects: list[float] = []
+        rev_recall: list[float] = []
         asis_fetch: list[float] = []
         asis_objects: list[float] = []
         same_asis = 0  # queries whose hits (ids, scores to 1e-6, order) the laid-out store and its copy agree on
@@ -328,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
                 elif name == "asis":
                     asis_fetch.append(timer.seconds)
                     asis_objects.append(timer.objects)
+                elif name == "rev" and old_timer is not None:
+                    rev_objects.append(old_timer.objects)
+                    rev_recall.append(len({int(h.id[1:]) for h in hits if h.id.startswith("m")} & truth[qi]) / K)
                 t = time.perf_counter()
                 cold_search(st, q)
                 t_warm = time.perf_counter() - t
@@ -369,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         bar.close()
     finally:
         cold_index.fetch_vectors = timer.inner  # type: ignore[assignment]
+        if old_timer is not None:
+            sys.modules["tierstore_old.tiers.cold_index"].fetch_vectors = old_timer.inner
         for st in stores:
             st.close()
         if server is not None:
@@ -478,18 +495,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| the same hits (ids, scores, order) from both | {same_asis} of {len(Q)} queries | | | | | |")
     if args.ab:
         out["ab_rev"] = args.ab
-        out["ab_ms"] = {name: ms(v) for name, v in ab.items()}
+        out["ab_ms"] = {name: ms(v) for name, v in ab.items() if v}  # (no "asis" with --no-layout)
         out["ab_same_hits"] = same_hits
+        out["ab_layout_s"] = old_layout_s
+        out["ab_objects"] = {"this": quantiles(s["objects_local"]), "rev": quantiles(rev_objects)}
+        out["ab_recall_at_10"] = {"this": out["recall_at_10"], "rev": float(np.mean(rev_recall))}
         this, rev = out["ab_ms"]["this"], out["ab_ms"]["rev"]
         print(
-            f"\n| local cold search, cache cleared (`--ab {args.ab}`: a copy of the store, same queries, "
-            "interleaved) | time added p50 ms | p90 | mean |"
+            f"\n| local cold search, cache cleared (`--ab {args.ab}`: a copy of the store"
+            + ("" if args.no_layout else f", laid out by {args.ab} in {old_layout_s:.1f} s")
+            + ", same queries, interleaved) | time added p50 ms | p90 | mean | objects read p50 | mean "
+            "| recall@10 |"
         )
-        print("|---|---|---|---|")
-        for name, d in ((args.ab, rev), ("this checkout", this)):
-            print(f"| {name} | {d['p50']:.2f} | {d['p90']:.2f} | {d['mean']:.2f} |")
-        print(f"| this / {args.ab}, p50 | {this['p50'] / rev['p50']:.3f} | | |")
-        print(f"| the same hits (ids, scores, order) from both | {same_hits} of {len(Q)} queries | | |")
+        print("|---|---|---|---|---|---|---|")
+        for name, d, key in ((args.ab, rev, "rev"), ("this checkout", this, "this")):
+            o = out["ab_objects"][key]
+            print(
+                f"| {name} | {d['p50']:.2f} | {d['p90']:.2f} | {d['mean']:.2f} | {o['p50']:.0f} | {o['mean']:.1f} "
+                f"| {out['ab_recall_at_10'][key]:.3f} |"
+            )
+        print(f"| this / {args.ab}, p50 | {this['p50'] / rev['p50']:.3f} | | | | | |")
+        print(f"| the same hits (ids, scores, order) from both | {same_hits} of {len(Q)} queries | | | | | |")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0

@@ -552,6 +552,33 @@ def ref_sign_scores(query, codes, rows) -> np.ndarray:
     return np.array(out, np.float32)
 
 
+def ref_int8_codes(vectors) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes int8 (n, d), scales float32 (n,))``: per row, ``s = max|v_j| / 127``
+    rounded to float32 (1 when that is 0), and ``q_j = round(v_j / s)`` (ties
+    to even, Python's ``round``) clipped to [-127, 127]; NaN gives 0."""
+    rows = np.asarray(vectors)
+    n, d = rows.shape
+    codes, scales = [], []
+    for i in range(n):
+        v = _f(rows[i])
+        top = max((abs(x) for x in v if not math.isnan(x)), default=0.0)
+        s = float(np.float32(top / 127.0))
+        if not s > 0:
+            s = 1.0
+        scales.append(s)
+        codes.append([0 if math.isnan(x) else max(-127, min(127, round(x / s))) for x in v])
+    return np.array(codes, np.int8).reshape(n, d), np.array(scales, np.float32)
+
+
+def ref_int8_scores(query, codes, scales) -> np.ndarray:
+    """``scales[i] · Σ_j query[j] · codes[i, j]`` per row, summed exactly and rounded to float32."""
+    q = _f(query)
+    out = []
+    for row, s in zip(np.asarray(codes).tolist(), _f(scales)):
+        out.append(s * math.fsum(x * c for x, c in zip(q, row)))
+    return np.array(out, np.float32)
+
+
 # ---------------------------------------------------------------------------
 # query-time resolution
 

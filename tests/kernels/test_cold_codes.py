@@ -18,6 +18,8 @@ from tierstore.kernels import (
     code_words,
     hamming_distances,
     hamming_topk,
+    int8_codes,
+    int8_scores,
     sign_code,
     sign_codes,
     sign_scores,
@@ -237,3 +239,86 @@ def test_sign_scores_edge_cases():
         sign_scores(q, codes, np.array([-1]))
     with pytest.raises(ValueError, match="width"):
         sign_scores(np.ones(65, np.float32), codes, np.array([0]))
+
+
+# ---------------------------------------------------------------------------
+# int8 codes
+
+# Finite components, from exact zeros and subnormals (a scale that underflows) to large values.
+finite = st.one_of(
+    st.sampled_from([0.0, -0.0, 1.0, -1.0, 1e-45, -1e-45, 1e-38, 3e38, -3e38]),
+    st.floats(-1e6, 1e6, width=32),
+)
+
+
+@st.composite
+def int8_cases(draw):
+    d = draw(dims)
+    n = draw(st.integers(0, 12))
+    X = draw(hnp.arrays(np.float32, (n, d), elements=finite))
+    q = draw(hnp.arrays(np.float32, (d,), elements=st.floats(-1, 1, width=32)))
+    return X, q
+
+
+@PROPS
+@given(int8_cases())
+def test_int8_codes_match_reference(case):
+    X, _ = case
+    codes, scales = int8_codes(X)
+    assert codes.dtype == np.int8 and codes.shape == X.shape
+    assert scales.dtype == np.float32 and scales.shape == (X.shape[0],)
+    ref_codes, ref_scales = R.ref_int8_codes(X)
+    assert np.array_equal(codes, ref_codes)
+    assert np.array_equal(scales, ref_scales)
+    assert (scales > 0).all() and (codes >= -127).all()
+    # each component within half a step of its decoded value (the step: the row's scale)
+    for i in range(X.shape[0]):
+        if np.isfinite(np.float64(scales[i]) * 127) and scales[i] >= np.finfo(np.float32).tiny:
+            err = np.abs(X[i].astype(np.float64) - np.float64(scales[i]) * codes[i])
+            assert err.max(initial=0.0) <= 0.5 * np.float64(scales[i]) * (1 + 1e-6)
+
+
+@PROPS
+@given(int8_cases())
+def test_int8_scores_match_reference(case):
+    X, q = case
+    codes, scales = int8_codes(X)
+    got = int8_scores(q, codes, scales)
+    assert got.dtype == np.float32 and got.shape == (X.shape[0],)
+    ref = R.ref_int8_scores(q, codes, scales)
+    # float64 sums rounded once to float32: a relative float32 step, or less than the smallest normal
+    # (equal where both overflow float32)
+    g, r = got.astype(np.float64), ref.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        assert ((g == r) | (np.abs(g - r) <= 2**-23 * np.abs(r) + 1e-37)).all()
+
+
+def test_int8_code_examples():
+    X = np.array([[0.5, -1.0, 0.25, 0.0], [0.0, 0.0, 0.0, 0.0], [127.0, -63.5, 0.5, 1.5]], np.float32)
+    codes, scales = int8_codes(X)
+    assert scales.tolist() == [np.float32(1.0 / 127.0), 1.0, 1.0]
+    assert codes.tolist() == [[64, -127, 32, 0], [0, 0, 0, 0], [127, -64, 0, 2]]  # ties to even: -63.5, 0.5, 1.5
+    q = np.array([1.0, 0.0, -1.0, 2.0], np.float32)
+    assert int8_scores(q, codes, scales).tolist() == pytest.approx([(64 - 32) / 127.0, 0.0, 127.0 + 4.0], rel=1e-6)
+
+
+def test_int8_scores_estimate_unit_cosines():
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(500, 384)).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    q = X[0] + 0.5 * rng.normal(size=384).astype(np.float32) / np.sqrt(384)
+    q = (q / np.linalg.norm(q)).astype(np.float32)
+    codes, scales = int8_codes(X)
+    err = np.abs(int8_scores(q, codes, scales).astype(np.float64) - X.astype(np.float64) @ q)
+    bound = 0.5 * scales.astype(np.float64) * np.abs(q).sum()
+    assert (err <= bound + 1e-6).all()
+    assert err.max() < 0.003  # the errors mostly cancel: far inside the bound (~0.01 here)
+
+
+def test_int8_scores_refuse_mismatched_shapes():
+    codes, scales = int8_codes(np.ones((3, 4), np.float32))
+    with pytest.raises(ValueError, match="width"):
+        int8_scores(np.ones(5, np.float32), codes, scales)
+    with pytest.raises(ValueError, match="one scale"):
+        int8_scores(np.ones(4, np.float32), codes, scales[:2])
+    assert int8_scores(np.ones(4, np.float32), codes[:0], scales[:0]).shape == (0,)

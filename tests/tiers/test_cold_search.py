@@ -449,7 +449,10 @@ def test_codes_of_memories_that_left_the_cold_tier_are_read_again_after_a_search
         index._query = lambda sql, params: reads.append(sql) or real(sql, params)
         hits = store.search("u", X[7], k=3, include_cold=True, record_access=False)
         assert "t7" not in [h.id for h in hits]
-        assert index.count_if_loaded("u") == 28 and reads == []  # it met them: dropped, nothing read again
+        sign_code_reads = [
+            sql for sql in reads if "code8" not in sql
+        ]  # (the candidates' int8 codes are read per search)
+        assert index.count_if_loaded("u") == 28 and sign_code_reads == []  # it met them: dropped, nothing read again
         kept, fresh = index._loaded.peek("u"), index._load("u")
         for name in ("rids", "codes", "vector_at", "vector_crc"):
             assert np.array_equal(getattr(kept, name), getattr(fresh, name)), name

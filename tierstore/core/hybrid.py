@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from tierstore.core.engine import Engine
-from tierstore.core.row_ranker import RowHit, _cold_rows, _read_moved_again
+from tierstore.core.row_ranker import RowHit, _cold_rows, _read_moved_again, exact_rows
 from tierstore.errors import ObjectNotFoundError
 from tierstore.kernels import TIER_COLD, TIER_HOT, TIER_WARM, inner_products, rank_and_gather, top_candidates
 from tierstore.kernels import columns as C
@@ -390,8 +390,10 @@ def _rank_cold(
 ) -> tuple[list[RowHit], list[float]]:
     """The cold tier's best ``k``: the cold index's candidates (when the cold
     tier is reached for the vector's sake) and the cold keyword candidates;
-    their rows (still cold, not superseded), exact cosines from the archived
-    vectors, ranked on the fused similarity as a cold search ranks."""
+    their rows (still cold, not superseded), the index's candidates narrowed
+    by their int8 codes as a cold search narrows them (every keyword
+    candidate kept: chosen by its words, not its meaning), exact cosines from
+    the archived vectors, ranked on the fused similarity as a cold search ranks."""
     wanted: list[int] = []
     if reach and eng.cold_searchable and eng.cold_index.count(ns):
         rids, _ = eng.cold_index.candidates(ns, q, candidate_count(k))
@@ -400,10 +402,11 @@ def _rank_cold(
     if not wanted:
         return [], []
     rows = _cold_rows(eng.catalog, ns, wanted, eng.compiled_policy.marks_rank)
+    index, cold, cache = eng.cold_index, eng.cold, eng.vector_cache
+    rows = exact_rows(eng.ranker, index, rows, q, k, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now, always=kw)
     if not rows:
         return [], []
     failed: list[BaseException] = []
-    index, cold, cache = eng.cold_index, eng.cold, eng.vector_cache
     vectors = fetch_row_vectors(index, cold, cache, ns, rows, failed)
     if any(isinstance(e, ObjectNotFoundError) for e in failed):
         failed = _read_moved_again(

@@ -10,6 +10,11 @@
 * every archive object the catalog points at: the whole object (magic, header,
   index, every frame's CRC32) and each cold memory's record at the catalog's
   offset;
+* the cold index (``cold_codes``): every cold memory has a sign code of the
+  right size and nothing else has one; checked against each archived vector:
+  the sign code, the place it keeps of the vector, and the int8 code where
+  there is one (it decodes to within a cosine of 0.99 of the vector; a NULL
+  one is no error: rows archived before them have none);
 * every tombstone the catalog lists as written (present, and parses);
 * the keyword index: every memory in it, nothing else;
 * each namespace's archive layout (``tiers/cold_relayout.py``): the objects
@@ -24,7 +29,8 @@ damaged hot checkpoint is rewritten from the namespace rebuilt from the
 catalog; pending archive batches are finished; a missing or damaged
 tombstone is written again from the catalog's list; the keyword index is
 rebuilt from the catalog's text; a layout's list loses the objects that are
-gone. An archive object holds
+gone; a cold-index row that is missing or does not match its archived vector
+is written again from that vector. An archive object holds
 the only copy of its cold memories' embeddings, so a damaged or missing one is
 reported with the memories it affects and never "repaired" by guesswork (a
 record that still decodes can be restored; the rest are lost).
@@ -58,7 +64,7 @@ from tierstore.storage import keyword_index
 from tierstore.tiers import cold_relayout, tombstones
 from tierstore.tiers.archive import vector_crc
 from tierstore.tiers.cold import Location
-from tierstore.tiers.cold_index import CODES_COMPLETE, encode_codes, query_codes
+from tierstore.tiers.cold_index import CODES_COMPLETE, code8_agrees, encode_codes, query_code8, query_codes
 from tierstore.tiers.hot import HotNamespace
 
 __all__ = ["IntegrityReport", "Problem", "repair", "verify"]
@@ -374,13 +380,15 @@ def _verify_cold(eng: Engine, report: IntegrityReport) -> None:
         for ns, mid, rid in eng.catalog.query("SELECT ns, id, rid FROM memories WHERE tier = ?", (TIER_COLD,))
     }
 
-    # ns/id of memories whose code is not their archived vector's, or whose
-    # vector is not where the code's row says (a search would read its whole record)
+    # ns/id of memories whose codes are not their archived vector's (the sign code, or the int8
+    # code where there is one), or whose vector is not where the code's row says (a search would
+    # read its whole record)
     wrong_codes: list[str] = []
 
-    def code_agrees(ns_of: dict[str, str]) -> Any:
+    def code_agrees(ns_of: dict[str, str], code8s: dict[int, Any]) -> Any:
         def check(mid: str, rec: dict[str, Any], frame: bytes) -> None:
-            got = codes.get(rid_of.get((ns_of[mid], mid), -1))
+            rid = rid_of.get((ns_of[mid], mid), -1)
+            got = codes.get(rid)
             if got is None:
                 return
             code, at, crc = got
@@ -389,6 +397,8 @@ def _verify_cold(eng: Engine, report: IntegrityReport) -> None:
                 code != encode_codes(np.frombuffer(emb, "<f4").reshape(1, -1))[0]
                 or (at, crc) != (None, None)
                 and (type(at) is not int or at < 0 or frame[at : at + len(emb)] != emb or crc != vector_crc(emb))
+                or rid in code8s
+                and not code8_agrees(code8s[rid], emb)
             ):
                 wrong_codes.append(f"{ns_of[mid]}/{mid}")
 
@@ -396,7 +406,11 @@ def _verify_cold(eng: Engine, report: IntegrityReport) -> None:
 
     for key, entries in by_key.items():
         ns_of = {mid: ns for ns, mid, _ in entries}
-        problems, damaged = eng.cold.verify_batch(key, [(mid, loc) for _, mid, loc in entries], code_agrees(ns_of))
+        # the int8 codes of this object's memories only: all of them at once would be 4 + dim bytes a memory
+        code8s = query_code8(eng.catalog.query, [rid_of[(ns, mid)] for ns, mid, _ in entries if (ns, mid) in rid_of])
+        problems, damaged = eng.cold.verify_batch(
+            key, [(mid, loc) for _, mid, loc in entries], code_agrees(ns_of, code8s)
+        )
         if problems:
             # A delete() (which does not wait for the sweep lock) may have emptied
             # and collected the object since it was listed: look again before
@@ -429,8 +443,8 @@ def _verify_cold(eng: Engine, report: IntegrityReport) -> None:
                 "cold_index",
                 "cold_codes",
                 f"{len(wrong_codes)} cold-index codes do not match "
-                "their memories' archived vectors, or the places they keep of those vectors "
-                "in the records (a wrong code ranks its memory wrongly; a wrong place "
+                "their memories' archived vectors (the sign code, or the int8 code), or the places they keep "
+                "of those vectors in the records (a wrong code ranks its memory wrongly; a wrong place "
                 "makes search read the whole record)",
                 repairable=True,
                 memories=tuple(wrong_codes),

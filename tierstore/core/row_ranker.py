@@ -6,14 +6,15 @@ The hot tier ranks its slots in one kernel call over its own columns
 columns are built from the row and the same ``fused_rerank`` kernel ranks it,
 so a hit's score means the same whatever tier it came from.
 
-The cold tier (:mod:`tierstore.tiers.cold_index`) is reached through its sign codes
-and rescored from the archived vectors: a cold hit's similarity is the exact
-cosine, like every other hit's.
+The cold tier (:mod:`tierstore.tiers.cold_index`) is reached through its sign codes,
+narrowed by its int8 codes to the few candidates worth reading, and rescored
+from their archived vectors: a cold hit's similarity is the exact cosine,
+like every other hit's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from itertools import repeat
 from typing import Any
@@ -28,7 +29,14 @@ from tierstore.rules.supersession import unsuperseded_rows
 from tierstore.rules.tags import TagVocab
 from tierstore.storage.catalog import MemoryRow
 from tierstore.tiers.cold import ColdTier
-from tierstore.tiers.cold_index import ColdIndex, VectorCache, candidate_count, exact_rescore, fetch_row_vectors
+from tierstore.tiers.cold_index import (
+    ColdIndex,
+    VectorCache,
+    candidate_count,
+    exact_candidates,
+    exact_rescore,
+    fetch_row_vectors,
+)
 from tierstore.tiers.hot import columns_from_rows
 
 
@@ -109,6 +117,41 @@ class RowRanker:
         orders = score_list if rel is None else rel.tolist()
         return picked, [RowHit(Hit(source, i), float(raw[i, 0]), r, order=orders[i]) for i, r in enumerate(chosen)]
 
+    def eligible(
+        self, rows: Sequence[MemoryRow], *, ctx: QueryContext, allowed: np.ndarray, min_conf: float, now: float
+    ) -> np.ndarray:
+        """Which of ``rows`` :meth:`rank` could return, whatever their
+        similarity (bool ``(len(rows),)``): a type allowed, a confidence at
+        least ``min_conf``, no masked tag. The same kernel decides, so the
+        two cannot disagree; a cold search reads no vector of a row it would
+        drop."""
+        if min_conf <= 0.0 and not len(ctx.mask_tags) and bool(np.all(allowed)):
+            # no filter in force: every catalog row passes (the kernel's one other test, alive, holds for
+            # them all), without building their columns
+            return np.ones(len(rows), np.bool_)
+        out = np.zeros(len(rows), np.bool_)
+        if not rows:
+            return out
+        cp = self.cp
+        F, I, tags = columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])  # noqa: E741 (as in rank)
+        pick, _, _, _ = fused_rerank(
+            np.arange(len(rows), dtype=np.int64),
+            np.zeros(len(rows), np.float32),
+            F,
+            I,
+            tags,
+            cp.params(now, min_conf, ctx),
+            allowed,
+            cp.rank_w0_by_type,
+            ctx.q_tags,
+            ctx.rule_tags,
+            ctx.rule_mult,
+            ctx.mask_tags,
+            len(rows),
+        )
+        out[pick] = True
+        return out
+
 
 def _cold_rows(catalog: Any, ns: str, rids: list[int], superseded: bool) -> list[MemoryRow]:
     """The catalog rows of ``rids`` still cold in ``ns`` (superseded ones too
@@ -147,6 +190,28 @@ def _read_moved_again(
     return failed + again if np.isnan(vectors[left, 0]).any() else []
 
 
+def exact_rows(
+    ranker: RowRanker,
+    index: ColdIndex,
+    rows: list[MemoryRow],
+    q: np.ndarray,
+    k: int,
+    *,
+    ctx: QueryContext,
+    allowed: np.ndarray,
+    min_conf: float,
+    now: float,
+    always: Collection[int] = (),
+) -> list[MemoryRow]:
+    """The cold candidates ``rows`` whose vectors a search for ``k`` reads:
+    those :meth:`RowRanker.eligible` keeps, narrowed by their int8 codes
+    (:func:`cold_index.exact_candidates`; the rids in ``always`` kept), in
+    the order given."""
+    ok = ranker.eligible(rows, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now)
+    kept = [r for r, flag in zip(rows, ok.tolist()) if flag]
+    return [kept[i] for i in exact_candidates(index, q, [r.rid for r in kept], k, always)]
+
+
 def search_cold(
     ranker: RowRanker,
     *,
@@ -171,9 +236,10 @@ def search_cold(
     or deleted since they were read, which the search drops from them; and,
     unless the policy's marks demote (``supersession.superseded_factor``
     below 1), not superseded: then a superseded memory is a hit, demoted and
-    after what replaced it, as in the other tiers),
-    their exact similarities from the archived vectors (each read alone
-    where the index knows its place), then the fused
+    after what replaced it, as in the other tiers), those the ranker could
+    return narrowed to the best ``exact_count(k)`` by their int8 codes
+    (:func:`exact_rows`), their exact similarities from the archived
+    vectors (each read alone where the index knows its place), then the fused
     score (policy ``scoring.cold_order``: without the use factors). An archive
     object that cannot be read (missing, damaged, the object store down) costs
     its candidates, not the search: the failures are appended to ``errors``. One missing because a compaction moved its
@@ -190,6 +256,7 @@ def search_cold(
         # when superseded rows are read too: otherwise a missing row may be a superseded, cold one
         still = {r.rid for r in rows}
         index.discard(ns, [rid for rid in rids.tolist() if rid not in still], token)
+    rows = exact_rows(ranker, index, rows, q, k, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now)
     if not rows:
         return []
     failed: list[BaseException] = []

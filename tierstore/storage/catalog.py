@@ -185,12 +185,15 @@ CREATE INDEX IF NOT EXISTS supersessions_by ON supersessions (ns, by_id);
 -- vector_at / vector_crc: where the memory's embedding starts in its record
 -- frame and the CRC32 of its bytes, so that a search reads the vector alone
 -- (NULL: not known, the whole record is read; rows written before them).
+-- code8: the int8 code a search reads to choose which candidates to read
+-- exactly (NULL: rows written before it; such a candidate is always read).
 CREATE TABLE IF NOT EXISTS cold_codes (
     rid        INTEGER PRIMARY KEY,     -- memories.rid of a cold memory
     ns         TEXT    NOT NULL,
     code       BLOB    NOT NULL,        -- sign code: ceil(dim/64) uint64 words, little-endian
     vector_at  INTEGER,                 -- bytes from the record frame's start
-    vector_crc INTEGER                  -- zlib.crc32 of the embedding's bytes
+    vector_crc INTEGER,                 -- zlib.crc32 of the embedding's bytes
+    code8      BLOB                     -- float32 scale (little-endian), then dim int8 components
 );
 CREATE INDEX IF NOT EXISTS cold_codes_ns ON cold_codes (ns, rid);
 CREATE TRIGGER IF NOT EXISTS cold_codes_leave AFTER UPDATE OF tier ON memories WHEN NEW.tier != 2
@@ -228,7 +231,7 @@ SCHEMA += "".join(statement + ";\n" for statement in KEYWORD_INDEX_STATEMENTS)
 # on stores written by earlier code (CREATE TABLE IF NOT EXISTS leaves an
 # existing table as it is), and on new stores alike.
 ADDED_COLUMNS = (("key", "TEXT"), ("content_hash", "INTEGER"), ("metadata", "TEXT"))
-ADDED_CODE_COLUMNS = (("vector_at", "INTEGER"), ("vector_crc", "INTEGER"))  # of cold_codes
+ADDED_CODE_COLUMNS = (("vector_at", "INTEGER"), ("vector_crc", "INTEGER"), ("code8", "BLOB"))  # of cold_codes
 ADDED_INDEXES = """
 CREATE INDEX IF NOT EXISTS memories_key ON memories (ns, key) WHERE key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS memories_content ON memories (ns, content_hash);

@@ -9,16 +9,26 @@ table ``cold_codes``. A cold search:
    :func:`first_stage_count` of them again against the float query
    (``kernels.sign_scores``: the codes as ±1 vectors, a far closer estimate
    of the cosine) and keeps the best ``m`` row ids (:func:`candidate_count`);
-2. the caller looks their locations up in the catalog, :func:`fetch_vectors`
-   reads their exact vectors from the archive objects (ranged GETs grouped per
-   object, objects fetched concurrently, a small cache in front; each vector's
-   bytes alone where the index keeps its place, see
-   :meth:`ColdIndex.vector_places`, else its whole record), and
+2. the caller looks their rows up in the catalog, and :func:`exact_candidates`
+   reads the candidates' int8 codes (column ``code8``: a float32 scale and
+   one int8 per component, :func:`encode_code8`; one query, not kept in
+   memory) and keeps the best :func:`exact_count` of them by
+   ``kernels.int8_scores`` (within ~0.001 of the cosine), with every
+   candidate that has no int8 code (archived before them);
+3. :func:`fetch_vectors` reads the exact vectors of those from the archive
+   objects (ranged GETs grouped per object, objects fetched concurrently, a
+   small cache in front; each vector's bytes alone where the index keeps its
+   place, see :meth:`ColdIndex.vector_places`, else its whole record), and
    :func:`exact_rescore` gives the cosine similarities the fused score uses.
 
-``benchmarks/cold_recall.py`` measured the choices made here (1-bit codes
-read in two stages, no int8 codes; the default ``m``); see
-``docs/benchmarks.md``, "Cold index recall".
+Step 2 exists because step 3's reads are the cost: ~100 candidates lie in
+~85 archive objects at a platform's scale (one ranged GET each, ~2 ms of
+client CPU on S3), ~20 in ~20.
+
+``benchmarks/cold_recall.py`` measured the choices of step 1 (1-bit codes
+read in two stages; the default ``m``); see ``docs/benchmarks.md``, "Cold
+index recall". ``benchmarks/cold_search_cost.py`` measures what a search
+reads.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ import math
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from operator import attrgetter
@@ -36,7 +46,16 @@ from typing import Any
 import numpy as np
 
 from tierstore.errors import CorruptDataError, InvalidInputError, InvalidVectorError
-from tierstore.kernels import code_words, hamming_topk, inner_products, sign_code, sign_codes, sign_scores
+from tierstore.kernels import (
+    code_words,
+    hamming_topk,
+    inner_products,
+    int8_codes,
+    int8_scores,
+    sign_code,
+    sign_codes,
+    sign_scores,
+)
 from tierstore.rules.validation import check_namespace, check_vector
 from tierstore.storage.catalog import COLD_CODES_SCHEMA  # noqa: F401  (re-exported: the table lives in the catalog's schema)
 from tierstore.storage.lru import LRU
@@ -50,6 +69,18 @@ MIN_CANDIDATES = 100
 # Rows the Hamming scan hands to the asymmetric stage for m candidates.
 FIRST_STAGE_MIN = 1000
 FIRST_STAGE_OVERSAMPLE = 10
+# Candidates whose exact vectors a search for k hits reads, chosen by their int8 codes among the
+# candidate_count(k): max(EXACT_MIN, EXACT_OVERSAMPLE * k). Chosen from measurements made before the
+# stage was built: benchmarks/cold_recall.py (docs/benchmarks.md, "Cold index recall") found int8 codes
+# rank the exact top 10 within their best 20 (recall@10 1.000 at m = 20 on every data set), and an ad
+# hoc count (docs/scale.md) found a user's 100 candidates at day ~280 in 85 archive objects, their best
+# 20 in 20 (one ranged GET per object). 2 k keeps that ratio for k > 10. Checked since with
+# benchmarks/cold_search_cost.py --ab (100 000 archived, 200 queries): the same hits as reading all 100
+# for every query (recall@10 0.996 both), archive objects read per search 64 -> 18 as swept, 8 -> 3 laid out.
+EXACT_MIN = 20
+EXACT_OVERSAMPLE = 2
+# verify(): a stored int8 code decodes to within this cosine of its archived vector, else it is damaged.
+CODE8_MIN_COSINE = 0.99
 
 # Threads fetching archive objects at once (fetch_vectors), unless the store reads serially.
 FETCH_WORKERS = 8
@@ -98,6 +129,13 @@ def candidate_count(k: int) -> int:
     return max(MIN_CANDIDATES, OVERSAMPLE * int(k))
 
 
+def exact_count(k: int) -> int:
+    """How many of a search's candidates (:func:`candidate_count`) are read exactly: ``max(20, 2 k)``."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise InvalidInputError(f"k must be a positive integer, got {k!r}")
+    return max(EXACT_MIN, EXACT_OVERSAMPLE * int(k))
+
+
 def first_stage_count(m: int) -> int:
     """How many rows the Hamming scan keeps for :func:`kernels.sign_scores`
     to choose ``m`` candidates from: ``max(1000, 10 m)`` (a few µs of table
@@ -109,9 +147,8 @@ def first_stage_count(m: int) -> int:
 # catalog rows
 
 
-def encode_codes(vectors: Any) -> list[bytes]:
-    """The sign code of each row of ``vectors`` (``(n, d)``, finite) as the
-    ``cold_codes.code`` blob: ``8 · ceil(d / 64)`` bytes, little-endian words."""
+def _finite_matrix(vectors: Any) -> np.ndarray:
+    """``vectors`` as a contiguous float32 ``(n, d)`` array, ``d >= 1``, every value finite."""
     try:
         arr = np.ascontiguousarray(vectors, dtype=np.float32)
     except (TypeError, ValueError):
@@ -121,30 +158,67 @@ def encode_codes(vectors: Any) -> list[bytes]:
     if not np.isfinite(arr).all():
         bad = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
         raise InvalidVectorError(f"vectors[{bad}] contains NaN or infinite values")
-    codes = sign_codes(arr).astype("<u8", copy=False)
+    return arr
+
+
+def encode_codes(vectors: Any) -> list[bytes]:
+    """The sign code of each row of ``vectors`` (``(n, d)``, finite) as the
+    ``cold_codes.code`` blob: ``8 · ceil(d / 64)`` bytes, little-endian words."""
+    codes = sign_codes(_finite_matrix(vectors)).astype("<u8", copy=False)
     return [row.tobytes() for row in codes]
 
 
-# Writes one memory's code and the place of its vector (rid, ns, code, vector_at, vector_crc).
-CODE_SQL = "INSERT OR REPLACE INTO cold_codes (rid, ns, code, vector_at, vector_crc) VALUES (?, ?, ?, ?, ?)"
+def code8_size(dim: int) -> int:
+    """Bytes of a ``cold_codes.code8`` blob at ``dim`` dimensions: a float32 scale and ``dim`` int8."""
+    return 4 + int(dim)
+
+
+def encode_code8(vectors: Any) -> list[bytes]:
+    """The int8 code of each row of ``vectors`` (``(n, d)``, finite) as the
+    ``cold_codes.code8`` blob (:func:`code8_size` bytes): the row's scale
+    ``s = max|v_i| / 127`` (1 for an all-zero row) as a little-endian
+    float32, then ``round(v_i / s)`` as d int8 (``kernels.int8_codes``)."""
+    codes, scales = int8_codes(_finite_matrix(vectors))
+    head = scales.astype("<f4", copy=False)
+    return [head[i].tobytes() + codes[i].tobytes() for i in range(codes.shape[0])]
+
+
+def decode_code8(blob: Any, dim: int) -> np.ndarray | None:
+    """The vector a ``code8`` blob stands for (float32 ``(dim,)``: scale × each
+    int8), or None when it is not a code of ``dim`` dimensions (not bytes, the
+    wrong length, or a scale that is not a positive finite number)."""
+    if not isinstance(blob, bytes) or len(blob) != code8_size(dim):
+        return None
+    scale = np.frombuffer(blob, "<f4", 1)[0]
+    if not (np.isfinite(scale) and scale > 0):
+        return None
+    return (np.frombuffer(blob, np.int8, dim, 4).astype(np.float32) * scale).astype(np.float32)
+
+
+# Writes one memory's codes and the place of its vector (rid, ns, code, vector_at, vector_crc, code8).
+CODE_SQL = "INSERT OR REPLACE INTO cold_codes (rid, ns, code, vector_at, vector_crc, code8) VALUES (?, ?, ?, ?, ?, ?)"
 # Meta ``cold_codes`` once every cold memory has a code and its vector's place
 # (stores that said "complete" had codes without places: backfilled again).
 CODES_COMPLETE = "placed"
 
 
 def insert_codes(conn: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> None:
-    """Write ``(rid, ns, code)`` or ``(rid, ns, code, vector_at,
-    vector_crc)`` rows inside the caller's transaction (no commit):
-    ``vector_at``, where the embedding starts in the memory's record frame,
-    and ``vector_crc``, the CRC32 of its bytes (:func:`archive.vector_at`,
-    :func:`archive.vector_crc`; None when not known). A row already there is
-    replaced: rids are never reused, so that is the same memory archived
-    again by a retried batch. Every row is checked before anything is written."""
+    """Write ``(rid, ns, code)``, ``(rid, ns, code, vector_at, vector_crc)``
+    or ``(rid, ns, code, vector_at, vector_crc, code8)`` rows inside the
+    caller's transaction (no commit): ``vector_at``, where the embedding
+    starts in the memory's record frame, and ``vector_crc``, the CRC32 of its
+    bytes (:func:`archive.vector_at`, :func:`archive.vector_crc`; None when
+    not known); ``code8``, the int8 code (:func:`encode_code8`; None: not
+    kept). A row already there is replaced: rids are never reused, so that is
+    the same memory archived again by a retried batch. Every row is checked
+    before anything is written."""
     checked = []
     for row in rows:
-        if not isinstance(row, tuple) or len(row) not in (3, 5):
-            raise InvalidInputError(f"a cold code row is (rid, ns, code[, vector_at, vector_crc]), got {row!r}")
-        rid, ns, code, at, crc = row if len(row) == 5 else (*row, None, None)
+        if not isinstance(row, tuple) or len(row) not in (3, 5, 6):
+            raise InvalidInputError(
+                f"a cold code row is (rid, ns, code[, vector_at, vector_crc[, code8]]), got {row!r}"
+            )
+        rid, ns, code, at, crc, code8 = (*row, None, None, None)[:6]  # the missing ones None
         _check_rid(rid)
         check_namespace(ns)
         if not isinstance(code, bytes) or not code or len(code) % 8:
@@ -156,7 +230,9 @@ def insert_codes(conn: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> N
                 f"the vector place of rid {rid} must be two non-negative integers "
                 f"(a CRC32 below 2**32) or two Nones, got {(at, crc)!r}"
             )
-        checked.append((int(rid), ns, code, None if at is None else int(at), None if crc is None else int(crc)))
+        if code8 is not None and (not isinstance(code8, bytes) or len(code8) < 5):
+            raise InvalidInputError(f"the int8 code of rid {rid} must be None or a scale and components (bytes)")
+        checked.append((int(rid), ns, code, None if at is None else int(at), None if crc is None else int(crc), code8))
     conn.executemany(CODE_SQL, checked)
 
 
@@ -425,6 +501,38 @@ class ColdIndex:
             out[known, 1] = entry.vector_crc[at[known]]
         return out
 
+    def int8_codes(self, rids: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The int8 codes of ``rids`` as the catalog holds them: ``(codes int8
+        (n, dim), scales float32 (n,), known bool (n,))``, in the order given.
+        Read from the catalog on each call (one query per 500 rids), not kept
+        with the loaded sign codes: at ``4 + dim`` bytes a row they would be
+        eight times their size, and a search needs only its candidates'. A rid
+        whose code is not known (NULL: archived before int8 codes were kept;
+        no row; a blob that is not a code of ``dim``, which verify() reports;
+        a store not yet upgraded) has ``known`` False and a zero row."""
+        try:
+            want = np.asarray(rids, dtype=np.int64).ravel().tolist()
+        except (TypeError, ValueError, OverflowError):
+            raise InvalidInputError("rids must be a sequence of integer rids") from None
+        n = len(want)
+        codes = np.zeros((n, self.dim), np.int8)
+        scales = np.zeros(n, np.float32)
+        known = np.zeros(n, np.bool_)
+        size = code8_size(self.dim)
+        found = query_code8(self._query, want)
+        blobs = [found.get(rid) for rid in want]
+        good = [b for b in blobs if isinstance(b, bytes) and len(b) == size]
+        sized = np.fromiter((isinstance(b, bytes) and len(b) == size for b in blobs), np.bool_, n)
+        if good:  # decoded in one pass: a loop of per-row numpy calls cost more than the query
+            raw = np.frombuffer(b"".join(good), np.uint8).reshape(-1, size)
+            head = raw[:, :4].copy().view("<f4").ravel()
+            valid = np.isfinite(head) & (head > 0)
+            at = np.flatnonzero(sized)[valid]
+            scales[at] = head[valid]
+            codes[at] = raw[valid, 4:].view(np.int8)
+            known[at] = True
+        return codes, scales, known
+
     def _load(self, ns: str) -> _Codes:
         return _codes_of(query_codes(self._query, "WHERE ns = ? ORDER BY rid", (ns,)), self.words, ns, self.dim)
 
@@ -470,6 +578,75 @@ def query_codes(query: QueryFn, tail: str = "", params: Sequence[Any] = ()) -> S
         if "no such column" not in str(exc):
             raise
         return query(f"SELECT rid, code, NULL, NULL FROM cold_codes {tail}", params)
+
+
+def query_code8(query: QueryFn, rids: Sequence[int]) -> dict[int, Any]:
+    """``rid -> code8`` of those of ``rids`` whose ``cold_codes.code8`` is not
+    NULL, as stored (not checked); one query per 500 rids. Empty where the
+    table predates the column (a read-only look at a store not yet upgraded)."""
+    out: dict[int, Any] = {}
+    want = list(rids)
+    for start in range(0, len(want), 500):
+        chunk = want[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        try:
+            found = query(f"SELECT rid, code8 FROM cold_codes WHERE rid IN ({marks}) AND code8 IS NOT NULL", chunk)
+        except sqlite3.OperationalError as exc:
+            if "no such column" not in str(exc):
+                raise
+            return {}
+        out.update((int(rid), blob) for rid, blob in found)
+    return out
+
+
+def code8_agrees(blob: Any, embedding: bytes) -> bool:
+    """Whether a stored ``code8`` is the int8 code of ``embedding`` (a
+    record's float32 little-endian bytes): a code of its dimension that
+    decodes to within a cosine of :data:`CODE8_MIN_COSINE` of it (a fresh
+    code is within ~0.0001 at 384 dimensions; a damaged one ranks its memory wrongly)."""
+    vec = np.frombuffer(embedding, "<f4").astype(np.float64)
+    got = decode_code8(blob, vec.shape[0])
+    if got is None:
+        return False
+    norms = float(np.linalg.norm(got)) * float(np.linalg.norm(vec))
+    if norms == 0.0:
+        return not got.any() and not vec.any()
+    return float(got.astype(np.float64) @ vec) / norms >= CODE8_MIN_COSINE
+
+
+# ---------------------------------------------------------------------------
+# the int8 stage
+
+
+def exact_candidates(
+    index: ColdIndex, query: Any, rids: Sequence[int], k: int, always: Collection[int] = ()
+) -> list[int]:
+    """Which of a cold search's candidates ``rids`` to read exactly: positions
+    into ``rids``, ascending.
+
+    The :func:`exact_count` best by their int8 codes (``kernels.int8_scores``
+    against the unit ``query``: within ~0.001 of the cosine; ties to the
+    earlier position), every candidate whose int8 code is not known (only its
+    exact vector can rank it) and every one in ``always`` (keyword
+    candidates: chosen by their words, not their meaning). When no more than
+    :func:`exact_count` are given, all of them, without a read. ``rids``:
+    distinct rids of ``index``'s memories, as :meth:`ColdIndex.candidates`
+    gives them (or the subset a caller keeps)."""
+    want = exact_count(k)
+    n = len(rids)
+    if n <= want:
+        return list(range(n))
+    q = check_vector(query, index.dim, "query")
+    codes, scales, known = index.int8_codes(rids)
+    approx = int8_scores(q, codes, scales)
+    scored = np.flatnonzero(known)
+    best = scored[np.argsort(-approx[scored], kind="stable")[:want]]
+    keep = ~known
+    keep[best] = True
+    if always:
+        forced = set(always)
+        keep |= np.fromiter((r in forced for r in rids), np.bool_, n)
+    return np.flatnonzero(keep).tolist()
 
 
 # ---------------------------------------------------------------------------

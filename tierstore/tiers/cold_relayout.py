@@ -6,7 +6,9 @@ them again in objects of at most :data:`cold_layout.OBJECT_RECORDS` records,
 so that one query's candidates sit in few objects and few byte ranges
 (``docs/benchmarks.md``, "Sixth round: layout by code"). The record frames
 are copied as they are (checked first: the CRC32 and every field), so a
-record's bytes, and where its vector starts in its frame, do not change.
+record's bytes, and where its vector starts in its frame, do not change;
+the int8 code of each vector is written again with its new place (rows
+archived before int8 codes were kept get one).
 
 Each new object is one move, as an archive is (:mod:`tierstore.tiers.migrator`):
 
@@ -42,6 +44,7 @@ from tierstore.storage.faults import crash_point
 from tierstore.tiers import cold_layout
 from tierstore.tiers.archive import vector_at, vector_crc
 from tierstore.tiers.cold import Location
+from tierstore.tiers.cold_index import encode_code8
 
 
 class ArchiveWriter(Protocol):
@@ -187,9 +190,19 @@ def lay_out(mig: ArchiveWriter, ns: str, now: float, object_records: int | None 
         entries = eng.cold.write_frames(new_key, ns, [frames[i] for i in group.tolist()], now, layout="code")
         crash_point("layout.after_put")
         crcs = [vector_crc(vectors[i].astype("<f4").tobytes()) for i in group.tolist()]
+        code8s = encode_code8(vectors[group])
 
         left = eng.catalog.write(
-            partial(_commit, ns=ns, key=new_key, members=members, entries=entries, crcs=crcs, laid=[*laid, new_key])
+            partial(
+                _commit,
+                ns=ns,
+                key=new_key,
+                members=members,
+                entries=entries,
+                crcs=crcs,
+                code8s=code8s,
+                laid=[*laid, new_key],
+            )
         )
         crash_point("layout.after_commit")
         laid.append(new_key)
@@ -206,20 +219,24 @@ def _commit(
     members: Sequence[tuple[Any, ...]],
     entries: Sequence[Any],
     crcs: Sequence[int],
+    code8s: Sequence[bytes],
     laid: list[str],
 ) -> set[str]:
     """Step 3 of one new object ``key``: point ``members`` (``(rid, id,
     old key, old offset, length)``) still where they were read at their
-    ``entries``, mark the objects they left ``purge``, and record ``laid`` as
-    the namespace's layout. Returns the keys of the objects they left."""
+    ``entries`` (their codes' rows: the new places, and ``code8s``, their
+    vectors' int8 codes), mark the objects they left ``purge``, and record
+    ``laid`` as the namespace's layout. Returns the keys of the objects they left."""
     left: set[str] = set()
     moved = 0
-    for (rid, _, old, off, _), e, crc in zip(members, entries, crcs):
+    for (rid, _, old, off, _), e, crc, code8 in zip(members, entries, crcs, code8s):
         if conn.execute(_MOVE_SQL, (key, e.offset, e.length, rid, old, off)).rowcount:
             moved += 1
             left.add(old)
             place = (e.vector_at, crc) if e.vector_at >= 0 else (None, None)
-            conn.execute("UPDATE cold_codes SET vector_at = ?, vector_crc = ? WHERE rid = ?", (*place, rid))
+            conn.execute(
+                "UPDATE cold_codes SET vector_at = ?, vector_crc = ?, code8 = ? WHERE rid = ?", (*place, code8, rid)
+            )
     # a member restored or deleted since it was read stays out: its record here is stale from the start
     conn.execute("UPDATE archives SET state = ? WHERE key = ?", ("done" if moved == len(members) else "purge", key))
     conn.executemany(_PURGE_SQL, [(k,) for k in sorted(left)])

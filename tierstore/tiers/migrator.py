@@ -67,7 +67,7 @@ from tierstore.tiers import cold_index, cold_relayout, tombstones
 from tierstore.tiers.archive import vector_crc
 from tierstore.tiers.background import BackgroundSweeps
 from tierstore.tiers.cold import ColdTier, Location, batch_number, group_by_ns
-from tierstore.tiers.cold_index import CODE_SQL, CODES_COMPLETE, encode_codes
+from tierstore.tiers.cold_index import CODE_SQL, CODES_COMPLETE, encode_code8, encode_codes
 
 if TYPE_CHECKING:
     from tierstore.core.engine import Engine
@@ -502,15 +502,16 @@ class Migrator:
             plan = self._plan(spaces, groups)
             candidates = [(key_of[ns], r) for ns, (ok_hot, _, other) in plan.items() for r in ok_hot + other]
             due = self.due_in_tier([r for _, r in candidates], TIER_COLD) if candidates else np.zeros(0)
-            # the cold index's codes, from the vectors about to leave the catalog
-            codes = encode_codes(stack_embeddings([r.embedding for _, r in candidates], eng.dim)) if candidates else []
+            # the cold index's codes (sign and int8), from the vectors about to leave the catalog
+            stacked = stack_embeddings([r.embedding for _, r in candidates], eng.dim) if candidates else None
+            codes = list(zip(encode_codes(stacked), encode_code8(stacked))) if stacked is not None else []
 
             added: dict[str, list[tuple[Any, ...]]] = {}  # the codes committed, by namespace
 
             def write(conn: sqlite3.Connection) -> list[MemoryRow]:  # 2. commit
                 done = []
                 added.clear()
-                for (key, r), d, code in zip(candidates, due.tolist(), codes):
+                for (key, r), d, (code, code8) in zip(candidates, due.tolist(), codes):
                     e = where[key].get(r.id)
                     if e is None or not _unchanged(conn, r):
                         continue
@@ -520,7 +521,7 @@ class Migrator:
                         (TIER_COLD, key, e.offset, e.length, _sql_inf(d), r.rid),
                     )
                     place = _place(e.vector_at, r.embedding)
-                    conn.execute(CODE_SQL, (r.rid, r.ns, code, *place))
+                    conn.execute(CODE_SQL, (r.rid, r.ns, code, *place, code8))
                     added.setdefault(r.ns, []).append((r.rid, code, *place))
                     conn.execute(EVENT_SQL, self._event(r, now, "archive", r.tier, TIER_COLD, self._reason(r, now)))
                     done.append(r)
@@ -702,10 +703,12 @@ class Migrator:
         crash_point("compact.after_intent")
         entries, _ = eng.cold.write_records(new_key, ns, records, now)
         crash_point("compact.after_put")
+        # the vectors are at hand: their int8 codes are written with the places (rows archived before them had none)
+        code8s = [_code8_of(rec["embedding"], eng.dim) for rec in records]
 
         def write(conn: sqlite3.Connection) -> int:
             moved = 0
-            for r, e, rec in zip(rows, entries, records):
+            for r, e, rec, code8 in zip(rows, entries, records, code8s):
                 # a memory restored or deleted since it was read stays out of the new object's use
                 if conn.execute(
                     "UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ?"
@@ -714,8 +717,8 @@ class Migrator:
                 ).rowcount:
                     moved += 1
                     conn.execute(
-                        "UPDATE cold_codes SET vector_at = ?, vector_crc = ? WHERE rid = ?",
-                        (*_place(e.vector_at, rec["embedding"]), r.rid),
+                        "UPDATE cold_codes SET vector_at = ?, vector_crc = ?, code8 = ? WHERE rid = ?",
+                        (*_place(e.vector_at, rec["embedding"]), code8, r.rid),
                     )
             conn.execute(
                 "UPDATE archives SET state = ? WHERE key = ?", ("done" if moved == len(rows) else "purge", new_key)
@@ -1002,19 +1005,24 @@ class Migrator:
             at: dict[str, int] = {}
             records = self.cold_records(chunk, at)
             entries = [
-                (r, _code_of(records[r.id]["embedding"], eng.dim), _place(at[r.id], records[r.id]["embedding"]))
+                (
+                    r,
+                    _code_of(records[r.id]["embedding"], eng.dim),
+                    _place(at[r.id], records[r.id]["embedding"]),
+                    _code8_of(records[r.id]["embedding"], eng.dim),
+                )
                 for r in chunk
                 if r.id in records
             ]
 
             def write(conn: sqlite3.Connection, entries: Any = entries) -> int:
                 n = 0
-                for r, code, place in entries:  # still cold where it was read from
+                for r, code, place, code8 in entries:  # still cold where it was read from
                     if conn.execute(
                         "SELECT 1 FROM memories WHERE rid = ? AND tier = ? AND cold_key = ? AND cold_offset = ?",
                         (r.rid, TIER_COLD, r.cold_key, r.cold_offset),
                     ).fetchone():
-                        conn.execute(CODE_SQL, (r.rid, r.ns, code, *place))
+                        conn.execute(CODE_SQL, (r.rid, r.ns, code, *place, code8))
                         n += 1
                 return n
 
@@ -1135,8 +1143,9 @@ class Migrator:
     ) -> list[MemoryRow]:
         """Restore by meaning: the cold index's candidates for ``limit`` (the
         ``k`` of restore), narrowed by ``ids``/``where``/``text`` when given
-        (their rows, as a filter), ranked by the exact cosine similarity of
-        their archived vectors."""
+        (their rows, as a filter), then by their int8 codes
+        (:func:`cold_index.exact_candidates`), ranked by the exact cosine
+        similarity of their archived vectors."""
         eng = self.engine
         k = limit or 5
         allowed = None
@@ -1150,6 +1159,7 @@ class Migrator:
             for r in eng.catalog.get_rows_by_rid(rids.tolist())
             if r.tier == TIER_COLD and r.ns == ns and r.cold_key is not None
         ]
+        rows = [rows[i] for i in cold_index.exact_candidates(eng.cold_index, query, [r.rid for r in rows], k)]
         if not rows:
             return []
         vectors = cold_index.fetch_row_vectors(eng.cold_index, eng.cold, eng.vector_cache, ns, rows)
@@ -1278,6 +1288,7 @@ class Migrator:
                                 ns,
                                 _code_of(rec["embedding"], eng.dim),
                                 *_place(entry.vector_at, rec["embedding"]),
+                                _code8_of(rec["embedding"], eng.dim),
                             ),
                         )
                         rids.append(new.rid)
@@ -1407,3 +1418,8 @@ def _place(at: int, embedding: bytes | None) -> tuple[int | None, int | None]:
 def _code_of(embedding: bytes, dim: int) -> bytes:
     """The sign code of one stored (float32 little-endian) embedding."""
     return encode_codes(np.frombuffer(embedding, "<f4").reshape(1, dim))[0]
+
+
+def _code8_of(embedding: bytes, dim: int) -> bytes:
+    """The int8 code (``cold_codes.code8``) of one stored (float32 little-endian) embedding."""
+    return encode_code8(np.frombuffer(embedding, "<f4").reshape(1, dim))[0]
