@@ -116,9 +116,9 @@ class Bucket:
                     break
             while pending:
                 got = pending.popleft().result()
-                key = next(todo, None)
-                if key is not None:  # the next request starts before this answer is used
-                    pending.append(pool.submit(self.get, key))
+                following = next(todo, None)
+                if following is not None:  # the next request starts before this answer is used
+                    pending.append(pool.submit(self.get, following))
                 yield got
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
