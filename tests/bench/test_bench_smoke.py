@@ -166,3 +166,26 @@ def test_cluster_take_script_times_both_readings(tmp_path):
     assert all(r["takes"] == 8 and r["take_ms_p50"] > 0 for r in rows)
     bad = subprocess.run([sys.executable, str(script), "--records", "100"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--records in 1..90" in bad.stderr
+
+
+@pytest.mark.slow
+def test_cold_exact_stage_script_compares_both_modes(tmp_path):
+    """benchmarks/cold_exact_stage.py (issues 31 and 32): on a small local store the
+    int8 stage reads no more objects than reading every candidate, and both
+    modes are reported with their recall; bad sizes refused."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "cold_exact_stage.py"
+    out = tmp_path / "stage.json"
+    args = ["--local", "--n", "2000", "--queries", "8", "--json", str(out)]
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    rows = {r["stage"]: r for r in report["rows"]}
+    assert set(rows) == {"off", "on"} and report["where"] == "local directory, as swept"
+    assert rows["on"]["objects_mean"] <= rows["off"]["objects_mean"]
+    assert 0.0 <= rows["on"]["recall_at_10"] <= 1.0 and 0 <= report["same"] <= 8
+    bad = subprocess.run([sys.executable, str(script), "--n", "10"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--n in 1000..1000000" in bad.stderr
