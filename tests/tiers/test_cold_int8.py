@@ -312,3 +312,30 @@ def test_the_int8_stage_chooses_among_the_candidates_the_filters_keep(tmp_path):
         # all 90 are candidates (fewer than 100); the 20 best of the 30 notes are read, the best 10 returned
         assert [h.id for h in hits] == expected
         assert len(CountingStore.reads) == exact_count(10)
+
+
+@pytest.mark.slow
+def test_without_a_filter_only_the_chosen_candidates_rows_are_read(big, monkeypatch):
+    """With no filter in force the int8 codes choose before the catalog is read:
+    the search reads the rows of exact_count(k) candidates, not of all 100; with a
+    type filter (which needs the rows to decide) it reads every candidate's row.
+    The hits are the same either way."""
+    from tierstore.core import row_ranker
+
+    store, X, Q = big
+    asked: list[int] = []
+    plain = row_ranker._cold_rows
+
+    def counted(catalog, ns, rids, superseded):
+        asked.append(len(rids))
+        return plain(catalog, ns, rids, superseded)
+
+    monkeypatch.setattr(row_ranker, "_cold_rows", counted)
+    for q in Q[:10]:
+        asked.clear()
+        hits, _ = cold_search(store, q)
+        assert asked == [exact_count(10)]
+        asked.clear()
+        filtered, _ = cold_search(store, q, memory_types=["conversation"])
+        assert asked == [candidate_count(10)]
+        assert [h.id for h in filtered] == [h.id for h in hits]  # every memory is a conversation

@@ -117,6 +117,12 @@ class RowRanker:
         orders = score_list if rel is None else rel.tolist()
         return picked, [RowHit(Hit(source, i), float(raw[i, 0]), r, order=orders[i]) for i, r in enumerate(chosen)]
 
+    @staticmethod
+    def filters(*, ctx: QueryContext, allowed: np.ndarray, min_conf: float) -> bool:
+        """Whether a filter is in force that can drop a row whatever its
+        similarity: a type not allowed, a confidence floor, a masked tag."""
+        return min_conf > 0.0 or bool(len(ctx.mask_tags)) or not bool(np.all(allowed))
+
     def eligible(
         self, rows: Sequence[MemoryRow], *, ctx: QueryContext, allowed: np.ndarray, min_conf: float, now: float
     ) -> np.ndarray:
@@ -125,9 +131,9 @@ class RowRanker:
         least ``min_conf``, no masked tag. The same kernel decides, so the
         two cannot disagree; a cold search reads no vector of a row it would
         drop."""
-        if min_conf <= 0.0 and not len(ctx.mask_tags) and bool(np.all(allowed)):
-            # no filter in force: every catalog row passes (the kernel's one other test, alive, holds for
-            # them all), without building their columns
+        if not self.filters(ctx=ctx, allowed=allowed, min_conf=min_conf):
+            # every catalog row passes (the kernel's one other test, alive, holds for them all), without
+            # building their columns
             return np.ones(len(rows), np.bool_)
         out = np.zeros(len(rows), np.bool_)
         if not rows:
@@ -238,7 +244,8 @@ def search_cold(
     below 1), not superseded: then a superseded memory is a hit, demoted and
     after what replaced it, as in the other tiers), those the ranker could
     return narrowed to the best ``exact_count(k)`` by their int8 codes
-    (:func:`exact_rows`), their exact similarities from the archived
+    (:func:`exact_rows`; when no filter is in force and marks rank, the codes
+    choose first and only the chosen candidates' rows are read), their exact similarities from the archived
     vectors (each read alone where the index knows its place), then the fused
     score (policy ``scoring.cold_order``: without the use factors). An archive
     object that cannot be read (missing, damaged, the object store down) costs
@@ -250,12 +257,17 @@ def search_cold(
     rids, _ = index.candidates(ns, q, candidate_count(k))
     if not rids.size:
         return []
-    rows = _cold_rows(catalog, ns, rids.tolist(), ranker.cp.marks_rank)
-    if ranker.cp.marks_rank and len(rows) < rids.size:
+    wanted = rids.tolist()
+    if ranker.cp.marks_rank and not ranker.filters(ctx=ctx, allowed=allowed, min_conf=min_conf):
+        # nothing can drop a row but its leaving the cold tier (whose code is then discarded below), so the
+        # int8 codes choose before the catalog is read: ~20 rows read instead of ~100
+        wanted = [wanted[i] for i in exact_candidates(index, q, wanted, k)]
+    rows = _cold_rows(catalog, ns, wanted, ranker.cp.marks_rank)
+    if ranker.cp.marks_rank and len(rows) < len(wanted):
         # codes of memories that left the cold tier (restored, deleted) take candidates' places; only
         # when superseded rows are read too: otherwise a missing row may be a superseded, cold one
         still = {r.rid for r in rows}
-        index.discard(ns, [rid for rid in rids.tolist() if rid not in still], token)
+        index.discard(ns, [rid for rid in wanted if rid not in still], token)
     rows = exact_rows(ranker, index, rows, q, k, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now)
     if not rows:
         return []
