@@ -85,21 +85,8 @@ class RowRanker:
         if not rows:
             return [], []
         cp = self.cp
-        F, I, tags = columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
-        pick, scores, norm, raw = fused_rerank(
-            np.arange(len(rows), dtype=np.int64),
-            np.asarray(sims, np.float32),
-            F,
-            I,
-            tags,
-            cp.params(now, min_conf, ctx),
-            allowed,
-            cp.rank_w0_by_type,
-            ctx.q_tags,
-            ctx.rule_tags,
-            ctx.rule_mult,
-            ctx.mask_tags,
-            len(rows) if by_relevance else k,
+        pick, scores, norm, raw = self._rerank(
+            rows, np.asarray(sims, np.float32), ctx, allowed, min_conf, now, len(rows) if by_relevance else k
         )
         rel = None
         if by_relevance:  # all ranked by the kernel; keep the k most relevant (ties: the better score)
@@ -138,11 +125,27 @@ class RowRanker:
         out = np.zeros(len(rows), np.bool_)
         if not rows:
             return out
+        pick = self._rerank(rows, np.zeros(len(rows), np.float32), ctx, allowed, min_conf, now, len(rows))[0]
+        out[pick] = True
+        return out
+
+    def _rerank(
+        self,
+        rows: Sequence[MemoryRow],
+        sims: np.ndarray,
+        ctx: QueryContext,
+        allowed: np.ndarray,
+        min_conf: float,
+        now: float,
+        keep: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``fused_rerank`` over ``rows``' columns with float32 cosines ``sims``:
+        the best ``keep`` that pass the filters (positions, scores, norms, raw factors)."""
         cp = self.cp
-        F, I, tags = columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])  # noqa: E741 (as in rank)
-        pick, _, _, _ = fused_rerank(
+        F, I, tags = columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+        result: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = fused_rerank(
             np.arange(len(rows), dtype=np.int64),
-            np.zeros(len(rows), np.float32),
+            sims,
             F,
             I,
             tags,
@@ -153,10 +156,9 @@ class RowRanker:
             ctx.rule_tags,
             ctx.rule_mult,
             ctx.mask_tags,
-            len(rows),
+            keep,
         )
-        out[pick] = True
-        return out
+        return result
 
 
 def _cold_rows(catalog: Any, ns: str, rids: list[int], superseded: bool) -> list[MemoryRow]:
