@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     finally:
         server.stop()
+        shutil.rmtree(root, ignore_errors=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -109,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         cold_index.EXACT_MIN = exact_min
         if server is not None:
             server.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
     def ms(xs: list[float], f: float) -> float:
         return round(float(np.quantile(xs, f)) * 1e3, 2)

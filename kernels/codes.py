@@ -115,17 +115,35 @@ def hamming_topk(qcode, codes, m, allowed):
     dist = np.empty(n, np.int32)
     hist = np.zeros(64 * w + 1, np.int64)
     total = 0
-    for i in range(n):
-        if masked and allowed[i] == 0:
-            dist[i] = -1
-            continue
-        acc = np.uint64(0)
-        for j in range(w):
-            acc += _popcount(qcode[j] ^ codes[i, j])  # type: ignore[call-arg]  # numba stub counts typingctx as an argument
-        d = np.int64(acc)
-        dist[i] = d
-        hist[d] += 1
-        total += 1
+    if w == 6 and not masked:
+        # 384 dimensions (the default model), nothing masked: the six words unrolled, the query's held in
+        # registers; the loop over a run-time width costs 1.5x as much (ad hoc: 272 against 179 us at 100 000)
+        q0, q1, q2, q3, q4, q5 = qcode[0], qcode[1], qcode[2], qcode[3], qcode[4], qcode[5]
+        for i in range(n):
+            acc = (
+                _popcount(q0 ^ codes[i, 0])  # type: ignore[call-arg]
+                + _popcount(q1 ^ codes[i, 1])  # type: ignore[call-arg]
+                + _popcount(q2 ^ codes[i, 2])  # type: ignore[call-arg]
+                + _popcount(q3 ^ codes[i, 3])  # type: ignore[call-arg]
+                + _popcount(q4 ^ codes[i, 4])  # type: ignore[call-arg]
+                + _popcount(q5 ^ codes[i, 5])  # type: ignore[call-arg]
+            )
+            d = np.int64(acc)
+            dist[i] = d
+            hist[d] += 1
+        total = n
+    else:
+        for i in range(n):
+            if masked and allowed[i] == 0:
+                dist[i] = -1
+                continue
+            acc = np.uint64(0)
+            for j in range(w):
+                acc += _popcount(qcode[j] ^ codes[i, j])  # type: ignore[call-arg]  # numba stub counts typingctx as an argument
+            d = np.int64(acc)
+            dist[i] = d
+            hist[d] += 1
+            total += 1
     take = min(m, total) if m > 0 else 0
     rows = np.empty(take, np.int64)
     dists = np.empty(take, np.int32)

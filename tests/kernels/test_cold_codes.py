@@ -152,6 +152,23 @@ def test_hamming_topk_matches_reference(case, data):
     assert len(rows) == max(0, min(m, n_allowed))
 
 
+def test_hamming_topk_unrolled_width_agrees_with_the_general_loop():
+    # 384 dimensions unmasked take an unrolled path; an all-true mask takes the general loop: same answer,
+    # and both the reference's, on rows with many ties (each row drawn twice)
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(1500, 384)).astype(np.float32)
+    codes = sign_codes(np.concatenate([X, X[::-1]]))
+    assert codes.shape[1] == 6
+    everyone = np.ones(codes.shape[0], np.bool_)
+    for q in (sign_code(X[3]), sign_code(rng.normal(size=384).astype(np.float32))):
+        for m in (1, 10, 999, 3000, 3500):
+            rows, dist = hamming_topk(q, codes, m, NO_MASK)
+            rows_g, dist_g = hamming_topk(q, codes, m, everyone)
+            ref_rows, ref_dist = R.ref_hamming_topk(q, codes, m, NO_MASK)
+            assert rows.tolist() == rows_g.tolist() == ref_rows.tolist()
+            assert dist.tolist() == dist_g.tolist() == ref_dist.tolist()
+
+
 def test_hamming_topk_ties_and_order_example():
     # Rows 1 and 3 tie at distance 0, rows 0, 2 and 4 at distance 1.
     codes = np.array([[0b01], [0b00], [0b10], [0b00], [0b01]], np.uint64)
