@@ -288,7 +288,7 @@ def _rank_hot(
     sims = inner_products(q, hot.vectors, hot.n) if exact else None
     while True:
         if exact:
-            cand = hot.arange[: hot.n] if want >= live else top_candidates(sims, hot.I[C.I_ALIVE], hot.n, want)
+            cand = hot.slot_range() if want >= live else top_candidates(sims, hot.I[C.I_ALIVE], hot.n, want)
             cand_cos = np.asarray(sims, np.float64)[cand]
         else:
             try:

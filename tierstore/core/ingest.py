@@ -185,6 +185,7 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
     else:
         outcome, marks = commit_and_insert(eng, hot, insert, rows, vectors)
     if len(rows) >= _TRIM_MIN:
+        eng.catalog.release_cache()  # first: the pages it frees go back with the rest below
         release_freed()  # the batch's rows, parameters and vector copies: freed, not yet given back
     for mark in marks:
         supersede(eng, ns, mark.old_id, mark.new_id, now, mark)

@@ -309,7 +309,7 @@ class HotNamespace:
         self.I = np.zeros((C.NI, 0), np.int64, order="F")
         self.tags = np.full((0, 4), -1, np.int32)
         self.rids = np.zeros(0, np.int64)
-        self.arange = np.zeros(0, np.int64)
+        self._every_slot = np.zeros(0, np.int64)  # see slot_range
         self.ids: list[str | None] = []
         self.contents: list[str] = []
         self.sources: list[str] = []
@@ -340,7 +340,6 @@ class HotNamespace:
         rids = np.zeros(cap, np.int64)
         rids[: self.n] = self.rids[: self.n]
         self.F, self.I, self.tags, self.rids = F, I, tags, rids
-        self.arange = np.arange(cap, dtype=np.int64)
         if self.vectors is not None:
             vec = np.zeros((cap, self.dim), np.float32)
             vec[: self.n] = self.vectors[: self.n]
@@ -348,6 +347,15 @@ class HotNamespace:
         if self.index is not None and self.index.get_max_elements() < cap:
             self.index.resize_index(cap)
         self.cap = cap
+
+    def slot_range(self) -> np.ndarray:
+        """Slots ``0 .. n - 1`` (int64): an exact search's candidates when it
+        wants every slot. Made on first use and kept (a namespace searched by
+        its graph never pays 8 bytes a slot for it)."""
+        every = self._every_slot
+        if every.shape[0] < self.n:
+            every = self._every_slot = np.arange(max(self.n, self.cap), dtype=np.int64)
+        return every[: self.n]
 
     def _widen_tags(self, width: int) -> None:
         if width <= self.tags.shape[1]:
@@ -580,7 +588,7 @@ class HotNamespace:
             if index is None:
                 assert sims is not None  # computed above when exact
                 if want >= live:
-                    cand, cand_scores = self.arange[: self.n], sims
+                    cand, cand_scores = self.slot_range(), sims
                 else:
                     cand = top_candidates(sims, self.I[C.I_ALIVE], self.n, want)
                     cand_scores = sims[cand]
