@@ -99,10 +99,9 @@ def child_tierstore(n: int, batch: int) -> dict:
             "graph (capacity x per element)": hot.cap * graph_bytes_per_element(384, s.hnsw_m),
             "kernel columns (F, I, tags, rids)": hot.F.nbytes + hot.I.nbytes + hot.tags.nbytes + hot.rids.nbytes,
             "slot strings and id map": sum(
-                sys.getsizeof(x)
-                for lst in (hot.ids, hot.contents, hot.sources)
-                for x in [lst, *{id(v): v for v in lst}.values()]
+                sys.getsizeof(x) for lst in (hot.ids, hot.sources) for x in [lst, *{id(v): v for v in lst}.values()]
             )
+            + hot.contents.nbytes()  # the texts: one UTF-8 buffer, a start and a length per slot
             + sys.getsizeof(hot.tag_names)
             + sys.getsizeof(hot.metadata)
             + sys.getsizeof(hot.slot_of),

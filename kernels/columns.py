@@ -1,9 +1,10 @@
 """Column layout shared by the hot tier and the kernels.
 
-A namespace's metadata is two 2-D arrays (structure of arrays): ``F``
-(float64, shape ``(NF, capacity)``) and ``I`` (int64, shape ``(NI, capacity)``);
-each row is one column, contiguous in memory. Times are POSIX seconds;
-``+inf`` means "never".
+A namespace's metadata is two 2-D arrays: ``F`` (float64, shape ``(NF,
+capacity)``) and ``I`` (int32, shape ``(NI, capacity)``: small integers and
+flags, an access count below 2**31); each row is one column. The hot tier
+keeps them in Fortran order (a slot's fields adjacent: a candidate's read
+touches two cache lines). Times are POSIX seconds; ``+inf`` means "never".
 """
 
 # float64 rows of F

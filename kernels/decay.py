@@ -62,7 +62,7 @@ def _boosted(w_ref, t_ref, half_life, boost, t_access):
 
 
 @njit(nogil=True, cache=True)
-def record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, deletes_by_type, thresholds, conf_half_life):  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+def record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, deletes_by_type, thresholds, conf_half_life):  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     """Count one access at ``now`` for each slot of a hot namespace, in place.
 
     Updates weight state, last access, access count, the TTL anchor (types that

@@ -178,7 +178,7 @@ def ref_access_boost(w_ref, t_ref, half_life, boost, t_access):
     return np.array(w_out, np.float64), np.array(t_out, np.float64)
 
 
-def ref_record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, deletes_by_type, thresholds, conf_half_life):  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+def ref_record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, deletes_by_type, thresholds, conf_half_life):  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     """One access at ``now`` per listed slot (twice if listed twice), on copies.
 
     Per access: weight state as :func:`ref_access_boost` with the type's boost,
@@ -188,7 +188,7 @@ def ref_record_accesses(slots, now, F, I, boost_by_type, refresh_by_type, delete
     type's ``deletes_by_type``, dirty = 1.
     Returns the updated ``(F, I)``; the inputs are unchanged."""
     F = np.array(F, np.float64, copy=True)
-    I = np.array(I, np.int64, copy=True)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I = np.array(I, np.int64, copy=True)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     now = float(now)
     boost = _f(boost_by_type)
     refresh = _i(refresh_by_type)
@@ -352,7 +352,7 @@ def ref_fused_rerank(
     cand,
     cand_scores,
     F,
-    I,  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I,  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     tags,
     params,
     type_allowed,
@@ -484,7 +484,7 @@ def ref_rescale_lifetimes(w_ref, t_ref, half_life, ttl, old_mult, new_mult, now)
     return tuple(np.array(o, np.float64) for o in outs)
 
 
-def ref_gather_picks(cand, pick, F, I):  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+def ref_gather_picks(cand, pick, F, I):  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     """``(slots, F[:, slots].T, I[:, slots].T)`` with ``slots = cand[pick]``
     (int64): what ``rank_and_gather`` copies for the picks."""
     slots = [int(cand[int(j)]) for j in _i(pick)]

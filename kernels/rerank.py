@@ -119,7 +119,7 @@ def _score_candidates(
     cand,
     cand_scores,
     F,
-    I,  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I,  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     tags,
     params,
     now,
@@ -266,7 +266,7 @@ def fused_rerank(
     cand,
     cand_scores,
     F,
-    I,  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I,  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     tags,
     params,
     type_allowed,
@@ -340,7 +340,7 @@ def pack_query(params, w0_by_type, q_tags, rule_tags, rule_mult, mask_tags):
 
 
 @njit(nogil=True, cache=True)
-def rank_and_gather(q, labels, distances, F, I, tags, qf, qi, type_allowed, now, min_conf, k):  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+def rank_and_gather(q, labels, distances, F, I, tags, qf, qi, type_allowed, now, min_conf, k):  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     """:func:`fused_rerank`, then a copy of the picked candidates' columns (the
     snapshot a search keeps after it releases the namespace's lock), in one
     call and packed: the hot search path, where each array crossing into
@@ -463,7 +463,7 @@ def pack_access(thresholds, conf_half_life, boost_by_type, refresh_by_type, dele
 
 
 @njit(nogil=True, cache=True)
-def rank_and_record(q, labels, distances, F, I, tags, qf, qi, type_allowed, now, min_conf, k, record_min, access):  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+def rank_and_record(q, labels, distances, F, I, tags, qf, qi, type_allowed, now, min_conf, k, record_min, access):  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     """:func:`rank_and_gather`, then, when ``0 <= record_min <= m`` (``m``
     hits picked, at least one), one access at ``now`` counted for each picked
     hit (:func:`.decay.record_accesses`, its parameters packed by

@@ -264,7 +264,7 @@ def test_weight_after_two_accesses_matches_seed_formula():
     assert abs(got - want) <= 1e-9 * want
     # the same through record_accesses (in place on columns), type 0 boosts by 0.5
     F = np.zeros((C.NF, 1))
-    I = np.zeros((C.NI, 1), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I = np.zeros((C.NI, 1), np.int32)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     F[C.F_W_REF, 0], F[C.F_T_REF, 0], F[C.F_HALF_LIFE, 0] = w0, t0, h
     F[C.F_CONF, 0], F[C.F_T_CONF, 0], F[C.F_TTL, 0], F[C.F_TTL_ANCHOR, 0] = 0.9, t0, math.inf, t0
     th = np.array([0.3, 0.1, 0.01, 0.3])
@@ -303,7 +303,7 @@ def test_out_of_order_accesses_give_the_seed_sum():
     assert t[0] == t2  # the reference time stays at the latest access
     # record_accesses: same sum; last access and TTL anchor do not move backwards
     F = np.zeros((C.NF, 1))
-    I = np.zeros((C.NI, 1), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I = np.zeros((C.NI, 1), np.int32)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     F[C.F_W_REF, 0], F[C.F_T_REF, 0], F[C.F_HALF_LIFE, 0] = 1.0, t0, h
     F[C.F_CONF, 0], F[C.F_T_CONF, 0], F[C.F_TTL, 0], F[C.F_TTL_ANCHOR, 0] = 0.9, t0, 86400.0, t0
     th = np.array([0.3, 0.1, 0.01, 0.3])
@@ -322,7 +322,7 @@ def hot_namespace_st(draw):
     th = draw(thresholds_st())
     conf_hl = draw(conf_half_lives)
     F = np.zeros((C.NF, cap))
-    I = np.zeros((C.NI, cap), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I = np.zeros((C.NI, cap), np.int32)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     for s in range(cap):
         h = draw(half_lives)
         F[C.F_HALF_LIFE, s] = h
@@ -352,7 +352,7 @@ def hot_namespace_st(draw):
 @PROPS
 @given(hot_namespace_st())
 def test_record_accesses_matches_reference(case):
-    slots, now, F, I, boost, refresh, deletes, th, conf_hl = case  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    slots, now, F, I, boost, refresh, deletes, th, conf_hl = case  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     rF, rI = R.ref_record_accesses(slots, now, F, I, boost, refresh, deletes, th, conf_hl)
     kF, kI = F.copy(), I.copy()
     record_accesses(slots, now, kF, kI, boost, refresh, deletes, th, conf_hl)
@@ -368,7 +368,7 @@ def test_record_accesses_matches_reference(case):
 def test_record_accesses_counts_duplicates_refreshes_ttl_and_keeps_pinned_never_due():
     now, h = T0 + 1000.0, 3600.0
     F = np.zeros((C.NF, 3))
-    I = np.zeros((C.NI, 3), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I = np.zeros((C.NI, 3), np.int32)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     F[C.F_W_REF], F[C.F_T_REF], F[C.F_HALF_LIFE] = 1.0, now - h, h
     F[C.F_TTL], F[C.F_TTL_ANCHOR] = 7200.0, now - 5000.0
     F[C.F_CONF], F[C.F_T_CONF] = 0.9, now
@@ -736,7 +736,7 @@ def rerank_st(draw, max_cap=16):
     now = draw(times)
     width = draw(st.integers(0, 4))
     F = np.zeros((C.NF, cap))
-    I = np.zeros((C.NI, cap), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I = np.zeros((C.NI, cap), np.int32)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     tags = np.full((cap, width), -1, np.int32)
     for s in range(cap):
         h = draw(half_lives)
@@ -812,7 +812,7 @@ def rerank_st(draw, max_cap=16):
 
 def _excluded(args, j) -> bool:
     """Independent statement of the filters (not the reference's code)."""
-    cand, _, F, I, tags, p, type_allowed, _, _, _, _, mask_tags, _ = args  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    cand, _, F, I, tags, p, type_allowed, _, _, _, _, mask_tags, _ = args  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     s = int(cand[j])
     if s < 0 or I[C.I_ALIVE, s] == 0 or type_allowed[I[C.I_TYPE, s]] == 0:
         return True
@@ -873,7 +873,7 @@ def test_fused_rerank_matches_reference(args):
 
 def _rerank_columns(n, now):
     F = np.zeros((C.NF, n))
-    I = np.zeros((C.NI, n), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I = np.zeros((C.NI, n), np.int32)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     F[C.F_W_REF], F[C.F_T_REF], F[C.F_HALF_LIFE] = 1.0, now, 86400.0
     F[C.F_LAST_ACCESS] = now
     F[C.F_CONF], F[C.F_T_CONF] = 0.9, now
@@ -894,7 +894,7 @@ def _params(
 
 def test_fused_rerank_excludes_dead_filtered_low_confidence_and_masked():
     now = T0
-    F, I = _rerank_columns(7, now)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    F, I = _rerank_columns(7, now)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     I[C.I_ALIVE, 0] = 0  # dead
     I[C.I_TYPE, 1] = 1  # type not allowed
     F[C.F_CONF, 2] = 0.2  # below min_confidence 0.5
@@ -921,7 +921,7 @@ def test_fused_rerank_excludes_dead_filtered_low_confidence_and_masked():
 
 def test_fused_rerank_scores_in_both_modes():
     now = T0
-    F, I = _rerank_columns(3, now)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    F, I = _rerank_columns(3, now)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     F[C.F_LAST_ACCESS, 1] = now - 7 * 86400.0  # recency 0.5
     F[C.F_W_REF, 2], F[C.F_T_REF, 2] = 4.0, now - 86400.0  # W = 2 -> capped at W0 = 1
     tags = np.full((3, 2), -1, np.int32)
@@ -959,7 +959,7 @@ def test_fused_rerank_decayed_to_nothing_orders_by_similarity():
     the order is by similarity (ties: higher raw similarity, then lower index)."""
     now = T0
     n = 7
-    F, I = _rerank_columns(n, now)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    F, I = _rerank_columns(n, now)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     F[C.F_T_REF] = now - 1e8
     F[C.F_HALF_LIFE] = 60.0
     F[C.F_LAST_ACCESS] = now - 1e8
@@ -989,7 +989,7 @@ def test_fused_rerank_decayed_to_nothing_orders_by_similarity():
 
 def test_fused_rerank_ties_go_to_higher_raw_similarity_then_lower_index():
     now = T0
-    F, I = _rerank_columns(4, now)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    F, I = _rerank_columns(4, now)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     cand = np.array([3, 2, 1, 0], np.int64)
     sims = np.array([-0.5, -0.2, -0.5, 0.4], np.float32)  # norm sim 0 for the three negatives
     p = _params(now, C.MODE_PRODUCT)
@@ -1097,7 +1097,7 @@ def test_rank_and_gather_is_rerank_then_gather_packed(args):
     vector as it was."""
     from tierstore.kernels import rank_and_gather
 
-    cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     pick, score, norm, raw = fused_rerank(*args)
     slots, Fp, Ip = R.ref_gather_picks(cand, pick, F, I)
     base = p.copy()
@@ -1139,7 +1139,7 @@ def test_rank_and_record_is_rank_and_gather_then_the_picks_accesses(args, when, 
     count of picked hits that are superseded."""
     from tierstore.kernels import pack_access, rank_and_gather, rank_and_record
 
-    cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     nt = len(w0)
     boost = np.array(data.draw(st.lists(st.floats(0.0, 5.0), min_size=nt, max_size=nt)))
     refresh = np.array(data.draw(st.lists(st.integers(0, 1), min_size=nt, max_size=nt)), np.uint8)
@@ -1181,7 +1181,7 @@ def test_rank_and_gather_resolves_as_the_reference_does(args, data):
     was placed before."""
     from tierstore.kernels import rank_and_gather
 
-    cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    cand, cand_scores, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     F = F.copy()
     F[C.F_CREATED] = data.draw(
         st.lists(st.sampled_from([0.0, 10.0, 7200.0, 86400.0]), min_size=F.shape[1], max_size=F.shape[1])
@@ -1227,7 +1227,7 @@ def test_rank_and_gather_divides_similarities_by_the_query_length(args, e, data)
     1/64 and c a power of two keep every step exact in float32.)"""
     from tierstore.kernels import rank_and_gather
 
-    cand, _, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    cand, _, F, I, tags, p, type_allowed, w0, q_tags, rule_tags, rule_mult, mask_tags, k = args  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     cos = np.array(data.draw(st.lists(st.integers(-64, 64), min_size=len(cand), max_size=len(cand))), np.float64) / 64
     c = 2.0**e
     scaled = (1.0 - c * cos) if p[C.P_DISTANCE] else c * cos
@@ -1269,7 +1269,7 @@ def test_rank_and_gather_ranks_nothing_for_a_query_outside_the_band(q):
     from tierstore.kernels import rank_and_gather
 
     F = np.ones((C.NF, 3))
-    I = np.ones((C.NI, 3), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I = np.ones((C.NI, 3), np.int32)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     I[C.I_TYPE] = 0
     p = np.zeros(C.NP)
     p[C.P_CTX_MAX] = p[C.P_RECENCY_HALF_LIFE] = p[C.P_WEIGHTS] = 1.0
@@ -1326,7 +1326,7 @@ def test_fused_rerank_skips_out_of_range_slots():
     F[C.F_CONF] = 1.0
     F[C.F_W_REF] = 1.0
     F[C.F_HALF_LIFE] = 100.0
-    I = np.zeros((C.NI, 3), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I = np.zeros((C.NI, 3), np.int32)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     I[C.I_ALIVE] = 1
     tags = np.full((3, 2), -1, np.int32)
     p = np.zeros(C.NP)
@@ -1415,7 +1415,7 @@ def test_resolve_order_puts_the_newer_statement_first_and_keeps_the_rest():
 def test_a_superseded_memory_is_demoted_by_the_parameter():
     now = 1e6
     F = np.zeros((C.NF, 2))
-    I = np.zeros((C.NI, 2), np.int64)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I = np.zeros((C.NI, 2), np.int32)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     F[C.F_LAST_ACCESS], F[C.F_CONF], F[C.F_T_CONF], F[C.F_HALF_LIFE] = now, 0.9, now, 86400.0
     F[C.F_W_REF], F[C.F_T_REF] = 1.0, now
     F[C.F_TTL_OVERRIDE] = [math.nan, 0.0]  # slot 1 superseded

@@ -52,7 +52,7 @@ def warm_up_kernels() -> None:
         due_times(i64, i64, i64, f, f, f, f, f, f, 1.0, th)
         classify(1.0, i64, i64, i64, f, f, f, f, f, f, 1.0, th)
         F = np.ones((C.NF, n), order="F")
-        I = np.zeros((C.NI, n), np.int64, order="F")  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+        I = np.zeros((C.NI, n), np.int32, order="F")  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
         I[C.I_ALIVE] = 1
         tags = np.full((n, 4), -1, np.int32)
         slots = np.arange(n, dtype=np.int64)

@@ -308,7 +308,7 @@ class Engine:
 
     def refresh_due(self, hot: HotNamespace, s: int) -> None:
         """Recompute slot ``s``'s due time and mark it dirty (hold access_lock)."""
-        F, I = hot.F, hot.I  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+        F, I = hot.F, hot.I  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
         F[C.F_DUE, s] = lifetime.due_at(
             self.compiled_policy,
             TIER_HOT,

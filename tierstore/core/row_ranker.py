@@ -142,7 +142,7 @@ class RowRanker:
         """``fused_rerank`` over ``rows``' columns with float32 cosines ``sims``:
         the best ``keep`` that pass the filters (positions, scores, norms, raw factors)."""
         cp = self.cp
-        F, I, tags = columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+        F, I, tags = columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
         result: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = fused_rerank(
             np.arange(len(rows), dtype=np.int64),
             sims,

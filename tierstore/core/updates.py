@@ -264,7 +264,7 @@ def apply_feedback(eng: Engine, ns: str, id: str, *, positive: bool, strength: f
         slot = hot.slot_of.get(id)
         if slot is not None:
             with hot.access_lock:
-                F, I = hot.F, hot.I  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+                F, I = hot.F, hot.I  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
                 out = lifetime.apply_feedback(
                     cp,
                     type_idx=int(I[C.I_TYPE, slot]),

@@ -46,8 +46,10 @@ from tierstore.storage.faults import crash_point
 from tierstore.storage.fileio import fsync_file, sha256_file
 from tierstore.storage.heap import release_freed
 from tierstore.storage.rwlock import RWLock
+from tierstore.tiers.slot_texts import SlotTexts
 
 _INITIAL_CAPACITY = 16
+_COUNT_MAX = 2**31 - 1  # the int32 columns' largest access count
 # A namespace of fewer slots is never compacted (its dead slots cost less than
 # the rebuilds). Low, because a platform's namespaces are many and small:
 # memories pass through each one's hot tier every day, and at 256 every
@@ -116,7 +118,7 @@ class SlotStrings(NamedTuple):
 
     namespace: str
     ids: list[str | None]
-    contents: list[str]
+    contents: SlotTexts
     sources: list[str]
     tags: list[tuple[str, ...]]
     metadata: list[str | None]  # compact JSON text, parsed when a Memory is built
@@ -278,9 +280,10 @@ def columns_from_rows(
         .reshape(k, C.NF)
         .T
     )
-    I = np.zeros((C.NI, k), np.int64, order="F")  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+    I = np.zeros((C.NI, k), np.int32, order="F")  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
     I[C.I_TYPE] = [type_idx[r.memory_type] for r in rows]
-    I[C.I_ACCESS_COUNT] = I[C.I_FLUSHED_COUNT] = [r.access_count for r in rows]
+    # int32 columns: a count the catalog holds above 2**31 - 1 (never reached by counting) is held at it
+    I[C.I_ACCESS_COUNT] = I[C.I_FLUSHED_COUNT] = [min(r.access_count, _COUNT_MAX) for r in rows]
     I[C.I_PINNED] = [1 if r.pinned else 0 for r in rows]
     I[C.I_ALIVE] = 1
     width = max((len(t) for t in tag_ids), default=0)
@@ -306,12 +309,12 @@ class HotNamespace:
         self.live = 0
         self.cap = 0
         self.F = np.zeros((C.NF, 0), np.float64, order="F")
-        self.I = np.zeros((C.NI, 0), np.int64, order="F")
+        self.I = np.zeros((C.NI, 0), np.int32, order="F")
         self.tags = np.full((0, 4), -1, np.int32)
         self.rids = np.zeros(0, np.int64)
         self._every_slot = np.zeros(0, np.int64)  # see slot_range
         self.ids: list[str | None] = []
-        self.contents: list[str] = []
+        self.contents = SlotTexts()
         self.sources: list[str] = []
         self.tag_names: list[tuple[str, ...]] = []
         self.metadata: list[str | None] = []
@@ -333,13 +336,14 @@ class HotNamespace:
             cap = max(cap + _INITIAL_CAPACITY, cap + cap // 4)
         F = np.zeros((C.NF, cap), np.float64, order="F")
         F[:, : self.n] = self.F[:, : self.n]
-        I = np.zeros((C.NI, cap), np.int64, order="F")  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+        I = np.zeros((C.NI, cap), np.int32, order="F")  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
         I[:, : self.n] = self.I[:, : self.n]
         tags = np.full((cap, self.tags.shape[1]), -1, np.int32)
         tags[: self.n] = self.tags[: self.n]
         rids = np.zeros(cap, np.int64)
         rids[: self.n] = self.rids[: self.n]
         self.F, self.I, self.tags, self.rids = F, I, tags, rids
+        self.contents.reserve(cap)
         if self.vectors is not None:
             vec = np.zeros((cap, self.dim), np.float32)
             vec[: self.n] = self.vectors[: self.n]
@@ -386,7 +390,7 @@ class HotNamespace:
         tag_ids = [self.vocab.ids(r.tags) for r in rows]
         self._widen_tags(max((len(t) for t in tag_ids), default=0))
         self._pad_strings(top)
-        F, I, tags = columns_from_rows(rows, self._type_idx, tag_ids)  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+        F, I, tags = columns_from_rows(rows, self._type_idx, tag_ids)  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
         self.F[:, slot_arr] = F
         self.I[:, slot_arr] = I
         self.tags[slot_arr, :] = -1
@@ -415,7 +419,6 @@ class HotNamespace:
         """The per-slot string lists long enough for slots below ``top`` (new slots empty)."""
         while len(self.ids) < top:
             self.ids.append(None)
-            self.contents.append("")
             self.sources.append("")
             self.tag_names.append(())
             self.metadata.append(None)
@@ -508,22 +511,23 @@ class HotNamespace:
             vecs = self.vectors[live].copy()
         k = live.size
         F = self.F[:, live].copy()
-        I = self.I[:, live].copy()  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+        I = self.I[:, live].copy()  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
         tags = self.tags[live].copy()
         rids = self.rids[live].copy()
         ids = [self.ids[s] for s in live.tolist()]
-        contents = [self.contents[s] for s in live.tolist()]
+        contents = SlotTexts.of(self.contents[s] for s in live.tolist())
         sources = [self.sources[s] for s in live.tolist()]
         tag_names = [self.tag_names[s] for s in live.tolist()]
         metadata = [self.metadata[s] for s in live.tolist()]
         self.n = self.live = self.cap = 0
         self.F = np.zeros((C.NF, 0), order="F")
-        self.I = np.zeros((C.NI, 0), np.int64, order="F")
+        self.I = np.zeros((C.NI, 0), np.int32, order="F")
         self.tags = np.full((0, tags.shape[1] if tags.ndim == 2 else 4), -1, np.int32)
         self.rids = np.zeros(0, np.int64)
         use_index = k > self.settings.exact_threshold // 2 and self.index is not None
         self.index = None
         self.vectors = np.zeros((0, self.dim), np.float32)
+        self.contents = contents  # before grow: it reserves room in the new texts, not in those snapshots hold
         self.grow(max(k, 1))
         self.F[:, :k] = F
         self.I[:, :k] = I
@@ -680,7 +684,7 @@ class HotNamespace:
         Column by column, not slot by slot: it runs under the access lock and
         the GIL, which every search of the namespace waits for, and after a
         busy second it has tens of thousands of slots to read."""
-        F, I = self.F, self.I  # noqa: E741 (I: the int64 columns beside F, as in HotTier.I)
+        F, I = self.F, self.I  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
         dirty = np.flatnonzero(I[C.I_DIRTY, : self.n])
         if dirty.size == 0:
             return [], []
