@@ -401,3 +401,28 @@ def test_a_search_reads_again_where_a_compaction_under_it_moved_the_records(arch
     assert len(hits) == 3 and store.cold_search_errors == 0
     assert len(calls) == 2 and set(calls[0]) == {old_key} and old_key not in calls[1]
     assert ids[0] not in [h.id for h in hits]  # deleted under the search: left out, not an error
+
+
+def test_places_load_the_same_whether_every_value_is_an_int_or_some_are_damaged():
+    # the loader reads a column of plain ints in one numpy conversion and anything else value by value;
+    # both must give what the one-by-one rule gives (an int in range, else not known)
+    def reference(rows):
+        at = [v if type(v) is int and 0 <= v < 2**31 else -1 for _, _, v, _ in rows]
+        crc = [v if type(v) is int and 0 <= v < 2**32 else -1 for _, _, _, v in rows]
+        unknown = [a < 0 or c < 0 for a, c in zip(at, crc)]
+        return [-1 if u else a for a, u in zip(at, unknown)], [0 if u else c for c, u in zip(crc, unknown)]
+
+    rng = np.random.default_rng(5)
+    clean = [
+        (i, b"", int(a), int(c)) for i, (a, c) in enumerate(zip(rng.integers(0, 2**31, 50), rng.integers(0, 2**32, 50)))
+    ]
+    damaged_values = [None, -1, 2**31, 2**32, 2**70, -(2**70), 3.0, True, "7", b"7"]
+    cases = [clean, clean[:0], [*clean[:5], (99, b"", 2**31 - 1, 2**32 - 1)]]
+    for bad in damaged_values:
+        cases.append([*clean[:5], (98, b"", bad, 5), *clean[5:9]])
+        cases.append([*clean[:5], (98, b"", 5, bad), *clean[5:9]])
+    for rows in cases:
+        at, crc = cold_index._places_of(rows)
+        assert at.dtype == np.int32 and crc.dtype == np.uint32
+        want_at, want_crc = reference(rows)
+        assert at.tolist() == want_at and crc.tolist() == want_crc

@@ -541,7 +541,14 @@ def _codes_of(rows: Sequence[tuple[Any, ...]], words: int, ns: str, dim: int) ->
     """``(rid, code, vector_at, vector_crc)`` rows, in the order given, as
     arrays; a code of the wrong size raises CorruptDataError."""
     size = 8 * words
-    for rid, code, _, _ in rows:
+    codes_col = [r[1] for r in rows]
+    # the usual case checked in C (a namespace's first search after a start loads all its codes);
+    # a row that fails it is found by the loop below
+    if set(map(type, codes_col)) <= {bytes} and set(map(len, codes_col)) <= {size}:
+        rows_to_check: Sequence[tuple[Any, ...]] = ()
+    else:
+        rows_to_check = rows
+    for rid, code, _, _ in rows_to_check:
         if not isinstance(code, bytes) or len(code) != size:
             got = len(code) if isinstance(code, bytes) else type(code).__name__
             raise CorruptDataError(
@@ -549,7 +556,7 @@ def _codes_of(rows: Sequence[tuple[Any, ...]], words: int, ns: str, dim: int) ->
                 f"bytes, expected {size} (dimension {dim})"
             )
     rids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-    codes = np.frombuffer(b"".join(r[1] for r in rows), "<u8").astype(np.uint64).reshape(len(rows), words)
+    codes = np.frombuffer(b"".join(codes_col), "<u8").astype(np.uint64).reshape(len(rows), words)
     at, crc = _places_of(rows)
     return _Codes(rids, codes, at, crc)
 
@@ -560,12 +567,25 @@ def _places_of(rows: Sequence[tuple[Any, ...]]) -> tuple[np.ndarray, np.ndarray]
     damaged) is not known (-1): the whole record is read, and verify()
     reports a damaged one. (A damaged place that still reads as an integer
     costs the same: its bytes fail the CRC.)"""
-    n = len(rows)
-    at = np.fromiter((v if type(v) is int and 0 <= v < 2**31 else -1 for v in (r[2] for r in rows)), np.int64, n)
-    crc = np.fromiter((v if type(v) is int and 0 <= v < 2**32 else -1 for v in (r[3] for r in rows)), np.int64, n)
+    at = _column_in(rows, 2, 2**31)
+    crc = _column_in(rows, 3, 2**32)
     unknown = (at < 0) | (crc < 0)
     at[unknown], crc[unknown] = -1, 0
     return at.astype(np.int32), crc.astype(np.uint32)
+
+
+def _column_in(rows: Sequence[tuple[Any, ...]], col: int, end: int) -> np.ndarray:
+    """Column ``col`` of ``rows`` as int64, -1 where a value is not an int in ``[0, end)``."""
+    values = [r[col] for r in rows]
+    if set(map(type, values)) <= {int}:  # the usual case, checked in C: every value an int
+        try:
+            out = np.array(values, dtype=np.int64).reshape(len(values))
+        except OverflowError:  # beyond int64: damaged, found one by one below
+            pass
+        else:
+            out[(out < 0) | (out >= end)] = -1
+            return out
+    return np.fromiter((v if type(v) is int and 0 <= v < end else -1 for v in values), np.int64, len(values))
 
 
 def query_codes(query: QueryFn, tail: str = "", params: Sequence[Any] = ()) -> Sequence[tuple[Any, ...]]:
