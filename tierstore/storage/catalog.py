@@ -551,10 +551,6 @@ INSERT_SQL = (
 UPDATE_STATE_SQL = "UPDATE memories SET " + ", ".join(f"{c} = ?" for c in STATE_COLUMNS) + " WHERE rid = ?"
 
 
-def _shrink_memory(conn: sqlite3.Connection) -> None:
-    conn.execute("PRAGMA shrink_memory")
-
-
 class Catalog:
     """SQLite catalog with a group-committing writer thread.
 
@@ -626,14 +622,13 @@ class Catalog:
 
     def release_cache(self) -> None:
         """Have the writer hand its page cache back to the system
-        (``PRAGMA shrink_memory``, in a group commit of its own or the next
-        one; nothing is written). After a bulk
-        write the cache holds up to ``cache_size`` of pages the next writes
-        mostly do not need (8 MiB: 84 bytes per memory of a 100 000-memory
-        ingest, benchmarks/hot_bytes.py); reading one again costs a pread from
-        the OS's cache."""
+        (``PRAGMA shrink_memory`` in a group commit; nothing is written).
+        After a bulk write the cache holds up to ``cache_size`` of pages the
+        next writes mostly do not need (8 MiB: 84 bytes per memory of a
+        100 000-memory ingest, benchmarks/hot_bytes.py); reading one again
+        costs a pread from the OS's cache."""
         if not self.readonly:
-            self.write(_shrink_memory)
+            self.execute("PRAGMA shrink_memory")
 
     def submit(self, fn: Callable[[sqlite3.Connection], T]) -> Future[T]:
         """Queue ``fn`` for the next group commit without waiting."""

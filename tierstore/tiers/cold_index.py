@@ -542,19 +542,16 @@ def _codes_of(rows: Sequence[tuple[Any, ...]], words: int, ns: str, dim: int) ->
     arrays; a code of the wrong size raises CorruptDataError."""
     size = 8 * words
     codes_col = [r[1] for r in rows]
-    # the usual case checked in C (a namespace's first search after a start loads all its codes);
-    # a row that fails it is found by the loop below
-    if set(map(type, codes_col)) <= {bytes} and set(map(len, codes_col)) <= {size}:
-        rows_to_check: Sequence[tuple[Any, ...]] = ()
-    else:
-        rows_to_check = rows
-    for rid, code, _, _ in rows_to_check:
-        if not isinstance(code, bytes) or len(code) != size:
-            got = len(code) if isinstance(code, bytes) else type(code).__name__
-            raise CorruptDataError(
-                f"cold_codes row {rid} of namespace {ns!r} holds a code of {got} "
-                f"bytes, expected {size} (dimension {dim})"
-            )
+    # checked in C (a namespace's first search after a start loads all its codes); the row at fault, if
+    # any, is found one by one
+    if not (set(map(type, codes_col)) <= {bytes} and set(map(len, codes_col)) <= {size}):
+        for rid, code, _, _ in rows:
+            if not isinstance(code, bytes) or len(code) != size:
+                got = len(code) if isinstance(code, bytes) else type(code).__name__
+                raise CorruptDataError(
+                    f"cold_codes row {rid} of namespace {ns!r} holds a code of {got} "
+                    f"bytes, expected {size} (dimension {dim})"
+                )
     rids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
     codes = np.frombuffer(b"".join(codes_col), "<u8").astype(np.uint64).reshape(len(rows), words)
     at, crc = _places_of(rows)
@@ -579,7 +576,7 @@ def _column_in(rows: Sequence[tuple[Any, ...]], col: int, end: int) -> np.ndarra
     values = [r[col] for r in rows]
     if set(map(type, values)) <= {int}:  # the usual case, checked in C: every value an int
         try:
-            out = np.array(values, dtype=np.int64).reshape(len(values))
+            out = np.array(values, dtype=np.int64)
         except OverflowError:  # beyond int64: damaged, found one by one below
             pass
         else:
