@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tierstore import ManualClock, Policy, TierStore
+from tierstore.errors import DuplicateIdError
 from tierstore.remote.client import RemoteStore
 from tierstore.remote.server.app import build_app
 from tierstore.remote.server.auth import Principal, TokenTable
@@ -488,3 +489,129 @@ def test_the_namespace_filter_in_the_index_changes_no_answer(tmp_path, rng):
                 assert [r[3] for r in scoped] == pytest.approx([r[3] for r in plain])
                 assert all(r[1] in {m.id for m in store.memories(ns)} for r in scoped)
                 assert len(scoped) == {"cake": 8, "dinner Thorvald": 12}.get(text, 0)
+
+
+# -- rows indexed at the end of their transaction (keyword_pending) ---------------------------
+
+
+def fts_consistent(store) -> None:
+    """FTS5's own check of the index against the memories' text: raises on a mismatch."""
+    store.engine.catalog.execute("INSERT INTO memory_text (memory_text) VALUES ('integrity-check')")
+
+
+def pending(store) -> int:
+    return store.engine.catalog.query("SELECT count(*) FROM keyword_pending")[0][0]
+
+
+def test_rows_added_edited_and_deleted_in_one_transaction_are_indexed_as_they_end(tmp_path, rng):
+    """The add trigger only notes a row; the commit indexes it as it is then.
+    A noted row edited before the commit is indexed with its new text, one
+    deleted is never indexed (an FTS5 'delete' of a row never indexed would
+    corrupt the index)."""
+    from dataclasses import replace
+
+    from tierstore.storage.catalog import INSERT_SQL, insert_params
+
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
+        first = store.add("u", "Brunhilde plays the oboe", unit(rng))
+        assert pending(store) == 0 and word_ids(store, "u", "oboe") == [first]
+        row = store.engine.catalog.select_rows(" WHERE m.ns = ? AND m.id = ?", ("u", first))[0]
+
+        def write(conn):
+            for mid, text in (
+                ("kept", "Siegfried plays the tuba"),
+                ("edited", "Gunther plays the lute"),
+                ("gone", "Hagen plays the harp"),
+            ):
+                conn.execute(INSERT_SQL, insert_params(replace(row, id=mid, content=text)))
+            conn.execute("UPDATE memories SET content = 'Gunther plays the viola' WHERE ns = 'u' AND id = 'edited'")
+            conn.execute("DELETE FROM memories WHERE ns = 'u' AND id = 'gone'")
+            conn.execute(
+                "UPDATE memories SET content = 'Brunhilde plays the cello' WHERE ns = 'u' AND id = ?", (first,)
+            )
+            return conn.execute("SELECT count(*) FROM keyword_pending").fetchone()[0]
+
+        assert store.engine.catalog.write(write) == 2  # noted during the transaction ("gone" left its note)
+        assert pending(store) == 0  # and indexed before its commit
+        in_step(store)
+        fts_consistent(store)
+        assert word_ids(store, "u", "tuba") == ["kept"]
+        assert word_ids(store, "u", "viola") == ["edited"] and word_ids(store, "u", "lute") == []
+        assert word_ids(store, "u", "harp") == []
+        assert word_ids(store, "u", "cello") == [first] and word_ids(store, "u", "oboe") == []
+
+
+def test_a_batch_refused_part_way_leaves_no_row_note_or_index_entry(tmp_path, rng):
+    """Inserts run without a statement journal (INSERT OR FAIL): the batch's
+    savepoint undoes the rows before the refused one, their notes and events."""
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
+        store.add("u", "Kriemhild keeps bees", unit(rng), id="taken")
+        cat = store.engine.catalog
+        before = [cat.query(f"SELECT count(*) FROM {t}")[0][0] for t in ("memories", "events", "memory_text_docsize")]
+        items = [{"content": f"Etzel keeps goat number {i}", "embedding": unit(rng), "id": f"g{i}"} for i in range(5)]
+        items.insert(3, {"content": "Etzel keeps bees", "embedding": unit(rng), "id": "taken"})
+        with pytest.raises(DuplicateIdError):
+            store.add_batch("u", items)
+        after = [cat.query(f"SELECT count(*) FROM {t}")[0][0] for t in ("memories", "events", "memory_text_docsize")]
+        assert after == before and pending(store) == 0
+        assert word_ids(store, "u", "goat") == [] and store.get("u", "g0") is None
+        in_step(store)
+        fts_consistent(store)
+        store.add_batch("u", [it for it in items if it["id"] != "taken"])  # the same ids go in afterwards
+        assert len(word_ids(store, "u", "goat")) == 5
+        in_step(store)
+
+
+OLD_TRIGGERS = (  # the keyword triggers as the code before keyword_pending wrote them
+    "CREATE TRIGGER memory_text_add AFTER INSERT ON memories"
+    " BEGIN INSERT INTO memory_text (rowid, content, ns) VALUES (NEW.rid, NEW.content, NEW.ns); END",
+    "CREATE TRIGGER memory_text_forget AFTER DELETE ON memories BEGIN INSERT INTO memory_text"
+    " (memory_text, rowid, content, ns) VALUES ('delete', OLD.rid, OLD.content, OLD.ns); END",
+    "CREATE TRIGGER memory_text_edit AFTER UPDATE OF content ON memories BEGIN"
+    " INSERT INTO memory_text (memory_text, rowid, content, ns) VALUES ('delete', OLD.rid, OLD.content, OLD.ns);"
+    " INSERT INTO memory_text (rowid, content, ns) VALUES (NEW.rid, NEW.content, NEW.ns); END",
+)
+
+
+def test_a_store_with_the_old_triggers_gets_the_new_ones_and_stays_in_step(tmp_path, rng):
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
+        a = store.add("u", "Alberich hoards gold", unit(rng))
+        b = store.add("u", "Mime forges a sword", unit(rng))
+    conn = sqlite3.connect(tmp_path / "s" / "catalog.sqlite")
+    with conn:
+        for trigger in ("memory_text_add", "memory_text_forget", "memory_text_edit"):
+            conn.execute(f"DROP TRIGGER {trigger}")
+        conn.execute("DROP TABLE keyword_pending")
+        for sql in OLD_TRIGGERS:
+            conn.execute(sql)
+    conn.close()
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
+        sql = store.engine.catalog.query_one("SELECT sql FROM sqlite_master WHERE name = 'memory_text_add'")[0]
+        assert "keyword_pending" in sql
+        store.delete("u", b)  # indexed by the old trigger: its entry is deleted, not left
+        c = store.add("u", "Wotan loses an eye", unit(rng))
+        assert word_ids(store, "u", "gold") == [a] and word_ids(store, "u", "sword") == []
+        assert word_ids(store, "u", "eye") == [c]
+        in_step(store)
+        fts_consistent(store)
+
+
+def test_rows_noted_by_another_connection_are_indexed_at_the_next_open(tmp_path, rng):
+    """A row inserted outside the store's writer (a tool with a connection of
+    its own) is noted by the trigger and indexed when the store next opens."""
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
+        store.add("u", "Fafner guards the hoard", unit(rng), id="f")
+    conn = sqlite3.connect(tmp_path / "s" / "catalog.sqlite")
+    with conn:
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(memories)") if r[1] != "rid"]
+        picked = ["id || '2'" if c == "id" else "'Fasolt builds the hall'" if c == "content" else c for c in cols]
+        conn.execute(
+            f"INSERT INTO memories ({', '.join(cols)}) SELECT {', '.join(picked)} FROM memories WHERE id = 'f'"
+        )
+    assert conn.execute("SELECT count(*) FROM keyword_pending").fetchone()[0] == 1
+    conn.close()
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
+        assert pending(store) == 0
+        assert word_ids(store, "u", "hall") == ["f2"]
+        in_step(store)
+        fts_consistent(store)
