@@ -504,10 +504,10 @@ def pending(store) -> int:
 
 
 def test_rows_added_edited_and_deleted_in_one_transaction_are_indexed_as_they_end(tmp_path, rng):
-    """The add trigger only notes a row; the commit indexes it as it is then.
-    A noted row edited before the commit is indexed with its new text, one
-    deleted is never indexed (an FTS5 'delete' of a row never indexed would
-    corrupt the index)."""
+    """The triggers only take notes; the commit applies them. A noted row
+    edited before the commit is indexed with its new text, one deleted is
+    never indexed (an FTS5 'delete' of a row never indexed would corrupt the
+    index), an indexed row edited loses its old words."""
     from dataclasses import replace
 
     from tierstore.storage.catalog import INSERT_SQL, insert_params
@@ -529,10 +529,12 @@ def test_rows_added_edited_and_deleted_in_one_transaction_are_indexed_as_they_en
             conn.execute(
                 "UPDATE memories SET content = 'Brunhilde plays the cello' WHERE ns = 'u' AND id = ?", (first,)
             )
-            return conn.execute("SELECT count(*) FROM keyword_pending").fetchone()[0]
+            notes = [conn.execute(f"SELECT rid FROM keyword_{t}").fetchall() for t in ("pending", "gone")]
+            return [len(n) for n in notes]
 
-        assert store.engine.catalog.write(write) == 2  # noted during the transaction ("gone" left its note)
-        assert pending(store) == 0  # and indexed before its commit
+        # noted during the transaction: "gone" left its note, the indexed first memory's old text is to go
+        assert store.engine.catalog.write(write) == [3, 1]
+        assert pending(store) == 0 and store.engine.catalog.query("SELECT count(*) FROM keyword_gone")[0][0] == 0
         in_step(store)
         fts_consistent(store)
         assert word_ids(store, "u", "tuba") == ["kept"]
@@ -597,8 +599,9 @@ def test_a_store_with_the_old_triggers_gets_the_new_ones_and_stays_in_step(tmp_p
 
 
 def test_rows_noted_by_another_connection_are_indexed_at_the_next_open(tmp_path, rng):
-    """A row inserted outside the store's writer (a tool with a connection of
-    its own) is noted by the trigger and indexed when the store next opens."""
+    """Rows inserted and deleted outside the store's writer (a tool with a
+    connection of its own) are noted by the triggers, and the notes applied
+    when the store next opens."""
     with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
         store.add("u", "Fafner guards the hoard", unit(rng), id="f")
     conn = sqlite3.connect(tmp_path / "s" / "catalog.sqlite")
@@ -608,10 +611,12 @@ def test_rows_noted_by_another_connection_are_indexed_at_the_next_open(tmp_path,
         conn.execute(
             f"INSERT INTO memories ({', '.join(cols)}) SELECT {', '.join(picked)} FROM memories WHERE id = 'f'"
         )
+        conn.execute("DELETE FROM memories WHERE id = 'f'")
     assert conn.execute("SELECT count(*) FROM keyword_pending").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM keyword_gone").fetchone()[0] == 1
     conn.close()
     with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
         assert pending(store) == 0
-        assert word_ids(store, "u", "hall") == ["f2"]
+        assert word_ids(store, "u", "hall") == ["f2"] and word_ids(store, "u", "hoard") == []
         in_step(store)
         fts_consistent(store)

@@ -210,49 +210,65 @@ BEGIN DELETE FROM cold_codes WHERE rid = OLD.rid; END;
 # a tier move changes no text), so no path, crash or recovery can leave it
 # behind. Replaces cold_text (archived text only): upgrade_schema.
 #
-# An added memory is indexed at the end of its transaction, not by its own
-# statement: FTS5 does work per statement that writes to it (~20 us, most of
-# an add's catalog time, where one statement for a whole batch costs ~1 us a
-# row), so the add trigger only notes the rid in keyword_pending and
-# index_pending_text() indexes every noted row in one statement before the
-# commit (Catalog._run; upgrade_schema for rows a connection of its own left).
-# A noted row deleted or edited before then leaves the note or is read as it
-# is: the FTS5 'delete' of a row never indexed would corrupt the index.
+# The index is written at the end of each transaction, not by each row's
+# statement: FTS5 does work per statement that writes to it (~20 us an add,
+# ~40 us a delete, most of their catalog time, where one statement for a
+# whole batch costs ~1 us a row). So the triggers only take notes: an added
+# row's rid in keyword_pending (its text is read when it is indexed), a
+# deleted or edited row's indexed text in keyword_gone (an FTS5 'delete' must
+# name the text the row was indexed with); index_noted_text() applies every
+# note in two statements before the commit (Catalog._run; upgrade_schema for
+# notes a connection of its own left). A row noted but not indexed yet that
+# is deleted only loses its note (an FTS5 'delete' of a row never indexed
+# would corrupt the index); one edited again is read as it is then.
 # The statements are kept apart so that upgrade_schema can make the index again on an older store.
 KEYWORD_INDEX_STATEMENTS = (
     """CREATE VIRTUAL TABLE IF NOT EXISTS memory_text USING fts5(
     content, ns, content = 'memories', content_rowid = 'rid', tokenize = 'porter unicode61')""",
     "CREATE TABLE IF NOT EXISTS keyword_pending (rid INTEGER PRIMARY KEY)",
+    "CREATE TABLE IF NOT EXISTS keyword_gone (rid INTEGER PRIMARY KEY, content TEXT NOT NULL, ns TEXT NOT NULL)",
     # (a memory's ns never changes: no trigger on it)
     """CREATE TRIGGER IF NOT EXISTS memory_text_add AFTER INSERT ON memories
 BEGIN INSERT INTO keyword_pending (rid) VALUES (NEW.rid); END""",
     """CREATE TRIGGER IF NOT EXISTS memory_text_forget AFTER DELETE ON memories
 BEGIN
-    INSERT INTO memory_text (memory_text, rowid, content, ns) SELECT 'delete', OLD.rid, OLD.content, OLD.ns
+    INSERT OR IGNORE INTO keyword_gone (rid, content, ns) SELECT OLD.rid, OLD.content, OLD.ns
         WHERE NOT EXISTS (SELECT 1 FROM keyword_pending WHERE rid = OLD.rid);
     DELETE FROM keyword_pending WHERE rid = OLD.rid;
 END""",
     """CREATE TRIGGER IF NOT EXISTS memory_text_edit AFTER UPDATE OF content ON memories
     WHEN NOT EXISTS (SELECT 1 FROM keyword_pending WHERE rid = OLD.rid)
 BEGIN
-    INSERT INTO memory_text (memory_text, rowid, content, ns) VALUES ('delete', OLD.rid, OLD.content, OLD.ns);
-    INSERT INTO memory_text (rowid, content, ns) VALUES (NEW.rid, NEW.content, NEW.ns);
+    INSERT OR IGNORE INTO keyword_gone (rid, content, ns) VALUES (OLD.rid, OLD.content, OLD.ns);
+    INSERT INTO keyword_pending (rid) VALUES (NEW.rid);
 END""",
 )
 KEYWORD_TRIGGERS = ("memory_text_add", "memory_text_forget", "memory_text_edit")
 
 
-def index_pending_text(conn: sqlite3.Connection) -> None:
-    """Index the text of every memory the add trigger noted in
-    ``keyword_pending``, in one statement, and clear the notes (inside the
+def index_noted_text(conn: sqlite3.Connection) -> None:
+    """Apply the keyword index's notes (``keyword_gone``, then
+    ``keyword_pending``) in one statement each, and clear them (inside the
     caller's write transaction, before its commit)."""
-    if conn.execute("SELECT 1 FROM keyword_pending LIMIT 1").fetchone() is None:
-        return
-    conn.execute(
-        "INSERT INTO memory_text (rowid, content, ns)"
-        " SELECT m.rid, m.content, m.ns FROM keyword_pending p JOIN memories m ON m.rid = p.rid"
-    )
+    if conn.execute("SELECT 1 FROM keyword_gone LIMIT 1").fetchone() is not None:
+        conn.execute(
+            "INSERT INTO memory_text (memory_text, rowid, content, ns)"
+            " SELECT 'delete', rid, content, ns FROM keyword_gone"
+        )
+        conn.execute("DELETE FROM keyword_gone")
+    if conn.execute("SELECT 1 FROM keyword_pending LIMIT 1").fetchone() is not None:
+        conn.execute(
+            "INSERT INTO memory_text (rowid, content, ns)"
+            " SELECT m.rid, m.content, m.ns FROM keyword_pending p JOIN memories m ON m.rid = p.rid"
+        )
+        conn.execute("DELETE FROM keyword_pending")
+
+
+def clear_notes(conn: sqlite3.Connection) -> None:
+    """Drop the keyword index's notes unapplied: after an FTS5 ``rebuild``,
+    which indexed every row as it is (inside the same transaction)."""
     conn.execute("DELETE FROM keyword_pending")
+    conn.execute("DELETE FROM keyword_gone")
 
 
 SCHEMA += "".join(statement + ";\n" for statement in KEYWORD_INDEX_STATEMENTS)
@@ -301,7 +317,7 @@ def _build_memory_text(conn: sqlite3.Connection) -> None:
         # rank (ORDER BY rank: the keyword candidates, restore(text=)) is BM25 over the text alone
         conn.execute("INSERT INTO memory_text (memory_text, rank) VALUES ('rank', 'bm25(1.0, 0.0)')")
         conn.execute("INSERT INTO memory_text (memory_text) VALUES ('rebuild')")
-        conn.execute("DELETE FROM keyword_pending")  # 'rebuild' indexed every row: none is left to add
+        clear_notes(conn)  # 'rebuild' indexed every row as it is: no note is left to apply
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, 'built')", (KEYWORD_INDEX_META,))
         conn.execute("COMMIT")
     except BaseException:
@@ -309,14 +325,20 @@ def _build_memory_text(conn: sqlite3.Connection) -> None:
         raise
 
 
-def _index_added_text_at_commit(conn: sqlite3.Connection) -> None:
-    """Replace keyword-index triggers written by earlier code (the add
-    trigger indexed each row in its own statement) with this version's, and
-    index any rows noted but not indexed (written by a connection that is
-    not a Catalog's writer); one transaction. Idempotent."""
-    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'memory_text_add'").fetchone()
-    current = row is not None and "keyword_pending" in row[0]
-    if current and conn.execute("SELECT 1 FROM keyword_pending LIMIT 1").fetchone() is None:
+def _index_text_at_commit(conn: sqlite3.Connection) -> None:
+    """Replace keyword-index triggers written by earlier code (each row's
+    statement wrote the index) with this version's, and apply any notes left
+    (by a connection that is not a Catalog's writer); one transaction.
+    Idempotent."""
+    row = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'memory_text_forget'"
+    ).fetchone()
+    current = row is not None and "keyword_gone" in row[0]
+    if (
+        current
+        and conn.execute("SELECT 1 FROM keyword_pending LIMIT 1").fetchone() is None
+        and conn.execute("SELECT 1 FROM keyword_gone LIMIT 1").fetchone() is None
+    ):
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -325,7 +347,7 @@ def _index_added_text_at_commit(conn: sqlite3.Connection) -> None:
                 conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
             for statement in KEYWORD_INDEX_STATEMENTS:
                 conn.execute(statement)
-        index_pending_text(conn)
+        index_noted_text(conn)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -491,7 +513,7 @@ def upgrade_schema(conn: sqlite3.Connection, chunk: int = 10_000) -> None:
     the catalog (replacing ``cold_text``). ``conn`` is in autocommit mode;
     idempotent."""
     _build_memory_text(conn)
-    _index_added_text_at_commit(conn)
+    _index_text_at_commit(conn)
     have = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
     have_codes = {r[1] for r in conn.execute("PRAGMA table_info(cold_codes)")}
     conn.execute("BEGIN IMMEDIATE")
@@ -732,7 +754,7 @@ class Catalog:
                     else:
                         conn.execute("RELEASE op")
                         outcomes.append((fut, result, None))
-                index_pending_text(conn)
+                index_noted_text(conn)
                 conn.execute("COMMIT")
                 self.commits += 1
             except BaseException as exc:  # noqa: BLE001 - the commit itself failed
@@ -814,14 +836,14 @@ class Catalog:
         """Tables and ``memories`` columns of this version's schema that the
         catalog lacks (a store written by an earlier version and not opened
         for writing since: the writable open adds them). ``cold_codes`` is
-        and ``memory_text`` (with ``keyword_pending``) are not listed: readers search without them
+        and ``memory_text`` (with its notes' tables) are not listed: readers search without them
         (nothing archived is findable by meaning, nor anything by keywords,
         until the upgrade)."""
         have = {r[0] for r in self.query("SELECT name FROM sqlite_master WHERE type = 'table'")}
         tables = [
             t
             for t in re.findall(r"CREATE (?:VIRTUAL )?TABLE IF NOT EXISTS (\w+)", SCHEMA)
-            if t not in have and t not in ("cold_codes", "memory_text", "keyword_pending")
+            if t not in have and t not in ("cold_codes", "memory_text", "keyword_pending", "keyword_gone")
         ]
         columns = {r[1] for r in self.query("PRAGMA table_info(memories)")}
         return tables + [f"memories.{name}" for name, _ in ADDED_COLUMNS if name not in columns]

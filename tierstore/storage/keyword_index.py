@@ -4,9 +4,9 @@ The catalog's FTS5 table ``memory_text`` (external content: the text stays in
 ``memories.content`` alone, with the namespace beside it as a second column;
 rowid = the memory's rid; the porter tokenizer stems English words; ``rank``
 is BM25 over the text column alone) is kept in step by SQLite triggers on ``memories``, in
-the transaction of every write: an add, a delete, a content change (an added
-row is noted by its trigger and indexed with the others of its transaction
-just before the commit: ``catalog.index_pending_text``). A tier move changes
+the transaction of every write: an add, a delete, a content change (each
+row's trigger takes a note, and a transaction's notes are applied together
+just before its commit: ``catalog.index_noted_text``). A tier move changes
 no text, so hot, warm and cold memories are all in it, and no write path,
 crash or recovery can leave it behind (``catalog.SCHEMA``).
 
@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import sqlite3
 from typing import Any
+
+from tierstore.storage.catalog import clear_notes
 
 MAX_WORDS = 32
 MAX_WORD_CHARS = 64  # longer runs (a base64 blob, an unsplit script) are kept, cut to this
@@ -209,7 +211,7 @@ def rebuild_index(conn: sqlite3.Connection) -> None:
     """Rebuild the keyword index from the catalog's text (inside the caller's
     write transaction): FTS5's ``rebuild`` reads every ``memories`` row."""
     conn.execute("INSERT INTO memory_text (memory_text) VALUES ('rebuild')")
-    conn.execute("DELETE FROM keyword_pending")  # rows noted earlier in the transaction: indexed by the rebuild
+    clear_notes(conn)  # what earlier writes of the transaction noted: the rebuild read their rows as they are
 
 
 def index_bytes(catalog: Any) -> int:
