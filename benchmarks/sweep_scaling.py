@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from tierstore import ManualClock, TierStore
+from tierstore.errors import ObjectNotFoundError
 from tierstore.progress import Progress
-from tierstore.storage.catalog import INSERT_SQL
+from tierstore.storage.catalog import INSERT_SQL, MemoryRow, insert_params
 
 DIM = 8
 T0 = 1_700_000_000.0
@@ -55,6 +56,8 @@ class MemoryObjectStore:
         return True
 
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        if key not in self.objects:  # the protocol's error: the store's owner record is looked for at open
+            raise ObjectNotFoundError(key)
         return self.objects[key][start:end]
 
     def delete(self, key: str) -> bool:
@@ -67,6 +70,8 @@ class MemoryObjectStore:
         return key in self.objects
 
     def size(self, key: str) -> int:
+        if key not in self.objects:
+            raise ObjectNotFoundError(key)
         return len(self.objects[key])
 
 
@@ -99,36 +104,35 @@ def fill(store: TierStore, n: int, due: int, batches: int, progress: bool) -> li
                     mtype, ttl, w_ref, t_ref, h = "fact", 1e9, 1.0, T0, 1e9
                     due_at = T0 + 1e9
                 rows.append(
-                    (
-                        f"ns{i % NAMESPACES}",
-                        f"m{i}",
-                        "x",
-                        blobs[i % 1024],
-                        mtype,
-                        "user_declaration",
-                        "[]",
-                        T0,
-                        T0,
-                        0,
-                        0.9,
-                        None,
-                        None,
-                        0.9,
-                        T0,
-                        None,
-                        0,
-                        0,
-                        w_ref,
-                        t_ref,
-                        h,
-                        ttl,
-                        T0,
-                        1.0,
-                        due_at,
-                        None,
-                        None,
-                        None,
-                        None,
+                    insert_params(
+                        MemoryRow(
+                            rid=-1,
+                            ns=f"ns{i % NAMESPACES}",
+                            id=f"m{i}",
+                            content="x",
+                            embedding=blobs[i % 1024],
+                            memory_type=mtype,
+                            source="user_declaration",
+                            tags=(),
+                            created_at=T0,
+                            last_accessed_at=T0,
+                            access_count=0,
+                            conf_llm=0.9,
+                            conf_rule=None,
+                            conf_feedback=None,
+                            confidence=0.9,
+                            t_conf=T0,
+                            ttl_seconds=None,
+                            pinned=False,
+                            tier=0,
+                            w_ref=w_ref,
+                            t_ref=t_ref,
+                            half_life=h,
+                            ttl=ttl,
+                            ttl_anchor=T0,
+                            ctx_mult=1.0,
+                            due_at=due_at,
+                        )
                     )
                 )
             store.engine.catalog.write(lambda conn, rows=rows: conn.executemany(INSERT_SQL, rows))

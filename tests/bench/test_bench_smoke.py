@@ -189,3 +189,23 @@ def test_cold_exact_stage_script_compares_both_modes(tmp_path):
     assert 0.0 <= rows["on"]["recall_at_10"] <= 1.0 and 0 <= report["same"] <= 8
     bad = subprocess.run([sys.executable, str(script), "--n", "10"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--n in 1000..1000000" in bad.stderr
+
+
+def test_sweep_scaling_script_sweeps_what_is_due(tmp_path):
+    """benchmarks/sweep_scaling.py (issue 3; the sweep's cost, issue 32): on two small stores each
+    sweep archives and demotes exactly its due batch, and the report says so."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "sweep_scaling.py"
+    out = tmp_path / "sweep.json"
+    args = ["--sizes", "3000", "6000", "--due", "400", "--batches", "2", "--json", str(out)]
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert [r["size"] for r in report] == [3000, 6000]
+    for r in report:
+        assert [c[:3] for c in r["counts"]] == [[400, 200, 200], [400, 200, 200]]
+        assert all(not c[3] for c in r["counts"])  # no errors
+        assert len(r["sweep_s"]) == 2 and all(s > 0 for s in r["sweep_s"])
