@@ -209,3 +209,24 @@ def test_sweep_scaling_script_sweeps_what_is_due(tmp_path):
         assert [c[:3] for c in r["counts"]] == [[400, 200, 200], [400, 200, 200]]
         assert all(not c[3] for c in r["counts"])  # no errors
         assert len(r["sweep_s"]) == 2 and all(s > 0 for s in r["sweep_s"])
+
+
+def test_sweep_cost_script_reports_per_due_memory(tmp_path):
+    """benchmarks/sweep_cost.py: a small round archives every memory and reports the wall time,
+    the process's and the catalog writer's CPU per due memory; bad sizes refused."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "sweep_cost.py"
+    out = tmp_path / "cost.json"
+    args = ["--namespaces", "6", "--per", "10", "--dim", "16", "--rounds", "2", "--json", str(out)]
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert [r["due"] for r in report["rounds"]] == [60, 60]
+    for r in report["rounds"]:
+        assert r["wall_us"] > 0 and r["cpu_us"] > 0
+        assert r["writer_us"] is None or r["writer_us"] >= 0
+    bad = subprocess.run([sys.executable, str(script), "--dim", "1"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--dim in 2..4096" in bad.stderr
