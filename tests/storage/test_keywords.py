@@ -584,6 +584,7 @@ def test_a_store_with_the_old_triggers_gets_the_new_ones_and_stays_in_step(tmp_p
         for trigger in ("memory_text_add", "memory_text_forget", "memory_text_edit"):
             conn.execute(f"DROP TRIGGER {trigger}")
         conn.execute("DROP TABLE keyword_pending")
+        conn.execute("DROP TABLE keyword_gone")
         for sql in OLD_TRIGGERS:
             conn.execute(sql)
     conn.close()

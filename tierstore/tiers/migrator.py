@@ -518,7 +518,7 @@ class Migrator:
                     # OR FAIL: a failed update is undone by the write's savepoint (Catalog._run), so SQLite opens
                     # no statement journal for it, which an update of `tier` (a trigger's column) otherwise
                     # gets and which copied each page the row touched: the writer's CPU per archived memory
-                    # 88-96 -> 35-38 us (ad hoc, 12 000 archived, 384-d).
+                    # 85-89 -> 36-40 us (benchmarks/sweep_cost.py: 12 000 archived, 384-d).
                     conn.execute(
                         "UPDATE OR FAIL memories SET tier = ?, embedding = NULL, shard = NULL, cold_key = ?,"
                         " cold_offset = ?, cold_length = ?, due_at = ? WHERE rid = ?",
