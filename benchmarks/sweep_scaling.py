@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +86,13 @@ def fill(store: TierStore, n: int, due: int, batches: int, progress: bool) -> li
     due_times = [T0 + (b + 1) * HOUR for b in range(batches)]
     chunk = 50_000
     n_due = due * batches
+    # every row as this one but for its namespace, id, vector, type and lifetime (set per row below)
+    base = MemoryRow(
+        rid=-1, ns="", id="", content="x", embedding=None, memory_type="fact", source="user_declaration",
+        tags=(), created_at=T0, last_accessed_at=T0, access_count=0, conf_llm=0.9, conf_rule=None,
+        conf_feedback=None, confidence=0.9, t_conf=T0, ttl_seconds=None, pinned=False, tier=0, w_ref=1.0,
+        t_ref=T0, half_life=DAY, ttl=1e9, ttl_anchor=T0, ctx_mult=1.0, due_at=T0,
+    )  # fmt: skip
     with Progress(n, "fill", enabled=progress, unit=" rows") as bar:
         for start in range(0, n, chunk):
             rows = []
@@ -103,38 +111,19 @@ def fill(store: TierStore, n: int, due: int, batches: int, progress: bool) -> li
                 else:
                     mtype, ttl, w_ref, t_ref, h = "fact", 1e9, 1.0, T0, 1e9
                     due_at = T0 + 1e9
-                rows.append(
-                    insert_params(
-                        MemoryRow(
-                            rid=-1,
-                            ns=f"ns{i % NAMESPACES}",
-                            id=f"m{i}",
-                            content="x",
-                            embedding=blobs[i % 1024],
-                            memory_type=mtype,
-                            source="user_declaration",
-                            tags=(),
-                            created_at=T0,
-                            last_accessed_at=T0,
-                            access_count=0,
-                            conf_llm=0.9,
-                            conf_rule=None,
-                            conf_feedback=None,
-                            confidence=0.9,
-                            t_conf=T0,
-                            ttl_seconds=None,
-                            pinned=False,
-                            tier=0,
-                            w_ref=w_ref,
-                            t_ref=t_ref,
-                            half_life=h,
-                            ttl=ttl,
-                            ttl_anchor=T0,
-                            ctx_mult=1.0,
-                            due_at=due_at,
-                        )
-                    )
+                row = replace(
+                    base,
+                    ns=f"ns{i % NAMESPACES}",
+                    id=f"m{i}",
+                    embedding=blobs[i % 1024],
+                    memory_type=mtype,
+                    w_ref=w_ref,
+                    t_ref=t_ref,
+                    half_life=h,
+                    ttl=ttl,
+                    due_at=due_at,
                 )
+                rows.append(insert_params(row))
             store.engine.catalog.write(lambda conn, rows=rows: conn.executemany(INSERT_SQL, rows))
             bar.update(len(rows))
     return due_times

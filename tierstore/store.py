@@ -26,9 +26,7 @@ from tierstore.records import Hit, Memory, Stats, SweepReport
 from tierstore.rules.validation import (
     check_namespace,
 )
-from tierstore.storage.catalog import Catalog
 from tierstore.storage.objectstore import ObjectStore
-from tierstore.tiers.migrator import Migrator
 
 __all__ = ["Settings", "TierStore"]
 
@@ -52,39 +50,9 @@ class TierStore:
     counts are exact under concurrency.
     """
 
-    def __init__(
-        self,
-        *,
-        path: Path,
-        dim: int,
-        policy: Policy,
-        clock: Clock,
-        settings: Settings,
-        catalog: Catalog,
-        lock_fd: int,
-        cold: ObjectStore,
-        clock_check: ClockCheck,
-        allow_clock_jump: bool = False,
-        store_id: str = "",
-        readonly: bool = False,
-        embedder: _embedding.Embedder | None = None,
-    ) -> None:
-        self.engine = Engine(
-            path=path,
-            dim=dim,
-            policy=policy,
-            clock=clock,
-            settings=settings,
-            catalog=catalog,
-            lock_fd=lock_fd,
-            cold=cold,
-            clock_check=clock_check,
-            allow_clock_jump=allow_clock_jump,
-            store_id=store_id,
-            readonly=readonly,
-            embedder=embedder,
-            migrator=Migrator,
-        )
+    def __init__(self, engine: Engine) -> None:
+        """The facade over an open ``engine`` (:meth:`open` makes both)."""
+        self.engine = engine
 
     # the engine's state a caller may read, as the store's attributes (the rest: ``store.engine``)
     path = _delegated("path")

@@ -40,6 +40,7 @@ from tierstore.storage.objectstore import (
     open_object_store,
     url_without_userinfo,
 )
+from tierstore.tiers.migrator import Migrator
 
 T = TypeVar("T")  # the store the facade's constructor makes
 
@@ -265,7 +266,7 @@ def same_policy(stored: str, policy: Policy) -> bool:
 
 
 def open_writable(
-    make: Callable[..., T],
+    make: Callable[[Engine], T],
     root: Path,
     *,
     dim: int | None,
@@ -281,7 +282,7 @@ def open_writable(
     """Open (or create) the store at ``root`` for writing: the lock, the
     catalog, the checks against what it recorded (dim, embedder, policy
     types), the object store reached and claimed, the meta written; then
-    ``make(...)`` (the facade's constructor) builds the store. Returns it and
+    ``make(engine)`` (the facade's constructor) builds the store. Returns it and
     whether the policy changed. A failure closes what was opened, and a
     store this call was creating leaves nothing behind."""
     made_dir = not root.exists()
@@ -335,18 +336,21 @@ def open_writable(
         clock = clock or SystemClock()
         check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
         store = make(
-            path=root,
-            dim=dim,
-            policy=effective,
-            clock=clock,
-            settings=settings,
-            catalog=catalog,
-            lock_fd=lock_fd,
-            cold=cold_store,
-            clock_check=check,
-            allow_clock_jump=allow_clock_jump,
-            store_id=store_id,
-            embedder=embedder,
+            Engine(
+                path=root,
+                dim=dim,
+                policy=effective,
+                clock=clock,
+                settings=settings,
+                catalog=catalog,
+                lock_fd=lock_fd,
+                cold=cold_store,
+                clock_check=check,
+                allow_clock_jump=allow_clock_jump,
+                store_id=store_id,
+                embedder=embedder,
+                migrator=Migrator,
+            )
         )
     except BaseException:
         if catalog is not None:
@@ -380,7 +384,7 @@ def finish_open(eng: Engine, *, policy_changed: bool) -> None:
 
 
 def open_readonly(
-    make: Callable[..., T],
+    make: Callable[[Engine], T],
     root: Path,
     *,
     dim: int | None,
@@ -427,18 +431,21 @@ def open_readonly(
         clock = clock or SystemClock()
         check = check_clock(clock, ClockRecord.from_json(catalog.get_meta("clock")))
         return make(
-            path=root,
-            dim=int(stored_dim),
-            policy=effective,
-            clock=clock,
-            settings=settings or Settings(),
-            catalog=catalog,
-            lock_fd=-1,
-            cold=cold_store,
-            clock_check=check,
-            store_id=catalog.get_meta("store_id") or "",
-            readonly=True,
-            embedder=embedder,
+            Engine(
+                path=root,
+                dim=int(stored_dim),
+                policy=effective,
+                clock=clock,
+                settings=settings or Settings(),
+                catalog=catalog,
+                lock_fd=-1,
+                cold=cold_store,
+                clock_check=check,
+                store_id=catalog.get_meta("store_id") or "",
+                readonly=True,
+                embedder=embedder,
+                migrator=Migrator,
+            )
         )
     except BaseException:
         catalog.close()
@@ -446,7 +453,7 @@ def open_readonly(
 
 
 def open_store(
-    make: Callable[..., S],
+    make: Callable[[Engine], S],
     path: Path,
     *,
     dim: int | None,
