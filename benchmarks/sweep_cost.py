@@ -1,12 +1,17 @@
 """What one sweep costs per due memory, and how much of it is the catalog's writer.
 
     .venv/bin/python benchmarks/sweep_cost.py                      # 200 namespaces x 60, 384-d, 3 rounds
+    .venv/bin/python benchmarks/sweep_cost.py --phase delete       # the sweep that deletes them from the archive
     .venv/bin/python benchmarks/sweep_cost.py --json out.json
 
 Each round opens a fresh store (local directory, default policy), adds
 ``--namespaces`` x ``--per`` conversation memories (random unit vectors of
 ``--dim``), moves the clock three days on so that every one of them is due to
-be archived, and runs one sweep. It prints, per due memory: the sweep's wall
+be archived, and runs one sweep. With ``--phase delete`` that sweep is not
+timed: the clock then moves 400 days on, when every archived conversation is
+due to be deleted (its confidence decayed below the delete bar, as from night
+~260 of benchmarks/platform_year.py), and the sweep that deletes them is.
+It prints, per due memory: the sweep's wall
 time, the process's CPU, and the CPU of the catalog's writer thread (the
 thread named ``tierstore-catalog-writer``, read from ``/proc``; Linux only,
 else not reported). Compare revisions by running it from an exported copy
@@ -44,7 +49,7 @@ def thread_cpu_s(native_id: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_round(namespaces: int, per: int, dim: int, seed: int) -> dict[str, float | int | None]:
+def one_round(namespaces: int, per: int, dim: int, seed: int, phase: str = "archive") -> dict[str, float | int | None]:
     root = Path(tempfile.mkdtemp(prefix="tierstore-sweep-cost-"))
     try:
         clock = ManualClock(T0)
@@ -63,6 +68,11 @@ def one_round(namespaces: int, per: int, dim: int, seed: int) -> dict[str, float
                 store.add_batch(f"user-{n}", items)
             store.flush()
             clock.advance(3 * DAY)
+            if phase == "delete":
+                archived = store.sweep().archived
+                if archived != namespaces * per:
+                    raise SystemExit(f"expected {namespaces * per} archived, the sweep archived {archived}")
+                clock.advance(400 * DAY)
             writer = next((t for t in threading.enumerate() if t.name == WRITER_THREAD), None)
             tid = writer.native_id if writer is not None else None
             w0 = thread_cpu_s(tid) if tid is not None else None
@@ -71,8 +81,9 @@ def one_round(namespaces: int, per: int, dim: int, seed: int) -> dict[str, float
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             w1 = thread_cpu_s(tid) if tid is not None else None
         due = namespaces * per
-        if report.archived != due:
-            raise SystemExit(f"expected {due} archived, the sweep archived {report.archived}: {report}")
+        done = report.deleted if phase == "delete" else report.archived
+        if done != due:
+            raise SystemExit(f"expected {due} {phase}d, the sweep did {done}: {report}")
         return {
             "due": due,
             "wall_us": wall / due * 1e6,
@@ -89,14 +100,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per", type=int, default=60, help="memories per namespace")
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--phase", choices=("archive", "delete"), default="archive", help="the sweep timed: archive, or delete"
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     for name, lo, hi in (("namespaces", 1, 100_000), ("per", 1, 100_000), ("dim", 2, 4096), ("rounds", 1, 100)):
         value = getattr(args, name)
         if not lo <= value <= hi:
             ap.error(f"--{name} in {lo}..{hi}, got {value}")
-    rounds = [one_round(args.namespaces, args.per, args.dim, seed) for seed in range(args.rounds)]
-    print(f"{args.namespaces} x {args.per} conversation memories, {args.dim}-d, all due to archive; per due memory:")
+    rounds = [one_round(args.namespaces, args.per, args.dim, seed, args.phase) for seed in range(args.rounds)]
+    print(
+        f"{args.namespaces} x {args.per} conversation memories, {args.dim}-d, all due to {args.phase}; per due memory:"
+    )
     for i, r in enumerate(rounds):
         writer = "n/a" if r["writer_us"] is None else f"{r['writer_us']:.1f}"
         print(f"  round {i + 1}: wall {r['wall_us']:.1f} us, process CPU {r['cpu_us']:.1f} us, writer CPU {writer} us")

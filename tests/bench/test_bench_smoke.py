@@ -212,8 +212,9 @@ def test_sweep_scaling_script_sweeps_what_is_due(tmp_path):
 
 
 def test_sweep_cost_script_reports_per_due_memory(tmp_path):
-    """benchmarks/sweep_cost.py: a small round archives every memory and reports the wall time,
-    the process's and the catalog writer's CPU per due memory; bad sizes refused."""
+    """benchmarks/sweep_cost.py: a small round archives every memory (or, with --phase delete, deletes
+    them from the archive) and reports the wall time, the process's and the catalog writer's CPU per
+    due memory; bad sizes refused."""
     import subprocess
     import sys
     from pathlib import Path
@@ -228,5 +229,15 @@ def test_sweep_cost_script_reports_per_due_memory(tmp_path):
     for r in report["rounds"]:
         assert r["wall_us"] > 0 and r["cpu_us"] > 0
         assert r["writer_us"] is None or r["writer_us"] >= 0
+    deletes = subprocess.run(
+        [sys.executable, str(script), *args[:-2], "--rounds", "1", "--phase", "delete", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert deletes.returncode == 0, deletes.stderr
+    assert "all due to delete" in deletes.stdout
+    report = json.loads(out.read_text())
+    assert report["args"]["phase"] == "delete" and [r["due"] for r in report["rounds"]] == [60]
     bad = subprocess.run([sys.executable, str(script), "--dim", "1"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--dim in 2..4096" in bad.stderr

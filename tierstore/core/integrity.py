@@ -180,11 +180,10 @@ def repair(store: Any, *, now: float | None = None) -> IntegrityReport:
         # Tombstones: written again from the catalog's list.
         for p in first.problems:
             if p.kind == "tombstone":
-                row = eng.catalog.query_one("SELECT ns, id, deleted_at FROM tombstones WHERE key = ?", (p.where,))
-                if row is None:  # not expected: verify found it, under the same sweep lock
+                rows = eng.catalog.query("SELECT ns, id, deleted_at FROM tombstones WHERE key = ?", (p.where,))
+                if not rows:  # not expected: verify found it, under the same sweep lock
                     continue
-                ns, mid, at = row
-                eng.cold.store.put(p.where, tombstones.encode(tombstones.Tombstone(ns, mid, at)))
+                eng.cold.store.put(p.where, tombstones.encode([tombstones.Tombstone(*r) for r in rows]))
                 done.append(f"rewrote tombstone {p.where} from the catalog")
         # Cold-index codes: the bad ones dropped, every missing one written from its archived vector.
         if any(p.kind == "cold_index" for p in first.problems + first.in_flight):
@@ -266,7 +265,7 @@ def _verify_catalog(eng: Engine, report: IntegrityReport) -> None:
                 "catalog",
                 key,
                 f"archive batch {key} ({count} memories) is pending: interrupted by a crash or an "
-                "object-eng error; the next sweep finishes it",
+                "object-store error; the next sweep finishes it",
                 repairable=True,
             )
         )
@@ -275,7 +274,7 @@ def _verify_catalog(eng: Engine, report: IntegrityReport) -> None:
             Problem(
                 "tombstone",
                 key,
-                f"the tombstone of deleted memory {ns}/{mid} is not written yet (an object-eng "
+                f"the tombstone of deleted memory {ns}/{mid} is not written yet (an object-store "
                 "error, or a delete under way); the next sweep writes it",
                 repairable=True,
             )
@@ -351,9 +350,9 @@ def _verify_hot(eng: Engine, report: IntegrityReport) -> None:
 
 
 def _verify_tombstones(eng: Engine, report: IntegrityReport) -> None:
-    """Every tombstone the catalog says was written is in the object eng and
+    """Every tombstone the catalog says was written is in the object store and
     parses (a rebuild stops at a damaged one)."""
-    rows = eng.catalog.query("SELECT key FROM tombstones WHERE state = 'written' ORDER BY key")
+    rows = eng.catalog.query("SELECT DISTINCT key FROM tombstones WHERE state = 'written' ORDER BY key")
     for (key,) in rows:
         try:
             tombstones.decode(eng.cold.store.get(key), f"tombstone object {key}")

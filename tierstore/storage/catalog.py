@@ -132,13 +132,16 @@ CREATE INDEX IF NOT EXISTS archives_ns ON archives (ns, state);
 -- Deletes that may leave a record in an archive object also write a tombstone
 -- object (tierstore/tiers/tombstones.py), so a catalog rebuilt from the bucket does
 -- not bring the memory back; listed here until a sweep drops them.
+-- One row per deleted memory; one object names every memory one transaction
+-- deleted in one namespace, so rows share their object's key.
 CREATE TABLE IF NOT EXISTS tombstones (
-    key        TEXT    PRIMARY KEY,     -- object key under tombstone/
+    key        TEXT    NOT NULL,        -- object key under tombstone/
     ns         TEXT    NOT NULL,
     id         TEXT    NOT NULL,
     deleted_at REAL    NOT NULL,
-    state      TEXT    NOT NULL         -- pending (object not yet written) | written
-);
+    state      TEXT    NOT NULL,        -- pending (object not yet written) | written
+    PRIMARY KEY (key, id)
+) WITHOUT ROWID;
 -- Every lifecycle transition: create, promote, demote, archive, restore, delete, ...
 CREATE TABLE IF NOT EXISTS events (
     seq          INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -319,6 +322,29 @@ def _build_memory_text(conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO memory_text (memory_text) VALUES ('rebuild')")
         clear_notes(conn)  # 'rebuild' indexed every row as it is: no note is left to apply
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, 'built')", (KEYWORD_INDEX_META,))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _tombstones_by_object(conn: sqlite3.Connection) -> None:
+    """Key the ``tombstones`` table by (object key, id), as objects now name
+    several memories (earlier code keyed it by the object key alone, one
+    memory per object); one transaction. Idempotent."""
+    pk = {r[1]: r[5] for r in conn.execute("PRAGMA table_info(tombstones)")}
+    if pk.get("id"):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("ALTER TABLE tombstones RENAME TO tombstones_by_key")
+        create = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS tombstones") :]
+        conn.execute(create[: create.index(";") + 1])
+        conn.execute(
+            "INSERT INTO tombstones (key, ns, id, deleted_at, state)"
+            " SELECT key, ns, id, deleted_at, state FROM tombstones_by_key"
+        )
+        conn.execute("DROP TABLE tombstones_by_key")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -514,6 +540,7 @@ def upgrade_schema(conn: sqlite3.Connection, chunk: int = 10_000) -> None:
     idempotent."""
     _build_memory_text(conn)
     _index_text_at_commit(conn)
+    _tombstones_by_object(conn)
     have = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
     have_codes = {r[1] for r in conn.execute("PRAGMA table_info(cold_codes)")}
     conn.execute("BEGIN IMMEDIATE")

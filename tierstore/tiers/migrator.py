@@ -365,6 +365,7 @@ class Migrator:
             def write(conn: sqlite3.Connection) -> list[MemoryRow]:
                 done = []
                 stale: dict[str, set[int]] = {}  # per namespace, read once
+                object_of: dict[str, str] = {}  # per namespace, the tombstone object this transaction's deletes share
                 for r in candidates:
                     if not _unchanged(conn, r):
                         continue
@@ -377,7 +378,8 @@ class Migrator:
                             stale[r.ns] = tombstones.stale_rids(conn, r.ns)
                         has_record = r.rid in stale[r.ns]
                     if has_record:
-                        noted.append(tombstones.note_deletion(conn, r.ns, r.id, now))
+                        object_of[r.ns] = tombstones.note_deletion(conn, r.ns, r.id, now, object_of.get(r.ns))
+                        noted.append(object_of[r.ns])
                     reason = ("expired" if now >= r.expires_at else "weight") + ", low confidence"
                     conn.execute(EVENT_SQL, self._event(r, now, "delete", r.tier, None, reason))
                     done.append(r)
@@ -1213,7 +1215,7 @@ class Migrator:
             eng.catalog.write(
                 lambda conn: conn.executemany(
                     "INSERT OR IGNORE INTO tombstones (key, ns, id, deleted_at, state) VALUES (?, ?, ?, ?, 'written')",
-                    [(k, t.ns, t.id, t.deleted_at) for k, t in stones.items()],
+                    [(k, t.ns, t.id, t.deleted_at) for k, objs in stones.items() for t in objs],
                 )
             )
         keys = eng.cold.list_batches()
