@@ -360,7 +360,7 @@ class Migrator:
             plan = self._plan(spaces, groups)
             candidates = [r for ok_hot, _, other in plan.values() for r in ok_hot + other]
 
-            noted: list[str] = []  # tombstones to write once committed
+            noted: set[str] = set()  # the tombstone objects to write once committed
 
             def write(conn: sqlite3.Connection) -> list[MemoryRow]:
                 done = []
@@ -379,7 +379,7 @@ class Migrator:
                         has_record = r.rid in stale[r.ns]
                     if has_record:
                         object_of[r.ns] = tombstones.note_deletion(conn, r.ns, r.id, now, object_of.get(r.ns))
-                        noted.append(object_of[r.ns])
+                        noted.add(object_of[r.ns])
                     reason = ("expired" if now >= r.expires_at else "weight") + ", low confidence"
                     conn.execute(EVENT_SQL, self._event(r, now, "delete", r.tier, None, reason))
                     done.append(r)
