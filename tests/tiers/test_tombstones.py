@@ -25,11 +25,19 @@ def _rows(store):
 
 
 def _archive(store, clock, rng, contents=("alpha secret", "bravo", "charlie", "delta"), **fields):
-    ids = store.add_batch(
-        "c", [{"content": c, "embedding": unit(rng), "memory_type": "conversation", **fields} for c in contents]
-    )
+    return _archive_in(store, clock, rng, {"c": contents}, **fields)["c"]
+
+
+def _archive_in(store, clock, rng, contents_by_ns, **fields):
+    """Conversation memories of each namespace, archived by one sweep; their ids by namespace."""
+    ids = {
+        ns: store.add_batch(
+            ns, [{"content": c, "embedding": unit(rng), "memory_type": "conversation", **fields} for c in contents]
+        )
+        for ns, contents in contents_by_ns.items()
+    }
     clock.advance(2 * HOUR)
-    assert store.sweep().archived == len(ids)
+    assert store.sweep().archived == sum(len(v) for v in ids.values())
     return ids
 
 
@@ -226,21 +234,8 @@ def test_the_queries_of_a_delete_read_one_namespace_of_batches(store):
         assert not any(s == "SCAN a" for s in steps), steps
 
 
-def _archive_in(store, clock, rng, namespaces, per, **fields):
-    """``per`` conversation memories in each of ``namespaces``, archived by one sweep."""
-    ids = {
-        ns: store.add_batch(
-            ns,
-            [
-                {"content": f"{ns} said {i}", "embedding": unit(rng), "memory_type": "conversation", **fields}
-                for i in range(per)
-            ],
-        )
-        for ns in namespaces
-    }
-    clock.advance(2 * HOUR)
-    assert store.sweep().archived == per * len(namespaces)
-    return ids
+def _said(namespaces, per):
+    return {ns: [f"{ns} said {i}" for i in range(per)] for ns in namespaces}
 
 
 def test_a_sweeps_deletes_share_one_tombstone_object_per_namespace(tmp_path, clock, rng, monkeypatch):
@@ -250,7 +245,7 @@ def test_a_sweeps_deletes_share_one_tombstone_object_per_namespace(tmp_path, clo
     forgotten, and the sweep that rewrote the archives drops the objects."""
     store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
     # an unknown source: confidence is the caller's 0.32 alone, just above the delete bar (0.3)
-    ids = _archive_in(store, clock, rng, ("a", "b"), 4, confidence=0.32, source="notes")
+    ids = _archive_in(store, clock, rng, _said(("a", "b"), 4), confidence=0.32, source="notes")
     gone = {"a": ids["a"][:3], "b": ids["b"][:2]}
     for ns, mids in gone.items():
         for mid in mids:
@@ -305,7 +300,7 @@ def test_an_object_names_one_namespace_and_at_least_one_memory():
 
 def test_repair_rewrites_an_object_naming_several_memories(tmp_path, clock, rng, monkeypatch):
     store = TierStore.open(tmp_path / "s", dim=DIM, clock=clock)
-    ids = _archive_in(store, clock, rng, ("a",), 4, confidence=0.32, source="notes")
+    ids = _archive_in(store, clock, rng, _said(("a",), 4), confidence=0.32, source="notes")
     for mid in ids["a"][:3]:  # one stays: an object of deleted records only is dropped at once
         store.feedback("a", mid, positive=False)
     monkeypatch.setattr(store.engine.migrator, "compact_archives", lambda *a, **k: 0)

@@ -360,12 +360,13 @@ class Migrator:
             plan = self._plan(spaces, groups)
             candidates = [r for ok_hot, _, other in plan.values() for r in ok_hot + other]
 
-            noted: set[str] = set()  # the tombstone objects to write once committed
+            # per namespace, the tombstone object its deletes share (written once committed); a key left by a
+            # rolled-back attempt names no row and is merely reused
+            noted: dict[str, str] = {}
 
             def write(conn: sqlite3.Connection) -> list[MemoryRow]:
                 done = []
                 stale: dict[str, set[int]] = {}  # per namespace, read once
-                object_of: dict[str, str] = {}  # per namespace, the tombstone object this transaction's deletes share
                 for r in candidates:
                     if not _unchanged(conn, r):
                         continue
@@ -378,8 +379,7 @@ class Migrator:
                             stale[r.ns] = tombstones.stale_rids(conn, r.ns)
                         has_record = r.rid in stale[r.ns]
                     if has_record:
-                        object_of[r.ns] = tombstones.note_deletion(conn, r.ns, r.id, now, object_of.get(r.ns))
-                        noted.add(object_of[r.ns])
+                        noted[r.ns] = tombstones.note_deletion(conn, r.ns, r.id, now, noted.get(r.ns))
                     reason = ("expired" if now >= r.expires_at else "weight") + ", low confidence"
                     conn.execute(EVENT_SQL, self._event(r, now, "delete", r.tier, None, reason))
                     done.append(r)
