@@ -131,11 +131,14 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
         # one query tells which rows may have a duplicate at all (most have none): only those are looked up
         hashes = [dedupe.content_hash(r.content) for r in rows] if dedupe_on else []
         present = dedupe.hashes_present(conn, ns, hashes) if len(rows) > 1 else set(hashes)
+        # the rows' create events, written in one statement (before a replaced version's event: in order)
+        created: list[tuple[Any, ...]] = []
         for i, row in enumerate(rows):
             where = "" if len(rows) == 1 else f"item {i}: "
             if replace:
                 old = eng.catalog.row_in(conn, ns, row.id)
                 if old is not None:
+                    _write_events(conn, created)
                     forgotten.append((old, forget_row(conn, old, now, "replaced")))
             olds = superseded.get(row.id, [])
             live = supersession.check_key_agrees(conn, ns, row.key, olds, where)
@@ -149,13 +152,12 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
                 new_id = dup.id  # a duplicate is not new: it supersedes only what the caller names
             else:
                 try:
-                    cur = conn.execute(INSERT_SQL, insert_params(row))
+                    cur = conn.execute(INSERT_SQL, insert_params(row, hashes[i] if dedupe_on else None))
                 except sqlite3.IntegrityError:
                     raise DuplicateIdError(f"a memory with id {row.id!r} already exists in namespace {ns!r}") from None
                 outcome.append(int(cur.lastrowid))  # type: ignore[arg-type]
-                conn.execute(
-                    EVENT_SQL,
-                    (now, ns, row.id, "create", None, "hot", "add", row.w_ref, row.confidence, 0, row.memory_type),
+                created.append(
+                    (now, ns, row.id, "create", None, "hot", "add", row.w_ref, row.confidence, 0, row.memory_type)
                 )
                 new_id = row.id
             wanted = supersession.named_marks(new_id, olds, row.key, live, include_live=dup is None)
@@ -163,6 +165,7 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
                 new = auto_supersession.NewMemory(row.id, row.memory_type, row.tags, row.confidence)
                 wanted += auto_supersession.decide(conn, ns, new, similar[i], olds, eng.policy, now, conf_half_life)
             marks += supersession.record_all(conn, ns, wanted, now)
+        _write_events(conn, created)
         return outcome, marks
 
     if replace:
@@ -215,6 +218,13 @@ def add(eng: Engine, ns: str, items: Sequence[Mapping[str, Any]], *, replace: bo
                 metadata=None if r.metadata is None else json.loads(r.metadata),
             )
     return ids
+
+
+def _write_events(conn: sqlite3.Connection, events: list[tuple[Any, ...]]) -> None:
+    """Insert the noted events in one statement and forget them."""
+    if events:
+        conn.executemany(EVENT_SQL, events)
+        events.clear()
 
 
 def commit_and_insert(
@@ -286,7 +296,8 @@ def similar_live(
     its type at or above its type's lowest supersession bar, with their
     cosine. Read before the add's transaction; the rule is applied in it.
     ``exclude``: ids of live memories not to return (earlier rows still count)."""
-    floors = [auto_supersession.bars_for(eng.policy, r.memory_type).lowest for r in rows]
+    floor_of = {t: auto_supersession.bars_for(eng.policy, t).lowest for t in {r.memory_type for r in rows}}
+    floors = [floor_of[r.memory_type] for r in rows]
     if all(f is None for f in floors):
         return [{} for _ in rows]
     types = [r.memory_type for r in rows]
@@ -409,30 +420,39 @@ class Fields:
     supersedes: list[str]
 
 
+_ABSENT: Any = object()  # a field the item does not give (None given is checked like any value)
+
+
 def check_fields(eng: Engine, item: Mapping[str, Any], where: str = "") -> Fields:
     """An item's fields but its vector, checked (InvalidInputError prefixed
     ``where``): types, counts and lengths, each bounded before per-entry
     work, and a text to embed (``embedding`` given as a str) as valid text
     within ``Settings.max_content_chars``."""
     pol, max_chars = eng.policy, eng.settings.max_content_chars
+    get = item.get
+    # A field the item leaves out takes its default unchecked (most items give three or four fields).
     try:
         content = check_content(item["content"], max_chars)
-        if isinstance(item.get("embedding"), str):
+        if isinstance(get("embedding"), str):
             check_text(item["embedding"], "embedding", max_chars)
-        memory_type = check_str(item.get("memory_type", "fact"), "memory_type", LABEL_MAX_CHARS)
+        memory_type = get("memory_type", _ABSENT)
+        memory_type = "fact" if memory_type is _ABSENT else check_str(memory_type, "memory_type", LABEL_MAX_CHARS)
         type_idx = pol.type_index(memory_type)
-        conf_llm = check_confidence(item.get("confidence", 0.8))
-        source = check_str(item.get("source", "user_declaration"), "source", LABEL_MAX_CHARS)
-        tags = check_tags(item.get("tags", ()), eng.settings.max_tags_per_memory)
-        ttl_override = check_ttl(item.get("ttl_seconds"))
-        pinned = item.get("pinned", False)
+        conf_llm = get("confidence", _ABSENT)
+        conf_llm = 0.8 if conf_llm is _ABSENT else check_confidence(conf_llm)
+        source = get("source", _ABSENT)
+        source = "user_declaration" if source is _ABSENT else check_str(source, "source", LABEL_MAX_CHARS)
+        tags = get("tags", _ABSENT)
+        tags = () if tags is _ABSENT else check_tags(tags, eng.settings.max_tags_per_memory)
+        ttl_override = check_ttl(get("ttl_seconds"))
+        pinned = get("pinned", False)
         if not isinstance(pinned, bool):
             raise InvalidInputError(f"pinned must be True or False, got {shown(pinned)}")
-        mid = item.get("id")
+        mid = get("id")
         mid = uuid.uuid4().hex if mid is None else check_id(mid)
-        key = check_key(item.get("key"))
-        metadata = check_metadata(item.get("metadata"))
-        olds = check_supersedes_ids(item.get("supersedes"))
+        key = check_key(get("key"))
+        metadata = check_metadata(get("metadata"))
+        olds = check_supersedes_ids(get("supersedes"))
         if mid in olds:
             raise InvalidInputError(f"memory {mid!r} cannot supersede itself")
     except InvalidInputError as exc:
@@ -460,24 +480,34 @@ def prepare_rows(
     rows: list[MemoryRow] = []
     vectors = np.empty((len(items), eng.dim), np.float32)
     seen: set[str] = set()
+    # A batch's items mostly share type, source, confidence and tags: their lifetime is computed once.
+    lifetimes: dict[tuple[Any, ...], tuple[float, float, float, float, float, float]] = {}
     for i, (item, f) in enumerate(zip(items, fields)):
-        where = _where(items, i)
         try:
             vectors[i] = check_vector(item["embedding"], eng.dim)
         except InvalidInputError as exc:
-            if where:
-                raise type(exc)(where + str(exc)) from None
+            if len(items) > 1:
+                raise type(exc)(_where(items, i) + str(exc)) from None
             raise
         mid = f.id
         if mid in seen:
-            raise DuplicateIdError(f"{where}id {mid!r} appears twice in the batch")
+            raise DuplicateIdError(f"{_where(items, i)}id {mid!r} appears twice in the batch")
         seen.add(mid)
-        conf_rule = pol.rule_confidence(f.source)
-        conf = pol.fuse_confidence(f.conf_llm, conf_rule, None)
-        ctx_mult = cp.ttl_multiplier(ctx, eng.vocab.ids(f.tags))
-        half_life = cp.half_life(f.type_idx, conf, ctx_mult)
-        ttl = cp.ttl(f.type_idx, conf, f.ttl_override, ctx_mult)
-        w0 = float(cp.w0_by_type[f.type_idx])
+        shared = (f.type_idx, f.source, f.conf_llm, f.tags, f.ttl_override)
+        life = lifetimes.get(shared)
+        if life is None:
+            conf_rule = pol.rule_confidence(f.source)
+            conf = pol.fuse_confidence(f.conf_llm, conf_rule, None)
+            ctx_mult = cp.ttl_multiplier(ctx, eng.vocab.ids(f.tags))
+            life = lifetimes[shared] = (
+                conf_rule,
+                conf,
+                ctx_mult,
+                cp.half_life(f.type_idx, conf, ctx_mult),
+                cp.ttl(f.type_idx, conf, f.ttl_override, ctx_mult),
+                float(cp.w0_by_type[f.type_idx]),
+            )
+        conf_rule, conf, ctx_mult, half_life, ttl, w0 = life
         rows.append(
             MemoryRow(
                 rid=-1,

@@ -164,13 +164,17 @@ def check_confidence(value: Any, what: str = "confidence") -> float:
     return x
 
 
-def _text(value: str, what: str) -> str:
+def _text(value: str, what: str | Callable[[], str]) -> str:
     """``value`` if it is valid Unicode text: a lone surrogate (from a bad
-    decode, ``surrogateescape``) cannot be stored as UTF-8."""
+    decode, ``surrogateescape``) cannot be stored as UTF-8. ``what`` names it
+    in the error (a callable: formatted only then)."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidInputError(f"{what} is not valid Unicode text: a lone surrogate at position {exc.start}") from None
+        label = what if isinstance(what, str) else what()
+        raise InvalidInputError(
+            f"{label} is not valid Unicode text: a lone surrogate at position {exc.start}"
+        ) from None
     return value
 
 
@@ -179,7 +183,7 @@ def check_id(value: Any) -> str:
         raise InvalidInputError(
             f"invalid memory id {shown(value)}: expected a non-empty string of at most {ID_MAX_LEN} characters"
         )
-    return _text(value, f"memory id {shown(value)}")
+    return _text(value, lambda: f"memory id {shown(value)}")
 
 
 def check_key(value: Any) -> str | None:
@@ -194,7 +198,7 @@ def check_key(value: Any) -> str | None:
             f"invalid key {shown(value, 40)} ({len(value)} characters): expected 1-{KEY_MAX_LEN} characters of "
             "letters, digits and _ . : / - @ # + (no spaces)"
         )
-    return _text(value, f"key {shown(value)}")
+    return _text(value, lambda: f"key {shown(value)}")
 
 
 def listed(values: Any, what: str, max_count: int) -> list[Any]:
@@ -230,7 +234,7 @@ def check_tags(tags: Any, max_tags: int, what: str = "tags") -> tuple[str, ...]:
                 f"invalid tag {shown(t)}: expected a non-empty string of at most {TAG_MAX_LEN} characters"
             )
         if t not in out:
-            out[_text(t, f"tag {shown(t)}")] = None
+            out[_text(t, lambda t=t: f"tag {shown(t)}")] = None
     if len(out) > max_tags:
         raise InvalidInputError(f"a memory may carry at most {max_tags} tags, got {len(out)}")
     return tuple(out)

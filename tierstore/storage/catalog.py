@@ -586,12 +586,19 @@ def stack_embeddings(blobs: Sequence[bytes | None], dim: int) -> np.ndarray:
     return vecs.reshape(len(blobs), dim)
 
 
+def tags_json(tags: Sequence[str]) -> str:
+    """The ``tags`` column's JSON array (most memories have none: no encoder call)."""
+    return json.dumps(list(tags)) if tags else "[]"
+
+
 def sql_time(x: float) -> float | None:
     """+inf (never) is stored as NULL."""
     return None if not math.isfinite(x) else float(x)
 
 
-def insert_params(row: MemoryRow) -> tuple[Any, ...]:
+def insert_params(row: MemoryRow, hashed: int | None = None) -> tuple[Any, ...]:
+    """INSERT_SQL's values for ``row``; ``hashed``: its :func:`content_hash`
+    when the caller has it already (an add computes it to look for duplicates)."""
     return (
         row.ns,
         row.id,
@@ -599,7 +606,7 @@ def insert_params(row: MemoryRow) -> tuple[Any, ...]:
         row.embedding,
         row.memory_type,
         row.source,
-        json.dumps(list(row.tags)),
+        tags_json(row.tags),
         row.created_at,
         row.last_accessed_at,
         row.access_count,
@@ -624,7 +631,7 @@ def insert_params(row: MemoryRow) -> tuple[Any, ...]:
         row.cold_length,
         row.key,
         row.metadata,
-        content_hash(row.content),
+        content_hash(row.content) if hashed is None else hashed,
     )
 
 
