@@ -5,6 +5,8 @@ item shape, create events written together)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from helpers import DIM, T0, unit
 
@@ -101,4 +103,17 @@ def test_a_replacing_batch_logs_each_version_as_it_happened(tmp_path, rng) -> No
     store.upsert_batch("ns", [{"id": i, "content": f"new {i}", "embedding": unit(rng)} for i in ("x", "y", "z")])
     events = store.engine.catalog.query("SELECT kind, id FROM events WHERE seq > 2 ORDER BY seq")
     assert events == [("delete", "x"), ("create", "x"), ("create", "y"), ("delete", "z"), ("create", "z")]
+    store.close()
+
+
+def test_ids_made_for_items_without_one_are_unique_and_ordered_by_creation(tmp_path, rng) -> None:
+    store = TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0))
+    first = store.add_batch("ns", [{"content": f"m {i}", "embedding": unit(rng)} for i in range(500)])
+    time.sleep(0.003)  # a later millisecond
+    second = store.add_batch("ns", [{"content": f"n {i}", "embedding": unit(rng)} for i in range(500)])
+    ids = first + second
+    assert len(set(ids)) == 1000
+    assert all(len(i) == 32 and int(i, 16) >= 0 and i == i.lower() for i in ids)
+    assert max(first) < min(second)  # the catalog's (ns, id) index grows at its end
+    assert sorted(store.engine.catalog.query("SELECT id FROM memories")) == sorted((i,) for i in ids)
     store.close()
