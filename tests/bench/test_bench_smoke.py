@@ -241,3 +241,27 @@ def test_sweep_cost_script_reports_per_due_memory(tmp_path):
     assert report["args"]["phase"] == "delete" and [r["due"] for r in report["rounds"]] == [60]
     bad = subprocess.run([sys.executable, str(script), "--dim", "1"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--dim in 2..4096" in bad.stderr
+
+
+def test_ingest_ratio_script_interleaves_both_sides(tmp_path):
+    """benchmarks/ingest_ratio.py: both sides take every vector (the script checks both counts and
+    fails otherwise), the report holds both times and their ratio; bad sizes refused."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "ingest_ratio.py"
+    out = tmp_path / "ingest.json"
+    for extra in ([], ["--no-ids"]):
+        args = ["--n", "3000", "--batch", "500", "--dim", "16", "--json", str(out), *extra]
+        done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(out.read_text())
+        assert report["add_batch_us"] > 0 and report["add_items_us"] > 0
+        assert report["ratio"] == pytest.approx(report["add_batch_us"] / report["add_items_us"])
+        assert report["args"]["no_ids"] is bool(extra)
+        assert report["writer_cpu_us"] is None or report["writer_cpu_us"] > 0
+    bad = subprocess.run(
+        [sys.executable, str(script), "--n", "1000", "--batch", "300"], capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and "multiple of --batch" in bad.stderr

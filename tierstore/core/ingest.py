@@ -491,7 +491,7 @@ def prepare_rows(
     vectors = np.empty((len(items), eng.dim), np.float32)
     seen: set[str] = set()
     # A batch's items mostly share type, source, confidence and tags: their lifetime is computed once.
-    lifetimes: dict[tuple[Any, ...], tuple[float, float, float, float, float, float]] = {}
+    lifetimes: dict[tuple[Any, ...], tuple[float | None, float, float, float, float, float]] = {}
     for i, (item, f) in enumerate(zip(items, fields)):
         try:
             vectors[i] = check_vector(item["embedding"], eng.dim)

@@ -178,12 +178,17 @@ def _text(value: str, what: str | Callable[[], str]) -> str:
     return value
 
 
+def _named(what: str, value: Any) -> Callable[[], str]:
+    """``what`` and the value shown, formatted when called (for :func:`_text`'s error only)."""
+    return lambda: f"{what} {shown(value)}"
+
+
 def check_id(value: Any) -> str:
     if not isinstance(value, str) or not value or len(value) > ID_MAX_LEN or "\x00" in value:
         raise InvalidInputError(
             f"invalid memory id {shown(value)}: expected a non-empty string of at most {ID_MAX_LEN} characters"
         )
-    return _text(value, lambda: f"memory id {shown(value)}")
+    return _text(value, _named("memory id", value))
 
 
 def check_key(value: Any) -> str | None:
@@ -198,7 +203,7 @@ def check_key(value: Any) -> str | None:
             f"invalid key {shown(value, 40)} ({len(value)} characters): expected 1-{KEY_MAX_LEN} characters of "
             "letters, digits and _ . : / - @ # + (no spaces)"
         )
-    return _text(value, lambda: f"key {shown(value)}")
+    return _text(value, _named("key", value))
 
 
 def listed(values: Any, what: str, max_count: int) -> list[Any]:
@@ -234,7 +239,7 @@ def check_tags(tags: Any, max_tags: int, what: str = "tags") -> tuple[str, ...]:
                 f"invalid tag {shown(t)}: expected a non-empty string of at most {TAG_MAX_LEN} characters"
             )
         if t not in out:
-            out[_text(t, lambda t=t: f"tag {shown(t)}")] = None
+            out[_text(t, _named("tag", t))] = None
     if len(out) > max_tags:
         raise InvalidInputError(f"a memory may carry at most {max_tags} tags, got {len(out)}")
     return tuple(out)
