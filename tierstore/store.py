@@ -199,7 +199,8 @@ class TierStore:
         ttl_seconds: seconds to live, overriding the type's TTL; default None: the type's.
         pinned: never expires; default False.
         id: the memory's id (a non-empty string of at most 256 characters); default None: a new one, 32 hex
-            digits, the creation time in milliseconds then 80 random bits (ids made later sort after).
+            digits, the creation time in milliseconds then 80 random bits (one made in a later millisecond
+            sorts after).
         supersedes: ids of memories of the namespace this one replaces (see below); default ().
         key: a slot (1-128 letters, digits, ``_ . : / - @ # +``) whose live memory this one supersedes; default None.
         metadata: the caller's free-form JSON (a dict with string keys, at most 64 KiB as compact JSON); default None.

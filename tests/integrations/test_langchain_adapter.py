@@ -289,3 +289,16 @@ def test_the_adapters_policy_file_is_adapter_policy():
     policy_file = Path(__file__).resolve().parents[2] / "docs" / "examples" / "policy-adapters.toml"
     p = Policy.from_file(policy_file)
     assert p == adapter_policy() and p.supersession.resolve_margin is None and p.dedupe == "off"
+
+
+def test_ids_the_adapter_makes_are_the_stores_kind(store):
+    """Texts added without ids get the store's own kind (time first, so the catalog's id index grows at
+    its end), each distinct, and a given id is kept as given."""
+    vs = TierStoreVectorStore(store, EMB, namespace="n")
+    made = vs.add_texts([f"text {i}" for i in range(50)])
+    kept = vs.add_texts(["named"], ids=["mine"])
+    assert kept == ["mine"] and len(set(made)) == 50
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in made)
+    (later,) = vs.add_texts(["later"])
+    assert max(i[:12] for i in made) <= later[:12]  # a time prefix, not random digits
+    assert {m.id for m in store.memories("n")} == {*made, "mine", later}

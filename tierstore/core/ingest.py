@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
-import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +41,7 @@ from tierstore.rules.validation import (
     check_text,
     check_ttl,
     check_vector,
+    fresh_id,
     shown,
 )
 from tierstore.rules.validation import (
@@ -421,15 +420,6 @@ class Fields:
     supersedes: list[str]
 
 
-def new_id() -> str:
-    """A new memory's id when the caller gives none: 32 hex digits, the
-    creation time in milliseconds (12) then 80 random bits (20). Ordered by
-    time, new ids go to the end of the catalog's (ns, id) index: random ids
-    (uuid4) dirtied a page of it per memory, each written to the WAL again
-    (an add of 1 000 memories wrote ~1 000 of its pages)."""
-    return f"{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
-
-
 _ABSENT: Any = object()  # a field the item does not give (None given is checked like any value)
 
 
@@ -459,7 +449,7 @@ def check_fields(eng: Engine, item: Mapping[str, Any], where: str = "") -> Field
         if not isinstance(pinned, bool):
             raise InvalidInputError(f"pinned must be True or False, got {shown(pinned)}")
         mid = get("id")
-        mid = new_id() if mid is None else check_id(mid)
+        mid = fresh_id() if mid is None else check_id(mid)
         key = check_key(get("key"))
         metadata = check_metadata(get("metadata"))
         olds = check_supersedes_ids(get("supersedes"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import tempfile
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -25,7 +24,7 @@ from tierstore.integrations.langchain.selection import (
 from tierstore.integrations.policy import adapter_policy, check_adapter_policy
 from tierstore.records import Hit
 from tierstore.remote.client import RemoteStore
-from tierstore.rules.validation import check_namespace
+from tierstore.rules.validation import check_namespace, fresh_id
 from tierstore.store import TierStore
 
 # search() keywords passed through to TierStore.search
@@ -167,7 +166,7 @@ class TierStoreVectorStore(VectorStore):
             raise InvalidInputError(f"add_texts: {len(ids)} ids for {n} texts")
         if n == 0:
             return []
-        out_ids = [uuid.uuid4().hex if ids is None or ids[i] is None else ids[i] for i in range(n)]
+        out_ids = [fresh_id() if ids is None or ids[i] is None else ids[i] for i in range(n)]
         last = {mid: i for i, mid in enumerate(out_ids)}  # a later text with the same id wins
         keep = sorted(last.values())
         vectors = np.asarray(self._embedding.embed_documents([texts[i] for i in keep]), dtype=np.float32)
