@@ -31,20 +31,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import clustered_vectors  # noqa: E402
+from sweep_cost import WRITER_THREAD, thread_cpu_s  # noqa: E402
 
 import tierstore  # noqa: E402
 from tierstore import ManualClock, TierStore  # noqa: E402
-
-WRITER_THREAD = "tierstore-catalog-writer"
-
-
-def thread_cpu(native_id: int) -> float | None:
-    """CPU seconds of one thread of this process (user + system), from /proc; None off Linux."""
-    try:
-        fields = Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def writer_id() -> int | None:
@@ -75,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         store = TierStore.open(Path(d) / "s", dim=args.dim, clock=ManualClock())
         writer = writer_id()
         main_id = threading.get_native_id()
-        cpu0 = (thread_cpu(main_id), thread_cpu(writer) if writer else None)
+        cpu0 = (thread_cpu_s(main_id), thread_cpu_s(writer) if writer else None)
         t_store = t_raw = 0.0
         for b, start in enumerate(range(0, args.n, args.batch)):
             stop = start + args.batch
@@ -95,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\r{stop}/{args.n}", end="", file=sys.stderr, flush=True)
         if sys.stderr.isatty():
             print(file=sys.stderr)
-        cpu1 = (thread_cpu(main_id), thread_cpu(writer) if writer else None)
+        cpu1 = (thread_cpu_s(main_id), thread_cpu_s(writer) if writer else None)
         held = store.stats(lifecycle=False).by_tier.get("hot", 0)
         store.close()
     if held != args.n or index.get_current_count() != args.n:
