@@ -148,7 +148,7 @@ def test_the_int8_stage_keeps_the_exact_top_10_and_reads_few_vectors(big):
     found = 0
     for q in Q:
         hits, reads = cold_search(store, q, explain=True)
-        assert reads <= exact_count(10) == 20  # of the 100 candidates
+        assert reads <= exact_count(10) == 20  # of the 100 candidates (fewer: see test_cold_bounds.py)
         found += len({h.id for h in hits} & set(exact_top(X, q)))
         for h in hits:  # the similarity reported is the exact cosine, from the archived vector
             exact = float(X[int(h.id[1:])].astype(np.float64) @ q)
@@ -309,9 +309,10 @@ def test_the_int8_stage_chooses_among_the_candidates_the_filters_keep(tmp_path):
         expected = [f"m{i}" for i in sorted(notes, key=lambda i: -float(X[i] @ q))[:10]]
         CountingStore.reads = []
         hits = store.search("u", q, k=10, memory_types=["note"], include_cold=True, record_access=False)
-        # all 90 are candidates (fewer than 100); the 20 best of the 30 notes are read, the best 10 returned
+        # all 90 are candidates (fewer than 100); of the 20 best of the 30 notes, those whose codes' bounds
+        # may reach the best 10 are read (as alike in all but meaning as these, about 10), the best 10 returned
         assert [h.id for h in hits] == expected
-        assert len(CountingStore.reads) == exact_count(10)
+        assert 10 <= len(CountingStore.reads) <= exact_count(10)
 
 
 @pytest.mark.slow

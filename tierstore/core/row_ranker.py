@@ -30,9 +30,11 @@ from tierstore.rules.tags import TagVocab
 from tierstore.storage.catalog import MemoryRow
 from tierstore.tiers.cold import ColdTier
 from tierstore.tiers.cold_index import (
+    CodeEstimates,
     ColdIndex,
     VectorCache,
     candidate_count,
+    code_estimates,
     exact_candidates,
     exact_rescore,
     fetch_row_vectors,
@@ -129,6 +131,45 @@ class RowRanker:
         out[pick] = True
         return out
 
+    def may_rank(
+        self,
+        rows: Sequence[MemoryRow],
+        low: np.ndarray,
+        high: np.ndarray,
+        *,
+        k: int,
+        ctx: QueryContext,
+        allowed: np.ndarray,
+        min_conf: float,
+        now: float,
+        by_relevance: bool = False,
+    ) -> np.ndarray:
+        """Which of ``rows`` may be among the best ``k`` that :meth:`rank`
+        returns (with the same ``by_relevance``) when each row's cosine is only
+        known to lie in ``[low[i], high[i]]`` (float32): those whose order key
+        at ``high`` reaches the ``k``-th best key at ``low``. A row left out
+        ranks strictly below ``k`` others whatever its exact cosine (the fused
+        score and the relevance never fall as the similarity rises), so
+        :meth:`rank` over the rows kept returns what it would over all of them.
+        Bool ``(len(rows),)``."""
+        n = len(rows)
+        out = np.ones(n, np.bool_)
+        if n <= k:
+            return out
+        columns = self._columns(rows)
+        keys = []
+        for sims in (low, high):
+            pick, scores, norm, _ = self._rerank(rows, sims, ctx, allowed, min_conf, now, n, columns)
+            key = np.full(n, -np.inf)
+            key[pick] = self.cp.relevance(norm) if by_relevance else scores
+            keys.append(key)
+        kth = np.sort(keys[0])[-k]
+        return keys[1] >= kth
+
+    def _columns(self, rows: Sequence[MemoryRow]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The kernel's columns of ``rows`` (F, I, tags), as :func:`columns_from_rows` builds them."""
+        return columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])
+
     def _rerank(
         self,
         rows: Sequence[MemoryRow],
@@ -138,11 +179,13 @@ class RowRanker:
         min_conf: float,
         now: float,
         keep: int,
+        columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``fused_rerank`` over ``rows``' columns with float32 cosines ``sims``:
-        the best ``keep`` that pass the filters (positions, scores, norms, raw factors)."""
+        """``fused_rerank`` over ``rows``' columns (``columns``: built already) with
+        float32 cosines ``sims``: the best ``keep`` that pass the filters (positions,
+        scores, norms, raw factors)."""
         cp = self.cp
-        F, I, tags = columns_from_rows(rows, self.type_idx, [self.vocab.ids(r.tags) for r in rows])  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
+        F, I, tags = self._columns(rows) if columns is None else columns  # noqa: E741 (I: the int32 columns beside F, as in HotTier.I)
         result: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = fused_rerank(
             np.arange(len(rows), dtype=np.int64),
             sims,
@@ -210,14 +253,15 @@ def exact_rows(
     min_conf: float,
     now: float,
     always: Collection[int] = (),
+    estimates: CodeEstimates | None = None,
 ) -> list[MemoryRow]:
     """The cold candidates ``rows`` whose vectors a search for ``k`` reads:
     those :meth:`RowRanker.eligible` keeps, narrowed by their int8 codes
-    (:func:`cold_index.exact_candidates`; the rids in ``always`` kept), in
-    the order given."""
+    (:func:`cold_index.exact_candidates`; the rids in ``always`` kept;
+    ``estimates``: the codes' estimates, read already), in the order given."""
     ok = ranker.eligible(rows, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now)
     kept = [r for r, flag in zip(rows, ok.tolist()) if flag]
-    return [kept[i] for i in exact_candidates(index, q, [r.rid for r in kept], k, always)]
+    return [kept[i] for i in exact_candidates(index, q, [r.rid for r in kept], k, always, estimates)]
 
 
 def search_cold(
@@ -260,17 +304,36 @@ def search_cold(
     if not rids.size:
         return []
     wanted = rids.tolist()
+    estimates = code_estimates(index, q, wanted)  # one read of the candidates' int8 codes serves both narrowings
     if ranker.cp.marks_rank and not ranker.filters(ctx=ctx, allowed=allowed, min_conf=min_conf):
         # nothing can drop a row but its leaving the cold tier (whose code is then discarded below), so the
         # int8 codes choose before the catalog is read: ~20 rows read instead of ~100
-        wanted = [wanted[i] for i in exact_candidates(index, q, wanted, k)]
+        wanted = [wanted[i] for i in exact_candidates(index, q, wanted, k, estimates=estimates)]
     rows = _cold_rows(catalog, ns, wanted, ranker.cp.marks_rank)
     if ranker.cp.marks_rank and len(rows) < len(wanted):
         # codes of memories that left the cold tier (restored, deleted) take candidates' places; only
         # when superseded rows are read too: otherwise a missing row may be a superseded, cold one
         still = {r.rid for r in rows}
         index.discard(ns, [rid for rid in wanted if rid not in still], token)
-    rows = exact_rows(ranker, index, rows, q, k, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now)
+    rows = exact_rows(
+        ranker, index, rows, q, k, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now, estimates=estimates
+    )
+    if len(rows) > k:
+        # each vector read costs a ranged GET of its own archive object: only the rows whose score may reach
+        # the best k, given the bounds their int8 codes put on their cosines, are read (~20 -> a few)
+        low, high = estimates.of([r.rid for r in rows]).bounds()
+        flags = ranker.may_rank(
+            rows,
+            low,
+            high,
+            k=k,
+            ctx=ctx,
+            allowed=allowed,
+            min_conf=min_conf,
+            now=now,
+            by_relevance=ranker.cp.cold_by_relevance,
+        )
+        rows = [r for r, flag in zip(rows, flags.tolist()) if flag]
     if not rows:
         return []
     failed: list[BaseException] = []
