@@ -14,7 +14,11 @@ table ``cold_codes``. A cold search:
    one int8 per component, :func:`encode_code8`; one query, not kept in
    memory) and keeps the best :func:`exact_count` of them by
    ``kernels.int8_scores`` (within ~0.001 of the cosine), with every
-   candidate that has no int8 code (archived before them);
+   candidate that has no int8 code (archived before them); each code also
+   bounds its cosine (:class:`CodeEstimates`: ``Σ|q_j| · scale / 2``), and
+   the caller keeps only the rows whose score may reach the best ``k``
+   whatever their exact cosine within those bounds
+   (``RowRanker.may_rank``: a few of the 20);
 3. :func:`fetch_vectors` reads the exact vectors of those from the archive
    objects (ranged GETs grouped per object, objects fetched concurrently, a
    small cache in front; each vector's bytes alone where the index keeps its
