@@ -304,7 +304,8 @@ def search_cold(
     if not rids.size:
         return []
     wanted = rids.tolist()
-    estimates = code_estimates(index, q, wanted)  # one read of the candidates' int8 codes serves both narrowings
+    # one read of the candidates' int8 codes serves both narrowings (none when k takes them all)
+    estimates = code_estimates(index, q, wanted) if len(wanted) > k else None
     if ranker.cp.marks_rank and not ranker.filters(ctx=ctx, allowed=allowed, min_conf=min_conf):
         # nothing can drop a row but its leaving the cold tier (whose code is then discarded below), so the
         # int8 codes choose before the catalog is read: ~20 rows read instead of ~100
@@ -318,7 +319,7 @@ def search_cold(
     rows = exact_rows(
         ranker, index, rows, q, k, ctx=ctx, allowed=allowed, min_conf=min_conf, now=now, estimates=estimates
     )
-    if len(rows) > k:
+    if estimates is not None and len(rows) > k:
         # each vector read costs a ranged GET of its own archive object: only the rows whose score may reach
         # the best k, given the bounds their int8 codes put on their cosines, are read (~20 -> a few)
         low, high = estimates.of([r.rid for r in rows]).bounds()
