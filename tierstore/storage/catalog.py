@@ -287,6 +287,10 @@ CREATE INDEX IF NOT EXISTS memories_key ON memories (ns, key) WHERE key IS NOT N
 CREATE INDEX IF NOT EXISTS memories_content ON memories (ns, content_hash);
 -- rows without a hash (written before the upgrade, or by earlier code since): hashed at open
 CREATE INDEX IF NOT EXISTS memories_unhashed ON memories (rid) WHERE content_hash IS NULL;
+-- each sweep asks for the batches pending (recovery) and marked purge (compaction), and for the tombstones
+-- pending: without these it read every batch and every tombstone of the store to find the few
+CREATE INDEX IF NOT EXISTS archives_state ON archives (state, batch);
+CREATE INDEX IF NOT EXISTS tombstones_state ON tombstones (state);
 """
 
 # The cold_codes table alone, for code that keeps codes in a database of its own (tests, benchmarks).

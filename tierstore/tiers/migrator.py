@@ -76,7 +76,7 @@ if TYPE_CHECKING:
 # A batch whose object holds a stale record (its memory deleted, restored, or
 # changed while being archived) waits for a rewrite.
 MARK_PURGE_SQL = "UPDATE archives SET state = 'purge' WHERE key = ? AND state = 'done'"
-_COMPACT_PER_SWEEP = 64  # archive objects rewritten per sweep at most (bounded work)
+_COMPACT_PER_SWEEP = 64  # archive objects a sweep rewrites beyond those its own deletes marked (bounded work)
 _BACKFILL_PER_SWEEP = 2000  # cold-index codes written per sweep for memories archived before the index
 
 _FP_SQL = "SELECT tier, w_ref, t_ref, access_count, confidence, pinned, shard, cold_key FROM memories WHERE rid = ?"
@@ -100,6 +100,11 @@ class Migrator:
         self._background = BackgroundSweeps(
             lambda max_items, budget: store.sweep(max_items=max_items, time_budget_s=budget), "tierstore-migrator"
         )
+        # Whether the next sweep looks for archive objects left empty (every record's memory gone) without
+        # being collected: a crash between a commit and its collection leaves one, and so does an object
+        # store that failed the delete. Read once a process (the first sweep), and again after a failure:
+        # the query reads every batch of the store.
+        self._emptied_check_due = True
         # archive objects a sweep found damaged: later sweeps pass them over (one
         # fetch each per process, not one per sweep, and they cannot crowd out
         # the others); compact_cold() tries them again
@@ -236,7 +241,10 @@ class Migrator:
             bar.close()
         if archive_ok and not eng.closed and (time_budget_s is None or time.perf_counter() - start < time_budget_s):
             try:
-                report.compacted = self.compact_archives(now, limit=_COMPACT_PER_SWEEP)
+                # as many as this sweep's deletes may have marked (each marks at most its own object), and a
+                # bounded share of the others: marks must not outrun rewrites, or the backlog, the deleted
+                # text left in objects and the tombstones kept for it grow night after night
+                report.compacted = self.compact_archives(now, limit=_COMPACT_PER_SWEEP + report.deleted)
             except (ObjectStoreError, CorruptDataError, OSError) as exc:
                 report.errors.append(f"{type(exc).__name__}: {exc}")
         if archive_ok:
@@ -555,14 +563,16 @@ class Migrator:
         for archiving go into the batch's object (written now if it was not);
         the batch is dropped if none is left. Collect emptied batches."""
         eng = self.engine
-        # Batches emptied by a restore or delete that crashed before collecting them.
-        self.collect_archives(
-            k
-            for (k,) in eng.catalog.query(
-                "SELECT key FROM archives a WHERE state != 'pending' AND NOT EXISTS"
-                " (SELECT 1 FROM memories m WHERE m.cold_key = a.key)"
+        if self._emptied_check_due:
+            # Batches emptied by a restore or delete that crashed before collecting them.
+            self.collect_archives(
+                k
+                for (k,) in eng.catalog.query(
+                    "SELECT key FROM archives a WHERE state != 'pending' AND NOT EXISTS"
+                    " (SELECT 1 FROM memories m WHERE m.cold_key = a.key)"
+                )
             )
-        )
+            self._emptied_check_due = False
         for key, ns, rids_json in eng.catalog.query("SELECT key, ns, rids FROM archives WHERE state = 'pending'"):
             rows = [r for r in eng.catalog.get_rows_by_rid(json.loads(rids_json)) if r.tier != TIER_COLD]
             actions = self.classify_rows(rows, now) if rows else np.zeros(0, np.int8)
@@ -588,10 +598,14 @@ class Migrator:
         # be on disk before the object goes: lost to an OS crash after the
         # delete, they would leave the catalog pointing at nothing.
         eng.catalog.sync()
-        for key in empty:
-            eng.cold.delete(key)
-            crash_point("collect.after_object_delete")
-            eng.catalog.write(partial(cold_relayout.forget_archive, key=key))
+        try:
+            for key in empty:
+                eng.cold.delete(key)
+                crash_point("collect.after_object_delete")
+                eng.catalog.write(partial(cold_relayout.forget_archive, key=key))
+        except BaseException:
+            self._emptied_check_due = True  # the next sweep finds what is left
+            raise
         return len(empty)
 
     # -- tombstones --------------------------------------------------------------------------

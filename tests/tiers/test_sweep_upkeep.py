@@ -1,0 +1,123 @@
+"""A sweep's upkeep of the archive keeps up with its own deletes and reads
+only what is due.
+
+What is checked: a sweep that deletes archived memories from more objects
+than its fixed share of rewrites (64) rewrites all of them, so no deleted
+text stays behind and the tombstones are collected the same night; the
+queries a sweep runs for pending batches, marked batches and pending
+tombstones use an index (they read every row of the store before); the
+look for objects left empty by a crash runs once a process, and again after
+a failure to collect one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tierstore import ManualClock, Policy, TierStore
+from tierstore.errors import ObjectStoreError
+from tierstore.storage.objectstore import LocalObjectStore
+from tierstore.tiers import migrator as migrator_module
+
+T0 = 1_700_000_000.0
+HOUR = 3600.0
+DIM = 8
+TYPES = {
+    "chat": {"ttl": "1h", "half_life": "20m"},
+    "keep": {"ttl": "1h", "half_life": "20m", "sweep_deletes": False},
+}
+ARCHIVING = Policy.from_dict({"types": TYPES})  # confidences 0.8 stay above the delete bar: archived, kept
+DELETING = Policy.from_dict({"types": TYPES, "thresholds": {"delete_below_confidence": 1.0}})
+
+
+def unit(rng: np.random.Generator) -> np.ndarray:
+    v = rng.normal(size=DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def archived_namespaces(path, cold, clock: ManualClock, n: int) -> None:
+    """``n`` namespaces, each with one archive object holding a chat (to be deleted) and a keep."""
+    rng = np.random.default_rng(1)
+    with TierStore.open(path, dim=DIM, clock=clock, policy=ARCHIVING, cold=cold) as store:
+        for i in range(n):
+            store.add(f"u{i}", "hello", unit(rng), memory_type="chat", id="chat")
+            store.add(f"u{i}", "my name", unit(rng), memory_type="keep", id="keep")
+        clock.advance(2 * HOUR)
+        while store.sweep().archived:
+            pass
+        assert store.stats(lifecycle=False).by_tier.get("cold") == 2 * n
+
+
+def states(store: TierStore) -> dict[str, int]:
+    return dict(store.engine.catalog.query("SELECT state, count(*) FROM archives GROUP BY state"))
+
+
+def test_a_sweep_rewrites_every_object_its_deletes_marked(tmp_path):
+    n = 80  # more objects than a sweep's fixed share of rewrites
+    assert n > migrator_module._COMPACT_PER_SWEEP
+    clock = ManualClock(T0)
+    cold = LocalObjectStore(tmp_path / "cold")
+    archived_namespaces(tmp_path / "s", cold, clock, n)
+    clock.advance(10 * HOUR)  # the chats' weight is under the delete threshold
+    with TierStore.open(tmp_path / "s", clock=clock, policy=DELETING, cold=cold) as store:
+        report = store.sweep()
+        assert report.deleted == n
+        assert report.compacted == n  # each object rewritten without its chat, in the same sweep
+        assert states(store) == {"done": n}
+        for i in range(n):  # the keeps are found where the rewrite put them; the chats are gone
+            assert store.get(f"u{i}", "keep").tier == "cold" and store.get(f"u{i}", "chat") is None
+        assert store.restore("u7", ids=["keep"]) == ["keep"]
+        # the rewritten objects hold no deleted text, so no tombstone is needed any more
+        store.sweep()
+        assert store.engine.catalog.query("SELECT count(*) FROM tombstones") == [(0,)]
+        assert not [k for k in cold.list("tombstone/")]
+        assert store.verify().ok
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT key, ns, rids FROM archives WHERE state = 'pending'",
+        "SELECT key, ns FROM archives WHERE state = 'purge' ORDER BY batch",
+        "SELECT key, ns, id, deleted_at FROM tombstones WHERE state = 'pending' ORDER BY key, id",
+    ],
+)
+def test_what_a_sweep_asks_of_batches_and_tombstones_uses_an_index(tmp_path, sql):
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=ManualClock(T0)) as store:
+        plan = " ".join(str(r[3]) for r in store.engine.catalog.query("EXPLAIN QUERY PLAN " + sql))
+    assert "USING INDEX" in plan and "SCAN" not in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_the_look_for_emptied_objects_runs_once_a_process_and_after_a_failed_collection(tmp_path, monkeypatch):
+    clock = ManualClock(T0)
+    cold = LocalObjectStore(tmp_path / "cold")
+    archived_namespaces(tmp_path / "s", cold, clock, 3)
+    with TierStore.open(tmp_path / "s", clock=clock, policy=ARCHIVING, cold=cold) as store:
+        catalog = store.engine.catalog
+        asked: list[str] = []
+        real = catalog.query
+
+        def counted(sql, params=()):
+            if "FROM archives a WHERE state != 'pending' AND NOT EXISTS" in sql:
+                asked.append(sql)
+            return real(sql, params)
+
+        monkeypatch.setattr(catalog, "query", counted)
+        store.sweep()
+        store.sweep()
+        assert len(asked) == 1  # the first sweep of the process only
+        # a delete whose object's removal fails leaves an emptied object: the next sweep looks again
+        real_delete = cold.delete
+        monkeypatch.setattr(cold, "delete", lambda key: (_ for _ in ()).throw(ObjectStoreError("down")))
+        store.delete("u1", "chat")
+        with pytest.raises(ObjectStoreError):
+            store.delete("u1", "keep")
+        key_left = [k for k in cold.list("archive/u1/")]
+        assert key_left  # the object stays, holding nothing anyone points at
+        monkeypatch.setattr(cold, "delete", real_delete)
+        store.sweep()
+        assert len(asked) == 2
+        assert not [k for k in cold.list("archive/u1/")]  # collected by that look
+        store.sweep()
+        assert len(asked) == 2
