@@ -121,3 +121,28 @@ def test_the_look_for_emptied_objects_runs_once_a_process_and_after_a_failed_col
         assert not [k for k in cold.list("archive/u1/")]  # collected by that look
         store.sweep()
         assert len(asked) == 2
+
+
+def test_marked_objects_are_rewritten_in_groups_with_few_commits(tmp_path):
+    """40 objects marked by deletes: rewritten in two groups (32 and 8), each
+    paying one transaction to record its batches, one to move its rows and one
+    to forget the old objects, and two syncs — not three commits and two syncs
+    per object."""
+    n = 40
+    clock = ManualClock(T0)
+    cold = LocalObjectStore(tmp_path / "cold")
+    archived_namespaces(tmp_path / "s", cold, clock, n)
+    with TierStore.open(tmp_path / "s", clock=clock, policy=ARCHIVING, cold=cold) as store:
+        for i in range(n):
+            store.delete(f"u{i}", "chat")
+        assert states(store) == {"purge": n}
+        catalog = store.engine.catalog
+        commits, syncs = catalog.commits, catalog.syncs
+        assert store.engine.migrator.compact_archives(clock.now()) == n
+        assert catalog.commits - commits <= 2 * 3
+        assert catalog.syncs - syncs <= 2 * 2
+        assert states(store) == {"done": n}
+        assert len(cold.list("archive/")) == n  # the old objects collected, one new object each
+        for i in range(n):
+            assert store.restore(f"u{i}", ids=["keep"]) == ["keep"]
+        assert store.verify().ok

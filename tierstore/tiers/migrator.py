@@ -32,7 +32,6 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -77,6 +76,9 @@ if TYPE_CHECKING:
 # changed while being archived) waits for a rewrite.
 MARK_PURGE_SQL = "UPDATE archives SET state = 'purge' WHERE key = ? AND state = 'done'"
 _COMPACT_PER_SWEEP = 64  # archive objects a sweep rewrites beyond those its own deletes marked (bounded work)
+# Archive objects rewritten together: one transaction records their new batches, one moves their rows and
+# one sync precedes collecting the old objects (each rewrite paid all three alone: ~5 of its ~8 ms)
+_REWRITE_GROUP = 32
 _BACKFILL_PER_SWEEP = 2000  # cold-index codes written per sweep for memories archived before the index
 
 _FP_SQL = "SELECT tier, w_ref, t_ref, access_count, confidence, pinned, shard, cold_key FROM memories WHERE rid = ?"
@@ -473,17 +475,22 @@ class Migrator:
 
     def _record_batches(self, rids_by_ns: dict[str, list[int]], now: float) -> dict[str, str]:
         """Record pending archive batches, one per namespace; returns their keys."""
+        return dict(zip(rids_by_ns, self._record_pending(list(rids_by_ns.items()), now)))
 
-        def write(conn: sqlite3.Connection) -> dict[str, str]:
-            keys = {}
-            for ns, rids in rids_by_ns.items():
+    def _record_pending(self, batches: list[tuple[str, list[int]]], now: float) -> list[str]:
+        """Record pending archive batches ``(ns, rids)`` (several may share a
+        namespace) in one transaction, synced; returns their keys, in order."""
+
+        def write(conn: sqlite3.Connection) -> list[str]:
+            keys = []
+            for i, (ns, rids) in enumerate(batches):
                 cur = conn.execute(
                     "INSERT INTO archives (key, ns, rids, state, count, created_at) VALUES (?, ?, ?, 'pending', ?, ?)",
-                    (f"pending-{time.monotonic_ns()}-{ns}", ns, json.dumps(rids), len(rids), now),
+                    (f"pending-{time.monotonic_ns()}-{i}-{ns}", ns, json.dumps(rids), len(rids), now),
                 )
                 batch = int(cur.lastrowid)  # type: ignore[arg-type]
-                keys[ns] = ColdTier.new_key(ns, batch)
-                conn.execute("UPDATE archives SET key = ? WHERE batch = ?", (keys[ns], batch))
+                keys.append(ColdTier.new_key(ns, batch))
+                conn.execute("UPDATE archives SET key = ? WHERE batch = ?", (keys[-1], batch))
             return keys
 
         keys = self.engine.catalog.write(write)
@@ -598,14 +605,23 @@ class Migrator:
         # be on disk before the object goes: lost to an OS crash after the
         # delete, they would leave the catalog pointing at nothing.
         eng.catalog.sync()
+        deleted: list[str] = []
+
+        def forget(conn: sqlite3.Connection) -> None:
+            for key in deleted:
+                cold_relayout.forget_archive(conn, key)
+
         try:
             for key in empty:
                 eng.cold.delete(key)
                 crash_point("collect.after_object_delete")
-                eng.catalog.write(partial(cold_relayout.forget_archive, key=key))
+                deleted.append(key)
         except BaseException:
             self._emptied_check_due = True  # the next sweep finds what is left
             raise
+        finally:  # the deleted objects' rows in one transaction (a row left by a crash is dropped next time)
+            if deleted:
+                eng.catalog.write(forget)
         return len(empty)
 
     # -- tombstones --------------------------------------------------------------------------
@@ -682,14 +698,15 @@ class Migrator:
         done = 0
         damaged: list[CorruptDataError] = []
         with Progress(len(todo), "compact archives", enabled=progress, unit=" objects") as bar:
-            for key, ns in todo:
-                try:
-                    done += self._rewrite_batch(key, ns, now)
-                    self._damaged_archives.discard(key)
-                except CorruptDataError as exc:
+            for at in range(0, len(todo), _REWRITE_GROUP):
+                group = todo[at : at + _REWRITE_GROUP]
+                written, failed = self._rewrite_batches(group, now)
+                done += written
+                for key, exc in failed:
                     damaged.append(exc)
                     self._damaged_archives.add(key)
-                bar.update(1)
+                self._damaged_archives.difference_update(key for key, _ in group if key not in dict(failed))
+                bar.update(len(group))
         if everything:
             layouts = cold_relayout.namespaces_to_lay_out(eng.catalog)
             with Progress(len(layouts), "lay out archives", enabled=progress, unit=" namespaces") as bar:
@@ -707,49 +724,78 @@ class Migrator:
             )
         return done
 
-    def _rewrite_batch(self, key: str, ns: str, now: float) -> int:
+    def _rewrite_batches(
+        self, group: list[tuple[str, str]], now: float
+    ) -> tuple[int, list[tuple[str, CorruptDataError]]]:
+        """Rewrite the objects ``group`` (``(key, ns)``) without their stale
+        records, together: each object's live records read and checked, the new
+        batches recorded pending in one transaction (synced), their objects
+        written, the rows moved in one transaction, then the old objects (and
+        any new one a restore or delete left unused meanwhile) collected after
+        one sync. The same steps as one archive batch, in the same order, so a
+        crash between any two leaves what recovery already finishes: pending
+        batches whose rows are still in the old objects, or old objects nobody
+        points at. Returns the objects written and the damaged ones left as
+        they are (their live records fail their checksums or are another
+        memory's)."""
         eng = self.engine
-        rows = eng.catalog.select_rows("WHERE m.cold_key = ? ORDER BY m.cold_offset", (key,))
-        if not rows:
-            self.collect_archives({key})
-            return 0
-        records = eng.cold.fetch([Location(key, r.cold_offset, r.cold_length) for r in rows])  # type: ignore[arg-type]
-        for r, rec in zip(rows, records):
-            if rec["id"] != r.id or rec["ns"] != r.ns:
-                raise CorruptDataError(
-                    f"archive object {key} at byte {r.cold_offset} holds {rec['id']!r}, the catalog expects {r.id!r}"
-                )
-        new_key = self._record_batches({ns: [r.rid for r in rows]}, now)[ns]
+        plans: list[tuple[str, str, list[MemoryRow], list[dict[str, Any]]]] = []
+        emptied: set[str] = set()
+        damaged: list[tuple[str, CorruptDataError]] = []
+        for key, ns in group:
+            rows = eng.catalog.select_rows("WHERE m.cold_key = ? ORDER BY m.cold_offset", (key,))
+            if not rows:
+                emptied.add(key)
+                continue
+            try:
+                records = eng.cold.fetch([Location(key, r.cold_offset, r.cold_length) for r in rows])  # type: ignore[arg-type]
+                for r, rec in zip(rows, records):
+                    if rec["id"] != r.id or rec["ns"] != r.ns:
+                        raise CorruptDataError(
+                            f"archive object {key} at byte {r.cold_offset} holds {rec['id']!r}, "
+                            f"the catalog expects {r.id!r}"
+                        )
+            except CorruptDataError as exc:
+                damaged.append((key, exc))
+                continue
+            plans.append((key, ns, rows, records))
+        if not plans:
+            self.collect_archives(emptied)
+            return 0, damaged
+        new_keys = self._record_pending([(ns, [r.rid for r in rows]) for _, ns, rows, _ in plans], now)
         crash_point("compact.after_intent")
-        entries, _ = eng.cold.write_records(new_key, ns, records, now)
+        placed = []
+        for (_, ns, _, records), new_key in zip(plans, new_keys):
+            entries, _ = eng.cold.write_records(new_key, ns, records, now)
+            # the vectors are at hand: their int8 codes are written with the places (rows archived before
+            # them had none)
+            placed.append((entries, [_code8_of(rec["embedding"], eng.dim) for rec in records]))
         crash_point("compact.after_put")
-        # the vectors are at hand: their int8 codes are written with the places (rows archived before them had none)
-        code8s = [_code8_of(rec["embedding"], eng.dim) for rec in records]
 
-        def write(conn: sqlite3.Connection) -> int:
-            moved = 0
-            for r, e, rec, code8 in zip(rows, entries, records, code8s):
-                # a memory restored or deleted since it was read stays out of the new object's use
-                if conn.execute(
-                    "UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ?"
-                    " WHERE rid = ? AND cold_key = ? AND cold_offset = ?",
-                    (new_key, e.offset, e.length, r.rid, key, r.cold_offset),
-                ).rowcount:
-                    moved += 1
-                    conn.execute(
-                        "UPDATE cold_codes SET vector_at = ?, vector_crc = ?, code8 = ? WHERE rid = ?",
-                        (*_place(e.vector_at, rec["embedding"]), code8, r.rid),
-                    )
-            conn.execute(
-                "UPDATE archives SET state = ? WHERE key = ?", ("done" if moved == len(rows) else "purge", new_key)
-            )
-            cold_relayout.carry_layout_key(conn, ns, key, new_key)  # the same records, in the same order
-            return moved
+        def write(conn: sqlite3.Connection) -> None:
+            for (key, ns, rows, records), new_key, (entries, code8s) in zip(plans, new_keys, placed):
+                moved = 0
+                for r, e, rec, code8 in zip(rows, entries, records, code8s):
+                    # a memory restored or deleted since it was read stays out of the new object's use
+                    if conn.execute(
+                        "UPDATE memories SET cold_key = ?, cold_offset = ?, cold_length = ?"
+                        " WHERE rid = ? AND cold_key = ? AND cold_offset = ?",
+                        (new_key, e.offset, e.length, r.rid, key, r.cold_offset),
+                    ).rowcount:
+                        moved += 1
+                        conn.execute(
+                            "UPDATE cold_codes SET vector_at = ?, vector_crc = ?, code8 = ? WHERE rid = ?",
+                            (*_place(e.vector_at, rec["embedding"]), code8, r.rid),
+                        )
+                conn.execute(
+                    "UPDATE archives SET state = ? WHERE key = ?", ("done" if moved == len(rows) else "purge", new_key)
+                )
+                cold_relayout.carry_layout_key(conn, ns, key, new_key)  # the same records, in the same order
 
         eng.catalog.write(write)
         crash_point("compact.after_commit")
-        self.collect_archives({key, new_key})
-        return 1
+        self.collect_archives(emptied | {key for key, _, _, _ in plans} | set(new_keys))
+        return len(plans), damaged
 
     # -- warm shard upkeep ---------------------------------------------------------------
 
