@@ -146,3 +146,13 @@ def test_marked_objects_are_rewritten_in_groups_with_few_commits(tmp_path):
         for i in range(n):
             assert store.restore(f"u{i}", ids=["keep"]) == ["keep"]
         assert store.verify().ok
+
+
+def test_rewrite_groups_bound_objects_and_records():
+    small = [(f"k{i}", "u", 10) for i in range(70)]
+    groups = list(migrator_module.rewrite_groups(small))
+    assert [len(g) for g in groups] == [32, 32, 6]
+    assert [k for g in groups for k, _ in g] == [k for k, _, _ in small]  # in order, each once
+    big = [("a", "u", 3000), ("b", "u", 2000), ("c", "v", 5000), ("d", "v", 1)]
+    assert [[k for k, _ in g] for g in migrator_module.rewrite_groups(big)] == [["a"], ["b"], ["c"], ["d"]]
+    assert list(migrator_module.rewrite_groups([])) == []

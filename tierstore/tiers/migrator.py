@@ -77,8 +77,10 @@ if TYPE_CHECKING:
 MARK_PURGE_SQL = "UPDATE archives SET state = 'purge' WHERE key = ? AND state = 'done'"
 _COMPACT_PER_SWEEP = 64  # archive objects a sweep rewrites beyond those its own deletes marked (bounded work)
 # Archive objects rewritten together: one transaction records their new batches, one moves their rows and
-# one sync precedes collecting the old objects (each rewrite paid all three alone: ~5 of its ~8 ms)
+# one sync precedes collecting the old objects (each rewrite paid all three alone: ~5 of its ~8 ms). A group
+# holds its objects' records in memory (~1.7 KB each at 384 dimensions): at most this many, beyond one object.
 _REWRITE_GROUP = 32
+_REWRITE_GROUP_RECORDS = 4096
 _BACKFILL_PER_SWEEP = 2000  # cold-index codes written per sweep for memories archived before the index
 
 _FP_SQL = "SELECT tier, w_ref, t_ref, access_count, confidence, pinned, shard, cold_key FROM memories WHERE rid = ?"
@@ -90,6 +92,22 @@ def fingerprint(row: MemoryRow) -> tuple[Any, ...]:
 
 def _unchanged(conn: sqlite3.Connection, row: MemoryRow) -> bool:
     return conn.execute(_FP_SQL, (row.rid,)).fetchone() == fingerprint(row)
+
+
+def rewrite_groups(todo: Sequence[tuple[str, str, int]]) -> Iterator[list[tuple[str, str]]]:
+    """The objects ``todo`` (``(key, ns, records)``) in order, in groups of at
+    most :data:`_REWRITE_GROUP` objects and :data:`_REWRITE_GROUP_RECORDS`
+    records (an object larger than that alone), as ``(key, ns)``."""
+    group: list[tuple[str, str]] = []
+    records = 0
+    for key, ns, count in todo:
+        if group and (len(group) == _REWRITE_GROUP or records + count > _REWRITE_GROUP_RECORDS):
+            yield group
+            group, records = [], 0
+        group.append((key, ns))
+        records += count
+    if group:
+        yield group
 
 
 def _sql_inf(x: float) -> float | None:
@@ -680,7 +698,7 @@ class Migrator:
         eng = self.engine
         if everything:
             todo = [
-                (key, ns)
+                (key, ns, count)
                 for key, ns, state, count, live in eng.catalog.query(
                     "SELECT a.key, a.ns, a.state, a.count,"
                     " (SELECT count(*) FROM memories m WHERE m.cold_key = a.key)"
@@ -690,22 +708,23 @@ class Migrator:
             ]
         else:  # the sweep: marked batches only, no count per batch
             todo = [
-                (key, ns)
-                for key, ns in eng.catalog.query("SELECT key, ns FROM archives WHERE state = 'purge' ORDER BY batch")
+                (key, ns, count)
+                for key, ns, count in eng.catalog.query(
+                    "SELECT key, ns, count FROM archives WHERE state = 'purge' ORDER BY batch"
+                )
                 if key not in self._damaged_archives
             ]
         todo = todo[:limit] if limit is not None else todo
         done = 0
         damaged: list[CorruptDataError] = []
         with Progress(len(todo), "compact archives", enabled=progress, unit=" objects") as bar:
-            for at in range(0, len(todo), _REWRITE_GROUP):
-                group = todo[at : at + _REWRITE_GROUP]
+            for group in rewrite_groups(todo):
                 written, failed = self._rewrite_batches(group, now)
                 done += written
                 for key, exc in failed:
                     damaged.append(exc)
                     self._damaged_archives.add(key)
-                self._damaged_archives.difference_update(key for key, _ in group if key not in dict(failed))
+                self._damaged_archives.difference_update({key for key, _ in group} - {key for key, _ in failed})
                 bar.update(len(group))
         if everything:
             layouts = cold_relayout.namespaces_to_lay_out(eng.catalog)
