@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tierstore.errors import (
     CorruptDataError,
@@ -601,3 +603,53 @@ def test_exact_rescore_is_the_cosine(rng):
         exact_rescore(np.zeros(DIM, np.float32), X)
     with pytest.raises(InvalidInputError):
         exact_rescore(q, X[0])
+
+
+# ---------------------------------------------------------------------------
+# merging a night's archived codes into a loaded namespace
+
+
+def _reference_merge(entry, new):
+    """The merge written out: every row by rid, a new row replacing an old one (the last of a rid wins)."""
+    rows = {int(r): (c.tobytes(), int(a), int(v)) for r, c, a, v in zip(*(getattr(entry, f) for f in _FIELDS))}
+    rows.update({int(r): (c.tobytes(), int(a), int(v)) for r, c, a, v in zip(*(getattr(new, f) for f in _FIELDS))})
+    return sorted(rows.items())
+
+
+_FIELDS = ("rids", "codes", "vector_at", "vector_crc")
+
+
+def _codes(rids, seed, words=2):
+    from tierstore.tiers.cold_index import _Codes
+
+    rng = np.random.default_rng(seed)
+    n = len(rids)
+    return _Codes(
+        np.asarray(rids, np.int64),
+        rng.integers(0, 2**63, (n, words), dtype=np.uint64),
+        rng.integers(-1, 1000, n).astype(np.int32),
+        rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    old=st.sets(st.integers(1, 400), max_size=60),
+    new=st.lists(st.integers(1, 420), min_size=1, max_size=120),  # beyond 64 new rows: merged by a sort
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_merged_codes_match_a_merge_by_rid(old, new, seed):
+    from tierstore.tiers.cold_index import merged_codes
+
+    entry = _codes(sorted(old), seed)
+    before = [getattr(entry, f).copy() for f in _FIELDS]
+    added = _codes(new, seed + 1)  # any order, a rid may repeat
+    out = merged_codes(entry, added)
+    got = [
+        (int(r), (c.tobytes(), int(a), int(v)))
+        for r, c, a, v in zip(out.rids, out.codes, out.vector_at, out.vector_crc)
+    ]
+    assert got == _reference_merge(entry, added)
+    assert out.codes.dtype == np.uint64 and out.vector_at.dtype == np.int32 and out.vector_crc.dtype == np.uint32
+    # the loaded entry, which scans may be reading, is left as it was
+    assert all(np.array_equal(getattr(entry, f), b) for f, b in zip(_FIELDS, before))

@@ -362,18 +362,7 @@ class ColdIndex:
             entry = self._loaded.peek(ns)
             if entry is None:
                 return
-            keep = ~np.isin(entry.rids, new.rids)
-            rids = np.concatenate([entry.rids[keep], new.rids])
-            order = np.argsort(rids, kind="stable")
-            self._loaded.put(
-                ns,
-                _Codes(
-                    rids[order],
-                    np.concatenate([entry.codes[keep], new.codes])[order],
-                    np.concatenate([entry.vector_at[keep], new.vector_at])[order],
-                    np.concatenate([entry.vector_crc[keep], new.vector_crc])[order],
-                ),
-            )
+            self._loaded.put(ns, merged_codes(entry, new))
 
     def generation(self, ns: str) -> tuple[int, int]:
         """A token that changes whenever ``ns``'s codes change (an add, an
@@ -539,6 +528,54 @@ class ColdIndex:
 
     def _load(self, ns: str) -> _Codes:
         return _codes_of(query_codes(self._query, "WHERE ns = ? ORDER BY rid", (ns,)), self.words, ns, self.dim)
+
+
+def merged_codes(entry: _Codes, new: _Codes) -> _Codes:
+    """``entry`` (rids ascending) with the rows of ``new`` (any order) merged
+    in by rid, a row of ``new`` replacing ``entry``'s of the same rid. New
+    arrays (a loaded entry is shared with scans under way); O(n + m log m):
+    each night's archive adds a few rows to a namespace of thousands, which a
+    concatenation and a sort of the whole cost again and again (a sweep's
+    largest cost that grew with the archive, in the platform year)."""
+    order = np.argsort(new.rids, kind="stable")
+    rids, codes, at, crc = new.rids[order], new.codes[order], new.vector_at[order], new.vector_crc[order]
+    if rids.shape[0] > 1:  # a rid given twice: its last row, as a replacement would leave it
+        last = np.append(rids[1:] != rids[:-1], True)
+        rids, codes, at, crc = rids[last], codes[last], at[last], crc[last]
+    pos = np.searchsorted(entry.rids, rids)
+    same = pos < entry.rids.shape[0]
+    same[same] = entry.rids[pos[same]] == rids[same]
+    out = [entry.rids, entry.codes, entry.vector_at, entry.vector_crc]
+    if same.any():
+        out = [a.copy() for a in out]
+        for a, b in zip(out, (rids, codes, at, crc)):
+            a[pos[same]] = b[same]
+    fresh = ~same
+    if fresh.any():
+        where = pos[fresh].tolist()
+        out = [_spliced(a, b[fresh], where) for a, b in zip(out, (rids, codes, at, crc))]
+    elif not same.any():
+        return entry
+    return _Codes(out[0], out[1], out[2], out[3])
+
+
+def _spliced(a: np.ndarray, b: np.ndarray, where: list[int]) -> np.ndarray:
+    """``a`` with row ``b[j]`` inserted before ``a[where[j]]`` (``where``
+    nondecreasing). A few rows go in as slices around them (one copy of
+    ``a``; ``np.insert`` on a 2-d array cost ten times as much); many, by a
+    sort."""
+    if len(where) > 64:
+        merged = np.concatenate([a, b])
+        order = np.argsort(np.concatenate([np.arange(a.shape[0]) * 2 + 1, np.asarray(where) * 2]), kind="stable")
+        return merged[order]
+    pieces = []
+    prev = 0
+    for j, p in enumerate(where):
+        pieces.append(a[prev:p])
+        pieces.append(b[j : j + 1])
+        prev = p
+    pieces.append(a[prev:])
+    return np.concatenate(pieces)
 
 
 def _codes_of(rows: Sequence[tuple[Any, ...]], words: int, ns: str, dim: int) -> _Codes:
