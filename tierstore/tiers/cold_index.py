@@ -554,8 +554,6 @@ def merged_codes(entry: _Codes, new: _Codes) -> _Codes:
     if fresh.any():
         where = pos[fresh].tolist()
         out = [_spliced(a, b[fresh], where) for a, b in zip(out, (rids, codes, at, crc))]
-    elif not same.any():
-        return entry
     return _Codes(out[0], out[1], out[2], out[3])
 
 
