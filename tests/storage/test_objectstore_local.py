@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -112,15 +113,33 @@ def test_objects_are_private_files(tmp_path: Path) -> None:
     assert (tmp_path / "j").stat().st_mode & 0o077 == 0
 
 
-def test_delete_prunes_empty_directories(tmp_path: Path) -> None:
+def test_deletes_leave_directories_a_put_of_their_key_removes(tmp_path: Path) -> None:
+    # A delete leaves the directories it empties (a sweep deletes and writes in the same
+    # namespaces' directories every night); a key stored where they are removes them.
     store = LocalObjectStore(tmp_path)
     store.put("a/b/c/d", b"1")
     store.put("a/x", b"2")
     assert store.delete("a/b/c/d") is True
-    assert _files(tmp_path) == ["a", "a/x"]
-    assert store.delete("a/x") is True
-    assert _files(tmp_path) == []
+    assert _files(tmp_path) == ["a", "a/b", "a/b/c", "a/x"]
+    assert store.list() == ["a/x"]
+    store.put("a/b", b"3")  # over the empty a/b/c
+    assert store.get("a/b") == b"3" and store.list() == ["a/b", "a/x"]
+    assert store.delete("a/x") is True and store.delete("a/b") is True
+    assert store.list() == [] and _files(tmp_path) == ["a"]
+    assert store.put_if_absent("a", b"4") is True  # over the empty a
+    assert store.put_if_absent("a", b"5") is False
+    assert store.get("a") == b"4" and _files(tmp_path) == ["a"]
     assert tmp_path.is_dir()  # never the root itself
+    store.put("p/q/r", b"6")
+    assert store.delete("p/q/r") is True
+    store.put("p/q/s", b"7")  # into the directory the delete left
+    assert store.list() == ["a", "p/q/s"]
+    with pytest.raises(ObjectStoreError, match="'p'"):
+        store.put("p", b"8")  # p/q/s is there: a real conflict, nothing removed
+    with pytest.raises(ObjectStoreError):
+        store.put_if_absent("p", b"8")
+    assert store.get("p/q/s") == b"7" and store.list() == ["a", "p/q/s"]
+    assert [n for n in _files(tmp_path) if ".tmp-" in n] == []
 
 
 def test_file_directory_conflict_is_a_clear_error(tmp_path: Path) -> None:
@@ -353,22 +372,48 @@ def test_thread_safety_smoke(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_put_races_directory_pruning(tmp_path: Path) -> None:
-    # delete() removes directories it empties; a put into the same directory at that
-    # moment must retry, not fail with FileNotFoundError.
+def test_put_races_directory_removal(tmp_path: Path) -> None:
+    # One thread stores the key "d/e", which removes the empty directory d/e the others'
+    # deletes leave, while they store and delete keys below it: each put ends in its object
+    # or in the conflict error (a file or a key in the way at that moment), never in
+    # FileNotFoundError or a half-made object, and no temp file is left.
     store = LocalObjectStore(tmp_path)
+    stored = {"below": 0, "over": 0, "conflicts": 0}
+    lock = threading.Lock()
 
-    def churn(t: int) -> int:
-        for _ in range(150):
-            store.put(f"d/e/k{t}", b"x")
+    def count(name: str) -> None:
+        with lock:
+            stored[name] += 1
+
+    def below(t: int) -> None:
+        for i in range(150):
+            try:
+                (store.put if i % 2 else store.put_if_absent)(f"d/e/k{t}", b"x")
+            except ObjectStoreError:
+                count("conflicts")
+                continue
+            count("below")
+            assert store.get(f"d/e/k{t}") == b"x"
             assert store.delete(f"d/e/k{t}") is True
-            assert store.put_if_absent(f"d/e/j{t}", b"y") is True
-            assert store.delete(f"d/e/j{t}") is True
-        return t
+
+    def over() -> None:
+        for i in range(150):
+            try:
+                (store.put if i % 2 else store.put_if_absent)("d/e", b"y")
+            except ObjectStoreError:
+                count("conflicts")
+                continue
+            count("over")
+            assert store.get("d/e") == b"y"
+            assert store.delete("d/e") is True
 
     with ThreadPoolExecutor(4) as pool:
-        assert sorted(pool.map(churn, range(4))) == [0, 1, 2, 3]
+        futures = [pool.submit(below, t) for t in range(3)] + [pool.submit(over)]
+        for f in futures:
+            f.result()
     assert store.list() == []
+    assert stored["below"] > 0 and stored["over"] > 0
+    assert [p for p in tmp_path.rglob("*") if p.name.startswith(".tmp-")] == []
 
 
 def test_ranged_gets_read_exact_bytes_and_stop_at_the_end(tmp_path: Path) -> None:

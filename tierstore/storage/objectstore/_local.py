@@ -10,6 +10,10 @@ safe across threads and processes alike:
   to the object's name: link fails with EEXIST if the name is taken, which makes
   "check and create" a single atomic step even between processes, and the object only
   ever appears with its full content.
+* ``delete`` leaves the directories it empties (a night's sweep deletes and writes
+  objects in the same namespaces' directories: removing and creating them again
+  cost a sweep more than its writes); a put whose key is such an empty
+  directory tree removes it first.
 * Temp files are named ``.tmp-*``; names starting with "." are never valid keys, so a
   temp file left by a crash is invisible to ``list`` and unreachable by ``get``.
 """
@@ -41,7 +45,8 @@ __all__ = ["LocalObjectStore"]
 
 _TMP_PREFIX = ".tmp-"
 _HAVE_PREAD = hasattr(os, "pread")
-# How often put retries when a concurrent delete prunes the directory it just created.
+# How often put retries when another process removes the directory it just created (a put of
+# a key where empty directories were, or an older version's delete, which removed what it emptied).
 _DIR_RETRIES = 20
 
 
@@ -52,8 +57,8 @@ def _fsync_dir(directory: str | os.PathLike[str]) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except (FileNotFoundError, NotADirectoryError):
-        # A concurrent delete emptied and pruned the directory after our change; what
-        # we would have made durable is gone, and the pruner fsyncs the parent itself.
+        # Another thread or process removed the emptied directory after our change; what
+        # we would have made durable is gone, and the remover fsyncs the parent itself.
         return
     try:
         os.fsync(fd)
@@ -102,7 +107,7 @@ class LocalObjectStore:
             raise InvalidInputError(f"root must be a path, got {type(root).__name__}")
         self._root = Path(os.path.abspath(os.fspath(root)))
         self._root_str = str(self._root)
-        # Orders directory creation against pruning within this process (see _write_temp);
+        # Orders directory creation against removal within this process (see _write_temp);
         # file contents are never written under it.
         self._dir_lock = threading.Lock()
         self._open = OpenFiles(self.open_files)
@@ -124,60 +129,55 @@ class LocalObjectStore:
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _path(self, key: str) -> Path:
-        path = self._root.joinpath(*key.split("/"))
+    def _file(self, key: str) -> str:
+        """The file of ``key`` (built without pathlib: ``Path.joinpath`` and
+        ``commonpath`` cost more than a read, and a sweep's puts and deletes
+        pay them thousands of times a night). ``key`` is valid: segments of
+        safe characters, none "." or ".."."""
+        path = os.path.join(self._root_str, *key.split("/"))
         # validate_key already guarantees this; checked again because escaping the root
         # is the one mistake this class must never make.
-        if os.path.commonpath([self._root, path]) != str(self._root):  # pragma: no cover
-            raise InvalidInputError(f"invalid object key {key!r}: escapes the store root")
-        return path
-
-    def _file(self, key: str) -> str:
-        """``_path(key)`` as a str, built without pathlib (a read's hot path:
-        ``Path.joinpath`` and ``commonpath`` cost more than the read itself).
-        ``key`` is valid: segments of safe characters, none "." or ".."."""
-        path = os.path.join(self._root_str, *key.split("/"))
         if not path.startswith(self._root_str + os.sep):  # pragma: no cover - validate_key prevents it
             raise InvalidInputError(f"invalid object key {key!r}: escapes the store root")
         return path
 
-    def _conflict(self, key: str, path: Path) -> ObjectStoreError:
+    def _conflict(self, key: str, path: str) -> ObjectStoreError:
         return ObjectStoreError(
-            f"cannot store object {key!r} in {self!r}: {str(path)!r} or one of its parents "
+            f"cannot store object {key!r} in {self!r}: {path!r} or one of its parents "
             "is a directory of other keys or a file in the way "
             "(a local store cannot hold both 'a' and 'a/b')"
         )
 
-    def _ensure_dir(self, key: str, directory: Path) -> None:
+    def _ensure_dir(self, key: str, directory: str) -> None:
         """Create ``directory`` level by level, fsyncing each parent that gains an entry."""
-        if directory.is_dir():
+        if os.path.isdir(directory):
             return
-        current = self._root
-        for part in directory.relative_to(self._root).parts:
-            parent, current = current, current / part
+        current = self._root_str
+        for part in directory[len(self._root_str) + 1 :].split(os.sep):
+            parent, current = current, os.path.join(current, part)
             try:
                 os.mkdir(current)
             except FileExistsError:
-                if current.is_dir():
+                if os.path.isdir(current):
                     continue
                 if not os.path.lexists(current):
-                    # Pruned by another process between mkdir and the check: retry.
-                    raise FileNotFoundError(errno.ENOENT, "pruned", str(current)) from None
+                    # Removed by another process between mkdir and the check: retry.
+                    raise FileNotFoundError(errno.ENOENT, "removed", current) from None
                 raise self._conflict(key, current) from None
             _fsync_dir(parent)
 
-    def _write_temp(self, key: str, directory: Path, data: bytes) -> str:
+    def _write_temp(self, key: str, directory: str, data: bytes) -> str:
         """Write ``data`` to a new fsynced temp file in ``directory``; return its path."""
         for attempt in range(_DIR_RETRIES):
             try:
-                # The lock keeps this store's own deletes from pruning the directory
-                # between mkdir and mkstemp. Once the temp file exists the directory is
-                # not empty and cannot be pruned at all.
+                # The lock keeps this store's own removal of an empty directory in the way
+                # of a key (_clear_empty) from racing mkdir and mkstemp. Once the temp
+                # file exists the directory is not empty and cannot be removed at all.
                 with self._dir_lock:
                     self._ensure_dir(key, directory)
                     fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=directory)
             except (FileNotFoundError, NotADirectoryError) as exc:
-                # Another process pruned the directory under us: go round again.
+                # Another process removed the directory under us: go round again.
                 last_exc: OSError = exc
                 time.sleep(0.001 * attempt)
                 continue
@@ -196,15 +196,23 @@ class LocalObjectStore:
             raise
         return tmp
 
-    def _prune(self, directory: Path) -> None:
-        """Remove now-empty parent directories up to the root, so 'a' can later be a key."""
-        while directory != self._root:
-            try:
-                os.rmdir(directory)
-            except OSError:
-                return  # not empty (or repopulated meanwhile): leave it
-            _fsync_dir(directory.parent)
-            directory = directory.parent
+    def _clear_empty(self, key: str, path: str) -> None:
+        """Remove ``path``, a directory in the way of ``key``'s file, if it
+        holds no file at any depth (what deletes of keys below it left:
+        deletes do not remove the directories they empty, which a store's
+        deletes and puts would otherwise remove and create again every
+        night); raise the conflict error if it holds one."""
+        with self._dir_lock:
+            for current, _dirs, files in os.walk(path, topdown=False):
+                if files:
+                    raise self._conflict(key, path)
+                try:
+                    os.rmdir(current)
+                except FileNotFoundError:
+                    continue
+                except OSError:  # not empty: a key was stored below it meanwhile
+                    raise self._conflict(key, path) from None
+            _fsync_dir(os.path.dirname(path))
 
     # -- protocol --------------------------------------------------------------------
 
@@ -212,18 +220,28 @@ class LocalObjectStore:
         """Store ``data`` under ``key``, atomically replacing any existing object."""
         key = validate_key(key)
         data = validate_data(data)
-        path = self._path(key)
+        path = self._file(key)
         try:
-            tmp = self._write_temp(key, path.parent, data)
+            tmp = self._write_temp(key, os.path.dirname(path), data)
             try:
-                os.replace(tmp, path)
+                for attempt in range(2):
+                    try:
+                        os.replace(tmp, path)
+                        break
+                    except OSError:
+                        if attempt or not os.path.isdir(path):
+                            raise
+                        self._clear_empty(key, path)  # directories left by deleted keys below it
                 self._open.forget(key)
             except OSError:
                 _unlink_quiet(tmp)
-                if path.is_dir():
+                if os.path.isdir(path):
                     raise self._conflict(key, path) from None
                 raise
-            _fsync_dir(path.parent)
+            except BaseException:
+                _unlink_quiet(tmp)
+                raise
+            _fsync_dir(os.path.dirname(path))
         except ObjectStoreError:
             raise
         except OSError as exc:
@@ -233,23 +251,23 @@ class LocalObjectStore:
         """Store ``data`` only if ``key`` is free; True if written. Atomic across processes."""
         key = validate_key(key)
         data = validate_data(data)
-        path = self._path(key)
+        path = self._file(key)
         try:
             if os.path.lexists(path):  # cheap fast path; the link below is the real test
-                if path.is_dir():
-                    raise self._conflict(key, path)
-                return False
-            tmp = self._write_temp(key, path.parent, data)
+                if not os.path.isdir(path):
+                    return False
+                self._clear_empty(key, path)  # directories left by deleted keys below it
+            tmp = self._write_temp(key, os.path.dirname(path), data)
             try:
                 os.link(tmp, path)
             except FileExistsError:
-                if path.is_dir():
+                if os.path.isdir(path):
                     raise self._conflict(key, path) from None
                 return False
             finally:
                 _unlink_quiet(tmp)
             # One fsync covers both the new link and the removed temp name.
-            _fsync_dir(path.parent)
+            _fsync_dir(os.path.dirname(path))
             return True
         except ObjectStoreError:
             raise
@@ -348,9 +366,10 @@ class LocalObjectStore:
         raise ObjectStoreError(f"get {key!r} from {self!r} failed: {exc}") from exc
 
     def delete(self, key: str) -> bool:
-        """Remove the object; True if it existed."""
+        """Remove the object; True if it existed. The directories it leaves
+        empty stay (a key stored where they are removes them)."""
         key = validate_key(key)
-        path = self._path(key)
+        path = self._file(key)
         self._open.forget(key)
         try:
             try:
@@ -358,16 +377,14 @@ class LocalObjectStore:
             except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
                 return False
             except PermissionError:
-                if path.is_dir():  # macOS reports unlink(dir) as EPERM
+                if os.path.isdir(path):  # macOS reports unlink(dir) as EPERM
                     return False
                 raise
             except OSError as exc:
                 if exc.errno == errno.ENAMETOOLONG:
                     return False
                 raise
-            _fsync_dir(path.parent)
-            with self._dir_lock:
-                self._prune(path.parent)
+            _fsync_dir(os.path.dirname(path))
             return True
         except OSError as exc:
             raise ObjectStoreError(f"delete {key!r} from {self!r} failed: {exc}") from exc
@@ -408,7 +425,7 @@ class LocalObjectStore:
 
     def _stat(self, key: str) -> os.stat_result | None:
         try:
-            st = os.stat(self._path(key))
+            st = os.stat(self._file(key))
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
