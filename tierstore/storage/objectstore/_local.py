@@ -11,9 +11,9 @@ safe across threads and processes alike:
   "check and create" a single atomic step even between processes, and the object only
   ever appears with its full content.
 * ``delete`` leaves the directories it empties (a night's sweep deletes and writes
-  objects in the same namespaces' directories: removing and creating them again
-  cost a sweep more than its writes); a put whose key is such an empty
-  directory tree removes it first.
+  objects in the same namespaces' directories: it removed them and created them
+  again every night, an rmdir, a mkdir and their parents' fsyncs each); a put whose
+  key is such an empty directory tree removes it first.
 * Temp files are named ``.tmp-*``; names starting with "." are never valid keys, so a
   temp file left by a crash is invisible to ``list`` and unreachable by ``get``.
 """
