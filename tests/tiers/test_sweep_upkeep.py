@@ -156,3 +156,30 @@ def test_rewrite_groups_bound_objects_and_records():
     big = [("a", "u", 3000), ("b", "u", 2000), ("c", "v", 5000), ("d", "v", 1)]
     assert [[k for k, _ in g] for g in migrator_module.rewrite_groups(big)] == [["a"], ["b"], ["c"], ["d"]]
     assert list(migrator_module.rewrite_groups([])) == []
+
+
+def test_a_sweeps_deletes_leave_the_loaded_codes_without_a_search(tmp_path):
+    # A long-running process keeps each searched namespace's codes loaded; the sweep's deletes of
+    # archived memories take theirs out at once (they stayed until a search met them before).
+    clock = ManualClock(T0)
+    cold = LocalObjectStore(tmp_path / "cold")
+    archived_namespaces(tmp_path / "s", cold, clock, 3)
+    clock.advance(10 * HOUR)
+    with TierStore.open(tmp_path / "s", clock=clock, policy=DELETING, cold=cold) as store:
+        index = store.engine.cold_index
+        rid = {
+            m: store.engine.catalog.query_one("SELECT rid FROM memories WHERE ns = 'u1' AND id = ?", (m,))[0]
+            for m in ("chat", "keep")
+        }
+        q = unit(np.random.default_rng(5))
+        assert store.search("u1", q, k=2, include_cold=True, record_access=False)  # loads u1's codes
+        assert index.count_if_loaded("u1") == 2 and index.count_if_loaded("u2") is None
+        token = index.generation("u1")
+        assert store.sweep().deleted == 3
+        assert index.count_if_loaded("u1") == 1  # no search since
+        rids, _ = index.candidates("u1", q, m=5)
+        assert rids.tolist() == [rid["keep"]]
+        assert index.generation("u1") != token  # a load or a search's discard under way is not taken
+        assert index.count_if_loaded("u2") is None  # not loaded: nothing read for it
+        hits = store.search("u1", q, k=2, include_cold=True, record_access=False)
+        assert [h.id for h in hits] == ["keep"]

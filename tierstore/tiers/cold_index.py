@@ -375,23 +375,39 @@ class ColdIndex:
         no longer cold (deleted, restored) — unless the codes changed since
         ``token`` (:meth:`generation`, taken before the search read them),
         when a rid might have been archived again meanwhile. Loaded codes
-        only grow between loads (a sweep's archive adds to them), and a
-        platform deletes in most namespaces every night: dropping what a
-        search met keeps them clean without reading the namespace again."""
+        only grow between loads (a sweep's archive adds to them); dropping
+        what a search met keeps them clean without reading the namespace
+        again."""
         if not len(rids):
             return
         with self._lock:
             if (self._epoch, self._generation.get(ns, 0)) != token:
                 return
-            entry = self._loaded.peek(ns)
-            if entry is None:
-                return
-            keep = ~np.isin(entry.rids, np.asarray(rids, np.int64))
-            if keep.all():
-                return
-            self._loaded.put(
-                ns, _Codes(entry.rids[keep], entry.codes[keep], entry.vector_at[keep], entry.vector_crc[keep])
-            )
+            self._drop(ns, rids)
+
+    def forget(self, ns: str, rids: Sequence[int]) -> None:
+        """After the commit that deleted ``rids`` (cold memories of ``ns``):
+        drop them from ``ns``'s loaded codes, as :meth:`add` takes archived
+        ones in; a load under way is discarded as by :meth:`invalidate`. A
+        deleted memory's rid is never archived again. Without it a sweep's
+        deletes stayed in a long-running process's loaded codes until a
+        search met them among its candidates (:meth:`discard`), each one
+        then read as a candidate without a code."""
+        if not len(rids):
+            return
+        with self._lock:
+            self._generation[ns] = self._generation.get(ns, 0) + 1
+            self._drop(ns, rids)
+
+    def _drop(self, ns: str, rids: Sequence[int]) -> None:
+        """``rids`` out of ``ns``'s loaded codes, if loaded (hold the lock)."""
+        entry = self._loaded.peek(ns)
+        if entry is None:
+            return
+        keep = ~np.isin(entry.rids, np.asarray(rids, np.int64))
+        if keep.all():
+            return
+        self._loaded.put(ns, _Codes(entry.rids[keep], entry.codes[keep], entry.vector_at[keep], entry.vector_crc[keep]))
 
     def known_empty(self, ns: str) -> bool:
         """True when ``ns`` is known to have no code (nothing archived), without a lock or a read: the

@@ -415,6 +415,8 @@ class Migrator:
 
             done = self.engine.catalog.write(write)
             self._remove_hot(spaces, plan, done)
+        for ns, gone in group_by_ns([r for r in done if r.tier == TIER_COLD]).items():
+            self.engine.cold_index.forget(ns, [r.rid for r in gone])
         for r in done:
             self._count(report, r, "deleted")
         if noted:
