@@ -224,14 +224,13 @@ class LocalObjectStore:
         try:
             tmp = self._write_temp(key, os.path.dirname(path), data)
             try:
-                for attempt in range(2):
-                    try:
-                        os.replace(tmp, path)
-                        break
-                    except OSError:
-                        if attempt or not os.path.isdir(path):
-                            raise
-                        self._clear_empty(key, path)  # directories left by deleted keys below it
+                try:
+                    os.replace(tmp, path)
+                except OSError:
+                    if not os.path.isdir(path):
+                        raise
+                    self._clear_empty(key, path)  # directories left by deleted keys below it
+                    os.replace(tmp, path)
                 self._open.forget(key)
             except OSError:
                 _unlink_quiet(tmp)
