@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -396,8 +396,13 @@ def test_put_races_directory_removal(tmp_path: Path) -> None:
             assert store.get(f"d/e/k{t}") == b"x"
             assert store.delete(f"d/e/k{t}") is True
 
-    def over() -> None:
-        for i in range(150):
+    def over(below_running: list[Future[None]]) -> None:
+        # Tries while the others run and, as the scheduler may never give it a free moment on
+        # a busy machine, goes on until it has stored "d/e" once after they are done: by then
+        # d/e is an empty tree their deletes left, which its put must clear.
+        i = 0
+        while i < 150 or (i < 100_000 and (any(not f.done() for f in below_running) or stored["over"] == 0)):
+            i += 1
             try:
                 (store.put if i % 2 else store.put_if_absent)("d/e", b"y")
             except ObjectStoreError:
@@ -408,7 +413,8 @@ def test_put_races_directory_removal(tmp_path: Path) -> None:
             assert store.delete("d/e") is True
 
     with ThreadPoolExecutor(4) as pool:
-        futures = [pool.submit(below, t) for t in range(3)] + [pool.submit(over)]
+        below_running = [pool.submit(below, t) for t in range(3)]
+        futures = [*below_running, pool.submit(over, below_running)]
         for f in futures:
             f.result()
     assert store.list() == []
