@@ -502,16 +502,16 @@ class TierstoreSystem:
                 it["supersedes"] = [i for i in it["supersedes"] if self.store.get(ns, i) is not None]
         self.store.add_batch(ns, items)
 
-    def search(self, t: float, user: int, q: np.ndarray) -> tuple[list[str], float, float]:
+    def search(self, t: float, user: int, q: np.ndarray) -> tuple[list[str], float, float, float]:
         self.clock.set(t)
         ns = f"u{user}"
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
         hits = self.store.search(ns, q, k=5)
-        took, cpu = time.perf_counter() - t0, time.process_time() - c0
+        took, cpu, own = time.perf_counter() - t0, time.process_time() - c0, time.thread_time() - h0
         ids = [h.id for h in hits]
         if ids:
             self.store.touch(ns, [ids[0]])  # the agent used the first hit (suite g's agent)
-        return ids, took, cpu
+        return ids, took, cpu, own
 
     def night(self, t: float) -> dict[str, Any]:
         self.clock.set(t)
@@ -531,6 +531,10 @@ class TierstoreSystem:
     def tiers(self) -> dict[str, int]:
         by = self.store.stats(lifecycle=False).by_tier
         return {k: int(by.get(k, 0)) for k in ("hot", "warm", "cold")}
+
+    def memory(self) -> dict[str, int]:
+        """What the store holds in memory by part (``Stats.memory_bytes``), bytes."""
+        return dict(self.store.stats(lifecycle=False).memory_bytes)
 
     def disk(self) -> dict[str, int]:
         self.store.flush()
@@ -593,16 +597,16 @@ class BaselineSystem:
         names.extend(it["id"] for it in items)
         self.content.write("".join(f"{it['id']}\t{it['content']}\n" for it in items))
 
-    def search(self, t: float, user: int, q: np.ndarray) -> tuple[list[str], float, float]:
+    def search(self, t: float, user: int, q: np.ndarray) -> tuple[list[str], float, float, float]:
         self.t = t
         idx = self.index.get(user)
         if idx is None:
-            return [], 0.0, 0.0
+            return [], 0.0, 0.0, 0.0
         names = self.ids[user]
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
         labels, _ = idx.knn_query(q, k=min(5, len(names)), num_threads=1)
-        took, cpu = time.perf_counter() - t0, time.process_time() - c0
-        return [names[int(i)] for i in labels[0]], took, cpu
+        took, cpu, own = time.perf_counter() - t0, time.process_time() - c0, time.thread_time() - h0
+        return [names[int(i)] for i in labels[0]], took, cpu, own
 
     def night(self, t: float) -> dict[str, Any]:
         self.t = t
@@ -610,6 +614,9 @@ class BaselineSystem:
 
     def tiers(self) -> dict[str, int]:
         return {"hot": sum(len(v) for v in self.ids.values()), "warm": 0, "cold": 0}
+
+    def memory(self) -> dict[str, int]:
+        return {}  # its RSS is its indexes (bytes_per_memory compares them)
 
     def requests(self) -> dict[str, int]:
         return {}
@@ -731,10 +738,10 @@ class Child:
                     sys_.add(T0 + d * DAY + 8 * HOUR + 6 * HOUR * i / max(1, len(adds)), u, items)
                 digest_parts.append(h.hexdigest())
                 for i, q in enumerate(queries):
-                    ids, took, cpu = sys_.search(
+                    ids, took, cpu, own = sys_.search(
                         T0 + d * DAY + 15 * HOUR + 6 * HOUR * i / max(1, len(queries)), q.user, q.vector
                     )
-                    qlog.write(json.dumps([d + 1, q.kind, q.live, sorted(q.stale), ids, took, cpu]) + "\n")
+                    qlog.write(json.dumps([d + 1, q.kind, q.live, sorted(q.stale), ids, took, cpu, own]) + "\n")
                 night = sys_.night(T0 + (d + 1) * DAY)
                 night.update(day=d + 1, memories=stream.added)
                 nights.write(json.dumps(night) + "\n")
@@ -746,6 +753,7 @@ class Child:
                         "tiers": sys_.tiers(),
                         "rss_bytes": rss,
                         "rss_peak_bytes": peak,
+                        "memory_bytes": sys_.memory(),
                         "disk": sys_.disk(),
                         "requests": sys_.requests(),
                         "sweep_s": night["seconds"],
@@ -902,7 +910,8 @@ def load_nights(run: Path, system: str) -> list[dict[str, Any]]:
 
 
 def load_queries(run: Path, system: str) -> list[list[Any]]:
-    """The query log: [day (1-based), kind, live id, stale ids, ranked ids, seconds, CPU seconds] per question."""
+    """The query log per question: [day (1-based), kind, live id, stale ids, ranked ids, seconds, the
+    process's CPU seconds, the searching thread's CPU seconds] (the last two absent in older runs' logs)."""
     path = run / system / "queries.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
@@ -970,7 +979,7 @@ def build_report(run: Path) -> dict[str, Any]:
     for s in SYSTEMS:
         day = np.array([q[0] for q in logs[s]], dtype=int)
         lat[s] = {}
-        for col, name in ((5, ""), (6, "cpu_")):
+        for col, name in ((5, ""), (6, "cpu_"), (7, "thread_")):
             secs = np.array([q[col] if len(q) > col else np.nan for q in logs[s]], dtype=float)
             first = secs[day <= min(30, last)] * 1e3
             final = secs[(day > max(0, last - 30)) & (day <= last)] * 1e3
@@ -1036,11 +1045,11 @@ def targets(report: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> di
             "met": lean > 0 and t["rss_bytes"] / lean <= 0.10,
         }
     lt, lb = report["latency"]["tierstore"], report["latency"]["baseline"]
-    for name in ("", "cpu_"):
+    for name, suffix in (("", ""), ("cpu_", "_cpu"), ("thread_", "_thread_cpu")):
         a0, a1 = lt.get(f"first_month_{name}p99_ms"), lt.get(f"last_month_{name}p99_ms")
         b0, b1 = lb.get(f"first_month_{name}p99_ms"), lb.get(f"last_month_{name}p99_ms")
         if a0 and a1:
-            out[f"p99_growth{'_cpu' if name else ''}"] = {
+            out[f"p99_growth{suffix}"] = {
                 "value": a1 / a0,
                 "baseline": b1 / b0 if b0 and b1 else None,
                 "target": "<= 1.2 (baseline grows)",
@@ -1203,6 +1212,30 @@ def bytes_per_memory(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def memory_table(report: dict[str, Any]) -> str:
+    """Markdown: tierstore's RSS at the checkpoint days (and the last sample) beside what its store says it
+    holds by part (``Stats.memory_bytes``); the rest is the interpreter, the libraries, SQLite's page caches
+    and the allocator's slack. Empty for runs that predate the count."""
+    rows = [r for r in report["rows"]["tierstore"] if r.get("memory_bytes")]
+    pick = [r for r in rows if r["day"] in CHECKPOINT_DAYS]
+    if rows and rows[-1] not in pick:
+        pick.append(rows[-1])
+    if not pick:
+        return ""
+    parts = ("hot", "warm_cache", "cold_codes", "vector_cache")
+    mib = 2**20
+    lines = [
+        "| day | tierstore RSS MiB | " + " | ".join(f"{p} MiB" for p in parts) + " | the rest MiB |",
+        "|---" * (len(parts) + 3) + "|",
+    ]
+    for r in pick:
+        m = r["memory_bytes"]
+        rest = r["rss_bytes"] - sum(m.get(p, 0) for p in parts)
+        cells = " | ".join(f"{m.get(p, 0) / mib:,.1f}" for p in parts)
+        lines.append(f"| {r['day']} | {r['rss_bytes'] / mib:,.0f} | {cells} | {rest / mib:,.0f} |")
+    return "\n".join(lines)
+
+
 def summary(report: dict[str, Any]) -> str:
     p = report["params"]
     out = [
@@ -1210,6 +1243,7 @@ def summary(report: dict[str, Any]) -> str:
         f"memories added {report['memories_added']}; same stream: {report['same_stream']}",
         table(report),
         bytes_per_memory(report),
+        memory_table(report),
         "whole run quality: "
         + "; ".join(
             f"{s}: " + ", ".join(f"{k} {v:.3f}" for k, v in q.items() if v is not None)

@@ -237,6 +237,10 @@ class Stats:
     hot_loaded: dict[str, str]  # namespace -> "exact" or "hnsw"
     catalog_commits: int
     lifecycle: dict[str, Any] = field(default_factory=dict)
+    # bytes held in memory by part: "hot" (loaded namespaces' columns, texts, ids, graphs),
+    # "warm_cache" (loaded warm shards), "cold_codes" (loaded archive codes), "vector_cache"
+    # (archived vectors read); each cache is bounded by its setting
+    memory_bytes: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -249,4 +253,5 @@ class Stats:
             "hot_loaded": dict(self.hot_loaded),
             "catalog_commits": self.catalog_commits,
             "lifecycle": self.lifecycle,
+            "memory_bytes": dict(self.memory_bytes),
         }

@@ -392,6 +392,9 @@ def test_prometheus_text_parses_and_matches_stats(scripted):
     assert samples[("tierstore_pinned", ())] == stats.pinned == 2
     assert samples[("tierstore_due_now", ())] == stats.due_now
     assert samples[("tierstore_namespaces", ())] == stats.namespaces == 1
+    for part, n in stats.memory_bytes.items():
+        assert samples[("tierstore_memory_bytes", (("part", part),))] == n
+    assert stats.memory_bytes["hot"] > 0
     assert samples[("tierstore_accesses_total", ())] == 7  # 6 touched ids + the touch that promoted n1
     by_kind = lifecycle_metrics(store)["events"]["by_kind"]
     for kind, n in by_kind.items():

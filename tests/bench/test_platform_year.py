@@ -148,6 +148,13 @@ def test_quick_run_stop_resume_and_report(tmp_path):
         assert got == list(range(7, days + 1, 7))
         for row in report["rows"][s]:
             assert row["queries"] > 0 and row["rss_bytes"] > 0 and row["search_p99_ms"] >= row["search_p50_ms"]
+    # tierstore says what it holds in memory by part, within its RSS; the searching thread's CPU is logged
+    held = report["rows"]["tierstore"][-1]["memory_bytes"]
+    assert set(held) == {"hot", "warm_cache", "cold_codes", "vector_cache"}
+    assert 0 < held["hot"] and sum(held.values()) < report["rows"]["tierstore"][-1]["rss_bytes"]
+    assert "| the rest MiB |" in out.stdout
+    assert all(len(q) == 8 and 0 <= q[7] for q in py.load_queries(r, "tierstore"))
+    assert report["latency"]["tierstore"]["last_month_thread_p99_ms"] > 0
     # keep-everything holds every memory; tierstore holds each in one tier (or deleted it)
     end_b = report["rows"]["baseline"][-1]
     assert end_b["tiers"]["hot"] == end_b["memories_added"] == report["memories_added"]["baseline"]

@@ -17,7 +17,9 @@ would grow without bound):
   (compacted) ones included, so it never goes down;
 - ``tierstore_accesses_total`` (counter): accesses in the access log;
 - ``tierstore_memories{tier,type}`` (gauge), ``tierstore_due_now``,
-  ``tierstore_pinned``, ``tierstore_namespaces`` (gauges): ``stats()``'s numbers.
+  ``tierstore_pinned``, ``tierstore_namespaces`` (gauges): ``stats()``'s numbers;
+- ``tierstore_memory_bytes{part}`` (gauge): what the store holds in memory by
+  part (``stats().memory_bytes``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 from tierstore.analytics.lifecycle import EVENT_KINDS, folded_state
 from tierstore.core.engine import engine_of
+from tierstore.core.reads import memory_bytes
 from tierstore.errors import MissingDependencyError
 from tierstore.optional import install_hint
 from tierstore.records import TIER_NAMES
@@ -105,6 +108,12 @@ def families(store: Any) -> list[Family]:
         ),
         Family("tierstore_pinned", "gauge", "Pinned memories (exempt from expiry).", [({}, pinned)]),
         Family("tierstore_namespaces", "gauge", "Namespaces holding memories.", [({}, namespaces)]),
+        Family(
+            "tierstore_memory_bytes",
+            "gauge",
+            "Bytes the store holds in memory, by part (the caches bounded by their settings).",
+            [({"part": part}, n) for part, n in memory_bytes(eng).items()],
+        ),
         Family(
             "tierstore_cold_search_errors",
             "counter",

@@ -210,4 +210,15 @@ def stats(eng: Engine, *, lifecycle: bool) -> Stats:
         hot_loaded={h.name: ("hnsw" if h.index is not None else "exact") for h in eng.hot.loaded()},
         catalog_commits=eng.catalog.commits,
         lifecycle=lifecycle_metrics(eng) if lifecycle else {},
+        memory_bytes=memory_bytes(eng),
     )
+
+
+def memory_bytes(eng: Engine) -> dict[str, int]:
+    """What the store holds in memory, bytes by part (:attr:`Stats.memory_bytes`)."""
+    return {
+        "hot": sum(h.nbytes() for h in eng.hot.loaded()),
+        "warm_cache": eng.warm.cache_nbytes,
+        "cold_codes": eng.cold_index.nbytes,
+        "vector_cache": eng.vector_cache.nbytes,
+    }

@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -294,6 +295,24 @@ def columns_from_rows(
     return F, I, tags
 
 
+# hnswlib's fixed allocation per index: 65 536 label-operation mutexes of 40 bytes (glibc's std::mutex)
+_GRAPH_FIXED_BYTES = 65_536 * 40
+
+
+def graph_bytes(capacity: int, count: int, dim: int, m: int) -> int:
+    """Resident bytes of an hnswlib graph, estimated from its layout
+    (hnswalg.h) for ``capacity`` elements allocated, ``count`` stored, float32
+    vectors of ``dim`` and degree ``m``: per allocated element its lock and
+    level (constructed up front); per stored element its level-0 record
+    (vector, 2·m links and their count, label), link-list pointer,
+    visited-list entry, upper levels (1/(m-1) of a level on average, m links
+    each) and label-map node; plus the fixed label locks. The level-0 block
+    of the slots not yet used is allocated but not touched, so not resident."""
+    per_slot = 40 + 4
+    per_item = dim * 4 + 2 * m * 4 + 4 + 8 + 8 + 2 + (m * 4 + 4) / max(1, m - 1) + 40
+    return int(capacity * per_slot + count * per_item) + _GRAPH_FIXED_BYTES
+
+
 class HotNamespace:
     """Hot memories of one namespace."""
 
@@ -549,6 +568,23 @@ class HotNamespace:
         self.changes_since_checkpoint += 1
         if had_index:  # the old graph: freed, not yet given back (small arrays are not worth a trim)
             release_freed()
+
+    # -- footprint -------------------------------------------------------------
+
+    def nbytes(self) -> int:
+        """Bytes this namespace holds in memory: its columns, texts and ids
+        counted exactly, its hnswlib graph estimated from hnswlib's layout
+        (:func:`graph_bytes`; hnswlib does not report what it holds). Not
+        counted: the Python lists of sources, tags and metadata (shared
+        strings and tuples). Read without the lock: a figure, not a snapshot."""
+        arrays = (self.F, self.I, self.tags, self.rids, self._every_slot, self.vectors)
+        out = sum(a.nbytes for a in arrays if a is not None) + self.contents.nbytes()
+        ids = list(self.ids)
+        out += sys.getsizeof(ids) + sys.getsizeof(self.slot_of) + sum(sys.getsizeof(i) for i in ids if i is not None)
+        index = self.index
+        if index is not None:
+            out += graph_bytes(index.get_max_elements(), index.element_count, self.dim, self.settings.hnsw_m)
+        return out
 
     # -- queries (callers hold lock.read()) ----------------------------------
 

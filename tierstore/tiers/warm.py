@@ -105,6 +105,11 @@ class WarmTier:
         self.errors: list[str] = []
         self.damaged: dict[int, ShardInfo] = {}  # shards that failed to load, to rebuild
 
+    @property
+    def cache_nbytes(self) -> int:
+        """Bytes of the loaded shards kept (at most ``settings.cache_bytes``, but the newest)."""
+        return self._cache.weight
+
     # -- shard list ------------------------------------------------------------
 
     def _load_list(self, namespaces: Sequence[str] = ()) -> dict[str, list[ShardInfo]]:
