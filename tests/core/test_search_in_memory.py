@@ -73,7 +73,7 @@ def test_it_declines_what_may_wait_and_changes_nothing(world, tmp_path):
         got: list = []
         t = threading.Thread(target=lambda: got.append(store.search_in_memory("u", vecs[0], k=1)))
         t.start()
-        t.join(10)
+        t.join(60)
         assert got == [None]
     assert _counts(store, ids) == before
     with pytest.raises(InvalidInputError):
@@ -122,7 +122,7 @@ def test_the_server_answers_hot_searches_on_its_loop(world):
             assert entered.wait(10)  # the only worker is taken
             t = time.monotonic()
             hits = remote.search("u", vecs[2], k=3, record_access=False)
-            assert time.monotonic() - t < 10 and hits[0].id == ids[2]
+            assert time.monotonic() - t < 20 and hits[0].id == ids[2]  # not behind the stuck one (30 s)
             assert not waiting.done()
             release.set()
             assert waiting.result(10)[0].id == ids[5]

@@ -385,21 +385,22 @@ def test_too_many_texts_to_keep_their_vectors_are_refused(tmp_path):
 
 
 def _ttl_scenario(store: BaseStore) -> list[Any]:
-    """Real time (SqliteStore reads its clock in SQL): TTLs of 3 s, checks
-    a second or more from every expiry (SQLite keeps whole seconds)."""
+    """Real time (SqliteStore reads its clock in SQL): TTLs of 6 s, checks
+    1.6 s or more from every expiry (SQLite keeps whole seconds, and a loaded
+    machine may stall a call for most of a second)."""
     seen = []
-    store.put(("t",), "a", {"v": "a"}, ttl=0.05)
-    store.put(("t",), "b", {"v": "b"}, ttl=0.05)
+    store.put(("t",), "a", {"v": "a"}, ttl=0.1)
+    store.put(("t",), "b", {"v": "b"}, ttl=0.1)
     store.put(("t",), "c", {"v": "c"})  # no TTL: never expires
     seen.append(sorted(i.key for i in store.search(("t",), refresh_ttl=False)))
-    time.sleep(1.8)
-    seen.append(store.get(("t",), "b", refresh_ttl=True).value)  # b now expires 3 s from here
+    time.sleep(3.6)
+    seen.append(store.get(("t",), "b", refresh_ttl=True).value)  # b now expires 6 s from here
     seen.append(store.get(("t",), "a", refresh_ttl=False).value)  # a does not
-    time.sleep(2.2)  # a expired 0.8 s ago, b has 0.8 s left
+    time.sleep(4.4)  # a expired 2 s ago, b has 1.6 s left
     seen.append(store.sweep_ttl())
     seen.append(sorted(i.key for i in store.search(("t",), refresh_ttl=False)))
     seen.append(store.get(("t",), "a") is None)
-    time.sleep(1.8)
+    time.sleep(3.6)
     seen.append(store.sweep_ttl())
     seen.append(sorted(i.key for i in store.search(("t",), refresh_ttl=False)))
     return seen
@@ -441,7 +442,8 @@ def test_default_ttl_omit_expired_and_the_sweeper(tmp_path):
         assert [i.key for i in ours.search(("t",))] == ["y"]
         assert store.get(nsmap.encode("lg", ("t",)), "x").tier == "hot"
         ours.start_ttl_sweeper(sweep_interval_minutes=0.001)
-        for _ in range(200):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
             if store.get(nsmap.encode("lg", ("t",)), "x").tier == "cold":
                 break
             time.sleep(0.05)

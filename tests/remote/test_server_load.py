@@ -98,11 +98,20 @@ def test_sigkill_mid_load_loses_no_acknowledged_write(tmp_path):
     path = tmp_path / "store"
     TierStore.open(path, dim=DIM).close()
     server = ServerProcess(path, "--no-migrator", cwd=tmp_path)
-    timer = threading.Timer(2.0, server.kill)
+
+    def kill_mid_load() -> None:
+        # once more than 50 adds are acknowledged (not after a fixed time: a loaded machine may be slower)
+        logs = [tmp_path / f"worker-{i}.jsonl" for i in range(8)]
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if sum(f.read_text().count('"add"') for f in logs if f.exists()) > 50:
+                break
+            time.sleep(0.05)
+        server.kill()
+
     try:
-        logs = run_workers(tmp_path, server.url, 8, 30.0, "adds", during=timer.start)
+        logs = run_workers(tmp_path, server.url, 8, 300.0, "adds", during=kill_mid_load)
     finally:
-        timer.cancel()
         server.kill()
     acked = [r["add"] for log in logs for r in log if "add" in r]
     assert len(acked) > 50  # the kill came mid-load

@@ -3,8 +3,11 @@
     python server_worker.py URL TOKEN WORKER_ID SECONDS OUT GO_FILE MODE
 
 Waits for GO_FILE, then for SECONDS runs a mix of calls through RemoteStore:
-MODE ``mix`` (add, add_batch, search, touch, feedback, restore) or ``adds``
-(adds only, until the server disappears). Writes JSON lines to OUT as it
+MODE ``mix`` (add, add_batch, search, touch, feedback, restore; past SECONDS
+it goes on until it has made every call at least once and some worker's
+restore has brought a memory back, the file ``restored`` beside GO_FILE, at
+most 120 s: a worker starved of CPU on a loaded machine still does its share)
+or ``adds`` (adds only, until the server disappears or SECONDS pass). Writes JSON lines to OUT as it
 goes, each after the server acknowledged the call:
 ``{"add": [ns, id, content]}``, ``{"touch": [ns, id]}`` (one per counted
 access: touches and hits of searches that record accesses),
@@ -45,12 +48,20 @@ def main() -> int:
     known: dict[str, list[str]] = {own: [], shared: []}
     counts = {"add": 0, "search": 0, "touch": 0, "feedback": 0, "restore": 0, "restored": 0}
     deadline = time.monotonic() + seconds_f
+    hard_deadline = time.monotonic() + max(seconds_f, 120.0)
+    restored_flag = os.path.join(os.path.dirname(go), "restored")
     n = 0
+
+    def done() -> bool:
+        now = time.monotonic()
+        if now >= hard_deadline or (now >= deadline and mode == "adds"):
+            return True
+        return now >= deadline and all(counts[op] > 0 for op in counts) and os.path.exists(restored_flag)
 
     def vec() -> np.ndarray:
         return rng.normal(size=dim).astype(np.float32)
 
-    while time.monotonic() < deadline:
+    while not done():
         n += 1
         ns = own if rng.random() < 0.7 else shared
         op = (
@@ -102,6 +113,8 @@ def main() -> int:
                     back = store.restore(ns, query=vec(), k=2)
                 counts["restore"] += 1
                 counts["restored"] += len(back)
+                if back and not os.path.exists(restored_flag):
+                    open(restored_flag, "w").close()
         except RemoteError as exc:
             if mode == "adds":  # the server was killed: stop, everything acknowledged is logged
                 break

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -477,6 +478,12 @@ def test_fetches_share_one_pool_of_threads_and_keep_each_fetch_within_its_worker
     fetch_vectors(ColdTier(first, DIM), locs, VectorCache())
     pool_threads = {t.ident for t in threading.enumerate() if t.name.startswith("tierstore-cold-fetch")}
     assert first.threads <= pool_threads
+    # A worker marks itself idle just after its result is set: wait until all three have, or the next
+    # fetch may start a thread of its own in that moment (ThreadPoolExecutor's accounting, not ours).
+    idle = getattr(fetch_pool(), "_idle_semaphore", None)
+    deadline = time.monotonic() + 30
+    while idle is not None and getattr(idle, "_value", 3) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
     second = Remote(arc.objstore, threading.Barrier(3, timeout=60))
     got = fetch_vectors(ColdTier(second, DIM), locs, VectorCache())
     assert np.array_equal(got, np.stack([arc.vector(r) for r in arc.rids[::2]]))
@@ -485,14 +492,17 @@ def test_fetches_share_one_pool_of_threads_and_keep_each_fetch_within_its_worker
 
     in_flight, most = [0], [0]
     lock = threading.Lock()
+    two = threading.Event()  # two gets in flight at once: what max_workers=2 allows
 
     class Slow(Remote):
         def get(self, key, start=None, end=None):
             with lock:
                 in_flight[0] += 1
                 most[0] = max(most[0], in_flight[0])
+                if in_flight[0] == 2:
+                    two.set()
             try:
-                threading.Event().wait(0.05)  # long enough for the other workers to start theirs
+                two.wait(10)  # the first get waits for a second (a fetch one at a time: 10 s, then most is 1)
                 return super().get(key, start, end)
             finally:
                 with lock:

@@ -46,8 +46,20 @@ def private_moto(moto_server: MotoServer, tmp_path_factory: pytest.TempPathFacto
     server.stop()
 
 
+# Timeouts far above moto's answer on a loaded two-core machine: a request that merely waits for the CPU is
+# not a fault. The stall tests use STALL_TIMEOUT, below the proxy's stall (5 s).
+READ_TIMEOUT = 10.0
+STALL_TIMEOUT = 1.5
+
+
 def open_store(
-    path: Path, clock: ManualClock, endpoint: str, bucket: str, *, max_attempts: int = 3, read_timeout: float = 0.5
+    path: Path,
+    clock: ManualClock,
+    endpoint: str,
+    bucket: str,
+    *,
+    max_attempts: int = 3,
+    read_timeout: float = READ_TIMEOUT,
 ) -> TierStore:
     return TierStore.open(
         path,
@@ -57,7 +69,7 @@ def open_store(
         cold_options={
             "endpoint_url": endpoint,
             "region_name": "us-east-1",
-            "connect_timeout": 0.5,
+            "connect_timeout": 10.0,
             "read_timeout": read_timeout,
             "max_attempts": max_attempts,
             "aws_access_key_id": ACCESS_KEY,
@@ -235,7 +247,7 @@ def test_a_put_that_landed_before_its_error_does_not_wedge_the_batch(tmp_path, r
     (it holds one record more than the batch now needs) instead of failing on
     every sweep from then on."""
     clock = ManualClock(T0)
-    with open_store(tmp_path / "s", clock, proxy.url, s3_bucket, max_attempts=1) as store:
+    with open_store(tmp_path / "s", clock, proxy.url, s3_bucket, max_attempts=1, read_timeout=STALL_TIMEOUT) as store:
         expected = seed(store, rng)
         clock.advance(2 * HOUR)
         proxy.set_fault("stall_response", methods={"PUT"})
@@ -258,7 +270,7 @@ def test_a_put_that_landed_before_its_error_does_not_wedge_the_batch(tmp_path, r
 
 def test_a_stall_past_the_read_timeout_is_a_clear_error(tmp_path, rng, moto_server, s3_bucket, proxy):
     clock = ManualClock(T0)
-    with open_store(tmp_path / "s", clock, proxy.url, s3_bucket, max_attempts=2, read_timeout=0.3) as store:
+    with open_store(tmp_path / "s", clock, proxy.url, s3_bucket, max_attempts=2, read_timeout=STALL_TIMEOUT) as store:
         expected = seed(store, rng)
         clock.advance(2 * HOUR)
         proxy.set_fault("stall")
@@ -277,7 +289,7 @@ def test_a_stall_past_the_read_timeout_is_a_clear_error(tmp_path, rng, moto_serv
 @pytest.mark.parametrize("fault", ["500", "drop_before", "stall"])
 def test_restore_during_an_outage_raises_and_changes_nothing(tmp_path, rng, moto_server, s3_bucket, proxy, fault):
     clock = ManualClock(T0)
-    with open_store(tmp_path / "s", clock, proxy.url, s3_bucket, max_attempts=2, read_timeout=0.3) as store:
+    with open_store(tmp_path / "s", clock, proxy.url, s3_bucket, max_attempts=2, read_timeout=STALL_TIMEOUT) as store:
         expected = seed(store, rng)
         clock.advance(2 * HOUR)
         assert store.sweep().archived == CONVERSATIONS
