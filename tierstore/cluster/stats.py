@@ -11,8 +11,8 @@ from tierstore.records import Stats
 def sum_stats(parts: Iterable[Mapping[str, Any]]) -> Stats:
     """The sum of :meth:`Stats.as_dict` dicts taken with ``lifecycle=False``:
     counts add up (a namespace lives in one slot, so namespaces add up too);
-    ``hot_loaded`` is the union, ``memory_bytes`` the sum by part. Lifecycle metrics are per store and are not
-    summed."""
+    ``hot_loaded`` is the union, ``memory_bytes`` the sum by part. Lifecycle
+    metrics are per store and are not summed."""
     total = namespaces = pinned = due_now = commits = 0
     by_tier: dict[str, int] = {}
     by_type: dict[str, dict[str, int]] = {}

@@ -579,8 +579,9 @@ class HotNamespace:
         strings and tuples). Read without the lock: a figure, not a snapshot."""
         arrays = (self.F, self.I, self.tags, self.rids, self._every_slot, self.vectors)
         out = sum(a.nbytes for a in arrays if a is not None) + self.contents.nbytes()
-        ids = list(self.ids)
-        out += sys.getsizeof(ids) + sys.getsizeof(self.slot_of) + sum(sys.getsizeof(i) for i in ids if i is not None)
+        ids = list(self.ids)  # a copy to iterate: a writer may append meanwhile
+        out += sys.getsizeof(self.ids) + sys.getsizeof(self.slot_of)
+        out += sum(sys.getsizeof(i) for i in ids if i is not None)
         index = self.index
         if index is not None:
             out += graph_bytes(index.get_max_elements(), index.element_count, self.dim, self.settings.hnsw_m)
