@@ -183,3 +183,20 @@ def test_a_sweeps_deletes_leave_the_loaded_codes_without_a_search(tmp_path):
         assert index.count_if_loaded("u2") is None  # not loaded: nothing read for it
         hits = store.search("u1", q, k=2, include_cold=True, record_access=False)
         assert [h.id for h in hits] == ["keep"]
+
+
+def test_a_sweep_that_moved_memories_gives_the_freed_pages_back_once(tmp_path, monkeypatch):
+    calls: list[int] = []
+    monkeypatch.setattr(migrator_module, "release_freed", lambda: calls.append(1) or True)
+    clock = ManualClock(T0)
+    cold = LocalObjectStore(tmp_path / "cold")
+    with TierStore.open(tmp_path / "s", dim=DIM, clock=clock, policy=ARCHIVING, cold=cold) as store:
+        rng = np.random.default_rng(2)
+        for i in range(5):
+            store.add(f"u{i}", "hello", unit(rng), memory_type="chat")
+        assert store.sweep().archived == 0 and calls == []  # nothing due, nothing moved: no trim
+        clock.advance(2 * HOUR)
+        assert store.sweep().archived == 5
+        assert calls == [1]  # one trim for the sweep, not one per batch or memory
+        store.sweep()
+        assert calls == [1]

@@ -62,6 +62,7 @@ from tierstore.rules.validation import check_str, check_tags, check_time
 from tierstore.storage import keyword_index
 from tierstore.storage.catalog import ACCESS_LOG_SQL, EVENT_SQL, INSERT_SQL, MemoryRow, insert_params, stack_embeddings
 from tierstore.storage.faults import crash_point
+from tierstore.storage.heap import release_freed
 from tierstore.tiers import cold_index, cold_relayout, tombstones
 from tierstore.tiers.archive import vector_crc
 from tierstore.tiers.background import BackgroundSweeps
@@ -279,6 +280,10 @@ class Migrator:
         self.repair_warm(now)
         if eng.ownership.lost:
             report.errors.append(eng.ownership.lost)
+        if report.archived or report.deleted or report.demoted or report.compacted:
+            # what the sweep read, packed and moved (rows, vectors, archive bytes) is freed but kept by the
+            # allocator between the survivors' small blocks: give those pages back, once a sweep
+            release_freed()
         report.remaining_due = eng.catalog.count_due(now)
         report.elapsed_s = time.perf_counter() - start
         return report
