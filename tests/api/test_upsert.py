@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -179,6 +180,9 @@ def test_concurrent_readers_never_see_the_id_missing(tmp_path, clock, rng):
     readers = [threading.Thread(target=by_get), threading.Thread(target=by_search)]
     for t in readers:
         t.start()
+    deadline = time.monotonic() + 30  # both readers under way before the upserts begin
+    while not (reads[0] and reads[1]) and time.monotonic() < deadline:
+        time.sleep(0.001)
     try:
         for i in range(1, 150):
             # the same vector, slightly moved: the memory stays the best match for v

@@ -45,14 +45,17 @@ def test_a_reader_sees_set_slots_unchanged_while_slots_are_added():
     texts = SlotTexts(1)
     texts[0] = "first"
     stop = threading.Event()
+    reading = threading.Event()  # the reader has read once: the writes start while it runs
     seen: list[str] = []
 
     def read() -> None:
         while not stop.is_set():
             seen.append(texts[0])
+            reading.set()
 
     reader = threading.Thread(target=read)
     reader.start()
+    assert reading.wait(30)
     try:
         for slot in range(1, 20_000):
             if slot >= texts.capacity:
