@@ -55,11 +55,14 @@ memory's id and vector bytes, compared at the end, proves they got the same):
   vectors against ~150 us for a per-namespace search. Contents go to an
   append-only file (on disk, not in RAM): only the index and ids are in memory.
 
-Sampled every ``--sample-every`` days and at days 30, 90, 180, 365: RSS,
-disk bytes by tier, memories per tier, search p50/p99 of the period's
-queries, the night's sweep, the period's answer quality. Every night's sweep
-is logged (``nights.jsonl``). Results in ``--out``: ``report.json`` and, with
-``--plots DIR``, PNG plots ``DIR/scale_*.png``.
+Sampled every ``--sample-every`` days and at days 30, 90, 180, 365: RSS
+(and, for tierstore, what its store holds in memory by part,
+``Stats.memory_bytes``), disk bytes by tier, memories per tier, search
+p50/p99 of the period's queries, the night's sweep, the period's answer
+quality. Every question's wall time, process CPU and searching thread's CPU
+are logged (``queries.jsonl``), every night's sweep too (``nights.jsonl``).
+Results in ``--out``: ``report.json`` and, with ``--plots DIR``, PNG plots
+``DIR/scale_*.png``.
 
 **Stop and resume.** SIGINT/SIGTERM make each system finish its current day,
 save its state (the store is closed; the baseline's indexes are saved) and
@@ -911,7 +914,7 @@ def load_nights(run: Path, system: str) -> list[dict[str, Any]]:
 
 def load_queries(run: Path, system: str) -> list[list[Any]]:
     """The query log per question: [day (1-based), kind, live id, stale ids, ranked ids, seconds, the
-    process's CPU seconds, the searching thread's CPU seconds] (the last two absent in older runs' logs)."""
+    process's CPU seconds, the searching thread's CPU seconds] (older runs' logs lack the CPU columns)."""
     path = run / system / "queries.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
