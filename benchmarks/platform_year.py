@@ -531,13 +531,11 @@ class TierstoreSystem:
         row["cpu_s"] = time.process_time() - c0  # this process's CPU: the machine is shared, wall time is noisy
         return row
 
-    def tiers(self) -> dict[str, int]:
-        by = self.store.stats(lifecycle=False).by_tier
-        return {k: int(by.get(k, 0)) for k in ("hot", "warm", "cold")}
-
-    def memory(self) -> dict[str, int]:
-        """What the store holds in memory by part (``Stats.memory_bytes``), bytes."""
-        return dict(self.store.stats(lifecycle=False).memory_bytes)
+    def held(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Memories per tier, and what the store holds in memory by part
+        (``Stats.memory_bytes``, bytes): one ``stats()``, which counts every row."""
+        st = self.store.stats(lifecycle=False)
+        return {k: int(st.by_tier.get(k, 0)) for k in ("hot", "warm", "cold")}, dict(st.memory_bytes)
 
     def disk(self) -> dict[str, int]:
         self.store.flush()
@@ -615,11 +613,9 @@ class BaselineSystem:
         self.t = t
         return {"examined": 0, "demoted": 0, "archived": 0, "deleted": 0, "sweeps": 0, "seconds": 0.0, "cpu_s": 0.0}
 
-    def tiers(self) -> dict[str, int]:
-        return {"hot": sum(len(v) for v in self.ids.values()), "warm": 0, "cold": 0}
-
-    def memory(self) -> dict[str, int]:
-        return {}  # its RSS is its indexes (bytes_per_memory compares them)
+    def held(self) -> tuple[dict[str, int], dict[str, int]]:
+        # no parts: its RSS is its indexes (bytes_per_memory compares them)
+        return {"hot": sum(len(v) for v in self.ids.values()), "warm": 0, "cold": 0}, {}
 
     def requests(self) -> dict[str, int]:
         return {}
@@ -750,13 +746,14 @@ class Child:
                 nights.write(json.dumps(night) + "\n")
                 if d + 1 in due:
                     rss, peak = rss_bytes()
+                    tiers, memory = sys_.held()
                     row = {
                         "day": d + 1,
                         "memories_added": stream.added,
-                        "tiers": sys_.tiers(),
+                        "tiers": tiers,
                         "rss_bytes": rss,
                         "rss_peak_bytes": peak,
-                        "memory_bytes": sys_.memory(),
+                        "memory_bytes": memory,
                         "disk": sys_.disk(),
                         "requests": sys_.requests(),
                         "sweep_s": night["seconds"],
